@@ -1,0 +1,116 @@
+#pragma once
+
+#include "messages/egress.hpp"
+#include "messages/error.hpp"
+#include "messages/sandbox.hpp"
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+/// The local control plane's guests: a long-lived init inside bubblewrap namespaces,
+/// its own cgroups, an optional netns with nftables egress rules. Plain, blocking class:
+/// the HTTP server calls it from a worker thread, never from its I/O thread.
+namespace guestflow::local {
+
+/// What to build (the validated create request plus the server's choices).
+struct guest_spec {
+  std::string id;       ///< control-plane id, also names cgroups, netns and workspace
+  std::string name;
+  shape shape_info;     ///< resolved catalog entry (memory limit = mem_mib)
+  std::string rootfs;   ///< "debian:12" (the host's /usr)
+  egress_policy egress;
+  std::map<std::string, std::string> envs;
+};
+
+/// Everything needed to find a live guest again, including after a control-plane
+/// restart (persisted in the record store as JSON by the server).
+struct guest_runtime {
+  std::string id;
+  pid_t init_pid = 0;
+  uint64_t init_start_time = 0; ///< /proc/<pid>/stat field 22: detects pid reuse
+  std::vector<std::string> cgroup_dirs; ///< every cgroup directory created for the guest
+  std::string netns;                    ///< netns name, empty when none
+  std::filesystem::path workspace;      ///< host directory bound at /workspace
+  std::string ip;                       ///< guest address, empty without a netns
+};
+
+/// A command started inside a guest. The caller owns the fds and must call reap().
+struct exec_process {
+  pid_t pid = 0;
+  int pidfd = -1;      ///< readable when the process exits (pidfd_open)
+  int stdout_fd = -1;  ///< read end, O_NONBLOCK | O_CLOEXEC
+  int stderr_fd = -1;
+};
+
+/// Host facts the server reports in /v1/capabilities and checks at create.
+struct host_support {
+  bool cgroup_v2 = false;
+  bool nftables = false;  ///< rules (and allow-all with the host protected) can be enforced
+  bool seccomp = false;
+};
+
+struct backend_config {
+  std::filesystem::path state_dir;      ///< workspaces live under state_dir/guests/<id>
+  uid_t guest_uid = 60000;
+  gid_t guest_gid = 60000;
+  uint32_t pids_max = 512;
+  std::vector<uint16_t> protected_ports; ///< host loopback ports guests must never reach
+};
+
+class guest_backend {
+public:
+  explicit guest_backend(backend_config cfg);
+  ~guest_backend();
+
+  const host_support& support() const noexcept;
+
+  /// Builds and starts a guest; returns once its init runs. On any failure, everything
+  /// created so far is removed before returning the failure.
+  result<guest_runtime> create(const guest_spec& spec);
+
+  /// True if the guest's init still runs (same pid *and* start time).
+  bool alive(const guest_runtime& g) const;
+
+  /// Starts `cmd args…` (no shell) inside the guest's namespaces, cgroups, root and uid,
+  /// with the guest's envs plus PYTHONUNBUFFERED=1, cwd /workspace.
+  result<exec_process> start_exec(const guest_runtime& g, const exec_request& req,
+                                  const std::map<std::string, std::string>& envs);
+
+  /// SIGKILLs a started exec (client went away) — its whole process group in the guest.
+  void kill_exec(const exec_process& p);
+
+  /// Waits for (or collects) the exit status and closes the fds: exit code, or 128+signal.
+  int reap(exec_process& p);
+
+  /// Freezer: FROZEN / THAWED.
+  result<bool> pause(const guest_runtime& g);
+  result<bool> resume(const guest_runtime& g);
+
+  /// Number of OOM kills the guest's memory cgroup recorded so far.
+  uint64_t oom_kills(const guest_runtime& g) const;
+
+  /// Replaces the live egress rules (nftables in the guest netns). deny_all ↔ rules
+  /// changes that need a netns the guest does not have are refused with bad_request.
+  result<bool> set_egress(const guest_runtime& g, const egress_policy& egress);
+
+  /// Resolves `path` (absolute, inside the guest root, no `..`, no NUL, no symlink
+  /// escaping the guest) to an open fd: for reading, or for writing (parents created,
+  /// file truncated, owned by the guest uid). bad_request / not_found on refusal.
+  result<int> open_file(const guest_runtime& g, const std::string& path, bool for_write);
+
+  /// Freeze → SIGKILL everything in the cgroups → thaw → wait empty → rmdir cgroups →
+  /// delete netns → remove workspace. Idempotent; safe on a half-built or dead guest.
+  result<bool> destroy(const guest_runtime& g);
+
+private:
+  struct impl;
+  impl* impl_;
+};
+
+} // namespace guestflow::local

@@ -1,0 +1,152 @@
+#pragma once
+
+#include "messages/error.hpp"
+#include "messages/json.hpp"
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace guestflow {
+
+/// Langflow's `ResultData` (one harvested vertex); opaque parts stay canonical JSON.
+struct result_data {
+  raw_json results;
+  raw_json artifacts;
+  raw_json outputs;
+  raw_json logs;
+  raw_json messages;
+  std::optional<double> timedelta;
+  std::optional<std::string> duration;
+  std::string component_display_name;
+  std::string component_id;
+  bool used_frozen_result = false;
+  friend bool operator==(const result_data& a, const result_data& b) {
+    return a.results == b.results && a.artifacts == b.artifacts && a.outputs == b.outputs
+           && a.logs == b.logs && a.messages == b.messages && a.timedelta == b.timedelta
+           && a.duration == b.duration && a.component_display_name == b.component_display_name
+           && a.component_id == b.component_id && a.used_frozen_result == b.used_frozen_result;
+  }
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, result_data& x) {
+  return f(x.results, x.artifacts, x.outputs, x.logs, x.messages, x.timedelta, x.duration,
+           x.component_display_name, x.component_id, x.used_frozen_result);
+}
+
+/// Langflow's `RunOutputs`: `{inputs:{…}, outputs:[ResultData|null]}`.
+struct run_outputs {
+  raw_json inputs;                          ///< object
+  std::vector<std::optional<result_data>> outputs;
+  friend bool operator==(const run_outputs& a, const run_outputs& b) {
+    return a.inputs == b.inputs && a.outputs == b.outputs;
+  }
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, run_outputs& x) {
+  return f(x.inputs, x.outputs);
+}
+
+/// A line the guest runner printed (DESIGN.md "Guest frames"). Any line that is not a JSON
+/// object with a known string `t` is user output (`stdout_line`).
+struct guest_frame {
+  enum class kind : uint8_t { note, vertex_start, step, outputs, done, fatal, stdout_line };
+  kind type = kind::stdout_line;
+  std::string id;       ///< vertex_start / step
+  std::string name;     ///< vertex_start / step
+  bool valid = false;   ///< step
+  uint64_t duration_ms = 0; ///< step
+  raw_json vertex_outputs;  ///< step: event.outputs
+  std::string logs;         ///< step: event.logs
+  std::vector<run_outputs> run_outputs_list; ///< outputs frame
+  std::string error;        ///< fatal
+  std::string traceback;    ///< fatal
+  std::string line;         ///< stdout_line: the raw line; note: canonical JSON of the frame
+  friend bool operator==(const guest_frame& a, const guest_frame& b) {
+    return a.type == b.type && a.id == b.id && a.name == b.name && a.valid == b.valid
+           && a.duration_ms == b.duration_ms && a.vertex_outputs == b.vertex_outputs
+           && a.logs == b.logs && a.run_outputs_list == b.run_outputs_list
+           && a.error == b.error && a.traceback == b.traceback && a.line == b.line;
+  }
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, guest_frame& x) {
+  return f(x.type, x.id, x.name, x.valid, x.duration_ms, x.vertex_outputs, x.logs,
+           x.run_outputs_list, x.error, x.traceback, x.line);
+}
+
+/// Classifies one runner line. A line that *is* a frame (known `t`) but has wrong field
+/// types is `bad_request` naming the field; anything that is not a frame is stdout_line.
+result<guest_frame> decode_frame(std::string_view line, const decode_limits& limits = {});
+std::string encode(const guest_frame& x);
+
+/// A run event sent to callers (DESIGN.md "Run events"), one JSON object per line.
+struct run_event {
+  enum class kind : uint8_t {
+    vertex_started,
+    vertex_built,
+    vertex_failed,
+    stdout_line, ///< wire "stdout"
+    complete,
+    error,
+  };
+  std::string run_id;
+  uint64_t seq = 0;
+  kind type = kind::stdout_line;
+  std::string id;           ///< vertex_*
+  std::string name;         ///< vertex_*
+  bool valid = false;       ///< vertex_built
+  uint64_t duration_ms = 0; ///< vertex_built
+  raw_json outputs;         ///< vertex_built
+  std::string logs;         ///< vertex_built
+  std::string line;         ///< stdout
+  std::vector<run_outputs> run_outputs_list; ///< complete: "outputs"
+  ec code = ec::guest_failed; ///< error: "code"
+  std::string message;        ///< error: "message"; vertex_failed: "error"
+
+  bool terminal() const noexcept { return type == kind::complete || type == kind::error; }
+
+  friend bool operator==(const run_event& a, const run_event& b) {
+    return a.run_id == b.run_id && a.seq == b.seq && a.type == b.type && a.id == b.id
+           && a.name == b.name && a.valid == b.valid && a.duration_ms == b.duration_ms
+           && a.outputs == b.outputs && a.logs == b.logs && a.line == b.line
+           && a.run_outputs_list == b.run_outputs_list && a.code == b.code
+           && a.message == b.message;
+  }
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, run_event& x) {
+  return f(x.run_id, x.seq, x.type, x.id, x.name, x.valid, x.duration_ms, x.outputs, x.logs,
+           x.line, x.run_outputs_list, x.code, x.message);
+}
+
+template <> result<run_event> decode<run_event>(std::string_view, const decode_limits&);
+std::string encode(const run_event& x);                 ///< one NDJSON line without '\n'
+std::string encode(const std::vector<run_outputs>& x); ///< `{"outputs":[…]}` (/api/v1/run body)
+
+/// The sandbox-backend result (lfx `SandboxResult`).
+struct sandbox_result {
+  std::string stdout_text; ///< wire "stdout"
+  std::string stderr_text; ///< wire "stderr"
+  int32_t exit_code = 0;   ///< -1 on timeout, 137 on OOM
+  uint64_t execution_time_ms = 0;
+  friend bool operator==(const sandbox_result& a, const sandbox_result& b) {
+    return a.stdout_text == b.stdout_text && a.stderr_text == b.stderr_text
+           && a.exit_code == b.exit_code && a.execution_time_ms == b.execution_time_ms;
+  }
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, sandbox_result& x) {
+  return f(x.stdout_text, x.stderr_text, x.exit_code, x.execution_time_ms);
+}
+
+template <> result<sandbox_result> decode<sandbox_result>(std::string_view, const decode_limits&);
+std::string encode(const sandbox_result& x);
+
+} // namespace guestflow

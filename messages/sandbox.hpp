@@ -1,0 +1,301 @@
+#pragma once
+
+#include "messages/egress.hpp"
+#include "messages/json.hpp"
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+/// Value types of the control-plane wire API (CreateOS v1 subset, DESIGN.md). Field names
+/// match the wire exactly; timestamps are RFC 3339 UTC strings as the wire carries them.
+namespace guestflow {
+
+/// One catalog entry of `GET /v1/shapes`.
+struct shape {
+  std::string id; ///< "s-1vcpu-256mb"
+  uint32_t vcpu = 0;
+  uint64_t mem_mib = 0;
+  uint64_t default_disk_mib = 0;
+  friend bool operator==(const shape& a, const shape& b) {
+    return a.id == b.id && a.vcpu == b.vcpu && a.mem_mib == b.mem_mib
+           && a.default_disk_mib == b.default_disk_mib;
+  }
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, shape& x) {
+  return f(x.id, x.vcpu, x.mem_mib, x.default_disk_mib);
+}
+
+/// `data` of `GET /v1/shapes`: `{data: [shape…], pagination: {total}}`.
+struct shape_list {
+  std::vector<shape> data;
+  uint64_t total = 0;
+  friend bool operator==(const shape_list& a, const shape_list& b) {
+    return a.data == b.data && a.total == b.total;
+  }
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, shape_list& x) {
+  return f(x.data, x.total);
+}
+
+/// Lifecycle states of a guest as the wire names them.
+enum class sandbox_status : uint8_t {
+  creating,
+  running,
+  pausing,
+  paused,
+  resuming,
+  error,
+  destroying,
+  destroyed,
+  failed,
+};
+
+std::string_view to_string(sandbox_status x) noexcept;
+std::optional<sandbox_status> sandbox_status_from_string(std::string_view x) noexcept;
+
+/// Body of `POST /v1/sandboxes`. The decoder enforces the wire rules: `shape` required,
+/// `name` ≤ 22 chars of [a-z0-9-], `auto_pause_after_seconds` in 60–86400, env keys
+/// non-empty without '=' or NUL, egress per `parse_egress`.
+struct sandbox_create_request {
+  std::string shape;
+  std::optional<std::string> rootfs;
+  std::optional<std::string> name;
+  egress_policy egress; ///< absent / null / [] → allow_all
+  std::map<std::string, std::string> envs;
+  std::optional<uint32_t> auto_pause_after_seconds;
+  bool ingress_enabled = false;
+
+  friend bool operator==(const sandbox_create_request& a, const sandbox_create_request& b) {
+    return a.shape == b.shape && a.rootfs == b.rootfs && a.name == b.name
+           && a.egress == b.egress && a.envs == b.envs
+           && a.auto_pause_after_seconds == b.auto_pause_after_seconds
+           && a.ingress_enabled == b.ingress_enabled;
+  }
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, sandbox_create_request& x) {
+  return f(x.shape, x.rootfs, x.name, x.egress, x.envs, x.auto_pause_after_seconds,
+           x.ingress_enabled);
+}
+
+/// `data` of a successful create: the guest is running when this returns.
+struct sandbox_created {
+  std::string id;
+  std::string name;
+  std::string ip;
+  std::string shape;
+  std::string rootfs;
+  uint32_t vcpu = 0;
+  uint64_t mem_mib = 0;
+  uint64_t disk_mib = 0;
+  uint64_t spawn_ms = 0;
+  egress_policy egress;
+
+  friend bool operator==(const sandbox_created& a, const sandbox_created& b) {
+    return a.id == b.id && a.name == b.name && a.ip == b.ip && a.shape == b.shape
+           && a.rootfs == b.rootfs && a.vcpu == b.vcpu && a.mem_mib == b.mem_mib
+           && a.disk_mib == b.disk_mib && a.spawn_ms == b.spawn_ms && a.egress == b.egress;
+  }
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, sandbox_created& x) {
+  return f(x.id, x.name, x.ip, x.shape, x.rootfs, x.vcpu, x.mem_mib, x.disk_mib, x.spawn_ms,
+           x.egress);
+}
+
+/// `GET /v1/sandboxes/{id}` (and each element of the list, and pause/resume replies).
+struct sandbox_view {
+  std::string id;
+  std::string name;
+  sandbox_status status = sandbox_status::creating;
+  std::string shape;
+  egress_policy egress;
+  std::vector<std::string> envs; ///< names only, never values
+  std::string created_at;
+  std::optional<std::string> paused_at;
+  std::optional<std::string> last_resumed_at;
+  std::optional<uint32_t> auto_pause_after_seconds;
+
+  friend bool operator==(const sandbox_view& a, const sandbox_view& b) {
+    return a.id == b.id && a.name == b.name && a.status == b.status && a.shape == b.shape
+           && a.egress == b.egress && a.envs == b.envs && a.created_at == b.created_at
+           && a.paused_at == b.paused_at && a.last_resumed_at == b.last_resumed_at
+           && a.auto_pause_after_seconds == b.auto_pause_after_seconds;
+  }
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, sandbox_view& x) {
+  return f(x.id, x.name, x.status, x.shape, x.egress, x.envs, x.created_at, x.paused_at,
+           x.last_resumed_at, x.auto_pause_after_seconds);
+}
+
+/// `data` of `GET /v1/sandboxes`: `{data: [view…], pagination: {total}}`.
+struct sandbox_list {
+  std::vector<sandbox_view> data;
+  uint64_t total = 0;
+  friend bool operator==(const sandbox_list& a, const sandbox_list& b) {
+    return a.data == b.data && a.total == b.total;
+  }
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, sandbox_list& x) {
+  return f(x.data, x.total);
+}
+
+/// `data` of `DELETE /v1/sandboxes/{id}`.
+struct sandbox_deleted {
+  std::string id;
+  sandbox_status status = sandbox_status::destroyed; ///< destroying | destroyed
+  friend bool operator==(const sandbox_deleted& a, const sandbox_deleted& b) {
+    return a.id == b.id && a.status == b.status;
+  }
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, sandbox_deleted& x) {
+  return f(x.id, x.status);
+}
+
+/// `data` of `GET /v1/whoami`.
+struct whoami {
+  std::string user_id;
+  uint64_t running = 0;
+  uint64_t paused = 0;
+  uint64_t other = 0;
+  uint64_t total = 0;
+  friend bool operator==(const whoami& a, const whoami& b) {
+    return a.user_id == b.user_id && a.running == b.running && a.paused == b.paused
+           && a.other == b.other && a.total == b.total;
+  }
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, whoami& x) {
+  return f(x.user_id, x.running, x.paused, x.other, x.total);
+}
+
+/// `data` of `GET|PUT /v1/sandboxes/{id}/egress` and the PUT body: `{egress: [...]}`.
+struct egress_body {
+  egress_policy egress;
+  friend bool operator==(const egress_body& a, const egress_body& b) {
+    return a.egress == b.egress;
+  }
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, egress_body& x) {
+  return f(x.egress);
+}
+
+/// Body of `POST /v1/sandboxes/{id}/exec`: a command and its arguments, no shell.
+/// The decoder refuses an empty `cmd` and NUL bytes in `cmd`/`args`.
+struct exec_request {
+  std::string cmd;
+  std::vector<std::string> args;
+  friend bool operator==(const exec_request& a, const exec_request& b) {
+    return a.cmd == b.cmd && a.args == b.args;
+  }
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, exec_request& x) {
+  return f(x.cmd, x.args);
+}
+
+/// `data` of a buffered exec: `{result: {stdout, stderr, exit_code, error?}, exec_ms}`.
+/// Output past the server's caps is cut and `error` says so.
+struct exec_result {
+  std::string stdout_text; ///< wire "stdout"
+  std::string stderr_text; ///< wire "stderr"
+  int32_t exit_code = 0;
+  std::optional<std::string> error;
+  uint64_t exec_ms = 0;
+  friend bool operator==(const exec_result& a, const exec_result& b) {
+    return a.stdout_text == b.stdout_text && a.stderr_text == b.stderr_text
+           && a.exit_code == b.exit_code && a.error == b.error && a.exec_ms == b.exec_ms;
+  }
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, exec_result& x) {
+  return f(x.stdout_text, x.stderr_text, x.exit_code, x.error, x.exec_ms);
+}
+
+/// One line of a streamed exec (`?stream=true`): exactly one of the five keys.
+struct exec_stream_line {
+  enum class kind : uint8_t { stdout_chunk, stderr_chunk, error, exit_code, heartbeat };
+  kind type = kind::heartbeat;
+  std::string text;      ///< stdout / stderr / error payload
+  int32_t exit_code = 0; ///< when type == exit_code
+  friend bool operator==(const exec_stream_line& a, const exec_stream_line& b) {
+    return a.type == b.type && a.text == b.text && a.exit_code == b.exit_code;
+  }
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, exec_stream_line& x) {
+  return f(x.type, x.text, x.exit_code);
+}
+
+/// `GET /v1/capabilities` (local control plane; CreateOS's are known constants).
+struct capabilities {
+  std::string isolation; ///< "namespaces" | "hardware-virtualized"
+  bool supports_deny_all_egress = true;
+  bool supports_address_egress_rules = true;
+  bool supports_domain_allowlist = false;
+  bool link_local_blocked = true;
+  uint32_t max_timeout_seconds = 3600;
+  friend bool operator==(const capabilities& a, const capabilities& b) {
+    return a.isolation == b.isolation && a.supports_deny_all_egress == b.supports_deny_all_egress
+           && a.supports_address_egress_rules == b.supports_address_egress_rules
+           && a.supports_domain_allowlist == b.supports_domain_allowlist
+           && a.link_local_blocked == b.link_local_blocked
+           && a.max_timeout_seconds == b.max_timeout_seconds;
+  }
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, capabilities& x) {
+  return f(x.isolation, x.supports_deny_all_egress, x.supports_address_egress_rules,
+           x.supports_domain_allowlist, x.link_local_blocked, x.max_timeout_seconds);
+}
+
+template <> result<shape_list> decode<shape_list>(std::string_view, const decode_limits&);
+template <> result<sandbox_create_request> decode<sandbox_create_request>(std::string_view, const decode_limits&);
+template <> result<sandbox_created> decode<sandbox_created>(std::string_view, const decode_limits&);
+template <> result<sandbox_view> decode<sandbox_view>(std::string_view, const decode_limits&);
+template <> result<sandbox_list> decode<sandbox_list>(std::string_view, const decode_limits&);
+template <> result<sandbox_deleted> decode<sandbox_deleted>(std::string_view, const decode_limits&);
+template <> result<whoami> decode<whoami>(std::string_view, const decode_limits&);
+template <> result<egress_body> decode<egress_body>(std::string_view, const decode_limits&);
+template <> result<exec_request> decode<exec_request>(std::string_view, const decode_limits&);
+template <> result<exec_result> decode<exec_result>(std::string_view, const decode_limits&);
+template <> result<exec_stream_line> decode<exec_stream_line>(std::string_view, const decode_limits&);
+template <> result<capabilities> decode<capabilities>(std::string_view, const decode_limits&);
+
+/// Compact, byte-stable JSON of each type (the `data` object, not the envelope).
+std::string encode(const shape_list& x);
+std::string encode(const sandbox_create_request& x);
+std::string encode(const sandbox_created& x);
+std::string encode(const sandbox_view& x);
+std::string encode(const sandbox_list& x);
+std::string encode(const sandbox_deleted& x);
+std::string encode(const whoami& x);
+std::string encode(const egress_body& x);
+std::string encode(const exec_request& x);
+std::string encode(const exec_result& x);
+std::string encode(const exec_stream_line& x); ///< one NDJSON line without the '\n'
+std::string encode(const capabilities& x);
+
+} // namespace guestflow
