@@ -128,6 +128,9 @@ typename Inspector::result_type inspect(Inspector& f, run_event& x) {
 template <> result<run_event> decode<run_event>(std::string_view, const decode_limits&);
 std::string encode(const run_event& x);                 ///< one NDJSON line without '\n'
 std::string encode(const std::vector<run_outputs>& x); ///< `{"outputs":[…]}` (/api/v1/run body)
+/// Inverse of `encode(const std::vector<run_outputs>&)`: decodes a `{"outputs":[…]}` body.
+result<std::vector<run_outputs>> decode_run_outputs(std::string_view text,
+                                                    const decode_limits& limits = {});
 
 /// The sandbox-backend result (lfx `SandboxResult`).
 struct sandbox_result {

@@ -6,7 +6,9 @@
 // Register with: cfg.add_message_types<caf::id_block::guestflow>() (see register_types()).
 
 #include "messages/error.hpp"
+#include "messages/execution.hpp"
 #include "messages/graph.hpp"
+#include "messages/inspect_optional.hpp"
 #include "messages/jsend.hpp"
 #include "messages/run.hpp"
 #include "messages/sandbox.hpp"
@@ -44,6 +46,10 @@ CAF_BEGIN_TYPE_ID_BLOCK(guestflow, caf::first_custom_type_id)
   CAF_ADD_TYPE_ID(guestflow, (guestflow::guest_frame))
   CAF_ADD_TYPE_ID(guestflow, (guestflow::run_event))
   CAF_ADD_TYPE_ID(guestflow, (guestflow::sandbox_result))
+  CAF_ADD_TYPE_ID(guestflow, (guestflow::upload))
+  CAF_ADD_TYPE_ID(guestflow, (guestflow::execution_spec))
+  CAF_ADD_TYPE_ID(guestflow, (guestflow::execution_report))
+  CAF_ADD_TYPE_ID(guestflow, (guestflow::reaper_stats))
 
 CAF_END_TYPE_ID_BLOCK(guestflow)
 

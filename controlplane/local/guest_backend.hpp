@@ -16,6 +16,10 @@
 /// The local control plane's guests: a long-lived init inside bubblewrap namespaces,
 /// its own cgroups, an optional netns with nftables egress rules. Plain, blocking class:
 /// the HTTP server calls it from a worker thread, never from its I/O thread.
+/// Guests are not children of the calling process (they outlive it); started commands are,
+/// and only reap() collects them: the process must not ignore SIGCHLD, wait for arbitrary
+/// children, or be a child subreaper (create() refuses then). Layout: guest_backend.cpp;
+/// sandbox_launch, guest_exec, guest_files, cgroups, netns_egress, seccomp_filter.
 namespace guestflow::local {
 
 /// What to build (the validated create request plus the server's choices).
@@ -60,7 +64,13 @@ struct backend_config {
   uid_t guest_uid = 60000;
   gid_t guest_gid = 60000;
   uint32_t pids_max = 512;
-  std::vector<uint16_t> protected_ports; ///< host loopback ports guests must never reach
+  /// Host loopback ports guests must never reach. Guests reach no host address at all (see
+  /// netns_egress.hpp), so every port is covered; kept for the server's capabilities.
+  std::vector<uint16_t> protected_ports;
+  // Host tools (overridable so that tests can prove the fail-closed paths).
+  std::string bwrap = "/usr/bin/bwrap";
+  std::string ip = "/usr/sbin/ip";
+  std::string nft = "/usr/sbin/nft";
 };
 
 class guest_backend {

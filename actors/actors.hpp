@@ -1,0 +1,120 @@
+#pragma once
+
+// Every typed actor interface of guestflow, one `///` line per handler. Actor files
+// implement these; nothing else declares a handler.
+
+#include "messages/execution.hpp"
+#include "messages/sandbox.hpp"
+#include "messages/type_ids.hpp"
+
+#include <caf/atom.hpp>
+#include <caf/message.hpp>
+#include <caf/replies_to.hpp>
+#include <caf/typed_actor.hpp>
+#include <caf/typed_event_based_actor.hpp>
+
+#include <cstdint>
+#include <string>
+
+namespace guestflow {
+
+// -- atoms (≤ 10 characters) -------------------------------------------------------------
+
+using create_atom = caf::atom_constant<caf::atom("create")>;
+using get_atom = caf::atom_constant<caf::atom("get")>;
+using list_atom = caf::atom_constant<caf::atom("list")>;
+using put_atom = caf::atom_constant<caf::atom("put")>;
+using fetch_atom = caf::atom_constant<caf::atom("fetch")>;
+using exec_atom = caf::atom_constant<caf::atom("exec")>;
+using stream_atom = caf::atom_constant<caf::atom("stream")>;
+using cancel_atom = caf::atom_constant<caf::atom("cancel")>;
+using pause_atom = caf::atom_constant<caf::atom("pause")>;
+using resume_atom = caf::atom_constant<caf::atom("resume")>;
+using delete_atom = caf::atom_constant<caf::atom("delete")>;
+using egress_atom = caf::atom_constant<caf::atom("egress")>;
+using shapes_atom = caf::atom_constant<caf::atom("shapes")>;
+using caps_atom = caf::atom_constant<caf::atom("caps")>;
+using done_atom = caf::atom_constant<caf::atom("done")>;
+using run_atom = caf::atom_constant<caf::atom("run")>;
+using track_atom = caf::atom_constant<caf::atom("track")>;
+using created_atom = caf::atom_constant<caf::atom("created")>;
+using released_atom = caf::atom_constant<caf::atom("released")>;
+using reap_atom = caf::atom_constant<caf::atom("reap")>;
+using sweep_atom = caf::atom_constant<caf::atom("sweep")>;
+using drain_atom = caf::atom_constant<caf::atom("drain")>;
+using stats_atom = caf::atom_constant<caf::atom("stats")>;
+using tick_atom = caf::atom_constant<caf::atom("tick")>;
+
+// -- interfaces ---------------------------------------------------------------------------
+
+/// Receives the lines of one streamed exec, in order, before the stream's reply arrives.
+using exec_sink_actor = caf::typed_actor<
+  /// One NDJSON line of a streamed exec (stdout / stderr / error / heartbeat).
+  caf::reacts_to<exec_stream_line>>;
+
+/// The control-plane wire API as messages (wraps `cp::client`; tests script it instead).
+/// Every reply is a value or a caf::error carrying a `guestflow::ec`.
+using controlplane_actor = caf::typed_actor<
+  /// POST /v1/sandboxes — never retried.
+  caf::replies_to<create_atom, sandbox_create_request>::with<sandbox_created>,
+  /// GET /v1/sandboxes/{id}.
+  caf::replies_to<get_atom, std::string>::with<sandbox_view>,
+  /// GET /v1/sandboxes?status= — every page, concatenated ("" = any status).
+  caf::replies_to<list_atom, std::string>::with<sandbox_list>,
+  /// PUT /v1/sandboxes/{id}/files?path= (id, path, bytes).
+  caf::replies_to<put_atom, std::string, std::string, std::string>::with<bool>,
+  /// GET /v1/sandboxes/{id}/files?path= with a cap that binds during transfer (id, path, cap).
+  caf::replies_to<fetch_atom, std::string, std::string, uint64_t>::with<std::string>,
+  /// POST /v1/sandboxes/{id}/exec, buffered, with a host-side deadline in ms — never retried.
+  caf::replies_to<exec_atom, std::string, exec_request, uint64_t>::with<exec_result>,
+  /// POST …/exec?stream=true: lines go to the sink as they arrive; replies the exit code.
+  caf::replies_to<stream_atom, std::string, exec_request, uint64_t, exec_sink_actor>::with<
+    int32_t>,
+  /// Cancels the stream feeding this sink (the server kills the command).
+  caf::reacts_to<cancel_atom, exec_sink_actor>,
+  /// POST …/pause.
+  caf::replies_to<pause_atom, std::string>::with<sandbox_view>,
+  /// POST …/resume.
+  caf::replies_to<resume_atom, std::string>::with<sandbox_view>,
+  /// DELETE /v1/sandboxes/{id}.
+  caf::replies_to<delete_atom, std::string>::with<sandbox_deleted>,
+  /// GET …/egress.
+  caf::replies_to<egress_atom, std::string>::with<egress_body>,
+  /// PUT …/egress.
+  caf::replies_to<egress_atom, std::string, egress_policy>::with<egress_body>,
+  /// GET /v1/shapes.
+  caf::replies_to<shapes_atom>::with<shape_list>,
+  /// Internal: a client completion (call id, value or caf::error) hops onto the actor.
+  caf::reacts_to<done_atom, uint64_t, caf::message>>;
+
+/// Guaranteed deletion: learns every ephemeral guest name before its create is sent,
+/// monitors the owning execution, and deletes whatever a dead or failed owner left.
+using reaper_actor = caf::typed_actor<
+  /// The sender (an execution) is about to create a guest with this name.
+  caf::reacts_to<track_atom, std::string>,
+  /// The create for `name` answered with `id`.
+  caf::reacts_to<created_atom, std::string, std::string>,
+  /// The owner deleted the guest itself: forget it.
+  caf::reacts_to<released_atom, std::string>,
+  /// The owner could not delete it (or lost the create's answer): the reaper owes the delete.
+  caf::reacts_to<reap_atom, std::string>,
+  /// Deletes guests of this runtime's owner id that no live execution owns and that are
+  /// older than the given seconds; replies how many were deleted.
+  caf::replies_to<sweep_atom, uint32_t>::with<uint64_t>,
+  /// Shutdown: deletes every tracked ephemeral guest; replies how many are still pending.
+  caf::replies_to<drain_atom>::with<uint64_t>,
+  /// The counters.
+  caf::replies_to<stats_atom>::with<reaper_stats>,
+  /// Internal: retry timer for owed deletes.
+  caf::reacts_to<tick_atom>>;
+
+/// One execution: owns exactly one guest from create to delete. Spawned per run.
+using execution_actor = caf::typed_actor<
+  /// Runs the spec; replies once, after the guest is gone (or handed to the reaper).
+  caf::replies_to<run_atom, execution_spec>::with<execution_report>,
+  /// Stops the run: kills the exec, deletes the guest, replies an error to `run`.
+  caf::reacts_to<cancel_atom>,
+  /// Streamed exec lines (see exec_sink_actor).
+  caf::reacts_to<exec_stream_line>>;
+
+} // namespace guestflow

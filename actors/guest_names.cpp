@@ -1,0 +1,70 @@
+#include "actors/guest_names.hpp"
+
+#include <cctype>
+
+namespace guestflow::names {
+namespace {
+
+constexpr std::string_view alphabet = "abcdefghijklmnopqrstuvwxyz0123456789";
+
+/// FNV-1a: stable across builds and platforms (std::hash is not).
+uint64_t fnv1a(std::string_view s, uint64_t h = 1469598103934665603ull) {
+  for (unsigned char c : s) {
+    h ^= c;
+    h *= 1099511628211ull;
+  }
+  return h;
+}
+
+bool valid_char(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9');
+}
+
+} // namespace
+
+std::string owner_id(std::string_view env_owner, std::string_view host_name,
+                     std::string_view state_dir) {
+  std::string out;
+  for (char c : env_owner) {
+    auto l = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    if (valid_char(l) && out.size() < 6)
+      out.push_back(l);
+  }
+  if (!env_owner.empty() && out.size() == 6)
+    return out;
+  // A short or odd GUESTFLOW_OWNER still yields 6 valid chars, derived from what was given.
+  auto h = env_owner.empty() ? fnv1a(state_dir, fnv1a(host_name)) : fnv1a(env_owner);
+  out.clear();
+  for (int i = 0; i < 6; ++i) {
+    out.push_back(alphabet[h % alphabet.size()]);
+    h /= alphabet.size();
+  }
+  return out;
+}
+
+std::string ephemeral(guest_kind kind, std::string_view owner, std::mt19937_64& rng) {
+  std::string out = "gf-";
+  out.push_back(static_cast<char>(kind));
+  out.push_back('-');
+  out.append(owner);
+  out.push_back('-');
+  std::uniform_int_distribution<size_t> pick(0, alphabet.size() - 1);
+  for (int i = 0; i < 10; ++i)
+    out.push_back(alphabet[pick(rng)]);
+  return out;
+}
+
+std::optional<parsed_name> parse(std::string_view name) {
+  // gf-K-OOOOOO-RRRRRRRRRR
+  if (name.size() != 22 || name.substr(0, 3) != "gf-" || name[4] != '-' || name[11] != '-')
+    return std::nullopt;
+  auto k = name[3];
+  if (k != 'b' && k != 'x' && k != 'c')
+    return std::nullopt;
+  for (size_t i = 5; i < 22; ++i)
+    if (i != 11 && !valid_char(name[i]))
+      return std::nullopt;
+  return parsed_name{static_cast<guest_kind>(k), std::string{name.substr(5, 6)}};
+}
+
+} // namespace guestflow::names

@@ -1,0 +1,57 @@
+#pragma once
+
+#include "actors/actors.hpp"
+
+#include <caf/stateful_actor.hpp>
+#include <caf/typed_response_promise.hpp>
+
+#include <chrono>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+namespace guestflow {
+
+struct reaper_options {
+  std::string owner;                         ///< this runtime's owner id (names.hpp)
+  std::chrono::milliseconds retry_initial{500};
+  std::chrono::milliseconds retry_max{30'000};
+  /// How long a name whose create answer was lost is looked for before it is given up.
+  std::chrono::seconds lost_create_watch{600};
+  std::chrono::seconds call_timeout{90};
+  std::chrono::seconds drain_deadline{60};
+};
+
+struct reaper_state {
+  static inline const char* name = "reaper";
+
+  struct entry {
+    std::string id;        ///< empty until the create answered (or a lookup found it)
+    caf::actor_addr owner; ///< the execution that tracked it
+    bool owed = false;     ///< the reaper must delete it
+    bool in_flight = false;
+    uint32_t attempts = 0;
+    std::chrono::steady_clock::time_point tracked_at;
+    std::chrono::steady_clock::time_point next_try;
+  };
+
+  controlplane_actor cp;
+  reaper_options opts;
+  std::unordered_map<std::string, entry> guests; ///< by guest name
+  reaper_stats stats;
+  bool tick_scheduled = false;
+  bool lookup_in_flight = false;
+  std::vector<caf::typed_response_promise<uint64_t>> drains;
+  std::chrono::steady_clock::time_point drain_deadline_at;
+};
+
+/// Guaranteed deletion (see actors.hpp). Deletes by id when it knows it, otherwise looks
+/// names up in one list call per round; retries with capped exponential backoff.
+reaper_actor::behavior_type reaper(reaper_actor::stateful_pointer<reaper_state> self,
+                                   controlplane_actor cp, reaper_options opts);
+
+/// Seconds since the Unix epoch of an RFC 3339 UTC timestamp ("2026-11-30T09:42:28Z",
+/// fractional seconds and "+00:00" accepted); nullopt if malformed.
+std::optional<int64_t> parse_rfc3339(const std::string& text);
+
+} // namespace guestflow

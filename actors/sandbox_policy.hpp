@@ -1,0 +1,59 @@
+#pragma once
+
+#include "messages/egress.hpp"
+#include "messages/error.hpp"
+#include "messages/sandbox.hpp"
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+/// The policy gate and shape choice for the sandbox-backend surface, with the seed's
+/// settings and their meaning (seed 000: "Configuration", "Shapes", "Network semantics").
+namespace guestflow::policy {
+
+using env_map = std::map<std::string, std::string>;
+
+/// Which control plane answers, and what it can and cannot enforce.
+enum class provider_kind : uint8_t { local, createos };
+
+struct provider_info {
+  provider_kind kind = provider_kind::local;
+  capabilities caps;
+  uint64_t memory_floor_mib = 256; ///< CreateOS 4096 (seed), local configurable
+};
+
+/// CreateOS's capabilities as measured in seed 000: hardware-virtualized, deny-all
+/// enforced, hostname rules accepted but not enforced, 169.254.0.0/16 always reachable.
+provider_info createos_provider();
+
+/// Langflow's `LANGFLOW_SANDBOX_*` settings plus the provider's own.
+struct sandbox_settings {
+  uint32_t timeout_seconds = 30;    ///< LANGFLOW_SANDBOX_TIMEOUT_SECONDS
+  uint64_t memory_mb = 192;         ///< LANGFLOW_SANDBOX_MEMORY_MB (a floor, not the size)
+  bool allow_network = false;       ///< LANGFLOW_SANDBOX_ALLOW_NETWORK
+  std::vector<std::string> allowed_domains; ///< LANGFLOW_SANDBOX_ALLOWED_DOMAINS (refused)
+  bool accept_egress_exceptions = false; ///< LANGFLOW_SANDBOX_CREATEOS_ACCEPT_EGRESS_EXCEPTIONS
+  std::optional<std::string> rootfs;     ///< CREATEOS_SANDBOX_ROOTFS
+  std::optional<std::string> pinned_shape; ///< CREATEOS_SANDBOX_SHAPE / GUESTFLOW_SHAPE
+};
+
+/// Reads the settings; a malformed value (e.g. a timeout of "abc") is bad_request naming
+/// the variable, never a silent default.
+result<sandbox_settings> settings_from_env(const env_map& env);
+
+/// Parses a boolean setting the way Langflow does ("true/1/yes/on", "false/0/no/off").
+std::optional<bool> parse_bool(const std::string& text);
+
+/// The gate: the egress policy to create the guest with, or `policy_refused` with the
+/// reason. Never returns a weaker policy than the settings asked for.
+result<egress_policy> admit(const sandbox_settings& s, const provider_info& p);
+
+/// The smallest catalog shape with at least max(memory_mb, floor) MiB — never rounding
+/// down; a pinned shape must exist in the catalog.
+result<shape> pick_shape(const shape_list& catalog, uint64_t memory_mb, uint64_t floor_mib,
+                         const std::optional<std::string>& pinned);
+
+} // namespace guestflow::policy

@@ -1,0 +1,100 @@
+#include "apps/args.hpp"
+#include "apps/command.hpp"
+#include "controlplane/local/serve.hpp"
+
+#include <charconv>
+#include <cstdlib>
+#include <iostream>
+
+namespace guestflow::cli {
+namespace {
+
+constexpr std::string_view usage =
+    R"(usage: guestflow control-plane --state-dir DIR [--listen HOST:PORT] [--api-key KEY]
+
+Serves the CreateOS wire API v1 with real local guests (bubblewrap namespaces, cgroups,
+netns egress rules). Prints `listening on http://HOST:PORT` as its first stdout line once
+ready. SIGTERM/SIGINT stop the server; guests keep running and are re-adopted from the
+records in DIR on the next start.
+
+  --listen HOST:PORT     address to serve (default 127.0.0.1:0 = a free port)
+  --state-dir DIR        records (control-plane.db, 0600), lock, guest workspaces
+  --api-key KEY          require `X-Api-Key: KEY` on every request (default: the env
+                         GUESTFLOW_CONTROL_PLANE_KEY); required for non-loopback addresses
+  --max-stdout-bytes N   per exec call, default 16777216; past it output is discarded
+  --max-stderr-bytes N   per exec call, default 1048576
+  --max-file-bytes N     PUT …/files body limit (413 beyond), default 67108864
+  --max-json-bytes N     JSON request body limit (413 beyond), default 1048576
+  --workers N            threads for blocking guest/record work, default 4
+
+Test and bench only (not for production use):
+  --heartbeat-ms N       streamed exec heartbeat interval, default 5000
+  --auto-pause-scale X   multiplies auto_pause_after_seconds (0.01: 60 s → 0.6 s)
+  --nft-path PATH        the nft binary (a missing one: egress rules unavailable, so
+                         creates that need them are refused with 503)
+  --simulate-latency-ms N  answer every call after N ms and start no guest at all (a
+                         simulated domain: for measuring the runtime's own overhead))";
+
+template<class T>
+bool parse_number(const cli::args& a, const std::string& flag, T& out) {
+  auto v = a.get(flag);
+  if (!v) return true;
+  auto [p, e] = std::from_chars(v->data(), v->data() + v->size(), out);
+  if (e != std::errc{} || p != v->data() + v->size()) {
+    std::cerr << "guestflow control-plane: --" << flag << ": expected a number, got '" << *v
+              << "'\n";
+    return false;
+  }
+  return true;
+}
+
+int run_control_plane(const std::vector<std::string>& argv) {
+  cli::args a{{"listen", "state-dir", "api-key", "max-stdout-bytes", "max-stderr-bytes",
+               "max-file-bytes", "max-json-bytes", "workers", "heartbeat-ms",
+               "auto-pause-scale", "simulate-latency-ms", "nft-path"},
+              {}};
+  if (auto e = a.parse(argv)) {
+    std::cerr << "guestflow control-plane: " << *e << "\n" << usage << '\n';
+    return 2;
+  }
+  if (!a.positionals().empty()) {
+    std::cerr << "guestflow control-plane: unexpected argument '" << a.positionals()[0]
+              << "'\n";
+    return 2;
+  }
+  local::serve_options o;
+  o.listen = a.get("listen").value_or("127.0.0.1:0");
+  o.state_dir = a.get("state-dir").value_or("");
+  if (auto key = a.get("api-key"))
+    o.http.api_key = *key;
+  else if (const char* env = std::getenv("GUESTFLOW_CONTROL_PLANE_KEY"))
+    o.http.api_key = env;
+  uint64_t heartbeat_ms = 5000;
+  uint32_t latency = 0;
+  std::string scale_text = a.get("auto-pause-scale").value_or("1");
+  if (!parse_number(a, "max-stdout-bytes", o.http.exec.max_stdout_bytes) ||
+      !parse_number(a, "max-stderr-bytes", o.http.exec.max_stderr_bytes) ||
+      !parse_number(a, "max-file-bytes", o.http.max_file_bytes) ||
+      !parse_number(a, "max-json-bytes", o.http.max_json_bytes) ||
+      !parse_number(a, "workers", o.workers) ||
+      !parse_number(a, "heartbeat-ms", heartbeat_ms) ||
+      !parse_number(a, "simulate-latency-ms", latency))
+    return 2;
+  o.http.heartbeat = std::chrono::milliseconds{std::max<uint64_t>(heartbeat_ms, 10)};
+  if (auto nft = a.get("nft-path"))
+    o.nft_path = *nft;
+  if (a.has("simulate-latency-ms")) o.simulate_latency_ms = latency;
+  char* end = nullptr;
+  o.domain.auto_pause_scale = std::strtod(scale_text.c_str(), &end);
+  if (end == scale_text.c_str() || *end != '\0' || o.domain.auto_pause_scale <= 0) {
+    std::cerr << "guestflow control-plane: --auto-pause-scale: expected a positive number\n";
+    return 2;
+  }
+  return local::serve(o, std::cout, std::cerr);
+}
+
+const registrar reg{
+    {"control-plane", "serve the wire API with local guests", usage, run_control_plane}};
+
+} // namespace
+} // namespace guestflow::cli

@@ -1,0 +1,239 @@
+#include "controlplane/client/client.hpp"
+
+#include "controlplane/client/endpoint_selection.hpp"
+#include "controlplane/client/error_mapping.hpp"
+#include "controlplane/client/exec_stream.hpp"
+#include "controlplane/client/http_call.hpp"
+#include "controlplane/client/transport.hpp"
+#include "controlplane/client/url.hpp"
+
+namespace guestflow::cp {
+namespace {
+
+using boost::beast::http::verb;
+
+constexpr std::string_view json_type = "application/json";
+
+/// The client interface on top of http_call: builds each wire request, decodes each reply.
+class beast_client final : public client {
+public:
+  explicit beast_client(std::shared_ptr<transport> t) : client(t->ep()), t_(std::move(t)) {}
+
+  ~beast_client() override { t_->shutdown(); }
+
+  void shapes(millis timeout, callback<shape_list> cb) override {
+    call<shape_list>(spec(verb::get, "/v1/shapes", timeout), std::move(cb));
+  }
+
+  void who(millis timeout, callback<whoami> cb) override {
+    call<whoami>(spec(verb::get, "/v1/whoami", timeout), std::move(cb));
+  }
+
+  void capabilities_of(millis timeout, callback<capabilities> cb) override {
+    if (ep_.kind == provider::createos) // no such endpoint: the facts are known
+      return t_->post_or_run([cb = std::move(cb)] { cb(createos_capabilities()); });
+    call<capabilities>(spec(verb::get, "/v1/capabilities", timeout),
+                       std::move(cb));
+  }
+
+  void create(const sandbox_create_request& req, millis timeout,
+              callback<sandbox_created> cb) override {
+    auto s = spec(verb::post, "/v1/sandboxes", timeout);
+    s.idempotent = false;
+    with_json(s, encode(req));
+    call<sandbox_created>(std::move(s), std::move(cb));
+  }
+
+  void get(const std::string& id, millis timeout, callback<sandbox_view> cb) override {
+    if (!checked_id(id, cb))
+      return;
+    call<sandbox_view>(spec(verb::get, sandbox(id), timeout),
+                       std::move(cb));
+  }
+
+  void list(const std::string& status, uint32_t limit, uint32_t offset, millis timeout,
+            callback<sandbox_list> cb) override {
+    std::string query;
+    auto add = [&](std::string_view k, const std::string& v) {
+      query += (query.empty() ? "?" : "&") + std::string(k) + "=" + percent_encode(v);
+    };
+    if (!status.empty())
+      add("status", status);
+    if (limit > 0)
+      add("limit", std::to_string(limit));
+    if (offset > 0)
+      add("offset", std::to_string(offset));
+    call<sandbox_list>(spec(verb::get, "/v1/sandboxes" + query, timeout),
+                       std::move(cb));
+  }
+
+  void put_file(const std::string& id, const std::string& path, std::string body,
+                millis timeout, callback<bool> cb) override {
+    if (!checked_id(id, cb) || !checked_path(path, cb))
+      return;
+    auto s = spec(verb::put, files(id, path), timeout);
+    s.content_type = "application/octet-stream";
+    s.body = std::move(body);
+    start(std::move(s), [cb = std::move(cb)](result<std::string> r) {
+      if (!r)
+        return cb(std::move(r).error());
+      cb(true);
+    });
+  }
+
+  void get_file(const std::string& id, const std::string& path, size_t max_bytes,
+                millis timeout, callback<std::string> cb) override {
+    if (!checked_id(id, cb) || !checked_path(path, cb))
+      return;
+    auto s = spec(verb::get, files(id, path), timeout);
+    s.kind = body_kind::raw;
+    s.body_cap = max_bytes;
+    s.cap_is_artifact = true;
+    start(std::move(s), std::move(cb));
+  }
+
+  void exec(const std::string& id, const exec_request& req, millis timeout,
+            callback<exec_result> cb) override {
+    if (!checked_id(id, cb))
+      return;
+    auto s = spec(verb::post, sandbox(id) + "/exec", timeout);
+    s.idempotent = false;
+    with_json(s, encode(req));
+    call<exec_result>(std::move(s), std::move(cb));
+  }
+
+  std::shared_ptr<stream_handle> exec_stream(const std::string& id, const exec_request& req,
+                                             millis timeout,
+                                             exec_stream_callbacks cbs) override {
+    if (id.empty()) {
+      reject(std::move(cbs.on_done), fail(ec::bad_request, "sandbox id must not be empty"));
+      return finished_stream();
+    }
+    auto s = spec(verb::post, sandbox(id) + "/exec?stream=true", timeout);
+    s.idempotent = false;
+    s.kind = body_kind::raw;
+    with_json(s, encode(req));
+    return start_exec_stream(t_, std::move(s), std::move(cbs));
+  }
+
+  void get_egress(const std::string& id, millis timeout, callback<egress_body> cb) override {
+    if (!checked_id(id, cb))
+      return;
+    call<egress_body>(
+      spec(verb::get, sandbox(id) + "/egress", timeout),
+      std::move(cb));
+  }
+
+  void put_egress(const std::string& id, const egress_policy& egress, millis timeout,
+                  callback<egress_body> cb) override {
+    if (!checked_id(id, cb))
+      return;
+    auto s = spec(verb::put, sandbox(id) + "/egress", timeout);
+    with_json(s, encode(egress_body{egress}));
+    call<egress_body>(std::move(s), std::move(cb));
+  }
+
+  void pause(const std::string& id, millis timeout, callback<sandbox_view> cb) override {
+    if (!checked_id(id, cb))
+      return;
+    call<sandbox_view>(
+      spec(verb::post, sandbox(id) + "/pause", timeout),
+      std::move(cb));
+  }
+
+  void resume(const std::string& id, millis timeout, callback<sandbox_view> cb) override {
+    if (!checked_id(id, cb))
+      return;
+    call<sandbox_view>(
+      spec(verb::post, sandbox(id) + "/resume", timeout),
+      std::move(cb));
+  }
+
+  void remove(const std::string& id, millis timeout, callback<sandbox_deleted> cb) override {
+    if (!checked_id(id, cb))
+      return;
+    call<sandbox_deleted>(spec(verb::delete_, sandbox(id), timeout),
+                          std::move(cb));
+  }
+
+  void shutdown() override { t_->shutdown(); }
+
+private:
+  /// `path` is encoded and may carry a query; messages name the call without the query.
+  call_spec spec(verb method, const std::string& path, millis timeout) const {
+    call_spec s;
+    s.method = method;
+    s.target = t_->url().prefix + path;
+    s.what = std::string(boost::beast::http::to_string(method)) + " "
+             + path.substr(0, path.find('?'));
+    s.timeout = timeout;
+    s.body_cap = t_->cfg().max_response_bytes;
+    return s;
+  }
+
+  static void with_json(call_spec& s, std::string body) {
+    s.content_type = std::string(json_type);
+    s.body = std::move(body);
+  }
+
+  static std::string sandbox(const std::string& id) {
+    return "/v1/sandboxes/" + percent_encode(id);
+  }
+
+  static std::string files(const std::string& id, const std::string& path) {
+    return sandbox(id) + "/files?path=" + percent_encode(path, /*keep_slash=*/true);
+  }
+
+  template <class T>
+  bool checked_id(const std::string& id, callback<T>& cb) {
+    if (!id.empty())
+      return true;
+    reject(std::move(cb), fail(ec::bad_request, "sandbox id must not be empty"));
+    return false;
+  }
+
+  template <class T>
+  bool checked_path(const std::string& path, callback<T>& cb) {
+    if (!path.empty() && path.front() == '/' && path.find('\0') == std::string::npos)
+      return true;
+    reject(std::move(cb),
+           fail(ec::bad_request, "file path must be absolute: '" + path + "'"));
+    return false;
+  }
+
+  /// Completes `cb` with `f` on a client thread, like every other outcome.
+  template <class T>
+  void reject(callback<T> cb, failure f) {
+    t_->post_or_run([cb = std::move(cb), f = std::move(f)]() mutable { cb(std::move(f)); });
+  }
+
+  void start(call_spec s, http_call::completion done) {
+    http_call::start(t_, std::move(s), std::move(done));
+  }
+
+  /// A JSend call whose `data` decodes into `T`.
+  template <class T>
+  void call(call_spec s, callback<T> cb) {
+    auto what = s.what;
+    start(std::move(s), [cb = std::move(cb), what = std::move(what)](result<std::string> r) {
+      if (!r)
+        return cb(std::move(r).error());
+      cb(decode_reply<T>(*r, what));
+    });
+  }
+
+  std::shared_ptr<transport> t_;
+};
+
+} // namespace
+
+result<std::shared_ptr<client>> client::make(endpoint ep, client_config cfg) {
+  auto t = transport::make(std::move(ep), std::move(cfg));
+  if (!t)
+    return t.error();
+  auto transport = std::move(*t);
+  transport->start();
+  return std::shared_ptr<client>(std::make_shared<beast_client>(std::move(transport)));
+}
+
+} // namespace guestflow::cp

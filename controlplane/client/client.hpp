@@ -1,0 +1,137 @@
+#pragma once
+
+#include "messages/error.hpp"
+#include "messages/sandbox.hpp"
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+
+/// The control-plane wire API (DESIGN.md, CreateOS v1 subset) as typed asynchronous calls.
+/// One client per endpoint; it owns its Asio threads and a keep-alive connection pool.
+/// Every call takes a deadline and completes exactly once, on a client thread, through its
+/// callback — the actor layer turns that into a message, so no actor blocks on I/O.
+namespace guestflow::cp {
+
+using clock = std::chrono::steady_clock;
+using millis = std::chrono::milliseconds;
+
+/// Which kind of control plane an endpoint is: the policy gate applies CreateOS's known
+/// capabilities (`createos_capabilities()`, endpoint_selection.hpp) or asks the local one.
+enum class provider : uint8_t { local, createos };
+
+/// Where the control plane is and how to reach it.
+struct endpoint {
+  std::string base_url;   ///< "http://127.0.0.1:PORT" or "https://api.sb.createos.sh"
+  std::string api_key;    ///< sent as X-Api-Key when non-empty
+  bool verify_tls = true; ///< peer verification + SNI; plain http only for loopback hosts
+  provider kind = provider::local; ///< createos: capabilities_of answers the known facts
+  std::string ca_pem; ///< extra trusted CA certificates (PEM), added to the system store
+};
+
+struct client_config {
+  size_t io_threads = 1;
+  size_t max_idle_per_endpoint = 64; ///< pooled keep-alive connections kept open
+  millis default_timeout{30'000};
+  millis retry_initial{100};   ///< backoff for idempotent calls on `transient`
+  millis retry_max{5'000};
+  size_t max_response_bytes = size_t{64} << 20; ///< body cap for buffered JSON replies
+  millis pool_idle_timeout{30'000}; ///< idle pooled connections older than this are closed
+};
+
+template <class T>
+using callback = std::function<void(result<T>)>;
+
+/// Stream of a `?stream=true` exec: `on_line` for every NDJSON line as it arrives
+/// (assembled across chunk boundaries; heartbeats and the exit_code line included), then
+/// `on_done` exactly once with the exit code from the `{"exit_code":N}` line, or a failure:
+/// transient "stream ended without exit code" (body or connection ended first), transient
+/// "cancelled" (stream_handle::cancel), transient on the deadline (an overall backstop that
+/// heartbeats do not extend), unavailable for a line over 16 MiB or one that is not a
+/// stream line. Both run on a client thread, never concurrently for one stream.
+struct exec_stream_callbacks {
+  std::function<void(exec_stream_line)> on_line;
+  callback<int32_t> on_done;
+};
+
+/// Cancels a running streamed exec by closing its connection (the server then kills the
+/// command). Safe to call from any thread, any number of times, also after completion.
+class stream_handle {
+public:
+  virtual ~stream_handle() = default;
+  virtual void cancel() = 0;
+};
+
+/// Error mapping (as the seed plugin does): a 2xx whose envelope is not success, 429, 5xx,
+/// connect/read timeouts, a connection broken mid-exchange → transient; 409 "sandbox is
+/// paused" → paused; 404 → not_found; 400/409/413/422 → bad_request with the server's
+/// message; 401/403 and any other non-2xx → unavailable with the status in the message; a
+/// control plane that cannot be reached (resolve/connect refused) → unavailable "control
+/// plane at URL unreachable: …"; a failed TLS handshake (certificate) → unavailable.
+/// Idempotent calls (GET, DELETE, pause, resume, PUT egress, PUT files) retry transient
+/// and unreachable with jittered exponential backoff inside their deadline; create and
+/// exec never retry — except that a request on a *pooled* connection that fails while
+/// writing, or whose read ends (EOF/reset) before a single response byte, is sent once
+/// more on a fresh connection: that is the server having closed an idle keep-alive
+/// connection, not an answer.
+///
+/// Every call completes exactly once, on a client thread; a `timeout` ≤ 0 means
+/// `client_config::default_timeout`. The deadline covers resolve + connect + TLS + write +
+/// read, and all retries. Public methods are thread-safe. A user callback that throws is
+/// logged and otherwise ignored.
+class client {
+public:
+  /// Fails with bad_request for a malformed URL or config, policy_refused for plain http to
+  /// a non-loopback host, unavailable when TLS cannot be set up (bad `ca_pem`).
+  static result<std::shared_ptr<client>> make(endpoint ep, client_config cfg = {});
+
+  virtual ~client() = default;
+
+  const endpoint& where() const noexcept { return ep_; }
+
+  virtual void shapes(millis timeout, callback<shape_list> cb) = 0;
+  virtual void who(millis timeout, callback<whoami> cb) = 0;
+  /// GET /v1/capabilities on a local control plane; CreateOS has no such endpoint, so for
+  /// `provider::createos` this answers `createos_capabilities()` without a request.
+  virtual void capabilities_of(millis timeout, callback<capabilities> cb) = 0;
+  virtual void create(const sandbox_create_request& req, millis timeout,
+                      callback<sandbox_created> cb) = 0;
+  virtual void get(const std::string& id, millis timeout, callback<sandbox_view> cb) = 0;
+  /// `status` empty = all; `limit` 0 = server default.
+  virtual void list(const std::string& status, uint32_t limit, uint32_t offset, millis timeout,
+                    callback<sandbox_list> cb) = 0;
+  /// `path` must be absolute (bad_request otherwise, nothing sent); it is URL-encoded.
+  virtual void put_file(const std::string& id, const std::string& path, std::string body,
+                        millis timeout, callback<bool> cb) = 0;
+  /// The cap binds during the transfer: a body longer than `max_bytes` aborts the read at
+  /// the cap (never buffers more) and fails with artifact_too_large.
+  virtual void get_file(const std::string& id, const std::string& path, size_t max_bytes,
+                        millis timeout, callback<std::string> cb) = 0;
+  virtual void exec(const std::string& id, const exec_request& req, millis timeout,
+                    callback<exec_result> cb) = 0;
+  /// Never null. Never retried (see above).
+  virtual std::shared_ptr<stream_handle> exec_stream(const std::string& id,
+                                                     const exec_request& req, millis timeout,
+                                                     exec_stream_callbacks cbs) = 0;
+  virtual void get_egress(const std::string& id, millis timeout, callback<egress_body> cb) = 0;
+  virtual void put_egress(const std::string& id, const egress_policy& egress, millis timeout,
+                          callback<egress_body> cb) = 0;
+  virtual void pause(const std::string& id, millis timeout, callback<sandbox_view> cb) = 0;
+  virtual void resume(const std::string& id, millis timeout, callback<sandbox_view> cb) = 0;
+  virtual void remove(const std::string& id, millis timeout, callback<sandbox_deleted> cb) = 0;
+
+  /// Stops the I/O threads; pending calls complete with `unavailable` (on a client thread,
+  /// before shutdown returns unless it is called from a callback). Calls made after
+  /// shutdown complete at once with `unavailable` on the calling thread. Idempotent; the
+  /// destructor calls it.
+  virtual void shutdown() = 0;
+
+protected:
+  explicit client(endpoint ep) : ep_(std::move(ep)) {}
+  endpoint ep_;
+};
+
+} // namespace guestflow::cp

@@ -1,0 +1,55 @@
+#include "controlplane/client/connection.hpp"
+
+#include "controlplane/client/url.hpp"
+
+#include <openssl/ssl.h>
+#include <openssl/x509v3.h>
+
+namespace guestflow::cp {
+
+namespace net = boost::asio;
+
+connection::connection(net::io_context& ioc) {
+  plain_.emplace(ioc.get_executor());
+}
+
+connection::connection(net::io_context& ioc, net::ssl::context& ctx, const std::string& host,
+                       bool verify) {
+  tls_.emplace(ioc.get_executor(), ctx);
+  auto* ssl = tls_->native_handle();
+  bool ip = is_ip_literal(host);
+  if (!ip) // SNI carries names only (RFC 6066)
+    SSL_set_tlsext_host_name(ssl, host.c_str());
+  if (verify) {
+    if (ip)
+      X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl), host.c_str());
+    else
+      SSL_set1_host(ssl, host.c_str());
+  }
+}
+
+bool connection::looks_alive() {
+  auto& sock = tcp().socket();
+  if (!sock.is_open())
+    return false;
+  boost::system::error_code err;
+  bool was = sock.non_blocking();
+  sock.non_blocking(true, err);
+  if (err)
+    return false;
+  char byte;
+  sock.receive(net::buffer(&byte, 1), net::socket_base::message_peek, err);
+  boost::system::error_code restore;
+  sock.non_blocking(was, restore);
+  // would_block: nothing to read, peer silent — the healthy idle state. Anything else (EOF,
+  // reset, or unsolicited bytes) means the connection cannot carry a clean exchange.
+  return err == net::error::would_block && !restore;
+}
+
+void connection::close() noexcept {
+  boost::system::error_code err;
+  tcp().socket().shutdown(net::socket_base::shutdown_both, err);
+  tcp().close();
+}
+
+} // namespace guestflow::cp

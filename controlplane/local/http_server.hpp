@@ -1,0 +1,68 @@
+#pragma once
+
+#include "controlplane/local/exec_pump.hpp"
+#include "controlplane/local/sandbox_service.hpp"
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/thread_pool.hpp>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace guestflow::local {
+
+struct http_options {
+  std::string api_key;                          ///< empty: no authentication
+  uint64_t max_json_bytes = uint64_t{1} << 20;  ///< JSON request bodies
+  uint64_t max_file_bytes = uint64_t{64} << 20; ///< PUT …/files bodies
+  exec_limits exec;                             ///< output caps per exec call
+  std::chrono::milliseconds heartbeat{5000};    ///< streamed exec `{"hb":true}` interval
+  std::chrono::seconds idle_timeout{120};       ///< a request must arrive / be sent within
+  std::chrono::seconds write_timeout{60};       ///< a streamed line must leave within
+};
+
+/// What every connection shares: the domain, the worker pool that runs its blocking
+/// calls, the options, and the live execs (killed when the server stops).
+struct http_context {
+  boost::asio::io_context& io;
+  boost::asio::thread_pool& workers;
+  sandbox_service& service;
+  http_options options;
+
+  std::mutex execs_mu;
+  std::vector<std::weak_ptr<exec_pump>> execs;
+  void track(const std::shared_ptr<exec_pump>& p);
+};
+
+/// Binds and listens (throws boost::system::system_error on failure). Separate from the
+/// server because the backend must know the port (guests may never reach it) before the
+/// domain, and so the server, exists.
+boost::asio::ip::tcp::acceptor listen_on(boost::asio::io_context& io,
+                                         const boost::asio::ip::tcp::endpoint& endpoint);
+
+/// The transport layer: accepts connections and serves the wire API with one Beast
+/// session per connection, on the io_context's thread(s). Blocking domain calls go to the
+/// worker pool; their results are posted back to the session.
+class http_server {
+public:
+  http_server(boost::asio::io_context& io, boost::asio::thread_pool& workers,
+              sandbox_service& service, http_options options,
+              boost::asio::ip::tcp::acceptor acceptor);
+
+  void start();
+
+  /// Stops accepting and kills every running exec (its guest keeps running).
+  void stop();
+
+private:
+  void accept();
+
+  http_context ctx_;
+  boost::asio::ip::tcp::acceptor acceptor_;
+};
+
+} // namespace guestflow::local

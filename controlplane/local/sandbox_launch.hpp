@@ -1,0 +1,62 @@
+#pragma once
+
+#include "messages/error.hpp"
+
+#include <chrono>
+#include <linux/filter.h>
+#include <optional>
+#include <string>
+#include <sys/types.h>
+#include <vector>
+
+/// Starting a guest's long-lived init under bubblewrap, detached from the control plane.
+///
+/// Process tree: the server forks A; A calls setsid() and forks B, then exits, so B is
+/// reparented to init (or the nearest subreaper). B joins the guest's cgroups and netns as
+/// root, binds the workspace in a private mount namespace, drops to the guest uid/gid (like
+/// `setpriv --reuid --regid --clear-groups`), waits until A is gone — bwrap's
+/// --die-with-parent must bind to B's *final* parent, not to A — and execs bwrap. bwrap's
+/// outer process is therefore the per-guest shim: not a child of the server, it survives
+/// the server's restart; killing it (or the cgroup) takes the sandbox down. Inside, bwrap's
+/// own pid 1 reaps every orphan, and the command (`sh` announcing readiness, then
+/// `exec sleep infinity`) keeps the sandbox alive.
+namespace guestflow::local {
+
+struct launch_request {
+  std::string bwrap = "/usr/bin/bwrap";
+  std::string hostname;
+  std::string workspace; ///< host directory bound at /workspace
+  uid_t uid = 60000;
+  gid_t gid = 60000;
+  std::vector<std::string> cgroup_procs; ///< cgroup.procs files to join before bwrap
+  std::string netns_path;                ///< join this netns; empty → bwrap --unshare-net
+  const std::vector<sock_filter>* seccomp = nullptr;
+  std::chrono::milliseconds timeout{10000};
+};
+
+struct launched_init {
+  pid_t pid = 0;           ///< host pid of the sandbox's pid 1 (namespaces, root)
+  uint64_t start_time = 0; ///< /proc/<pid>/stat starttime
+};
+
+/// Starts the guest and returns once its command runs (setup finished: namespaces, root,
+/// seccomp in place). The caller removes the cgroups on failure (B already joined them).
+result<launched_init> launch_guest_init(const launch_request& req);
+
+/// The bwrap argv for `req` running `command` (used by launch_guest_init, and by benches
+/// to time raw bwrap with exactly the same sandbox). fd numbers are the launcher's: 3 ready
+/// pipe, 4 info pipe, 5 seccomp, 6-8 /etc/passwd, group, hosts; the workspace is expected
+/// at /run/guestflow/workspace (see sandbox_launch.cpp).
+std::vector<std::string> bwrap_argv(const launch_request& req,
+                                    const std::vector<std::string>& command);
+
+struct process_stat {
+  char state = '?'; ///< R, S, D, Z, X, …
+  pid_t ppid = 0;
+  uint64_t start_time = 0; ///< clock ticks after boot
+};
+
+/// /proc/<pid>/stat fields 3, 4 and 22; nullopt when the process is gone.
+std::optional<process_stat> read_process_stat(pid_t pid);
+
+} // namespace guestflow::local

@@ -1,0 +1,215 @@
+#include "controlplane/local/simulated_control_plane.hpp"
+
+#include "controlplane/local/clock.hpp"
+#include "controlplane/local/shapes.hpp"
+
+#include <cerrno>
+#include <cstring>
+#include <fcntl.h>
+#include <sys/eventfd.h>
+#include <sys/mman.h>
+#include <thread>
+#include <unistd.h>
+
+namespace guestflow::local {
+namespace {
+
+/// A command that already ended: both pipes at EOF, the exit fd readable, exit code 0.
+class finished_command final : public running_exec {
+public:
+  finished_command() {
+    int out[2], err[2];
+    if (::pipe2(out, O_CLOEXEC | O_NONBLOCK) == 0) {
+      out_.reset(out[0]);
+      ::close(out[1]);
+    }
+    if (::pipe2(err, O_CLOEXEC | O_NONBLOCK) == 0) {
+      err_.reset(err[0]);
+      ::close(err[1]);
+    }
+    exit_.reset(::eventfd(1, EFD_CLOEXEC | EFD_NONBLOCK));
+  }
+  bool ok() const { return out_ && err_ && exit_; }
+  int stdout_fd() const override { return out_.get(); }
+  int stderr_fd() const override { return err_.get(); }
+  int exit_fd() const override { return exit_.get(); }
+  void kill() override {}
+  exec_outcome finish() override {
+    out_.reset();
+    err_.reset();
+    exit_.reset();
+    return {};
+  }
+
+private:
+  unique_fd out_, err_, exit_;
+};
+
+} // namespace
+
+void simulated_control_plane::wait() const {
+  std::this_thread::sleep_for(latency_);
+}
+
+result<guest_record*> simulated_control_plane::find(const std::string& id, bool usable) {
+  auto i = guests_.find(id);
+  if (i == guests_.end()) return fail(ec::not_found, "no sandbox with id '" + id + "'");
+  if (usable && i->second.status == sandbox_status::paused)
+    return fail(ec::paused, "sandbox is paused");
+  if (usable && i->second.status != sandbox_status::running)
+    return conflict("sandbox is " + std::string{to_string(i->second.status)});
+  return &i->second;
+}
+
+shape_list simulated_control_plane::shapes() {
+  wait();
+  return shape_catalog();
+}
+
+capabilities simulated_control_plane::caps() {
+  wait();
+  capabilities c;
+  c.isolation = "namespaces";
+  return c;
+}
+
+whoami simulated_control_plane::who() {
+  wait();
+  std::lock_guard<std::mutex> lock{mu_};
+  std::vector<const guest_record*> recs;
+  for (const auto& [id, r] : guests_)
+    recs.push_back(&r);
+  return count_guests(recs);
+}
+
+result<sandbox_created> simulated_control_plane::create(const sandbox_create_request& req) {
+  wait();
+  auto shp = resolve_shape(req.shape);
+  if (!shp) return shp.error();
+  auto rootfs = resolve_rootfs(req.rootfs);
+  if (!rootfs) return rootfs.error();
+  std::lock_guard<std::mutex> lock{mu_};
+  guest_record r;
+  r.id = new_guest_id();
+  r.name = req.name.value_or(r.id);
+  for (const auto& [id, g] : guests_)
+    if (is_live(g.status) && g.name == r.name)
+      return conflict("name '" + r.name + "' is taken by live sandbox " + id);
+  r.status = sandbox_status::running;
+  r.shape = shp->id;
+  r.rootfs = *rootfs;
+  r.egress = req.egress;
+  r.envs = req.envs;
+  r.auto_pause_after_seconds = req.auto_pause_after_seconds;
+  r.created_at = now_rfc3339();
+  r.seq = next_seq_++;
+  sandbox_created out{r.id,
+                      r.name,
+                      "",
+                      r.shape,
+                      r.rootfs,
+                      shp->vcpu,
+                      shp->mem_mib,
+                      shp->default_disk_mib,
+                      static_cast<uint64_t>(latency_.count()),
+                      r.egress};
+  guests_.emplace(r.id, std::move(r));
+  return out;
+}
+
+result<noted_view> simulated_control_plane::view(const std::string& id) {
+  wait();
+  std::lock_guard<std::mutex> lock{mu_};
+  auto r = find(id);
+  if (!r) return r.error();
+  return noted_view{to_view(**r), "simulated: no guest runs"};
+}
+
+result<sandbox_list> simulated_control_plane::list(const list_query& q) {
+  wait();
+  std::lock_guard<std::mutex> lock{mu_};
+  std::vector<const guest_record*> recs;
+  for (const auto& [id, r] : guests_)
+    recs.push_back(&r);
+  std::sort(recs.begin(), recs.end(),
+            [](const guest_record* a, const guest_record* b) { return a->seq < b->seq; });
+  return list_page(recs, q);
+}
+
+result<sandbox_deleted> simulated_control_plane::destroy(const std::string& id) {
+  wait();
+  std::lock_guard<std::mutex> lock{mu_};
+  auto r = find(id);
+  if (!r) return r.error();
+  (*r)->status = sandbox_status::destroyed;
+  return sandbox_deleted{id, sandbox_status::destroyed};
+}
+
+result<sandbox_view> simulated_control_plane::set_status(const std::string& id,
+                                                         sandbox_status from,
+                                                         sandbox_status to) {
+  wait();
+  std::lock_guard<std::mutex> lock{mu_};
+  auto r = find(id);
+  if (!r) return r.error();
+  if ((*r)->status != from && (*r)->status != to)
+    return conflict("sandbox is " + std::string{to_string((*r)->status)});
+  (*r)->status = to;
+  return to_view(**r);
+}
+
+result<sandbox_view> simulated_control_plane::pause(const std::string& id) {
+  return set_status(id, sandbox_status::running, sandbox_status::paused);
+}
+
+result<sandbox_view> simulated_control_plane::resume(const std::string& id) {
+  return set_status(id, sandbox_status::paused, sandbox_status::running);
+}
+
+result<egress_body> simulated_control_plane::egress(const std::string& id) {
+  wait();
+  std::lock_guard<std::mutex> lock{mu_};
+  auto r = find(id);
+  if (!r) return r.error();
+  return egress_body{(*r)->egress};
+}
+
+result<egress_body> simulated_control_plane::set_egress(const std::string& id,
+                                                        const egress_policy& p) {
+  wait();
+  std::lock_guard<std::mutex> lock{mu_};
+  auto r = find(id);
+  if (!r) return r.error();
+  (*r)->egress = p;
+  return egress_body{p};
+}
+
+result<std::unique_ptr<running_exec>> simulated_control_plane::start_exec(const std::string& id,
+                                                                          const exec_request&) {
+  wait();
+  {
+    std::lock_guard<std::mutex> lock{mu_};
+    if (auto r = find(id, true); !r) return r.error();
+  }
+  auto cmd = std::make_unique<finished_command>();
+  if (!cmd->ok())
+    return fail(ec::unavailable, std::string{"simulated exec: "} + std::strerror(errno));
+  return std::unique_ptr<running_exec>{std::move(cmd)};
+}
+
+result<guest_file> simulated_control_plane::open_file(const std::string& id,
+                                                      const std::string& path, bool for_write) {
+  wait();
+  {
+    std::lock_guard<std::mutex> lock{mu_};
+    if (auto r = find(id, true); !r) return r.error();
+  }
+  if (path.empty() || path.front() != '/')
+    return fail(ec::bad_request, "path: must be absolute");
+  unique_fd fd{for_write ? ::open("/dev/null", O_WRONLY | O_CLOEXEC)
+                         : ::memfd_create("simulated-file", MFD_CLOEXEC)};
+  if (!fd) return fail(ec::unavailable, std::string{"simulated file: "} + std::strerror(errno));
+  return guest_file{std::move(fd), {}};
+}
+
+} // namespace guestflow::local

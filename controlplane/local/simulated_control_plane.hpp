@@ -1,0 +1,51 @@
+#pragma once
+
+#include "controlplane/local/guest_record.hpp"
+#include "controlplane/local/sandbox_service.hpp"
+
+#include <chrono>
+#include <map>
+#include <mutex>
+
+namespace guestflow::local {
+
+/// Bench/test-only domain (`--simulate-latency-ms N`): answers every call after N ms with
+/// no guest started, so that a benchmark of the runtime measures the runtime's own
+/// overhead against a control plane of known, fixed latency. Records live in memory only;
+/// exec prints nothing and exits 0; files read back empty and writes are discarded.
+class simulated_control_plane final : public sandbox_service {
+public:
+  explicit simulated_control_plane(std::chrono::milliseconds latency)
+      : latency_(latency) {}
+
+  shape_list shapes() override;
+  capabilities caps() override;
+  whoami who() override;
+  result<sandbox_created> create(const sandbox_create_request& req) override;
+  result<noted_view> view(const std::string& id) override;
+  result<sandbox_list> list(const list_query& q) override;
+  result<sandbox_deleted> destroy(const std::string& id) override;
+  result<sandbox_view> pause(const std::string& id) override;
+  result<sandbox_view> resume(const std::string& id) override;
+  result<egress_body> egress(const std::string& id) override;
+  result<egress_body> set_egress(const std::string& id, const egress_policy& p) override;
+  result<std::unique_ptr<running_exec>> start_exec(const std::string& id,
+                                                   const exec_request& req) override;
+  result<guest_file> open_file(const std::string& id, const std::string& path,
+                               bool for_write) override;
+  void pause_idle() override {}
+
+private:
+  void wait() const;
+  /// The record `id` (mutex held) or 404; with `usable`, also 409 unless running.
+  result<guest_record*> find(const std::string& id, bool usable = false);
+  result<sandbox_view> set_status(const std::string& id, sandbox_status from,
+                                  sandbox_status to);
+
+  std::chrono::milliseconds latency_;
+  std::mutex mu_;
+  std::map<std::string, guest_record> guests_;
+  int64_t next_seq_ = 1;
+};
+
+} // namespace guestflow::local

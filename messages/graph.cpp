@@ -1,0 +1,275 @@
+#include "messages/graph.hpp"
+
+#include "messages/json_codec.hpp"
+
+#include <algorithm>
+#include <functional>
+#include <queue>
+#include <unordered_map>
+
+namespace guestflow {
+
+namespace {
+
+/// Langflow stores some handles as JSON text with "œ" standing in for '"'.
+std::string handle_from_text(std::string s, std::string_view name) {
+  static const std::string oe = "\xC5\x93"; // U+0153 œ
+  for (auto pos = s.find(oe); pos != std::string::npos; pos = s.find(oe, pos + 1))
+    s.replace(pos, oe.size(), "\"");
+  codec::document doc;
+  decode_limits limits{s.size(), 32};
+  if (codec::parse(s, limits, doc) || !doc.IsObject()) return {};
+  for (auto& m : doc.GetObject())
+    if (std::string_view{m.name.GetString(), m.name.GetStringLength()} == name)
+      return m.value.IsString() ? std::string{m.value.GetString(), m.value.GetStringLength()}
+                                : std::string{};
+  return {};
+}
+
+std::string handle_name(const object_view& data, std::string_view key, std::string_view name) {
+  auto h = data.find(key);
+  if (h == nullptr) return {};
+  if (h->IsString())
+    return handle_from_text(std::string{h->GetString(), h->GetStringLength()}, name);
+  object_view ho{*h, data.at(key)};
+  return ho.str_or(name, "");
+}
+
+graph_node node_of(const value& v, const path& p) {
+  object_view n{v, p};
+  graph_node x;
+  x.id = n.str("id");
+  if (x.id.empty()) codec::raise(n.at("id"), "must not be empty");
+  codec::no_nul(x.id, n.at("id"));
+  object_view data{n.need("data"), n.at("data")};
+  x.type = data.str("type");
+  x.display_name = x.type;
+  if (auto nd = data.find("node")) {
+    object_view node{*nd, data.at("node")};
+    if (auto dn = node.opt_str("display_name")) x.display_name = std::move(*dn);
+    if (auto t = node.find("template")) {
+      object_view tv{*t, node.at("template")};
+      for (auto& m : t->GetObject()) {
+        if (!m.value.IsObject()) continue;
+        std::string_view field{m.name.GetString(), m.name.GetStringLength()};
+        object_view entry{m.value, tv.at(field)};
+        if (auto val = entry.raw("value"))
+          x.template_values[std::string{field}] = codec::canonical(*val, entry.at("value"));
+      }
+    }
+    if (auto outs = node.find("outputs")) {
+      codec::expect_array(*outs, node.at("outputs"));
+      x.outputs = codec::canonical(*outs, node.at("outputs"));
+    }
+  }
+  return x;
+}
+
+graph_edge edge_of(const value& v, const path& p) {
+  object_view e{v, p};
+  graph_edge x;
+  x.source = e.str("source");
+  codec::no_nul(x.source, e.at("source"));
+  x.target = e.str("target");
+  codec::no_nul(x.target, e.at("target"));
+  if (auto d = e.find("data")) {
+    object_view data{*d, e.at("data")};
+    x.source_output = handle_name(data, "sourceHandle", "name");
+    x.target_field = handle_name(data, "targetHandle", "fieldName");
+  }
+  return x;
+}
+
+std::string payload_from_structs(const flow_graph& g) {
+  json_writer w;
+  w.begin_object().key("nodes").begin_array();
+  for (auto& n : g.nodes) {
+    w.begin_object()
+        .field("id", n.id)
+        .key("data")
+        .begin_object()
+        .field("type", n.type)
+        .key("node")
+        .begin_object()
+        .field("display_name", n.display_name)
+        .key("template")
+        .begin_object();
+    for (auto& [k, v] : n.template_values)
+      w.key(k).begin_object().field("value", v).end_object();
+    w.end_object().raw_field_if("outputs", n.outputs).end_object().end_object().end_object();
+  }
+  w.end_array().key("edges").begin_array();
+  for (auto& e : g.edges) {
+    w.begin_object()
+        .field("source", e.source)
+        .field("target", e.target)
+        .key("data")
+        .begin_object()
+        .key("sourceHandle")
+        .begin_object()
+        .field("name", e.source_output)
+        .end_object()
+        .key("targetHandle")
+        .begin_object()
+        .field("fieldName", e.target_field)
+        .end_object()
+        .end_object()
+        .end_object();
+  }
+  w.end_array().end_object();
+  return w.take();
+}
+
+/// Kahn's algorithm, ready vertices taken smallest index first. Edges with unknown
+/// endpoints are ignored (validation reports them first). Returns a partial order when
+/// the graph has a cycle.
+std::vector<size_t> kahn(const flow_graph& g) {
+  auto n = g.nodes.size();
+  std::unordered_map<std::string_view, size_t> index;
+  for (size_t i = 0; i < n; ++i)
+    index.emplace(g.nodes[i].id, i);
+  std::vector<std::vector<size_t>> out(n);
+  std::vector<size_t> indegree(n, 0);
+  for (auto& e : g.edges) {
+    auto s = index.find(e.source);
+    auto t = index.find(e.target);
+    if (s == index.end() || t == index.end()) continue;
+    out[s->second].push_back(t->second);
+    ++indegree[t->second];
+  }
+  std::priority_queue<size_t, std::vector<size_t>, std::greater<>> ready;
+  for (size_t i = 0; i < n; ++i)
+    if (indegree[i] == 0) ready.push(i);
+  std::vector<size_t> order;
+  order.reserve(n);
+  while (!ready.empty()) {
+    auto i = ready.top();
+    ready.pop();
+    order.push_back(i);
+    for (auto j : out[i])
+      if (--indegree[j] == 0) ready.push(j);
+  }
+  return order;
+}
+
+/// One cycle among the vertices Kahn could not order, as "a -> b -> a", starting at its
+/// lowest-index vertex so the message is deterministic.
+std::string describe_cycle(const flow_graph& g, const std::vector<size_t>& order) {
+  auto n = g.nodes.size();
+  std::unordered_map<std::string_view, size_t> index;
+  for (size_t i = 0; i < n; ++i)
+    index.emplace(g.nodes[i].id, i);
+  std::vector<bool> remaining(n, true);
+  for (auto i : order)
+    remaining[i] = false;
+  // Every remaining vertex has a remaining predecessor: walk backwards until one repeats.
+  std::vector<size_t> pred(n, n);
+  for (auto& e : g.edges) {
+    auto s = index.find(e.source);
+    auto t = index.find(e.target);
+    if (s == index.end() || t == index.end()) continue;
+    if (remaining[s->second] && remaining[t->second] && pred[t->second] == n)
+      pred[t->second] = s->second;
+  }
+  size_t start = 0;
+  while (start < n && !remaining[start])
+    ++start;
+  if (start == n) return {};
+  std::vector<size_t> seen_at(n, n);
+  std::vector<size_t> walk;
+  for (auto v = start; seen_at[v] == n; v = pred[v]) {
+    seen_at[v] = walk.size();
+    walk.push_back(v);
+    if (pred[v] == n) return {};
+  }
+  auto v = pred[walk.back()];
+  std::vector<size_t> cycle(walk.begin() + static_cast<std::ptrdiff_t>(seen_at[v]), walk.end());
+  std::reverse(cycle.begin(), cycle.end()); // walked against the edges
+  auto lowest = std::min_element(cycle.begin(), cycle.end());
+  std::rotate(cycle.begin(), lowest, cycle.end());
+  std::string out;
+  for (auto i : cycle) {
+    out += g.nodes[i].id;
+    out += " -> ";
+  }
+  out += g.nodes[cycle.front()].id;
+  return out;
+}
+
+/// The graph invariants; `prefix` locates nodes/edges in the document ("" or "data.").
+std::optional<failure> check(const flow_graph& g, const std::string& prefix) {
+  auto bad = [&](std::string msg) { return fail(ec::bad_request, prefix + msg); };
+  std::unordered_map<std::string_view, size_t> index;
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    auto [it, fresh] = index.emplace(g.nodes[i].id, i);
+    if (!fresh)
+      return bad("nodes[" + std::to_string(i) + "].id: duplicate node id " +
+                 quote_json(g.nodes[i].id) + " (first at nodes[" + std::to_string(it->second) +
+                 "])");
+  }
+  for (size_t i = 0; i < g.edges.size(); ++i) {
+    auto& e = g.edges[i];
+    auto at = "edges[" + std::to_string(i) + "]";
+    if (index.count(e.source) == 0)
+      return bad(at + ".source: unknown node " + quote_json(e.source));
+    if (index.count(e.target) == 0)
+      return bad(at + ".target: unknown node " + quote_json(e.target));
+    if (e.source == e.target) return bad(at + ": self-edge on node " + quote_json(e.source));
+  }
+  auto order = kahn(g);
+  if (order.size() != g.nodes.size()) return bad("edges: cycle: " + describe_cycle(g, order));
+  return std::nullopt;
+}
+
+} // namespace
+
+template<>
+result<flow_graph> decode<flow_graph>(std::string_view text, const decode_limits& limits) {
+  return codec::decode_with<flow_graph>(
+      text, limits, [](const value& v, const path& p) -> result<flow_graph> {
+        object_view root{v, p};
+        std::optional<object_view> wrapped;
+        if (root.raw("nodes") == nullptr && root.find("data") != nullptr)
+          wrapped.emplace(*root.find("data"), root.at("data"));
+        const object_view& g = wrapped ? *wrapped : root;
+        auto& nodes = g.need("nodes");
+        codec::expect_array(nodes, g.at("nodes"));
+        auto& edges = g.need("edges");
+        codec::expect_array(edges, g.at("edges"));
+        flow_graph x;
+        auto nodes_at = g.at("nodes");
+        size_t i = 0;
+        for (auto& n : nodes.GetArray())
+          x.nodes.push_back(node_of(n, nodes_at.at(i++)));
+        auto edges_at = g.at("edges");
+        i = 0;
+        for (auto& e : edges.GetArray())
+          x.edges.push_back(edge_of(e, edges_at.at(i++)));
+        if (auto err = check(x, wrapped ? "data." : "")) return std::move(*err);
+        json_writer w;
+        w.begin_object()
+            .field("nodes", codec::canonical(nodes, nodes_at))
+            .field("edges", codec::canonical(edges, edges_at))
+            .end_object();
+        x.payload = raw_json{w.take()};
+        return x;
+      });
+}
+
+result<flow_graph> validate(flow_graph g) {
+  return codec::guarded<flow_graph>([&]() -> result<flow_graph> {
+    if (auto err = check(g, "")) return std::move(*err);
+    if (g.payload.empty()) g.payload = raw_json{payload_from_structs(g)};
+    return std::move(g);
+  });
+}
+
+std::vector<size_t> topological_order(const flow_graph& g) {
+  return kahn(g);
+}
+
+std::string encode(const flow_graph& g) {
+  return g.payload.empty() ? payload_from_structs(g) : g.payload.text;
+}
+
+} // namespace guestflow

@@ -1,0 +1,707 @@
+#include "messages/json.hpp"
+
+#include "messages/json_codec.hpp"
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <limits>
+#include <map>
+#include <rapidjson/error/en.h>
+#include <rapidjson/reader.h>
+#include <vector>
+
+namespace guestflow {
+namespace codec {
+namespace {
+
+/// Depth beyond which even a caller-raised limit is clamped: the walkers below recurse
+/// once per level, and actor threads do not have unbounded stacks.
+constexpr size_t hard_max_depth = 1024;
+
+/// Length of the well-formed UTF-8 sequence starting at s[i], or 0 if ill-formed.
+size_t utf8_sequence(std::string_view s, size_t i) noexcept {
+  auto byte = [&](size_t k) { return static_cast<unsigned char>(s[k]); };
+  auto c = byte(i);
+  if (c < 0x80) return 1;
+  size_t len;
+  unsigned char lo = 0x80, hi = 0xBF;
+  if (c >= 0xC2 && c <= 0xDF) {
+    len = 2;
+  } else if (c >= 0xE0 && c <= 0xEF) {
+    len = 3;
+    if (c == 0xE0)
+      lo = 0xA0; // overlong
+    else if (c == 0xED)
+      hi = 0x9F; // surrogates
+  } else if (c >= 0xF0 && c <= 0xF4) {
+    len = 4;
+    if (c == 0xF0)
+      lo = 0x90; // overlong
+    else if (c == 0xF4)
+      hi = 0x8F; // > U+10FFFF
+  } else {
+    return 0;
+  }
+  if (i + len > s.size()) return 0;
+  if (byte(i + 1) < lo || byte(i + 1) > hi) return 0;
+  for (size_t k = 2; k < len; ++k)
+    if (byte(i + k) < 0x80 || byte(i + k) > 0xBF) return 0;
+  return len;
+}
+
+/// A bounded input stream: RapidJSON's StringStream would read past a string_view.
+struct bounded_stream {
+  using Ch = char;
+  const char* begin;
+  const char* cur;
+  const char* end;
+  Ch Peek() const { return cur < end ? *cur : '\0'; }
+  Ch Take() { return cur < end ? *cur++ : '\0'; }
+  size_t Tell() const { return static_cast<size_t>(cur - begin); }
+  Ch* PutBegin() { return nullptr; }
+  void Put(Ch) {}
+  void Flush() {}
+  size_t PutEnd(Ch*) { return 0; }
+};
+
+enum class stop_reason { none, too_deep, bad_utf8, bad_number };
+
+/// Converts a JSON number's text. Integers that fit stay integers; anything else is a
+/// double, and a magnitude beyond double range becomes ±inf (underflow becomes ±0) so
+/// that the typed field receiving it can report "out of range" with its own path.
+bool number_value(std::string_view t, double& d, int64_t& i, uint64_t& u, int& kind) {
+  const char* b = t.data();
+  const char* e = b + t.size();
+  bool neg = !t.empty() && t[0] == '-';
+  if (t.find_first_of(".eE") == std::string_view::npos) {
+    if (neg) {
+      auto r = std::from_chars(b, e, i);
+      if (r.ec == std::errc{} && r.ptr == e) {
+        kind = 1;
+        return true;
+      }
+    } else {
+      auto r = std::from_chars(b, e, u);
+      if (r.ec == std::errc{} && r.ptr == e) {
+        kind = 2;
+        return true;
+      }
+    }
+  }
+  kind = 3;
+  auto r = std::from_chars(b, e, d);
+  if (r.ec == std::errc{} && r.ptr == e) return true;
+  if (r.ec != std::errc::result_out_of_range) return false;
+  // Decide overflow vs underflow from the decimal magnitude of the text.
+  auto digits = t.substr(neg ? 1 : 0);
+  auto epos = digits.find_first_of("eE");
+  auto mantissa = digits.substr(0, epos);
+  int64_t exp10 = 0;
+  if (epos != std::string_view::npos) {
+    auto ex = digits.substr(epos + 1);
+    bool eneg = !ex.empty() && ex[0] == '-';
+    if (!ex.empty() && (ex[0] == '-' || ex[0] == '+')) ex.remove_prefix(1);
+    for (char c : ex) {
+      exp10 = exp10 * 10 + (c - '0');
+      if (exp10 > 1000000) break;
+    }
+    if (eneg) exp10 = -exp10;
+  }
+  auto dot = mantissa.find('.');
+  auto int_part = mantissa.substr(0, dot);
+  auto nz = int_part.find_first_not_of('0');
+  int64_t magnitude;
+  if (nz != std::string_view::npos) {
+    magnitude = static_cast<int64_t>(int_part.size() - nz) - 1 + exp10;
+  } else {
+    auto frac = dot == std::string_view::npos ? std::string_view{} : mantissa.substr(dot + 1);
+    auto fz = frac.find_first_not_of('0');
+    magnitude = -static_cast<int64_t>(fz == std::string_view::npos ? 0 : fz) - 1 + exp10;
+  }
+  auto inf = std::numeric_limits<double>::infinity();
+  d = magnitude > 0 ? (neg ? -inf : inf) : (neg ? -0.0 : 0.0);
+  return true;
+}
+
+/// Numbers RapidJSON refused as too big, by offset (value: negative), and replaced by "0"
+/// padded with spaces so that a re-parse keeps every offset; they become ±inf.
+using patched_numbers = std::map<size_t, bool>;
+
+/// At most this many re-parses to locate out-of-range numbers; past it, the document is
+/// refused as a whole (a legitimate document has no such numbers at all).
+constexpr size_t max_patched_numbers = 16;
+
+/// SAX front end that feeds a GenericDocument while enforcing depth, UTF-8 and numbers.
+struct sax_builder {
+  document& doc;
+  size_t max_depth;
+  const bounded_stream& in;
+  const patched_numbers& patched;
+  size_t depth = 0;
+  stop_reason stop = stop_reason::none;
+
+  bool Null() { return doc.Null(); }
+  bool Bool(bool b) { return doc.Bool(b); }
+  bool Int(int x) { return doc.Int(x); }
+  bool Uint(unsigned x) { return doc.Uint(x); }
+  bool Int64(int64_t x) { return doc.Int64(x); }
+  bool Uint64(uint64_t x) { return doc.Uint64(x); }
+  bool Double(double x) { return doc.Double(x); }
+  bool RawNumber(const char* s, rapidjson::SizeType n, bool) {
+    if (!patched.empty()) {
+      auto it = patched.find(in.Tell() - n);
+      if (it != patched.end()) {
+        auto inf = std::numeric_limits<double>::infinity();
+        return doc.Double(it->second ? -inf : inf);
+      }
+    }
+    double d = 0;
+    int64_t i = 0;
+    uint64_t u = 0;
+    int kind = 0;
+    if (!number_value(std::string_view{s, n}, d, i, u, kind)) {
+      stop = stop_reason::bad_number;
+      return false;
+    }
+    switch (kind) {
+    case 1:
+      return doc.Int64(i);
+    case 2:
+      return doc.Uint64(u);
+    default:
+      return doc.Double(d);
+    }
+  }
+  bool String(const char* s, rapidjson::SizeType n, bool copy) {
+    if (!valid_utf8(std::string_view{s, n})) {
+      stop = stop_reason::bad_utf8;
+      return false;
+    }
+    return doc.String(s, n, copy);
+  }
+  bool Key(const char* s, rapidjson::SizeType n, bool copy) { return String(s, n, copy); }
+  bool StartObject() { return enter() && doc.StartObject(); }
+  bool EndObject(rapidjson::SizeType n) {
+    --depth;
+    return doc.EndObject(n);
+  }
+  bool StartArray() { return enter() && doc.StartArray(); }
+  bool EndArray(rapidjson::SizeType n) {
+    --depth;
+    return doc.EndArray(n);
+  }
+
+private:
+  bool enter() {
+    if (++depth > max_depth) {
+      stop = stop_reason::too_deep;
+      return false;
+    }
+    return true;
+  }
+};
+
+std::optional<failure> finish(const rapidjson::ParseResult& pr, const sax_builder& sax,
+                              const bounded_stream& in);
+
+bool is_json_space(char c) {
+  return c == ' ' || c == '\t' || c == '\n' || c == '\r';
+}
+
+std::string_view key_of(const value& k) {
+  return {k.GetString(), k.GetStringLength()};
+}
+
+/// Refuses duplicate keys: two `cmd` members must not mean different things to different
+/// parsers. Recursion is bounded by the depth limit.
+void check_duplicates(const value& v, const path& p) {
+  if (v.IsObject()) {
+    auto n = v.MemberCount();
+    if (n > 1) {
+      std::vector<std::string_view> keys;
+      keys.reserve(n);
+      for (auto& m : v.GetObject())
+        keys.push_back(key_of(m.name));
+      std::sort(keys.begin(), keys.end());
+      auto dup = std::adjacent_find(keys.begin(), keys.end());
+      if (dup != keys.end()) raise(p, "duplicate key " + quote_json(*dup));
+    }
+    for (auto& m : v.GetObject())
+      check_duplicates(m.value, p.field(key_of(m.name)));
+  } else if (v.IsArray()) {
+    size_t i = 0;
+    for (auto& x : v.GetArray())
+      check_duplicates(x, p.at(i++));
+  }
+}
+
+void write_canonical(rapidjson::Writer<rapidjson::StringBuffer>& w, const value& v,
+                     const path& p) {
+  switch (v.GetType()) {
+  case rapidjson::kNullType:
+    w.Null();
+    break;
+  case rapidjson::kFalseType:
+    w.Bool(false);
+    break;
+  case rapidjson::kTrueType:
+    w.Bool(true);
+    break;
+  case rapidjson::kStringType:
+    w.String(v.GetString(), v.GetStringLength());
+    break;
+  case rapidjson::kNumberType:
+    if (v.IsUint64())
+      w.Uint64(v.GetUint64());
+    else if (v.IsInt64())
+      w.Int64(v.GetInt64());
+    else if (!std::isfinite(v.GetDouble()))
+      raise(p, "number out of range");
+    else
+      w.Double(v.GetDouble());
+    break;
+  case rapidjson::kObjectType:
+    w.StartObject();
+    for (auto& m : v.GetObject()) {
+      w.Key(m.name.GetString(), m.name.GetStringLength());
+      write_canonical(w, m.value, p.field(key_of(m.name)));
+    }
+    w.EndObject();
+    break;
+  case rapidjson::kArrayType: {
+    w.StartArray();
+    size_t i = 0;
+    for (auto& x : v.GetArray())
+      write_canonical(w, x, p.at(i++));
+    w.EndArray();
+    break;
+  }
+  }
+}
+
+std::string range_text(int64_t min, uint64_t max) {
+  return "out of range (expected an integer in " + std::to_string(min) + ".." +
+         std::to_string(max) + ")";
+}
+
+/// Keys that render as `.key`; anything else renders as `["key"]` so that a path always
+/// reads unambiguously, even for keys with dots, spaces or control bytes.
+bool plain_key(std::string_view k) {
+  if (k.empty()) return false;
+  for (char c : k)
+    if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+          c == '_' || c == '-' || c == '$'))
+      return false;
+  return true;
+}
+
+} // namespace
+
+std::string path::str() const {
+  if (is_root()) return "document";
+  std::vector<const path*> chain;
+  for (auto p = this; p != nullptr && !p->is_root(); p = p->parent)
+    chain.push_back(p);
+  std::string out;
+  for (auto it = chain.rbegin(); it != chain.rend(); ++it) {
+    auto& seg = **it;
+    if (seg.index != npos) {
+      out += '[';
+      out += std::to_string(seg.index);
+      out += ']';
+    } else if (plain_key(seg.key)) {
+      if (!out.empty()) out += '.';
+      out.append(seg.key.data(), seg.key.size());
+    } else {
+      out += '[';
+      out += quote_json(seg.key);
+      out += ']';
+    }
+  }
+  return out;
+}
+
+void raise(const path& p, std::string_view what) {
+  std::string msg = p.str();
+  msg += ": ";
+  msg.append(what.data(), what.size());
+  throw decode_error{std::move(msg)};
+}
+
+bool valid_utf8(std::string_view s) noexcept {
+  for (size_t i = 0; i < s.size();) {
+    auto n = utf8_sequence(s, i);
+    if (n == 0) return false;
+    i += n;
+  }
+  return true;
+}
+
+std::string sanitize_utf8(std::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  for (size_t i = 0; i < s.size();) {
+    auto n = utf8_sequence(s, i);
+    if (n == 0) {
+      out += "\xEF\xBF\xBD";
+      ++i;
+    } else {
+      out.append(s.data() + i, n);
+      i += n;
+    }
+  }
+  return out;
+}
+
+std::optional<failure> parse(std::string_view text, const decode_limits& limits,
+                             document& doc) {
+  if (text.size() > limits.max_bytes)
+    return fail(ec::bad_request, "document: " + std::to_string(text.size()) +
+                                     " bytes exceeds the limit of " +
+                                     std::to_string(limits.max_bytes) + " bytes");
+  constexpr unsigned flags =
+      rapidjson::kParseIterativeFlag | rapidjson::kParseValidateEncodingFlag |
+      rapidjson::kParseNumbersAsStringsFlag | rapidjson::kParseStopWhenDoneFlag;
+  std::string patched_text;
+  patched_numbers patched;
+  std::string_view src = text;
+  auto max_depth = std::min(limits.max_depth, hard_max_depth);
+  for (;;) {
+    bounded_stream in{src.data(), src.data(), src.data() + src.size()};
+    sax_builder sax{doc, max_depth, in, patched};
+    rapidjson::Reader reader;
+    rapidjson::ParseResult pr;
+    auto gen = [&](document&) {
+      pr = reader.Parse<flags>(in, sax);
+      return !pr.IsError();
+    };
+    doc.Populate(gen);
+    // RapidJSON refuses a number beyond double range outright; let it through as ±inf
+    // so that the field receiving it reports "out of range" under its own path.
+    if (pr.Code() == rapidjson::kParseErrorNumberTooBig &&
+        patched.size() < max_patched_numbers && pr.Offset() < src.size()) {
+      if (patched_text.empty()) patched_text.assign(text.data(), text.size());
+      auto begin = pr.Offset();
+      auto end = patched_text.find_first_not_of("+-0123456789.eE", begin);
+      if (end == std::string::npos) end = patched_text.size();
+      patched.emplace(begin, patched_text[begin] == '-');
+      patched_text[begin] = '0';
+      std::fill(patched_text.begin() + static_cast<std::ptrdiff_t>(begin) + 1,
+                patched_text.begin() + static_cast<std::ptrdiff_t>(end), ' ');
+      src = patched_text;
+      continue;
+    }
+    if (auto err = finish(pr, sax, in)) return err;
+    break;
+  }
+  try {
+    check_duplicates(doc, path{});
+  } catch (const decode_error& e) {
+    return fail(ec::bad_request, e.message);
+  }
+  return std::nullopt;
+}
+
+namespace {
+
+std::optional<failure> finish(const rapidjson::ParseResult& pr, const sax_builder& sax,
+                              const bounded_stream& in) {
+  if (pr.IsError()) {
+    auto at = " at offset " + std::to_string(pr.Offset());
+    switch (sax.stop) {
+    case stop_reason::too_deep:
+      return fail(ec::bad_request,
+                  "document: nesting deeper than " + std::to_string(sax.max_depth) + at);
+    case stop_reason::bad_utf8:
+      return fail(ec::bad_request, "document: invalid UTF-8 in a string" + at);
+    case stop_reason::bad_number:
+      return fail(ec::bad_request, "document: malformed number" + at);
+    case stop_reason::none:
+      break;
+    }
+    if (pr.Code() == rapidjson::kParseErrorStringInvalidEncoding)
+      return fail(ec::bad_request, "document: invalid UTF-8 in a string" + at);
+    return fail(ec::bad_request,
+                "document: invalid JSON" + at + ": " + rapidjson::GetParseError_En(pr.Code()));
+  }
+  for (auto p = in.cur; p < in.end; ++p)
+    if (!is_json_space(*p))
+      return fail(ec::bad_request, "document: unexpected data after the JSON value at offset " +
+                                       std::to_string(p - in.begin));
+  return std::nullopt;
+}
+
+} // namespace
+
+raw_json canonical(const value& v, const path& p) {
+  rapidjson::StringBuffer buf;
+  rapidjson::Writer<rapidjson::StringBuffer> w{buf};
+  write_canonical(w, v, p);
+  return raw_json{std::string{buf.GetString(), buf.GetSize()}};
+}
+
+const char* type_name(const value& v) noexcept {
+  switch (v.GetType()) {
+  case rapidjson::kNullType:
+    return "null";
+  case rapidjson::kFalseType:
+  case rapidjson::kTrueType:
+    return "boolean";
+  case rapidjson::kObjectType:
+    return "object";
+  case rapidjson::kArrayType:
+    return "array";
+  case rapidjson::kStringType:
+    return "string";
+  case rapidjson::kNumberType:
+    return "number";
+  }
+  return "unknown";
+}
+
+namespace {
+[[noreturn]] void expected(const value& v, const path& p, const char* what) {
+  raise(p, std::string{"expected "} + what + ", got " + type_name(v));
+}
+} // namespace
+
+void expect_object(const value& v, const path& p) {
+  if (!v.IsObject()) expected(v, p, "object");
+}
+
+void expect_array(const value& v, const path& p) {
+  if (!v.IsArray()) expected(v, p, "array");
+}
+
+std::string as_string(const value& v, const path& p) {
+  if (!v.IsString()) expected(v, p, "string");
+  return std::string{v.GetString(), v.GetStringLength()};
+}
+
+bool as_bool(const value& v, const path& p) {
+  if (!v.IsBool()) expected(v, p, "boolean");
+  return v.GetBool();
+}
+
+double as_double(const value& v, const path& p) {
+  if (!v.IsNumber()) expected(v, p, "number");
+  auto d = v.GetDouble();
+  if (!std::isfinite(d)) raise(p, "number out of range");
+  return d;
+}
+
+int64_t as_int(const value& v, const path& p, int64_t min, int64_t max) {
+  if (!v.IsNumber()) expected(v, p, "integer");
+  auto bad = [&] { raise(p, range_text(min, static_cast<uint64_t>(max))); };
+  if (v.IsInt64()) {
+    auto x = v.GetInt64();
+    if (x < min || x > max) bad();
+    return x;
+  }
+  if (v.IsUint64()) bad(); // > INT64_MAX
+  auto d = v.GetDouble();
+  if (!std::isfinite(d)) bad();
+  if (d != std::floor(d)) expected(v, p, "integer");
+  if (d < static_cast<double>(min) || d >= 9223372036854775808.0 ||
+      static_cast<int64_t>(d) > max || static_cast<int64_t>(d) < min)
+    bad();
+  return static_cast<int64_t>(d);
+}
+
+uint64_t as_uint(const value& v, const path& p, uint64_t max) {
+  if (!v.IsNumber()) expected(v, p, "integer");
+  auto bad = [&] { raise(p, range_text(0, max)); };
+  if (v.IsUint64()) {
+    auto x = v.GetUint64();
+    if (x > max) bad();
+    return x;
+  }
+  if (v.IsInt64()) bad(); // negative
+  auto d = v.GetDouble();
+  if (!std::isfinite(d)) bad();
+  if (d != std::floor(d)) expected(v, p, "integer");
+  if (d < 0 || d >= 18446744073709551616.0 || static_cast<uint64_t>(d) > max) bad();
+  return static_cast<uint64_t>(d);
+}
+
+void no_nul(std::string_view s, const path& p) {
+  if (s.find('\0') != std::string_view::npos) raise(p, "must not contain NUL bytes");
+}
+
+object_view::object_view(const value& v, const path& where)
+    : v_(v)
+    , where_(where) {
+  expect_object(v, where);
+}
+
+const value* object_view::raw(std::string_view key) const {
+  for (auto& m : v_.GetObject())
+    if (key_of(m.name) == key) return &m.value;
+  return nullptr;
+}
+
+const value* object_view::find(std::string_view key) const {
+  auto v = raw(key);
+  return v == nullptr || v->IsNull() ? nullptr : v;
+}
+
+const value& object_view::need(std::string_view key) const {
+  auto v = find(key);
+  if (v == nullptr) raise(at(key), "required");
+  return *v;
+}
+
+std::string object_view::str(std::string_view key) const {
+  return as_string(need(key), at(key));
+}
+
+std::optional<std::string> object_view::opt_str(std::string_view key) const {
+  if (auto v = find(key)) return as_string(*v, at(key));
+  return std::nullopt;
+}
+
+std::string object_view::str_or(std::string_view key, std::string fallback) const {
+  if (auto v = find(key)) return as_string(*v, at(key));
+  return fallback;
+}
+
+bool object_view::boolean_or(std::string_view key, bool fallback) const {
+  if (auto v = find(key)) return as_bool(*v, at(key));
+  return fallback;
+}
+
+uint64_t object_view::uint(std::string_view key, uint64_t max) const {
+  return as_uint(need(key), at(key), max);
+}
+
+uint64_t object_view::uint_or(std::string_view key, uint64_t fallback, uint64_t max) const {
+  if (auto v = find(key)) return as_uint(*v, at(key), max);
+  return fallback;
+}
+
+int64_t object_view::integer(std::string_view key, int64_t min, int64_t max) const {
+  return as_int(need(key), at(key), min, max);
+}
+
+raw_json object_view::raw_or_empty(std::string_view key) const {
+  if (auto v = raw(key)) return canonical(*v, at(key));
+  return {};
+}
+
+json_writer::json_writer()
+    : w_(buf_) {}
+
+json_writer& json_writer::begin_object() {
+  w_.StartObject();
+  return *this;
+}
+
+json_writer& json_writer::end_object() {
+  w_.EndObject();
+  return *this;
+}
+
+json_writer& json_writer::begin_array() {
+  w_.StartArray();
+  return *this;
+}
+
+json_writer& json_writer::end_array() {
+  w_.EndArray();
+  return *this;
+}
+
+json_writer& json_writer::key(std::string_view k) {
+  if (valid_utf8(k)) {
+    w_.Key(k.data(), static_cast<rapidjson::SizeType>(k.size()));
+  } else {
+    auto s = sanitize_utf8(k);
+    w_.Key(s.data(), static_cast<rapidjson::SizeType>(s.size()));
+  }
+  return *this;
+}
+
+json_writer& json_writer::str(std::string_view s) {
+  if (valid_utf8(s)) {
+    w_.String(s.data(), static_cast<rapidjson::SizeType>(s.size()));
+  } else {
+    auto t = sanitize_utf8(s);
+    w_.String(t.data(), static_cast<rapidjson::SizeType>(t.size()));
+  }
+  return *this;
+}
+
+json_writer& json_writer::boolean(bool b) {
+  w_.Bool(b);
+  return *this;
+}
+
+json_writer& json_writer::u64(uint64_t x) {
+  w_.Uint64(x);
+  return *this;
+}
+
+json_writer& json_writer::i64(int64_t x) {
+  w_.Int64(x);
+  return *this;
+}
+
+json_writer& json_writer::dbl(double x) {
+  if (std::isfinite(x))
+    w_.Double(x);
+  else
+    w_.Null();
+  return *this;
+}
+
+json_writer& json_writer::null() {
+  w_.Null();
+  return *this;
+}
+
+json_writer& json_writer::raw(const raw_json& x) {
+  if (x.empty())
+    w_.Null();
+  else
+    w_.RawValue(x.text.data(), x.text.size(), rapidjson::kObjectType);
+  return *this;
+}
+
+std::string json_writer::take() {
+  return std::string{buf_.GetString(), buf_.GetSize()};
+}
+
+egress_policy decode_egress(const value* v, const path& p) {
+  if (v == nullptr || v->IsNull()) return egress_policy::allow_all();
+  expect_array(*v, p);
+  std::vector<std::string> rules;
+  size_t i = 0;
+  for (auto& x : v->GetArray()) {
+    auto at = p.at(i++);
+    auto s = as_string(x, at);
+    no_nul(s, at);
+    rules.push_back(std::move(s));
+  }
+  auto field = p.str();
+  auto res = parse_egress(rules, field);
+  if (!res) throw decode_error{res.error().message};
+  return std::move(res).value();
+}
+
+} // namespace codec
+
+result<raw_json> parse_raw_json(std::string_view text, const decode_limits& limits) {
+  return codec::decode_with<raw_json>(text, limits,
+                                      [](const codec::value& v, const codec::path& p) {
+                                        return result<raw_json>{codec::canonical(v, p)};
+                                      });
+}
+
+std::string quote_json(std::string_view s) {
+  codec::json_writer w;
+  w.str(s);
+  return w.take();
+}
+
+} // namespace guestflow

@@ -1,0 +1,133 @@
+#include "tests/integration/control_plane/fixture.hpp"
+
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+namespace guestflow::testing {
+
+void control_plane_test::SetUp() {
+  state_dir_ = dir_.path() / "state";
+  start();
+}
+
+void control_plane_test::TearDown() {
+  if (!cp_) return;
+  for (const auto& id : created_) {
+    try {
+      call("DELETE", "/v1/sandboxes/" + id);
+    } catch (const std::exception& e) {
+      ADD_FAILURE() << "cleanup of " << id << " failed: " << e.what();
+    }
+  }
+  stop();
+}
+
+void control_plane_test::start(const std::vector<std::string>& args,
+                               const std::map<std::string, std::string>& env) {
+  cp_.reset();
+  cp_ = std::make_unique<control_plane_process>(state_dir_, args, env);
+}
+
+int control_plane_test::stop() {
+  auto st = cp_->stop();
+  return st;
+}
+
+http_reply control_plane_test::call(const std::string& method, const std::string& target,
+                                    const std::string& body, const header_map& headers) const {
+  return client().call(method, target, body, headers);
+}
+
+jsend control_plane_test::envelope(const http_reply& r) {
+  auto env = decode<jsend>(r.body);
+  if (!env) {
+    ADD_FAILURE() << "not a JSend body (" << env.error().message << "): " << r.body;
+    return {};
+  }
+  return *env;
+}
+
+void control_plane_test::expect_refusal(const http_reply& r, unsigned status,
+                                        const std::string& needle) {
+  EXPECT_EQ(r.status, status) << r.body;
+  auto env = envelope(r);
+  EXPECT_EQ(env.status, status < 500 ? jsend::kind::fail : jsend::kind::error) << r.body;
+  EXPECT_NE(r.body.find(needle), std::string::npos)
+      << "expected '" << needle << "' in " << r.body;
+}
+
+sandbox_created control_plane_test::create(const std::string& body) {
+  auto r = call("POST", "/v1/sandboxes", body);
+  auto c = data<sandbox_created>(r);
+  if (!c.id.empty()) created_.push_back(c.id);
+  return c;
+}
+
+std::string control_plane_test::exec_body(const std::string& cmd,
+                                          const std::vector<std::string>& args) const {
+  exec_request req;
+  req.cmd = cmd;
+  req.args = args;
+  return encode(req);
+}
+
+http_reply control_plane_test::exec_reply(const std::string& id, const std::string& cmd,
+                                          const std::vector<std::string>& args) {
+  return call("POST", "/v1/sandboxes/" + id + "/exec", exec_body(cmd, args));
+}
+
+exec_result control_plane_test::exec(const std::string& id, const std::string& cmd,
+                                     const std::vector<std::string>& args) {
+  return data<exec_result>(exec_reply(id, cmd, args));
+}
+
+sandbox_view control_plane_test::view(const std::string& id) {
+  return data<sandbox_view>(call("GET", "/v1/sandboxes/" + id));
+}
+
+http_reply control_plane_test::put_file(const std::string& id, const std::string& path,
+                                        const std::string& body) {
+  return call("PUT", "/v1/sandboxes/" + id + "/files?path=" + url_encode(path), body);
+}
+
+http_reply control_plane_test::get_file(const std::string& id, const std::string& path) {
+  return call("GET", "/v1/sandboxes/" + id + "/files?path=" + url_encode(path));
+}
+
+std::vector<int> guest_pids(const std::string& id) {
+  std::vector<int> pids;
+  for (const auto& e : std::filesystem::directory_iterator("/proc")) {
+    auto name = e.path().filename().string();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream in{e.path() / "cgroup"};
+    std::stringstream ss;
+    ss << in.rdbuf();
+    if (ss.str().find(id) != std::string::npos) pids.push_back(std::stoi(name));
+  }
+  return pids;
+}
+
+bool eventually(const std::function<bool()>& pred, std::chrono::milliseconds deadline) {
+  auto end = std::chrono::steady_clock::now() + deadline;
+  for (;;) {
+    if (pred()) return true;
+    if (std::chrono::steady_clock::now() >= end) return pred();
+    std::this_thread::sleep_for(std::chrono::milliseconds{25}); // poll interval
+  }
+}
+
+size_t control_plane_test::workspace_count() const {
+  auto dir = state_dir_ / "guests";
+  if (!std::filesystem::exists(dir)) return 0;
+  size_t n = 0;
+  for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator(dir))
+    ++n;
+  return n;
+}
+
+uint64_t control_plane_test::sandbox_total() {
+  return data<sandbox_list>(call("GET", "/v1/sandboxes")).total;
+}
+
+} // namespace guestflow::testing

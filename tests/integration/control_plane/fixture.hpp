@@ -1,0 +1,83 @@
+#pragma once
+
+#include "messages/jsend.hpp"
+#include "messages/json.hpp"
+#include "messages/sandbox.hpp"
+#include "tests/integration/control_plane/control_plane_process.hpp"
+#include "tests/integration/control_plane/http_client.hpp"
+
+#include <chrono>
+#include <functional>
+#include <gtest/gtest.h>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace guestflow::testing {
+
+/// Host pids whose cgroup path names the guest (its processes, seen from the host).
+std::vector<int> guest_pids(const std::string& id);
+
+/// Polls `pred` until true or the deadline; returns its last value.
+bool eventually(const std::function<bool()>& pred,
+                std::chrono::milliseconds deadline = std::chrono::seconds{15});
+
+/// One real control plane per test, on 127.0.0.1:0 with a fresh state dir. TearDown
+/// deletes every guest the test created (whatever failed), then stops the server.
+class control_plane_test : public ::testing::Test {
+protected:
+  void SetUp() override;
+  void TearDown() override;
+
+  /// (Re)starts the server on the same state dir with extra flags / env.
+  void start(const std::vector<std::string>& args = {},
+             const std::map<std::string, std::string>& env = {});
+  /// SIGTERM; returns the exit status.
+  int stop();
+
+  http_client client() const { return http_client{cp_->port(), api_key_}; }
+  http_reply call(const std::string& method, const std::string& target,
+                  const std::string& body = {}, const header_map& headers = {}) const;
+
+  /// The reply's JSend envelope (fails the test if it is not one).
+  static jsend envelope(const http_reply& r);
+  /// `data` of a success reply decoded as T (fails the test otherwise).
+  template<class T>
+  static T data(const http_reply& r) {
+    auto env = envelope(r);
+    EXPECT_EQ(r.status, 200u) << r.body;
+    EXPECT_EQ(env.status, jsend::kind::success) << r.body;
+    auto v = decode<T>(env.data.text);
+    if (!v) {
+      ADD_FAILURE() << "cannot decode data: " << v.error().message << " in " << r.body;
+      return T{};
+    }
+    return *v;
+  }
+  /// Asserts a JSend fail (4xx) / error (5xx) with `status` whose message contains `needle`.
+  static void expect_refusal(const http_reply& r, unsigned status, const std::string& needle);
+
+  /// POST /v1/sandboxes; returns the created guest (recorded for cleanup).
+  sandbox_created create(const std::string& body = R"({"shape":"s-1vcpu-256mb"})");
+  /// POST …/exec (buffered).
+  exec_result exec(const std::string& id, const std::string& cmd,
+                   const std::vector<std::string>& args = {});
+  http_reply exec_reply(const std::string& id, const std::string& cmd,
+                        const std::vector<std::string>& args = {});
+  std::string exec_body(const std::string& cmd, const std::vector<std::string>& args) const;
+  sandbox_view view(const std::string& id);
+  http_reply put_file(const std::string& id, const std::string& path, const std::string& body);
+  http_reply get_file(const std::string& id, const std::string& path);
+
+  /// Entries under state_dir/guests (one workspace per guest the backend built).
+  size_t workspace_count() const;
+  uint64_t sandbox_total();
+
+  temp_dir dir_;
+  std::filesystem::path state_dir_;
+  std::string api_key_;
+  std::unique_ptr<control_plane_process> cp_;
+  std::vector<std::string> created_;
+};
+
+} // namespace guestflow::testing

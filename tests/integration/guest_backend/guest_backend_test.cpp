@@ -1,0 +1,693 @@
+// Real guests on the local guest backend: bubblewrap namespaces, cgroups, seccomp, netns
+// egress. Each TEST is its own ctest entry with its own state dir.
+
+#include "controlplane/local/cgroups.hpp"
+#include "controlplane/local/guest_backend.hpp"
+#include "controlplane/local/host_command.hpp"
+#include "controlplane/local/netns_egress.hpp"
+#include "controlplane/local/sandbox_launch.hpp"
+#include "tests/integration/guest_backend/test_guest.hpp"
+#include "tests/integration/guest_backend/test_network.hpp"
+
+#include <fcntl.h>
+#include <fstream>
+#include <gtest/gtest.h>
+#include <sstream>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <thread>
+#include <unistd.h>
+
+namespace guestflow::local::test {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string slurp(const std::string& path) {
+  std::ifstream in{path};
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+std::string read_fd(int fd) {
+  std::string out;
+  char buf[4096];
+  ssize_t n;
+  while ((n = ::read(fd, buf, sizeof buf)) > 0)
+    out.append(buf, size_t(n));
+  ::close(fd);
+  return out;
+}
+
+void write_fd(int fd, const std::string& data) {
+  ASSERT_EQ(::write(fd, data.data(), data.size()), ssize_t(data.size()));
+  ::close(fd);
+}
+
+bool exists(const std::string& p) {
+  struct stat st;
+  return ::lstat(p.c_str(), &st) == 0;
+}
+
+/// A backend on a fresh state dir; destroys every guest it made, whatever the test did.
+class GuestBackend : public ::testing::Test {
+protected:
+  void SetUp() override {
+    if (::geteuid() != 0) GTEST_SKIP() << "guests need root (cgroups, namespaces)";
+    cfg.state_dir = dir.path;
+    backend = std::make_unique<guest_backend>(cfg);
+  }
+
+  void TearDown() override {
+    for (auto& g : made)
+      if (backend) backend->destroy(g);
+  }
+
+  guest_runtime create(guest_spec spec) {
+    auto g = backend->create(spec);
+    EXPECT_TRUE(g) << (g ? "" : g.error().message);
+    if (!g) return {};
+    made.push_back(*g);
+    return *g;
+  }
+
+  void require_network() {
+    if (!network_tests_possible() || !backend->support().nftables)
+      GTEST_SKIP() << "nftables/ip unavailable";
+  }
+
+  temp_dir dir;
+  backend_config cfg;
+  std::unique_ptr<guest_backend> backend;
+  std::vector<guest_runtime> made;
+};
+
+TEST_F(GuestBackend, CreateExecDestroy) {
+  auto g = create(make_spec());
+  ASSERT_GT(g.init_pid, 0);
+  EXPECT_TRUE(backend->alive(g));
+  EXPECT_FALSE(g.cgroup_dirs.empty());
+  EXPECT_TRUE(g.netns.empty()); // deny-all: bwrap's empty netns
+  auto r = run(*backend, g, {"echo", "hello", "guest"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "hello guest\n");
+
+  ASSERT_TRUE(backend->destroy(g));
+  EXPECT_FALSE(backend->alive(g));
+  for (const auto& d : g.cgroup_dirs)
+    EXPECT_FALSE(exists(d)) << d;
+  EXPECT_FALSE(exists(g.workspace.string()));
+  EXPECT_FALSE(exists(g.workspace.parent_path().string()));
+  EXPECT_TRUE(backend->destroy(g)) << "destroy is idempotent";
+  EXPECT_FALSE(backend->start_exec(g, {"true", {}}, {}));
+}
+
+TEST_F(GuestBackend, ConcurrentGuestsFromManyThreads) {
+  // The server calls the backend from worker threads: forks race with pipes being created
+  // elsewhere. No child may keep another command's pipe open (EOF would never come).
+  std::vector<std::thread> threads;
+  std::vector<std::string> errors(4);
+  for (int t = 0; t < 4; ++t)
+    threads.emplace_back([&, t] {
+      auto g = backend->create(make_spec());
+      if (!g) {
+        errors[t] = g.error().message;
+        return;
+      }
+      for (int i = 0; i < 5 && errors[t].empty(); ++i) {
+        auto r = run(*backend, *g, {"echo", std::to_string(t * 10 + i)}, {}, 5s);
+        if (r.timed_out || r.exit_code != 0 || r.out != std::to_string(t * 10 + i) + "\n")
+          errors[t] = "run " + std::to_string(i) + ": exit " + std::to_string(r.exit_code) +
+                      (r.timed_out ? " (timed out)" : "") + " out=" + r.out + " err=" + r.err;
+      }
+      if (auto d = backend->destroy(*g); !d) errors[t] = d.error().message;
+    });
+  for (auto& th : threads)
+    th.join();
+  for (const auto& e : errors)
+    EXPECT_EQ(e, "");
+}
+
+TEST_F(GuestBackend, ExitCodesAndStderr) {
+  auto g = create(make_spec());
+  auto r = run(*backend, g, {"sh", "-c", "echo out; echo oops >&2; exit 3"});
+  EXPECT_EQ(r.exit_code, 3);
+  EXPECT_EQ(r.out, "out\n");
+  EXPECT_EQ(r.err, "oops\n");
+
+  r = run(*backend, g, {"no-such-command-xyz", "arg"});
+  EXPECT_EQ(r.exit_code, 127);
+  EXPECT_NE(r.err.find("no-such-command-xyz: command not found"), std::string::npos) << r.err;
+
+  r = run(*backend, g, {"/workspace/missing"});
+  EXPECT_EQ(r.exit_code, 127);
+
+  r = run(*backend, g, {"/workspace"}); // a directory: not executable
+  EXPECT_EQ(r.exit_code, 126);
+
+  r = run(*backend, g, {"sh", "-c", "kill -9 $$"});
+  EXPECT_EQ(r.exit_code, 137);
+
+  r = run(*backend, g, {"timeout", "--signal=KILL", "0.2", "sleep", "5"});
+  EXPECT_EQ(r.exit_code, 137);
+}
+
+TEST_F(GuestBackend, EnvironmentAndWorkingDirectory) {
+  auto spec = make_spec();
+  auto g = create(spec);
+  auto r = run(*backend, g, {"env"}, {{"FOO", "bar baz"}, {"PATH", "/usr/bin:/bin"}});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("FOO=bar baz\n"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("PYTHONUNBUFFERED=1\n"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("PATH=/usr/bin:/bin\n"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("HOME=/workspace\n"), std::string::npos) << r.out;
+
+  r = run(*backend, g, {"python3", "-c", "import os; print(os.environ['FOO'], os.getcwd())"},
+          {{"FOO", "x"}});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "x /workspace\n");
+
+  r = run(*backend, g, {"hostname"});
+  EXPECT_EQ(r.out, spec.name + "\n");
+}
+
+TEST_F(GuestBackend, RunsAsUnprivilegedUidWithoutCapabilities) {
+  auto g = create(make_spec());
+  for (const char* who : {"self", "1"}) { // the command, and the sandbox's init
+    auto r = run(*backend, g, {"cat", std::string{"/proc/"} + who + "/status"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_NE(r.out.find("Uid:\t60000\t60000\t60000\t60000"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("Gid:\t60000\t60000\t60000\t60000"), std::string::npos) << r.out;
+    for (const char* cap : {"CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"})
+      EXPECT_NE(r.out.find(std::string{cap} + ":\t0000000000000000"), std::string::npos)
+          << who << " " << cap << "\n"
+          << r.out;
+    EXPECT_NE(r.out.find("NoNewPrivs:\t1"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("Seccomp:\t2"), std::string::npos) << r.out;
+  }
+  auto r = run(*backend, g, {"id", "-u"});
+  EXPECT_EQ(r.out, "60000\n");
+  // Inside its own pid namespace: the init is pid 1 and host pids are invisible.
+  r = run(*backend, g, {"sh", "-c", "echo $$; ls /proc | grep -c '^[0-9]'"});
+  std::istringstream in{r.out};
+  int own = 0, count = 0;
+  in >> own >> count;
+  EXPECT_GT(own, 1);
+  EXPECT_LT(own, 100);
+  EXPECT_LT(count, 10) << "the guest sees only its own processes";
+  // The init holds nothing of the host's: only its stdio (no bwrap setup fds).
+  pid_t init_cmd = 0;
+  for (pid_t pid : cgroup_pids(g.cgroup_dirs.front()))
+    if (auto st = read_process_stat(pid); st && st->ppid == g.init_pid) init_cmd = pid;
+  ASSERT_GT(init_cmd, 0);
+  EXPECT_EQ(slurp("/proc/" + std::to_string(init_cmd) + "/comm"), "sleep\n");
+  std::vector<std::string> fds;
+  for (const auto& e : fs::directory_iterator("/proc/" + std::to_string(init_cmd) + "/fd"))
+    fds.push_back(e.path().filename().string());
+  std::sort(fds.begin(), fds.end());
+  EXPECT_EQ(fds, (std::vector<std::string>{"0", "1", "2"}));
+}
+
+TEST_F(GuestBackend, FilesRoundTrip) {
+  auto g = create(make_spec());
+  auto w = backend->open_file(g, "/workspace/sub/dir/a.txt", true);
+  ASSERT_TRUE(w) << w.error().message;
+  write_fd(*w, "from the host\n");
+  auto r = run(*backend, g, {"cat", "/workspace/sub/dir/a.txt"});
+  EXPECT_EQ(r.out, "from the host\n");
+  r = run(*backend, g, {"stat", "-c", "%u:%g", "/workspace/sub", "/workspace/sub/dir/a.txt"});
+  EXPECT_EQ(r.out, "60000:60000\n60000:60000\n");
+
+  r = run(*backend, g,
+          {"sh", "-c",
+           "printf 'from the guest' > /workspace/b.txt; "
+           "printf tmp > /tmp/c.txt"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto rd = backend->open_file(g, "/workspace/b.txt", false);
+  ASSERT_TRUE(rd) << rd.error().message;
+  EXPECT_EQ(read_fd(*rd), "from the guest");
+  rd = backend->open_file(g, "/tmp/c.txt", false); // the guest's private /tmp
+  ASSERT_TRUE(rd) << rd.error().message;
+  EXPECT_EQ(read_fd(*rd), "tmp");
+
+  // Overwrite truncates.
+  w = backend->open_file(g, "/workspace/b.txt", true);
+  ASSERT_TRUE(w);
+  write_fd(*w, "x");
+  r = run(*backend, g, {"cat", "/workspace/b.txt"});
+  EXPECT_EQ(r.out, "x");
+}
+
+TEST_F(GuestBackend, FilesRefuseEscapes) {
+  auto g = create(make_spec());
+  // A host file outside the guest, and symlinks inside the guest that point at it.
+  const auto secret = dir.path / "host-secret.txt";
+  std::ofstream{secret} << "host secret";
+  auto r = run(*backend, g,
+               {"sh", "-c",
+                "ln -s " + secret.string() +
+                    " /workspace/abs && "
+                    "ln -s ../../../../../../../.. /workspace/up && "
+                    "ln -s " +
+                    dir.path.string() +
+                    " /workspace/outdir && "
+                    "ln -s /proc/self/root /workspace/magic && "
+                    "ln -s /nonexistent/x /workspace/dangling && mkdir /workspace/d"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+
+  auto code = [&](const std::string& path, bool write) {
+    auto f = backend->open_file(g, path, write);
+    if (f) {
+      auto content = write ? std::string{} : read_fd(*f);
+      if (write) ::close(*f);
+      ADD_FAILURE() << path << " opened (" << content << ")";
+      return ec::guest_failed;
+    }
+    return f.error().code;
+  };
+  EXPECT_EQ(code("workspace/a", false), ec::bad_request);              // relative
+  EXPECT_EQ(code("/workspace/../etc/passwd", false), ec::bad_request); // ..
+  EXPECT_EQ(code("/workspace/./a", true), ec::bad_request);
+  EXPECT_EQ(code(std::string{"/workspace/a\0b", 14}, true), ec::bad_request); // NUL
+  EXPECT_EQ(code("/", false), ec::bad_request);
+  EXPECT_EQ(code("/workspace/missing", false), ec::not_found);
+  // Symlinks resolve inside the guest's root: the host file is simply not there.
+  EXPECT_EQ(code("/workspace/abs", false), ec::not_found);
+  EXPECT_EQ(code("/workspace/up" + secret.string(), false), ec::not_found);
+  // /proc/self names no process of the guest for the host's reader; /proc/1/root is a
+  // magic link (refused by RESOLVE_NO_MAGICLINKS).
+  auto magic = code("/workspace/magic/etc/passwd", false);
+  EXPECT_TRUE(magic == ec::bad_request || magic == ec::not_found);
+  EXPECT_EQ(code("/proc/1/root/etc/passwd", false), ec::bad_request);
+  EXPECT_EQ(code("/proc/1/cwd/x", true), ec::bad_request);
+  EXPECT_EQ(code("/workspace/dangling", true), ec::bad_request);
+  // Not plain files: directories, devices, procfs.
+  EXPECT_EQ(code("/workspace/d", false), ec::bad_request);
+  EXPECT_EQ(code("/dev/zero", false), ec::bad_request);
+  EXPECT_EQ(code("/proc/1/environ", false), ec::bad_request);
+  EXPECT_EQ(code("/usr/bin/python3", true), ec::bad_request); // read-only mount
+  EXPECT_EQ(code("/usr/new-dir/file", true), ec::bad_request);
+
+  // Writes through a symlink that points out of the guest land inside it.
+  auto w = backend->open_file(g, "/workspace/outdir/pwned", true);
+  if (w) write_fd(*w, "x");
+  EXPECT_FALSE(exists((dir.path / "pwned").string())) << "a write escaped the guest";
+  EXPECT_EQ(slurp(secret.string()), "host secret");
+}
+
+TEST_F(GuestBackend, MemoryLimitOomKills) {
+  auto g = create(make_spec(64));
+  EXPECT_EQ(backend->oom_kills(g), 0U);
+  auto r = run(*backend, g, {"python3", "-c", "x = b'a' * (200 << 20); print(len(x))"});
+  EXPECT_EQ(r.exit_code, 137) << r.out << r.err;
+  EXPECT_GT(backend->oom_kills(g), 0U);
+  EXPECT_TRUE(backend->alive(g)) << "the guest survives its command's OOM";
+  r = run(*backend, g, {"true"});
+  EXPECT_EQ(r.exit_code, 0);
+}
+
+TEST_F(GuestBackend, ForkBombContainedAndKilled) {
+  cfg.pids_max = 64;
+  backend = std::make_unique<guest_backend>(cfg);
+  auto g = create(make_spec(256));
+  const auto marker = unique_token("bomb-");
+  auto p = backend->start_exec(g, {"sh", {"-c", "f() { f | f & }; f; sleep 1000", marker}}, {});
+  ASSERT_TRUE(p) << p.error().message;
+  std::string pids_dir;
+  for (const auto& d : g.cgroup_dirs)
+    if (exists(d + "/pids.max")) pids_dir = d;
+  ASSERT_FALSE(pids_dir.empty());
+  // Contained: the bomb runs into pids.max (fork fails) and never exceeds it.
+  EXPECT_TRUE(eventually([&] { return std::stoull(slurp(pids_dir + "/pids.current")) >= 60; }))
+      << slurp(pids_dir + "/pids.current");
+  EXPECT_LE(std::stoull(slurp(pids_dir + "/pids.current")), 64U);
+  EXPECT_FALSE(pids_with_marker(marker).empty());
+
+  ASSERT_TRUE(backend->destroy(g));
+  EXPECT_EQ(backend->reap(*p), 137);
+  EXPECT_TRUE(pids_with_marker(marker).empty());
+  for (const auto& d : g.cgroup_dirs)
+    EXPECT_FALSE(exists(d));
+}
+
+TEST_F(GuestBackend, DoubleForkedDaemonGoneAfterDestroy) {
+  auto g = create(make_spec());
+  const auto marker = unique_token("daemon-");
+  const char* code = R"(import os, sys, time
+if os.fork() == 0:
+    os.setsid()
+    if os.fork() == 0:
+        fd = os.open("/dev/null", os.O_RDWR)
+        for i in (0, 1, 2):
+            os.dup2(fd, i)
+        time.sleep(1000)
+    os._exit(0)
+os.wait()
+print("parent done")
+)";
+  auto r = run(*backend, g, {"python3", "-c", code, marker});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "parent done\n");
+  std::vector<pid_t> daemons;
+  ASSERT_TRUE(eventually([&] { return !(daemons = pids_with_marker(marker)).empty(); }));
+  // It lives in the guest's cgroups, reparented to the sandbox's init.
+  std::string freezer;
+  for (const auto& d : g.cgroup_dirs)
+    if (exists(d + "/cgroup.procs")) {
+      auto in = cgroup_pids(d);
+      EXPECT_NE(std::find(in.begin(), in.end(), daemons[0]), in.end()) << d;
+    }
+  auto st = read_process_stat(daemons[0]);
+  ASSERT_TRUE(st);
+  EXPECT_EQ(st->ppid, g.init_pid);
+
+  ASSERT_TRUE(backend->destroy(g));
+  EXPECT_TRUE(pids_with_marker(marker).empty());
+  for (const auto& d : g.cgroup_dirs)
+    EXPECT_FALSE(exists(d));
+}
+
+TEST_F(GuestBackend, KillExecKillsTheCommandsTree) {
+  auto g = create(make_spec());
+  const auto marker = unique_token("tree-");
+  auto p = backend->start_exec(
+      g, {"sh", {"-c", "(sleep 1000; :) & (sleep 1000; :) & echo started; wait", marker}}, {});
+  ASSERT_TRUE(p);
+  std::string out;
+  ASSERT_TRUE(eventually([&] {
+    read_for(p->stdout_fd, out, 0ms);
+    return out == "started\n" && pids_with_marker(marker).size() >= 3;
+  }));
+  backend->kill_exec(*p);
+  EXPECT_EQ(backend->reap(*p), 137);
+  EXPECT_TRUE(eventually([&] { return pids_with_marker(marker).empty(); }));
+  EXPECT_TRUE(backend->alive(g));
+}
+
+TEST_F(GuestBackend, PauseFreezesAndResumeContinues) {
+  auto g = create(make_spec());
+  auto p = backend->start_exec(
+      g,
+      {"python3",
+       {"-c", "import time\nfor i in range(100000):\n  print(i)\n  time.sleep(0.01)"}},
+      {});
+  ASSERT_TRUE(p) << p.error().message;
+  std::string out;
+  ASSERT_TRUE(eventually([&] {
+    read_for(p->stdout_fd, out, 0ms);
+    return out.size() > 10;
+  }));
+  ASSERT_TRUE(backend->pause(g));
+  auto blocked = backend->start_exec(g, {"true", {}}, {});
+  ASSERT_FALSE(blocked);
+  EXPECT_EQ(blocked.error().code, ec::paused);
+  read_for(p->stdout_fd, out, 50ms); // whatever was in flight
+  const auto frozen_at = out.size();
+  read_for(p->stdout_fd, out, 300ms); // a frozen command prints nothing
+  EXPECT_EQ(out.size(), frozen_at);
+  ASSERT_TRUE(backend->resume(g));
+  EXPECT_TRUE(eventually([&] {
+    read_for(p->stdout_fd, out, 0ms);
+    return out.size() > frozen_at;
+  }));
+  backend->kill_exec(*p);
+  EXPECT_EQ(backend->reap(*p), 137);
+  auto r = run(*backend, g, {"true"});
+  EXPECT_EQ(r.exit_code, 0);
+
+  // A paused guest is destroyed completely too (SIGKILL waits for the thaw).
+  p = backend->start_exec(g, {"sleep", {"1000"}}, {});
+  ASSERT_TRUE(p);
+  ASSERT_TRUE(backend->pause(g));
+  ASSERT_TRUE(backend->destroy(g));
+  EXPECT_EQ(backend->reap(*p), 137);
+  for (const auto& d : g.cgroup_dirs)
+    EXPECT_FALSE(exists(d));
+}
+
+TEST_F(GuestBackend, SeccompBlocksNamespaceAndKernelSurface) {
+  auto g = create(make_spec());
+  const char* code = R"(import ctypes, errno, os, socket
+libc = ctypes.CDLL(None, use_errno=True)
+def call(name, *args):
+    r = libc.syscall(*args)
+    print(name, "ok" if r >= 0 else errno.errorcode[ctypes.get_errno()])
+call("unshare", 272, 0x10000000)      # unshare(CLONE_NEWUSER)
+call("keyctl", 250, 0, -3, 0)          # keyctl(GET_KEYRING_ID, SESSION)
+call("io_uring_setup", 425, 1, 0)
+call("ptrace", 101, 0, 0, 0, 0)        # PTRACE_TRACEME
+call("clone_newuser", 56, 0x10000000 | 17, 0, 0, 0, 0)
+try:
+    socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, 0)
+    print("netlink ok")
+except OSError as e:
+    print("netlink", errno.errorcode[e.errno])
+)";
+  auto r = run(*backend, g, {"python3", "-c", code});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "unshare EPERM\nkeyctl EPERM\nio_uring_setup EPERM\nptrace EPERM\n"
+                   "clone_newuser EPERM\nnetlink EPERM\n");
+  r = run(*backend, g, {"unshare", "--user", "true"});
+  EXPECT_NE(r.exit_code, 0);
+}
+
+TEST_F(GuestBackend, GuestSurvivesItsCreatorsDeath) {
+  int p[2];
+  ASSERT_EQ(::pipe(p), 0);
+  auto spec = make_spec();
+  pid_t creator = ::fork();
+  ASSERT_GE(creator, 0);
+  if (creator == 0) {
+    ::close(p[0]);
+    guest_backend b{cfg};
+    auto g = b.create(spec);
+    std::ostringstream o;
+    if (g) {
+      o << g->init_pid << " " << g->init_start_time << " " << g->workspace.string();
+      for (const auto& d : g->cgroup_dirs)
+        o << " " << d;
+    }
+    auto s = o.str();
+    [[maybe_unused]] auto n = ::write(p[1], s.data(), s.size());
+    ::_exit(g ? 0 : 1);
+  }
+  ::close(p[1]);
+  auto text = read_fd(p[0]);
+  int status = 0;
+  ASSERT_EQ(::waitpid(creator, &status, 0), creator);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << text;
+  guest_runtime g;
+  g.id = spec.id;
+  std::istringstream in{text};
+  std::string ws, d;
+  in >> g.init_pid >> g.init_start_time >> ws;
+  g.workspace = ws;
+  while (in >> d)
+    g.cgroup_dirs.push_back(d);
+  made.push_back(g);
+
+  EXPECT_TRUE(backend->alive(g));
+  auto r = run(*backend, g, {"echo", "still here"});
+  EXPECT_EQ(r.out, "still here\n");
+  // The shim (bwrap's outer process) is not a child of the dead creator.
+  auto init = read_process_stat(g.init_pid);
+  ASSERT_TRUE(init);
+  auto shim = read_process_stat(init->ppid);
+  ASSERT_TRUE(shim);
+  EXPECT_NE(shim->ppid, creator);
+  EXPECT_NE(shim->ppid, ::getpid());
+  EXPECT_TRUE(backend->alive(g));
+
+  auto wrong = g;
+  ++wrong.init_start_time;
+  EXPECT_FALSE(backend->alive(wrong)) << "a reused pid is not the guest";
+  ASSERT_TRUE(backend->destroy(g));
+  EXPECT_FALSE(backend->alive(g));
+}
+
+TEST_F(GuestBackend, RefusesWhatItCannotBuildAndLeavesNothing) {
+  auto spec = make_spec();
+  spec.rootfs = "alpine:3";
+  auto g = backend->create(spec);
+  ASSERT_FALSE(g);
+  EXPECT_EQ(g.error().code, ec::bad_request);
+  spec = make_spec();
+  spec.id = "../escape";
+  g = backend->create(spec);
+  ASSERT_FALSE(g);
+  EXPECT_EQ(g.error().code, ec::bad_request);
+  EXPECT_FALSE(exists((dir.path / "guests").string()) && !fs::is_empty(dir.path / "guests"));
+
+  // A record naming someone else's resources is refused, not acted upon.
+  guest_runtime foreign;
+  foreign.id = "t-foreign";
+  foreign.cgroup_dirs = {"/sys/fs/cgroup/memory/process_api"};
+  auto d = backend->destroy(foreign);
+  ASSERT_FALSE(d);
+  EXPECT_EQ(d.error().code, ec::bad_request);
+}
+
+TEST_F(GuestBackend, FailedCreateRemovesEverythingItMade) {
+  const bool net = network_tests_possible() && backend->support().nftables;
+  for (const char* bwrap : {"/nonexistent/bwrap", "/usr/bin/false"}) {
+    cfg.bwrap = bwrap; // fails before exec / after exec, once cgroups (and netns) exist
+    backend = std::make_unique<guest_backend>(cfg);
+    for (auto egress : {egress_policy::deny_all(), egress_policy::allow_all()}) {
+      if (egress.mode == egress_policy::kind::allow_all && !net) continue;
+      auto spec = make_spec(256, egress);
+      auto g = backend->create(spec);
+      ASSERT_FALSE(g) << bwrap;
+      EXPECT_EQ(g.error().code, ec::unavailable);
+      EXPECT_NE(g.error().message.find("bwrap"), std::string::npos) << g.error().message;
+      EXPECT_FALSE(exists((dir.path / "guests" / spec.id).string()));
+      for (const char* c : {"memory", "pids", "freezer", "cpu"})
+        EXPECT_FALSE(exists(std::string{"/sys/fs/cgroup/"} + c + "/guestflow/" + spec.id));
+      EXPECT_FALSE(exists(netns_path(netns_name(spec.id))));
+      auto links = run_command({"/usr/sbin/ip", "-o", "link", "show"});
+      ASSERT_TRUE(links);
+      EXPECT_EQ(links->output.find("link-netns " + netns_name(spec.id)), std::string::npos);
+    }
+  }
+}
+
+TEST_F(GuestBackend, EgressRulesFailClosedWithoutNftables) {
+  cfg.nft = "/nonexistent/nft";
+  backend = std::make_unique<guest_backend>(cfg);
+  EXPECT_FALSE(backend->support().nftables);
+  for (auto egress : {egress_policy::allow_all(), *parse_egress({"10.250.0.1"})}) {
+    auto spec = make_spec(256, egress);
+    auto g = backend->create(spec);
+    ASSERT_FALSE(g);
+    EXPECT_EQ(g.error().code, ec::unavailable) << g.error().message;
+    EXPECT_FALSE(exists(netns_path(netns_name(spec.id))));
+    EXPECT_FALSE(exists((dir.path / "guests" / spec.id).string()));
+    EXPECT_FALSE(exists("/sys/fs/cgroup/memory/guestflow/" + spec.id));
+  }
+  auto g = create(make_spec()); // deny-all needs no rules
+  EXPECT_EQ(run(*backend, g, {"true"}).exit_code, 0);
+}
+
+TEST_F(GuestBackend, DenyAllGuestHasNoNetwork) {
+  auto host = tcp_server::on("127.0.0.1", "host");
+  ASSERT_TRUE(host);
+  auto g = create(make_spec());
+  EXPECT_EQ(probe(*backend, g, "127.0.0.1", host->port()).rfind("FAIL", 0), 0U);
+  EXPECT_EQ(host->accepted(), 0);
+  auto r = run(*backend, g, {"cat", "/proc/net/dev"});
+  EXPECT_EQ(r.out.find("eth"), std::string::npos) << r.out; // only lo
+  EXPECT_NE(r.out.find("lo:"), std::string::npos) << r.out;
+  auto widen = backend->set_egress(g, egress_policy::allow_all());
+  ASSERT_FALSE(widen);
+  EXPECT_EQ(widen.error().code, ec::bad_request);
+  EXPECT_TRUE(backend->set_egress(g, egress_policy::deny_all()));
+}
+
+TEST_F(GuestBackend, AllowAllGuestCannotReachTheHostOrLinkLocal) {
+  require_network();
+  auto loopback = tcp_server::on("127.0.0.1", "host");
+  ASSERT_TRUE(loopback);
+  auto net = test_netns::make();
+  ASSERT_TRUE(net);
+  auto outside = net->serve(net->addr_a, "outside");
+  ASSERT_TRUE(outside);
+  auto g = create(make_spec(256, egress_policy::allow_all()));
+  ASSERT_FALSE(g.ip.empty());
+  EXPECT_EQ(g.netns, netns_name(g.id));
+  // The host side of the guest's own veth, with a listener the test puts there.
+  auto gw = g.ip.substr(0, g.ip.rfind('.') + 1) +
+            std::to_string(std::stoi(g.ip.substr(g.ip.rfind('.') + 1)) - 1);
+  auto gateway = tcp_server::on(gw, "gateway");
+  ASSERT_TRUE(gateway);
+
+  EXPECT_EQ(probe(*backend, g, net->addr_a, outside->port()), "OK outside"); // it has network
+  EXPECT_EQ(probe(*backend, g, "127.0.0.1", loopback->port()).rfind("FAIL", 0), 0U);
+  EXPECT_EQ(probe(*backend, g, gw, gateway->port()).rfind("FAIL", 0), 0U);
+  // Another host address (not in the guest's blocked ranges): refused by the host table.
+  auto host_side = tcp_server::on(net->host_ip, "host-side");
+  ASSERT_TRUE(host_side);
+  auto host_addr = probe(*backend, g, net->host_ip, host_side->port());
+  EXPECT_EQ(host_addr.rfind("FAIL", 0), 0U) << host_addr;
+  EXPECT_EQ(host_addr.find("timeout"), std::string::npos) << host_addr;
+  EXPECT_EQ(host_side->accepted(), 0);
+
+  EXPECT_EQ(loopback->accepted(), 0);
+  EXPECT_EQ(gateway->accepted(), 0);
+  auto meta = probe(*backend, g, "169.254.169.254", 80);
+  EXPECT_EQ(meta.rfind("FAIL", 0), 0U) << meta;
+  EXPECT_EQ(meta.find("timeout"), std::string::npos)
+      << "rejected by a rule, not lost: " << meta;
+  auto r = run(*backend, g, {"cat", "/proc/net/if_inet6"});
+  EXPECT_EQ(r.out, "") << "no IPv6 in the guest";
+}
+
+TEST_F(GuestBackend, RulesAllowOnlyTheListedAddress) {
+  require_network();
+  auto net = test_netns::make();
+  ASSERT_TRUE(net);
+  auto a = net->serve(net->addr_a, "a");
+  auto b = net->serve(net->addr_b, "b");
+  ASSERT_TRUE(a && b);
+  auto rules = parse_egress({net->addr_a});
+  ASSERT_TRUE(rules);
+  auto g = create(make_spec(256, *rules));
+  EXPECT_EQ(probe(*backend, g, net->addr_a, a->port()), "OK a");
+  EXPECT_EQ(probe(*backend, g, net->addr_b, b->port()).rfind("FAIL", 0), 0U);
+  EXPECT_EQ(b->accepted(), 0);
+
+  // A port rule: only that port of that address.
+  auto port_rule = parse_egress({net->addr_b + ":" + std::to_string(b->port())});
+  ASSERT_TRUE(port_rule);
+  auto h = create(make_spec(256, *port_rule));
+  EXPECT_EQ(probe(*backend, h, net->addr_b, b->port()), "OK b");
+  EXPECT_EQ(probe(*backend, h, net->addr_a, a->port()).rfind("FAIL", 0), 0U);
+
+  // The guest cannot loosen its own rules: no capabilities over the netns.
+  auto r = run(*backend, g, {"nft", "flush", "ruleset"});
+  EXPECT_NE(r.exit_code, 0);
+  r = run(*backend, g, {"ip", "route", "del", "default"});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_EQ(probe(*backend, g, net->addr_b, b->port()).rfind("FAIL", 0), 0U);
+  EXPECT_EQ(probe(*backend, g, net->addr_a, a->port()), "OK a");
+}
+
+TEST_F(GuestBackend, SetEgressChangesReachability) {
+  require_network();
+  auto net = test_netns::make();
+  ASSERT_TRUE(net);
+  auto a = net->serve(net->addr_a, "a");
+  auto b = net->serve(net->addr_b, "b");
+  ASSERT_TRUE(a && b);
+  auto g = create(make_spec(256, *parse_egress({net->addr_a})));
+  EXPECT_EQ(probe(*backend, g, net->addr_a, a->port()), "OK a");
+  EXPECT_EQ(probe(*backend, g, net->addr_b, b->port()).rfind("FAIL", 0), 0U);
+
+  ASSERT_TRUE(backend->set_egress(g, *parse_egress({net->addr_b})));
+  EXPECT_EQ(probe(*backend, g, net->addr_a, a->port()).rfind("FAIL", 0), 0U);
+  EXPECT_EQ(probe(*backend, g, net->addr_b, b->port()), "OK b");
+
+  ASSERT_TRUE(backend->set_egress(g, egress_policy::allow_all()));
+  EXPECT_EQ(probe(*backend, g, net->addr_a, a->port()), "OK a");
+  EXPECT_EQ(probe(*backend, g, net->addr_b, b->port()), "OK b");
+
+  ASSERT_TRUE(backend->set_egress(g, egress_policy::deny_all()));
+  EXPECT_EQ(probe(*backend, g, net->addr_a, a->port()).rfind("FAIL", 0), 0U);
+  EXPECT_EQ(probe(*backend, g, net->addr_b, b->port()).rfind("FAIL", 0), 0U);
+
+  auto v6 = parse_egress({"2001:db8::1"});
+  ASSERT_TRUE(v6);
+  auto refused = backend->set_egress(g, *v6);
+  ASSERT_FALSE(refused);
+  EXPECT_EQ(refused.error().code, ec::bad_request);
+
+  ASSERT_TRUE(backend->destroy(g));
+  EXPECT_FALSE(exists(netns_path(g.netns)));
+  // The host side of the veth goes with the namespace (the kernel removes the pair).
+  auto last = std::stoi(g.ip.substr(g.ip.rfind('.') + 1));
+  auto third = std::stoi(g.ip.substr(g.ip.find('.', 3) + 1));
+  auto host_if = "/sys/class/net/gfv" + std::to_string((third * 256 + last) >> 2);
+  EXPECT_TRUE(eventually([&] { return !exists(host_if); })) << host_if;
+}
+
+} // namespace
+} // namespace guestflow::local::test

@@ -1,0 +1,270 @@
+#include "actors/execution.hpp"
+#include "actors/reaper.hpp"
+#include "deterministic.hpp"
+#include "scripted_controlplane.hpp"
+
+#include <caf/event_based_actor.hpp>
+#include <caf/send.hpp>
+
+using namespace guestflow;
+using namespace guestflow::test;
+using namespace std::chrono_literals;
+
+namespace {
+
+struct run_outcome {
+  std::optional<execution_report> report;
+  std::optional<failure> error;
+  bool answered() const { return report || error; }
+};
+
+class execution_test : public deterministic {
+protected:
+  std::shared_ptr<script> s = std::make_shared<script>();
+  controlplane_actor cp;
+  reaper_actor rp;
+  std::shared_ptr<run_outcome> out = std::make_shared<run_outcome>();
+
+  void SetUp() override {
+    cp = sys.spawn(scripted_controlplane, s);
+    reaper_options ro;
+    ro.owner = "abc123";
+    ro.lost_create_watch = 120s;
+    rp = sys.spawn(reaper, cp, ro);
+    s->exec_reply.stdout_text = "hi\n";
+    s->exec_reply.exit_code = 0;
+    run();
+  }
+
+  std::vector<caf::actor> callers;
+
+  void TearDown() override {
+    // A caller whose execution died unanswered would keep the system alive forever.
+    for (auto& c : callers)
+      caf::anon_send_exit(c, caf::exit_reason::user_shutdown);
+    caf::anon_send_exit(cp, caf::exit_reason::user_shutdown);
+    caf::anon_send_exit(rp, caf::exit_reason::user_shutdown);
+    run();
+  }
+
+  static execution_spec spec(const std::string& name, bool stream = false) {
+    execution_spec sp;
+    sp.name = name;
+    sp.create.shape = "s-1vcpu-256mb";
+    sp.create.name = name;
+    sp.uploads.push_back({"/workspace/main_00.py", "print('hi')"});
+    sp.command.cmd = "timeout";
+    sp.command.args = {"--signal=KILL", "5", "python3", "/workspace/main_00.py"};
+    sp.timeout_seconds = 5;
+    sp.stream = stream;
+    return sp;
+  }
+
+  /// Spawns an execution and a caller actor that requests the run; returns the caller.
+  caf::actor start(execution_spec sp, execution_actor* exec_out = nullptr) {
+    auto exec = sys.spawn(execution, cp, rp, execution_options{});
+    if (exec_out)
+      *exec_out = exec;
+    auto o = out;
+    auto caller = sys.spawn([exec, sp, o](caf::event_based_actor* self) {
+      self->request(exec, std::chrono::seconds{3600}, run_atom::value, sp)
+        .then([o](execution_report& r) { o->report = std::move(r); },
+              [o](caf::error& e) { o->error = to_failure(e); });
+    });
+    run();
+    callers.push_back(caller);
+    return caller;
+  }
+
+  reaper_stats stats() {
+    auto st = std::make_shared<reaper_stats>();
+    auto probe = sys.spawn([this, st](caf::event_based_actor* self) {
+      self->request(rp, std::chrono::seconds{3600}, stats_atom::value)
+        .then([st](reaper_stats& x) { *st = x; }, [](caf::error&) {});
+    });
+    run();
+    return *st;
+  }
+
+  int deletes() const {
+    int n = 0;
+    for (auto& line : s->log)
+      n += line.rfind("delete ", 0) == 0;
+    return n;
+  }
+};
+
+} // namespace
+
+TEST_F(execution_test, happy_path_creates_uploads_execs_and_deletes_once) {
+  start(spec("gf-b-abc123-aaaaaaaaaa"));
+  ASSERT_TRUE(out->report);
+  EXPECT_EQ(out->report->result.stdout_text, "hi\n");
+  EXPECT_EQ(out->report->result.exit_code, 0);
+  EXPECT_FALSE(out->report->outcome);
+  ASSERT_EQ(s->log.size(), 4u);
+  EXPECT_EQ(s->log[0], "create gf-b-abc123-aaaaaaaaaa");
+  EXPECT_EQ(s->log[1], "put sb-1 /workspace/main_00.py");
+  EXPECT_EQ(s->log[2], "exec sb-1");
+  EXPECT_EQ(s->log[3], "delete sb-1");
+  EXPECT_EQ(s->live(), 0u);
+  auto st = stats();
+  EXPECT_EQ(st.created, 1u);
+  EXPECT_EQ(st.deleted, 1u);
+  EXPECT_EQ(st.pending, 0u);
+  EXPECT_EQ(st.tracked, 0u);
+}
+
+TEST_F(execution_test, upload_failure_still_deletes_exactly_once) {
+  s->calls["put"] = {call_script::mode::fail, ec::transient, 1};
+  start(spec("gf-b-abc123-bbbbbbbbbb"));
+  ASSERT_TRUE(out->error);
+  EXPECT_EQ(out->error->code, ec::transient);
+  EXPECT_EQ(deletes(), 1);
+  EXPECT_EQ(s->live(), 0u);
+  EXPECT_EQ(s->deletes_of_name("gf-b-abc123-bbbbbbbbbb"), 1);
+}
+
+TEST_F(execution_test, exec_failure_still_deletes_exactly_once) {
+  s->calls["exec"] = {call_script::mode::fail, ec::unavailable, 1};
+  start(spec("gf-b-abc123-cccccccccc"));
+  ASSERT_TRUE(out->error);
+  EXPECT_EQ(out->error->code, ec::unavailable) << out->error->message;
+  EXPECT_EQ(deletes(), 1);
+  EXPECT_EQ(s->live(), 0u);
+}
+
+TEST_F(execution_test, hung_exec_hits_the_host_backstop_and_deletes) {
+  s->calls["exec"] = {call_script::mode::hang, ec::transient, 1};
+  start(spec("gf-b-abc123-dddddddddd"));
+  EXPECT_FALSE(out->answered());
+  EXPECT_EQ(s->live(), 1u);
+  advance(5s + 30s + 11s); // timeout + grace + backstop slack
+  ASSERT_TRUE(out->error);
+  EXPECT_EQ(deletes(), 1);
+  EXPECT_EQ(s->live(), 0u);
+}
+
+TEST_F(execution_test, timeout_exit_maps_to_minus_one) {
+  s->exec_reply.exit_code = 124;
+  start(spec("gf-b-abc123-eeeeeeeeee"));
+  ASSERT_TRUE(out->report);
+  EXPECT_EQ(out->report->result.exit_code, -1);
+  EXPECT_EQ(out->report->outcome, ec::timeout);
+  EXPECT_EQ(deletes(), 1);
+}
+
+TEST_F(execution_test, memory_kill_maps_to_oom) {
+  s->exec_reply.exit_code = 137;
+  s->exec_reply.error = "out of memory (memory limit 256 MiB)";
+  start(spec("gf-b-abc123-ffffffffff"));
+  ASSERT_TRUE(out->report);
+  EXPECT_EQ(out->report->result.exit_code, 137);
+  EXPECT_EQ(out->report->outcome, ec::oom);
+  EXPECT_EQ(deletes(), 1);
+}
+
+TEST_F(execution_test, refused_create_leaves_nothing_and_deletes_nothing) {
+  s->calls["create"] = {call_script::mode::fail, ec::bad_request, 1};
+  start(spec("gf-b-abc123-gggggggggg"));
+  ASSERT_TRUE(out->error);
+  EXPECT_EQ(out->error->code, ec::bad_request);
+  EXPECT_EQ(deletes(), 0);
+  EXPECT_EQ(s->live(), 0u);
+}
+
+TEST_F(execution_test, lost_create_answer_is_still_deleted_by_name) {
+  s->calls["create"] = {call_script::mode::hang, ec::transient, 1};
+  start(spec("gf-b-abc123-hhhhhhhhhh"));
+  EXPECT_EQ(s->live(), 1u); // the guest exists; its id never reached us
+  advance(151s);            // the create's backstop fires
+  ASSERT_TRUE(out->error);
+  EXPECT_EQ(s->live(), 0u);
+  EXPECT_EQ(s->deletes_of_name("gf-b-abc123-hhhhhhhhhh"), 1);
+  EXPECT_EQ(stats().pending, 0u);
+}
+
+TEST_F(execution_test, failed_delete_is_retried_by_the_reaper_until_done) {
+  s->calls["delete"] = {call_script::mode::fail, ec::transient, 3};
+  start(spec("gf-b-abc123-iiiiiiiiii"));
+  ASSERT_TRUE(out->report); // the run's result does not wait for the reaper
+  EXPECT_EQ(s->live(), 1u);
+  EXPECT_EQ(stats().pending, 1u);
+  for (int i = 0; i < 10 && s->live() > 0; ++i)
+    advance(30s);
+  EXPECT_EQ(s->live(), 0u);
+  EXPECT_EQ(s->deletes_of_name("gf-b-abc123-iiiiiiiiii"), 1);
+  auto st = stats();
+  EXPECT_EQ(st.pending, 0u);
+  EXPECT_EQ(st.failed_deletes, 2u); // two of the reaper's own tries failed
+}
+
+TEST_F(execution_test, caller_death_mid_run_deletes_the_guest) {
+  s->calls["exec"] = {call_script::mode::hang, ec::transient, 1};
+  auto caller = start(spec("gf-b-abc123-jjjjjjjjjj"));
+  EXPECT_EQ(s->live(), 1u);
+  caf::anon_send_exit(caller, caf::exit_reason::user_shutdown);
+  run();
+  EXPECT_EQ(s->live(), 0u);
+  EXPECT_EQ(deletes(), 1);
+}
+
+TEST_F(execution_test, cancel_during_create_deletes_when_the_create_answers) {
+  s->calls["create"] = {call_script::mode::hang, ec::transient, 1};
+  execution_actor exec;
+  start(spec("gf-b-abc123-kkkkkkkkkk"), &exec);
+  caf::anon_send(exec, cancel_atom::value);
+  run();
+  ASSERT_TRUE(s->held_create);
+  sandbox_created c;
+  c.id = "sb-1";
+  c.name = "gf-b-abc123-kkkkkkkkkk";
+  caf::anon_send(cp, done_atom::value, uint64_t{0}, caf::make_message(c));
+  run();
+  ASSERT_TRUE(out->error);
+  EXPECT_EQ(out->error->message, "run cancelled");
+  EXPECT_EQ(deletes(), 1);
+  EXPECT_EQ(s->live(), 0u);
+}
+
+TEST_F(execution_test, execution_killed_from_outside_is_reaped) {
+  s->calls["exec"] = {call_script::mode::hang, ec::transient, 1};
+  execution_actor exec;
+  start(spec("gf-b-abc123-llllllllll"), &exec);
+  EXPECT_EQ(s->live(), 1u);
+  caf::anon_send_exit(exec, caf::exit_reason::user_shutdown);
+  run();
+  EXPECT_EQ(s->live(), 0u);
+  EXPECT_EQ(s->deletes_of_name("gf-b-abc123-llllllllll"), 1);
+}
+
+TEST_F(execution_test, streamed_exec_collects_lines_and_exit_code) {
+  s->stream_lines = {{exec_stream_line::kind::stdout_chunk, "a\n", 0},
+                     {exec_stream_line::kind::heartbeat, "", 0},
+                     {exec_stream_line::kind::stderr_chunk, "warn\n", 0},
+                     {exec_stream_line::kind::stdout_chunk, "b\n", 0}};
+  s->stream_exit = 3;
+  start(spec("gf-b-abc123-mmmmmmmmmm", true));
+  ASSERT_TRUE(out->report);
+  EXPECT_EQ(out->report->result.stdout_text, "a\nb\n");
+  EXPECT_EQ(out->report->result.stderr_text, "warn\n");
+  EXPECT_EQ(out->report->result.exit_code, 3);
+  EXPECT_EQ(deletes(), 1);
+}
+
+TEST_F(execution_test, failure_in_every_state_ends_in_exactly_one_delete) {
+  // create ok → each later step fails in turn; each run must delete its own guest once.
+  const char* ops[] = {"put", "exec", "delete"};
+  int i = 0;
+  for (auto op : ops) {
+    auto name = "gf-b-abc123-st" + std::to_string(i++) + "xxxxxxx";
+    s->calls[op] = {call_script::mode::fail, ec::transient, 1};
+    *out = {};
+    start(spec(name));
+    for (int k = 0; k < 5 && s->live() > 0; ++k)
+      advance(30s);
+    EXPECT_TRUE(out->answered()) << op;
+    EXPECT_EQ(s->deletes_of_name(name), 1) << op;
+  }
+  EXPECT_EQ(s->live(), 0u);
+}

@@ -1,0 +1,180 @@
+#include "actors/exit_classifier.hpp"
+#include "actors/guest_names.hpp"
+#include "actors/sandbox_policy.hpp"
+
+#include <gtest/gtest.h>
+
+using namespace guestflow;
+using namespace guestflow::policy;
+
+namespace {
+
+provider_info local_provider() {
+  provider_info p;
+  p.caps.isolation = "namespaces";
+  p.caps.link_local_blocked = true;
+  p.caps.max_timeout_seconds = 3600;
+  return p;
+}
+
+shape_list catalog() {
+  shape_list c;
+  c.data = {{"s-1vcpu-256mb", 1, 256, 1024},  {"s-1vcpu-512mb", 1, 512, 1024},
+            {"s-2vcpu-4gb", 2, 4096, 8192},   {"s-1vcpu-1gb", 1, 1024, 2048},
+            {"s-4vcpu-16gb", 4, 16384, 32768}, {"s-4vcpu-8gb", 4, 8192, 16384}};
+  c.total = c.data.size();
+  return c;
+}
+
+} // namespace
+
+TEST(settings, defaults_match_the_seed) {
+  auto s = settings_from_env({});
+  ASSERT_TRUE(s);
+  EXPECT_EQ(s->timeout_seconds, 30u);
+  EXPECT_EQ(s->memory_mb, 192u);
+  EXPECT_FALSE(s->allow_network);
+  EXPECT_TRUE(s->allowed_domains.empty());
+  EXPECT_FALSE(s->accept_egress_exceptions);
+  EXPECT_FALSE(s->pinned_shape);
+}
+
+TEST(settings, malformed_values_are_refused_naming_the_variable) {
+  auto s = settings_from_env({{"LANGFLOW_SANDBOX_TIMEOUT_SECONDS", "abc"}});
+  ASSERT_FALSE(s);
+  EXPECT_EQ(s.error().code, ec::bad_request);
+  EXPECT_NE(s.error().message.find("LANGFLOW_SANDBOX_TIMEOUT_SECONDS"), std::string::npos);
+  auto b = settings_from_env({{"LANGFLOW_SANDBOX_ALLOW_NETWORK", "maybe"}});
+  ASSERT_FALSE(b);
+  EXPECT_NE(b.error().message.find("LANGFLOW_SANDBOX_ALLOW_NETWORK"), std::string::npos);
+  EXPECT_FALSE(settings_from_env({{"LANGFLOW_SANDBOX_TIMEOUT_SECONDS", "0"}}));
+  EXPECT_FALSE(settings_from_env({{"LANGFLOW_SANDBOX_MEMORY_MB", "-5"}}));
+}
+
+TEST(settings, parses_lists_booleans_and_pins) {
+  auto s = settings_from_env({{"LANGFLOW_SANDBOX_ALLOWED_DOMAINS", "pypi.org, example.com"},
+                              {"LANGFLOW_SANDBOX_ALLOW_NETWORK", "TRUE"},
+                              {"CREATEOS_SANDBOX_SHAPE", "auto"},
+                              {"GUESTFLOW_SHAPE", "s-1vcpu-512mb"}});
+  ASSERT_TRUE(s);
+  EXPECT_EQ(s->allowed_domains, (std::vector<std::string>{"pypi.org", "example.com"}));
+  EXPECT_TRUE(s->allow_network);
+  EXPECT_EQ(s->pinned_shape, "s-1vcpu-512mb"); // "auto" pins nothing
+}
+
+TEST(policy_gate, domain_allowlist_is_refused_on_every_provider_without_support) {
+  sandbox_settings s;
+  s.allowed_domains = {"pypi.org"};
+  for (auto p : {local_provider(), createos_provider()}) {
+    auto r = admit(s, p);
+    ASSERT_FALSE(r);
+    EXPECT_EQ(r.error().code, ec::policy_refused);
+    EXPECT_NE(r.error().message.find("hostname"), std::string::npos);
+  }
+}
+
+TEST(policy_gate, network_off_on_createos_needs_the_exception_flag) {
+  sandbox_settings s;
+  auto r = admit(s, createos_provider());
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().code, ec::policy_refused);
+  EXPECT_NE(r.error().message.find("169.254"), std::string::npos);
+  s.accept_egress_exceptions = true;
+  auto ok = admit(s, createos_provider());
+  ASSERT_TRUE(ok);
+  EXPECT_EQ(*ok, egress_policy::deny_all());
+}
+
+TEST(policy_gate, network_off_on_local_is_enforced_deny_all) {
+  auto r = admit(sandbox_settings{}, local_provider());
+  ASSERT_TRUE(r);
+  EXPECT_EQ(*r, egress_policy::deny_all());
+}
+
+TEST(policy_gate, network_on_is_unrestricted) {
+  sandbox_settings s;
+  s.allow_network = true;
+  auto r = admit(s, createos_provider());
+  ASSERT_TRUE(r);
+  EXPECT_EQ(*r, egress_policy::allow_all());
+}
+
+TEST(policy_gate, timeout_above_the_provider_cap_is_refused) {
+  sandbox_settings s;
+  s.timeout_seconds = 7200;
+  auto r = admit(s, local_provider());
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().code, ec::policy_refused);
+  EXPECT_NE(r.error().message.find("3600"), std::string::npos);
+}
+
+TEST(shapes, smallest_shape_at_or_above_the_floor_never_rounding_down) {
+  auto c = catalog();
+  EXPECT_EQ(pick_shape(c, 192, 4096, std::nullopt)->id, "s-2vcpu-4gb");  // CreateOS floor
+  EXPECT_EQ(pick_shape(c, 192, 256, std::nullopt)->id, "s-1vcpu-256mb"); // local floor
+  EXPECT_EQ(pick_shape(c, 300, 256, std::nullopt)->id, "s-1vcpu-512mb");
+  EXPECT_EQ(pick_shape(c, 5000, 256, std::nullopt)->id, "s-4vcpu-8gb");
+  auto none = pick_shape(c, 20000, 256, std::nullopt);
+  ASSERT_FALSE(none);
+  EXPECT_EQ(none.error().code, ec::capacity);
+}
+
+TEST(shapes, a_pinned_shape_must_exist) {
+  auto c = catalog();
+  EXPECT_EQ(pick_shape(c, 99999, 4096, std::string{"s-1vcpu-256mb"})->id, "s-1vcpu-256mb");
+  auto bad = pick_shape(c, 192, 256, std::string{"s-9vcpu-1tb"});
+  ASSERT_FALSE(bad);
+  EXPECT_EQ(bad.error().code, ec::bad_request);
+  EXPECT_NE(bad.error().message.find("s-9vcpu-1tb"), std::string::npos);
+}
+
+TEST(guest_names, ephemeral_names_are_22_chars_and_parse_back) {
+  std::mt19937_64 rng{42};
+  auto owner = names::owner_id("", "host-a", "/var/lib/gf");
+  ASSERT_EQ(owner.size(), 6u);
+  auto n = names::ephemeral(names::guest_kind::backend, owner, rng);
+  EXPECT_EQ(n.size(), 22u);
+  auto p = names::parse(n);
+  ASSERT_TRUE(p);
+  EXPECT_EQ(p->kind, names::guest_kind::backend);
+  EXPECT_EQ(p->owner, owner);
+  EXPECT_NE(n, names::ephemeral(names::guest_kind::backend, owner, rng));
+}
+
+TEST(guest_names, owner_is_stable_per_runtime_and_differs_between_runtimes) {
+  EXPECT_EQ(names::owner_id("", "host-a", "/s1"), names::owner_id("", "host-a", "/s1"));
+  EXPECT_NE(names::owner_id("", "host-a", "/s1"), names::owner_id("", "host-a", "/s2"));
+  EXPECT_NE(names::owner_id("", "host-a", "/s1"), names::owner_id("", "host-b", "/s1"));
+  EXPECT_EQ(names::owner_id("Farm01", "x", "y"), "farm01");
+  EXPECT_EQ(names::owner_id("ab", "x", "y").size(), 6u);
+}
+
+TEST(guest_names, foreign_names_do_not_parse) {
+  EXPECT_FALSE(names::parse("my-sandbox"));
+  EXPECT_FALSE(names::parse("gf-q-abc123-aaaaaaaaaa"));
+  EXPECT_FALSE(names::parse("gf-b-abc123-AAAAAAAAAA"));
+  EXPECT_FALSE(names::parse("gf-b-abc123-aaaaaaaaa"));
+}
+
+TEST(exit_classifier, maps_timeout_and_oom) {
+  EXPECT_EQ(classify_exit(0, std::nullopt, 10, 5).exit_code, 0);
+  EXPECT_EQ(classify_exit(1, std::nullopt, 10, 5).outcome, std::nullopt);
+  auto t = classify_exit(124, std::nullopt, 5000, 5);
+  EXPECT_EQ(t.exit_code, -1);
+  EXPECT_EQ(t.outcome, ec::timeout);
+  auto k = classify_exit(137, std::nullopt, 5001, 5); // KILL took timeout(1) with it
+  EXPECT_EQ(k.exit_code, -1);
+  EXPECT_EQ(k.outcome, ec::timeout);
+  auto o = classify_exit(137, std::nullopt, 800, 5); // killed long before the limit
+  EXPECT_EQ(o.exit_code, 137);
+  EXPECT_EQ(o.outcome, ec::oom);
+  auto m = classify_exit(137, std::string{"out of memory (limit 64 MiB)"}, 9000, 5);
+  EXPECT_EQ(m.outcome, ec::oom);
+}
+
+TEST(exit_classifier, wraps_commands_in_timeout_kill) {
+  auto r = with_timeout(7, "python3", {"/workspace/main_ab.py"});
+  EXPECT_EQ(r.cmd, "timeout");
+  EXPECT_EQ(r.args,
+            (std::vector<std::string>{"--signal=KILL", "7", "python3", "/workspace/main_ab.py"}));
+}

@@ -1,0 +1,159 @@
+#include "actors/reaper.hpp"
+#include "deterministic.hpp"
+#include "scripted_controlplane.hpp"
+
+#include <caf/event_based_actor.hpp>
+#include <caf/send.hpp>
+
+using namespace guestflow;
+using namespace guestflow::test;
+using namespace std::chrono_literals;
+
+namespace {
+
+class reaper_test : public deterministic {
+protected:
+  std::shared_ptr<script> s = std::make_shared<script>();
+  controlplane_actor cp;
+  reaper_actor rp;
+
+  void SetUp() override {
+    cp = sys.spawn(scripted_controlplane, s);
+    reaper_options ro;
+    ro.owner = "abc123";
+    rp = sys.spawn(reaper, cp, ro);
+    run();
+  }
+
+  void TearDown() override {
+    caf::anon_send_exit(cp, caf::exit_reason::user_shutdown);
+    caf::anon_send_exit(rp, caf::exit_reason::user_shutdown);
+    run();
+  }
+
+  void add_guest(const std::string& name, const std::string& created_at) {
+    s->guests.push_back({"sb-" + std::to_string(++s->next_id), name, created_at, 0});
+  }
+
+  template <class R, class... Ts>
+  std::optional<R> ask(Ts... xs) {
+    auto out = std::make_shared<std::optional<R>>();
+    sys.spawn([this, out, xs...](caf::event_based_actor* self) {
+      self->request(rp, std::chrono::seconds{3600}, xs...)
+        .then([out](R& r) { *out = r; }, [](caf::error&) {});
+    });
+    run();
+    return *out;
+  }
+};
+
+} // namespace
+
+TEST_F(reaper_test, sweep_deletes_only_its_own_old_untracked_ephemeral_guests) {
+  add_guest("gf-b-abc123-old0000000", "2020-01-01T00:00:00Z"); // ours, old → deleted
+  add_guest("gf-x-abc123-old1111111", "2020-01-01T00:00:00.123Z"); // ours, old → deleted
+  add_guest("gf-b-zzz999-old2222222", "2020-01-01T00:00:00Z"); // another runtime's
+  add_guest("gf-c-abc123-reuse00000", "2020-01-01T00:00:00Z"); // reusable: never swept
+  add_guest("gf-b-abc123-new3333333", "2999-01-01T00:00:00Z"); // too young
+  add_guest("my-own-sandbox", "2020-01-01T00:00:00Z");         // not guestflow's at all
+  auto n = ask<uint64_t>(sweep_atom::value, uint32_t{60});
+  ASSERT_TRUE(n);
+  EXPECT_EQ(*n, 2u);
+  EXPECT_EQ(s->deletes_of_name("gf-b-abc123-old0000000"), 1);
+  EXPECT_EQ(s->deletes_of_name("gf-x-abc123-old1111111"), 1);
+  EXPECT_EQ(s->deletes_of_name("gf-b-zzz999-old2222222"), 0);
+  EXPECT_EQ(s->deletes_of_name("gf-c-abc123-reuse00000"), 0);
+  EXPECT_EQ(s->deletes_of_name("gf-b-abc123-new3333333"), 0);
+  EXPECT_EQ(s->deletes_of_name("my-own-sandbox"), 0);
+}
+
+TEST_F(reaper_test, sweep_skips_guests_a_live_execution_tracks) {
+  add_guest("gf-b-abc123-live000000", "2020-01-01T00:00:00Z");
+  // A live owner (this test's anonymous actor) tracks the name.
+  auto owner = sys.spawn([this](caf::event_based_actor* self) -> caf::behavior {
+    self->send(rp, track_atom::value, std::string{"gf-b-abc123-live000000"});
+    return {[](int) {}};
+  });
+  run();
+  auto n = ask<uint64_t>(sweep_atom::value, uint32_t{0});
+  ASSERT_TRUE(n);
+  EXPECT_EQ(*n, 0u);
+  EXPECT_EQ(s->live(), 1u);
+  // …until that owner dies without releasing it.
+  caf::anon_send_exit(owner, caf::exit_reason::user_shutdown);
+  run();
+  EXPECT_EQ(s->live(), 0u);
+}
+
+TEST_F(reaper_test, drain_deletes_every_tracked_guest) {
+  add_guest("gf-b-abc123-drain00000", "2020-01-01T00:00:00Z");
+  add_guest("gf-x-abc123-drain11111", "2020-01-01T00:00:00Z");
+  auto owner = sys.spawn([this](caf::event_based_actor* self) -> caf::behavior {
+    self->send(rp, track_atom::value, std::string{"gf-b-abc123-drain00000"});
+    self->send(rp, created_atom::value, std::string{"gf-b-abc123-drain00000"},
+               std::string{"sb-1"});
+    self->send(rp, track_atom::value, std::string{"gf-x-abc123-drain11111"});
+    return {[](int) {}};
+  });
+  run();
+  auto pending = ask<uint64_t>(drain_atom::value);
+  ASSERT_TRUE(pending);
+  EXPECT_EQ(*pending, 0u);
+  EXPECT_EQ(s->live(), 0u);
+  caf::anon_send_exit(owner, caf::exit_reason::user_shutdown);
+  run();
+}
+
+TEST_F(reaper_test, drain_answers_at_its_deadline_with_what_is_still_pending) {
+  add_guest("gf-b-abc123-stuck00000", "2020-01-01T00:00:00Z");
+  s->calls["delete"] = {call_script::mode::fail, ec::unavailable, -1};
+  auto owner = sys.spawn([this](caf::event_based_actor* self) -> caf::behavior {
+    self->send(rp, track_atom::value, std::string{"gf-b-abc123-stuck00000"});
+    self->send(rp, created_atom::value, std::string{"gf-b-abc123-stuck00000"},
+               std::string{"sb-1"});
+    return {[](int) {}};
+  });
+  run();
+  auto out = std::make_shared<std::optional<uint64_t>>();
+  sys.spawn([this, out](caf::event_based_actor* self) {
+    self->request(rp, std::chrono::seconds{3600}, drain_atom::value)
+      .then([out](uint64_t n) { *out = n; }, [](caf::error&) {});
+  });
+  run();
+  EXPECT_FALSE(*out);
+  for (int i = 0; i < 20 && !*out; ++i)
+    advance(5s);
+  ASSERT_TRUE(*out);
+  EXPECT_EQ(**out, 1u);
+  auto st = ask<reaper_stats>(stats_atom::value);
+  ASSERT_TRUE(st);
+  EXPECT_GE(st->failed_deletes, 2u);
+  EXPECT_EQ(st->pending, 1u);
+  caf::anon_send_exit(owner, caf::exit_reason::user_shutdown);
+  run();
+}
+
+TEST_F(reaper_test, lost_create_that_never_materializes_is_given_up_after_the_watch) {
+  sys.spawn([this](caf::event_based_actor* self) {
+    self->send(rp, reap_atom::value, std::string{"gf-b-abc123-ghost00000"});
+  });
+  run();
+  auto st = ask<reaper_stats>(stats_atom::value);
+  ASSERT_TRUE(st);
+  EXPECT_EQ(st->pending, 1u);
+  // It keeps looking (a lost create may still appear) …
+  add_guest("gf-b-abc123-ghost00000", "2020-01-01T00:00:00Z");
+  for (int i = 0; i < 10 && s->live() > 0; ++i)
+    advance(30s);
+  EXPECT_EQ(s->deletes_of_name("gf-b-abc123-ghost00000"), 1);
+  st = ask<reaper_stats>(stats_atom::value);
+  EXPECT_EQ(st->pending, 0u);
+}
+
+TEST(rfc3339, parses_utc_forms_and_refuses_others) {
+  EXPECT_EQ(parse_rfc3339("1970-01-01T00:01:00Z"), 60);
+  EXPECT_EQ(parse_rfc3339("1970-01-01T00:01:00.999Z"), 60);
+  EXPECT_EQ(parse_rfc3339("1970-01-01T00:01:00+00:00"), 60);
+  EXPECT_FALSE(parse_rfc3339("yesterday"));
+  EXPECT_FALSE(parse_rfc3339("1970-01-01T00:01:00+02:00"));
+}

@@ -1,0 +1,63 @@
+#pragma once
+
+// A control-plane actor driven by a script, for the deterministic scheduler: it keeps a
+// tiny guest table (so "was it deleted exactly once" is a fact, not a mock expectation)
+// and answers each call as the test says — value, error, or never (the promise is kept so
+// the test can answer late, or lose the answer).
+
+#include "actors/actors.hpp"
+
+#include <caf/stateful_actor.hpp>
+#include <caf/typed_response_promise.hpp>
+
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace guestflow::test {
+
+struct call_script {
+  enum class mode { ok, fail, hang };
+  mode how = mode::ok;
+  ec code = ec::transient;
+  int times = -1; ///< how many calls this applies to (-1 = all), then back to ok
+};
+
+struct fake_guest {
+  std::string id;
+  std::string name;
+  std::string created_at = "2020-01-01T00:00:00Z";
+  int deletes = 0; ///< successful deletes of this guest
+};
+
+struct script {
+  std::map<std::string, call_script> calls; ///< by op: create put exec stream delete list
+  exec_result exec_reply;                   ///< what a successful exec returns
+  std::vector<exec_stream_line> stream_lines;
+  int32_t stream_exit = 0;
+  bool create_materializes_on_hang = true; ///< a hung create still makes the guest
+  std::vector<std::string> log;            ///< "create NAME", "delete ID", …
+  std::vector<fake_guest> guests;
+  std::optional<caf::typed_response_promise<sandbox_created>> held_create;
+  int next_id = 0;
+
+  /// Decides how this call goes, consuming one use of a limited script.
+  call_script::mode take(const std::string& op);
+  ec last_code = ec::transient; ///< the code of the last failing call taken
+  fake_guest* by_id(const std::string& id);
+  size_t live() const; ///< guests never deleted
+  int deletes_of_name(const std::string& name) const;
+};
+
+struct scripted_state {
+  static inline const char* name = "scripted_controlplane";
+  std::shared_ptr<script> s;
+};
+
+controlplane_actor::behavior_type
+scripted_controlplane(controlplane_actor::stateful_pointer<scripted_state> self,
+                      std::shared_ptr<script> s);
+
+} // namespace guestflow::test

@@ -1,0 +1,76 @@
+#include "controlplane/local/record_store.hpp"
+
+#include <cstdlib>
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+
+namespace guestflow::local {
+namespace {
+
+struct scratch {
+  std::filesystem::path dir;
+  scratch() {
+    char t[] = "/tmp/guestflow-store.XXXXXX";
+    dir = ::mkdtemp(t);
+  }
+  ~scratch() { std::filesystem::remove_all(dir); }
+};
+
+TEST(local_record_store, round_trips_records_across_reopen) {
+  scratch s;
+  auto file = s.dir / "control-plane.db";
+  guest_record r;
+  r.id = "sb-0123456789abcdef";
+  r.name = "keeper";
+  r.status = sandbox_status::paused;
+  r.shape = "s-1vcpu-256mb";
+  r.rootfs = "debian:12";
+  r.egress = *parse_egress({"10.0.0.0/8:443", "1.2.3.4"});
+  r.envs = {{"A", "1"}, {"SECRET", "x=y\nz"}};
+  r.auto_pause_after_seconds = 600;
+  r.created_at = "2026-11-30T09:00:00.000Z";
+  r.paused_at = "2026-11-30T09:01:00.000Z";
+  r.note = "out of memory (memory limit 64 MiB)";
+  r.runtime.id = r.id;
+  r.runtime.init_pid = 4242;
+  r.runtime.init_start_time = 987654321;
+  r.runtime.cgroup_dirs = {"/sys/fs/cgroup/memory/guestflow/sb-0123", "/sys/fs/cgroup/pids/x"};
+  r.runtime.netns = "gf-sb-0123";
+  r.runtime.workspace = "/state/guests/sb-0123";
+  r.runtime.ip = "10.200.0.2";
+  r.seq = 7;
+  {
+    auto store = record_store::open(file);
+    ASSERT_TRUE(store) << store.error().message;
+    ASSERT_TRUE((*store)->put(r));
+    r.status = sandbox_status::running; // a second put replaces
+    ASSERT_TRUE((*store)->put(r));
+  }
+  struct stat st {};
+  ASSERT_EQ(::stat(file.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u) << "the records hold env values";
+  auto store = record_store::open(file);
+  ASSERT_TRUE(store);
+  auto all = (*store)->load_all();
+  ASSERT_TRUE(all);
+  ASSERT_EQ(all->size(), 1u);
+  const auto& b = all->front();
+  EXPECT_EQ(b.status, sandbox_status::running);
+  EXPECT_EQ(b.name, r.name);
+  EXPECT_EQ(b.egress, r.egress);
+  EXPECT_EQ(b.envs, r.envs);
+  EXPECT_EQ(b.auto_pause_after_seconds, r.auto_pause_after_seconds);
+  EXPECT_EQ(b.paused_at, r.paused_at);
+  EXPECT_FALSE(b.last_resumed_at);
+  EXPECT_EQ(b.note, r.note);
+  EXPECT_EQ(b.runtime.init_pid, r.runtime.init_pid);
+  EXPECT_EQ(b.runtime.init_start_time, r.runtime.init_start_time);
+  EXPECT_EQ(b.runtime.cgroup_dirs, r.runtime.cgroup_dirs);
+  EXPECT_EQ(b.runtime.workspace, r.runtime.workspace);
+  EXPECT_EQ((*store)->next_seq(), 8);
+  ASSERT_TRUE((*store)->erase(r.id));
+  EXPECT_TRUE((*store)->load_all()->empty());
+}
+
+} // namespace
+} // namespace guestflow::local

@@ -1,0 +1,211 @@
+// CAF side of messages/: every type in the guestflow type-id block serializes and
+// deserializes through CAF 0.17's binary (de)serializer, also inside a caf::message (which
+// only works for registered types), and errors map to and from caf::error.
+
+#include "messages/type_ids.hpp"
+#include "tests/unit/messages/samples.hpp"
+
+#include <caf/actor_system.hpp>
+#include <caf/actor_system_config.hpp>
+#include <caf/binary_deserializer.hpp>
+#include <caf/binary_serializer.hpp>
+#include <caf/make_message.hpp>
+#include <caf/message.hpp>
+#include <caf/sec.hpp>
+#include <gtest/gtest.h>
+#include <memory>
+#include <utility>
+
+namespace guestflow {
+namespace {
+
+using namespace guestflow::test;
+
+class CafSerialization : public ::testing::Test {
+protected:
+  static void SetUpTestSuite() {
+    cfg_ = std::make_unique<caf::actor_system_config>();
+    register_types(*cfg_);
+    sys_ = std::make_unique<caf::actor_system>(*cfg_);
+  }
+
+  static void TearDownTestSuite() {
+    sys_.reset();
+    cfg_.reset();
+  }
+
+  static caf::actor_system& sys() { return *sys_; }
+
+  template<class T>
+  static void expect_round_trip(const T& x) {
+    std::vector<char> buf;
+    caf::binary_serializer sink{sys(), buf};
+    auto in = x;
+    ASSERT_FALSE(sink(in)) << "serializing " << caf::type_name<T>::value;
+    T y{};
+    caf::binary_deserializer source{sys(), buf};
+    ASSERT_FALSE(source(y)) << "deserializing " << caf::type_name<T>::value;
+    EXPECT_TRUE(y == x) << caf::type_name<T>::value;
+    // Inside a type-erased message, which needs the type registered by name.
+    auto msg = caf::make_message(x);
+    std::vector<char> mbuf;
+    caf::binary_serializer msink{sys(), mbuf};
+    ASSERT_FALSE(msink(msg)) << "serializing a message of " << caf::type_name<T>::value;
+    caf::message back;
+    caf::binary_deserializer msource{sys(), mbuf};
+    ASSERT_FALSE(msource(back)) << "deserializing a message of " << caf::type_name<T>::value;
+    ASSERT_TRUE(back.match_elements<T>()) << caf::type_name<T>::value;
+    EXPECT_TRUE(back.get_as<T>(0) == x) << caf::type_name<T>::value;
+  }
+
+  template<caf::type_id_t... Is>
+  static void every_default(std::integer_sequence<caf::type_id_t, Is...>) {
+    (expect_round_trip(typename caf::type_by_id<caf::id_block::guestflow::begin + Is>::type{}),
+     ...);
+  }
+
+private:
+  static inline std::unique_ptr<caf::actor_system_config> cfg_;
+  static inline std::unique_ptr<caf::actor_system> sys_;
+};
+
+TEST_F(CafSerialization, EveryTypeInTheBlockDefaultConstructed) {
+  constexpr auto n = caf::id_block::guestflow::end - caf::id_block::guestflow::begin;
+  static_assert(n >= 26, "the guestflow block lost types");
+  every_default(std::make_integer_sequence<caf::type_id_t, n>{});
+}
+
+TEST_F(CafSerialization, Failure) {
+  expect_round_trip(failure{ec::egress_drift, "guest egress changed"});
+}
+
+TEST_F(CafSerialization, RawJson) {
+  expect_round_trip(raw_json{R"({"a":[1,2]})"});
+}
+
+TEST_F(CafSerialization, EgressRuleAndPolicy) {
+  expect_round_trip(rule("[2001:db8::/32]:443"));
+  expect_round_trip(rule("10.0.0.0/8"));
+  expect_round_trip(some_rules());
+  expect_round_trip(egress_policy::deny_all());
+}
+
+TEST_F(CafSerialization, ShapesAndLists) {
+  expect_round_trip(sample_shape());
+  expect_round_trip(sample_shape_list());
+  expect_round_trip(sample_list());
+}
+
+TEST_F(CafSerialization, SandboxLifecycle) {
+  expect_round_trip(sample_create());
+  expect_round_trip(sample_created());
+  expect_round_trip(sample_view());
+  expect_round_trip(sample_deleted());
+  expect_round_trip(sample_whoami());
+  expect_round_trip(sample_egress_body());
+  expect_round_trip(sample_capabilities());
+}
+
+TEST_F(CafSerialization, Exec) {
+  expect_round_trip(sample_exec_request());
+  expect_round_trip(sample_exec_result());
+  expect_round_trip(sample_stream_line(exec_stream_line::kind::stderr_chunk));
+  expect_round_trip(sample_stream_line(exec_stream_line::kind::exit_code));
+  expect_round_trip(sample_sandbox_result());
+}
+
+TEST_F(CafSerialization, Jsend) {
+  for (auto k : {jsend::kind::success, jsend::kind::fail, jsend::kind::error})
+    expect_round_trip(sample_jsend(k));
+}
+
+TEST_F(CafSerialization, Graph) {
+  auto g = sample_graph();
+  expect_round_trip(g.nodes.at(0));
+  expect_round_trip(g.edges.at(1));
+  expect_round_trip(g);
+}
+
+TEST_F(CafSerialization, RunTypes) {
+  expect_round_trip(sample_result_data());
+  expect_round_trip(sample_run_outputs());
+  for (auto k : {guest_frame::kind::step, guest_frame::kind::outputs, guest_frame::kind::fatal})
+    expect_round_trip(frame_of(k));
+  for (auto k :
+       {run_event::kind::vertex_built, run_event::kind::complete, run_event::kind::error})
+    expect_round_trip(event_of(k));
+}
+
+TEST_F(CafSerialization, ExecutionTypes) {
+  execution_spec spec;
+  spec.name = "lf-exec-1";
+  spec.create = sample_create();
+  spec.uploads = {upload{"/work/main.py", "print(1)\n"}};
+  spec.command = sample_exec_request();
+  spec.timeout_seconds = 45;
+  spec.stream = true;
+  expect_round_trip(spec);
+  execution_report report;
+  report.guest_id = "sb-1";
+  report.name = "lf-exec-1";
+  report.result = sample_exec_result();
+  report.outcome = ec::timeout;
+  report.total_ms = 812;
+  expect_round_trip(report);
+  expect_round_trip(reaper_stats{1, 2, 3, 4, 5});
+}
+
+TEST_F(CafSerialization, TruncatedBufferIsAnErrorNotACrash) {
+  std::vector<char> buf;
+  caf::binary_serializer sink{sys(), buf};
+  auto x = sample_view();
+  ASSERT_FALSE(sink(x));
+  for (size_t cut = 0; cut < buf.size(); cut += 7) {
+    std::vector<char> part(buf.begin(), buf.begin() + static_cast<std::ptrdiff_t>(cut));
+    sandbox_view y;
+    caf::binary_deserializer source{sys(), part};
+    EXPECT_TRUE(static_cast<bool>(source(y))) << "cut at " << cut;
+  }
+}
+
+TEST_F(CafSerialization, ErrorsCarryCodeAndMessage) {
+  auto err = make_error(ec::timeout, "ran past 30 s");
+  EXPECT_EQ(err.category(), error_category);
+  EXPECT_EQ(to_failure(err), (failure{ec::timeout, "ran past 30 s"}));
+  caf::error by_adl{ec::paused};
+  EXPECT_EQ(to_failure(by_adl).code, ec::paused);
+  auto rendered = sys().render(err);
+  EXPECT_NE(rendered.find("timeout"), std::string::npos) << rendered;
+  EXPECT_NE(rendered.find("ran past 30 s"), std::string::npos) << rendered;
+}
+
+TEST_F(CafSerialization, CafOwnErrorsMapToTransientOrUnavailable) {
+  auto timeout = to_failure(caf::make_error(caf::sec::request_timeout));
+  EXPECT_EQ(timeout.code, ec::transient);
+  EXPECT_FALSE(timeout.message.empty());
+  auto down = to_failure(caf::make_error(caf::sec::request_receiver_down));
+  EXPECT_EQ(down.code, ec::unavailable);
+  EXPECT_FALSE(down.message.empty());
+}
+
+TEST_F(CafSerialization, ErrorsSurviveSerialization) {
+  auto err = make_error(ec::policy_refused, "hostname egress refused");
+  std::vector<char> buf;
+  caf::binary_serializer sink{sys(), buf};
+  ASSERT_FALSE(sink(err));
+  caf::error back;
+  caf::binary_deserializer source{sys(), buf};
+  ASSERT_FALSE(source(back));
+  EXPECT_EQ(to_failure(back), (failure{ec::policy_refused, "hostname egress refused"}));
+}
+
+TEST(ErrorNames, RoundTripEveryCode) {
+  for (int c = 1; c <= static_cast<int>(ec::guest_failed); ++c) {
+    auto x = static_cast<ec>(c);
+    EXPECT_EQ(ec_from_string(to_string(x)), x);
+  }
+  EXPECT_FALSE(ec_from_string("nope").has_value());
+}
+
+} // namespace
+} // namespace guestflow

@@ -1,0 +1,146 @@
+// Flow graphs: what the decoder extracts, validation of graphs built in code, and the
+// deterministic topological order.
+
+#include "tests/unit/messages/samples.hpp"
+
+#include <gtest/gtest.h>
+
+namespace guestflow {
+namespace {
+
+using namespace guestflow::test;
+
+std::vector<std::string> ids_in_order(const flow_graph& g) {
+  std::vector<std::string> out;
+  for (auto i : topological_order(g))
+    out.push_back(g.nodes.at(i).id);
+  return out;
+}
+
+flow_graph chain(std::vector<std::string> ids, std::vector<std::pair<int, int>> edges) {
+  flow_graph g;
+  for (auto& id : ids)
+    g.nodes.push_back(graph_node{id, "T", "T", {}, {}});
+  for (auto [s, t] : edges)
+    g.edges.push_back(graph_edge{ids[s], ids[t], "", ""});
+  return g;
+}
+
+TEST(Graph, ExtractsNodesFromALangflowExport) {
+  auto g = sample_graph();
+  ASSERT_EQ(g.nodes.size(), 4u);
+  auto& in = g.nodes[0];
+  EXPECT_EQ(in.id, "ChatInput-1");
+  EXPECT_EQ(in.type, "ChatInput");
+  EXPECT_EQ(in.display_name, "Chat Input");
+  ASSERT_EQ(in.template_values.size(), 2u) << "only template entries with a value member";
+  EXPECT_EQ(in.template_values.at("input_value").text, R"("hello")");
+  EXPECT_EQ(in.template_values.at("should_store").text, "true");
+  EXPECT_EQ(in.outputs.text, R"([{"name":"message","types":["Message"]}])");
+  auto& prompt = g.nodes[1];
+  EXPECT_EQ(prompt.display_name, "Prompt") << "display_name defaults to the type";
+  EXPECT_EQ(prompt.template_values.at("nums").text, "[1,2.5,-3,1e300]");
+  EXPECT_TRUE(prompt.outputs.empty());
+  EXPECT_EQ(g.nodes[3].display_name, "note");
+}
+
+TEST(Graph, HandlesMayBeObjectsOrOeEncodedStrings) {
+  auto g = sample_graph();
+  ASSERT_EQ(g.edges.size(), 3u);
+  EXPECT_EQ(g.edges[0].source_output, "message");
+  EXPECT_EQ(g.edges[0].target_field, "text");
+  EXPECT_EQ(g.edges[1].source_output, "prompt") << "decoded from the œ string";
+  EXPECT_EQ(g.edges[1].target_field, "input_value");
+  EXPECT_EQ(g.edges[2].source_output, "");
+  EXPECT_EQ(g.edges[2].target_field, "");
+}
+
+TEST(Graph, UnparseableHandleStringsLeaveNamesEmpty) {
+  auto g = decode<flow_graph>(
+      R"({"nodes":[{"id":"a","data":{"type":"A"}},{"id":"b","data":{"type":"B"}}],)"
+      R"("edges":[{"source":"a","target":"b","data":{"sourceHandle":"{œnameœ:",)"
+      R"("targetHandle":"[1,2]"}}]})");
+  ASSERT_TRUE(g) << g.error().message;
+  EXPECT_EQ(g->edges[0].source_output, "");
+  EXPECT_EQ(g->edges[0].target_field, "");
+}
+
+TEST(Graph, PayloadKeepsEverythingTheGuestNeeds) {
+  auto g = sample_graph();
+  auto payload = parse_raw_json(g.payload.text);
+  ASSERT_TRUE(payload);
+  EXPECT_EQ(payload->text, g.payload.text) << "payload is canonical";
+  EXPECT_EQ(g.payload.text.rfind(R"({"nodes":[{"id":"ChatInput-1","type":"genericNode",)", 0),
+            0u)
+      << g.payload.text.substr(0, 80);
+  EXPECT_NE(g.payload.text.find(R"("_type":"Component")"), std::string::npos);
+  EXPECT_EQ(g.payload.text.find("viewport"), std::string::npos)
+      << "only nodes and edges travel";
+}
+
+TEST(Graph, UnknownExtraFieldsAreIgnored) {
+  auto g = decode<flow_graph>(
+      R"({"nodes":[{"id":"a","data":{"type":"A","extra":{"deep":[1]}},"position":{"x":1}}],)"
+      R"("edges":[],"viewport":null,"is_component":false})");
+  ASSERT_TRUE(g) << g.error().message;
+  EXPECT_EQ(g->nodes.size(), 1u);
+}
+
+TEST(Graph, EmptyGraphIsValid) {
+  auto g = decode<flow_graph>(R"({"nodes":[],"edges":[]})");
+  ASSERT_TRUE(g) << g.error().message;
+  EXPECT_TRUE(topological_order(*g).empty());
+}
+
+TEST(Graph, TopologicalOrderBreaksTiesByIndex) {
+  // d -> a, c -> a, b standalone: ready set {b, c, d} taken in index order.
+  auto g = chain({"a", "b", "c", "d"}, {{3, 0}, {2, 0}});
+  ASSERT_TRUE(validate(g));
+  EXPECT_EQ(ids_in_order(g), (std::vector<std::string>{"b", "c", "d", "a"}));
+}
+
+TEST(Graph, TopologicalOrderOfTheSample) {
+  auto g = sample_graph();
+  EXPECT_EQ(ids_in_order(g),
+            (std::vector<std::string>{"ChatInput-1", "Prompt-2", "ChatOutput-3", "Note-4"}));
+}
+
+TEST(Graph, TopologicalOrderIsDeterministicOnADiamond) {
+  auto g = chain({"sink", "left", "right", "src"}, {{3, 1}, {3, 2}, {1, 0}, {2, 0}});
+  ASSERT_TRUE(validate(g));
+  auto first = topological_order(g);
+  for (int i = 0; i < 10; ++i)
+    EXPECT_EQ(topological_order(g), first);
+  EXPECT_EQ(ids_in_order(g), (std::vector<std::string>{"src", "left", "right", "sink"}));
+}
+
+TEST(Graph, MultiEdgesBetweenTheSamePairAreAllowed) {
+  auto g = chain({"a", "b"}, {{0, 1}, {0, 1}});
+  auto v = validate(g);
+  ASSERT_TRUE(v) << v.error().message;
+  EXPECT_EQ(ids_in_order(*v), (std::vector<std::string>{"a", "b"}));
+}
+
+TEST(Graph, ValidateRefusesEditsThatBreakInvariants) {
+  auto g = sample_graph();
+  g.edges.push_back(graph_edge{"ChatOutput-3", "ChatInput-1", "", ""});
+  auto v = validate(g);
+  ASSERT_FALSE(v);
+  EXPECT_EQ(v.error().code, ec::bad_request);
+  EXPECT_EQ(v.error().message,
+            "edges: cycle: ChatInput-1 -> Prompt-2 -> ChatOutput-3 -> ChatInput-1");
+  auto dup = chain({"a", "a"}, {});
+  ASSERT_FALSE(validate(dup));
+  EXPECT_EQ(validate(dup).error().message,
+            R"(nodes[1].id: duplicate node id "a" (first at nodes[0]))");
+}
+
+TEST(Graph, ValidateKeepsAnExistingPayload) {
+  auto g = sample_graph();
+  auto v = validate(g);
+  ASSERT_TRUE(v);
+  EXPECT_EQ(v->payload, g.payload);
+}
+
+} // namespace
+} // namespace guestflow

@@ -1,0 +1,260 @@
+// decode(encode(x)) == x for every wire type, and encoders are byte-stable.
+
+#include "tests/unit/messages/samples.hpp"
+
+#include <gtest/gtest.h>
+
+namespace guestflow {
+namespace {
+
+using namespace guestflow::test;
+
+/// Round trip plus byte stability: encoding the decoded value reproduces the bytes.
+template<class T>
+void expect_round_trip(const T& x) {
+  auto bytes = encode(x);
+  auto back = decode<T>(bytes);
+  ASSERT_TRUE(back) << back.error().message << "\n" << bytes;
+  EXPECT_EQ(*back, x) << bytes;
+  EXPECT_EQ(encode(*back), bytes);
+  EXPECT_EQ(encode(x), bytes) << "encoding the same value twice differs";
+}
+
+TEST(RoundTrip, ShapeList) {
+  expect_round_trip(sample_shape_list());
+  expect_round_trip(shape_list{});
+}
+
+TEST(RoundTrip, SandboxCreateRequest) {
+  expect_round_trip(sample_create());
+  sandbox_create_request minimal;
+  minimal.shape = "s";
+  expect_round_trip(minimal);
+  minimal.egress = egress_policy::deny_all();
+  expect_round_trip(minimal);
+}
+
+TEST(RoundTrip, SandboxCreated) {
+  expect_round_trip(sample_created());
+}
+
+TEST(RoundTrip, SandboxView) {
+  expect_round_trip(sample_view());
+  expect_round_trip(sample_list().data[1]);
+}
+
+TEST(RoundTrip, SandboxList) {
+  expect_round_trip(sample_list());
+}
+
+TEST(RoundTrip, SandboxDeleted) {
+  expect_round_trip(sample_deleted());
+}
+
+TEST(RoundTrip, Whoami) {
+  expect_round_trip(sample_whoami());
+}
+
+TEST(RoundTrip, EgressBody) {
+  expect_round_trip(sample_egress_body());
+  expect_round_trip(egress_body{egress_policy::allow_all()});
+  expect_round_trip(egress_body{egress_policy::deny_all()});
+}
+
+TEST(RoundTrip, ExecRequest) {
+  expect_round_trip(sample_exec_request());
+  expect_round_trip(exec_request{"true", {}});
+}
+
+TEST(RoundTrip, ExecResult) {
+  expect_round_trip(sample_exec_result());
+  expect_round_trip(exec_result{"", "", 0, std::nullopt, 0});
+}
+
+TEST(RoundTrip, ExecStreamLineEveryKind) {
+  using k = exec_stream_line::kind;
+  for (auto kind : {k::stdout_chunk, k::stderr_chunk, k::error, k::exit_code, k::heartbeat})
+    expect_round_trip(sample_stream_line(kind));
+}
+
+TEST(RoundTrip, Capabilities) {
+  expect_round_trip(sample_capabilities());
+  expect_round_trip(capabilities{});
+}
+
+TEST(RoundTrip, JsendEveryStatus) {
+  for (auto k : {jsend::kind::success, jsend::kind::fail, jsend::kind::error})
+    expect_round_trip(sample_jsend(k));
+}
+
+TEST(RoundTrip, FlowGraphDecodedFromLangflowExport) {
+  expect_round_trip(sample_graph());
+}
+
+TEST(RoundTrip, FlowGraphBuiltInCode) {
+  flow_graph g;
+  graph_node a{"a", "ChatInput", "Chat Input", {{"input_value", raw_json{R"("hi")"}}}, {}};
+  graph_node b{"b", "ChatOutput", "ChatOutput", {}, raw_json{R"([{"name":"message"}])"}};
+  g.nodes = {a, b};
+  g.edges = {{"a", "b", "message", "input_value"}};
+  auto v = validate(g);
+  ASSERT_TRUE(v) << v.error().message;
+  EXPECT_FALSE(v->payload.empty()) << "validate fills the payload of a graph built in code";
+  expect_round_trip(*v);
+}
+
+TEST(RoundTrip, RunEventEveryKind) {
+  using k = run_event::kind;
+  for (auto kind : {k::vertex_started, k::vertex_built, k::vertex_failed, k::stdout_line,
+                    k::complete, k::error})
+    expect_round_trip(event_of(kind));
+}
+
+TEST(RoundTrip, RunEventEveryErrorCode) {
+  for (int c = 1; c <= static_cast<int>(ec::guest_failed); ++c) {
+    auto e = event_of(run_event::kind::error);
+    e.code = static_cast<ec>(c);
+    expect_round_trip(e);
+  }
+}
+
+TEST(RoundTrip, SandboxResult) {
+  expect_round_trip(sample_sandbox_result());
+}
+
+TEST(RoundTrip, RunOutputsBodyCarriesResultData) {
+  std::vector<run_outputs> body{sample_run_outputs(), run_outputs{}};
+  auto bytes = encode(body);
+  auto back = decode_run_outputs(bytes);
+  ASSERT_TRUE(back) << back.error().message;
+  EXPECT_EQ(*back, body);
+  EXPECT_EQ(encode(*back), bytes);
+}
+
+TEST(RoundTrip, GuestFrameEveryKind) {
+  using k = guest_frame::kind;
+  for (auto kind :
+       {k::note, k::vertex_start, k::step, k::outputs, k::done, k::fatal, k::stdout_line}) {
+    auto f = frame_of(kind);
+    auto bytes = encode(f);
+    auto back = decode_frame(bytes);
+    ASSERT_TRUE(back) << back.error().message;
+    EXPECT_EQ(*back, f) << bytes;
+    EXPECT_EQ(encode(*back), bytes);
+  }
+}
+
+TEST(RoundTrip, RawJsonIsCanonicalAndIdempotent) {
+  auto r =
+      parse_raw_json(" { \"b\" : [1, 2.50, -0, 1E2, true, null], \"a\" : \"\\u00e9\\n\" } ");
+  ASSERT_TRUE(r) << r.error().message;
+  EXPECT_EQ(r->text, R"({"b":[1,2.5,0,100.0,true,null],"a":"é\n"})");
+  auto again = parse_raw_json(r->text);
+  ASSERT_TRUE(again);
+  EXPECT_EQ(*again, *r);
+}
+
+TEST(RoundTrip, QuoteJsonEscapesLikeTheWriter) {
+  EXPECT_EQ(quote_json("a\"b\\c\n\x01"), R"("a\"b\\c\n\u0001")");
+  EXPECT_EQ(quote_json(std::string_view{"a\0b", 3}), R"("a\u0000b")");
+  auto parsed = parse_raw_json(quote_json("tab\there é"));
+  ASSERT_TRUE(parsed);
+  EXPECT_EQ(parsed->text, quote_json("tab\there é"));
+}
+
+// -- byte stability: the exact wire bytes, member order = declaration order ------------
+
+TEST(ByteStable, ExecResultWireForm) {
+  EXPECT_EQ(
+      encode(exec_result{"o", "e", 3, std::string{"cut"}, 12}),
+      R"({"result":{"stdout":"o","stderr":"e","exit_code":3,"error":"cut"},"exec_ms":12})");
+  EXPECT_EQ(encode(exec_result{"o", "e", 3, std::nullopt, 12}),
+            R"({"result":{"stdout":"o","stderr":"e","exit_code":3},"exec_ms":12})");
+}
+
+TEST(ByteStable, StreamLines) {
+  using k = exec_stream_line::kind;
+  EXPECT_EQ(encode(exec_stream_line{k::stdout_chunk, "a", 0}), R"({"stdout":"a"})");
+  EXPECT_EQ(encode(exec_stream_line{k::stderr_chunk, "b", 0}), R"({"stderr":"b"})");
+  EXPECT_EQ(encode(exec_stream_line{k::error, "c", 0}), R"({"error":"c"})");
+  EXPECT_EQ(encode(exec_stream_line{k::exit_code, "", -1}), R"({"exit_code":-1})");
+  EXPECT_EQ(encode(exec_stream_line{k::heartbeat, "", 0}), R"({"hb":true})");
+}
+
+TEST(ByteStable, CreateRequestOmitsAbsentOptionals) {
+  sandbox_create_request x;
+  x.shape = "s-1";
+  EXPECT_EQ(encode(x), R"({"shape":"s-1","egress":["*"],"envs":{},"ingress_enabled":false})");
+  x.egress = some_rules();
+  x.envs = {{"B", "2"}, {"A", "1"}};
+  x.auto_pause_after_seconds = 60;
+  EXPECT_EQ(encode(x), R"({"shape":"s-1","egress":["1.2.3.4:80","10.0.0.0/8",)"
+                       R"("[2001:db8::/32]:443"],"envs":{"A":"1","B":"2"},)"
+                       R"("auto_pause_after_seconds":60,"ingress_enabled":false})");
+}
+
+TEST(ByteStable, ListsCarryPagination) {
+  EXPECT_EQ(encode(shape_list{{sample_shape()}, 1}),
+            R"({"data":[{"id":"s-1vcpu-256mb","vcpu":1,"mem_mib":256,)"
+            R"("default_disk_mib":2048}],"pagination":{"total":1}})");
+}
+
+TEST(ByteStable, RunEventsMatchTheDesign) {
+  EXPECT_EQ(encode(event_of(run_event::kind::vertex_failed)),
+            R"({"run_id":"run-7","seq":3,"type":"vertex_failed","id":"Prompt-2",)"
+            R"("name":"Prompt","error":"KeyError: 'text'"})");
+  EXPECT_EQ(encode(event_of(run_event::kind::error)),
+            R"({"run_id":"run-7","seq":3,"type":"error","code":"egress_drift",)"
+            R"("message":"guest egress changed"})");
+  EXPECT_EQ(encode(event_of(run_event::kind::stdout_line)),
+            R"({"run_id":"run-7","seq":3,"type":"stdout","line":"hello from the guest"})");
+}
+
+TEST(ByteStable, RawJsonIsInsertedVerbatim) {
+  auto e = event_of(run_event::kind::vertex_built);
+  e.outputs = raw_json{R"({"z":1,"a":[null]})"};
+  EXPECT_EQ(encode(e), R"({"run_id":"run-7","seq":3,"type":"vertex_built","id":"Prompt-2",)"
+                       R"("name":"Prompt","valid":true,"duration_ms":42,)"
+                       R"("outputs":{"z":1,"a":[null]},"logs":"ok"})");
+}
+
+TEST(ByteStable, SandboxResultAndJsendHelpers) {
+  EXPECT_EQ(encode(sandbox_result{"o", "e", 137, 5}),
+            R"({"stdout":"o","stderr":"e","exit_code":137,"execution_time_ms":5})");
+  EXPECT_EQ(jsend_success(R"({"a":1})"), R"({"status":"success","data":{"a":1}})");
+  EXPECT_EQ(jsend_fail("bad \"name\""),
+            R"({"status":"fail","data":{"message":"bad \"name\""}})");
+  EXPECT_EQ(jsend_error("boom", 500), R"({"status":"error","message":"boom","code":500})");
+}
+
+TEST(ByteStable, GraphPayloadIsCanonicalAcrossFormatting) {
+  auto wrapped = decode<flow_graph>(sample_graph_json(true));
+  auto bare = decode<flow_graph>(sample_graph_json(false));
+  ASSERT_TRUE(wrapped) << wrapped.error().message;
+  ASSERT_TRUE(bare) << bare.error().message;
+  EXPECT_EQ(*wrapped, *bare) << "the data wrapper does not change the graph";
+  EXPECT_EQ(encode(*wrapped), wrapped->payload.text);
+  EXPECT_EQ(wrapped->payload.text.find('\n'), std::string::npos) << "payload is compact";
+}
+
+TEST(ByteStable, InvalidUtf8InValuesIsReplacedSoOutputAlwaysDecodes) {
+  run_event e = event_of(run_event::kind::stdout_line);
+  e.line = "bad \xff\xfe bytes \xc0\xaf";
+  auto bytes = encode(e);
+  auto back = decode<run_event>(bytes);
+  ASSERT_TRUE(back) << back.error().message;
+  EXPECT_EQ(back->line, "bad \xEF\xBF\xBD\xEF\xBF\xBD bytes \xEF\xBF\xBD\xEF\xBF\xBD");
+}
+
+TEST(ByteStable, NonFiniteTimedeltaEncodesAsNull) {
+  auto r = sample_result_data();
+  r.timedelta = std::numeric_limits<double>::infinity();
+  run_outputs ro;
+  ro.outputs = {r};
+  auto back = decode_run_outputs(encode(std::vector<run_outputs>{ro}));
+  ASSERT_TRUE(back) << back.error().message;
+  EXPECT_FALSE(back->at(0).outputs.at(0)->timedelta.has_value());
+}
+
+} // namespace
+} // namespace guestflow
