@@ -4,6 +4,8 @@
 // implement these; nothing else declares a handler.
 
 #include "messages/execution.hpp"
+#include "messages/flow_run.hpp"
+#include "messages/run.hpp"
 #include "messages/sandbox.hpp"
 #include "messages/type_ids.hpp"
 
@@ -116,5 +118,53 @@ using execution_actor = caf::typed_actor<
   caf::reacts_to<cancel_atom>,
   /// Streamed exec lines (see exec_sink_actor).
   caf::reacts_to<exec_stream_line>>;
+
+// -- whole-flow executor (coordinator, one flow_run per run) ------------------------------
+
+using subscribe_atom = caf::atom_constant<caf::atom("subscribe")>;
+using expire_atom = caf::atom_constant<caf::atom("expire")>;
+
+/// Receives the events of the runs it subscribed to: per run in seq order, gapless from the
+/// seq it asked for, ending with exactly one terminal event (`complete` or `error`).
+using run_subscriber_actor = caf::typed_actor<
+  /// One event of a run.
+  caf::reacts_to<run_event>>;
+
+/// One whole-flow run: listener of its execution, frame → event translation, the bounded
+/// replay buffer, the subscribers and cancellation. Spawned by the coordinator at admission;
+/// stays joinable for a retention period after its terminal event, then quits.
+using flow_run_actor = caf::typed_actor<
+  /// Admission granted (at once or when a slot frees up): spawn the execution, start.
+  caf::reacts_to<run_atom>,
+  /// (from_seq, subscriber, cancel_on_disconnect): replays the buffered events from
+  /// from_seq, then streams live; replies the next seq the run will assign.
+  caf::replies_to<subscribe_atom, uint64_t, run_subscriber_actor, bool>::with<uint64_t>,
+  /// Cancels a queued or running run (guest killed and deleted, then `error`); replies
+  /// false if the run had already ended.
+  caf::replies_to<cancel_atom>::with<bool>,
+  /// The lines of its execution's streamed exec (it is that execution's listener).
+  caf::reacts_to<exec_stream_line>,
+  /// Internal: the retention period after the terminal event is over; the actor quits.
+  caf::reacts_to<expire_atom>>;
+
+/// Admission and the run-id registry of whole-flow runs. Bad input and a full queue are
+/// refused at once; an admitted run gets an id and a flow_run actor.
+using coordinator_actor = caf::typed_actor<
+  /// Admits a run; replies its run id (the run may wait in the FIFO queue), or
+  /// bad_request / unavailable / capacity with nothing started.
+  caf::replies_to<run_atom, run_request>::with<std::string>,
+  /// The same, with a first subscriber (subscriber, cancel_on_disconnect) attached from
+  /// seq 0 before the run can emit anything.
+  caf::replies_to<run_atom, run_request, run_subscriber_actor, bool>::with<std::string>,
+  /// (run id, from_seq, subscriber, cancel_on_disconnect): see flow_run_actor; not_found
+  /// for an unknown or expired run.
+  caf::replies_to<subscribe_atom, std::string, uint64_t, run_subscriber_actor, bool>::with<
+    uint64_t>,
+  /// Cancels a run by id; false if it had already ended, not_found if unknown.
+  caf::replies_to<cancel_atom, std::string>::with<bool>,
+  /// The admission counters.
+  caf::replies_to<stats_atom>::with<coordinator_stats>,
+  /// Internal: the run's execution answered (or the run ended while queued): free its slot.
+  caf::reacts_to<done_atom, std::string>>;
 
 } // namespace guestflow

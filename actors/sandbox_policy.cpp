@@ -56,16 +56,7 @@ std::optional<failure> read_bool(const env_map& env, const char* key, bool& out)
 } // namespace
 
 provider_info createos_provider() {
-  provider_info p;
-  p.kind = provider_kind::createos;
-  p.caps.isolation = "hardware-virtualized";
-  p.caps.supports_deny_all_egress = true;
-  p.caps.supports_address_egress_rules = true;
-  p.caps.supports_domain_allowlist = false;
-  p.caps.link_local_blocked = false;
-  p.caps.max_timeout_seconds = 86'400;
-  p.memory_floor_mib = 4096;
-  return p;
+  return {cp::provider::createos, cp::createos_capabilities(), 4096};
 }
 
 std::optional<bool> parse_bool(const std::string& text) {

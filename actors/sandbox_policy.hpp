@@ -1,5 +1,6 @@
 #pragma once
 
+#include "controlplane/client/endpoint_selection.hpp"
 #include "messages/egress.hpp"
 #include "messages/error.hpp"
 #include "messages/sandbox.hpp"
@@ -14,19 +15,17 @@
 /// settings and their meaning (seed 000: "Configuration", "Shapes", "Network semantics").
 namespace guestflow::policy {
 
-using env_map = std::map<std::string, std::string>;
+using env_map = cp::env_map;
 
 /// Which control plane answers, and what it can and cannot enforce.
-enum class provider_kind : uint8_t { local, createos };
-
 struct provider_info {
-  provider_kind kind = provider_kind::local;
+  cp::provider kind = cp::provider::local;
   capabilities caps;
   uint64_t memory_floor_mib = 256; ///< CreateOS 4096 (seed), local configurable
 };
 
-/// CreateOS's capabilities as measured in seed 000: hardware-virtualized, deny-all
-/// enforced, hostname rules accepted but not enforced, 169.254.0.0/16 always reachable.
+/// CreateOS as measured in seed 000 (cp::createos_capabilities) with its 4096 MiB floor:
+/// a fresh guest importing numpy or pandas needs it.
 provider_info createos_provider();
 
 /// Langflow's `LANGFLOW_SANDBOX_*` settings plus the provider's own.

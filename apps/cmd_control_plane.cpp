@@ -81,8 +81,7 @@ int run_control_plane(const std::vector<std::string>& argv) {
       !parse_number(a, "simulate-latency-ms", latency))
     return 2;
   o.http.heartbeat = std::chrono::milliseconds{std::max<uint64_t>(heartbeat_ms, 10)};
-  if (auto nft = a.get("nft-path"))
-    o.nft_path = *nft;
+  if (auto nft = a.get("nft-path")) o.nft_path = *nft;
   if (a.has("simulate-latency-ms")) o.simulate_latency_ms = latency;
   char* end = nullptr;
   o.domain.auto_pause_scale = std::strtod(scale_text.c_str(), &end);

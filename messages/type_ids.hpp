@@ -7,6 +7,7 @@
 
 #include "messages/error.hpp"
 #include "messages/execution.hpp"
+#include "messages/flow_run.hpp"
 #include "messages/graph.hpp"
 #include "messages/inspect_optional.hpp"
 #include "messages/jsend.hpp"
@@ -50,6 +51,9 @@ CAF_BEGIN_TYPE_ID_BLOCK(guestflow, caf::first_custom_type_id)
   CAF_ADD_TYPE_ID(guestflow, (guestflow::execution_spec))
   CAF_ADD_TYPE_ID(guestflow, (guestflow::execution_report))
   CAF_ADD_TYPE_ID(guestflow, (guestflow::reaper_stats))
+  CAF_ADD_TYPE_ID(guestflow, (guestflow::run_input))
+  CAF_ADD_TYPE_ID(guestflow, (guestflow::run_request))
+  CAF_ADD_TYPE_ID(guestflow, (guestflow::coordinator_stats))
 
 CAF_END_TYPE_ID_BLOCK(guestflow)
 

@@ -106,8 +106,10 @@ void http_call::begin() {
   deadline_timer_.async_wait(on_strand([self = shared_from_this()](error_code err) {
     if (err || self->finished_)
       return;
-    // During a backoff the last real answer is the better explanation than "timed out".
-    self->interrupt(self->backing_off_ && self->last_failure_
+    // Until an attempt reaches the server (backoff, resolve, connect, TLS), the previous
+    // attempt's failure explains more than "timed out": a control plane that refused every
+    // connection until the deadline is unreachable (unavailable), not slow (transient).
+    self->interrupt(!self->reached_server_ && self->last_failure_
                       ? *self->last_failure_
                       : deadline_failure(self->spec_.what, self->spec_.timeout));
   }));
@@ -133,7 +135,7 @@ bool http_call::stop_if_aborted() {
 }
 
 void http_call::attempt() {
-  backing_off_ = false;
+  reached_server_ = false;
   if (stop_if_aborted())
     return;
   parser_.reset();
@@ -198,6 +200,7 @@ void http_call::on_handshake(const error_code& err) {
 }
 
 void http_call::send() {
+  reached_server_ = true;
   ++conn_->exchanges;
   conn_->tcp().expires_after(remaining());
   conn_->visit([&](auto& stream) {
@@ -348,7 +351,6 @@ void http_call::attempt_failed(attempt_outcome o) {
   spdlog::debug("{}: {} — retry {} in {} ms", spec_.what, o.value.error().message,
                 retry_.retries(), wait->count());
   last_failure_ = o.value.error();
-  backing_off_ = true;
   backoff_timer_.expires_after(*wait);
   backoff_timer_.async_wait(
     on_strand([self = shared_from_this()](error_code) { self->attempt(); }));

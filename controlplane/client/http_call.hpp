@@ -110,11 +110,11 @@ private:
   unsigned status_ = 0;
   std::optional<std::chrono::milliseconds> retry_after_;
   std::optional<failure> aborted_;
-  std::optional<failure> last_failure_;
+  std::optional<failure> last_failure_; ///< of the previous attempt, while retrying
   bool reused_ = false;
   bool skip_pool_ = false;
   bool stale_retry_used_ = false;
-  bool backing_off_ = false;
+  bool reached_server_ = false; ///< this attempt has a connection (pooled or established)
   bool finished_ = false;
 };
 

@@ -7,6 +7,7 @@
 #include "controlplane/local/state_lock.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <boost/asio/signal_set.hpp>
 #include <charconv>
 #include <ostream>
@@ -41,6 +42,16 @@ result<tcp::endpoint> parse_listen(const std::string& listen) {
   return tcp::endpoint{addr, static_cast<uint16_t>(port)};
 }
 
+/// The control plane's own stderr logger; the default logger belongs to the host process
+/// (the CLI prints results on stdout when the control plane is embedded).
+spdlog::logger& log() {
+  static auto logger = [] {
+    if (auto existing = spdlog::get("control-plane")) return existing;
+    return spdlog::stderr_color_mt("control-plane");
+  }();
+  return *logger;
+}
+
 std::chrono::milliseconds sweep_period(double scale) {
   auto ms = static_cast<long>(1000.0 * scale);
   return std::chrono::milliseconds{std::clamp(ms, 20L, 1000L)};
@@ -48,31 +59,55 @@ std::chrono::milliseconds sweep_period(double scale) {
 
 } // namespace
 
-int serve(const serve_options& opts, std::ostream& out, std::ostream& err) {
-  spdlog::set_default_logger(spdlog::stderr_color_mt("control-plane"));
-  auto say = [&err](const std::string& msg, int code) {
-    err << "guestflow control-plane: " << msg << '\n';
-    return code;
-  };
-  auto endpoint = parse_listen(opts.listen);
-  if (!endpoint) return say(endpoint.error().message, 2);
-  if (!endpoint->address().is_loopback() && opts.http.api_key.empty())
-    return say("refusing to listen on non-loopback address " + endpoint->address().to_string() +
-                   " without an API key; pass --api-key KEY or set "
-                   "GUESTFLOW_CONTROL_PLANE_KEY, or listen on 127.0.0.1",
-               2);
-  if (!opts.simulate_latency_ms && opts.state_dir.empty())
-    return say("--state-dir DIR is required", 2);
-  ::signal(SIGPIPE, SIG_IGN);
-
-  // Declaration order is teardown order in reverse: sessions (owned by io) go before the
+struct server_instance::impl {
+  // Declaration order is teardown order reversed: sessions (owned by io) go before the
   // domain they call, the domain before the backend and store it uses.
   std::optional<state_lock> lock;
   std::unique_ptr<guest_backend> backend;
   std::unique_ptr<record_store> store;
   std::unique_ptr<sandbox_service> service;
-  net::thread_pool workers{std::max(1u, opts.workers)};
+  net::thread_pool workers;
   net::io_context io{1};
+  std::optional<http_server> server;
+  std::optional<auto_pause_timer> auto_pause;
+  std::optional<net::signal_set> signals;
+  std::string url;
+  uint16_t port = 0;
+  std::atomic<bool> stopping{false};
+
+  explicit impl(unsigned threads)
+      : workers(std::max(1u, threads)) {}
+};
+
+server_instance::server_instance(std::unique_ptr<impl> i)
+    : impl_(std::move(i)) {}
+
+server_instance::~server_instance() {
+  stop();
+  impl_->workers.join();
+}
+
+const std::string& server_instance::url() const noexcept {
+  return impl_->url;
+}
+
+uint16_t server_instance::port() const noexcept {
+  return impl_->port;
+}
+
+result<std::unique_ptr<server_instance>> server_instance::start(const serve_options& opts) {
+  auto endpoint = parse_listen(opts.listen);
+  if (!endpoint) return endpoint.error();
+  if (!endpoint->address().is_loopback() && opts.http.api_key.empty())
+    return fail(ec::policy_refused, "refusing to listen on non-loopback address " +
+                                        endpoint->address().to_string() +
+                                        " without an API key; pass --api-key KEY or set "
+                                        "GUESTFLOW_CONTROL_PLANE_KEY, or listen on 127.0.0.1");
+  if (!opts.simulate_latency_ms && opts.state_dir.empty())
+    return fail(ec::bad_request, "--state-dir DIR is required");
+  ::signal(SIGPIPE, SIG_IGN);
+
+  auto m = std::make_unique<impl>(opts.workers);
   std::optional<tcp::acceptor> acceptor;
   try {
     if (!opts.simulate_latency_ms) {
@@ -81,62 +116,89 @@ int serve(const serve_options& opts, std::ostream& out, std::ostream& err) {
       // below) but not list; the records file itself is 0600.
       ::chmod(opts.state_dir.c_str(), 0711);
       auto l = state_lock::acquire(opts.state_dir);
-      if (!l) return say(l.error().message, 2);
-      lock.emplace(std::move(*l));
+      if (!l) return l.error();
+      m->lock.emplace(std::move(*l));
     }
-    acceptor.emplace(listen_on(io, *endpoint));
+    acceptor.emplace(listen_on(m->io, *endpoint));
   } catch (const std::exception& e) {
-    return say("cannot listen on " + opts.listen + ": " + e.what(), 1);
+    return fail(ec::unavailable, "cannot listen on " + opts.listen + ": " + e.what());
   }
   auto port = acceptor->local_endpoint().port();
 
   if (opts.simulate_latency_ms) {
-    service = std::make_unique<simulated_control_plane>(
+    m->service = std::make_unique<simulated_control_plane>(
         std::chrono::milliseconds{*opts.simulate_latency_ms});
-    spdlog::warn("simulated control plane ({} ms per call): no guest is ever started",
-                 *opts.simulate_latency_ms);
+    log().warn("simulated control plane ({} ms per call): no guest is ever started",
+               *opts.simulate_latency_ms);
   } else {
     try {
       backend_config cfg;
       cfg.state_dir = opts.state_dir;
       cfg.protected_ports = {port};
-      if (opts.nft_path)
-        cfg.nft = *opts.nft_path;
-      backend = std::make_unique<guest_backend>(cfg);
+      if (opts.nft_path) cfg.nft = *opts.nft_path;
+      m->backend = std::make_unique<guest_backend>(cfg);
     } catch (const std::exception& e) {
-      return say(std::string{"guest backend unavailable: "} + e.what(), 1);
+      return fail(ec::unavailable, std::string{"guest backend unavailable: "} + e.what());
     }
-    auto s = record_store::open(opts.state_dir / "control-plane.db");
-    if (!s) return say(s.error().message, 1);
-    store = std::move(*s);
-    auto report = reconcile(*store, *backend);
-    if (!report) return say(report.error().message, 1);
-    spdlog::info("reconciled {} records: {} adopted, {} reaped", report->records.size(),
-                 report->adopted, report->reaped);
+    auto store = record_store::open(opts.state_dir / "control-plane.db");
+    if (!store) return store.error();
+    m->store = std::move(*store);
+    auto report = reconcile(*m->store, *m->backend);
+    if (!report) return report.error();
+    log().info("reconciled {} records: {} adopted, {} reaped", report->records.size(),
+               report->adopted, report->reaped);
     for (const auto& p : report->problems)
-      spdlog::warn("reconcile: {}", p);
-    service = std::make_unique<control_plane>(*backend, *store, opts.domain,
-                                              std::move(report->records));
+      log().warn("reconcile: {}", p);
+    m->service = std::make_unique<control_plane>(*m->backend, *m->store, opts.domain,
+                                                 std::move(report->records));
   }
 
-  http_server server{io, workers, *service, opts.http, std::move(*acceptor)};
-  auto_pause_timer auto_pause{io, workers, *service,
-                              sweep_period(opts.domain.auto_pause_scale)};
-  net::signal_set signals{io, SIGINT, SIGTERM};
-  signals.async_wait([&](boost::system::error_code ec, int sig) {
-    if (ec) return;
-    spdlog::info("signal {}: stopping (guests keep running)", sig);
-    server.stop();
-    auto_pause.stop();
-    io.stop();
-  });
-  server.start();
-  auto_pause.start();
+  m->server.emplace(m->io, m->workers, *m->service, opts.http, std::move(*acceptor));
+  m->auto_pause.emplace(m->io, m->workers, *m->service,
+                        sweep_period(opts.domain.auto_pause_scale));
+  m->server->start();
+  m->auto_pause->start();
   auto host = endpoint->address().is_v6() ? "[" + endpoint->address().to_string() + "]"
                                           : endpoint->address().to_string();
-  out << "listening on http://" << host << ':' << port << std::endl;
-  io.run();
-  workers.join(); // pending kills and reaps finish; their replies go nowhere
+  m->url = "http://" + host + ":" + std::to_string(port);
+  m->port = port;
+  return std::unique_ptr<server_instance>{new server_instance(std::move(m))};
+}
+
+void server_instance::stop_on_signals() {
+  impl_->signals.emplace(impl_->io, SIGINT, SIGTERM);
+  impl_->signals->async_wait([this](boost::system::error_code ec, int sig) {
+    if (ec) return;
+    log().info("signal {}: stopping (guests keep running)", sig);
+    stop();
+  });
+}
+
+void server_instance::run() {
+  impl_->io.run();
+  impl_->workers.join(); // pending kills and reaps finish; their replies go nowhere
+}
+
+void server_instance::stop() {
+  if (impl_->stopping.exchange(true)) return;
+  net::post(impl_->io, [m = impl_.get()] {
+    m->server->stop();
+    m->auto_pause->stop();
+    if (m->signals) m->signals->cancel();
+    m->io.stop();
+  });
+}
+
+int serve(const serve_options& opts, std::ostream& out, std::ostream& err) {
+  auto server = server_instance::start(opts);
+  if (!server) {
+    const auto& f = server.error();
+    err << "guestflow control-plane: " << f.message << '\n';
+    return f.code == ec::bad_request || f.code == ec::policy_refused ? 2 : 1;
+  }
+  (*server)->stop_on_signals();
+  out << "listening on " << (*server)->url() << std::endl;
+  (*server)->run();
   return 0;
 }
 

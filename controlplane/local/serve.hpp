@@ -5,6 +5,7 @@
 
 #include <filesystem>
 #include <iosfwd>
+#include <memory>
 #include <optional>
 #include <string>
 
@@ -22,10 +23,42 @@ struct serve_options {
   std::optional<std::string> nft_path;
 };
 
-/// Runs the embedded control plane until SIGTERM/SIGINT: locks the state dir, binds,
-/// reconciles the records with the host, prints `listening on http://HOST:PORT` on `out`
-/// (flushed: it is the readiness signal), then serves. Returns the process exit code:
-/// 0 after a clean stop, 2 for refused configuration, 1 for failures to start.
+/// A started control plane: state dir locked, port bound, records reconciled with the
+/// host. run() serves on the calling thread until stop() (callable from any thread);
+/// the destructor stops it. Running guests are never stopped: they outlive the server.
+class server_instance {
+public:
+  /// Locks, binds, reconciles. Failures: bad_request / policy_refused for a refused
+  /// configuration (bad --listen, non-loopback without a key, no state dir),
+  /// unavailable otherwise (state dir held by another control plane — the message starts
+  /// with "another control plane" —, port taken, backend or records unusable).
+  static result<std::unique_ptr<server_instance>> start(const serve_options& opts);
+  ~server_instance();
+  server_instance(const server_instance&) = delete;
+  server_instance& operator=(const server_instance&) = delete;
+
+  /// "http://127.0.0.1:PORT" (IPv6 hosts in brackets).
+  const std::string& url() const noexcept;
+  uint16_t port() const noexcept;
+
+  /// Stops on SIGINT/SIGTERM too (the `guestflow control-plane` process).
+  void stop_on_signals();
+
+  /// Serves until stop(); then finishes pending worker jobs (kills, reaps) and returns.
+  void run();
+
+  /// Stops accepting, kills running exec commands, ends run(). Idempotent, thread-safe.
+  void stop();
+
+private:
+  struct impl;
+  explicit server_instance(std::unique_ptr<impl> i);
+  std::unique_ptr<impl> impl_;
+};
+
+/// `guestflow control-plane`: starts a server_instance, prints `listening on URL` on `out`
+/// (flushed: it is the readiness signal), serves until SIGTERM/SIGINT. Returns the exit
+/// code: 0 after a clean stop, 2 for a refused configuration, 1 for other failures.
 int serve(const serve_options& opts, std::ostream& out, std::ostream& err);
 
 } // namespace guestflow::local

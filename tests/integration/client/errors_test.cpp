@@ -187,7 +187,7 @@ TEST_F(cp_client, connection_refused_is_unavailable_after_the_deadline) {
                        fast_config());
   auto started = std::chrono::steady_clock::now();
   auto g = expect<sandbox_view>();
-  c->get("sb-1", 300ms, g->cb());
+  c->get("sb-1", 500ms, g->cb());
   auto r = g->get();
   auto took = std::chrono::steady_clock::now() - started;
   ASSERT_FALSE(r);

@@ -116,9 +116,9 @@ TEST_F(control_plane_isolation, without_nftables_rules_are_refused_not_run_open)
   auto caps = data<capabilities>(call("GET", "/v1/capabilities"));
   EXPECT_FALSE(caps.supports_address_egress_rules);
   auto before = sandbox_total();
-  for (const std::string body : {R"({"shape":"s-1vcpu-256mb"})",
-                                 R"({"shape":"s-1vcpu-256mb","egress":["*"]})",
-                                 R"({"shape":"s-1vcpu-256mb","egress":["10.0.0.0/8:443"]})"})
+  for (const std::string body :
+       {R"({"shape":"s-1vcpu-256mb"})", R"({"shape":"s-1vcpu-256mb","egress":["*"]})",
+        R"({"shape":"s-1vcpu-256mb","egress":["10.0.0.0/8:443"]})"})
     expect_refusal(call("POST", "/v1/sandboxes", body), 503, "nftables");
   EXPECT_EQ(sandbox_total(), before);
   EXPECT_EQ(workspace_count(), 0u);

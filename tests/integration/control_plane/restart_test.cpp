@@ -49,7 +49,7 @@ TEST_F(control_plane_restart, keeps_running_guests_and_reaps_dead_ones) {
 TEST_F(control_plane_restart, a_second_server_on_the_same_state_dir_is_refused) {
   auto o = control_plane_process::run_to_exit(
       {"control-plane", "--listen", "127.0.0.1:0", "--state-dir", state_dir_.string()});
-  EXPECT_EQ(o.status, 2) << o.stderr_text;
+  EXPECT_EQ(o.status, 1) << o.stderr_text;
   EXPECT_NE(o.stderr_text.find("already serves state dir"), std::string::npos) << o.stderr_text;
   EXPECT_EQ(o.stdout_text, "");
   // The first one is unaffected.

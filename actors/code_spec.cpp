@@ -1,0 +1,49 @@
+#include "actors/code_spec.hpp"
+
+#include "actors/exit_classifier.hpp"
+
+#include <algorithm>
+
+namespace guestflow {
+
+uint32_t backstop_auto_pause(uint32_t timeout_seconds) {
+  auto want = uint64_t{timeout_seconds} + 120;
+  return static_cast<uint32_t>(std::clamp<uint64_t>(want, 60, 86'400));
+}
+
+result<execution_spec> make_code_spec(const code_request& req, const policy::sandbox_settings& s,
+                                      const policy::provider_info& provider,
+                                      const shape_list& catalog, std::string guest_name,
+                                      std::mt19937_64& rng) {
+  for (const auto& [key, value] : req.env) {
+    if (key.empty() || key.find('=') != std::string::npos || key.find('\0') != std::string::npos)
+      return fail(ec::bad_request, "env: invalid variable name '" + key + "'");
+    if (value.find('\0') != std::string::npos)
+      return fail(ec::bad_request, "env." + key + ": value contains a NUL byte");
+  }
+  auto egress = policy::admit(s, provider);
+  if (!egress)
+    return egress.error();
+  auto sh = policy::pick_shape(catalog, s.memory_mb, provider.memory_floor_mib, s.pinned_shape);
+  if (!sh)
+    return sh.error();
+  static constexpr char hex[] = "0123456789abcdef";
+  std::string path = "/workspace/main_";
+  for (int i = 0; i < 12; ++i)
+    path.push_back(hex[rng() % 16]);
+  path += ".py";
+  execution_spec spec;
+  spec.name = guest_name;
+  spec.create.shape = sh->id;
+  spec.create.rootfs = s.rootfs;
+  spec.create.name = std::move(guest_name);
+  spec.create.egress = std::move(*egress);
+  spec.create.envs = req.env;
+  spec.create.auto_pause_after_seconds = backstop_auto_pause(s.timeout_seconds);
+  spec.uploads.push_back({path, req.code});
+  spec.command = with_timeout(s.timeout_seconds, "python3", {path});
+  spec.timeout_seconds = s.timeout_seconds;
+  return spec;
+}
+
+} // namespace guestflow

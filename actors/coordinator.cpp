@@ -1,0 +1,133 @@
+#include "actors/coordinator.hpp"
+
+#include "actors/flow_spec.hpp"
+#include "actors/guest_names.hpp"
+#include "actors/run_inputs.hpp"
+
+#include <caf/event_based_actor.hpp>
+#include <caf/send.hpp>
+#include <spdlog/spdlog.h>
+
+namespace guestflow {
+namespace {
+
+using self_ptr = coordinator_actor::stateful_pointer<coordinator_state>;
+
+std::string fresh_run_id(self_ptr self) {
+  static constexpr std::string_view alphabet = "abcdefghijklmnopqrstuvwxyz0123456789";
+  auto& st = self->state;
+  std::uniform_int_distribution<size_t> pick(0, alphabet.size() - 1);
+  std::string id;
+  do {
+    id = "run-";
+    for (int i = 0; i < 16; ++i)
+      id.push_back(alphabet[pick(st.rng)]);
+  } while (st.runs.count(id) != 0);
+  return id;
+}
+
+/// Frees `id`'s slot or queue place and starts whoever the queue lets in.
+void release(self_ptr self, const std::string& id) {
+  auto& st = self->state;
+  for (auto& next : st.slots.release(id)) {
+    auto i = st.runs.find(next);
+    if (i != st.runs.end())
+      self->send(i->second, run_atom::value);
+  }
+}
+
+caf::result<std::string> admit(self_ptr self, run_request& req, run_subscriber_actor first,
+                               bool cancel_on_disconnect) {
+  auto& st = self->state;
+  auto in = run_inputs::normalize(req.inputs, req.runtime_options);
+  if (!in)
+    return make_error(in.error().code, in.error().message);
+  auto name = names::ephemeral(names::guest_kind::executor, st.opts.owner, st.rng);
+  auto spec = make_flow_spec(req, *in, st.opts.settings, name, st.opts.assets);
+  if (!spec)
+    return make_error(spec.error().code, spec.error().message);
+  auto id = fresh_run_id(self);
+  auto verdict = st.slots.offer(id);
+  if (verdict == admission::verdict::refused) {
+    ++st.stats.refused;
+    return make_error(ec::capacity,
+                      "the executor is at capacity: " + std::to_string(st.slots.inflight())
+                        + " runs executing and " + std::to_string(st.slots.queued())
+                        + " queued (GUESTFLOW_MAX_INFLIGHT / GUESTFLOW_MAX_QUEUED); retry later");
+  }
+  ++st.stats.accepted;
+  for (auto& key : in->ignored)
+    spdlog::debug("flow run {}: runtime_options.{} ignored", id, key);
+  flow_run_init init{id, std::move(*spec), st.opts.run, std::move(first), cancel_on_disconnect};
+  auto run = self->spawn(flow_run, coordinator_actor{self}, st.cp, st.reaper, std::move(init));
+  self->monitor(run);
+  st.runs.emplace(id, run);
+  st.ids.emplace(run.address(), id);
+  spdlog::debug("flow run {} admitted as guest {} ({})", id, name,
+                verdict == admission::verdict::start ? "starting" : "queued");
+  if (verdict == admission::verdict::start)
+    self->send(run, run_atom::value);
+  return id;
+}
+
+} // namespace
+
+coordinator_actor::behavior_type
+coordinator(coordinator_actor::stateful_pointer<coordinator_state> self, controlplane_actor cp,
+            reaper_actor reaper, coordinator_options opts) {
+  auto& st = self->state;
+  st.cp = std::move(cp);
+  st.reaper = std::move(reaper);
+  st.opts = std::move(opts);
+  st.rng.seed(st.opts.seed != 0 ? st.opts.seed : std::random_device{}());
+  st.slots = admission{st.opts.settings.max_inflight, st.opts.settings.max_queued};
+  self->set_down_handler([self](caf::down_msg& dm) {
+    auto& st = self->state;
+    auto i = st.ids.find(dm.source);
+    if (i == st.ids.end())
+      return;
+    auto id = std::move(i->second);
+    st.ids.erase(i);
+    st.runs.erase(id);
+    release(self, id); // a run actor that died without its `done`
+  });
+  return {
+    [self](run_atom, run_request& req) -> caf::result<std::string> {
+      return admit(self, req, {}, false);
+    },
+    [self](run_atom, run_request& req, run_subscriber_actor& first,
+           bool cancel_on_disconnect) -> caf::result<std::string> {
+      return admit(self, req, std::move(first), cancel_on_disconnect);
+    },
+    [self](subscribe_atom, const std::string& id, uint64_t from, run_subscriber_actor& sub,
+           bool cancel_on_disconnect) -> caf::result<uint64_t> {
+      auto i = self->state.runs.find(id);
+      if (i == self->state.runs.end())
+        return make_error(ec::not_found, "no run " + id + " (unknown, or finished and expired)");
+      return self->delegate(i->second, subscribe_atom::value, from, std::move(sub),
+                            cancel_on_disconnect);
+    },
+    [self](cancel_atom, const std::string& id) -> caf::result<bool> {
+      auto i = self->state.runs.find(id);
+      if (i == self->state.runs.end())
+        return make_error(ec::not_found, "no run " + id + " (unknown, or finished and expired)");
+      return self->delegate(i->second, cancel_atom::value);
+    },
+    [self](stats_atom) {
+      auto& st = self->state;
+      auto s = st.stats;
+      s.inflight = st.slots.inflight();
+      s.queued = st.slots.queued();
+      s.runs = st.runs.size();
+      return s;
+    },
+    [self](done_atom, const std::string& id) {
+      if (self->state.runs.count(id) == 0)
+        return;
+      ++self->state.stats.finished;
+      release(self, id);
+    },
+  };
+}
+
+} // namespace guestflow

@@ -1,0 +1,26 @@
+#pragma once
+
+#include "actors/executor_settings.hpp"
+#include "actors/guest_assets.hpp"
+#include "actors/run_inputs.hpp"
+#include "messages/execution.hpp"
+#include "messages/flow_run.hpp"
+
+#include <string>
+#include <vector>
+
+namespace guestflow {
+
+/// Turns an admitted whole-flow run into the execution that runs it in a fresh guest:
+/// shape, rootfs and egress from the executor settings; `/workspace/run/spec.json` (the
+/// graph payload, normalized inputs, requested outputs, forwarded runtime options and the
+/// pip fallback) plus every embedded guest file under `/workspace/run/`; the runner under
+/// `timeout --signal=KILL N` with N = the caller's timeout (refused above the executor's
+/// limit) or the limit; streamed exec; PYTHONUNBUFFERED=1 so frames leave the guest before
+/// a kill; auto-pause as the backstop for a guest this process fails to delete. A build
+/// without guest/runner.py embedded is `unavailable`. Nothing here talks to a control plane.
+result<execution_spec> make_flow_spec(const run_request& req, const normalized_inputs& in,
+                                      const executor_settings& s, std::string guest_name,
+                                      const std::vector<guest_asset>& assets);
+
+} // namespace guestflow

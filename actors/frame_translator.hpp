@@ -1,0 +1,67 @@
+#pragma once
+
+#include "actors/line_assembler.hpp"
+#include "messages/execution.hpp"
+#include "messages/flow_run.hpp"
+#include "messages/run.hpp"
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace guestflow {
+
+struct frame_translator_options {
+  size_t max_line = size_t{1} << 20;    ///< one frame; longer fails the run
+  size_t stderr_tail = size_t{64} << 10; ///< stderr kept for error messages
+  size_t stderr_excerpt = 2048;          ///< of which quoted in a message
+  uint32_t timeout_seconds = 0;          ///< the guest's wall clock, for the timeout message
+};
+
+/// Turns what a run's guest prints into run events (DESIGN.md "Guest frames" → "Run
+/// events"), without run_id and seq (the run actor stamps them). Guest output is untrusted:
+/// lines are capped, frames decoded strictly, and the first protocol violation (a line
+/// over the cap, a malformed frame) decides the outcome and ends translation — the caller
+/// should then stop the guest. The terminal event comes from `finish`, once the execution
+/// has answered, and only then: exit 0 after a `done` frame is `complete` with the last
+/// `outputs` frame; a timeout or OOM outcome, a `fatal` frame, a truncated last line, a
+/// non-zero exit or a missing `done` is one `error`.
+class frame_translator {
+public:
+  explicit frame_translator(frame_translator_options opts = {});
+
+  /// One line of the streamed exec; appends the events it yields to `out`.
+  void on_line(const exec_stream_line& line, std::vector<run_event>& out);
+
+  /// The first protocol violation, once there is one.
+  const std::optional<failure>& violation() const noexcept { return violation_; }
+
+  bool done_seen() const noexcept { return done_; }
+
+  /// The terminal event for an execution that answered with a report.
+  run_event finish(const execution_report& report);
+
+  /// The terminal event for an execution that failed (create refused, capacity, cancel…).
+  /// A protocol violation seen before still takes precedence: it is why the run stopped.
+  run_event finish(const failure& f);
+
+private:
+  void on_stdout_line(std::string_view line, std::vector<run_event>& out);
+  void violate(std::string message);
+  std::string stderr_excerpt() const;
+
+  frame_translator_options opts_;
+  line_assembler lines_;
+  std::optional<failure> violation_;
+  std::optional<std::string> fatal_;
+  std::vector<run_outputs> outputs_;
+  std::string stderr_;
+  std::string stream_error_; ///< the control plane's last `{"error":…}` line
+  bool done_ = false;
+};
+
+/// The terminal `error` event of `f`.
+run_event error_event(const failure& f);
+
+} // namespace guestflow

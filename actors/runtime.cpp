@@ -1,0 +1,38 @@
+#include "actors/runtime.hpp"
+
+#include <caf/exit_reason.hpp>
+#include <caf/send.hpp>
+
+namespace guestflow {
+
+runtime::runtime(caf::actor_system& sys, std::shared_ptr<cp::client> client,
+                 runtime_options opts)
+  : sys_(sys), client_(std::move(client)), opts_(std::move(opts)) {
+  opts_.reaper.owner = opts_.owner;
+  cp_ = sys_.spawn(guestflow::controlplane, client_, opts_.timeouts);
+  reaper_ = sys_.spawn(guestflow::reaper, cp_, opts_.reaper);
+}
+
+runtime::~runtime() {
+  stop();
+}
+
+execution_actor runtime::spawn_execution() const {
+  return spawn_execution(opts_.execution);
+}
+
+execution_actor runtime::spawn_execution(execution_options opts) const {
+  return sys_.spawn(execution, cp_, reaper_, std::move(opts));
+}
+
+void runtime::stop() {
+  if (stopped_)
+    return;
+  stopped_ = true;
+  caf::anon_send_exit(reaper_, caf::exit_reason::user_shutdown);
+  caf::anon_send_exit(cp_, caf::exit_reason::user_shutdown);
+  if (client_)
+    client_->shutdown();
+}
+
+} // namespace guestflow

@@ -1,0 +1,55 @@
+#pragma once
+
+#include "actors/controlplane.hpp"
+#include "actors/execution.hpp"
+#include "actors/reaper.hpp"
+
+#include <caf/actor_system.hpp>
+
+#include <memory>
+#include <string>
+
+namespace guestflow {
+
+struct runtime_options {
+  std::string owner; ///< names::owner_id of this runtime
+  controlplane_timeouts timeouts;
+  reaper_options reaper;
+  execution_options execution;
+};
+
+/// The long-lived actors of one runtime, wired together: the control-plane actor around
+/// one client, and the reaper that guarantees deletion. Surfaces (CLI, bridge) spawn one
+/// execution per run from here. Non-blocking; shutdown is the caller's to sequence
+/// (drain the reaper first, then stop()).
+class runtime {
+public:
+  runtime(caf::actor_system& sys, std::shared_ptr<cp::client> client, runtime_options opts);
+  ~runtime();
+
+  runtime(const runtime&) = delete;
+  runtime& operator=(const runtime&) = delete;
+
+  caf::actor_system& system() const noexcept { return sys_; }
+  const controlplane_actor& controlplane() const noexcept { return cp_; }
+  const reaper_actor& reaper() const noexcept { return reaper_; }
+  const runtime_options& options() const noexcept { return opts_; }
+  const std::shared_ptr<cp::client>& client() const noexcept { return client_; }
+
+  /// A fresh execution actor for one run (options default to the runtime's).
+  execution_actor spawn_execution() const;
+  execution_actor spawn_execution(execution_options opts) const;
+
+  /// Stops the actors and the client's I/O. Idempotent.
+  void stop();
+
+private:
+  caf::actor_system& sys_;
+  std::shared_ptr<cp::client> client_;
+  runtime_options opts_;
+  controlplane_actor cp_;
+  reaper_actor reaper_;
+  bool stopped_ = false;
+};
+
+} // namespace guestflow

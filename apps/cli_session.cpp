@@ -1,0 +1,168 @@
+#include "apps/cli_session.hpp"
+
+#include "actors/guest_names.hpp"
+#include "controlplane/local/embedded.hpp"
+#include "messages/type_ids.hpp"
+
+#include <caf/scoped_actor.hpp>
+#include <caf/send.hpp>
+
+#include <spdlog/spdlog.h>
+
+#include <future>
+#include <iostream>
+#include <unistd.h>
+
+namespace guestflow::cli {
+namespace {
+
+using namespace std::chrono_literals;
+
+/// Blocks on one client call (startup only: capabilities and the shape catalog).
+template <class T, class Start>
+result<T> await(Start&& start) {
+  auto p = std::make_shared<std::promise<result<T>>>();
+  auto f = p->get_future();
+  start([p](result<T> r) { p->set_value(std::move(r)); });
+  return f.get();
+}
+
+struct session_config : caf::actor_system_config {
+  session_config() {
+    set("scheduler.max-threads", 2);
+    set("logger.verbosity", caf::atom("quiet"));
+    register_types(*this);
+  }
+};
+
+std::string host_name() {
+  char buf[256] = {};
+  gethostname(buf, sizeof(buf) - 1);
+  return buf;
+}
+
+} // namespace
+
+std::string state_dir(const cp::env_map& env) {
+  if (auto i = env.find("GUESTFLOW_STATE_DIR"); i != env.end() && !i->second.empty())
+    return i->second;
+  auto home = env.find("HOME");
+  return (home != env.end() && !home->second.empty() ? home->second : std::string{"/root"})
+         + "/.local/state/guestflow";
+}
+
+int report_failure(const char* what, const failure& f) {
+  std::cerr << "guestflow " << what << ": " << to_string(f.code) << ": " << f.message << '\n';
+  return 125;
+}
+
+result<std::unique_ptr<session>> session::open(const cp::env_map& env, signal_watch& watch) {
+  std::unique_ptr<session> s{new session(watch)};
+  // A CLI run prints the program's output; the embedded server's chatter stays out of it.
+  spdlog::set_level(env.count("GUESTFLOW_DEBUG") ? spdlog::level::debug : spdlog::level::warn);
+  auto choice = cp::select_endpoint(env);
+  if (!choice)
+    return choice.error();
+  cp::endpoint ep;
+  auto dir = state_dir(env);
+  if (std::holds_alternative<cp::endpoint>(*choice)) {
+    ep = std::get<cp::endpoint>(*choice);
+  } else {
+    local::serve_options opts;
+    opts.listen = "127.0.0.1:0";
+    opts.state_dir = dir;
+    auto wait = 10min;
+    auto started = local::embedded_control_plane::start(opts, wait);
+    if (!started)
+      return fail(ec::unavailable,
+                  "the embedded control plane cannot start: " + started.error().message);
+    s->embedded_ = std::move(*started);
+    ep.base_url = s->embedded_->url();
+    ep.kind = cp::provider::local;
+  }
+  auto client = cp::client::make(ep);
+  if (!client)
+    return client.error();
+  auto caps = await<capabilities>(
+    [&](auto cb) { (*client)->capabilities_of(10s, std::move(cb)); });
+  if (!caps)
+    return fail(ec::unavailable, "control plane at " + ep.base_url
+                                   + " cannot be used: " + caps.error().message);
+  if (ep.kind == cp::provider::createos) {
+    s->provider_ = policy::createos_provider();
+  } else {
+    s->provider_.kind = cp::provider::local;
+    s->provider_.caps = *caps;
+    s->provider_.memory_floor_mib = 256;
+    if (auto i = env.find("GUESTFLOW_LOCAL_MEMORY_FLOOR_MB"); i != env.end())
+      s->provider_.memory_floor_mib = std::strtoull(i->second.c_str(), nullptr, 10);
+  }
+  auto owner_env = env.count("GUESTFLOW_OWNER") ? env.at("GUESTFLOW_OWNER") : std::string{};
+  s->owner_ = names::owner_id(owner_env, host_name(), dir);
+  s->cfg_ = std::make_unique<session_config>();
+  s->sys_ = std::make_unique<caf::actor_system>(*s->cfg_);
+  runtime_options ro;
+  ro.owner = s->owner_;
+  s->rt_ = std::make_unique<runtime>(*s->sys_, std::move(*client), ro);
+  return s;
+}
+
+session::session(signal_watch& watch) : watch_(watch) {
+}
+
+session::~session() {
+  watch_.on_signal({});
+  if (rt_) {
+    drain();
+    rt_->stop();
+  }
+  rt_.reset();
+  sys_.reset();
+  if (embedded_)
+    embedded_->stop();
+}
+
+result<shape_list> session::catalog() {
+  if (!catalog_) {
+    auto client = rt_->client();
+    auto shapes = await<shape_list>([&](auto cb) { client->shapes(30s, std::move(cb)); });
+    if (!shapes)
+      return fail(ec::unavailable, "control plane at " + client->where().base_url
+                                     + " gave no shape catalog: " + shapes.error().message);
+    catalog_ = std::move(*shapes);
+  }
+  return *catalog_;
+}
+
+result<execution_report> session::run(execution_spec spec) {
+  auto exec = rt_->spawn_execution();
+  watch_.on_signal([exec](int) { caf::anon_send(exec, cancel_atom::value); });
+  caf::scoped_actor self{*sys_};
+  // The execution's own deadlines bound this; the margin covers create and delete.
+  auto limit = std::chrono::seconds{spec.timeout_seconds} + 10min;
+  std::optional<result<execution_report>> out;
+  self->request(exec, limit, run_atom::value, std::move(spec))
+    .receive([&](execution_report& r) { out.emplace(std::move(r)); },
+             [&](caf::error& e) { out.emplace(to_failure(e)); });
+  watch_.on_signal({});
+  return std::move(*out);
+}
+
+result<uint64_t> session::sweep(uint32_t older_than_s) {
+  caf::scoped_actor self{*sys_};
+  std::optional<result<uint64_t>> out;
+  self->request(rt_->reaper(), 5min, sweep_atom::value, older_than_s)
+    .receive([&](uint64_t n) { out.emplace(n); },
+             [&](caf::error& e) { out.emplace(to_failure(e)); });
+  return std::move(*out);
+}
+
+uint64_t session::drain() {
+  caf::scoped_actor self{*sys_};
+  uint64_t pending = 0;
+  self->request(rt_->reaper(), 5min, drain_atom::value)
+    .receive([&](uint64_t n) { pending = n; }, [&](caf::error&) { pending = 1; });
+  return pending;
+}
+
+} // namespace guestflow::cli

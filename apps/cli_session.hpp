@@ -1,0 +1,69 @@
+#pragma once
+
+#include "actors/runtime.hpp"
+#include "actors/sandbox_policy.hpp"
+#include "apps/signal_watch.hpp"
+#include "controlplane/client/endpoint_selection.hpp"
+
+#include <caf/actor_system.hpp>
+#include <caf/actor_system_config.hpp>
+
+#include <memory>
+#include <optional>
+#include <random>
+#include <string>
+
+namespace guestflow::local {
+class embedded_control_plane;
+}
+
+namespace guestflow::cli {
+
+/// One CLI invocation's runtime: the control plane chosen from the environment (the
+/// embedded local one when none is configured), an actor system, the runtime's actors,
+/// and the provider facts the policy gate needs. Blocking is fine here — this is apps/.
+class session {
+public:
+  /// `watch` must outlive the session; its signals cancel what the session runs.
+  static result<std::unique_ptr<session>> open(const cp::env_map& env, signal_watch& watch);
+  ~session();
+
+  runtime& rt() { return *rt_; }
+  const policy::provider_info& provider() const { return provider_; }
+  /// The shape catalog, fetched on first use (so a policy refusal needs no request).
+  result<shape_list> catalog();
+  const std::string& owner() const { return owner_; }
+  std::mt19937_64& rng() { return rng_; }
+
+  /// Runs one execution to the end. SIGINT/SIGTERM cancel it; the guest is deleted
+  /// either way before this returns.
+  result<execution_report> run(execution_spec spec);
+
+  /// Deletes this runtime's orphaned guests older than `older_than_s`; returns how many.
+  result<uint64_t> sweep(uint32_t older_than_s);
+
+  /// Waits until the reaper owes nothing (or its deadline); returns what is still owed.
+  uint64_t drain();
+
+private:
+  explicit session(signal_watch& watch);
+
+  signal_watch& watch_;
+  std::unique_ptr<local::embedded_control_plane> embedded_;
+  std::unique_ptr<caf::actor_system_config> cfg_;
+  std::unique_ptr<caf::actor_system> sys_;
+  std::unique_ptr<runtime> rt_;
+  policy::provider_info provider_;
+  std::optional<shape_list> catalog_;
+  std::string owner_;
+  std::mt19937_64 rng_{std::random_device{}()};
+};
+
+/// `$GUESTFLOW_STATE_DIR`, else `~/.local/state/guestflow`.
+std::string state_dir(const cp::env_map& env);
+
+/// Prints "guestflow <what>: <code>: <message>" on stderr; returns the CLI's own failure
+/// exit code (125, as timeout(1) and `docker run` use for their own failures).
+int report_failure(const char* what, const failure& f);
+
+} // namespace guestflow::cli

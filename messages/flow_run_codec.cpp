@@ -1,0 +1,237 @@
+#include "messages/flow_run.hpp"
+#include "messages/json_codec.hpp"
+
+namespace guestflow {
+
+namespace {
+
+constexpr uint64_t max_timeout_seconds = 86'400;
+
+/// A decoder failure of an embedded document, re-rooted at `prefix` ("document: x" →
+/// "flow: x", "nodes[0].id: x" → "flow.nodes[0].id: x").
+failure rerooted(failure f, std::string_view prefix) {
+  constexpr std::string_view root = "document";
+  std::string msg{prefix};
+  if (f.message.compare(0, root.size(), root) == 0)
+    msg.append(f.message, root.size(), std::string::npos);
+  else if (!f.message.empty() && f.message[0] == '[')
+    msg += f.message;
+  else
+    msg += "." + f.message;
+  f.message = std::move(msg);
+  return f;
+}
+
+std::vector<std::string> string_list(const object_view& o, std::string_view key) {
+  std::vector<std::string> out;
+  auto v = o.find(key);
+  if (v == nullptr) return out;
+  auto at = o.at(key);
+  codec::expect_array(*v, at);
+  size_t i = 0;
+  for (auto& s : v->GetArray()) {
+    auto si = at.at(i++);
+    out.push_back(codec::as_string(s, si));
+    codec::no_nul(out.back(), si);
+  }
+  return out;
+}
+
+std::optional<std::string> opt_string(const object_view& o, std::string_view key) {
+  auto v = o.find(key);
+  if (v == nullptr) return std::nullopt;
+  return codec::as_string(*v, o.at(key));
+}
+
+run_input input_of(const value& v, const path& p) {
+  run_input x;
+  if (v.IsString()) {
+    x.input_value = codec::as_string(v, p);
+    return x;
+  }
+  object_view o{v, p};
+  x.input_value = opt_string(o, "input_value");
+  // `type` is lfx's InputValueRequest field; `input_type` is /api/v1/run's name for it.
+  auto type_key = o.find("type") != nullptr ? "type" : "input_type";
+  if (auto t = opt_string(o, type_key)) {
+    if (*t != "chat" && *t != "text" && *t != "any")
+      codec::raise(o.at(type_key), "expected \"chat\", \"text\" or \"any\", got " + quote_json(*t));
+    x.type = std::move(*t);
+  }
+  x.session = opt_string(o, "session");
+  x.components = string_list(o, "components");
+  return x;
+}
+
+void write_input(json_writer& w, const run_input& x) {
+  w.begin_object().key("input_value");
+  if (x.input_value)
+    w.str(*x.input_value);
+  else
+    w.null();
+  w.field("type", x.type);
+  w.opt_field("session", x.session);
+  w.key("components").begin_array();
+  for (auto& c : x.components)
+    w.str(c);
+  w.end_array().end_object();
+}
+
+void write_strings(json_writer& w, std::string_view key, const std::vector<std::string>& xs) {
+  w.key(key).begin_array();
+  for (auto& x : xs)
+    w.str(x);
+  w.end_array();
+}
+
+} // namespace
+
+// -- run_request ------------------------------------------------------------------------
+
+template<>
+result<run_request> decode<run_request>(std::string_view text, const decode_limits& limits) {
+  return codec::decode_with<run_request>(
+      text, limits, [&](const value& v, const path& p) -> result<run_request> {
+        object_view o{v, p};
+        run_request x;
+        auto flow = codec::canonical(o.need("flow"), o.at("flow"));
+        auto g = decode<flow_graph>(flow.text, limits);
+        if (!g) return rerooted(std::move(g).error(), "flow");
+        x.graph = std::move(*g);
+        if (auto in = o.find("inputs")) x.inputs = codec::canonical(*in, o.at("inputs"));
+        if (auto ro = o.find("runtime_options")) {
+          codec::expect_object(*ro, o.at("runtime_options"));
+          x.runtime_options = codec::canonical(*ro, o.at("runtime_options"));
+        }
+        x.outputs = string_list(o, "outputs");
+        x.stream = o.boolean_or("stream", false);
+        if (auto t = o.find("timeout_seconds")) {
+          auto at = o.at("timeout_seconds");
+          auto secs = codec::as_uint(*t, at);
+          if (secs == 0 || secs > max_timeout_seconds)
+            codec::raise(at, std::to_string(secs) + " out of range (expected 1..86400)");
+          x.timeout_seconds = static_cast<uint32_t>(secs);
+        }
+        return x;
+      });
+}
+
+std::string encode(const run_request& x) {
+  json_writer w;
+  w.begin_object().field("flow", x.graph.payload);
+  w.raw_field_if("inputs", x.inputs).raw_field_if("runtime_options", x.runtime_options);
+  write_strings(w, "outputs", x.outputs);
+  w.field("stream", x.stream).opt_field("timeout_seconds", x.timeout_seconds);
+  w.end_object();
+  return w.take();
+}
+
+// -- input normalization building blocks ------------------------------------------------
+
+result<std::vector<run_input>> decode_run_inputs(const raw_json& value,
+                                                 std::string_view field) {
+  using list = std::vector<run_input>;
+  if (value.empty()) return list{};
+  auto r = codec::decode_with<list>(value.text, {}, [](const codec::value& v, const path& p) {
+    list out;
+    if (v.IsNull()) return result<list>{std::move(out)};
+    if (v.IsArray()) {
+      size_t i = 0;
+      for (auto& e : v.GetArray()) {
+        auto at = p.at(i++);
+        if (!e.IsObject())
+          codec::raise(at, std::string{"expected object, got "} + codec::type_name(e));
+        out.push_back(input_of(e, at));
+      }
+    } else if (v.IsString() || v.IsObject()) {
+      out.push_back(input_of(v, p));
+    } else {
+      codec::raise(p, std::string{"expected a string, an object or a list of objects, got "} +
+                          codec::type_name(v));
+    }
+    return result<list>{std::move(out)};
+  });
+  if (!r) return rerooted(std::move(r).error(), field);
+  return r;
+}
+
+result<std::vector<json_member>> decode_members(const raw_json& object, std::string_view field) {
+  using list = std::vector<json_member>;
+  if (object.empty()) return list{};
+  auto r = codec::decode_with<list>(object.text, {}, [](const value& v, const path& p) {
+    list out;
+    if (v.IsNull()) return result<list>{std::move(out)};
+    codec::expect_object(v, p);
+    for (auto& m : v.GetObject()) {
+      std::string_view key{m.name.GetString(), m.name.GetStringLength()};
+      out.push_back({std::string{key}, codec::canonical(m.value, p.field(key))});
+    }
+    return result<list>{std::move(out)};
+  });
+  if (!r) return rerooted(std::move(r).error(), field);
+  return r;
+}
+
+raw_json encode_members(const std::vector<json_member>& members) {
+  json_writer w;
+  w.begin_object();
+  for (auto& m : members)
+    w.field(m.key, m.value);
+  w.end_object();
+  return raw_json{w.take()};
+}
+
+json_type type_of(const raw_json& x) noexcept {
+  if (x.text.empty()) return json_type::absent;
+  switch (x.text[0]) {
+  case 'n':
+    return json_type::null;
+  case 't':
+  case 'f':
+    return json_type::boolean;
+  case '"':
+    return json_type::string;
+  case '[':
+    return json_type::array;
+  case '{':
+    return json_type::object;
+  default:
+    return x.text.find_first_of(".eE") == std::string::npos ? json_type::integer
+                                                             : json_type::number;
+  }
+}
+
+std::optional<std::string> error_member(const raw_json& x) {
+  if (type_of(x) != json_type::object) return std::nullopt;
+  auto r = codec::decode_with<std::optional<std::string>>(
+      x.text, {}, [](const value& v, const path& p) {
+        object_view o{v, p};
+        auto e = o.find("error");
+        std::optional<std::string> out;
+        if (e != nullptr && e->IsString()) out = codec::as_string(*e, o.at("error"));
+        return result<std::optional<std::string>>{std::move(out)};
+      });
+  return r ? std::move(*r) : std::nullopt;
+}
+
+// -- guest spec -------------------------------------------------------------------------
+
+std::string encode(const guest_run_spec& x) {
+  json_writer w;
+  w.begin_object().field("graph", x.graph).key("inputs").begin_array();
+  for (auto& in : x.inputs)
+    write_input(w, in);
+  w.end_array();
+  write_strings(w, "outputs", x.outputs);
+  w.key("runtime_options");
+  if (x.runtime_options.empty())
+    w.begin_object().end_object();
+  else
+    w.raw(x.runtime_options);
+  w.field("install_lfx", x.install_lfx);
+  write_strings(w, "pip", x.pip);
+  w.end_object();
+  return w.take();
+}
+
+} // namespace guestflow

@@ -1,0 +1,314 @@
+// `guestflow code` and `guestflow reap` as a user runs them, against the real local
+// control plane (a child process on 127.0.0.1:0) and real guests.
+
+#include "messages/run.hpp"
+#include "messages/sandbox.hpp"
+#include "messages/jsend.hpp"
+#include "tests/integration/control_plane/control_plane_process.hpp"
+#include "tests/integration/control_plane/http_client.hpp"
+
+#include <gtest/gtest.h>
+
+#include <arpa/inet.h>
+#include <csignal>
+#include <dirent.h>
+#include <fcntl.h>
+#include <fstream>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <thread>
+#include <unistd.h>
+
+using namespace guestflow;
+using namespace guestflow::testing;
+using namespace std::chrono_literals;
+
+namespace {
+
+class code_test : public ::testing::Test {
+protected:
+  temp_dir dir;
+  std::unique_ptr<control_plane_process> cp;
+
+  void SetUp() override {
+    cp = std::make_unique<control_plane_process>(dir.path() / "cp");
+  }
+
+  std::map<std::string, std::string> env(std::map<std::string, std::string> extra = {}) {
+    extra.emplace("GUESTFLOW_CONTROL_PLANE_URL",
+                  "http://127.0.0.1:" + std::to_string(cp->port()));
+    extra.emplace("GUESTFLOW_STATE_DIR", (dir.path() / "runtime").string());
+    return extra;
+  }
+
+  std::string program(const std::string& name, const std::string& code) {
+    auto path = dir.path() / name;
+    std::ofstream{path} << code;
+    return path.string();
+  }
+
+  control_plane_process::outcome code(const std::vector<std::string>& args,
+                                      std::map<std::string, std::string> extra = {}) {
+    std::vector<std::string> all{"code"};
+    all.insert(all.end(), args.begin(), args.end());
+    return control_plane_process::run_to_exit(all, env(std::move(extra)), 120s);
+  }
+
+  /// Guests the control plane still has alive (not destroyed).
+  std::vector<sandbox_view> live_guests() {
+    http_client http{cp->port()};
+    auto reply = http.call("GET", "/v1/sandboxes?limit=1000");
+    EXPECT_EQ(reply.status, 200u) << reply.body;
+    auto env = decode<jsend>(reply.body);
+    EXPECT_TRUE(env) << reply.body;
+    auto list = decode<sandbox_list>(env->data.text);
+    EXPECT_TRUE(list) << env->data.text;
+    std::vector<sandbox_view> out;
+    for (auto& v : list->data)
+      if (v.status != sandbox_status::destroyed && v.status != sandbox_status::failed)
+        out.push_back(v);
+    return out;
+  }
+};
+
+/// A TCP listener on 127.0.0.1 (the host's loopback) that counts accepted connections.
+struct loopback_listener {
+  int fd = -1;
+  uint16_t port = 0;
+  loopback_listener() {
+    fd = ::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
+    ::listen(fd, 16);
+    socklen_t len = sizeof a;
+    ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+    port = ntohs(a.sin_port);
+  }
+  ~loopback_listener() { ::close(fd); }
+  int accepted() {
+    int n = 0;
+    while (int c = ::accept(fd, nullptr, nullptr)) {
+      if (c < 0)
+        break;
+      ::close(c);
+      ++n;
+    }
+    return n;
+  }
+};
+
+/// Processes whose command line contains `marker` (any uid).
+int processes_with(const std::string& marker) {
+  int n = 0;
+  auto* d = ::opendir("/proc");
+  while (auto* e = ::readdir(d)) {
+    if (e->d_name[0] < '0' || e->d_name[0] > '9')
+      continue;
+    std::ifstream in{std::string{"/proc/"} + e->d_name + "/cmdline"};
+    std::string cmd{std::istreambuf_iterator<char>{in}, {}};
+    for (auto& c : cmd)
+      if (c == '\0')
+        c = ' ';
+    if (cmd.find(marker) != std::string::npos && cmd.find("guestflow") == std::string::npos)
+      ++n;
+  }
+  ::closedir(d);
+  return n;
+}
+
+} // namespace
+
+TEST_F(code_test, prints_stdout_and_stderr_and_returns_the_exit_code) {
+  auto p = program("p.py", "import sys\nprint('hello from the guest')\n"
+                           "print('to stderr', file=sys.stderr)\nsys.exit(3)\n");
+  auto r = code({p});
+  EXPECT_EQ(r.status, 3) << r.stderr_text;
+  EXPECT_EQ(r.stdout_text, "hello from the guest\n");
+  EXPECT_NE(r.stderr_text.find("to stderr"), std::string::npos);
+  EXPECT_TRUE(live_guests().empty());
+}
+
+TEST_F(code_test, json_prints_a_sandbox_result) {
+  auto p = program("p.py", "print(6 * 7)\n");
+  auto r = code({"--json", p});
+  ASSERT_EQ(r.status, 0) << r.stderr_text;
+  auto res = decode<sandbox_result>(r.stdout_text.substr(0, r.stdout_text.find('\n')));
+  ASSERT_TRUE(res) << r.stdout_text;
+  EXPECT_EQ(res->stdout_text, "42\n");
+  EXPECT_EQ(res->exit_code, 0);
+  EXPECT_TRUE(live_guests().empty());
+}
+
+TEST_F(code_test, env_reaches_the_program) {
+  auto p = program("p.py", "import os\nprint(os.environ['GREETING'])\n");
+  auto r = code({"--env", "GREETING=bonjour", p});
+  EXPECT_EQ(r.status, 0) << r.stderr_text;
+  EXPECT_EQ(r.stdout_text, "bonjour\n");
+}
+
+TEST_F(code_test, timeout_returns_minus_one_with_the_output_before_the_kill) {
+  auto p = program("p.py", "print('started')\nwhile True:\n    pass\n");
+  auto r = code({"--json", "--timeout", "2", p});
+  ASSERT_EQ(r.status, 0) << r.stderr_text;
+  auto res = decode<sandbox_result>(r.stdout_text.substr(0, r.stdout_text.find('\n')));
+  ASSERT_TRUE(res) << r.stdout_text;
+  EXPECT_EQ(res->exit_code, -1);
+  EXPECT_EQ(res->stdout_text, "started\n");
+  auto plain = code({"--timeout", "2", p});
+  EXPECT_EQ(plain.status, 124);
+  EXPECT_TRUE(live_guests().empty());
+}
+
+TEST_F(code_test, memory_bomb_returns_137_oom) {
+  auto p = program("p.py", "x = bytearray(400 * 1024 * 1024)\nprint('survived')\n");
+  auto r = code({"--json", p}, {{"GUESTFLOW_SHAPE", "s-1vcpu-64mb"}});
+  ASSERT_EQ(r.status, 0) << r.stderr_text;
+  auto res = decode<sandbox_result>(r.stdout_text.substr(0, r.stdout_text.find('\n')));
+  ASSERT_TRUE(res) << r.stdout_text;
+  EXPECT_EQ(res->exit_code, 137);
+  EXPECT_EQ(res->stdout_text.find("survived"), std::string::npos);
+  EXPECT_TRUE(live_guests().empty());
+}
+
+TEST_F(code_test, network_off_cannot_reach_a_host_loopback_server) {
+  loopback_listener host;
+  auto p = program("p.py",
+                   "import socket, sys\n"
+                   "s = socket.socket()\ns.settimeout(2)\n"
+                   "try:\n    s.connect(('127.0.0.1', " + std::to_string(host.port) + "))\n"
+                   "    print('connected')\nexcept OSError as e:\n    print('refused', e)\n");
+  auto r = code({p});
+  EXPECT_EQ(r.status, 0) << r.stderr_text;
+  EXPECT_EQ(r.stdout_text.rfind("refused", 0), 0u) << r.stdout_text;
+  EXPECT_EQ(host.accepted(), 0);
+}
+
+TEST_F(code_test, allowed_domains_are_refused_without_creating_a_guest) {
+  auto p = program("p.py", "print(1)\n");
+  auto r = code({p}, {{"LANGFLOW_SANDBOX_ALLOWED_DOMAINS", "pypi.org"}});
+  EXPECT_EQ(r.status, 125);
+  EXPECT_NE(r.stderr_text.find("policy_refused"), std::string::npos) << r.stderr_text;
+  EXPECT_NE(r.stderr_text.find("hostname"), std::string::npos) << r.stderr_text;
+  EXPECT_TRUE(live_guests().empty());
+}
+
+TEST_F(code_test, timeout_above_the_provider_cap_is_refused) {
+  auto p = program("p.py", "print(1)\n");
+  auto r = code({"--timeout", "86000", p});
+  EXPECT_EQ(r.status, 125);
+  EXPECT_NE(r.stderr_text.find("policy_refused"), std::string::npos) << r.stderr_text;
+}
+
+TEST_F(code_test, createos_with_network_off_is_refused_before_any_request) {
+  // The base URL points at a closed loopback port: a refusal must not need the network.
+  auto p = program("p.py", "print(1)\n");
+  std::vector<std::string> all{"code", p};
+  auto r = control_plane_process::run_to_exit(
+    all,
+    {{"CREATEOS_SANDBOX_API_KEY", "test-key"},
+     {"CREATEOS_SANDBOX_BASE_URL", "https://127.0.0.1:9"},
+     {"GUESTFLOW_STATE_DIR", (dir.path() / "runtime").string()}},
+    60s);
+  EXPECT_EQ(r.status, 125);
+  EXPECT_NE(r.stderr_text.find("policy_refused"), std::string::npos) << r.stderr_text;
+  EXPECT_NE(r.stderr_text.find("169.254"), std::string::npos) << r.stderr_text;
+}
+
+TEST_F(code_test, unreachable_control_plane_is_unavailable_never_in_process) {
+  auto p = program("p.py", "print('ran somewhere')\n");
+  std::vector<std::string> all{"code", p};
+  auto r = control_plane_process::run_to_exit(
+    all,
+    {{"GUESTFLOW_CONTROL_PLANE_URL", "http://127.0.0.1:9"},
+     {"GUESTFLOW_STATE_DIR", (dir.path() / "runtime").string()}},
+    120s);
+  EXPECT_EQ(r.status, 125);
+  EXPECT_NE(r.stderr_text.find("unavailable"), std::string::npos) << r.stderr_text;
+  EXPECT_EQ(r.stdout_text.find("ran somewhere"), std::string::npos);
+}
+
+TEST_F(code_test, reap_after_sigkill_leaves_no_guest_and_no_guest_process) {
+  auto marker = "gfreapmarker" + std::to_string(::getpid());
+  auto p = program("p.py", "import subprocess\n"
+                           "subprocess.Popen(['/bin/sh', '-c', 'sleep 600; echo " + marker
+                             + "'])\nprint('started', flush=True)\n"
+                               "import time\ntime.sleep(600)\n");
+  auto e = env();
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    for (auto& [k, v] : e)
+      ::setenv(k.c_str(), v.c_str(), 1);
+    int null = ::open("/dev/null", O_WRONLY);
+    ::dup2(null, 1);
+    ::dup2(null, 2);
+    ::execl(GUESTFLOW_BIN, GUESTFLOW_BIN, "code", "--timeout", "600", p.c_str(), nullptr);
+    ::_exit(127);
+  }
+  // Wait (deadline) until the guest and its marker process exist.
+  auto deadline = std::chrono::steady_clock::now() + 60s;
+  while (std::chrono::steady_clock::now() < deadline
+         && (live_guests().empty() || processes_with(marker) == 0))
+    std::this_thread::sleep_for(50ms); // polling interval, not readiness: the loop checks
+  ASSERT_EQ(live_guests().size(), 1u);
+  ASSERT_GE(processes_with(marker), 1);
+  ::kill(pid, SIGKILL);
+  ::waitpid(pid, nullptr, 0);
+  EXPECT_EQ(live_guests().size(), 1u); // SIGKILL gave the runtime no chance to clean up
+  auto r = control_plane_process::run_to_exit({"reap"}, env(), 120s);
+  EXPECT_EQ(r.status, 0) << r.stderr_text;
+  EXPECT_EQ(r.stdout_text, "deleted 1\n");
+  EXPECT_TRUE(live_guests().empty());
+  EXPECT_EQ(processes_with(marker), 0);
+}
+
+TEST_F(code_test, sigterm_mid_run_deletes_the_guest_before_exiting) {
+  auto p = program("p.py", "print('started', flush=True)\nimport time\ntime.sleep(600)\n");
+  auto e = env();
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    for (auto& [k, v] : e)
+      ::setenv(k.c_str(), v.c_str(), 1);
+    int null = ::open("/dev/null", O_WRONLY);
+    ::dup2(null, 1);
+    ::dup2(null, 2);
+    ::execl(GUESTFLOW_BIN, GUESTFLOW_BIN, "code", "--timeout", "600", p.c_str(), nullptr);
+    ::_exit(127);
+  }
+  auto deadline = std::chrono::steady_clock::now() + 60s;
+  while (std::chrono::steady_clock::now() < deadline && live_guests().empty())
+    std::this_thread::sleep_for(50ms);
+  ASSERT_EQ(live_guests().size(), 1u);
+  ::kill(pid, SIGTERM);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  EXPECT_TRUE(WIFEXITED(status));
+  EXPECT_TRUE(live_guests().empty());
+}
+
+TEST_F(code_test, two_runtimes_never_reap_each_others_guests) {
+  auto p = program("p.py", "print('started', flush=True)\nimport time\ntime.sleep(600)\n");
+  auto other = env({{"GUESTFLOW_OWNER", "other1"}});
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    for (auto& [k, v] : other)
+      ::setenv(k.c_str(), v.c_str(), 1);
+    int null = ::open("/dev/null", O_WRONLY);
+    ::dup2(null, 1);
+    ::dup2(null, 2);
+    ::execl(GUESTFLOW_BIN, GUESTFLOW_BIN, "code", "--timeout", "600", p.c_str(), nullptr);
+    ::_exit(127);
+  }
+  auto deadline = std::chrono::steady_clock::now() + 60s;
+  while (std::chrono::steady_clock::now() < deadline && live_guests().empty())
+    std::this_thread::sleep_for(50ms);
+  ASSERT_EQ(live_guests().size(), 1u);
+  auto r = control_plane_process::run_to_exit({"reap"}, env(), 120s); // our owner id
+  EXPECT_EQ(r.stdout_text, "deleted 0\n") << r.stderr_text;
+  EXPECT_EQ(live_guests().size(), 1u);
+  ::kill(pid, SIGTERM);
+  ::waitpid(pid, nullptr, 0);
+  EXPECT_TRUE(live_guests().empty());
+}

@@ -1,0 +1,231 @@
+"""guest/runner.py failure semantics: failing vertices, bad specs, lfx fallback and install."""
+
+from __future__ import annotations
+
+import copy
+import importlib.util
+import os
+import unittest
+
+from .test_runner_harness import (
+    FIXTURES,
+    assert_well_formed,
+    chat,
+    flow_graph,
+    node_by_id,
+    run_runner,
+    set_field,
+    spec_for,
+)
+
+PY = "PythonREPLComponent-Lr2xB"
+
+
+def python_graph(code: str, imports: str = "") -> dict:
+    graph = set_field(flow_graph("python"), PY, "python_code", code)
+    return set_field(graph, PY, "global_imports", imports)
+
+
+class FailingVertices(unittest.TestCase):
+    def test_raising_code_fails_its_vertex_and_downstream_is_not_built(self):
+        code = "print('before the failure')\nraise ValueError('boom: ' + input_value)\n"
+        result = run_runner(spec_for(python_graph(code), [chat("x")]))
+        assert_well_formed(self, result)  # still outputs + done, exit 0: the host decides
+        step = result.step(PY)
+        self.assertFalse(step["valid"])
+        self.assertIn("ValueError: boom: x", step["error"])
+        self.assertIn("before the failure", step["logs"])
+        self.assertTrue(step["logs"].endswith(step["error"]))
+        self.assertEqual(step["outputs"]["error"], step["error"])  # what the host reports
+        trace = step["outputs"]["results"]["message"]["stackTrace"]
+        self.assertEqual(step["outputs"]["results"]["type"], "error")
+        self.assertIn("line 2", trace)
+        self.assertIn("raise ValueError", trace)
+        self.assertNotIn("runner.py", trace)  # only the user's frames
+        for vid in ("ParseData-Gv8nD", "ChatOutput-Ju3kM"):
+            downstream = result.step(vid)
+            self.assertFalse(downstream["valid"])
+            self.assertEqual(downstream["error"], f"not built: upstream {PY} failed")
+            self.assertEqual(downstream["outputs"], {"error": downstream["error"]})
+            self.assertEqual(downstream["duration_ms"], 0)
+        self.assertEqual([f["id"] for f in result.of("vertex_start")], ["ChatInput-Wc5sA", PY])
+        self.assertEqual(result.run_outputs, [{"inputs": {"input_value": "x"}, "outputs": []}])
+
+    def test_unsupported_type_fails_with_a_message_naming_it_and_lfx(self):
+        graph = copy.deepcopy(flow_graph("diamond"))
+        node_by_id(graph, "Prompt-Lf1bW")["data"]["type"] = "OpenAIModel"
+        result = run_runner(spec_for(graph, [chat("hi")], outputs=["Prompt-Rt2cE", "Chat Output"]))
+        assert_well_formed(self, result)
+        bad = result.step("Prompt-Lf1bW")
+        self.assertFalse(bad["valid"])
+        self.assertIn("'OpenAIModel'", bad["error"])
+        self.assertIn("lfx", bad["error"])
+        self.assertTrue(result.step("Prompt-Rt2cE")["valid"])  # independent branch still built
+        for vid in ("Prompt-Jn3dR", "ChatOutput-Dx4eT"):
+            self.assertEqual(result.step(vid)["error"], "not built: upstream Prompt-Lf1bW failed")
+        outputs = result.run_outputs[0]["outputs"]
+        self.assertEqual([o["component_id"] for o in outputs], ["Prompt-Rt2cE"])
+        self.assertEqual(outputs[0]["results"]["prompt"]["text"], "Whisper: (hi)")
+
+    def test_user_code_failures_are_vertex_failures(self):
+        cases = [
+            ("x = (", "", "SyntaxError"),
+            ("print(1)", "nosuchmodule_guestflow", "Could not import module nosuchmodule_guestflow"),
+            ("import sys\nsys.exit(3)", "", "SystemExit: 3"),
+            ("undefined_name", "", "NameError: name 'undefined_name' is not defined"),
+        ]
+        for code, imports, expected in cases:
+            with self.subTest(code=code):
+                result = run_runner(spec_for(python_graph(code, imports), [chat("x")]))
+                assert_well_formed(self, result)
+                self.assertFalse(result.step(PY)["valid"])
+                self.assertIn(expected, result.step(PY)["error"])
+
+    def test_sys_exit_zero_ends_the_code_normally(self):
+        result = run_runner(spec_for(python_graph("print('ok')\nimport sys\nsys.exit(0)"),
+                                     [chat("x")]))
+        assert_well_formed(self, result)
+        self.assertTrue(result.step(PY)["valid"])
+        self.assertEqual(result.run_outputs[0]["outputs"][0]["results"]["message"]["text"], "ok")
+
+    def test_prompt_variable_without_a_value_fails_clearly(self):
+        graph = set_field(flow_graph("prompt"), "Prompt-mF4cL", "template", "Hi {nobody}")
+        result = run_runner(spec_for(graph, [chat("x")]))
+        assert_well_formed(self, result)
+        step = result.step("Prompt-mF4cL")
+        self.assertFalse(step["valid"])
+        self.assertIn("{nobody}", step["error"])
+
+    def test_code_can_arrive_on_the_python_code_edge(self):
+        graph = copy.deepcopy(flow_graph("python"))
+        graph["edges"][0]["data"]["targetHandle"]["fieldName"] = "python_code"
+        result = run_runner(spec_for(graph, [chat("print(6 * 7)")]))
+        assert_well_formed(self, result)
+        self.assertEqual(result.run_outputs[0]["outputs"][0]["results"]["message"]["text"], "42")
+
+
+def broken(spec: dict, path: str, value) -> dict:
+    """A copy of `spec` with the value at dotted `path` replaced (or deleted if value is ...)."""
+    spec = copy.deepcopy(spec)
+    keys = [int(k) if k.isdigit() else k for k in path.split(".")]
+    target = spec
+    for key in keys[:-1]:
+        target = target[key]
+    if value is ...:
+        del target[keys[-1]]
+    else:
+        target[keys[-1]] = value
+    return spec
+
+
+class BadSpecs(unittest.TestCase):
+    def assert_fatal(self, result, *needles):
+        assert_well_formed(self, result, success=False)
+        self.assertEqual([f["t"] for f in result.frames], ["fatal"])
+        error = result.fatal["error"]
+        for needle in needles:
+            self.assertIn(needle, error)
+        self.assertEqual(result.fatal["traceback"], "")  # a caller error, not a runner fault
+
+    def test_each_bad_spec_is_one_fatal_frame_naming_the_field(self):
+        good = spec_for(flow_graph("prompt"), [chat("x")])
+        cycle = copy.deepcopy(good)
+        back = copy.deepcopy(cycle["graph"]["edges"][1])
+        back.update(source="ChatOutput-Ty7uN", target="ChatInput-Zq1wE")
+        cycle["graph"]["edges"].append(back)
+        self_loop = copy.deepcopy(good)
+        loop = copy.deepcopy(self_loop["graph"]["edges"][0])
+        loop.update(source="Prompt-mF4cL", target="Prompt-mF4cL")
+        self_loop["graph"]["edges"].append(loop)
+        no_field = copy.deepcopy(good)
+        del no_field["graph"]["edges"][0]["data"]["targetHandle"]["fieldName"]
+        del no_field["graph"]["edges"][0]["targetHandle"]
+        dup = copy.deepcopy(good)
+        dup["graph"]["nodes"].append(copy.deepcopy(dup["graph"]["nodes"][0]))
+        cases = [
+            (cycle, ["cycle", "ChatInput-Zq1wE", "Prompt-mF4cL", "ChatOutput-Ty7uN"]),
+            (self_loop, ["cycle", "Prompt-mF4cL"]),
+            (broken(good, "graph.nodes", ...), ["graph.nodes", "required"]),
+            (broken(good, "graph.edges", ...), ["graph.edges", "required"]),
+            (broken(good, "graph", ...), ["spec.graph", "required"]),
+            (broken(good, "graph.nodes", []), ["graph.nodes", "no vertices"]),
+            (broken(good, "graph.nodes.0.id", ...), ["graph.nodes[0].id"]),
+            (broken(good, "graph.nodes.1.data.type", 7), ["graph.nodes[1].data.type"]),
+            (broken(good, "graph.nodes.2.data.node.template", ...),
+             ["graph.nodes[2].data.node.template"]),
+            (dup, ["graph.nodes[3].id", "duplicate", "ChatInput-Zq1wE"]),
+            (broken(good, "graph.edges.1.target", "Nowhere-1"),
+             ["graph.edges[1].target", "Nowhere-1", "dangling"]),
+            (no_field, ["graph.edges[0].data.targetHandle.fieldName"]),
+            (broken(good, "inputs", {"input_value": "x"}), ["spec.inputs", "list"]),
+            (broken(good, "inputs.0.input_value", 5), ["spec.inputs[0].input_value"]),
+            (broken(good, "inputs.0.type", "voice"), ["spec.inputs[0].type"]),
+            (broken(good, "inputs.0.components", "ChatInput-Zq1wE"), ["spec.inputs[0].components"]),
+            (broken(good, "outputs", [1]), ["spec.outputs"]),
+            (broken(good, "runtime_options", []), ["spec.runtime_options"]),
+            (broken(good, "runtime_options", {"max_iterations": "9"}),
+             ["spec.runtime_options.max_iterations"]),
+            (broken(good, "install_lfx", "yes"), ["spec.install_lfx"]),
+            (broken(good, "pip", ["ok", ""]), ["spec.pip[1]"]),
+            ([good], ["spec", "JSON object"]),
+        ]
+        for spec, needles in cases:
+            with self.subTest(needles=needles):
+                self.assert_fatal(run_runner(spec), "invalid spec", *needles)
+
+    def test_unreadable_or_malformed_spec_files(self):
+        self.assert_fatal(run_runner(spec_text='{"graph": '), "invalid spec", "not valid JSON")
+        self.assert_fatal(run_runner(spec_text=b"\xff\xfe{}"), "invalid spec", "UTF-8")
+        self.assert_fatal(run_runner(args=["/nonexistent/spec.json"]), "cannot read")
+        self.assert_fatal(run_runner(args=[]), "usage")
+
+
+class LfxPath(unittest.TestCase):
+    @unittest.skipIf(importlib.util.find_spec("lfx"), "lfx is installed here")
+    def test_without_lfx_the_core_executor_runs(self):
+        result = run_runner(spec_for(flow_graph("hello"), [chat("hi")]),
+                            env={"GUESTFLOW_RUNNER_EXECUTOR": "auto"})
+        assert_well_formed(self, result)
+        self.assertEqual((result.notes()[0]["executor"], result.notes()[0]["reason"]),
+                         ("core", "lfx is not installed"))
+
+    def test_a_broken_lfx_falls_back_to_the_core_executor(self):
+        env = {"PYTHONPATH": str(FIXTURES / "broken_lfx"), "GUESTFLOW_RUNNER_EXECUTOR": "auto"}
+        result = run_runner(spec_for(flow_graph("hello"), [chat("hi")]), env=env)
+        assert_well_formed(self, result)
+        note = result.notes()[0]
+        self.assertEqual(note["executor"], "core")
+        self.assertIn("lfx is not usable", note["reason"])
+        self.assertIn("guestflow test fixture: a broken lfx", note["reason"])
+        self.assertEqual(result.run_outputs[0]["outputs"][0]["results"]["message"]["text"], "hi")
+
+    def test_requiring_lfx_without_it_is_fatal(self):
+        spec = spec_for(flow_graph("hello"), [chat("hi")])
+        result = run_runner(spec, env={"GUESTFLOW_RUNNER_EXECUTOR": "lfx"})
+        assert_well_formed(self, result, success=False)
+        self.assertIn("lfx is not usable", result.fatal["error"])
+        result = run_runner(spec, env={"GUESTFLOW_RUNNER_EXECUTOR": "fast"})
+        assert_well_formed(self, result, success=False)
+        self.assertIn("GUESTFLOW_RUNNER_EXECUTOR", result.fatal["error"])
+
+    def test_install_lfx_without_network_is_a_clear_fatal(self):
+        # pip may only talk to a closed loopback port: nothing leaves the machine.
+        env = {"PIP_INDEX_URL": "http://127.0.0.1:9/simple", "PIP_CONFIG_FILE": os.devnull,
+               "PIP_RETRIES": "0", "PIP_TIMEOUT": "2", "PIP_NO_CACHE_DIR": "1",
+               "NO_PROXY": "*", "no_proxy": "*"}
+        spec = spec_for(flow_graph("hello"), [chat("hi")], install_lfx=True,
+                        pip=["langchain-experimental"])
+        result = run_runner(spec, env={**env, "GUESTFLOW_RUNNER_EXECUTOR": "auto"}, timeout=60)
+        assert_well_formed(self, result, success=False)
+        error = result.fatal["error"]
+        self.assertIn("install_lfx", error)
+        self.assertIn("python3 -m pip install lfx langchain-experimental", error)
+        self.assertIn("failed", error)
+        self.assertIn("CREATEOS_EXECUTOR_ROOTFS", error)
+        self.assertIn("127.0.0.1:9", error)  # pip's own output: it only looked at loopback
+        self.assertEqual(result.of("vertex_start"), [])
+        self.assertEqual(result.notes()[0]["install"], "lfx")
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,204 @@
+"""Runs guest/runner.py as a subprocess with a temporary spec and parses its frames.
+
+No tests here: shared by the test_runner*.py modules.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+RUNNER = REPO / "guest" / "runner.py"
+FLOWS = REPO / "examples" / "flows"
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+FRAME_MAX = 1 << 20
+FRAME_TYPES = {"note", "vertex_start", "step", "outputs", "done", "fatal"}
+
+
+def flow_graph(name: str) -> dict:
+    """The {nodes, edges} of examples/flows/<name>.json (a Langflow Graph.dump())."""
+    with open(FLOWS / f"{name}.json", encoding="utf-8") as f:
+        return json.load(f)["data"]
+
+
+def spec_for(graph: dict, inputs=None, outputs=None, **extra) -> dict:
+    spec = {"graph": graph, "inputs": [] if inputs is None else inputs,
+            "outputs": outputs or [], "runtime_options": {}, "install_lfx": False, "pip": []}
+    spec.update(extra)
+    return spec
+
+
+def chat(text: str, *components: str, type_: str = "chat") -> dict:
+    return {"input_value": text, "type": type_, "components": list(components)}
+
+
+def node_by_id(graph: dict, vid: str) -> dict:
+    return next(n for n in graph["nodes"] if n["id"] == vid)
+
+
+def set_field(graph: dict, vid: str, field: str, value) -> dict:
+    """A copy of `graph` with template.<field>.value of vertex `vid` replaced."""
+    graph = copy.deepcopy(graph)
+    node_by_id(graph, vid)["data"]["node"]["template"][field]["value"] = value
+    return graph
+
+
+class RunResult:
+    def __init__(self, lines, times, returncode, stderr, max_rss_kib, elapsed):
+        self.lines = lines  # raw stdout lines (bytes, newline included)
+        self.times = times  # time.monotonic() when each line arrived
+        self.returncode = returncode
+        self.stderr = stderr
+        self.max_rss_kib = max_rss_kib
+        self.elapsed = elapsed
+        self.frames = [json.loads(line) for line in lines]
+
+    def of(self, t: str) -> list:
+        return [f for f in self.frames if f["t"] == t]
+
+    @property
+    def steps(self) -> list:
+        return [f["event"] for f in self.of("step")]
+
+    def step(self, vid: str) -> dict:
+        found = [s for s in self.steps if s["id"] == vid]
+        assert len(found) == 1, (vid, found)
+        return found[0]
+
+    @property
+    def run_outputs(self) -> list:
+        outs = self.of("outputs")
+        assert len(outs) == 1, self.frames
+        return outs[0]["run_outputs"]
+
+    @property
+    def fatal(self) -> dict:
+        fatals = self.of("fatal")
+        assert len(fatals) == 1, self.frames
+        return fatals[0]
+
+    def notes(self) -> list:
+        return self.of("note")
+
+
+# Measures the runner's peak RSS from a small parent: a child's ru_maxrss also counts the
+# memory of the process it was forked from, and the test process itself can be large.
+_RSS_WRAPPER = (
+    "import resource, subprocess, sys\n"
+    "code = subprocess.call(sys.argv[1:])\n"
+    "sys.stderr.write('\\nguestflow-test-maxrss-kib=%d\\n' % "
+    "resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)\n"
+    "sys.exit(code)\n")
+
+
+def run_runner(spec=None, *, spec_text=None, env=None, args=None, timeout=60.0,
+               measure_rss=False) -> RunResult:
+    """Runs the runner like the host does and collects every stdout line as it arrives."""
+    with tempfile.TemporaryDirectory(prefix="gf-runner-") as tmp:
+        spec_path = os.path.join(tmp, "spec.json")
+        if spec_text is None:
+            spec_text = json.dumps(spec)
+        if isinstance(spec_text, str):
+            spec_text = spec_text.encode("utf-8")
+        with open(spec_path, "wb") as f:
+            f.write(spec_text)
+        # The core executor unless a test asks otherwise: an lfx installed on a developer's
+        # machine must not change what these tests exercise.
+        child_env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LANG": "C.UTF-8",
+                     "PYTHONUNBUFFERED": "1", "HOME": tmp, "GUESTFLOW_RUNNER_EXECUTOR": "core"}
+        child_env.update(env or {})
+        argv = [sys.executable, str(RUNNER)] + ([spec_path] if args is None else args)
+        if measure_rss:
+            argv = [sys.executable, "-c", _RSS_WRAPPER] + argv
+        started = time.monotonic()
+        proc = subprocess.Popen(argv, cwd=tmp, env=child_env, stdin=subprocess.DEVNULL,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        killer = threading.Timer(timeout, proc.kill)
+        killer.start()
+        stderr = []
+        drain = threading.Thread(target=lambda: stderr.append(proc.stderr.read()[-65536:]))
+        drain.start()
+        lines, times = [], []
+        try:
+            for line in proc.stdout:
+                lines.append(line)
+                times.append(time.monotonic())
+        finally:
+            proc.stdout.close()
+            drain.join()
+            proc.stderr.close()
+            proc.wait()
+            killer.cancel()
+        elapsed = time.monotonic() - started
+        if elapsed >= timeout:
+            raise AssertionError(f"runner killed after {timeout} s; lines so far: {lines[-5:]}")
+        err = b"".join(stderr).decode("utf-8", "replace")
+        max_rss = None
+        if measure_rss:
+            marker = "guestflow-test-maxrss-kib="
+            at = err.rfind(marker)
+            max_rss = int(err[at + len(marker):].split()[0]) if at >= 0 else None
+        return RunResult(lines, times, proc.returncode, err, max_rss, elapsed)
+
+
+def assert_well_formed(test, result: RunResult, *, success: bool = True) -> None:
+    """Every stdout line is one compact frame <= 1 MiB; the stream is ordered and terminated."""
+    test.assertTrue(result.lines, "the runner printed nothing")
+    for line in result.lines:
+        test.assertTrue(line.endswith(b"\n"), line[:200])
+        test.assertLessEqual(len(line), FRAME_MAX)
+        text = line.decode("utf-8")  # strict: must be valid UTF-8
+        frame = json.loads(text)
+        test.assertIsInstance(frame, dict)
+        test.assertIn(frame.get("t"), FRAME_TYPES, text[:200])
+        test.assertEqual(text.count("\n"), 1, "a frame spans lines")
+    frames = result.frames
+    if not success:
+        test.assertEqual(frames[-1]["t"], "fatal")
+        test.assertEqual(len(result.of("fatal")), 1)
+        test.assertEqual(result.of("done"), [])
+        test.assertEqual(result.returncode, 1, result.stderr)
+        return
+    test.assertEqual(result.returncode, 0, result.stderr)
+    test.assertEqual(frames[-1], {"t": "done"})
+    test.assertEqual(frames[-2]["t"], "outputs")
+    test.assertEqual(len(result.of("done")), 1)
+    test.assertEqual(result.of("fatal"), [])
+    last_start = None
+    for frame in frames:
+        if frame["t"] == "vertex_start":
+            test.assertIsNone(last_start, "two vertex_start frames without a step")
+            last_start = frame["id"]
+        elif frame["t"] == "step":
+            event = frame["event"]
+            for key, kind in (("type", str), ("id", str), ("name", str), ("valid", bool),
+                              ("duration_ms", int), ("outputs", dict), ("logs", str)):
+                test.assertIsInstance(event.get(key), kind, (key, event))
+            test.assertEqual(event["type"], "vertex")
+            if event.get("error", "").startswith("not built:"):
+                test.assertIsNone(last_start, "a not-built vertex must not get vertex_start")
+                test.assertFalse(event["valid"])
+            else:
+                test.assertEqual(last_start, event["id"], "step without its vertex_start")
+            last_start = None
+        elif frame["t"] in ("outputs", "done"):
+            test.assertIsNone(last_start)
+
+
+def stable(result_data: dict) -> dict:
+    """A ResultData without its time-dependent parts (timestamps, timedelta, duration)."""
+    out = copy.deepcopy(result_data)
+    out.pop("timedelta", None)
+    out.pop("duration", None)
+    for value in out.get("results", {}).values():
+        if isinstance(value, dict):
+            value.pop("timestamp", None)
+    return out
