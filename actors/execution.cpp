@@ -1,5 +1,6 @@
 #include "actors/execution.hpp"
 
+#include "actors/artifact_archive.hpp"
 #include "actors/exit_classifier.hpp"
 
 #include <caf/event_based_actor.hpp>
@@ -28,24 +29,80 @@ bool finished_or_deleting(const execution_state& st) {
   return st.at == phase::deleting || st.at == phase::done || st.at == phase::failed;
 }
 
+bool reusable(const execution_state& st) {
+  return static_cast<bool>(st.opts.registry);
+}
+
 /// Replies to the caller and stops. Runs once, after the guest is deleted or handed over.
 void finish(self_ptr self) {
   auto& st = self->state;
   st.at = st.error || st.cancelled ? phase::failed : phase::done;
   if (st.promise.pending()) {
-    if (st.error)
+    if (st.error) {
       st.promise.deliver(make_error(st.error->code, st.error->message));
-    else if (st.cancelled)
+    } else if (st.cancelled) {
       st.promise.deliver(make_error(ec::guest_failed, "run cancelled"));
-    else
-      st.promise.deliver(execution_report{st.guest_id, st.spec.name, st.result, st.outcome,
-                                          ms_since(self, st.started)});
+    } else {
+      execution_report r;
+      r.guest_id = st.guest_id;
+      r.name = st.spec.name;
+      r.result = st.result;
+      r.outcome = st.outcome;
+      r.total_ms = ms_since(self, st.started);
+      r.files = std::move(st.files);
+      st.promise.deliver(std::move(r));
+    }
   }
   self->quit();
 }
 
+/// Sends a call on the guest (`send()` returns the response handle); a call answered
+/// `paused` — auto-pause raced the run — resumes the guest through the lifecycle actor
+/// and is sent once more, unless the run moved on meanwhile (cancelled, deleting).
+template <class Send, class Ok, class Err>
+void on_guest(self_ptr self, Send send, Ok ok, Err err, bool retried = false) {
+  auto at = self->state.at;
+  send().then(ok, [self, send, ok, err, retried, at](caf::error& e) mutable {
+    auto& st = self->state;
+    if (retried || !st.opts.lifecycle || to_failure(e).code != ec::paused || st.at != at)
+      return err(e);
+    self->request(st.opts.lifecycle, st.opts.call_timeout, ensure_atom::value, st.guest_id)
+      .then(
+        [self, send, ok, err, at](sandbox_view&) mutable {
+          if (self->state.at != at)
+            return; // cancelled while resuming: the stop path owns the guest now
+          on_guest(self, send, ok, err, true);
+        },
+        [self, err, at](caf::error& e2) mutable {
+          if (self->state.at == at)
+            err(e2);
+        });
+  });
+}
+
+void finish_reusable(self_ptr self) {
+  self->send(self->state.opts.registry, release_atom::value, self->state.spec.name);
+  finish(self);
+}
+
+/// A kept guest keeps what the program wrote, not what the runtime put there: the uploads
+/// and the archive are removed (best effort), then the guest goes back to the registry.
+void release_guest(self_ptr self) {
+  auto& st = self->state;
+  exec_request rm{"rm", {"-f", "--"}};
+  for (auto& up : st.spec.uploads)
+    rm.args.push_back(up.path);
+  if (st.opts.collect)
+    rm.args.push_back(st.opts.collect->archive);
+  if (rm.args.size() == 2 || st.guest_id.empty())
+    return finish_reusable(self);
+  self->request(st.cp, st.opts.call_timeout, exec_atom::value, st.guest_id, rm, uint64_t{60'000})
+    .then([self](exec_result&) { finish_reusable(self); },
+          [self](caf::error&) { finish_reusable(self); });
+}
+
 /// Exactly one delete per created guest, whatever happened before. A delete that fails
-/// is owed by the reaper from then on.
+/// is owed by the reaper from then on. A reusable guest is released instead.
 void delete_guest(self_ptr self) {
   auto& st = self->state;
   if (finished_or_deleting(st))
@@ -53,6 +110,8 @@ void delete_guest(self_ptr self) {
   st.at = phase::deleting;
   if (st.spec.stream)
     self->send(st.cp, cancel_atom::value, exec_sink_actor{self});
+  if (reusable(st))
+    return release_guest(self);
   self->request(st.cp, st.opts.call_timeout, delete_atom::value, st.guest_id)
     .then(
       [self](sandbox_deleted&) {
@@ -69,6 +128,79 @@ void delete_guest(self_ptr self) {
       });
 }
 
+// -- returned files ---------------------------------------------------------------------
+
+void collect_failed(self_ptr self, failure f) {
+  auto& st = self->state;
+  st.files = returned_files{};
+  st.files->error = std::move(f);
+  delete_guest(self);
+}
+
+void fetch_archive(self_ptr self) {
+  auto& st = self->state;
+  auto& c = *st.opts.collect;
+  on_guest(
+    self,
+    [self, path = c.archive, cap = c.cap_bytes] {
+      auto& st = self->state;
+      return self->request(st.cp, st.opts.call_timeout, fetch_atom::value, st.guest_id, path,
+                           cap);
+    },
+    [self](std::string& bytes) {
+      auto& st = self->state;
+      if (st.at != phase::collecting)
+        return;
+      auto unpacked = artifacts::unpack(bytes);
+      std::string{}.swap(bytes); // the archive is not kept once unpacked
+      if (!unpacked)
+        return collect_failed(self, std::move(unpacked).error());
+      st.files = std::move(*unpacked);
+      delete_guest(self);
+    },
+    [self](caf::error& err) {
+      if (self->state.at == phase::collecting)
+        collect_failed(self, to_failure(err));
+    });
+}
+
+/// tar inside the guest (it runs where the files are; the host only ever sees one
+/// capped archive), then the capped fetch.
+void collect(self_ptr self) {
+  auto& st = self->state;
+  st.at = phase::collecting;
+  auto& c = *st.opts.collect;
+  auto tar = with_timeout(c.tar_timeout_seconds, "tar",
+                          {"-C", c.dir, "-cf", c.archive, "--format=pax", "."});
+  auto deadline_ms = (uint64_t{c.tar_timeout_seconds} + 30) * 1000;
+  on_guest(
+    self,
+    [self, tar, deadline_ms] {
+      auto& st = self->state;
+      return self->request(st.cp, std::chrono::milliseconds{deadline_ms + 10'000}, exec_atom::value,
+                           st.guest_id, tar, deadline_ms);
+    },
+    [self](exec_result& r) {
+      if (self->state.at != phase::collecting)
+        return;
+      // GNU tar exits 1 when a file changed while it was read: the archive is still whole.
+      if (r.exit_code != 0 && r.exit_code != 1) {
+        auto why = r.stderr_text.substr(0, 500);
+        return collect_failed(self, fail(ec::guest_failed,
+                                         "archiving /workspace/artifacts failed (tar exited "
+                                           + std::to_string(r.exit_code) + ")"
+                                           + (why.empty() ? "" : ": " + why)));
+      }
+      fetch_archive(self);
+    },
+    [self](caf::error& err) {
+      if (self->state.at == phase::collecting)
+        collect_failed(self, to_failure(err));
+    });
+}
+
+// -- the command --------------------------------------------------------------------------
+
 void exec_done(self_ptr self, int32_t raw, std::optional<std::string> error) {
   auto& st = self->state;
   auto elapsed = ms_since(self, st.exec_started);
@@ -77,6 +209,8 @@ void exec_done(self_ptr self, int32_t raw, std::optional<std::string> error) {
   st.result.error = std::move(error);
   st.result.exec_ms = elapsed;
   st.outcome = c.outcome;
+  if (st.opts.collect && !st.cancelled)
+    return collect(self);
   delete_guest(self);
 }
 
@@ -96,27 +230,36 @@ void start_command(self_ptr self) {
     std::chrono::duration_cast<std::chrono::milliseconds>(deadline).count());
   auto backstop = deadline + std::chrono::seconds{10};
   if (st.spec.stream) {
-    self->request(st.cp, backstop, stream_atom::value, st.guest_id, st.spec.command,
-                  deadline_ms, exec_sink_actor{self})
-      .then(
-        [self](int32_t code) {
-          if (self->state.at == phase::running)
-            exec_done(self, code, std::move(self->state.result.error));
-        },
-        [self](caf::error& err) { exec_failed(self, err); });
-    return;
-  }
-  self->request(st.cp, backstop, exec_atom::value, st.guest_id, st.spec.command, deadline_ms)
-    .then(
-      [self](exec_result& r) {
+    on_guest(
+      self,
+      [self, backstop, deadline_ms] {
         auto& st = self->state;
-        if (st.at != phase::running)
-          return;
-        st.result.stdout_text = std::move(r.stdout_text);
-        st.result.stderr_text = std::move(r.stderr_text);
-        exec_done(self, r.exit_code, std::move(r.error));
+        return self->request(st.cp, backstop, stream_atom::value, st.guest_id, st.spec.command,
+                             deadline_ms, exec_sink_actor{self});
+      },
+      [self](int32_t code) {
+        if (self->state.at == phase::running)
+          exec_done(self, code, std::move(self->state.result.error));
       },
       [self](caf::error& err) { exec_failed(self, err); });
+    return;
+  }
+  on_guest(
+    self,
+    [self, backstop, deadline_ms] {
+      auto& st = self->state;
+      return self->request(st.cp, backstop, exec_atom::value, st.guest_id, st.spec.command,
+                           deadline_ms);
+    },
+    [self](exec_result& r) {
+      auto& st = self->state;
+      if (st.at != phase::running)
+        return;
+      st.result.stdout_text = std::move(r.stdout_text);
+      st.result.stderr_text = std::move(r.stderr_text);
+      exec_done(self, r.exit_code, std::move(r.error));
+    },
+    [self](caf::error& err) { exec_failed(self, err); });
 }
 
 /// Uploads one file after another, then starts the command.
@@ -128,26 +271,78 @@ void upload_next(self_ptr self) {
     return delete_guest(self);
   if (st.next_upload == st.spec.uploads.size())
     return start_command(self);
-  auto& up = st.spec.uploads[st.next_upload++];
-  self->request(st.cp, st.opts.call_timeout, put_atom::value, st.guest_id, up.path, up.content)
-    .then([self](bool) { upload_next(self); },
-          [self](caf::error& err) {
-            note_failure(self, to_failure(err));
-            delete_guest(self);
-          });
+  auto i = st.next_upload++;
+  on_guest(
+    self,
+    [self, i] {
+      auto& st = self->state;
+      auto& up = st.spec.uploads[i];
+      return self->request(st.cp, st.opts.call_timeout, put_atom::value, st.guest_id, up.path,
+                           up.content);
+    },
+    [self](bool) { upload_next(self); },
+    [self](caf::error& err) {
+      if (self->state.at != phase::uploading)
+        return;
+      note_failure(self, to_failure(err));
+      delete_guest(self);
+    });
 }
 
 /// Cancel and caller loss share one path: stop wanting the result, still delete.
 void stop(self_ptr self) {
   auto& st = self->state;
   st.cancelled = true;
-  if (st.at == phase::uploading || st.at == phase::running)
+  if (st.at == phase::uploading || st.at == phase::running || st.at == phase::collecting)
     delete_guest(self);
 }
 
 void append_capped(std::string& out, const std::string& chunk, size_t cap) {
   if (out.size() < cap)
     out.append(chunk, 0, std::min(chunk.size(), cap - out.size()));
+}
+
+/// Ephemeral: the reaper learns the name before the create is sent, so if this actor dies
+/// from here on, whatever the control plane made under that name is deleted.
+void create_guest(self_ptr self) {
+  auto& st = self->state;
+  self->send(st.reaper, track_atom::value, st.spec.name);
+  self->request(st.cp, st.opts.call_timeout, create_atom::value, st.spec.create)
+    .then(
+      [self](sandbox_created& c) {
+        auto& st = self->state;
+        st.guest_id = c.id;
+        self->send(st.reaper, created_atom::value, st.spec.name, c.id);
+        st.at = phase::uploading;
+        upload_next(self);
+      },
+      [self](caf::error& err) {
+        // The create may still have happened (lost answer, timeout): the reaper deletes
+        // by name whatever appears under it.
+        note_failure(self, to_failure(err));
+        self->send(self->state.reaper, reap_atom::value, self->state.spec.name);
+        finish(self);
+      });
+}
+
+/// Reusable: the registry adopts or creates the guest and holds it for this run until the
+/// release (or this actor's death, which it monitors).
+void acquire_guest(self_ptr self) {
+  auto& st = self->state;
+  // Queueing behind another run of the same guest is part of the wait: no short backstop.
+  auto wait = st.opts.call_timeout * 4 + std::chrono::seconds{st.spec.timeout_seconds} * 4;
+  self->request(st.opts.registry, wait, acquire_atom::value, st.spec.create)
+    .then(
+      [self](reusable_guest& g) {
+        auto& st = self->state;
+        st.guest_id = g.id;
+        st.at = phase::uploading;
+        upload_next(self);
+      },
+      [self](caf::error& err) {
+        note_failure(self, to_failure(err));
+        finish(self); // nothing is held: a refused acquire hands nothing out
+      });
 }
 
 } // namespace
@@ -160,7 +355,8 @@ execution(execution_actor::stateful_pointer<execution_state> self, controlplane_
   st.reaper = std::move(reaper);
   st.opts = std::move(opts);
   // An exception must not lose the guest: the caller gets an error now, and the reaper,
-  // which monitors this actor, deletes whatever it tracked for it.
+  // which monitors this actor, deletes whatever it tracked for it (a reusable guest goes
+  // back to the registry, which monitors this actor too).
   self->set_exception_handler([self](std::exception_ptr&) -> caf::error {
     if (self->state.promise.pending())
       self->state.promise.deliver(make_error(ec::guest_failed, "internal error in execution"));
@@ -187,26 +383,11 @@ execution(execution_actor::stateful_pointer<execution_state> self, controlplane_
         st.caller = caf::actor_cast<caf::actor_addr>(sender);
         self->monitor(sender);
       }
-      // The reaper learns the name before the create is sent: if this actor dies from here
-      // on, whatever the control plane made under that name is deleted.
-      self->send(st.reaper, track_atom::value, st.spec.name);
       st.at = phase::creating;
-      self->request(st.cp, st.opts.call_timeout, create_atom::value, st.spec.create)
-        .then(
-          [self](sandbox_created& c) {
-            auto& st = self->state;
-            st.guest_id = c.id;
-            self->send(st.reaper, created_atom::value, st.spec.name, c.id);
-            st.at = phase::uploading;
-            upload_next(self);
-          },
-          [self](caf::error& err) {
-            // The create may still have happened (lost answer, timeout): the reaper deletes
-            // by name whatever appears under it.
-            note_failure(self, to_failure(err));
-            self->send(self->state.reaper, reap_atom::value, self->state.spec.name);
-            finish(self);
-          });
+      if (reusable(st))
+        acquire_guest(self);
+      else
+        create_guest(self);
       return rp;
     },
     [self](cancel_atom) { stop(self); },

@@ -39,6 +39,9 @@ public:
 
   bool done_seen() const noexcept { return done_; }
 
+  /// Bytes of stderr held (≤ 2 × stderr_tail).
+  size_t stderr_held() const noexcept { return stderr_.size(); }
+
   /// The terminal event for an execution that answered with a report.
   run_event finish(const execution_report& report);
 

@@ -67,4 +67,43 @@ std::optional<parsed_name> parse(std::string_view name) {
   return parsed_name{static_cast<guest_kind>(k), std::string{name.substr(5, 6)}};
 }
 
+std::string reusable(std::string_view flow_id, std::string_view component_id,
+                     std::string_view egress_fingerprint) {
+  // FNV-1a 128 (offset basis and prime from the FNV spec); each part length-prefixed so
+  // ("ab","c") and ("a","bc") differ. Versioned: a new scheme must never adopt old guests.
+  using u128 = unsigned __int128;
+  const u128 prime = (u128{1} << 88) + 0x13b;
+  u128 h = (u128{0x6c62272e07bb0142ull} << 64) | 0x62b821756295c58dull;
+  auto feed = [&](std::string_view s) {
+    auto mix = [&](unsigned char c) {
+      h ^= c;
+      h *= prime;
+    };
+    auto n = s.size();
+    for (int i = 0; i < 8; ++i)
+      mix(static_cast<unsigned char>(n >> (8 * i)));
+    for (unsigned char c : s)
+      mix(c);
+  };
+  feed("gf-c/v1");
+  feed(flow_id);
+  feed(component_id);
+  feed(egress_fingerprint);
+  std::string out = "gf-c-";
+  for (int i = 0; i < 17; ++i) {
+    out.push_back(alphabet[static_cast<size_t>(h % alphabet.size())]);
+    h /= alphabet.size();
+  }
+  return out;
+}
+
+bool is_reusable(std::string_view name) {
+  if (name.size() != 22 || name.substr(0, 5) != "gf-c-")
+    return false;
+  for (size_t i = 5; i < name.size(); ++i)
+    if (!valid_char(name[i]))
+      return false;
+  return true;
+}
+
 } // namespace guestflow::names

@@ -29,4 +29,15 @@ struct parsed_name {
 };
 std::optional<parsed_name> parse(std::string_view name);
 
+/// The deterministic name of a reusable component guest: `gf-c-` + 17 base36 chars of a
+/// 128-bit FNV-1a over (flow id, component id, egress fingerprint) — 22 chars. The network
+/// policy is part of the identity, so a run with different egress never adopts this guest.
+/// Never of the ephemeral form (no '-' at index 11), so parse() and every sweep of
+/// ephemeral guests leave it alone; it carries no owner: any runtime may adopt it.
+std::string reusable(std::string_view flow_id, std::string_view component_id,
+                     std::string_view egress_fingerprint);
+
+/// True for a name reusable() can produce.
+bool is_reusable(std::string_view name);
+
 } // namespace guestflow::names

@@ -11,6 +11,8 @@ runtime::runtime(caf::actor_system& sys, std::shared_ptr<cp::client> client,
   opts_.reaper.owner = opts_.owner;
   cp_ = sys_.spawn(guestflow::controlplane, client_, opts_.timeouts);
   reaper_ = sys_.spawn(guestflow::reaper, cp_, opts_.reaper);
+  lifecycle_ = sys_.spawn(guestflow::lifecycle, cp_, opts_.lifecycle);
+  registry_ = sys_.spawn(guestflow::guest_registry, cp_, lifecycle_, opts_.registry);
 }
 
 runtime::~runtime() {
@@ -29,6 +31,8 @@ void runtime::stop() {
   if (stopped_)
     return;
   stopped_ = true;
+  caf::anon_send_exit(registry_, caf::exit_reason::user_shutdown);
+  caf::anon_send_exit(lifecycle_, caf::exit_reason::user_shutdown);
   caf::anon_send_exit(reaper_, caf::exit_reason::user_shutdown);
   caf::anon_send_exit(cp_, caf::exit_reason::user_shutdown);
   if (client_)

@@ -2,6 +2,8 @@
 
 #include "actors/controlplane.hpp"
 #include "actors/execution.hpp"
+#include "actors/guest_registry.hpp"
+#include "actors/lifecycle.hpp"
 #include "actors/reaper.hpp"
 
 #include <caf/actor_system.hpp>
@@ -16,10 +18,13 @@ struct runtime_options {
   controlplane_timeouts timeouts;
   reaper_options reaper;
   execution_options execution;
+  lifecycle_options lifecycle;
+  guest_registry_options registry;
 };
 
 /// The long-lived actors of one runtime, wired together: the control-plane actor around
-/// one client, and the reaper that guarantees deletion. Surfaces (CLI, bridge) spawn one
+/// one client, the reaper that guarantees deletion, and the reuse registry with the
+/// lifecycle actor that resumes paused reusable guests. Surfaces (CLI, bridge) spawn one
 /// execution per run from here. Non-blocking; shutdown is the caller's to sequence
 /// (drain the reaper first, then stop()).
 class runtime {
@@ -33,6 +38,8 @@ public:
   caf::actor_system& system() const noexcept { return sys_; }
   const controlplane_actor& controlplane() const noexcept { return cp_; }
   const reaper_actor& reaper() const noexcept { return reaper_; }
+  const lifecycle_actor& lifecycle() const noexcept { return lifecycle_; }
+  const guest_registry_actor& registry() const noexcept { return registry_; }
   const runtime_options& options() const noexcept { return opts_; }
   const std::shared_ptr<cp::client>& client() const noexcept { return client_; }
 
@@ -49,6 +56,8 @@ private:
   runtime_options opts_;
   controlplane_actor cp_;
   reaper_actor reaper_;
+  lifecycle_actor lifecycle_;
+  guest_registry_actor registry_;
   bool stopped_ = false;
 };
 

@@ -135,7 +135,11 @@ result<shape_list> session::catalog() {
 }
 
 result<execution_report> session::run(execution_spec spec) {
-  auto exec = rt_->spawn_execution();
+  return run(std::move(spec), rt_->options().execution);
+}
+
+result<execution_report> session::run(execution_spec spec, execution_options opts) {
+  auto exec = rt_->spawn_execution(std::move(opts));
   watch_.on_signal([exec](int) { caf::anon_send(exec, cancel_atom::value); });
   caf::scoped_actor self{*sys_};
   // The execution's own deadlines bound this; the margin covers create and delete.
@@ -152,6 +156,15 @@ result<uint64_t> session::sweep(uint32_t older_than_s) {
   caf::scoped_actor self{*sys_};
   std::optional<result<uint64_t>> out;
   self->request(rt_->reaper(), 5min, sweep_atom::value, older_than_s)
+    .receive([&](uint64_t n) { out.emplace(n); },
+             [&](caf::error& e) { out.emplace(to_failure(e)); });
+  return std::move(*out);
+}
+
+result<uint64_t> session::sweep_reusable(uint32_t idle_s) {
+  caf::scoped_actor self{*sys_};
+  std::optional<result<uint64_t>> out;
+  self->request(rt_->registry(), 5min, sweep_atom::value, idle_s)
     .receive([&](uint64_t n) { out.emplace(n); },
              [&](caf::error& e) { out.emplace(to_failure(e)); });
   return std::move(*out);

@@ -38,9 +38,14 @@ public:
   /// Runs one execution to the end. SIGINT/SIGTERM cancel it; the guest is deleted
   /// either way before this returns.
   result<execution_report> run(execution_spec spec);
+  /// The same with this run's own execution options (component runs: registry, collect).
+  result<execution_report> run(execution_spec spec, execution_options opts);
 
   /// Deletes this runtime's orphaned guests older than `older_than_s`; returns how many.
   result<uint64_t> sweep(uint32_t older_than_s);
+
+  /// Deletes reusable gf-c- guests idle longer than `idle_s`; returns how many.
+  result<uint64_t> sweep_reusable(uint32_t idle_s);
 
   /// Waits until the reaper owes nothing (or its deadline); returns what is still owed.
   uint64_t drain();

@@ -1,5 +1,6 @@
 #pragma once
 
+#include "messages/component.hpp"
 #include "messages/error.hpp"
 #include "messages/sandbox.hpp"
 
@@ -52,15 +53,17 @@ struct execution_report {
   exec_result result;
   std::optional<ec> outcome;
   uint64_t total_ms = 0; ///< requested → deleted
+  /// Set when the execution was asked to return /workspace/artifacts (component surface).
+  std::optional<returned_files> files;
   friend bool operator==(const execution_report& a, const execution_report& b) {
     return a.guest_id == b.guest_id && a.name == b.name && a.result == b.result
-           && a.outcome == b.outcome && a.total_ms == b.total_ms;
+           && a.outcome == b.outcome && a.total_ms == b.total_ms && a.files == b.files;
   }
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, execution_report& x) {
-  return f(x.guest_id, x.name, x.result, x.outcome, x.total_ms);
+  return f(x.guest_id, x.name, x.result, x.outcome, x.total_ms, x.files);
 }
 
 /// Guaranteed-deletion bookkeeping (the reaper's counters).

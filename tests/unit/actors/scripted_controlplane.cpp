@@ -37,7 +37,26 @@ int script::deletes_of_name(const std::string& name) const {
   return n;
 }
 
+int script::count(const std::string& prefix) const {
+  int n = 0;
+  for (auto& line : log)
+    n += line.rfind(prefix, 0) == 0;
+  return n;
+}
+
 namespace {
+
+sandbox_view view_of(const fake_guest& g) {
+  sandbox_view v;
+  v.id = g.id;
+  v.name = g.name;
+  v.created_at = g.created_at;
+  v.status = g.deletes ? sandbox_status::destroyed : g.status;
+  v.egress = g.egress;
+  v.paused_at = g.paused_at;
+  v.last_resumed_at = g.last_resumed_at;
+  return v;
+}
 
 caf::error failure_of(const script& s, const std::string& op) {
   return make_error(s.last_code, "scripted " + op + " failure");
@@ -61,7 +80,20 @@ scripted_controlplane(controlplane_actor::stateful_pointer<scripted_state> self,
         rp.deliver(failure_of(s, "create"));
         return rp;
       }
-      fake_guest g{"sb-" + std::to_string(++s.next_id), req.name.value_or(""), {}, 0};
+      if (s.appear_on_create) {
+        s.guests.push_back(*s.appear_on_create);
+        s.appear_on_create.reset();
+      }
+      for (auto& other : s.guests)
+        if (req.name && other.name == *req.name && !other.deletes) {
+          rp.deliver(make_error(ec::bad_request, "name '" + other.name
+                                                   + "' is taken by live sandbox " + other.id));
+          return rp;
+        }
+      fake_guest g;
+      g.id = "sb-" + std::to_string(++s.next_id);
+      g.name = req.name.value_or("");
+      g.egress = req.egress;
       s.guests.push_back(g);
       if (how == mode::hang) {
         s.held_create = rp; // answer lost: the guest exists, the caller never hears of it
@@ -70,17 +102,22 @@ scripted_controlplane(controlplane_actor::stateful_pointer<scripted_state> self,
       sandbox_created c;
       c.id = g.id;
       c.name = g.name;
+      c.egress = g.egress;
       rp.deliver(std::move(c));
       return rp;
     },
     [self](get_atom, std::string& id) -> caf::result<sandbox_view> {
-      auto* g = self->state.s->by_id(id);
+      auto& s = *self->state.s;
+      s.log.push_back("get " + id);
+      if (s.take("get") == mode::fail)
+        return failure_of(s, "get");
+      auto* g = s.by_id(id);
       if (!g || g->deletes)
         return make_error(ec::not_found, "no such sandbox");
-      sandbox_view v;
-      v.id = g->id;
-      v.name = g->name;
-      v.status = sandbox_status::running;
+      auto v = view_of(*g);
+      // A guest in between settles on the next look (a resume or create finishing).
+      if (g->status == sandbox_status::resuming || g->status == sandbox_status::creating)
+        g->status = sandbox_status::running;
       return v;
     },
     [self](list_atom, std::string&) -> caf::result<sandbox_list> {
@@ -89,14 +126,8 @@ scripted_controlplane(controlplane_actor::stateful_pointer<scripted_state> self,
       if (s.take("list") == mode::fail)
         return failure_of(s, "list");
       sandbox_list out;
-      for (auto& g : s.guests) {
-        sandbox_view v;
-        v.id = g.id;
-        v.name = g.name;
-        v.created_at = g.created_at;
-        v.status = g.deletes ? sandbox_status::destroyed : sandbox_status::running;
-        out.data.push_back(std::move(v));
-      }
+      for (auto& g : s.guests)
+        out.data.push_back(view_of(g));
       out.total = out.data.size();
       return out;
     },
@@ -104,23 +135,48 @@ scripted_controlplane(controlplane_actor::stateful_pointer<scripted_state> self,
       auto& s = *self->state.s;
       s.log.push_back("put " + id + " " + path);
       auto how = s.take("put");
-      if (how == mode::fail)
+      if (how == mode::fail) {
+        if (auto* g = s.by_id(id); g && s.last_code == ec::paused)
+          g->status = sandbox_status::paused;
         return failure_of(s, "put");
+      }
       if (how == mode::hang)
         return self->make_response_promise<caf::typed_response_promise<bool>>();
+      if (auto* g = s.by_id(id); g && g->status != sandbox_status::running)
+        return make_error(ec::paused, "sandbox is paused");
       return true;
     },
-    [self](fetch_atom, std::string&, std::string&, uint64_t) -> caf::result<std::string> {
-      return make_error(ec::not_found, "no files in the script");
+    [self](fetch_atom, std::string& id, std::string& path,
+           uint64_t cap) -> caf::result<std::string> {
+      auto& s = *self->state.s;
+      s.log.push_back("fetch " + id + " " + path);
+      if (s.take("fetch") == mode::fail)
+        return failure_of(s, "fetch");
+      if (s.fetch_reply.size() > cap)
+        return make_error(ec::artifact_too_large, "over the cap");
+      return s.fetch_reply;
     },
-    [self](exec_atom, std::string& id, exec_request&, uint64_t) -> caf::result<exec_result> {
+    [self](exec_atom, std::string& id, exec_request& req,
+           uint64_t) -> caf::result<exec_result> {
       auto& s = *self->state.s;
       s.log.push_back("exec " + id);
+      s.exec_cmds.push_back(req);
       auto how = s.take("exec");
-      if (how == mode::fail)
+      if (how == mode::fail) {
+        // A paused answer means auto-pause got there first: the guest is paused now.
+        if (auto* g = s.by_id(id); g && s.last_code == ec::paused)
+          g->status = sandbox_status::paused;
         return failure_of(s, "exec");
+      }
       if (how == mode::hang)
         return self->make_response_promise<caf::typed_response_promise<exec_result>>();
+      if (auto* g = s.by_id(id); g && g->status != sandbox_status::running)
+        return make_error(ec::paused, "sandbox is paused");
+      if (!s.exec_replies.empty()) {
+        auto r = std::move(s.exec_replies.front());
+        s.exec_replies.pop_front();
+        return r;
+      }
       return s.exec_reply;
     },
     [self](stream_atom, std::string& id, exec_request&, uint64_t,
@@ -137,11 +193,29 @@ scripted_controlplane(controlplane_actor::stateful_pointer<scripted_state> self,
       return s.stream_exit;
     },
     [self](cancel_atom, const exec_sink_actor&) { self->state.s->log.push_back("cancel"); },
-    [self](pause_atom, std::string&) -> caf::result<sandbox_view> {
-      return make_error(ec::unavailable, "not scripted");
+    [self](pause_atom, std::string& id) -> caf::result<sandbox_view> {
+      auto& s = *self->state.s;
+      s.log.push_back("pause " + id);
+      auto* g = s.by_id(id);
+      if (!g || g->deletes)
+        return make_error(ec::not_found, "no such sandbox");
+      g->status = sandbox_status::paused;
+      g->paused_at = "2020-01-02T00:00:00Z";
+      return view_of(*g);
     },
-    [self](resume_atom, std::string&) -> caf::result<sandbox_view> {
-      return make_error(ec::unavailable, "not scripted");
+    [self](resume_atom, std::string& id) -> caf::result<sandbox_view> {
+      auto& s = *self->state.s;
+      s.log.push_back("resume " + id);
+      if (s.take("resume") == mode::fail)
+        return failure_of(s, "resume");
+      auto* g = s.by_id(id);
+      if (!g || g->deletes)
+        return make_error(ec::not_found, "no such sandbox");
+      if (g->status == sandbox_status::paused) {
+        g->status = s.resume_to;
+        g->last_resumed_at = "2020-01-03T00:00:00Z";
+      }
+      return view_of(*g);
     },
     [self](delete_atom, std::string& id) -> caf::result<sandbox_deleted> {
       auto& s = *self->state.s;
@@ -157,11 +231,22 @@ scripted_controlplane(controlplane_actor::stateful_pointer<scripted_state> self,
       ++g->deletes;
       return sandbox_deleted{id, sandbox_status::destroyed};
     },
-    [self](egress_atom, std::string&) -> caf::result<egress_body> {
-      return make_error(ec::unavailable, "not scripted");
+    [self](egress_atom, std::string& id) -> caf::result<egress_body> {
+      auto& s = *self->state.s;
+      s.log.push_back("egress " + id);
+      if (s.take("egress") == mode::fail)
+        return failure_of(s, "egress");
+      auto* g = s.by_id(id);
+      if (!g || g->deletes)
+        return make_error(ec::not_found, "no such sandbox");
+      return egress_body{g->egress};
     },
-    [self](egress_atom, std::string&, egress_policy&) -> caf::result<egress_body> {
-      return make_error(ec::unavailable, "not scripted");
+    [self](egress_atom, std::string& id, egress_policy& p) -> caf::result<egress_body> {
+      auto* g = self->state.s->by_id(id);
+      if (!g || g->deletes)
+        return make_error(ec::not_found, "no such sandbox");
+      g->egress = p;
+      return egress_body{p};
     },
     [self](shapes_atom) -> caf::result<shape_list> {
       return make_error(ec::unavailable, "not scripted");

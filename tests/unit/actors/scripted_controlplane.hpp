@@ -10,6 +10,7 @@
 #include <caf/stateful_actor.hpp>
 #include <caf/typed_response_promise.hpp>
 
+#include <deque>
 #include <map>
 #include <memory>
 #include <optional>
@@ -30,11 +31,24 @@ struct fake_guest {
   std::string name;
   std::string created_at = "2020-01-01T00:00:00Z";
   int deletes = 0; ///< successful deletes of this guest
+  sandbox_status status = sandbox_status::running; ///< until deleted
+  egress_policy egress;                            ///< as created (or changed by the test)
+  std::optional<std::string> paused_at;
+  std::optional<std::string> last_resumed_at;
 };
 
 struct script {
-  std::map<std::string, call_script> calls; ///< by op: create put exec stream delete list
+  /// by op: create put exec stream delete list get resume egress fetch
+  std::map<std::string, call_script> calls;
   exec_result exec_reply;                   ///< what a successful exec returns
+  std::deque<exec_result> exec_replies;     ///< answered first, one per successful exec
+  std::vector<exec_request> exec_cmds;      ///< every exec's request, in order
+  std::string fetch_reply;                  ///< what a successful fetch returns (cap applies)
+  /// A resume leaves the guest in this state (running; `resuming` to make the caller poll).
+  sandbox_status resume_to = sandbox_status::running;
+  /// Another process's guest that appears just before the next create is handled (it won
+  /// the race for the name: the create is refused with 409 "name … is taken").
+  std::optional<fake_guest> appear_on_create;
   std::vector<exec_stream_line> stream_lines;
   int32_t stream_exit = 0;
   bool create_materializes_on_hang = true; ///< a hung create still makes the guest
@@ -49,6 +63,7 @@ struct script {
   fake_guest* by_id(const std::string& id);
   size_t live() const; ///< guests never deleted
   int deletes_of_name(const std::string& name) const;
+  int count(const std::string& prefix) const; ///< log lines starting with `prefix`
 };
 
 struct scripted_state {

@@ -1,0 +1,127 @@
+#include "actors/component_spec.hpp"
+
+#include "actors/code_spec.hpp"
+#include "actors/exit_classifier.hpp"
+#include "actors/guest_names.hpp"
+
+#include <algorithm>
+#include <charconv>
+
+namespace guestflow {
+namespace {
+
+constexpr size_t max_id_bytes = 512;
+
+std::optional<failure> check_id(const char* what, const std::string& v) {
+  if (v.empty())
+    return fail(ec::bad_request, std::string{what} + " must not be empty");
+  if (v.size() > max_id_bytes)
+    return fail(ec::bad_request,
+                std::string{what} + " is longer than " + std::to_string(max_id_bytes) + " bytes");
+  if (v.find('\0') != std::string::npos)
+    return fail(ec::bad_request, std::string{what} + " contains a NUL byte");
+  return std::nullopt;
+}
+
+std::string hex_suffix(std::mt19937_64& rng) {
+  static constexpr char hex[] = "0123456789abcdef";
+  std::string out;
+  for (int i = 0; i < 12; ++i)
+    out.push_back(hex[rng() % 16]);
+  return out;
+}
+
+} // namespace
+
+std::optional<reuse_mode> parse_reuse(std::string_view text) {
+  if (text == "none")
+    return reuse_mode::none;
+  if (text == "flow")
+    return reuse_mode::flow;
+  return std::nullopt;
+}
+
+uint32_t reusable_auto_pause(uint32_t timeout_seconds) {
+  auto want = uint64_t{timeout_seconds} + 60;
+  return static_cast<uint32_t>(std::clamp<uint64_t>(want, 60, 86'400));
+}
+
+result<uint64_t> artifact_cap_from_env(const policy::env_map& env) {
+  constexpr uint64_t fallback = uint64_t{5} << 20;
+  auto i = env.find("GUESTFLOW_ARTIFACT_CAP_BYTES");
+  if (i == env.end() || i->second.empty())
+    return fallback;
+  const auto& v = i->second;
+  uint64_t n = 0;
+  auto [end, err] = std::from_chars(v.data(), v.data() + v.size(), n);
+  if (err != std::errc{} || end != v.data() + v.size() || n < 1 || n > (uint64_t{1} << 30))
+    return fail(ec::bad_request, "GUESTFLOW_ARTIFACT_CAP_BYTES: expected bytes in 1..1073741824, "
+                                 "got '" + v + "'");
+  return n;
+}
+
+result<component_plan> make_component_spec(const component_request& req,
+                                           const policy::sandbox_settings& s,
+                                           const policy::provider_info& provider,
+                                           const shape_list& catalog, std::string_view owner,
+                                           uint64_t artifact_cap_bytes, std::mt19937_64& rng) {
+  if (auto e = check_id("flow id", req.flow_id))
+    return *e;
+  if (auto e = check_id("component id", req.component_id))
+    return *e;
+  if (req.python.has_value() == !req.argv.empty())
+    return fail(ec::bad_request, "a component runs either a Python program or a command");
+  for (const auto& a : req.argv)
+    if (a.find('\0') != std::string::npos)
+      return fail(ec::bad_request, "the command contains a NUL byte");
+  if (!req.argv.empty() && req.argv[0].empty())
+    return fail(ec::bad_request, "the command is empty");
+  auto egress = policy::admit(s, provider);
+  if (!egress)
+    return egress.error();
+  auto sh = policy::pick_shape(catalog, s.memory_mb, provider.memory_floor_mib, s.pinned_shape);
+  if (!sh)
+    return sh.error();
+
+  component_plan plan;
+  plan.reusable = req.reuse == reuse_mode::flow;
+  auto& spec = plan.spec;
+  spec.name = plan.reusable
+                ? names::reusable(req.flow_id, req.component_id, fingerprint(*egress))
+                : names::ephemeral(names::guest_kind::backend, owner, rng);
+  spec.create.shape = sh->id;
+  spec.create.rootfs = s.rootfs;
+  spec.create.name = spec.name;
+  spec.create.egress = std::move(*egress);
+  spec.create.auto_pause_after_seconds = plan.reusable ? reusable_auto_pause(s.timeout_seconds)
+                                                       : backstop_auto_pause(s.timeout_seconds);
+  spec.timeout_seconds = s.timeout_seconds;
+  // Streamed: a cancelled run (SIGINT, a caller gone) kills the command in the guest, which
+  // matters when the guest is kept.
+  spec.stream = true;
+  auto suffix = hex_suffix(rng);
+  if (req.python) {
+    auto path = "/workspace/main_" + suffix + ".py";
+    spec.uploads.push_back({path, *req.python});
+    spec.command = with_timeout(s.timeout_seconds, "python3", {path});
+  } else {
+    std::vector<std::string> rest(req.argv.begin() + 1, req.argv.end());
+    spec.command = with_timeout(s.timeout_seconds, req.argv[0], std::move(rest));
+  }
+  if (req.return_files) {
+    collect_options c;
+    c.archive = "/workspace/.gf-artifacts-" + suffix + ".tar";
+    c.cap_bytes = artifact_cap_bytes;
+    exec_request wrapped;
+    wrapped.cmd = "/bin/sh";
+    wrapped.args = {"-c", "rm -rf -- " + c.dir + " && mkdir -p -- " + c.dir + " && exec \"$@\"",
+                    "sh", spec.command.cmd};
+    for (auto& a : spec.command.args)
+      wrapped.args.push_back(std::move(a));
+    spec.command = std::move(wrapped);
+    plan.collect = std::move(c);
+  }
+  return plan;
+}
+
+} // namespace guestflow

@@ -1,0 +1,229 @@
+// Guest output → run events, without a scheduler: line assembly across chunk boundaries,
+// the line cap, truncated last lines, every frame kind and every way a run can end.
+
+#include "actors/frame_translator.hpp"
+
+#include <gtest/gtest.h>
+
+namespace guestflow {
+namespace {
+
+using ek = run_event::kind;
+
+std::vector<std::string> lines_of(line_assembler& a, std::initializer_list<std::string> chunks) {
+  std::vector<std::string> out;
+  for (auto& c : chunks)
+    a.feed(c, [&](std::string_view l) { out.emplace_back(l); });
+  return out;
+}
+
+TEST(line_assembler, joins_lines_across_any_chunk_boundaries) {
+  line_assembler a{64};
+  auto got = lines_of(a, {"ab", "c\nde", "f\n\ng", "h\r\n", "\n"});
+  EXPECT_EQ(got, (std::vector<std::string>{"abc", "def", "", "gh", ""}));
+  EXPECT_EQ(a.pending(), 0u);
+}
+
+TEST(line_assembler, byte_by_byte_equals_one_chunk) {
+  std::string text = "{\"t\":\"note\"}\nhello\n{\"t\":\"done\"}\n";
+  line_assembler whole{64}, bytes{64};
+  std::vector<std::string> a, b;
+  whole.feed(text, [&](std::string_view l) { a.emplace_back(l); });
+  for (char c : text)
+    bytes.feed(std::string_view{&c, 1}, [&](std::string_view l) { b.emplace_back(l); });
+  EXPECT_EQ(a, b);
+  EXPECT_EQ(a.size(), 3u);
+}
+
+TEST(line_assembler, a_line_over_the_cap_stops_it_without_buffering_it) {
+  line_assembler a{8};
+  std::vector<std::string> got;
+  auto on = [&](std::string_view l) { got.emplace_back(l); };
+  EXPECT_TRUE(a.feed("12345678\n1234", on)); // exactly the cap is fine
+  EXPECT_FALSE(a.feed("56789", on));         // 9 bytes without a newline: over
+  EXPECT_TRUE(a.overflowed());
+  EXPECT_EQ(a.pending(), 0u);                // nothing kept
+  EXPECT_FALSE(a.feed("\nok\n", on));        // and nothing more is delivered
+  EXPECT_EQ(got, std::vector<std::string>{"12345678"});
+}
+
+TEST(line_assembler, a_partial_last_line_is_pending) {
+  line_assembler a{64};
+  lines_of(a, {"one\ntw"});
+  EXPECT_EQ(a.pending(), 2u);
+}
+
+exec_stream_line out(std::string s) {
+  return {exec_stream_line::kind::stdout_chunk, std::move(s), 0};
+}
+exec_stream_line err(std::string s) {
+  return {exec_stream_line::kind::stderr_chunk, std::move(s), 0};
+}
+
+execution_report exited(int32_t code, std::optional<ec> outcome = std::nullopt) {
+  execution_report r;
+  r.result.exit_code = code;
+  r.outcome = outcome;
+  return r;
+}
+
+std::vector<run_event> feed(frame_translator& t, std::initializer_list<exec_stream_line> lines) {
+  std::vector<run_event> evs;
+  for (auto& l : lines)
+    t.on_line(l, evs);
+  return evs;
+}
+
+const std::string outputs_frame =
+  R"({"t":"outputs","run_outputs":[{"inputs":{"input_value":"hi"},"outputs":[null]}]})";
+
+TEST(frame_translator, maps_each_frame_to_its_event) {
+  frame_translator t;
+  auto evs = feed(t, {out(R"({"t":"note","runner":"guestflow"})" "\n"),
+                      out(R"({"t":"vertex_start","id":"A-1","name":"Chat Input"})" "\n"
+                          R"({"t":"step","event":{"type":"vertex","id":"A-1","name":"Chat Input",)"),
+                      out(R"("valid":true,"duration_ms":12.4,"outputs":{"message":"hi"},"logs":"l"}})"
+                          "\nuser print\n"),
+                      err("warning: x\n"),
+                      {exec_stream_line::kind::heartbeat, "", 0},
+                      out(R"({"t":"step","event":{"type":"vertex","id":"B-2","name":"Py",)"
+                          R"("valid":false,"outputs":{"error":"NameError: x"},"logs":"trace"}})" "\n"),
+                      out(outputs_frame + "\n" + R"({"t":"done"})" + "\n")});
+  ASSERT_EQ(evs.size(), 4u);
+  EXPECT_EQ(evs[0].type, ek::vertex_started);
+  EXPECT_EQ(evs[0].id, "A-1");
+  EXPECT_EQ(evs[0].name, "Chat Input");
+  EXPECT_EQ(evs[1].type, ek::vertex_built);
+  EXPECT_TRUE(evs[1].valid);
+  EXPECT_EQ(evs[1].duration_ms, 12u);
+  EXPECT_EQ(evs[1].outputs.text, R"({"message":"hi"})");
+  EXPECT_EQ(evs[1].logs, "l");
+  EXPECT_EQ(evs[2].type, ek::stdout_line);
+  EXPECT_EQ(evs[2].line, "user print");
+  EXPECT_EQ(evs[3].type, ek::vertex_failed);
+  EXPECT_EQ(evs[3].id, "B-2");
+  EXPECT_EQ(evs[3].message, "NameError: x");
+  EXPECT_TRUE(t.done_seen());
+  EXPECT_FALSE(t.violation());
+  auto end = t.finish(exited(0));
+  ASSERT_EQ(end.type, ek::complete);
+  ASSERT_EQ(end.run_outputs_list.size(), 1u);
+  EXPECT_EQ(end.run_outputs_list[0].inputs.text, R"({"input_value":"hi"})");
+}
+
+TEST(frame_translator, a_failed_vertex_without_an_error_member_reports_its_logs) {
+  frame_translator t;
+  auto evs = feed(t, {out(R"({"t":"step","event":{"type":"vertex","id":"P","name":"Prompt",)"
+                          R"("valid":false,"outputs":{},"logs":"KeyError: 'x'"}})" "\n"),
+                      out(R"({"t":"step","event":{"type":"vertex","id":"Q","valid":false}})" "\n")});
+  ASSERT_EQ(evs.size(), 2u);
+  EXPECT_EQ(evs[0].message, "KeyError: 'x'");
+  EXPECT_EQ(evs[1].message, "vertex Q failed without a message");
+}
+
+TEST(frame_translator, done_and_exit_zero_without_outputs_completes_with_none) {
+  frame_translator t;
+  feed(t, {out(R"({"t":"done"})" "\n")});
+  auto end = t.finish(exited(0));
+  EXPECT_EQ(end.type, ek::complete);
+  EXPECT_TRUE(end.run_outputs_list.empty());
+}
+
+TEST(frame_translator, missing_done_is_an_error_quoting_stderr) {
+  frame_translator t;
+  feed(t, {out("garbage\n"), err("Traceback: boom\n")});
+  auto end = t.finish(exited(0));
+  EXPECT_EQ(end.type, ek::error);
+  EXPECT_EQ(end.code, ec::guest_failed);
+  EXPECT_NE(end.message.find("without a done frame"), std::string::npos) << end.message;
+  EXPECT_NE(end.message.find("Traceback: boom"), std::string::npos) << end.message;
+}
+
+TEST(frame_translator, a_truncated_last_line_is_an_error_even_after_other_frames) {
+  frame_translator t;
+  auto evs = feed(t, {out(R"({"t":"vertex_start","id":"A"})" "\n" R"({"t":"step","ev)")});
+  EXPECT_EQ(evs.size(), 1u);
+  auto end = t.finish(exited(137));
+  EXPECT_EQ(end.type, ek::error);
+  EXPECT_EQ(end.code, ec::guest_failed);
+  EXPECT_NE(end.message.find("middle of a frame"), std::string::npos) << end.message;
+}
+
+TEST(frame_translator, an_oversize_line_is_a_violation_and_wins_over_any_later_outcome) {
+  frame_translator_options o;
+  o.max_line = 100;
+  frame_translator t{o};
+  auto evs = feed(t, {out("small\n"), out(std::string(60, 'x')), out(std::string(60, 'y')),
+                      out("\n" R"({"t":"done"})" "\n")});
+  EXPECT_EQ(evs.size(), 1u); // only "small"; nothing after the violation
+  ASSERT_TRUE(t.violation());
+  EXPECT_NE(t.violation()->message.find("longer than 100 bytes"), std::string::npos);
+  EXPECT_FALSE(t.done_seen());
+  auto end = t.finish(fail(ec::guest_failed, "run cancelled"));
+  EXPECT_EQ(end.code, ec::guest_failed);
+  EXPECT_NE(end.message.find("longer than 100 bytes"), std::string::npos);
+}
+
+TEST(frame_translator, a_malformed_frame_is_a_violation) {
+  frame_translator t;
+  auto evs = feed(t, {out(R"({"t":"vertex_start","id":7})" "\n" R"({"t":"done"})" "\n")});
+  EXPECT_TRUE(evs.empty());
+  ASSERT_TRUE(t.violation());
+  auto end = t.finish(exited(0));
+  EXPECT_EQ(end.type, ek::error);
+  EXPECT_NE(end.message.find("malformed frame: id"), std::string::npos) << end.message;
+}
+
+TEST(frame_translator, fatal_frame_is_the_error_message) {
+  frame_translator t;
+  feed(t, {out(R"({"t":"fatal","error":"invalid spec: graph.nodes","traceback":"tb"})" "\n")});
+  auto end = t.finish(exited(1));
+  EXPECT_EQ(end.code, ec::guest_failed);
+  EXPECT_EQ(end.message, "invalid spec: graph.nodes");
+}
+
+TEST(frame_translator, timeout_and_oom_outcomes_win_over_frames) {
+  frame_translator_options o;
+  o.timeout_seconds = 7;
+  frame_translator t{o};
+  feed(t, {out(R"({"t":"vertex_start","id":"A"})" "\n" R"({"t":"st)")});
+  auto end = t.finish(exited(-1, ec::timeout));
+  EXPECT_EQ(end.code, ec::timeout);
+  EXPECT_NE(end.message.find("7 s limit"), std::string::npos) << end.message;
+  frame_translator u;
+  end = u.finish(exited(137, ec::oom));
+  EXPECT_EQ(end.code, ec::oom);
+}
+
+TEST(frame_translator, nonzero_exit_after_done_is_an_error) {
+  frame_translator t;
+  feed(t, {out(R"({"t":"done"})" "\n")});
+  auto end = t.finish(exited(3));
+  EXPECT_EQ(end.code, ec::guest_failed);
+  EXPECT_NE(end.message.find("code 3 after its done frame"), std::string::npos);
+}
+
+TEST(frame_translator, execution_failure_keeps_its_code) {
+  frame_translator t;
+  auto end = t.finish(fail(ec::unavailable, "control plane down"));
+  EXPECT_EQ(end.type, ek::error);
+  EXPECT_EQ(end.code, ec::unavailable);
+  EXPECT_EQ(end.message, "control plane down");
+}
+
+TEST(frame_translator, stderr_is_a_bounded_tail) {
+  frame_translator_options o;
+  o.stderr_tail = 16;
+  o.stderr_excerpt = 8;
+  frame_translator t{o};
+  for (int i = 0; i < 1000; ++i)
+    feed(t, {err("0123456789")});
+  feed(t, {err("END-OF-ERR")});
+  EXPECT_LE(t.stderr_held(), 32u);
+  auto end = t.finish(exited(1));
+  EXPECT_NE(end.message.find("; stderr (tail): D-OF-ERR"), std::string::npos) << end.message;
+  EXPECT_LT(end.message.size(), 200u);
+}
+
+} // namespace
+} // namespace guestflow

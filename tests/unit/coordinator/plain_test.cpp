@@ -1,0 +1,224 @@
+// The coordinator's plain classes: replay buffer, admission, executor settings and the
+// execution spec of a flow run.
+
+#include "actors/admission.hpp"
+#include "actors/event_log.hpp"
+#include "actors/executor_settings.hpp"
+#include "actors/flow_spec.hpp"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+
+namespace guestflow {
+namespace {
+
+run_event line(std::string text) {
+  run_event e;
+  e.type = run_event::kind::stdout_line;
+  e.line = std::move(text);
+  return e;
+}
+
+TEST(event_log, stamps_gapless_seqs_and_evicts_oldest_past_the_budget) {
+  auto sample = line("0123456789");
+  sample.run_id = "run-x";
+  auto size = encode(sample).size() + 1; // every event below encodes alike (seq 0..4)
+  event_log log{3 * size};
+  for (int i = 0; i < 5; ++i) {
+    auto& e = log.append(line("012345678" + std::to_string(i % 10)), "run-x");
+    EXPECT_EQ(e.seq, static_cast<uint64_t>(i));
+    EXPECT_EQ(e.run_id, "run-x");
+  }
+  EXPECT_EQ(log.next(), 5u);
+  EXPECT_EQ(log.first(), 2u);
+  EXPECT_EQ(log.size(), 3u);
+  EXPECT_EQ(log.bytes(), 3 * size);
+  std::vector<uint64_t> seqs;
+  log.replay(0, [&](const run_event& e) { seqs.push_back(e.seq); });
+  EXPECT_EQ(seqs, (std::vector<uint64_t>{2, 3, 4}));
+  seqs.clear();
+  log.replay(4, [&](const run_event& e) { seqs.push_back(e.seq); });
+  EXPECT_EQ(seqs, std::vector<uint64_t>{4});
+}
+
+TEST(event_log, keeps_the_newest_event_even_alone_over_the_budget) {
+  event_log log{8};
+  log.append(line("a"), "r");
+  log.append(line(std::string(100, 'b')), "r");
+  EXPECT_EQ(log.size(), 1u);
+  EXPECT_EQ(log.first(), 1u);
+  EXPECT_EQ(log.next(), 2u);
+}
+
+TEST(admission, starts_queues_fifo_and_refuses_beyond_the_queue) {
+  admission a{2, 2};
+  using v = admission::verdict;
+  EXPECT_EQ(a.offer("a"), v::start);
+  EXPECT_EQ(a.offer("b"), v::start);
+  EXPECT_EQ(a.offer("c"), v::queued);
+  EXPECT_EQ(a.offer("d"), v::queued);
+  EXPECT_EQ(a.offer("e"), v::refused);
+  EXPECT_EQ(a.inflight(), 2u);
+  EXPECT_EQ(a.queued(), 2u);
+  EXPECT_EQ(a.release("d"), std::vector<std::string>{}); // a queued run left: no start
+  EXPECT_EQ(a.release("a"), std::vector<std::string>{"c"});
+  EXPECT_EQ(a.release("zz"), std::vector<std::string>{}); // unknown: ignored
+  EXPECT_EQ(a.inflight(), 2u);
+  EXPECT_EQ(a.queued(), 0u);
+  EXPECT_EQ(a.offer("f"), v::queued);
+  EXPECT_EQ(a.release("b"), std::vector<std::string>{"f"});
+}
+
+TEST(admission, never_overtakes_the_queue) {
+  admission a{1, 5};
+  EXPECT_EQ(a.offer("a"), admission::verdict::start);
+  EXPECT_EQ(a.offer("b"), admission::verdict::queued);
+  EXPECT_EQ(a.release("a"), std::vector<std::string>{"b"});
+  EXPECT_EQ(a.offer("c"), admission::verdict::queued);
+}
+
+TEST(executor_settings, defaults_match_the_seed) {
+  auto s = executor_settings_from_env({});
+  ASSERT_TRUE(s);
+  EXPECT_EQ(s->shape, "s-4vcpu-8gb");
+  EXPECT_EQ(s->timeout_seconds, 600u);
+  EXPECT_EQ(s->egress, egress_policy::allow_all());
+  EXPECT_FALSE(s->rootfs);
+  EXPECT_FALSE(s->install_lfx);
+  EXPECT_TRUE(s->pip.empty());
+  EXPECT_EQ(s->max_inflight, 10'000u);
+  EXPECT_EQ(s->max_queued, 10'000u);
+}
+
+TEST(executor_settings, reads_every_variable) {
+  auto s = executor_settings_from_env({{"CREATEOS_EXECUTOR_SHAPE", " s-2vcpu-4gb "},
+                                       {"CREATEOS_EXECUTOR_TIMEOUT_SECONDS", "90"},
+                                       {"CREATEOS_EXECUTOR_EGRESS", "10.0.0.0/8, 1.2.3.4:443"},
+                                       {"CREATEOS_EXECUTOR_ROOTFS", "langflow-1.5"},
+                                       {"CREATEOS_EXECUTOR_INSTALL_LFX", "true"},
+                                       {"CREATEOS_EXECUTOR_PIP", "lfx==0.1, langchain-experimental"},
+                                       {"GUESTFLOW_MAX_INFLIGHT", "3"},
+                                       {"GUESTFLOW_MAX_QUEUED", "0"}});
+  ASSERT_TRUE(s) << s.error().message;
+  EXPECT_EQ(s->shape, "s-2vcpu-4gb");
+  EXPECT_EQ(s->timeout_seconds, 90u);
+  EXPECT_EQ(to_strings(s->egress), (std::vector<std::string>{"1.2.3.4:443", "10.0.0.0/8"}));
+  EXPECT_EQ(s->rootfs, std::optional<std::string>{"langflow-1.5"});
+  EXPECT_TRUE(s->install_lfx);
+  EXPECT_EQ(s->pip, (std::vector<std::string>{"lfx==0.1", "langchain-experimental"}));
+  EXPECT_EQ(s->max_inflight, 3u);
+  EXPECT_EQ(s->max_queued, 0u);
+  auto deny = executor_settings_from_env({{"CREATEOS_EXECUTOR_EGRESS", "240.0.0.0/4"}});
+  ASSERT_TRUE(deny);
+  EXPECT_EQ(deny->egress, egress_policy::deny_all());
+}
+
+TEST(executor_settings, malformed_values_are_refused_naming_the_variable) {
+  for (auto& [key, value] : std::vector<std::pair<std::string, std::string>>{
+         {"CREATEOS_EXECUTOR_TIMEOUT_SECONDS", "abc"},
+         {"CREATEOS_EXECUTOR_TIMEOUT_SECONDS", "0"},
+         {"CREATEOS_EXECUTOR_TIMEOUT_SECONDS", "86401"},
+         {"CREATEOS_EXECUTOR_EGRESS", "api.openai.com"},
+         {"CREATEOS_EXECUTOR_EGRESS", "*,10.0.0.0/8"},
+         {"CREATEOS_EXECUTOR_INSTALL_LFX", "maybe"},
+         {"CREATEOS_EXECUTOR_PIP", "lfx --index-url=http://evil"},
+         {"GUESTFLOW_MAX_INFLIGHT", "0"},
+         {"GUESTFLOW_MAX_QUEUED", "-1"},
+       }) {
+    auto s = executor_settings_from_env({{key, value}});
+    ASSERT_FALSE(s) << key << "=" << value;
+    EXPECT_EQ(s.error().code, ec::bad_request);
+    EXPECT_NE(s.error().message.find(key), std::string::npos) << s.error().message;
+  }
+}
+
+run_request request_for(std::optional<uint32_t> timeout = std::nullopt) {
+  auto r = decode<run_request>(R"({"flow":{"nodes":[{"id":"A","data":{"type":"ChatInput"}}],)"
+                               R"("edges":[]},"outputs":["A"]})");
+  EXPECT_TRUE(r);
+  r->timeout_seconds = timeout;
+  return *r;
+}
+
+const std::vector<guest_asset> assets{{"lfx_path.py", "# lfx"}, {"runner.py", "# runner"}};
+
+TEST(flow_spec, builds_the_execution_of_a_run) {
+  executor_settings s;
+  s.rootfs = "tpl";
+  s.egress = egress_policy::deny_all();
+  s.install_lfx = true;
+  s.pip = {"x"};
+  normalized_inputs in;
+  in.inputs.push_back(run_input{std::string{"hi"}, "any", std::nullopt, {}});
+  in.runtime_options = raw_json{R"({"max_iterations":3})"};
+  auto spec = make_flow_spec(request_for(), in, s, "gf-x-abc123-0123456789", assets);
+  ASSERT_TRUE(spec) << spec.error().message;
+  EXPECT_EQ(spec->name, "gf-x-abc123-0123456789");
+  EXPECT_EQ(spec->create.name, std::optional<std::string>{"gf-x-abc123-0123456789"});
+  EXPECT_EQ(spec->create.shape, "s-4vcpu-8gb");
+  EXPECT_EQ(spec->create.rootfs, std::optional<std::string>{"tpl"});
+  EXPECT_EQ(spec->create.egress, egress_policy::deny_all());
+  EXPECT_EQ(spec->create.envs.at("PYTHONUNBUFFERED"), "1");
+  EXPECT_EQ(spec->create.auto_pause_after_seconds, std::optional<uint32_t>{720});
+  ASSERT_EQ(spec->uploads.size(), 3u);
+  EXPECT_EQ(spec->uploads[0].path, "/workspace/run/spec.json");
+  EXPECT_EQ(spec->uploads[0].content,
+            R"({"graph":{"nodes":[{"id":"A","data":{"type":"ChatInput"}}],"edges":[]},)"
+            R"("inputs":[{"input_value":"hi","type":"any","components":[]}],"outputs":["A"],)"
+            R"("runtime_options":{"max_iterations":3},"install_lfx":true,"pip":["x"]})");
+  EXPECT_EQ(spec->uploads[1].path, "/workspace/run/lfx_path.py");
+  EXPECT_EQ(spec->uploads[2].path, "/workspace/run/runner.py");
+  EXPECT_EQ(spec->uploads[2].content, "# runner");
+  EXPECT_EQ(spec->command.cmd, "timeout");
+  EXPECT_EQ(spec->command.args,
+            (std::vector<std::string>{"--signal=KILL", "600", "python3", "/workspace/run/runner.py",
+                                      "/workspace/run/spec.json"}));
+  EXPECT_EQ(spec->timeout_seconds, 600u);
+  EXPECT_TRUE(spec->stream);
+}
+
+TEST(flow_spec, caller_timeout_is_used_up_to_the_limit_and_refused_beyond) {
+  executor_settings s;
+  s.timeout_seconds = 60;
+  auto spec = make_flow_spec(request_for(30), {}, s, "gf-x-abc123-0123456789", assets);
+  ASSERT_TRUE(spec);
+  EXPECT_EQ(spec->timeout_seconds, 30u);
+  EXPECT_EQ(spec->command.args[1], "30");
+  auto over = make_flow_spec(request_for(61), {}, s, "gf-x-abc123-0123456789", assets);
+  ASSERT_FALSE(over);
+  EXPECT_EQ(over.error().code, ec::bad_request);
+  EXPECT_NE(over.error().message.find("CREATEOS_EXECUTOR_TIMEOUT_SECONDS"), std::string::npos);
+}
+
+TEST(flow_spec, a_build_without_the_runner_is_unavailable) {
+  auto spec = make_flow_spec(request_for(), {}, {}, "gf-x-abc123-0123456789",
+                             {{"lfx_path.py", "#"}});
+  ASSERT_FALSE(spec);
+  EXPECT_EQ(spec.error().code, ec::unavailable);
+}
+
+TEST(guest_assets, the_build_embeds_every_guest_file_byte_for_byte) {
+  namespace fs = std::filesystem;
+  std::vector<std::string> on_disk;
+  for (auto& entry : fs::directory_iterator{fs::path{GUESTFLOW_SOURCE_DIR} / "guest"})
+    if (entry.path().extension() == ".py")
+      on_disk.push_back(entry.path().filename().string());
+  std::sort(on_disk.begin(), on_disk.end());
+  std::vector<std::string> embedded;
+  for (auto& a : guest_assets()) {
+    embedded.emplace_back(a.name);
+    std::ifstream in{fs::path{GUESTFLOW_SOURCE_DIR} / "guest" / std::string{a.name},
+                     std::ios::binary};
+    std::string bytes{std::istreambuf_iterator<char>{in}, {}};
+    EXPECT_EQ(bytes, a.content) << a.name;
+  }
+  EXPECT_EQ(embedded, on_disk);
+  EXPECT_NE(std::find(embedded.begin(), embedded.end(), "runner.py"), embedded.end());
+}
+
+} // namespace
+} // namespace guestflow
