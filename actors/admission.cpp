@@ -19,8 +19,7 @@ admission::verdict admission::offer(const std::string& id) {
 std::vector<std::string> admission::release(const std::string& id) {
   if (inflight_.erase(id) == 0) {
     auto i = std::find(queue_.begin(), queue_.end(), id);
-    if (i != queue_.end())
-      queue_.erase(i);
+    if (i != queue_.end()) queue_.erase(i);
   }
   std::vector<std::string> started;
   while (inflight_.size() < max_inflight_ && !queue_.empty()) {

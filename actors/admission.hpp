@@ -16,7 +16,8 @@ public:
   enum class verdict { start, queued, refused };
 
   explicit admission(uint64_t max_inflight = 1, uint64_t max_queued = 0)
-    : max_inflight_(max_inflight), max_queued_(max_queued) {}
+      : max_inflight_(max_inflight)
+      , max_queued_(max_queued) {}
 
   verdict offer(const std::string& id);
 

@@ -31,8 +31,7 @@ void release(self_ptr self, const std::string& id) {
   auto& st = self->state;
   for (auto& next : st.slots.release(id)) {
     auto i = st.runs.find(next);
-    if (i != st.runs.end())
-      self->send(i->second, run_atom::value);
+    if (i != st.runs.end()) self->send(i->second, run_atom::value);
   }
 }
 
@@ -40,20 +39,19 @@ caf::result<std::string> admit(self_ptr self, run_request& req, run_subscriber_a
                                bool cancel_on_disconnect) {
   auto& st = self->state;
   auto in = run_inputs::normalize(req.inputs, req.runtime_options);
-  if (!in)
-    return make_error(in.error().code, in.error().message);
+  if (!in) return make_error(in.error().code, in.error().message);
   auto name = names::ephemeral(names::guest_kind::executor, st.opts.owner, st.rng);
   auto spec = make_flow_spec(req, *in, st.opts.settings, name, st.opts.assets);
-  if (!spec)
-    return make_error(spec.error().code, spec.error().message);
+  if (!spec) return make_error(spec.error().code, spec.error().message);
   auto id = fresh_run_id(self);
   auto verdict = st.slots.offer(id);
   if (verdict == admission::verdict::refused) {
     ++st.stats.refused;
-    return make_error(ec::capacity,
-                      "the executor is at capacity: " + std::to_string(st.slots.inflight())
-                        + " runs executing and " + std::to_string(st.slots.queued())
-                        + " queued (GUESTFLOW_MAX_INFLIGHT / GUESTFLOW_MAX_QUEUED); retry later");
+    return make_error(
+        ec::capacity,
+        "the executor is at capacity: " + std::to_string(st.slots.inflight()) +
+            " runs executing and " + std::to_string(st.slots.queued()) +
+            " queued (GUESTFLOW_MAX_INFLIGHT / GUESTFLOW_MAX_QUEUED); retry later");
   }
   ++st.stats.accepted;
   for (auto& key : in->ignored)
@@ -65,8 +63,7 @@ caf::result<std::string> admit(self_ptr self, run_request& req, run_subscriber_a
   st.ids.emplace(run.address(), id);
   spdlog::debug("flow run {} admitted as guest {} ({})", id, name,
                 verdict == admission::verdict::start ? "starting" : "queued");
-  if (verdict == admission::verdict::start)
-    self->send(run, run_atom::value);
+  if (verdict == admission::verdict::start) self->send(run, run_atom::value);
   return id;
 }
 
@@ -84,49 +81,49 @@ coordinator(coordinator_actor::stateful_pointer<coordinator_state> self, control
   self->set_down_handler([self](caf::down_msg& dm) {
     auto& st = self->state;
     auto i = st.ids.find(dm.source);
-    if (i == st.ids.end())
-      return;
+    if (i == st.ids.end()) return;
     auto id = std::move(i->second);
     st.ids.erase(i);
     st.runs.erase(id);
     release(self, id); // a run actor that died without its `done`
   });
   return {
-    [self](run_atom, run_request& req) -> caf::result<std::string> {
-      return admit(self, req, {}, false);
-    },
-    [self](run_atom, run_request& req, run_subscriber_actor& first,
-           bool cancel_on_disconnect) -> caf::result<std::string> {
-      return admit(self, req, std::move(first), cancel_on_disconnect);
-    },
-    [self](subscribe_atom, const std::string& id, uint64_t from, run_subscriber_actor& sub,
-           bool cancel_on_disconnect) -> caf::result<uint64_t> {
-      auto i = self->state.runs.find(id);
-      if (i == self->state.runs.end())
-        return make_error(ec::not_found, "no run " + id + " (unknown, or finished and expired)");
-      return self->delegate(i->second, subscribe_atom::value, from, std::move(sub),
-                            cancel_on_disconnect);
-    },
-    [self](cancel_atom, const std::string& id) -> caf::result<bool> {
-      auto i = self->state.runs.find(id);
-      if (i == self->state.runs.end())
-        return make_error(ec::not_found, "no run " + id + " (unknown, or finished and expired)");
-      return self->delegate(i->second, cancel_atom::value);
-    },
-    [self](stats_atom) {
-      auto& st = self->state;
-      auto s = st.stats;
-      s.inflight = st.slots.inflight();
-      s.queued = st.slots.queued();
-      s.runs = st.runs.size();
-      return s;
-    },
-    [self](done_atom, const std::string& id) {
-      if (self->state.runs.count(id) == 0)
-        return;
-      ++self->state.stats.finished;
-      release(self, id);
-    },
+      [self](run_atom, run_request& req) -> caf::result<std::string> {
+        return admit(self, req, {}, false);
+      },
+      [self](run_atom, run_request& req, run_subscriber_actor& first,
+             bool cancel_on_disconnect) -> caf::result<std::string> {
+        return admit(self, req, std::move(first), cancel_on_disconnect);
+      },
+      [self](subscribe_atom, const std::string& id, uint64_t from, run_subscriber_actor& sub,
+             bool cancel_on_disconnect) -> caf::result<uint64_t> {
+        auto i = self->state.runs.find(id);
+        if (i == self->state.runs.end())
+          return make_error(ec::not_found,
+                            "no run " + id + " (unknown, or finished and expired)");
+        return self->delegate(i->second, subscribe_atom::value, from, std::move(sub),
+                              cancel_on_disconnect);
+      },
+      [self](cancel_atom, const std::string& id) -> caf::result<bool> {
+        auto i = self->state.runs.find(id);
+        if (i == self->state.runs.end())
+          return make_error(ec::not_found,
+                            "no run " + id + " (unknown, or finished and expired)");
+        return self->delegate(i->second, cancel_atom::value);
+      },
+      [self](stats_atom) {
+        auto& st = self->state;
+        auto s = st.stats;
+        s.inflight = st.slots.inflight();
+        s.queued = st.slots.queued();
+        s.runs = st.runs.size();
+        return s;
+      },
+      [self](done_atom, const std::string& id) {
+        if (self->state.runs.count(id) == 0) return;
+        ++self->state.stats.finished;
+        release(self, id);
+      },
   };
 }
 

@@ -7,7 +7,6 @@
 #include "actors/guest_assets.hpp"
 
 #include <caf/stateful_actor.hpp>
-
 #include <cstdint>
 #include <map>
 #include <random>
@@ -18,11 +17,11 @@
 namespace guestflow {
 
 struct coordinator_options {
-  executor_settings settings;  ///< executor_settings_from_env at startup
-  std::string owner;           ///< names::owner_id of this runtime (guest names)
+  executor_settings settings; ///< executor_settings_from_env at startup
+  std::string owner;          ///< names::owner_id of this runtime (guest names)
   flow_run_options run;
   std::vector<guest_asset> assets = guest_assets(); ///< what every guest gets in /workspace/run
-  uint64_t seed = 0;           ///< run ids and guest names; 0 = std::random_device
+  uint64_t seed = 0; ///< run ids and guest names; 0 = std::random_device
 };
 
 struct coordinator_state {

@@ -13,7 +13,8 @@ namespace guestflow {
 /// newest event is always kept, even alone over the budget.
 class event_log {
 public:
-  explicit event_log(size_t max_bytes = size_t{4} << 20) : max_bytes_(max_bytes) {}
+  explicit event_log(size_t max_bytes = size_t{4} << 20)
+      : max_bytes_(max_bytes) {}
 
   /// Stamps `e` with `run_id` and the next seq, records it and returns it.
   const run_event& append(run_event e, const std::string& run_id);
@@ -24,7 +25,7 @@ public:
   size_t size() const noexcept { return events_.size(); }
 
   /// Calls `f(const run_event&)` for every retained event with seq ≥ from, in order.
-  template <class F>
+  template<class F>
   void replay(uint64_t from, F&& f) const {
     for (auto i = from > first_ ? from - first_ : 0; i < events_.size(); ++i)
       f(events_[i].event);

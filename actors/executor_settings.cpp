@@ -10,8 +10,7 @@ constexpr std::string_view blanks = " \t\r\n";
 
 std::string_view trim(std::string_view s) {
   auto b = s.find_first_not_of(blanks);
-  if (b == std::string_view::npos)
-    return {};
+  if (b == std::string_view::npos) return {};
   return s.substr(b, s.find_last_not_of(blanks) - b + 1);
 }
 
@@ -21,8 +20,7 @@ std::vector<std::string> split(std::string_view text, std::string_view seps) {
   size_t i = 0;
   while (i <= text.size()) {
     auto j = std::min(text.find_first_of(seps, i), text.size());
-    if (auto item = trim(text.substr(i, j - i)); !item.empty())
-      out.emplace_back(item);
+    if (auto item = trim(text.substr(i, j - i)); !item.empty()) out.emplace_back(item);
     i = j + 1;
   }
   return out;
@@ -31,36 +29,33 @@ std::vector<std::string> split(std::string_view text, std::string_view seps) {
 /// One variable at a time; the first malformed one wins.
 class env_reader {
 public:
-  explicit env_reader(const policy::env_map& env) : env_(env) {}
+  explicit env_reader(const policy::env_map& env)
+      : env_(env) {}
 
   /// The value with blanks trimmed, or nullopt when unset or blank.
   std::optional<std::string> text(const char* key) const {
     auto i = env_.find(key);
-    if (i == env_.end())
-      return std::nullopt;
+    if (i == env_.end()) return std::nullopt;
     auto v = trim(i->second);
-    if (v.empty())
-      return std::nullopt;
+    if (v.empty()) return std::nullopt;
     return std::string{v};
   }
 
-  template <class T>
+  template<class T>
   void number(const char* key, T& out, T min, T max) {
     auto v = text(key);
-    if (!v || error)
-      return;
+    if (!v || error) return;
     T x{};
     auto [end, err] = std::from_chars(v->data(), v->data() + v->size(), x);
     if (err != std::errc{} || end != v->data() + v->size() || x < min || x > max)
-      return refuse(key, "expected an integer in " + std::to_string(min) + ".."
-                           + std::to_string(max) + ", got '" + *v + "'");
+      return refuse(key, "expected an integer in " + std::to_string(min) + ".." +
+                             std::to_string(max) + ", got '" + *v + "'");
     out = x;
   }
 
   void flag(const char* key, bool& out) {
     auto v = text(key);
-    if (!v || error)
-      return;
+    if (!v || error) return;
     if (auto b = policy::parse_bool(*v))
       out = *b;
     else
@@ -68,8 +63,7 @@ public:
   }
 
   void refuse(const char* key, const std::string& why) {
-    if (!error)
-      error = fail(ec::bad_request, std::string{key} + ": " + why);
+    if (!error) error = fail(ec::bad_request, std::string{key} + ": " + why);
   }
 
   std::optional<failure> error;
@@ -83,17 +77,14 @@ private:
 result<executor_settings> executor_settings_from_env(const policy::env_map& env) {
   executor_settings s;
   env_reader r{env};
-  if (auto v = r.text("CREATEOS_EXECUTOR_SHAPE"))
-    s.shape = *v;
+  if (auto v = r.text("CREATEOS_EXECUTOR_SHAPE")) s.shape = *v;
   r.number<uint32_t>("CREATEOS_EXECUTOR_TIMEOUT_SECONDS", s.timeout_seconds, 1, 86'400);
   if (auto v = r.text("CREATEOS_EXECUTOR_EGRESS")) {
     auto policy = parse_egress(split(*v, ","), "CREATEOS_EXECUTOR_EGRESS");
-    if (!policy)
-      return policy.error(); // already names the variable
+    if (!policy) return policy.error(); // already names the variable
     s.egress = std::move(*policy);
   }
-  if (auto v = r.text("CREATEOS_EXECUTOR_ROOTFS"))
-    s.rootfs = *v;
+  if (auto v = r.text("CREATEOS_EXECUTOR_ROOTFS")) s.rootfs = *v;
   r.flag("CREATEOS_EXECUTOR_INSTALL_LFX", s.install_lfx);
   if (auto v = r.text("CREATEOS_EXECUTOR_PIP")) {
     s.pip = split(*v, ", \t");
@@ -103,8 +94,7 @@ result<executor_settings> executor_settings_from_env(const policy::env_map& env)
   }
   r.number<uint64_t>("GUESTFLOW_MAX_INFLIGHT", s.max_inflight, 1, uint64_t{1} << 32);
   r.number<uint64_t>("GUESTFLOW_MAX_QUEUED", s.max_queued, 0, uint64_t{1} << 32);
-  if (r.error)
-    return *r.error;
+  if (r.error) return *r.error;
   return s;
 }
 

@@ -15,14 +15,14 @@ namespace guestflow {
 /// coordinator's admission limits. Read from an environment map so that tests and the CLI
 /// share one parser; actors never call getenv.
 struct executor_settings {
-  std::string shape = "s-4vcpu-8gb";          ///< CREATEOS_EXECUTOR_SHAPE
-  uint32_t timeout_seconds = 600;             ///< CREATEOS_EXECUTOR_TIMEOUT_SECONDS
+  std::string shape = "s-4vcpu-8gb";                 ///< CREATEOS_EXECUTOR_SHAPE
+  uint32_t timeout_seconds = 600;                    ///< CREATEOS_EXECUTOR_TIMEOUT_SECONDS
   egress_policy egress = egress_policy::allow_all(); ///< CREATEOS_EXECUTOR_EGRESS ("*")
-  std::optional<std::string> rootfs;          ///< CREATEOS_EXECUTOR_ROOTFS
-  bool install_lfx = false;                   ///< CREATEOS_EXECUTOR_INSTALL_LFX
-  std::vector<std::string> pip;               ///< CREATEOS_EXECUTOR_PIP
-  uint64_t max_inflight = 10'000;             ///< GUESTFLOW_MAX_INFLIGHT
-  uint64_t max_queued = 10'000;               ///< GUESTFLOW_MAX_QUEUED
+  std::optional<std::string> rootfs;                 ///< CREATEOS_EXECUTOR_ROOTFS
+  bool install_lfx = false;                          ///< CREATEOS_EXECUTOR_INSTALL_LFX
+  std::vector<std::string> pip;                      ///< CREATEOS_EXECUTOR_PIP
+  uint64_t max_inflight = 10'000;                    ///< GUESTFLOW_MAX_INFLIGHT
+  uint64_t max_queued = 10'000;                      ///< GUESTFLOW_MAX_QUEUED
 };
 
 /// Reads the settings. A malformed value is bad_request naming the variable, never a

@@ -1,12 +1,11 @@
 #include "actors/flow_run.hpp"
 
+#include <algorithm>
 #include <caf/event_based_actor.hpp>
 #include <caf/exit_reason.hpp>
 #include <caf/mailbox_element.hpp>
 #include <caf/send.hpp>
 #include <spdlog/spdlog.h>
-
-#include <algorithm>
 
 namespace guestflow {
 namespace {
@@ -26,19 +25,16 @@ void deliver(self_ptr self, const run_subscriber_actor& to, const caf::message& 
 void publish(self_ptr self, run_event e) {
   auto& st = self->state;
   auto& stamped = st.log.append(std::move(e), st.run_id);
-  if (st.subs.empty())
-    return;
+  if (st.subs.empty()) return;
   auto msg = caf::make_message(stamped);
   for (auto& s : st.subs)
-    if (s.from <= stamped.seq)
-      deliver(self, s.handle, msg);
+    if (s.from <= stamped.seq) deliver(self, s.handle, msg);
 }
 
 /// The single terminal event; then the slot is freed and the run waits for late joiners.
 void end(self_ptr self, run_event terminal) {
   auto& st = self->state;
-  if (st.at == phase::ended)
-    return;
+  if (st.at == phase::ended) return;
   st.at = phase::ended;
   spdlog::debug("flow run {}: {} after {} events", st.run_id,
                 terminal.type == run_event::kind::complete ? "complete" : "error",
@@ -47,27 +43,25 @@ void end(self_ptr self, run_event terminal) {
   for (auto& s : st.subs)
     self->demonitor(s.addr);
   st.subs.clear();
-  if (st.parent)
-    self->send(st.parent, done_atom::value, st.run_id);
+  if (st.parent) self->send(st.parent, done_atom::value, st.run_id);
+  if (st.opts.retention.count() == 0) return self->quit();
   self->delayed_send(self, st.opts.retention, expire_atom::value);
 }
 
 void stop_execution(self_ptr self) {
   auto& st = self->state;
-  if (st.stopping || !st.exec)
-    return;
+  if (st.stopping || !st.exec) return;
   st.stopping = true;
   self->send(st.exec, cancel_atom::value);
 }
 
 void cancel(self_ptr self, std::string reason) {
   auto& st = self->state;
-  if (st.at == phase::ended)
-    return;
-  if (!st.cancel_reason)
-    st.cancel_reason = std::move(reason);
+  if (st.at == phase::ended) return;
+  if (!st.cancel_reason) st.cancel_reason = std::move(reason);
   if (st.at == phase::queued)
-    return end(self, st.frames.finish(fail(ec::guest_failed, "run cancelled: " + *st.cancel_reason)));
+    return end(self,
+               st.frames.finish(fail(ec::guest_failed, "run cancelled: " + *st.cancel_reason)));
   stop_execution(self);
 }
 
@@ -81,8 +75,7 @@ void execution_failed(self_ptr self, const caf::error& err) {
 
 void start(self_ptr self) {
   auto& st = self->state;
-  if (st.at != phase::queued)
-    return;
+  if (st.at != phase::queued) return;
   st.at = phase::running;
   auto eopts = st.opts.execution;
   eopts.listener = exec_sink_actor{self};
@@ -91,23 +84,28 @@ void start(self_ptr self) {
   // The execution answers after its own deadlines (create, uploads, exec, delete); this
   // backstop only covers an execution that stopped answering altogether.
   auto calls = static_cast<int64_t>(st.spec.uploads.size() + 3);
-  auto backstop = std::chrono::seconds{st.spec.timeout_seconds} + eopts.exec_grace
-                  + std::chrono::seconds{10} + eopts.call_timeout * calls;
+  auto backstop = std::chrono::seconds{st.spec.timeout_seconds} + eopts.exec_grace +
+                  std::chrono::seconds{10} + eopts.call_timeout * calls;
   self->request(st.exec, backstop, run_atom::value, st.spec)
-    .then([self](execution_report& r) { end(self, self->state.frames.finish(r)); },
-          [self](caf::error& err) {
-            stop_execution(self); // a lost answer: make sure the guest goes anyway
-            execution_failed(self, err);
-          });
+      .then([self](execution_report& r) { end(self, self->state.frames.finish(r)); },
+            [self](caf::error& err) {
+              stop_execution(self); // a lost answer: make sure the guest goes anyway
+              execution_failed(self, err);
+            });
 }
 
+/// Adds a subscriber; one that subscribes again is moved to its new position instead of
+/// receiving every event twice.
 void attach(self_ptr self, run_subscriber_actor sub, uint64_t from, bool cancel_on_disconnect) {
   auto& st = self->state;
   auto addr = caf::actor_cast<caf::actor_addr>(sub);
-  auto known = std::any_of(st.subs.begin(), st.subs.end(),
-                           [&](const flow_run_state::subscriber& s) { return s.addr == addr; });
-  if (!known)
-    self->monitor(sub);
+  for (auto& s : st.subs)
+    if (s.addr == addr) {
+      s.from = from;
+      s.cancel_on_disconnect = cancel_on_disconnect;
+      return;
+    }
+  self->monitor(sub);
   st.subs.push_back({std::move(sub), std::move(addr), from, cancel_on_disconnect});
 }
 
@@ -115,12 +113,11 @@ caf::result<uint64_t> subscribe(self_ptr self, uint64_t from, run_subscriber_act
                                 bool cancel_on_disconnect) {
   auto& st = self->state;
   auto next = st.log.next();
-  if (!sub)
-    return make_error(ec::bad_request, "subscribe: no subscriber");
+  if (!sub) return make_error(ec::bad_request, "subscribe: no subscriber");
   if (from > next || (st.at == phase::ended && from == next))
     return make_error(ec::bad_request,
-                      "from_seq " + std::to_string(from) + " is past the run's "
-                        + (st.at == phase::ended ? "last event " + std::to_string(next - 1)
+                      "from_seq " + std::to_string(from) + " is past the run's " +
+                          (st.at == phase::ended ? "last event " + std::to_string(next - 1)
                                                  : "next event " + std::to_string(next)));
   if (from < st.log.first()) {
     run_event e;
@@ -128,16 +125,15 @@ caf::result<uint64_t> subscribe(self_ptr self, uint64_t from, run_subscriber_act
     e.seq = from;
     e.type = run_event::kind::error;
     e.code = ec::capacity;
-    e.message = "events " + std::to_string(from) + ".." + std::to_string(st.log.first() - 1)
-                + " of run " + st.run_id + " were evicted from its replay buffer ("
-                + std::to_string(st.opts.replay_bytes) + " bytes); subscribe from seq "
-                + std::to_string(st.log.first()) + " or later";
+    e.message = "events " + std::to_string(from) + ".." + std::to_string(st.log.first() - 1) +
+                " of run " + st.run_id + " were evicted from its replay buffer (" +
+                std::to_string(st.opts.replay_bytes) + " bytes); subscribe from seq " +
+                std::to_string(st.log.first()) + " or later";
     self->send(sub, std::move(e));
     return next;
   }
   st.log.replay(from, [&](const run_event& e) { self->send(sub, e); });
-  if (st.at != phase::ended)
-    attach(self, std::move(sub), from, cancel_on_disconnect);
+  if (st.at != phase::ended) attach(self, std::move(sub), from, cancel_on_disconnect);
   return next;
 }
 
@@ -146,29 +142,23 @@ void on_down(self_ptr self, const caf::down_msg& dm) {
   if (st.exec && dm.source == st.exec.address()) {
     // The answer arrives before the down message; still running means none will come.
     if (st.at == phase::running)
-      execution_failed(self, make_error(ec::unavailable, "the execution ended without a report"));
+      execution_failed(self,
+                       make_error(ec::unavailable, "the execution ended without a report"));
     return;
   }
   if (st.parent && dm.source == st.parent.address()) {
     st.parent = coordinator_actor{};
     st.opts.retention = std::chrono::seconds{0};
-    if (st.at == phase::ended)
-      return self->quit();
+    if (st.at == phase::ended) return self->quit();
     return cancel(self, "the coordinator stopped");
   }
-  bool cancel_on_disconnect = false;
-  auto gone = std::remove_if(st.subs.begin(), st.subs.end(),
-                             [&](const flow_run_state::subscriber& s) {
-                               if (s.addr != dm.source)
-                                 return false;
-                               cancel_on_disconnect |= s.cancel_on_disconnect;
-                               return true;
-                             });
-  if (gone == st.subs.end())
-    return;
-  st.subs.erase(gone, st.subs.end());
-  if (st.subs.empty() && cancel_on_disconnect)
-    cancel(self, "the last subscriber disconnected");
+  auto i =
+      std::find_if(st.subs.begin(), st.subs.end(),
+                   [&](const flow_run_state::subscriber& s) { return s.addr == dm.source; });
+  if (i == st.subs.end()) return;
+  auto cancel_on_disconnect = i->cancel_on_disconnect;
+  st.subs.erase(i);
+  if (st.subs.empty() && cancel_on_disconnect) cancel(self, "the last subscriber disconnected");
 }
 
 } // namespace
@@ -186,8 +176,7 @@ flow_run_actor::behavior_type flow_run(flow_run_actor::stateful_pointer<flow_run
   st.opts.frames.timeout_seconds = st.spec.timeout_seconds;
   st.frames = frame_translator{st.opts.frames};
   st.log = event_log{st.opts.replay_bytes};
-  if (st.parent)
-    self->monitor(st.parent);
+  if (st.parent) self->monitor(st.parent);
   if (init.first_subscriber)
     attach(self, std::move(init.first_subscriber), 0, init.first_cancel_on_disconnect);
   // Subscribers must not wait forever on a run actor that died: they get an error, and
@@ -198,30 +187,28 @@ flow_run_actor::behavior_type flow_run(flow_run_actor::stateful_pointer<flow_run
   });
   self->set_down_handler([self](caf::down_msg& dm) { on_down(self, dm); });
   return {
-    [self](run_atom) { start(self); },
-    [self](subscribe_atom, uint64_t from, run_subscriber_actor& sub,
-           bool cancel_on_disconnect) -> caf::result<uint64_t> {
-      return subscribe(self, from, std::move(sub), cancel_on_disconnect);
-    },
-    [self](cancel_atom) -> bool {
-      if (self->state.at == phase::ended)
-        return false;
-      cancel(self, "cancelled by the caller");
-      return true;
-    },
-    [self](exec_stream_line& line) {
-      auto& st = self->state;
-      if (st.at != phase::running
-          || caf::actor_cast<caf::actor_addr>(self->current_sender()) != st.exec.address())
-        return;
-      st.scratch.clear();
-      st.frames.on_line(line, st.scratch);
-      for (auto& e : st.scratch)
-        publish(self, std::move(e));
-      if (st.frames.violation())
-        stop_execution(self);
-    },
-    [self](expire_atom) { self->quit(); },
+      [self](run_atom) { start(self); },
+      [self](subscribe_atom, uint64_t from, run_subscriber_actor& sub,
+             bool cancel_on_disconnect) -> caf::result<uint64_t> {
+        return subscribe(self, from, std::move(sub), cancel_on_disconnect);
+      },
+      [self](cancel_atom) -> bool {
+        if (self->state.at == phase::ended) return false;
+        cancel(self, "cancelled by the caller");
+        return true;
+      },
+      [self](exec_stream_line& line) {
+        auto& st = self->state;
+        if (st.at != phase::running ||
+            caf::actor_cast<caf::actor_addr>(self->current_sender()) != st.exec.address())
+          return;
+        st.scratch.clear();
+        st.frames.on_line(line, st.scratch);
+        for (auto& e : st.scratch)
+          publish(self, std::move(e));
+        if (st.frames.violation()) stop_execution(self);
+      },
+      [self](expire_atom) { self->quit(); },
   };
 }
 

@@ -6,7 +6,6 @@
 #include "actors/frame_translator.hpp"
 
 #include <caf/stateful_actor.hpp>
-
 #include <chrono>
 #include <optional>
 #include <string>

@@ -23,10 +23,10 @@ result<execution_spec> make_flow_spec(const run_request& req, const normalized_i
                                       const std::vector<guest_asset>& assets) {
   auto timeout = req.timeout_seconds.value_or(s.timeout_seconds);
   if (timeout == 0 || timeout > s.timeout_seconds)
-    return fail(ec::bad_request, "timeout_seconds: " + std::to_string(timeout)
-                                   + " exceeds the executor's limit of "
-                                   + std::to_string(s.timeout_seconds)
-                                   + " s (CREATEOS_EXECUTOR_TIMEOUT_SECONDS)");
+    return fail(ec::bad_request, "timeout_seconds: " + std::to_string(timeout) +
+                                     " exceeds the executor's limit of " +
+                                     std::to_string(s.timeout_seconds) +
+                                     " s (CREATEOS_EXECUTOR_TIMEOUT_SECONDS)");
   auto has_runner = std::any_of(assets.begin(), assets.end(),
                                 [](const guest_asset& a) { return a.name == "runner.py"; });
   if (!has_runner)
@@ -51,7 +51,8 @@ result<execution_spec> make_flow_spec(const run_request& req, const normalized_i
   spec.uploads.push_back({in_run_dir("spec.json"), encode(program)});
   for (auto& a : assets)
     spec.uploads.push_back({in_run_dir(a.name), std::string{a.content}});
-  spec.command = with_timeout(timeout, "python3", {in_run_dir("runner.py"), in_run_dir("spec.json")});
+  spec.command =
+      with_timeout(timeout, "python3", {in_run_dir("runner.py"), in_run_dir("spec.json")});
   spec.timeout_seconds = timeout;
   spec.stream = true;
   return spec;

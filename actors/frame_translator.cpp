@@ -11,12 +11,10 @@ run_event event_of(run_event::kind k) {
 
 /// A failed vertex's message: its outputs' `error`, else its logs, else its outputs.
 std::string vertex_error(const guest_frame& f) {
-  if (auto e = error_member(f.vertex_outputs))
-    return *e;
-  if (!f.logs.empty())
-    return f.logs;
-  if (!f.vertex_outputs.empty() && f.vertex_outputs.text != "{}"
-      && f.vertex_outputs.text != "null")
+  if (auto e = error_member(f.vertex_outputs)) return *e;
+  if (!f.logs.empty()) return f.logs;
+  if (!f.vertex_outputs.empty() && f.vertex_outputs.text != "{}" &&
+      f.vertex_outputs.text != "null")
     return f.vertex_outputs.text;
   return "vertex " + (f.name.empty() ? f.id : f.name) + " failed without a message";
 }
@@ -31,24 +29,22 @@ run_event error_event(const failure& f) {
 }
 
 frame_translator::frame_translator(frame_translator_options opts)
-  : opts_(opts), lines_(opts.max_line) {
-}
+    : opts_(opts)
+    , lines_(opts.max_line) {}
 
 void frame_translator::violate(std::string message) {
-  if (!violation_)
-    violation_ = fail(ec::guest_failed, std::move(message));
+  if (!violation_) violation_ = fail(ec::guest_failed, std::move(message));
 }
 
 void frame_translator::on_line(const exec_stream_line& line, std::vector<run_event>& out) {
   using k = exec_stream_line::kind;
   switch (line.type) {
   case k::stdout_chunk:
-    if (violation_)
-      return;
+    if (violation_) return;
     if (!lines_.feed(line.text, [&](std::string_view l) { on_stdout_line(l, out); }))
-      violate("the runner printed a line longer than " + std::to_string(opts_.max_line)
-              + " bytes (the frame limit); the run was stopped. Output that large belongs "
-                "in a file, not on stdout");
+      violate("the runner printed a line longer than " + std::to_string(opts_.max_line) +
+              " bytes (the frame limit); the run was stopped. Output that large belongs "
+              "in a file, not on stdout");
     return;
   case k::stderr_chunk:
     stderr_ += line.text;
@@ -65,8 +61,7 @@ void frame_translator::on_line(const exec_stream_line& line, std::vector<run_eve
 }
 
 void frame_translator::on_stdout_line(std::string_view line, std::vector<run_event>& out) {
-  if (violation_)
-    return;
+  if (violation_) return;
   decode_limits limits;
   limits.max_bytes = opts_.max_line;
   auto frame = decode_frame(line, limits);
@@ -123,10 +118,8 @@ void frame_translator::on_stdout_line(std::string_view line, std::vector<run_eve
 
 std::string frame_translator::stderr_excerpt() const {
   std::string out;
-  if (!stream_error_.empty())
-    out += "; control plane: " + stream_error_;
-  if (stderr_.empty())
-    return out;
+  if (!stream_error_.empty()) out += "; control plane: " + stream_error_;
+  if (stderr_.empty()) return out;
   auto n = std::min(stderr_.size(), opts_.stderr_excerpt);
   auto from = stderr_.size() - n;
   while (from < stderr_.size() && (static_cast<unsigned char>(stderr_[from]) & 0xC0) == 0x80)
@@ -144,31 +137,31 @@ run_event frame_translator::finish(const failure& f) {
 }
 
 run_event frame_translator::finish(const execution_report& report) {
-  if (violation_)
-    return error_event(*violation_);
+  if (violation_) return error_event(*violation_);
   auto exit = report.result.exit_code;
   if (report.outcome == ec::timeout)
-    return error_event(fail(ec::timeout, "the flow ran past its " + std::to_string(opts_.timeout_seconds)
-                                           + " s limit and was killed" + stderr_excerpt()));
+    return error_event(fail(ec::timeout, "the flow ran past its " +
+                                             std::to_string(opts_.timeout_seconds) +
+                                             " s limit and was killed" + stderr_excerpt()));
   if (report.outcome == ec::oom)
     return error_event(fail(ec::oom, "the guest ran out of memory (exit 137); use a larger "
-                                     "CREATEOS_EXECUTOR_SHAPE" + stderr_excerpt()));
-  if (fatal_)
-    return error_event(fail(ec::guest_failed, *fatal_));
+                                     "CREATEOS_EXECUTOR_SHAPE" +
+                                         stderr_excerpt()));
+  if (fatal_) return error_event(fail(ec::guest_failed, *fatal_));
   if (lines_.pending() > 0)
     return error_event(fail(ec::guest_failed,
-                            "runner output ended in the middle of a frame ("
-                              + std::to_string(lines_.pending())
-                              + " bytes without a newline, exit code " + std::to_string(exit)
-                              + "): the guest was killed mid-line" + stderr_excerpt()));
+                            "runner output ended in the middle of a frame (" +
+                                std::to_string(lines_.pending()) +
+                                " bytes without a newline, exit code " + std::to_string(exit) +
+                                "): the guest was killed mid-line" + stderr_excerpt()));
   if (!done_)
-    return error_event(fail(ec::guest_failed,
-                            "runner output ended without a done frame (exit code "
-                              + std::to_string(exit) + ")" + stderr_excerpt()));
+    return error_event(
+        fail(ec::guest_failed, "runner output ended without a done frame (exit code " +
+                                   std::to_string(exit) + ")" + stderr_excerpt()));
   if (exit != 0)
-    return error_event(fail(ec::guest_failed, "the runner exited with code "
-                                                + std::to_string(exit)
-                                                + " after its done frame" + stderr_excerpt()));
+    return error_event(fail(ec::guest_failed, "the runner exited with code " +
+                                                  std::to_string(exit) +
+                                                  " after its done frame" + stderr_excerpt()));
   auto e = event_of(run_event::kind::complete);
   e.run_outputs_list = outputs_;
   return e;

@@ -13,7 +13,7 @@
 namespace guestflow {
 
 struct frame_translator_options {
-  size_t max_line = size_t{1} << 20;    ///< one frame; longer fails the run
+  size_t max_line = size_t{1} << 20;     ///< one frame; longer fails the run
   size_t stderr_tail = size_t{64} << 10; ///< stderr kept for error messages
   size_t stderr_excerpt = 2048;          ///< of which quoted in a message
   uint32_t timeout_seconds = 0;          ///< the guest's wall clock, for the timeout message

@@ -11,11 +11,12 @@ namespace guestflow {
 /// assembler stops there (`overflowed()`) and ignores the rest of the stream.
 class line_assembler {
 public:
-  explicit line_assembler(size_t max_line) : max_line_(max_line) {}
+  explicit line_assembler(size_t max_line)
+      : max_line_(max_line) {}
 
   /// Calls `on_line(std::string_view)` for every complete line in `chunk` (without its
   /// '\n' and a '\r' before it). Returns false once a line exceeded the cap.
-  template <class F>
+  template<class F>
   bool feed(std::string_view chunk, F&& on_line) {
     while (!overflowed_ && !chunk.empty()) {
       auto nl = chunk.find('\n');

@@ -10,10 +10,10 @@ namespace guestflow {
 /// Caller inputs and runtime options as the guest runner gets them.
 struct normalized_inputs {
   std::vector<run_input> inputs;
-  raw_json runtime_options;          ///< the forwarded keys only, as an object (`{}` if none)
-  std::string inputs_from;           ///< "inputs", "runtime_options.initial_inputs" or ""
-  std::vector<std::string> dropped;  ///< keys that cannot cross a process boundary
-  std::vector<std::string> ignored;  ///< unknown and `_`-prefixed keys
+  raw_json runtime_options;         ///< the forwarded keys only, as an object (`{}` if none)
+  std::string inputs_from;          ///< "inputs", "runtime_options.initial_inputs" or ""
+  std::vector<std::string> dropped; ///< keys that cannot cross a process boundary
+  std::vector<std::string> ignored; ///< unknown and `_`-prefixed keys
 };
 
 /// Normalizes a caller's inputs the way seed 000 describes lfx's executor seam: caller
@@ -21,7 +21,7 @@ struct normalized_inputs {
 /// `inputs=[]`) or as `inputs`; both are accepted, whichever is non-empty, and when both
 /// are given they must agree (otherwise bad_request: no silent choice). Each may be a
 /// string, `{input_value, type?, session?, components?}` or a list of such objects.
-/// `max_iterations` (integer ≥ 0), `config` (object), `reset_output_values` and
+/// `max_iterations` (integer ≥ 1), `config` (object), `reset_output_values` and
 /// `fallback_to_env_vars` (booleans) are forwarded, `null` counting as absent;
 /// `event_manager` and `session_id` cannot cross a process boundary and are dropped with a
 /// debug log; unknown and `_`-prefixed keys are ignored.

@@ -13,6 +13,9 @@ runtime::runtime(caf::actor_system& sys, std::shared_ptr<cp::client> client,
   reaper_ = sys_.spawn(guestflow::reaper, cp_, opts_.reaper);
   lifecycle_ = sys_.spawn(guestflow::lifecycle, cp_, opts_.lifecycle);
   registry_ = sys_.spawn(guestflow::guest_registry, cp_, lifecycle_, opts_.registry);
+  opts_.coordinator.owner = opts_.owner;
+  opts_.coordinator.run.execution = opts_.execution;
+  coordinator_ = sys_.spawn(guestflow::coordinator, cp_, reaper_, opts_.coordinator);
 }
 
 runtime::~runtime() {
@@ -33,6 +36,7 @@ void runtime::stop() {
   stopped_ = true;
   caf::anon_send_exit(registry_, caf::exit_reason::user_shutdown);
   caf::anon_send_exit(lifecycle_, caf::exit_reason::user_shutdown);
+  caf::anon_send_exit(coordinator_, caf::exit_reason::user_shutdown);
   caf::anon_send_exit(reaper_, caf::exit_reason::user_shutdown);
   caf::anon_send_exit(cp_, caf::exit_reason::user_shutdown);
   if (client_)

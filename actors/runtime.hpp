@@ -1,6 +1,7 @@
 #pragma once
 
 #include "actors/controlplane.hpp"
+#include "actors/coordinator.hpp"
 #include "actors/execution.hpp"
 #include "actors/guest_registry.hpp"
 #include "actors/lifecycle.hpp"
@@ -20,11 +21,13 @@ struct runtime_options {
   execution_options execution;
   lifecycle_options lifecycle;
   guest_registry_options registry;
+  coordinator_options coordinator; ///< owner and execution options are filled in
 };
 
 /// The long-lived actors of one runtime, wired together: the control-plane actor around
 /// one client, the reaper that guarantees deletion, and the reuse registry with the
-/// lifecycle actor that resumes paused reusable guests. Surfaces (CLI, bridge) spawn one
+/// lifecycle actor that resumes paused reusable guests, and the coordinator of whole-flow
+/// runs. Surfaces (CLI, bridge) spawn one
 /// execution per run from here. Non-blocking; shutdown is the caller's to sequence
 /// (drain the reaper first, then stop()).
 class runtime {
@@ -38,6 +41,7 @@ public:
   caf::actor_system& system() const noexcept { return sys_; }
   const controlplane_actor& controlplane() const noexcept { return cp_; }
   const reaper_actor& reaper() const noexcept { return reaper_; }
+  const coordinator_actor& coordinator() const noexcept { return coordinator_; }
   const lifecycle_actor& lifecycle() const noexcept { return lifecycle_; }
   const guest_registry_actor& registry() const noexcept { return registry_; }
   const runtime_options& options() const noexcept { return opts_; }
@@ -58,6 +62,7 @@ private:
   reaper_actor reaper_;
   lifecycle_actor lifecycle_;
   guest_registry_actor registry_;
+  coordinator_actor coordinator_;
   bool stopped_ = false;
 };
 

@@ -1,5 +1,6 @@
 #include "apps/cli_session.hpp"
 
+#include "actors/executor_settings.hpp"
 #include "actors/guest_names.hpp"
 #include "controlplane/local/embedded.hpp"
 #include "messages/type_ids.hpp"
@@ -103,6 +104,10 @@ result<std::unique_ptr<session>> session::open(const cp::env_map& env, signal_wa
   s->sys_ = std::make_unique<caf::actor_system>(*s->cfg_);
   runtime_options ro;
   ro.owner = s->owner_;
+  auto executor = executor_settings_from_env(env);
+  if (!executor)
+    return executor.error();
+  ro.coordinator.settings = std::move(*executor);
   s->rt_ = std::make_unique<runtime>(*s->sys_, std::move(*client), ro);
   return s;
 }

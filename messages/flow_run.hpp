@@ -16,20 +16,21 @@
 namespace guestflow {
 
 /// One caller input as lfx's `InputValueRequest`: `{input_value, type, session,
-/// components}`. `type` is "chat", "text" or "any" (lfx's default: every input vertex).
+/// components}`. `type` is "chat", "text" or "any" (every input vertex); absent means
+/// "chat", Graph.arun's default (and the runner's).
 struct run_input {
   std::optional<std::string> input_value; ///< null: the input vertex keeps its own value
-  std::string type = "any";
+  std::string type = "chat";
   std::optional<std::string> session;
   std::vector<std::string> components; ///< vertex ids the value is for; empty = by type
   friend bool operator==(const run_input& a, const run_input& b) {
-    return a.input_value == b.input_value && a.type == b.type && a.session == b.session
-           && a.components == b.components;
+    return a.input_value == b.input_value && a.type == b.type && a.session == b.session &&
+           a.components == b.components;
   }
   friend bool operator!=(const run_input& a, const run_input& b) { return !(a == b); }
 };
 
-template <class Inspector>
+template<class Inspector>
 typename Inspector::result_type inspect(Inspector& f, run_input& x) {
   return f(x.input_value, x.type, x.session, x.components);
 }
@@ -43,15 +44,16 @@ struct run_request {
   raw_json runtime_options; ///< `runtime_options` object as sent; empty = absent
   std::vector<std::string> outputs; ///< vertex ids or display names; empty = output vertices
   std::optional<uint32_t> timeout_seconds; ///< ≤ the executor's limit; nullopt = the limit
-  bool stream = false; ///< the caller wants NDJSON events (bridge only; the coordinator ignores it)
+  bool stream =
+      false; ///< the caller wants NDJSON events (bridge only; the coordinator ignores it)
   friend bool operator==(const run_request& a, const run_request& b) {
-    return a.graph == b.graph && a.inputs == b.inputs && a.runtime_options == b.runtime_options
-           && a.outputs == b.outputs && a.timeout_seconds == b.timeout_seconds
-           && a.stream == b.stream;
+    return a.graph == b.graph && a.inputs == b.inputs &&
+           a.runtime_options == b.runtime_options && a.outputs == b.outputs &&
+           a.timeout_seconds == b.timeout_seconds && a.stream == b.stream;
   }
 };
 
-template <class Inspector>
+template<class Inspector>
 typename Inspector::result_type inspect(Inspector& f, run_request& x) {
   return f(x.graph, x.inputs, x.runtime_options, x.outputs, x.timeout_seconds, x.stream);
 }
@@ -59,7 +61,8 @@ typename Inspector::result_type inspect(Inspector& f, run_request& x) {
 /// Decodes the bridge's body `{flow, inputs?, runtime_options?, outputs?, stream?,
 /// timeout_seconds?}`; `flow` is a `Graph.dump()` (`{data:{nodes,edges}}` or bare) and is
 /// validated like `decode<flow_graph>` (errors name `flow.…`). Unknown keys are ignored.
-template <> result<run_request> decode<run_request>(std::string_view, const decode_limits&);
+template<>
+result<run_request> decode<run_request>(std::string_view, const decode_limits&);
 std::string encode(const run_request& x);
 
 /// The coordinator's admission counters.
@@ -71,12 +74,12 @@ struct coordinator_stats {
   uint64_t refused = 0;  ///< runs refused with `capacity`
   uint64_t finished = 0; ///< runs that emitted their terminal event
   friend bool operator==(const coordinator_stats& a, const coordinator_stats& b) {
-    return a.inflight == b.inflight && a.queued == b.queued && a.runs == b.runs
-           && a.accepted == b.accepted && a.refused == b.refused && a.finished == b.finished;
+    return a.inflight == b.inflight && a.queued == b.queued && a.runs == b.runs &&
+           a.accepted == b.accepted && a.refused == b.refused && a.finished == b.finished;
   }
 };
 
-template <class Inspector>
+template<class Inspector>
 typename Inspector::result_type inspect(Inspector& f, coordinator_stats& x) {
   return f(x.inflight, x.queued, x.runs, x.accepted, x.refused, x.finished);
 }
@@ -105,7 +108,16 @@ result<std::vector<json_member>> decode_members(const raw_json& object, std::str
 raw_json encode_members(const std::vector<json_member>& members);
 
 /// The JSON type of a canonical value (integer = a number without fraction or exponent).
-enum class json_type : uint8_t { absent, null, boolean, integer, number, string, array, object };
+enum class json_type : uint8_t {
+  absent,
+  null,
+  boolean,
+  integer,
+  number,
+  string,
+  array,
+  object
+};
 json_type type_of(const raw_json& x) noexcept;
 
 /// The top-level `"error"` string of a JSON object, if it has one (vertex outputs of a
@@ -116,7 +128,7 @@ std::optional<std::string> error_member(const raw_json& x);
 /// `{"graph":{"nodes","edges"},"inputs":[…],"outputs":[…],"runtime_options":{…},
 /// "install_lfx":bool,"pip":[…]}`.
 struct guest_run_spec {
-  raw_json graph;           ///< flow_graph::payload
+  raw_json graph; ///< flow_graph::payload
   std::vector<run_input> inputs;
   std::vector<std::string> outputs;
   raw_json runtime_options; ///< forwarded keys only; empty → {}

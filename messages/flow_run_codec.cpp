@@ -55,7 +55,8 @@ run_input input_of(const value& v, const path& p) {
   auto type_key = o.find("type") != nullptr ? "type" : "input_type";
   if (auto t = opt_string(o, type_key)) {
     if (*t != "chat" && *t != "text" && *t != "any")
-      codec::raise(o.at(type_key), "expected \"chat\", \"text\" or \"any\", got " + quote_json(*t));
+      codec::raise(o.at(type_key),
+                   "expected \"chat\", \"text\" or \"any\", got " + quote_json(*t));
     x.type = std::move(*t);
   }
   x.session = opt_string(o, "session");
@@ -155,7 +156,8 @@ result<std::vector<run_input>> decode_run_inputs(const raw_json& value,
   return r;
 }
 
-result<std::vector<json_member>> decode_members(const raw_json& object, std::string_view field) {
+result<std::vector<json_member>> decode_members(const raw_json& object,
+                                                std::string_view field) {
   using list = std::vector<json_member>;
   if (object.empty()) return list{};
   auto r = codec::decode_with<list>(object.text, {}, [](const value& v, const path& p) {
@@ -197,7 +199,7 @@ json_type type_of(const raw_json& x) noexcept {
     return json_type::object;
   default:
     return x.text.find_first_of(".eE") == std::string::npos ? json_type::integer
-                                                             : json_type::number;
+                                                            : json_type::number;
   }
 }
 

@@ -75,7 +75,8 @@ public:
   session(tcp::socket socket, http_context& ctx)
       : stream_(std::move(socket))
       , ctx_(ctx)
-      , hb_(stream_.get_executor()) {}
+      , hb_(stream_.get_executor())
+      , latency_(stream_.get_executor()) {}
 
   void run() { read_header(); }
 
@@ -115,7 +116,8 @@ private:
                                          " is not allowed on " + target_.path + "; use " +
                                          route_.allow),
                   has_body_, route_.allow);
-    if (route_.ep == endpoint::put_file) return put_file();
+    if (route_.ep == endpoint::put_file)
+      return after_latency([self = shared_from_this()] { self->put_file(); });
     auto limit = ctx_.options.max_json_bytes;
     if (auto len = head_->content_length(); len && *len > limit)
       return send(too_large(*len, limit), true);
@@ -135,7 +137,20 @@ private:
     if (ec) return shutdown();
     auto body = std::move(body_->get().body());
     body_.reset();
-    dispatch(body);
+    after_latency([self = shared_from_this(), body = std::move(body)] { self->dispatch(body); });
+  }
+
+  /// Runs `next` (which calls the domain) after the simulated domain's latency, waited on
+  /// a timer so that waiting requests hold no worker thread; at once for real guests.
+  template<class Next>
+  void after_latency(Next next) {
+    auto wait = ctx_.service.simulated_latency();
+    if (wait.count() <= 0) return next();
+    latency_.expires_after(wait);
+    latency_.async_wait([self = shared_from_this(), next = std::move(next)](error_code ec) {
+      if (ec) return self->shutdown();
+      next();
+    });
   }
 
   static reply too_large(uint64_t got, uint64_t limit) {
@@ -590,6 +605,7 @@ private:
   bool watching_ = false;
   std::function<void()> after_watch_;
   net::steady_timer hb_;
+  net::steady_timer latency_; ///< simulated domain only (after_latency)
   std::deque<pending_line> outq_;
   bool writing_ = false;
   steady::time_point write_started_;

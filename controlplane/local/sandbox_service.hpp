@@ -4,6 +4,7 @@
 #include "messages/error.hpp"
 #include "messages/sandbox.hpp"
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -114,6 +115,11 @@ public:
   /// Pauses every guest idle past its auto_pause_after_seconds (times the configured
   /// scale). Called periodically by the auto-pause timer.
   virtual void pause_idle() = 0;
+
+  /// Bench/test-only: how long every domain call is held before it runs. The transport
+  /// waits on a timer, not a worker thread, so thousands of calls can wait at once. Zero
+  /// (no wait) for real guests.
+  virtual std::chrono::milliseconds simulated_latency() const { return {}; }
 };
 
 /// Conflicts with the guest's current state (a taken name, a paused or destroyed guest)

@@ -8,7 +8,6 @@
 #include <fcntl.h>
 #include <sys/eventfd.h>
 #include <sys/mman.h>
-#include <thread>
 #include <unistd.h>
 
 namespace guestflow::local {
@@ -47,10 +46,6 @@ private:
 
 } // namespace
 
-void simulated_control_plane::wait() const {
-  std::this_thread::sleep_for(latency_);
-}
-
 result<guest_record*> simulated_control_plane::find(const std::string& id, bool usable) {
   auto i = guests_.find(id);
   if (i == guests_.end()) return fail(ec::not_found, "no sandbox with id '" + id + "'");
@@ -62,19 +57,16 @@ result<guest_record*> simulated_control_plane::find(const std::string& id, bool 
 }
 
 shape_list simulated_control_plane::shapes() {
-  wait();
   return shape_catalog();
 }
 
 capabilities simulated_control_plane::caps() {
-  wait();
   capabilities c;
   c.isolation = "namespaces";
   return c;
 }
 
 whoami simulated_control_plane::who() {
-  wait();
   std::lock_guard<std::mutex> lock{mu_};
   std::vector<const guest_record*> recs;
   for (const auto& [id, r] : guests_)
@@ -83,7 +75,6 @@ whoami simulated_control_plane::who() {
 }
 
 result<sandbox_created> simulated_control_plane::create(const sandbox_create_request& req) {
-  wait();
   auto shp = resolve_shape(req.shape);
   if (!shp) return shp.error();
   auto rootfs = resolve_rootfs(req.rootfs);
@@ -118,7 +109,6 @@ result<sandbox_created> simulated_control_plane::create(const sandbox_create_req
 }
 
 result<noted_view> simulated_control_plane::view(const std::string& id) {
-  wait();
   std::lock_guard<std::mutex> lock{mu_};
   auto r = find(id);
   if (!r) return r.error();
@@ -126,7 +116,6 @@ result<noted_view> simulated_control_plane::view(const std::string& id) {
 }
 
 result<sandbox_list> simulated_control_plane::list(const list_query& q) {
-  wait();
   std::lock_guard<std::mutex> lock{mu_};
   std::vector<const guest_record*> recs;
   for (const auto& [id, r] : guests_)
@@ -137,7 +126,6 @@ result<sandbox_list> simulated_control_plane::list(const list_query& q) {
 }
 
 result<sandbox_deleted> simulated_control_plane::destroy(const std::string& id) {
-  wait();
   std::lock_guard<std::mutex> lock{mu_};
   auto r = find(id);
   if (!r) return r.error();
@@ -148,7 +136,6 @@ result<sandbox_deleted> simulated_control_plane::destroy(const std::string& id) 
 result<sandbox_view> simulated_control_plane::set_status(const std::string& id,
                                                          sandbox_status from,
                                                          sandbox_status to) {
-  wait();
   std::lock_guard<std::mutex> lock{mu_};
   auto r = find(id);
   if (!r) return r.error();
@@ -167,7 +154,6 @@ result<sandbox_view> simulated_control_plane::resume(const std::string& id) {
 }
 
 result<egress_body> simulated_control_plane::egress(const std::string& id) {
-  wait();
   std::lock_guard<std::mutex> lock{mu_};
   auto r = find(id);
   if (!r) return r.error();
@@ -176,7 +162,6 @@ result<egress_body> simulated_control_plane::egress(const std::string& id) {
 
 result<egress_body> simulated_control_plane::set_egress(const std::string& id,
                                                         const egress_policy& p) {
-  wait();
   std::lock_guard<std::mutex> lock{mu_};
   auto r = find(id);
   if (!r) return r.error();
@@ -186,7 +171,6 @@ result<egress_body> simulated_control_plane::set_egress(const std::string& id,
 
 result<std::unique_ptr<running_exec>> simulated_control_plane::start_exec(const std::string& id,
                                                                           const exec_request&) {
-  wait();
   {
     std::lock_guard<std::mutex> lock{mu_};
     if (auto r = find(id, true); !r) return r.error();
@@ -199,7 +183,6 @@ result<std::unique_ptr<running_exec>> simulated_control_plane::start_exec(const 
 
 result<guest_file> simulated_control_plane::open_file(const std::string& id,
                                                       const std::string& path, bool for_write) {
-  wait();
   {
     std::lock_guard<std::mutex> lock{mu_};
     if (auto r = find(id, true); !r) return r.error();

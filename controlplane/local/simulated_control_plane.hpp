@@ -34,9 +34,10 @@ public:
   result<guest_file> open_file(const std::string& id, const std::string& path,
                                bool for_write) override;
   void pause_idle() override {}
+  /// The latency is waited by the transport (on a timer): no call here ever sleeps.
+  std::chrono::milliseconds simulated_latency() const override { return latency_; }
 
 private:
-  void wait() const;
   /// The record `id` (mutex held) or 404; with `usable`, also 409 unless running.
   result<guest_record*> find(const std::string& id, bool usable = false);
   result<sandbox_view> set_status(const std::string& id, sandbox_status from,

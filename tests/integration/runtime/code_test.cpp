@@ -4,8 +4,7 @@
 #include "messages/run.hpp"
 #include "messages/sandbox.hpp"
 #include "messages/jsend.hpp"
-#include "tests/integration/control_plane/control_plane_process.hpp"
-#include "tests/integration/control_plane/http_client.hpp"
+#include "tests/integration/runtime/runtime_fixture.hpp"
 
 #include <gtest/gtest.h>
 
@@ -26,49 +25,22 @@ using namespace std::chrono_literals;
 
 namespace {
 
-class code_test : public ::testing::Test {
+class code_test : public runtime_fixture {
 protected:
-  temp_dir dir;
-  std::unique_ptr<control_plane_process> cp;
-
-  void SetUp() override {
-    cp = std::make_unique<control_plane_process>(dir.path() / "cp");
-  }
-
-  std::map<std::string, std::string> env(std::map<std::string, std::string> extra = {}) {
-    extra.emplace("GUESTFLOW_CONTROL_PLANE_URL",
-                  "http://127.0.0.1:" + std::to_string(cp->port()));
-    extra.emplace("GUESTFLOW_STATE_DIR", (dir.path() / "runtime").string());
-    return extra;
-  }
-
   std::string program(const std::string& name, const std::string& code) {
-    auto path = dir.path() / name;
-    std::ofstream{path} << code;
-    return path.string();
+    return file(name, code);
   }
 
   control_plane_process::outcome code(const std::vector<std::string>& args,
                                       std::map<std::string, std::string> extra = {}) {
     std::vector<std::string> all{"code"};
     all.insert(all.end(), args.begin(), args.end());
-    return control_plane_process::run_to_exit(all, env(std::move(extra)), 120s);
+    return cli(all, std::move(extra));
   }
 
-  /// Guests the control plane still has alive (not destroyed).
-  std::vector<sandbox_view> live_guests() {
-    http_client http{cp->port()};
-    auto reply = http.call("GET", "/v1/sandboxes?limit=1000");
-    EXPECT_EQ(reply.status, 200u) << reply.body;
-    auto env = decode<jsend>(reply.body);
-    EXPECT_TRUE(env) << reply.body;
-    auto list = decode<sandbox_list>(env->data.text);
-    EXPECT_TRUE(list) << env->data.text;
-    std::vector<sandbox_view> out;
-    for (auto& v : list->data)
-      if (v.status != sandbox_status::destroyed && v.status != sandbox_status::failed)
-        out.push_back(v);
-    return out;
+  static pid_t start_code(const std::map<std::string, std::string>& vars,
+                          const std::string& program) {
+    return start_cli({"code", "--timeout", "600", program}, vars);
   }
 };
 
@@ -236,17 +208,7 @@ TEST_F(code_test, reap_after_sigkill_leaves_no_guest_and_no_guest_process) {
                            "subprocess.Popen(['/bin/sh', '-c', 'sleep 600; echo " + marker
                              + "'])\nprint('started', flush=True)\n"
                                "import time\ntime.sleep(600)\n");
-  auto e = env();
-  pid_t pid = ::fork();
-  if (pid == 0) {
-    for (auto& [k, v] : e)
-      ::setenv(k.c_str(), v.c_str(), 1);
-    int null = ::open("/dev/null", O_WRONLY);
-    ::dup2(null, 1);
-    ::dup2(null, 2);
-    ::execl(GUESTFLOW_BIN, GUESTFLOW_BIN, "code", "--timeout", "600", p.c_str(), nullptr);
-    ::_exit(127);
-  }
+  auto pid = start_code(env(), p);
   // Wait (deadline) until the guest and its marker process exist.
   auto deadline = std::chrono::steady_clock::now() + 60s;
   while (std::chrono::steady_clock::now() < deadline
@@ -266,21 +228,8 @@ TEST_F(code_test, reap_after_sigkill_leaves_no_guest_and_no_guest_process) {
 
 TEST_F(code_test, sigterm_mid_run_deletes_the_guest_before_exiting) {
   auto p = program("p.py", "print('started', flush=True)\nimport time\ntime.sleep(600)\n");
-  auto e = env();
-  pid_t pid = ::fork();
-  if (pid == 0) {
-    for (auto& [k, v] : e)
-      ::setenv(k.c_str(), v.c_str(), 1);
-    int null = ::open("/dev/null", O_WRONLY);
-    ::dup2(null, 1);
-    ::dup2(null, 2);
-    ::execl(GUESTFLOW_BIN, GUESTFLOW_BIN, "code", "--timeout", "600", p.c_str(), nullptr);
-    ::_exit(127);
-  }
-  auto deadline = std::chrono::steady_clock::now() + 60s;
-  while (std::chrono::steady_clock::now() < deadline && live_guests().empty())
-    std::this_thread::sleep_for(50ms);
-  ASSERT_EQ(live_guests().size(), 1u);
+  auto pid = start_code(env(), p);
+  ASSERT_TRUE(wait_for_live(1));
   ::kill(pid, SIGTERM);
   int status = 0;
   ::waitpid(pid, &status, 0);
@@ -290,21 +239,8 @@ TEST_F(code_test, sigterm_mid_run_deletes_the_guest_before_exiting) {
 
 TEST_F(code_test, two_runtimes_never_reap_each_others_guests) {
   auto p = program("p.py", "print('started', flush=True)\nimport time\ntime.sleep(600)\n");
-  auto other = env({{"GUESTFLOW_OWNER", "other1"}});
-  pid_t pid = ::fork();
-  if (pid == 0) {
-    for (auto& [k, v] : other)
-      ::setenv(k.c_str(), v.c_str(), 1);
-    int null = ::open("/dev/null", O_WRONLY);
-    ::dup2(null, 1);
-    ::dup2(null, 2);
-    ::execl(GUESTFLOW_BIN, GUESTFLOW_BIN, "code", "--timeout", "600", p.c_str(), nullptr);
-    ::_exit(127);
-  }
-  auto deadline = std::chrono::steady_clock::now() + 60s;
-  while (std::chrono::steady_clock::now() < deadline && live_guests().empty())
-    std::this_thread::sleep_for(50ms);
-  ASSERT_EQ(live_guests().size(), 1u);
+  auto pid = start_code(env({{"GUESTFLOW_OWNER", "other1"}}), p);
+  ASSERT_TRUE(wait_for_live(1));
   auto r = control_plane_process::run_to_exit({"reap"}, env(), 120s); // our owner id
   EXPECT_EQ(r.stdout_text, "deleted 0\n") << r.stderr_text;
   EXPECT_EQ(live_guests().size(), 1u);

@@ -27,6 +27,11 @@ struct call_script {
 };
 
 struct fake_guest {
+  fake_guest() = default;
+  fake_guest(std::string i, std::string n, std::string created = "2020-01-01T00:00:00Z",
+             int del = 0)
+    : id(std::move(i)), name(std::move(n)), created_at(std::move(created)), deletes(del) {}
+
   std::string id;
   std::string name;
   std::string created_at = "2020-01-01T00:00:00Z";

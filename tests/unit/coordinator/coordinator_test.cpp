@@ -9,7 +9,6 @@
 
 #include <caf/event_based_actor.hpp>
 #include <caf/send.hpp>
-
 #include <functional>
 
 using namespace guestflow;
@@ -26,17 +25,15 @@ struct seen {
   std::vector<size_t> live_guests_at_terminal;
 };
 
-run_subscriber_actor::behavior_type recorder(run_subscriber_actor::pointer,
-                                             std::shared_ptr<seen> out,
-                                             std::shared_ptr<script> s) {
+run_subscriber_actor::behavior_type
+recorder(run_subscriber_actor::pointer, std::shared_ptr<seen> out, std::shared_ptr<script> s) {
   return {[out, s](run_event& e) {
-    if (e.terminal())
-      out->live_guests_at_terminal.push_back(s->live());
+    if (e.terminal()) out->live_guests_at_terminal.push_back(s->live());
     out->events.push_back(std::move(e));
   }};
 }
 
-template <class T>
+template<class T>
 struct reply {
   std::optional<T> value;
   std::optional<failure> error;
@@ -55,14 +52,20 @@ std::vector<exec_stream_line> frames(std::initializer_list<std::string> lines) {
 }
 
 const std::string start_a = R"({"t":"vertex_start","id":"A","name":"Chat Input"})";
-const std::string built_a = R"({"t":"step","event":{"type":"vertex","id":"A","name":"Chat Input",)"
-                            R"("valid":true,"duration_ms":3,"outputs":{"message":"hi"},"logs":""}})";
+const std::string built_a =
+    R"({"t":"step","event":{"type":"vertex","id":"A","name":"Chat Input",)"
+    R"("valid":true,"duration_ms":3,"outputs":{"message":"hi"},"logs":""}})";
 const std::string start_b = R"({"t":"vertex_start","id":"B","name":"Chat Output"})";
-const std::string built_b = R"({"t":"step","event":{"type":"vertex","id":"B","name":"Chat Output",)"
-                            R"("valid":true,"duration_ms":1,"outputs":{"message":"hi"},"logs":""}})";
-const std::string outputs = R"({"t":"outputs","run_outputs":[{"inputs":{"input_value":"hi"},)"
-                            R"("outputs":[{"component_id":"B","component_display_name":"Chat Output"}]}]})";
+const std::string built_b =
+    R"({"t":"step","event":{"type":"vertex","id":"B","name":"Chat Output",)"
+    R"("valid":true,"duration_ms":1,"outputs":{"message":"hi"},"logs":""}})";
+const std::string outputs =
+    R"({"t":"outputs","run_outputs":[{"inputs":{"input_value":"hi"},)"
+    R"("outputs":[{"component_id":"B","component_display_name":"Chat Output"}]}]})";
 const std::string done = R"({"t":"done"})";
+
+void expect_well_formed(const std::vector<run_event>& evs, const std::string& run_id,
+                        uint64_t first = 0);
 
 class coordinator_test : public deterministic {
 protected:
@@ -93,8 +96,7 @@ protected:
       caf::anon_send_exit(h, caf::exit_reason::user_shutdown);
     for (auto& h : subscribers)
       caf::anon_send_exit(h, caf::exit_reason::user_shutdown);
-    if (co)
-      caf::anon_send_exit(co, caf::exit_reason::user_shutdown);
+    if (co) caf::anon_send_exit(co, caf::exit_reason::user_shutdown);
     run();
     for (int i = 0; i < 5; ++i) // lets every backstop fire: nothing may outlive the test
       advance(30min);
@@ -109,14 +111,14 @@ protected:
   }
 
   /// Sends a request to the coordinator from a fresh actor and runs to quiescence.
-  template <class T, class... Ts>
+  template<class T, class... Ts>
   std::shared_ptr<reply<T>> ask(Ts... xs) {
     auto out = std::make_shared<reply<T>>();
     auto target = co;
     helpers.push_back(sys.spawn([=](caf::event_based_actor* self) {
       self->request(target, std::chrono::seconds{3600}, xs...)
-        .then([out](T& v) { out->value = std::move(v); },
-              [out](caf::error& e) { out->error = to_failure(e); });
+          .then([out](T& v) { out->value = std::move(v); },
+                [out](caf::error& e) { out->error = to_failure(e); });
     }));
     run();
     return out;
@@ -149,6 +151,30 @@ protected:
     return ask<uint64_t>(subscribe_atom::value, id, from, sub, cod);
   }
 
+  /// A run whose guest printed one vertex_start and keeps running (the stream never ends).
+  std::tuple<std::string, run_subscriber_actor, std::shared_ptr<seen>>
+  hung_run(bool cancel_on_disconnect = false) {
+    s->calls["stream"] = {call_script::mode::hang, ec::transient, 1};
+    s->stream_lines = frames({start_a});
+    boot();
+    auto [sub, got] = subscriber();
+    auto id = start(sub, cancel_on_disconnect);
+    EXPECT_EQ(got->events.size(), 1u);
+    EXPECT_EQ(s->live(), 1u);
+    return {id, sub, got};
+  }
+
+  /// Boots, runs one flow with one subscriber to its end and returns what it saw: a
+  /// well-formed event stream whose terminal event came after the guest was gone.
+  std::vector<run_event> run_to_end() {
+    boot();
+    auto [sub, got] = subscriber();
+    auto id = start(sub);
+    expect_well_formed(got->events, id);
+    EXPECT_EQ(got->live_guests_at_terminal, std::vector<size_t>{0});
+    return got->events;
+  }
+
   coordinator_stats stats() {
     auto r = ask<coordinator_stats>(stats_atom::value);
     EXPECT_TRUE(r->value);
@@ -165,12 +191,13 @@ protected:
 
 /// Gapless seqs from `first`, one run id, exactly one terminal event and it is the last.
 void expect_well_formed(const std::vector<run_event>& evs, const std::string& run_id,
-                        uint64_t first = 0) {
+                        uint64_t first) {
   ASSERT_FALSE(evs.empty());
   for (size_t i = 0; i < evs.size(); ++i) {
     EXPECT_EQ(evs[i].run_id, run_id) << i;
     EXPECT_EQ(evs[i].seq, first + i) << i;
-    EXPECT_EQ(evs[i].terminal(), i + 1 == evs.size()) << "event " << i << ": " << encode(evs[i]);
+    EXPECT_EQ(evs[i].terminal(), i + 1 == evs.size())
+        << "event " << i << ": " << encode(evs[i]);
   }
 }
 
@@ -204,9 +231,10 @@ TEST_F(coordinator_test, events_arrive_in_order_with_gapless_seq_after_the_guest
   auto name = s->guests[0].name;
   EXPECT_EQ(name.rfind("gf-x-abc123-", 0), 0u);
   EXPECT_EQ(name.size(), 22u);
-  EXPECT_EQ(s->log, (std::vector<std::string>{"create " + name, "put sb-1 /workspace/run/spec.json",
-                                              "put sb-1 /workspace/run/runner.py", "stream sb-1",
-                                              "cancel", "delete sb-1"}));
+  EXPECT_EQ(s->log,
+            (std::vector<std::string>{"create " + name, "put sb-1 /workspace/run/spec.json",
+                                      "put sb-1 /workspace/run/runner.py", "stream sb-1",
+                                      "cancel", "delete sb-1"}));
   auto st = stats();
   EXPECT_EQ(st.accepted, 1u);
   EXPECT_EQ(st.finished, 1u);
@@ -292,14 +320,22 @@ TEST_F(coordinator_test, live_subscribers_see_events_before_the_run_ends) {
   EXPECT_EQ(late_got->events[0].seq, 1u);
 }
 
-TEST_F(coordinator_test, cancel_kills_the_exec_deletes_the_guest_and_ends_with_one_error) {
-  s->calls["stream"] = {call_script::mode::hang, ec::transient, 1};
-  s->stream_lines = frames({start_a});
+TEST_F(coordinator_test, subscribing_again_moves_a_subscriber_instead_of_doubling_it) {
+  s->calls["create"] = {call_script::mode::hang, ec::transient, 1};
   boot();
   auto [sub, got] = subscriber();
   auto id = start(sub);
-  EXPECT_EQ(got->events.size(), 1u);
-  EXPECT_EQ(s->live(), 1u);
+  ASSERT_TRUE(subscribe(id, 0, sub)->value);
+  sandbox_created made;
+  made.id = s->guests[0].id;
+  caf::anon_send(cp, done_atom::value, uint64_t{0}, caf::make_message(made));
+  run();
+  expect_well_formed(got->events, id);
+  EXPECT_EQ(kinds(got->events), happy_kinds);
+}
+
+TEST_F(coordinator_test, cancel_kills_the_exec_deletes_the_guest_and_ends_with_one_error) {
+  auto [id, sub, got] = hung_run();
   auto r = ask<bool>(cancel_atom::value, id);
   ASSERT_TRUE(r->value);
   EXPECT_TRUE(*r->value);
@@ -321,12 +357,8 @@ TEST_F(coordinator_test, cancel_kills_the_exec_deletes_the_guest_and_ends_with_o
 }
 
 TEST_F(coordinator_test, disconnect_cancels_only_when_the_last_subscriber_asked_for_it) {
-  s->calls["stream"] = {call_script::mode::hang, ec::transient, 1};
-  s->stream_lines = frames({start_a});
-  boot();
-  auto [first, first_got] = subscriber();
+  auto [id, first, first_got] = hung_run(true);
   auto [second, second_got] = subscriber();
-  auto id = start(first, true);
   ASSERT_TRUE(subscribe(id, 0, second, false)->value);
   caf::anon_send_exit(first, caf::exit_reason::user_shutdown); // asked, but not the last
   run();
@@ -395,65 +427,47 @@ TEST_F(coordinator_test, cancelling_a_queued_run_ends_it_without_a_guest) {
 
 TEST_F(coordinator_test, a_garbage_frame_stream_ends_with_exactly_one_error) {
   s->stream_lines = frames({"garbage", "{not json", start_a});
-  boot();
-  auto [sub, got] = subscriber();
-  auto id = start(sub);
-  expect_well_formed(got->events, id);
-  EXPECT_EQ(kinds(got->events), (std::vector<ek>{ek::stdout_line, ek::stdout_line,
-                                                 ek::vertex_started, ek::error}));
-  EXPECT_EQ(got->events.back().code, ec::guest_failed);
-  EXPECT_NE(got->events.back().message.find("without a done frame"), std::string::npos);
-  EXPECT_EQ(s->live(), 0u);
+  auto evs = run_to_end();
+  EXPECT_EQ(kinds(evs),
+            (std::vector<ek>{ek::stdout_line, ek::stdout_line, ek::vertex_started, ek::error}));
+  EXPECT_EQ(evs.back().code, ec::guest_failed);
+  EXPECT_NE(evs.back().message.find("without a done frame"), std::string::npos);
 }
 
 TEST_F(coordinator_test, a_truncated_frame_stream_ends_with_exactly_one_error) {
   s->stream_lines = frames({start_a});
   s->stream_lines.push_back(chunk(built_a.substr(0, 40))); // killed mid-line
   s->stream_exit = 1;
-  boot();
-  auto [sub, got] = subscriber();
-  auto id = start(sub);
-  expect_well_formed(got->events, id);
-  EXPECT_EQ(got->events.size(), 2u);
-  EXPECT_EQ(got->events.back().code, ec::guest_failed);
-  EXPECT_NE(got->events.back().message.find("middle of a frame"), std::string::npos);
-  EXPECT_EQ(s->live(), 0u);
+  auto evs = run_to_end();
+  EXPECT_EQ(evs.size(), 2u);
+  EXPECT_EQ(evs.back().code, ec::guest_failed);
+  EXPECT_NE(evs.back().message.find("middle of a frame"), std::string::npos);
 }
 
 TEST_F(coordinator_test, a_runner_fatal_is_the_error) {
-  s->stream_lines = frames({start_a, R"({"t":"fatal","error":"invalid spec: no nodes","traceback":""})"});
+  s->stream_lines =
+      frames({start_a, R"({"t":"fatal","error":"invalid spec: no nodes","traceback":""})"});
   s->stream_exit = 1;
-  boot();
-  auto [sub, got] = subscriber();
-  auto id = start(sub);
-  expect_well_formed(got->events, id);
-  EXPECT_EQ(got->events.back().code, ec::guest_failed);
-  EXPECT_EQ(got->events.back().message, "invalid spec: no nodes");
+  auto evs = run_to_end();
+  EXPECT_EQ(evs.back().code, ec::guest_failed);
+  EXPECT_EQ(evs.back().message, "invalid spec: no nodes");
 }
 
 TEST_F(coordinator_test, a_timed_out_run_ends_with_timeout) {
   s->stream_lines = frames({start_a});
   s->stream_exit = 124; // timeout(1)
-  boot();
-  auto [sub, got] = subscriber();
-  auto id = start(sub);
-  expect_well_formed(got->events, id);
-  EXPECT_EQ(got->events.back().code, ec::timeout);
-  EXPECT_NE(got->events.back().message.find("600 s limit"), std::string::npos);
-  EXPECT_EQ(s->live(), 0u);
+  auto evs = run_to_end();
+  EXPECT_EQ(evs.back().code, ec::timeout);
+  EXPECT_NE(evs.back().message.find("600 s limit"), std::string::npos);
 }
 
 TEST_F(coordinator_test, a_refused_create_ends_with_its_code_and_leaves_nothing) {
   s->calls["create"] = {call_script::mode::fail, ec::unavailable, 1};
-  boot();
-  auto [sub, got] = subscriber();
-  auto id = start(sub);
-  expect_well_formed(got->events, id);
-  EXPECT_EQ(got->events.size(), 1u);
-  EXPECT_EQ(got->events.back().code, ec::unavailable);
-  EXPECT_EQ(got->events.back().message, "scripted create failure");
+  auto evs = run_to_end();
+  EXPECT_EQ(evs.size(), 1u);
+  EXPECT_EQ(evs.back().code, ec::unavailable);
+  EXPECT_EQ(evs.back().message, "scripted create failure");
   EXPECT_EQ(count("delete"), 0);
-  EXPECT_EQ(s->live(), 0u);
 }
 
 TEST_F(coordinator_test, an_oversize_line_stops_the_guest_and_says_why) {
@@ -462,15 +476,11 @@ TEST_F(coordinator_test, an_oversize_line_stops_the_guest_and_says_why) {
   s->stream_lines = frames({start_a});
   for (int i = 0; i < 8; ++i)
     s->stream_lines.push_back(chunk(std::string(100, 'x')));
-  boot();
-  auto [sub, got] = subscriber();
-  auto id = start(sub);
-  expect_well_formed(got->events, id);
-  EXPECT_EQ(got->events.size(), 2u);
-  EXPECT_EQ(got->events.back().code, ec::guest_failed);
-  EXPECT_NE(got->events.back().message.find("longer than 256 bytes"), std::string::npos);
+  auto evs = run_to_end();
+  EXPECT_EQ(evs.size(), 2u);
+  EXPECT_EQ(evs.back().code, ec::guest_failed);
+  EXPECT_NE(evs.back().message.find("longer than 256 bytes"), std::string::npos);
   EXPECT_EQ(count("cancel"), 1);
-  EXPECT_EQ(s->live(), 0u);
 }
 
 TEST_F(coordinator_test, a_late_joiner_past_the_replay_buffer_gets_one_error) {
@@ -532,11 +542,7 @@ TEST_F(coordinator_test, a_finished_run_stays_joinable_for_its_retention_then_go
 }
 
 TEST_F(coordinator_test, stopping_the_coordinator_cancels_running_runs) {
-  s->calls["stream"] = {call_script::mode::hang, ec::transient, 1};
-  s->stream_lines = frames({start_a});
-  boot();
-  auto [sub, got] = subscriber();
-  auto id = start(sub);
+  auto [id, sub, got] = hung_run();
   caf::anon_send_exit(co, caf::exit_reason::user_shutdown);
   run();
   expect_well_formed(got->events, id);

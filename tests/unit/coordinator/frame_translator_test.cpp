@@ -10,7 +10,8 @@ namespace {
 
 using ek = run_event::kind;
 
-std::vector<std::string> lines_of(line_assembler& a, std::initializer_list<std::string> chunks) {
+std::vector<std::string> lines_of(line_assembler& a,
+                                  std::initializer_list<std::string> chunks) {
   std::vector<std::string> out;
   for (auto& c : chunks)
     a.feed(c, [&](std::string_view l) { out.emplace_back(l); });
@@ -42,8 +43,8 @@ TEST(line_assembler, a_line_over_the_cap_stops_it_without_buffering_it) {
   EXPECT_TRUE(a.feed("12345678\n1234", on)); // exactly the cap is fine
   EXPECT_FALSE(a.feed("56789", on));         // 9 bytes without a newline: over
   EXPECT_TRUE(a.overflowed());
-  EXPECT_EQ(a.pending(), 0u);                // nothing kept
-  EXPECT_FALSE(a.feed("\nok\n", on));        // and nothing more is delivered
+  EXPECT_EQ(a.pending(), 0u);         // nothing kept
+  EXPECT_FALSE(a.feed("\nok\n", on)); // and nothing more is delivered
   EXPECT_EQ(got, std::vector<std::string>{"12345678"});
 }
 
@@ -67,28 +68,36 @@ execution_report exited(int32_t code, std::optional<ec> outcome = std::nullopt) 
   return r;
 }
 
-std::vector<run_event> feed(frame_translator& t, std::initializer_list<exec_stream_line> lines) {
+std::vector<run_event> feed(frame_translator& t,
+                            std::initializer_list<exec_stream_line> lines) {
   std::vector<run_event> evs;
   for (auto& l : lines)
     t.on_line(l, evs);
   return evs;
 }
 
+const std::string done_line = R"({"t":"done"})"
+                              "\n";
+
 const std::string outputs_frame =
-  R"({"t":"outputs","run_outputs":[{"inputs":{"input_value":"hi"},"outputs":[null]}]})";
+    R"({"t":"outputs","run_outputs":[{"inputs":{"input_value":"hi"},"outputs":[null]}]})";
 
 TEST(frame_translator, maps_each_frame_to_its_event) {
   frame_translator t;
-  auto evs = feed(t, {out(R"({"t":"note","runner":"guestflow"})" "\n"),
-                      out(R"({"t":"vertex_start","id":"A-1","name":"Chat Input"})" "\n"
-                          R"({"t":"step","event":{"type":"vertex","id":"A-1","name":"Chat Input",)"),
-                      out(R"("valid":true,"duration_ms":12.4,"outputs":{"message":"hi"},"logs":"l"}})"
-                          "\nuser print\n"),
-                      err("warning: x\n"),
-                      {exec_stream_line::kind::heartbeat, "", 0},
-                      out(R"({"t":"step","event":{"type":"vertex","id":"B-2","name":"Py",)"
-                          R"("valid":false,"outputs":{"error":"NameError: x"},"logs":"trace"}})" "\n"),
-                      out(outputs_frame + "\n" + R"({"t":"done"})" + "\n")});
+  auto evs =
+      feed(t, {out(R"({"t":"note","runner":"guestflow"})"
+                   "\n"),
+               out(R"({"t":"vertex_start","id":"A-1","name":"Chat Input"})"
+                   "\n"
+                   R"({"t":"step","event":{"type":"vertex","id":"A-1","name":"Chat Input",)"),
+               out(R"("valid":true,"duration_ms":12.4,"outputs":{"message":"hi"},"logs":"l"}})"
+                   "\nuser print\n"),
+               err("warning: x\n"),
+               {exec_stream_line::kind::heartbeat, "", 0},
+               out(R"({"t":"step","event":{"type":"vertex","id":"B-2","name":"Py",)"
+                   R"("valid":false,"outputs":{"error":"NameError: x"},"logs":"trace"}})"
+                   "\n"),
+               out(outputs_frame + "\n" + R"({"t":"done"})" + "\n")});
   ASSERT_EQ(evs.size(), 4u);
   EXPECT_EQ(evs[0].type, ek::vertex_started);
   EXPECT_EQ(evs[0].id, "A-1");
@@ -114,19 +123,28 @@ TEST(frame_translator, maps_each_frame_to_its_event) {
 TEST(frame_translator, a_failed_vertex_without_an_error_member_reports_its_logs) {
   frame_translator t;
   auto evs = feed(t, {out(R"({"t":"step","event":{"type":"vertex","id":"P","name":"Prompt",)"
-                          R"("valid":false,"outputs":{},"logs":"KeyError: 'x'"}})" "\n"),
-                      out(R"({"t":"step","event":{"type":"vertex","id":"Q","valid":false}})" "\n")});
+                          R"("valid":false,"outputs":{},"logs":"KeyError: 'x'"}})"
+                          "\n"),
+                      out(R"({"t":"step","event":{"type":"vertex","id":"Q","valid":false}})"
+                          "\n")});
   ASSERT_EQ(evs.size(), 2u);
   EXPECT_EQ(evs[0].message, "KeyError: 'x'");
   EXPECT_EQ(evs[1].message, "vertex Q failed without a message");
 }
 
-TEST(frame_translator, done_and_exit_zero_without_outputs_completes_with_none) {
-  frame_translator t;
-  feed(t, {out(R"({"t":"done"})" "\n")});
-  auto end = t.finish(exited(0));
-  EXPECT_EQ(end.type, ek::complete);
-  EXPECT_TRUE(end.run_outputs_list.empty());
+TEST(frame_translator, after_done_exit_zero_completes_and_any_other_exit_fails) {
+  for (int32_t code : {0, 3}) {
+    frame_translator t;
+    feed(t, {out(done_line)});
+    auto end = t.finish(exited(code));
+    if (code == 0) {
+      EXPECT_EQ(end.type, ek::complete);
+      EXPECT_TRUE(end.run_outputs_list.empty()); // no outputs frame: none
+    } else {
+      EXPECT_EQ(end.code, ec::guest_failed);
+      EXPECT_NE(end.message.find("code 3 after its done frame"), std::string::npos);
+    }
+  }
 }
 
 TEST(frame_translator, missing_done_is_an_error_quoting_stderr) {
@@ -141,7 +159,9 @@ TEST(frame_translator, missing_done_is_an_error_quoting_stderr) {
 
 TEST(frame_translator, a_truncated_last_line_is_an_error_even_after_other_frames) {
   frame_translator t;
-  auto evs = feed(t, {out(R"({"t":"vertex_start","id":"A"})" "\n" R"({"t":"step","ev)")});
+  auto evs = feed(t, {out(R"({"t":"vertex_start","id":"A"})"
+                          "\n"
+                          R"({"t":"step","ev)")});
   EXPECT_EQ(evs.size(), 1u);
   auto end = t.finish(exited(137));
   EXPECT_EQ(end.type, ek::error);
@@ -154,7 +174,9 @@ TEST(frame_translator, an_oversize_line_is_a_violation_and_wins_over_any_later_o
   o.max_line = 100;
   frame_translator t{o};
   auto evs = feed(t, {out("small\n"), out(std::string(60, 'x')), out(std::string(60, 'y')),
-                      out("\n" R"({"t":"done"})" "\n")});
+                      out("\n"
+                          R"({"t":"done"})"
+                          "\n")});
   EXPECT_EQ(evs.size(), 1u); // only "small"; nothing after the violation
   ASSERT_TRUE(t.violation());
   EXPECT_NE(t.violation()->message.find("longer than 100 bytes"), std::string::npos);
@@ -166,7 +188,10 @@ TEST(frame_translator, an_oversize_line_is_a_violation_and_wins_over_any_later_o
 
 TEST(frame_translator, a_malformed_frame_is_a_violation) {
   frame_translator t;
-  auto evs = feed(t, {out(R"({"t":"vertex_start","id":7})" "\n" R"({"t":"done"})" "\n")});
+  auto evs = feed(t, {out(R"({"t":"vertex_start","id":7})"
+                          "\n"
+                          R"({"t":"done"})"
+                          "\n")});
   EXPECT_TRUE(evs.empty());
   ASSERT_TRUE(t.violation());
   auto end = t.finish(exited(0));
@@ -176,7 +201,8 @@ TEST(frame_translator, a_malformed_frame_is_a_violation) {
 
 TEST(frame_translator, fatal_frame_is_the_error_message) {
   frame_translator t;
-  feed(t, {out(R"({"t":"fatal","error":"invalid spec: graph.nodes","traceback":"tb"})" "\n")});
+  feed(t, {out(R"({"t":"fatal","error":"invalid spec: graph.nodes","traceback":"tb"})"
+               "\n")});
   auto end = t.finish(exited(1));
   EXPECT_EQ(end.code, ec::guest_failed);
   EXPECT_EQ(end.message, "invalid spec: graph.nodes");
@@ -186,21 +212,15 @@ TEST(frame_translator, timeout_and_oom_outcomes_win_over_frames) {
   frame_translator_options o;
   o.timeout_seconds = 7;
   frame_translator t{o};
-  feed(t, {out(R"({"t":"vertex_start","id":"A"})" "\n" R"({"t":"st)")});
+  feed(t, {out(R"({"t":"vertex_start","id":"A"})"
+               "\n"
+               R"({"t":"st)")});
   auto end = t.finish(exited(-1, ec::timeout));
   EXPECT_EQ(end.code, ec::timeout);
   EXPECT_NE(end.message.find("7 s limit"), std::string::npos) << end.message;
   frame_translator u;
   end = u.finish(exited(137, ec::oom));
   EXPECT_EQ(end.code, ec::oom);
-}
-
-TEST(frame_translator, nonzero_exit_after_done_is_an_error) {
-  frame_translator t;
-  feed(t, {out(R"({"t":"done"})" "\n")});
-  auto end = t.finish(exited(3));
-  EXPECT_EQ(end.code, ec::guest_failed);
-  EXPECT_NE(end.message.find("code 3 after its done frame"), std::string::npos);
 }
 
 TEST(frame_translator, execution_failure_keeps_its_code) {

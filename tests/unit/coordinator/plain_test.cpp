@@ -6,11 +6,10 @@
 #include "actors/executor_settings.hpp"
 #include "actors/flow_spec.hpp"
 
-#include <gtest/gtest.h>
-
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <gtest/gtest.h>
 #include <iterator>
 
 namespace guestflow {
@@ -95,14 +94,15 @@ TEST(executor_settings, defaults_match_the_seed) {
 }
 
 TEST(executor_settings, reads_every_variable) {
-  auto s = executor_settings_from_env({{"CREATEOS_EXECUTOR_SHAPE", " s-2vcpu-4gb "},
-                                       {"CREATEOS_EXECUTOR_TIMEOUT_SECONDS", "90"},
-                                       {"CREATEOS_EXECUTOR_EGRESS", "10.0.0.0/8, 1.2.3.4:443"},
-                                       {"CREATEOS_EXECUTOR_ROOTFS", "langflow-1.5"},
-                                       {"CREATEOS_EXECUTOR_INSTALL_LFX", "true"},
-                                       {"CREATEOS_EXECUTOR_PIP", "lfx==0.1, langchain-experimental"},
-                                       {"GUESTFLOW_MAX_INFLIGHT", "3"},
-                                       {"GUESTFLOW_MAX_QUEUED", "0"}});
+  auto s =
+      executor_settings_from_env({{"CREATEOS_EXECUTOR_SHAPE", " s-2vcpu-4gb "},
+                                  {"CREATEOS_EXECUTOR_TIMEOUT_SECONDS", "90"},
+                                  {"CREATEOS_EXECUTOR_EGRESS", "10.0.0.0/8, 1.2.3.4:443"},
+                                  {"CREATEOS_EXECUTOR_ROOTFS", "langflow-1.5"},
+                                  {"CREATEOS_EXECUTOR_INSTALL_LFX", "true"},
+                                  {"CREATEOS_EXECUTOR_PIP", "lfx==0.1, langchain-experimental"},
+                                  {"GUESTFLOW_MAX_INFLIGHT", "3"},
+                                  {"GUESTFLOW_MAX_QUEUED", "0"}});
   ASSERT_TRUE(s) << s.error().message;
   EXPECT_EQ(s->shape, "s-2vcpu-4gb");
   EXPECT_EQ(s->timeout_seconds, 90u);
@@ -119,15 +119,15 @@ TEST(executor_settings, reads_every_variable) {
 
 TEST(executor_settings, malformed_values_are_refused_naming_the_variable) {
   for (auto& [key, value] : std::vector<std::pair<std::string, std::string>>{
-         {"CREATEOS_EXECUTOR_TIMEOUT_SECONDS", "abc"},
-         {"CREATEOS_EXECUTOR_TIMEOUT_SECONDS", "0"},
-         {"CREATEOS_EXECUTOR_TIMEOUT_SECONDS", "86401"},
-         {"CREATEOS_EXECUTOR_EGRESS", "api.openai.com"},
-         {"CREATEOS_EXECUTOR_EGRESS", "*,10.0.0.0/8"},
-         {"CREATEOS_EXECUTOR_INSTALL_LFX", "maybe"},
-         {"CREATEOS_EXECUTOR_PIP", "lfx --index-url=http://evil"},
-         {"GUESTFLOW_MAX_INFLIGHT", "0"},
-         {"GUESTFLOW_MAX_QUEUED", "-1"},
+           {"CREATEOS_EXECUTOR_TIMEOUT_SECONDS", "abc"},
+           {"CREATEOS_EXECUTOR_TIMEOUT_SECONDS", "0"},
+           {"CREATEOS_EXECUTOR_TIMEOUT_SECONDS", "86401"},
+           {"CREATEOS_EXECUTOR_EGRESS", "api.openai.com"},
+           {"CREATEOS_EXECUTOR_EGRESS", "*,10.0.0.0/8"},
+           {"CREATEOS_EXECUTOR_INSTALL_LFX", "maybe"},
+           {"CREATEOS_EXECUTOR_PIP", "lfx --index-url=http://evil"},
+           {"GUESTFLOW_MAX_INFLIGHT", "0"},
+           {"GUESTFLOW_MAX_QUEUED", "-1"},
        }) {
     auto s = executor_settings_from_env({{key, value}});
     ASSERT_FALSE(s) << key << "=" << value;
@@ -175,8 +175,8 @@ TEST(flow_spec, builds_the_execution_of_a_run) {
   EXPECT_EQ(spec->uploads[2].content, "# runner");
   EXPECT_EQ(spec->command.cmd, "timeout");
   EXPECT_EQ(spec->command.args,
-            (std::vector<std::string>{"--signal=KILL", "600", "python3", "/workspace/run/runner.py",
-                                      "/workspace/run/spec.json"}));
+            (std::vector<std::string>{"--signal=KILL", "600", "python3",
+                                      "/workspace/run/runner.py", "/workspace/run/spec.json"}));
   EXPECT_EQ(spec->timeout_seconds, 600u);
   EXPECT_TRUE(spec->stream);
 }
@@ -195,8 +195,8 @@ TEST(flow_spec, caller_timeout_is_used_up_to_the_limit_and_refused_beyond) {
 }
 
 TEST(flow_spec, a_build_without_the_runner_is_unavailable) {
-  auto spec = make_flow_spec(request_for(), {}, {}, "gf-x-abc123-0123456789",
-                             {{"lfx_path.py", "#"}});
+  auto spec =
+      make_flow_spec(request_for(), {}, {}, "gf-x-abc123-0123456789", {{"lfx_path.py", "#"}});
   ASSERT_FALSE(spec);
   EXPECT_EQ(spec.error().code, ec::unavailable);
 }
@@ -205,8 +205,7 @@ TEST(guest_assets, the_build_embeds_every_guest_file_byte_for_byte) {
   namespace fs = std::filesystem;
   std::vector<std::string> on_disk;
   for (auto& entry : fs::directory_iterator{fs::path{GUESTFLOW_SOURCE_DIR} / "guest"})
-    if (entry.path().extension() == ".py")
-      on_disk.push_back(entry.path().filename().string());
+    if (entry.path().extension() == ".py") on_disk.push_back(entry.path().filename().string());
   std::sort(on_disk.begin(), on_disk.end());
   std::vector<std::string> embedded;
   for (auto& a : guest_assets()) {

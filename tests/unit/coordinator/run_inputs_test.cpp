@@ -14,7 +14,7 @@ raw_json json(const std::string& text) {
   return r ? *r : raw_json{};
 }
 
-run_input value(std::string v, std::string type = "any") {
+run_input value(std::string v, std::string type = "chat") {
   run_input x;
   x.input_value = std::move(v);
   x.type = std::move(type);
@@ -42,7 +42,7 @@ TEST(run_inputs, nothing_given_means_no_inputs_and_empty_options) {
   EXPECT_EQ(n.inputs_from, "");
 }
 
-TEST(run_inputs, a_string_is_one_input_for_every_input_vertex) {
+TEST(run_inputs, a_string_is_one_chat_input) {
   auto n = ok(R"("hi")", "");
   ASSERT_EQ(n.inputs.size(), 1u);
   EXPECT_EQ(n.inputs[0], value("hi"));
@@ -51,8 +51,8 @@ TEST(run_inputs, a_string_is_one_input_for_every_input_vertex) {
 }
 
 TEST(run_inputs, an_object_keeps_type_session_and_components) {
-  auto n = ok(R"({"input_value":"hi","type":"chat","session":"s1","components":["ChatInput-a"]})",
-              "");
+  auto n = ok(
+      R"({"input_value":"hi","type":"chat","session":"s1","components":["ChatInput-a"]})", "");
   ASSERT_EQ(n.inputs.size(), 1u);
   auto want = value("hi", "chat");
   want.session = "s1";
@@ -101,8 +101,9 @@ TEST(run_inputs, both_sources_are_fine_when_they_agree_and_refused_when_they_dif
 TEST(run_inputs, forwards_exactly_the_four_lfx_options) {
   auto n = ok("", R"({"max_iterations":5,"config":{"a":1},"reset_output_values":true,)"
                   R"("fallback_to_env_vars":false,"initial_inputs":"x"})");
-  EXPECT_EQ(n.runtime_options.text, R"({"max_iterations":5,"config":{"a":1},)"
-                                    R"("reset_output_values":true,"fallback_to_env_vars":false})");
+  EXPECT_EQ(n.runtime_options.text,
+            R"({"max_iterations":5,"config":{"a":1},)"
+            R"("reset_output_values":true,"fallback_to_env_vars":false})");
   EXPECT_TRUE(n.dropped.empty());
   EXPECT_TRUE(n.ignored.empty());
 }
@@ -122,26 +123,27 @@ TEST(run_inputs, refuses_malformed_inputs_naming_the_field) {
     const char* mentions;
   };
   for (auto& c : std::initializer_list<bad_case>{
-         {"42", "", "inputs: expected a string, an object or a list"},
-         {R"(["a"])", "", "inputs[0]: expected object"},
-         {R"({"input_value":1})", "", "inputs.input_value"},
-         {R"({"input_value":"x","type":"voice"})", "", "inputs.type: expected"},
-         {R"({"input_value":"x","components":"ChatInput"})", "", "inputs.components"},
-         {R"({"input_value":"x","components":[1]})", "", "inputs.components[0]"},
-         {"", R"({"initial_inputs":[{"input_value":"a"},7]})",
-          "runtime_options.initial_inputs[1]"},
-         {"", R"([1])", "runtime_options: expected object"},
-         {"", R"({"max_iterations":"5"})", "runtime_options.max_iterations"},
-         {"", R"({"max_iterations":-1})", "runtime_options.max_iterations"},
-         {"", R"({"max_iterations":1.5})", "runtime_options.max_iterations"},
-         {"", R"({"config":[]})", "runtime_options.config"},
-         {"", R"({"reset_output_values":"yes"})", "runtime_options.reset_output_values"},
-         {"", R"({"fallback_to_env_vars":1})", "runtime_options.fallback_to_env_vars"},
+           {"42", "", "inputs: expected a string, an object or a list"},
+           {R"(["a"])", "", "inputs[0]: expected object"},
+           {R"({"input_value":1})", "", "inputs.input_value"},
+           {R"({"input_value":"x","type":"voice"})", "", "inputs.type: expected"},
+           {R"({"input_value":"x","components":"ChatInput"})", "", "inputs.components"},
+           {R"({"input_value":"x","components":[1]})", "", "inputs.components[0]"},
+           {"", R"({"initial_inputs":[{"input_value":"a"},7]})",
+            "runtime_options.initial_inputs[1]"},
+           {"", R"([1])", "runtime_options: expected object"},
+           {"", R"({"max_iterations":"5"})", "runtime_options.max_iterations"},
+           {"", R"({"max_iterations":-1})", "runtime_options.max_iterations"},
+         {"", R"({"max_iterations":0})", "runtime_options.max_iterations"},
+           {"", R"({"max_iterations":1.5})", "runtime_options.max_iterations"},
+           {"", R"({"config":[]})", "runtime_options.config"},
+           {"", R"({"reset_output_values":"yes"})", "runtime_options.reset_output_values"},
+           {"", R"({"fallback_to_env_vars":1})", "runtime_options.fallback_to_env_vars"},
        }) {
     auto f = refused(c.inputs, c.options);
     EXPECT_EQ(f.code, ec::bad_request);
     EXPECT_NE(f.message.find(c.mentions), std::string::npos)
-      << c.inputs << " / " << c.options << " → " << f.message;
+        << c.inputs << " / " << c.options << " → " << f.message;
   }
 }
 
@@ -156,7 +158,7 @@ TEST(guest_spec, encodes_what_the_runner_reads) {
   g.pip = {"langchain-experimental"};
   EXPECT_EQ(encode(g), R"({"graph":{"nodes":[],"edges":[]},"inputs":[)"
                        R"({"input_value":"hi","type":"chat","components":["a"]},)"
-                       R"({"input_value":null,"type":"any","components":[]}],)"
+                       R"({"input_value":null,"type":"chat","components":[]}],)"
                        R"("outputs":["ChatOutput-1"],"runtime_options":{},)"
                        R"("install_lfx":true,"pip":["langchain-experimental"]})");
 }
@@ -171,7 +173,8 @@ TEST(json_helpers, type_of_and_error_member) {
   EXPECT_EQ(type_of(json(R"("s")")), json_type::string);
   EXPECT_EQ(type_of(json("[]")), json_type::array);
   EXPECT_EQ(type_of(json("{}")), json_type::object);
-  EXPECT_EQ(error_member(json(R"({"error":"boom","x":1})")), std::optional<std::string>{"boom"});
+  EXPECT_EQ(error_member(json(R"({"error":"boom","x":1})")),
+            std::optional<std::string>{"boom"});
   EXPECT_FALSE(error_member(json(R"({"error":1})")));
   EXPECT_FALSE(error_member(json(R"(["error"])")));
 }

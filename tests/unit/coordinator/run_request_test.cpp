@@ -11,14 +11,17 @@
 namespace guestflow {
 namespace {
 
-const std::string flow = R"({"data":{"nodes":[{"id":"ChatInput-1","data":{"type":"ChatInput"}},)"
-                         R"({"id":"ChatOutput-2","data":{"type":"ChatOutput"}}],)"
-                         R"("edges":[{"source":"ChatInput-1","target":"ChatOutput-2"}]}})";
+const std::string flow =
+    R"({"data":{"nodes":[{"id":"ChatInput-1","data":{"type":"ChatInput"}},)"
+    R"({"id":"ChatOutput-2","data":{"type":"ChatOutput"}}],)"
+    R"("edges":[{"source":"ChatInput-1","target":"ChatOutput-2"}]}})";
 
 TEST(run_request_codec, decodes_the_full_body) {
-  auto r = decode<run_request>(R"({"flow":)" + flow + R"(,"inputs":"hi",)"
-                               R"("runtime_options":{"session_id":"s"},"outputs":["ChatOutput-2"],)"
-                               R"("stream":true,"timeout_seconds":30,"extra":1})");
+  auto r =
+      decode<run_request>(R"({"flow":)" + flow +
+                          R"(,"inputs":"hi",)"
+                          R"("runtime_options":{"session_id":"s"},"outputs":["ChatOutput-2"],)"
+                          R"("stream":true,"timeout_seconds":30,"extra":1})");
   ASSERT_TRUE(r) << r.error().message;
   EXPECT_EQ(r->graph.nodes.size(), 2u);
   EXPECT_EQ(r->graph.edges.size(), 1u);
@@ -46,29 +49,32 @@ TEST(run_request_codec, refusals_name_the_field) {
     std::string body;
     const char* mentions;
   };
-  for (auto& c : std::vector<bad_case>{
-         {R"({})", "flow: required"},
-         {R"({"flow":{"nodes":[]}})", "flow.edges: required"},
-         {R"({"flow":{"nodes":[{"id":"a","data":{"type":"X"}}],"edges":[{"source":"a","target":"b"}]}})",
-          "flow.edges[0].target: unknown node"},
-         {R"({"flow":{"nodes":[{"id":"a","data":{"type":"X"}},{"id":"b","data":{"type":"X"}}],)"
-          R"("edges":[{"source":"a","target":"b"},{"source":"b","target":"a"}]}})",
-          "flow.edges: cycle: a -> b -> a"},
-         {R"({"flow":)" + flow + R"(,"runtime_options":[]})", "runtime_options: expected object"},
-         {R"({"flow":)" + flow + R"(,"outputs":"x"})", "outputs: expected array"},
-         {R"({"flow":)" + flow + R"(,"timeout_seconds":0})", "timeout_seconds: 0 out of range"},
-         {R"({"flow":)" + flow + R"(,"stream":"yes"})", "stream"},
-         {R"({"flow":)", "document"},
-       }) {
+  for (
+      auto& c : std::vector<bad_case>{
+          {R"({})", "flow: required"},
+          {R"({"flow":{"nodes":[]}})", "flow.edges: required"},
+          {R"({"flow":{"nodes":[{"id":"a","data":{"type":"X"}}],"edges":[{"source":"a","target":"b"}]}})",
+           "flow.edges[0].target: unknown node"},
+          {R"({"flow":{"nodes":[{"id":"a","data":{"type":"X"}},{"id":"b","data":{"type":"X"}}],)"
+           R"("edges":[{"source":"a","target":"b"},{"source":"b","target":"a"}]}})",
+           "flow.edges: cycle: a -> b -> a"},
+          {R"({"flow":)" + flow + R"(,"runtime_options":[]})",
+           "runtime_options: expected object"},
+          {R"({"flow":)" + flow + R"(,"outputs":"x"})", "outputs: expected array"},
+          {R"({"flow":)" + flow + R"(,"timeout_seconds":0})",
+           "timeout_seconds: 0 out of range"},
+          {R"({"flow":)" + flow + R"(,"stream":"yes"})", "stream"},
+          {R"({"flow":)", "document"},
+      }) {
     auto r = decode<run_request>(c.body);
     ASSERT_FALSE(r) << c.body;
     EXPECT_EQ(r.error().code, ec::bad_request);
     EXPECT_NE(r.error().message.find(c.mentions), std::string::npos)
-      << c.body << " → " << r.error().message;
+        << c.body << " → " << r.error().message;
   }
 }
 
-template <class T>
+template<class T>
 void round_trip(caf::actor_system& sys, const T& x) {
   std::vector<char> buf;
   caf::binary_serializer sink{sys, buf};

@@ -1,0 +1,228 @@
+// `guestflow run` end to end: example flows and broken ones on the real local control plane.
+
+#include "messages/run.hpp"
+#include "tests/integration/runtime/runtime_fixture.hpp"
+
+#include <gtest/gtest.h>
+
+#include <poll.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+using namespace guestflow;
+using namespace guestflow::testing;
+using namespace std::chrono_literals;
+
+namespace {
+
+std::string example(const std::string& name) {
+  return std::string{GUESTFLOW_SOURCE_DIR} + "/examples/flows/" + name + ".json";
+}
+
+std::string node(const std::string& id, const std::string& type, const std::string& template_json) {
+  return R"({"id":")" + id + R"(","data":{"type":")" + type + R"(","node":{"display_name":")"
+         + id + R"(","template":)" + template_json + "}}}";
+}
+
+std::string edge(const std::string& from, const std::string& output, const std::string& to,
+                 const std::string& field) {
+  return R"({"source":")" + from + R"(","target":")" + to
+         + R"(","data":{"sourceHandle":{"name":")" + output
+         + R"("},"targetHandle":{"fieldName":")" + field + R"("}}})";
+}
+
+/// ChatInput → PythonREPLComponent(code) → ChatOutput.
+std::string python_flow(const std::string& code_json) {
+  return R"({"nodes":[)" + node("in", "ChatInput", R"({"input_value":{"value":""}})") + ","
+         + node("py", "PythonREPLComponent",
+                R"({"global_imports":{"value":""},"python_code":{"value":)" + code_json + "}}")
+         + "," + node("out", "ChatOutput", R"({"input_value":{"value":""}})")
+         + R"(],"edges":[)" + edge("in", "message", "py", "input_value") + ","
+         + edge("py", "results", "out", "input_value") + "]}";
+}
+
+class run_test : public runtime_fixture {
+protected:
+  control_plane_process::outcome run(std::vector<std::string> args,
+                                     std::map<std::string, std::string> extra = {}) {
+    args.insert(args.begin(), "run");
+    return cli(args, std::move(extra));
+  }
+
+};
+
+} // namespace
+
+TEST_F(run_test, hello_echoes_the_input) {
+  auto r = run({example("hello"), "--input", "hi there"});
+  ASSERT_EQ(r.status, 0) << r.stderr_text;
+  EXPECT_EQ(r.stdout_text, "hi there\n");
+  EXPECT_NE(r.stderr_text.find("✓ Chat Output"), std::string::npos) << r.stderr_text;
+  EXPECT_TRUE(live_guests().empty());
+}
+
+TEST_F(run_test, prompt_fills_its_template_from_the_input) {
+  auto r = run({example("prompt"), "--input", "hi there"});
+  ASSERT_EQ(r.status, 0) << r.stderr_text;
+  EXPECT_EQ(r.stdout_text, "Say hello to hi there in French.\n");
+}
+
+TEST_F(run_test, python_interpreter_computes_from_the_input) {
+  auto r = run({example("python"), "--input", "hi there"});
+  ASSERT_EQ(r.status, 0) << r.stderr_text;
+  EXPECT_EQ(r.stdout_text, "2 words; most common: hi (1); reversed: there hi\n");
+}
+
+TEST_F(run_test, diamond_joins_two_branches) {
+  auto r = run({example("diamond"), "--input", "hi there"});
+  ASSERT_EQ(r.status, 0) << r.stderr_text;
+  EXPECT_EQ(r.stdout_text, "Shout: hi there! | Whisper: (hi there)\n");
+  EXPECT_TRUE(live_guests().empty());
+}
+
+TEST_F(run_test, json_prints_the_api_v1_run_body) {
+  auto r = run({example("hello"), "--input", "hi", "--json"});
+  ASSERT_EQ(r.status, 0) << r.stderr_text;
+  auto outs = decode_run_outputs(r.stdout_text.substr(0, r.stdout_text.find('\n')));
+  ASSERT_TRUE(outs) << r.stdout_text;
+  ASSERT_EQ(outs->size(), 1u);
+  ASSERT_EQ((*outs)[0].outputs.size(), 1u);
+  ASSERT_TRUE((*outs)[0].outputs[0]);
+  EXPECT_EQ((*outs)[0].outputs[0]->component_display_name, "Chat Output");
+  EXPECT_NE((*outs)[0].outputs[0]->results.text.find(R"("text":"hi")"), std::string::npos);
+}
+
+TEST_F(run_test, output_selects_the_harvested_vertices) {
+  auto r = run({example("diamond"), "--input", "x", "--output", "Chat Input", "--json"});
+  ASSERT_EQ(r.status, 0) << r.stderr_text;
+  auto outs = decode_run_outputs(r.stdout_text.substr(0, r.stdout_text.find('\n')));
+  ASSERT_TRUE(outs) << r.stdout_text;
+  ASSERT_EQ((*outs)[0].outputs.size(), 1u);
+  EXPECT_EQ((*outs)[0].outputs[0]->component_display_name, "Chat Input");
+}
+
+TEST_F(run_test, events_arrive_while_the_flow_runs) {
+  int out = -1;
+  auto pid = start_cli({"run", example("slow"), "--input", "x", "--events"}, env(), &out);
+  ASSERT_GT(pid, 0);
+  std::string buffer;
+  std::vector<std::string> lines;
+  bool saw_first_built_while_running = false;
+  auto deadline = std::chrono::steady_clock::now() + 60s;
+  for (;;) {
+    pollfd p{out, POLLIN, 0};
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+      deadline - std::chrono::steady_clock::now());
+    ASSERT_GT(left.count(), 0) << "no end of stream before the deadline";
+    if (::poll(&p, 1, static_cast<int>(left.count())) <= 0)
+      continue;
+    char chunk[4096];
+    auto n = ::read(out, chunk, sizeof chunk);
+    if (n <= 0)
+      break;
+    buffer.append(chunk, static_cast<size_t>(n));
+    for (auto nl = buffer.find('\n'); nl != std::string::npos; nl = buffer.find('\n')) {
+      lines.push_back(buffer.substr(0, nl));
+      buffer.erase(0, nl + 1);
+      auto e = decode<run_event>(lines.back());
+      ASSERT_TRUE(e) << lines.back();
+      EXPECT_EQ(e->seq, lines.size() - 1); // gapless from 0
+      if (e->type == run_event::kind::vertex_built && lines.size() <= 2) {
+        // The first vertex is reported before the sleeping one finishes: the CLI is still
+        // running and nothing terminal has been seen.
+        saw_first_built_while_running = ::waitpid(pid, nullptr, WNOHANG) == 0;
+      }
+    }
+  }
+  ::close(out);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  EXPECT_TRUE(saw_first_built_while_running);
+  ASSERT_FALSE(lines.empty());
+  auto last = decode<run_event>(lines.back());
+  ASSERT_TRUE(last);
+  EXPECT_EQ(last->type, run_event::kind::complete);
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+}
+
+TEST_F(run_test, malformed_json_is_bad_input_and_creates_nothing) {
+  auto f = file("bad.json", R"({"nodes":[)");
+  auto r = run({f});
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.stderr_text.find("bad_request"), std::string::npos) << r.stderr_text;
+  EXPECT_TRUE(live_guests().empty());
+}
+
+TEST_F(run_test, missing_edges_is_bad_input) {
+  auto f = file("bad.json", R"({"nodes":[]})");
+  auto r = run({f});
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.stderr_text.find("edges"), std::string::npos) << r.stderr_text;
+}
+
+TEST_F(run_test, dangling_edge_is_bad_input) {
+  auto f = file("bad.json", R"({"nodes":[)" + node("a", "ChatInput", "{}") + R"(],"edges":[)"
+                              + edge("a", "message", "ghost", "input_value") + "]}");
+  auto r = run({f});
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.stderr_text.find("ghost"), std::string::npos) << r.stderr_text;
+}
+
+TEST_F(run_test, cycle_is_bad_input_naming_it) {
+  auto f = file("bad.json", R"({"nodes":[)" + node("a", "Prompt", "{}") + ","
+                              + node("b", "Prompt", "{}") + R"(],"edges":[)"
+                              + edge("a", "prompt", "b", "x") + "," + edge("b", "prompt", "a", "y")
+                              + "]}");
+  auto r = run({f});
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.stderr_text.find("cycle"), std::string::npos) << r.stderr_text;
+  EXPECT_TRUE(live_guests().empty());
+}
+
+TEST_F(run_test, unknown_component_type_fails_its_vertex) {
+  auto f = file("unknown.json", R"({"nodes":[)" + node("in", "ChatInput", "{}") + ","
+                                  + node("llm", "FancyLLM", "{}") + ","
+                                  + node("out", "ChatOutput", "{}") + R"(],"edges":[)"
+                                  + edge("in", "message", "llm", "input_value") + ","
+                                  + edge("llm", "text", "out", "input_value") + "]}");
+  auto r = run({f, "--input", "x"});
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.stderr_text.find("✗ llm"), std::string::npos) << r.stderr_text;
+  EXPECT_NE(r.stderr_text.find("FancyLLM"), std::string::npos) << r.stderr_text;
+  EXPECT_TRUE(live_guests().empty());
+}
+
+TEST_F(run_test, raising_vertex_fails_the_run) {
+  auto f = file("raise.json", python_flow(R"j("raise ValueError('boom')")j"));
+  auto r = run({f, "--input", "x"});
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.stderr_text.find("boom"), std::string::npos) << r.stderr_text;
+  EXPECT_TRUE(live_guests().empty());
+}
+
+TEST_F(run_test, a_flow_printing_100_mb_completes_with_bounded_logs) {
+  auto f = file("loud.json", python_flow(
+                               R"j("for i in range(100):\n    print('x' * 1048576)\nprint('done')")j"));
+  auto r = run({f, "--input", "x", "--events"});
+  EXPECT_EQ(r.status, 0) << r.stderr_text.substr(0, 2000);
+  EXPECT_LT(r.stdout_text.size(), size_t{8} << 20); // the events carry capped logs only
+  EXPECT_NE(r.stdout_text.find(R"("type":"complete")"), std::string::npos);
+  EXPECT_TRUE(live_guests().empty());
+}
+
+TEST_F(run_test, a_run_past_its_timeout_ends_in_one_timeout_error) {
+  auto f = file("sleepy.json", python_flow(R"j("import time\ntime.sleep(60)")j"));
+  auto r = run({f, "--input", "x", "--timeout", "2", "--events"});
+  EXPECT_EQ(r.status, 1);
+  ASSERT_FALSE(r.stdout_text.empty());
+  auto last_line = r.stdout_text.substr(r.stdout_text.rfind('\n', r.stdout_text.size() - 2) + 1);
+  auto last = decode<run_event>(last_line.substr(0, last_line.find('\n')));
+  ASSERT_TRUE(last) << r.stdout_text;
+  EXPECT_EQ(last->type, run_event::kind::error);
+  EXPECT_EQ(last->code, ec::timeout) << last->message;
+  size_t terminals = 0;
+  for (size_t at = 0; (at = r.stdout_text.find(R"("type":"complete")", at)) != std::string::npos; ++at)
+    ++terminals;
+  EXPECT_EQ(terminals, 0u);
+  EXPECT_TRUE(live_guests().empty());
+}

@@ -1,0 +1,91 @@
+#include "tests/integration/runtime/runtime_fixture.hpp"
+
+#include "messages/jsend.hpp"
+#include "tests/integration/control_plane/http_client.hpp"
+
+#include <fcntl.h>
+#include <fstream>
+#include <thread>
+#include <unistd.h>
+
+namespace guestflow::testing {
+
+using namespace std::chrono_literals;
+
+void runtime_fixture::SetUp() {
+  cp = std::make_unique<control_plane_process>(dir.path() / "cp");
+}
+
+std::map<std::string, std::string>
+runtime_fixture::env(std::map<std::string, std::string> extra) const {
+  extra.emplace("GUESTFLOW_CONTROL_PLANE_URL", "http://127.0.0.1:" + std::to_string(cp->port()));
+  extra.emplace("GUESTFLOW_STATE_DIR", (dir.path() / "runtime").string());
+  return extra;
+}
+
+std::string runtime_fixture::file(const std::string& name, const std::string& content) const {
+  auto path = dir.path() / name;
+  std::ofstream{path, std::ios::binary} << content;
+  return path.string();
+}
+
+control_plane_process::outcome
+runtime_fixture::cli(const std::vector<std::string>& args,
+                     std::map<std::string, std::string> extra) const {
+  return control_plane_process::run_to_exit(args, env(std::move(extra)), 120s);
+}
+
+pid_t runtime_fixture::start_cli(const std::vector<std::string>& args,
+                                 const std::map<std::string, std::string>& vars,
+                                 int* stdout_fd) {
+  int out[2] = {-1, -1};
+  if (stdout_fd && ::pipe2(out, O_CLOEXEC) != 0)
+    return -1;
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    for (auto& [k, v] : vars)
+      ::setenv(k.c_str(), v.c_str(), 1);
+    int null = ::open("/dev/null", O_WRONLY);
+    ::dup2(stdout_fd ? out[1] : null, 1);
+    ::dup2(null, 2);
+    std::vector<std::string> copy = args;
+    std::vector<char*> argv{const_cast<char*>(GUESTFLOW_BIN)};
+    for (auto& a : copy)
+      argv.push_back(a.data());
+    argv.push_back(nullptr);
+    ::execv(GUESTFLOW_BIN, argv.data());
+    ::_exit(127);
+  }
+  if (stdout_fd) {
+    ::close(out[1]);
+    *stdout_fd = out[0];
+  }
+  return pid;
+}
+
+bool runtime_fixture::wait_for_live(size_t n) const {
+  auto deadline = std::chrono::steady_clock::now() + 60s;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (live_guests().size() == n)
+      return true;
+    std::this_thread::sleep_for(20ms); // poll interval; the deadline bounds the wait
+  }
+  return false;
+}
+
+std::vector<sandbox_view> runtime_fixture::live_guests() const {
+  http_client http{cp->port()};
+  auto reply = http.call("GET", "/v1/sandboxes?limit=1000");
+  EXPECT_EQ(reply.status, 200u) << reply.body;
+  auto envelope = decode<jsend>(reply.body);
+  EXPECT_TRUE(envelope) << reply.body;
+  auto list = decode<sandbox_list>(envelope->data.text);
+  EXPECT_TRUE(list) << envelope->data.text;
+  std::vector<sandbox_view> out;
+  for (auto& v : list->data)
+    if (v.status != sandbox_status::destroyed && v.status != sandbox_status::failed)
+      out.push_back(v);
+  return out;
+}
+
+} // namespace guestflow::testing
