@@ -6,6 +6,14 @@
 
 namespace guestflow {
 
+std::string random_hex(std::mt19937_64& rng, int n) {
+  static constexpr char hex[] = "0123456789abcdef";
+  std::string out;
+  for (int i = 0; i < n; ++i)
+    out.push_back(hex[rng() % 16]);
+  return out;
+}
+
 uint32_t backstop_auto_pause(uint32_t timeout_seconds) {
   auto want = uint64_t{timeout_seconds} + 120;
   return static_cast<uint32_t>(std::clamp<uint64_t>(want, 60, 86'400));
@@ -21,23 +29,16 @@ result<execution_spec> make_code_spec(const code_request& req, const policy::san
     if (value.find('\0') != std::string::npos)
       return fail(ec::bad_request, "env." + key + ": value contains a NUL byte");
   }
-  auto egress = policy::admit(s, provider);
-  if (!egress)
-    return egress.error();
-  auto sh = policy::pick_shape(catalog, s.memory_mb, provider.memory_floor_mib, s.pinned_shape);
-  if (!sh)
-    return sh.error();
-  static constexpr char hex[] = "0123456789abcdef";
-  std::string path = "/workspace/main_";
-  for (int i = 0; i < 12; ++i)
-    path.push_back(hex[rng() % 16]);
-  path += ".py";
+  auto where = policy::place(s, provider, catalog);
+  if (!where)
+    return where.error();
+  auto path = "/workspace/main_" + random_hex(rng) + ".py";
   execution_spec spec;
   spec.name = guest_name;
-  spec.create.shape = sh->id;
+  spec.create.shape = where->chosen.id;
   spec.create.rootfs = s.rootfs;
   spec.create.name = std::move(guest_name);
-  spec.create.egress = std::move(*egress);
+  spec.create.egress = std::move(where->egress);
   spec.create.envs = req.env;
   spec.create.auto_pause_after_seconds = backstop_auto_pause(s.timeout_seconds);
   spec.uploads.push_back({path, req.code});

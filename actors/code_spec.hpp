@@ -25,6 +25,9 @@ result<execution_spec> make_code_spec(const code_request& req, const policy::san
                                       const shape_list& catalog, std::string guest_name,
                                       std::mt19937_64& rng);
 
+/// `n` random lowercase hex digits: what makes a run's guest paths its own.
+std::string random_hex(std::mt19937_64& rng, int n = 12);
+
 /// max(60, timeout + 120), capped at the wire maximum of 86400.
 uint32_t backstop_auto_pause(uint32_t timeout_seconds);
 

@@ -23,14 +23,6 @@ std::optional<failure> check_id(const char* what, const std::string& v) {
   return std::nullopt;
 }
 
-std::string hex_suffix(std::mt19937_64& rng) {
-  static constexpr char hex[] = "0123456789abcdef";
-  std::string out;
-  for (int i = 0; i < 12; ++i)
-    out.push_back(hex[rng() % 16]);
-  return out;
-}
-
 } // namespace
 
 std::optional<reuse_mode> parse_reuse(std::string_view text) {
@@ -76,30 +68,27 @@ result<component_plan> make_component_spec(const component_request& req,
       return fail(ec::bad_request, "the command contains a NUL byte");
   if (!req.argv.empty() && req.argv[0].empty())
     return fail(ec::bad_request, "the command is empty");
-  auto egress = policy::admit(s, provider);
-  if (!egress)
-    return egress.error();
-  auto sh = policy::pick_shape(catalog, s.memory_mb, provider.memory_floor_mib, s.pinned_shape);
-  if (!sh)
-    return sh.error();
+  auto where = policy::place(s, provider, catalog);
+  if (!where)
+    return where.error();
 
   component_plan plan;
   plan.reusable = req.reuse == reuse_mode::flow;
   auto& spec = plan.spec;
   spec.name = plan.reusable
-                ? names::reusable(req.flow_id, req.component_id, fingerprint(*egress))
+                ? names::reusable(req.flow_id, req.component_id, fingerprint(where->egress))
                 : names::ephemeral(names::guest_kind::backend, owner, rng);
-  spec.create.shape = sh->id;
+  spec.create.shape = where->chosen.id;
   spec.create.rootfs = s.rootfs;
   spec.create.name = spec.name;
-  spec.create.egress = std::move(*egress);
+  spec.create.egress = std::move(where->egress);
   spec.create.auto_pause_after_seconds = plan.reusable ? reusable_auto_pause(s.timeout_seconds)
                                                        : backstop_auto_pause(s.timeout_seconds);
   spec.timeout_seconds = s.timeout_seconds;
   // Streamed: a cancelled run (SIGINT, a caller gone) kills the command in the guest, which
   // matters when the guest is kept.
   spec.stream = true;
-  auto suffix = hex_suffix(rng);
+  auto suffix = random_hex(rng);
   if (req.python) {
     auto path = "/workspace/main_" + suffix + ".py";
     spec.uploads.push_back({path, *req.python});

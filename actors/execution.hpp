@@ -1,7 +1,6 @@
 #pragma once
 
 #include "actors/actors.hpp"
-#include "actors/component_interfaces.hpp"
 
 #include <caf/stateful_actor.hpp>
 #include <caf/typed_response_promise.hpp>

@@ -1,6 +1,6 @@
 #pragma once
 
-#include "actors/component_interfaces.hpp"
+#include "actors/actors.hpp"
 
 #include <caf/stateful_actor.hpp>
 #include <caf/typed_response_promise.hpp>
@@ -41,7 +41,7 @@ struct guest_registry_state {
   std::unordered_map<std::string, slot> slots; ///< by guest name
 };
 
-/// See guest_registry_actor (component_interfaces.hpp).
+/// See guest_registry_actor (actors.hpp).
 guest_registry_actor::behavior_type
 guest_registry(guest_registry_actor::stateful_pointer<guest_registry_state> self,
                controlplane_actor cp, lifecycle_actor lifecycle, guest_registry_options opts);

@@ -1,6 +1,6 @@
 #pragma once
 
-#include "actors/component_interfaces.hpp"
+#include "actors/actors.hpp"
 
 #include <caf/stateful_actor.hpp>
 #include <caf/typed_response_promise.hpp>
@@ -35,7 +35,7 @@ struct lifecycle_state {
   std::unordered_map<std::string, pending_guest> guests; ///< by guest id
 };
 
-/// See lifecycle_actor (component_interfaces.hpp): GET → running: done; paused → one
+/// See lifecycle_actor (actors.hpp): GET → running: done; paused → one
 /// resume, then poll; creating / pausing / resuming → poll; error, failed, destroying,
 /// destroyed → unavailable. Past the deadline → transient with the last status seen.
 lifecycle_actor::behavior_type lifecycle(lifecycle_actor::stateful_pointer<lifecycle_state> self,

@@ -35,6 +35,20 @@ void answer_drains(self_ptr self) {
   st.drains.clear();
 }
 
+/// Removes the `owned` index entry of a tracked name (if it has an owner).
+void disown(reaper_state& st, std::unordered_map<std::string, reaper_state::entry>::iterator i) {
+  auto& owner = i->second.owner;
+  if (!owner)
+    return;
+  auto [first, last] = st.owned.equal_range(owner);
+  for (auto j = first; j != last; ++j)
+    if (j->second == &i->first) {
+      st.owned.erase(j);
+      break;
+    }
+  owner = caf::actor_addr{};
+}
+
 void forget(self_ptr self, const std::string& name, bool deleted) {
   auto& st = self->state;
   auto i = st.guests.find(name);
@@ -42,6 +56,7 @@ void forget(self_ptr self, const std::string& name, bool deleted) {
     return;
   if (i->second.owed && st.stats.pending > 0)
     --st.stats.pending;
+  disown(st, i);
   st.guests.erase(i);
   st.stats.tracked = st.guests.size();
   if (deleted)
@@ -195,19 +210,22 @@ reaper_actor::behavior_type reaper(reaper_actor::stateful_pointer<reaper_state> 
   self->set_down_handler([self](caf::down_msg& dm) {
     // The owner died without releasing: everything it tracked is owed.
     std::vector<std::string> names;
-    for (auto& [name, e] : self->state.guests)
-      if (e.owner == dm.source)
-        names.push_back(name);
+    auto [first, last] = self->state.owned.equal_range(dm.source);
+    for (auto j = first; j != last; ++j)
+      names.push_back(*j->second);
     for (auto& name : names)
       owe(self, name);
   });
   return {
     [self](track_atom, std::string& name) {
       auto& st = self->state;
-      auto& e = st.guests[name];
+      auto i = st.guests.try_emplace(name).first;
+      auto& e = i->second;
       e.tracked_at = self->clock().now();
       if (auto sender = self->current_sender()) {
+        disown(st, i); // tracked again: the latest owner is the one that counts
         e.owner = caf::actor_cast<caf::actor_addr>(sender);
+        st.owned.emplace(e.owner, &i->first);
         self->monitor(sender);
       }
       st.stats.tracked = st.guests.size();

@@ -38,6 +38,9 @@ struct reaper_state {
   controlplane_actor cp;
   reaper_options opts;
   std::unordered_map<std::string, entry> guests; ///< by guest name
+  /// The names each live owner tracked (keys of `guests`), so that an owner's death costs
+  /// a lookup, not a scan of every tracked guest (thousands in flight).
+  std::unordered_multimap<caf::actor_addr, const std::string*> owned;
   reaper_stats stats;
   bool tick_scheduled = false;
   bool lookup_in_flight = false;

@@ -150,4 +150,15 @@ result<shape> pick_shape(const shape_list& catalog, uint64_t memory_mb, uint64_t
   return *best;
 }
 
+result<placement> place(const sandbox_settings& s, const provider_info& p,
+                        const shape_list& catalog) {
+  auto egress = admit(s, p);
+  if (!egress)
+    return egress.error();
+  auto sh = pick_shape(catalog, s.memory_mb, p.memory_floor_mib, s.pinned_shape);
+  if (!sh)
+    return sh.error();
+  return placement{std::move(*egress), std::move(*sh)};
+}
+
 } // namespace guestflow::policy

@@ -55,4 +55,12 @@ result<egress_policy> admit(const sandbox_settings& s, const provider_info& p);
 result<shape> pick_shape(const shape_list& catalog, uint64_t memory_mb, uint64_t floor_mib,
                          const std::optional<std::string>& pinned);
 
+/// The gate and the shape together, as every surface asks for them.
+struct placement {
+  egress_policy egress;
+  shape chosen;
+};
+result<placement> place(const sandbox_settings& s, const provider_info& p,
+                        const shape_list& catalog);
+
 } // namespace guestflow::policy

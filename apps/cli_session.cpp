@@ -10,8 +10,10 @@
 
 #include <spdlog/spdlog.h>
 
+#include <fstream>
 #include <future>
 #include <iostream>
+#include <sstream>
 #include <unistd.h>
 
 namespace guestflow::cli {
@@ -43,6 +45,15 @@ std::string host_name() {
 }
 
 } // namespace
+
+result<std::string> read_bytes(const std::string& path) {
+  std::ifstream in{path, std::ios::binary};
+  if (!in)
+    return fail(ec::bad_request, "cannot read " + path);
+  std::ostringstream buf;
+  buf << in.rdbuf();
+  return buf.str();
+}
 
 std::string state_dir(const cp::env_map& env) {
   if (auto i = env.find("GUESTFLOW_STATE_DIR"); i != env.end() && !i->second.empty())

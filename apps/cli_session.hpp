@@ -64,6 +64,9 @@ private:
   std::mt19937_64 rng_{std::random_device{}()};
 };
 
+/// The whole file (a program, a flow) as bytes; bad_request naming it if unreadable.
+result<std::string> read_bytes(const std::string& path);
+
 /// `$GUESTFLOW_STATE_DIR`, else `~/.local/state/guestflow`.
 std::string state_dir(const cp::env_map& env);
 

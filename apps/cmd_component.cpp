@@ -4,9 +4,7 @@
 #include "apps/cli_session.hpp"
 #include "apps/command.hpp"
 
-#include <fstream>
 #include <iostream>
-#include <sstream>
 
 namespace guestflow::cli {
 namespace {
@@ -34,15 +32,6 @@ before each run): written under DIR (parents created, nothing outside DIR). The 
 capped during the transfer at GUESTFLOW_ARTIFACT_CAP_BYTES (5 MiB); past it nothing comes
 back and the run exits 125 with artifact_too_large after printing its output. Links,
 devices and members escaping the directory are dropped and listed on stderr.)";
-
-result<std::string> read_file(const std::string& path) {
-  std::ifstream in{path, std::ios::binary};
-  if (!in)
-    return fail(ec::bad_request, "cannot read " + path);
-  std::ostringstream buf;
-  buf << in.rdbuf();
-  return buf.str();
-}
 
 /// A guest-chosen path, printable on one line (control bytes escaped, UTF-8 kept).
 std::string printable(const std::string& path) {
@@ -102,7 +91,7 @@ int run_component(const std::vector<std::string>& argv) {
   if (!cap)
     return report_failure("component", cap.error());
   if (auto p = a.get("python")) {
-    auto program = read_file(*p);
+    auto program = read_bytes(*p);
     if (!program)
       return report_failure("component", program.error());
     req.python = std::move(*program);

@@ -5,6 +5,7 @@
 // a middleman, so an actor message type that is missing here is a bug.
 // Register with: cfg.add_message_types<caf::id_block::guestflow>() (see register_types()).
 
+#include "messages/component.hpp"
 #include "messages/error.hpp"
 #include "messages/execution.hpp"
 #include "messages/flow_run.hpp"
@@ -54,6 +55,10 @@ CAF_BEGIN_TYPE_ID_BLOCK(guestflow, caf::first_custom_type_id)
   CAF_ADD_TYPE_ID(guestflow, (guestflow::run_input))
   CAF_ADD_TYPE_ID(guestflow, (guestflow::run_request))
   CAF_ADD_TYPE_ID(guestflow, (guestflow::coordinator_stats))
+  CAF_ADD_TYPE_ID(guestflow, (guestflow::reusable_guest))
+  CAF_ADD_TYPE_ID(guestflow, (guestflow::returned_file))
+  CAF_ADD_TYPE_ID(guestflow, (guestflow::dropped_member))
+  CAF_ADD_TYPE_ID(guestflow, (guestflow::returned_files))
 
 CAF_END_TYPE_ID_BLOCK(guestflow)
 

@@ -32,7 +32,9 @@
 #include <chrono>
 #include <cstdio>
 #include <fcntl.h>
+#include <filesystem>
 #include <fstream>
+#include <map>
 #include <future>
 #include <iostream>
 #include <malloc.h>
@@ -91,6 +93,28 @@ double cpu_seconds() {
   ::getrusage(RUSAGE_SELF, &ru);
   auto sec = [](const timeval& t) { return t.tv_sec + t.tv_usec / 1e6; };
   return sec(ru.ru_utime) + sec(ru.ru_stime);
+}
+
+/// CPU nanoseconds per thread group (from /proc/self/task/*/schedstat): where the
+/// process's CPU goes. Groups: the main thread (the harness's waiting loop), CAF's
+/// scheduler workers and clock, and the rest (the client's Asio thread and its resolver).
+std::map<std::string, uint64_t> thread_cpu_ns() {
+  std::map<std::string, uint64_t> out;
+  auto self = std::to_string(::getpid());
+  for (auto& e : std::filesystem::directory_iterator{"/proc/self/task"}) {
+    auto tid = e.path().filename().string();
+    std::ifstream comm_in{e.path() / "comm"}, sched_in{e.path() / "schedstat"};
+    std::string comm;
+    uint64_t ns = 0;
+    if (!std::getline(comm_in, comm) || !(sched_in >> ns))
+      continue; // the thread ended meanwhile
+    std::string group = tid == self                      ? "main"
+                        : comm.rfind("caf.multi", 0) == 0 ? "caf-workers"
+                        : comm.rfind("caf.", 0) == 0      ? "caf-other"
+                                                          : "client-io";
+    out[group] += ns;
+  }
+  return out;
 }
 
 /// 10,000 executions in flight are up to 10,000 concurrent connections: take the hard
@@ -165,6 +189,11 @@ caf::behavior driver(caf::stateful_actor<driver_state>* self, runtime* rt, const
     if (b->done.fetch_add(1) + 1 == b->names.size())
       b->all_done.set_value();
   };
+  // A run that fails replies with an error; to an asynchronous sender that arrives as a
+  // plain error message, which CAF routes to the error handler (by default: terminate).
+  self->set_error_handler([record_failure](caf::error& e) {
+    record_failure(to_failure(e).message);
+  });
   return {
     [self, rt, in, b, record_failure](launch_atom) {
       std::mt19937_64 rng{42};
@@ -193,7 +222,6 @@ caf::behavior driver(caf::stateful_actor<driver_state>* self, runtime* rt, const
       if (b->done.fetch_add(1) + 1 == b->names.size())
         b->all_done.set_value();
     },
-    [record_failure](caf::error& e) { record_failure(to_failure(e).message); },
   };
 }
 
@@ -207,6 +235,7 @@ struct figures {
   uint64_t rss_before = 0, rss_peak = 0;
   double rss_per_run = 0;
   reaper_stats reaper;
+  std::map<std::string, double> cpu_us_by_thread; ///< per run
 };
 
 double percentile(std::vector<double>& v, double q) {
@@ -251,6 +280,7 @@ figures run_batch(caf::actor_system& sys, runtime& rt, const run_inputs& in, siz
   f.k = k;
   f.rss_before = rss.bytes();
   f.rss_peak = f.rss_before;
+  auto threads0 = thread_cpu_ns();
   auto cpu0 = cpu_seconds();
   b.t0 = steady::now();
   caf::anon_send(drv, launch_atom::value);
@@ -263,6 +293,7 @@ figures run_batch(caf::actor_system& sys, runtime& rt, const run_inputs& in, siz
   }
   auto wall_ns = ns_since(b.t0);
   auto cpu1 = cpu_seconds();
+  auto threads1 = thread_cpu_ns();
   f.rss_peak = std::max(f.rss_peak, rss.bytes());
   caf::anon_send_exit(drv, caf::exit_reason::user_shutdown);
   f.failed = b.failed.load();
@@ -279,6 +310,9 @@ figures run_batch(caf::actor_system& sys, runtime& rt, const run_inputs& in, siz
   f.p99_ms = percentile(lat, 0.99);
   f.max_ms = lat.back();
   f.cpu_us_per_run = (cpu1 - cpu0) * 1e6 / static_cast<double>(k);
+  for (auto& [group, ns] : threads1)
+    f.cpu_us_by_thread[group] =
+      static_cast<double>(ns - threads0[group]) / 1e3 / static_cast<double>(k);
   f.rss_per_run = static_cast<double>(f.rss_peak - f.rss_before) / static_cast<double>(k);
   f.reaper = settled_reaper(sys, rt);
   if (f.reaper.tracked != 0 || f.reaper.pending != 0)
@@ -297,8 +331,10 @@ result<T> await(Start&& start) {
 }
 
 struct bench_config : caf::actor_system_config {
-  bench_config() {
+  explicit bench_config(const std::string& policy) {
     set("scheduler.max-threads", 2); // as the CLI session
+    if (!policy.empty())
+      set("scheduler.policy", caf::atom_from_string(policy));
     set("logger.verbosity", caf::atom("quiet"));
     register_types(*this);
   }
@@ -318,6 +354,8 @@ int main(int argc, char** argv) {
   uint32_t latency_ms = 50;
   bool smoke = false;
   std::string out_path;
+  std::string policy;
+  size_t max_idle = 0;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--inflight" && i + 1 < argc)
@@ -328,6 +366,10 @@ int main(int argc, char** argv) {
       smoke = true;
     else if (a == "--out" && i + 1 < argc)
       out_path = argv[++i];
+    else if (a == "--scheduler" && i + 1 < argc)
+      policy = argv[++i];
+    else if (a == "--max-idle" && i + 1 < argc)
+      max_idle = std::stoul(argv[++i]);
     else {
       std::cerr << "usage: bench_runtime [--inflight K]... [--latency-ms N] [--smoke] "
                    "[--out FILE]\n";
@@ -346,7 +388,10 @@ int main(int argc, char** argv) {
       dir.path() / "state", {"--simulate-latency-ms", std::to_string(latency_ms)}};
     cp::endpoint ep;
     ep.base_url = "http://127.0.0.1:" + std::to_string(server.port());
-    auto client = cp::client::make(ep); // the CLI's defaults
+    cp::client_config ccfg; // the CLI's defaults
+    if (max_idle)
+      ccfg.max_idle_per_endpoint = max_idle;
+    auto client = cp::client::make(ep, ccfg);
     if (!client)
       throw std::runtime_error("client: " + client.error().message);
 
@@ -363,7 +408,7 @@ int main(int argc, char** argv) {
     in.catalog = std::move(*catalog);
     in.owner = names::owner_id("benchrt", "bench", dir.path().string());
 
-    bench_config cfg;
+    bench_config cfg{policy};
     caf::actor_system sys{cfg};
     runtime_options ro;
     ro.owner = in.owner;
@@ -412,13 +457,17 @@ int main(int argc, char** argv) {
       table << "RSS target (at " << rss_target_at << " in flight): not measured in this run\n";
     std::ostringstream raw;
     raw << "\nraw:\n";
-    for (auto& f : all)
+    for (auto& f : all) {
       raw << "inflight=" << f.k << " wall_s=" << f.wall_s << " runs_per_s=" << f.runs_per_s
           << " p50_ms=" << f.p50_ms << " p99_ms=" << f.p99_ms << " max_ms=" << f.max_ms
           << " cpu_us_per_run=" << f.cpu_us_per_run << " rss_before=" << f.rss_before
           << " rss_peak=" << f.rss_peak << " rss_per_inflight=" << f.rss_per_run
           << " reaper_created=" << f.reaper.created << " reaper_deleted=" << f.reaper.deleted
-          << " failed_deletes=" << f.reaper.failed_deletes << "\n";
+          << " failed_deletes=" << f.reaper.failed_deletes << "\n  CPU us/run by thread:";
+      for (auto& [group, us] : f.cpu_us_by_thread)
+        raw << " " << group << "=" << us;
+      raw << "\n";
+    }
     std::cout << table.str() << raw.str() << std::flush;
     if (!out_path.empty()) {
       std::ofstream out{out_path};

@@ -63,9 +63,11 @@ struct exec_outcome {
 class running_exec {
 public:
   virtual ~running_exec() = default;
-  virtual int stdout_fd() const = 0; ///< O_NONBLOCK read end; EOF when the command closed it
+  /// O_NONBLOCK read end; EOF when the command closed it. -1: none (read as closed).
+  virtual int stdout_fd() const = 0;
   virtual int stderr_fd() const = 0;
-  virtual int exit_fd() const = 0; ///< becomes readable once the command exited
+  /// Becomes readable once the command exited. -1: none (finish() alone tells the exit).
+  virtual int exit_fd() const = 0;
   /// SIGKILLs the command (its client went away). Cheap; safe after exit.
   virtual void kill() = 0;
   /// Reaps the command and closes its fds (blocking until it exited); ends the activity.

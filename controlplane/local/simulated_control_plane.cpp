@@ -6,42 +6,21 @@
 #include <cerrno>
 #include <cstring>
 #include <fcntl.h>
-#include <sys/eventfd.h>
 #include <sys/mman.h>
-#include <unistd.h>
 
 namespace guestflow::local {
 namespace {
 
-/// A command that already ended: both pipes at EOF, the exit fd readable, exit code 0.
+/// A command that already ended, exit code 0, no output: it has no pipes and no exit fd
+/// (the transport reads both pipes as closed and the command as exited), so a simulated
+/// exec holds no file descriptor however many run at once.
 class finished_command final : public running_exec {
 public:
-  finished_command() {
-    int out[2], err[2];
-    if (::pipe2(out, O_CLOEXEC | O_NONBLOCK) == 0) {
-      out_.reset(out[0]);
-      ::close(out[1]);
-    }
-    if (::pipe2(err, O_CLOEXEC | O_NONBLOCK) == 0) {
-      err_.reset(err[0]);
-      ::close(err[1]);
-    }
-    exit_.reset(::eventfd(1, EFD_CLOEXEC | EFD_NONBLOCK));
-  }
-  bool ok() const { return out_ && err_ && exit_; }
-  int stdout_fd() const override { return out_.get(); }
-  int stderr_fd() const override { return err_.get(); }
-  int exit_fd() const override { return exit_.get(); }
+  int stdout_fd() const override { return -1; }
+  int stderr_fd() const override { return -1; }
+  int exit_fd() const override { return -1; }
   void kill() override {}
-  exec_outcome finish() override {
-    out_.reset();
-    err_.reset();
-    exit_.reset();
-    return {};
-  }
-
-private:
-  unique_fd out_, err_, exit_;
+  exec_outcome finish() override { return {}; }
 };
 
 } // namespace
@@ -83,9 +62,8 @@ result<sandbox_created> simulated_control_plane::create(const sandbox_create_req
   guest_record r;
   r.id = new_guest_id();
   r.name = req.name.value_or(r.id);
-  for (const auto& [id, g] : guests_)
-    if (is_live(g.status) && g.name == r.name)
-      return conflict("name '" + r.name + "' is taken by live sandbox " + id);
+  if (auto taken = live_names_.find(r.name); taken != live_names_.end())
+    return conflict("name '" + r.name + "' is taken by live sandbox " + taken->second);
   r.status = sandbox_status::running;
   r.shape = shp->id;
   r.rootfs = *rootfs;
@@ -104,6 +82,7 @@ result<sandbox_created> simulated_control_plane::create(const sandbox_create_req
                       shp->default_disk_mib,
                       static_cast<uint64_t>(latency_.count()),
                       r.egress};
+  live_names_.emplace(r.name, r.id);
   guests_.emplace(r.id, std::move(r));
   return out;
 }
@@ -129,6 +108,7 @@ result<sandbox_deleted> simulated_control_plane::destroy(const std::string& id) 
   std::lock_guard<std::mutex> lock{mu_};
   auto r = find(id);
   if (!r) return r.error();
+  if (is_live((*r)->status)) live_names_.erase((*r)->name);
   (*r)->status = sandbox_status::destroyed;
   return sandbox_deleted{id, sandbox_status::destroyed};
 }
@@ -175,10 +155,7 @@ result<std::unique_ptr<running_exec>> simulated_control_plane::start_exec(const 
     std::lock_guard<std::mutex> lock{mu_};
     if (auto r = find(id, true); !r) return r.error();
   }
-  auto cmd = std::make_unique<finished_command>();
-  if (!cmd->ok())
-    return fail(ec::unavailable, std::string{"simulated exec: "} + std::strerror(errno));
-  return std::unique_ptr<running_exec>{std::move(cmd)};
+  return std::unique_ptr<running_exec>{std::make_unique<finished_command>()};
 }
 
 result<guest_file> simulated_control_plane::open_file(const std::string& id,

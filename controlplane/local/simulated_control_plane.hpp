@@ -6,6 +6,7 @@
 #include <chrono>
 #include <map>
 #include <mutex>
+#include <unordered_map>
 
 namespace guestflow::local {
 
@@ -46,6 +47,9 @@ private:
   std::chrono::milliseconds latency_;
   std::mutex mu_;
   std::map<std::string, guest_record> guests_;
+  /// name → id of every live guest: a create's name check is a lookup, not a scan of
+  /// every record (tens of thousands in a bench).
+  std::unordered_map<std::string, std::string> live_names_;
   int64_t next_seq_ = 1;
 };
 

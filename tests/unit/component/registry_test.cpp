@@ -38,6 +38,7 @@ protected:
   lifecycle_actor lc;
   guest_registry_actor reg;
   std::vector<caf::actor> callers;
+  std::vector<execution_actor> execs;
 
   void SetUp() override {
     cp = sys.spawn(scripted_controlplane, s);
@@ -53,6 +54,8 @@ protected:
   void TearDown() override {
     for (auto& c : callers)
       caf::anon_send_exit(c, caf::exit_reason::user_shutdown);
+    for (auto& e : execs) // one still waiting for an answer would keep the system alive
+      caf::anon_send_exit(e, caf::exit_reason::user_shutdown);
     for (auto a : {caf::actor_cast<caf::actor>(reg), caf::actor_cast<caf::actor>(lc),
                    caf::actor_cast<caf::actor>(rp), caf::actor_cast<caf::actor>(cp)})
       caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
@@ -91,6 +94,7 @@ protected:
                                      execution_actor* exec_out = nullptr) {
     auto out = std::make_shared<run_outcome>();
     auto exec = sys.spawn(execution, cp, rp, std::move(opts));
+    execs.push_back(exec);
     if (exec_out)
       *exec_out = exec;
     auto caller = sys.spawn([exec, sp, out](caf::event_based_actor* self) {
@@ -199,6 +203,8 @@ TEST_F(component_test, a_holder_that_dies_hands_the_guest_to_the_next_run) {
 TEST_F(component_test, a_create_lost_to_another_process_adopts_the_winner) {
   s->appear_on_create = existing("other-1", sandbox_status::creating);
   auto r = start();
+  for (int i = 0; i < 10 && !r->answered(); ++i)
+    advance(250ms); // the winner's create is still in flight: poll until it runs
   ASSERT_TRUE(r->report) << r->error->message;
   EXPECT_EQ(r->report->guest_id, "other-1");
   EXPECT_EQ(s->count("create "), 1);

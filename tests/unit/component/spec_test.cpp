@@ -119,7 +119,7 @@ TEST(component_spec, a_command_runs_as_is_and_return_files_prepares_the_director
   EXPECT_EQ(p->collect->dir, "/workspace/artifacts");
   EXPECT_EQ(p->collect->archive.rfind("/workspace/.gf-artifacts-", 0), 0u);
   EXPECT_EQ(p->spec.command.cmd, "/bin/sh");
-  ASSERT_EQ(p->spec.command.args.size(), 10u);
+  ASSERT_EQ(p->spec.command.args.size(), 9u);
   EXPECT_EQ(p->spec.command.args[0], "-c");
   EXPECT_NE(p->spec.command.args[1].find("mkdir -p -- /workspace/artifacts"), std::string::npos);
   EXPECT_NE(p->spec.command.args[1].find("exec \"$@\""), std::string::npos);
