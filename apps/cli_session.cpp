@@ -2,6 +2,7 @@
 
 #include "actors/executor_settings.hpp"
 #include "actors/guest_names.hpp"
+#include "actors/system_settings.hpp"
 #include "controlplane/local/embedded.hpp"
 #include "messages/type_ids.hpp"
 
@@ -31,11 +32,7 @@ result<T> await(Start&& start) {
 }
 
 struct session_config : caf::actor_system_config {
-  session_config() {
-    set("scheduler.max-threads", 2);
-    set("logger.verbosity", caf::atom("quiet"));
-    register_types(*this);
-  }
+  session_config() { apply_runtime_settings(*this); }
 };
 
 std::string host_name() {
@@ -120,6 +117,12 @@ result<std::unique_ptr<session>> session::open(const cp::env_map& env, signal_wa
     return executor.error();
   ro.coordinator.settings = std::move(*executor);
   s->rt_ = std::make_unique<runtime>(*s->sys_, std::move(*client), ro);
+  // Guests of this owner that an earlier, crashed run left behind go now, in the
+  // background; the grace period spares those of a concurrent run of the same owner.
+  uint32_t grace = 3600;
+  if (auto i = env.find("GUESTFLOW_SWEEP_GRACE_SECONDS"); i != env.end() && !i->second.empty())
+    grace = static_cast<uint32_t>(std::strtoul(i->second.c_str(), nullptr, 10));
+  caf::anon_send(s->rt_->reaper(), sweep_atom::value, grace);
   return s;
 }
 

@@ -5,7 +5,6 @@
 #include "apps/command.hpp"
 #include "messages/run.hpp"
 
-#include <fstream>
 #include <iostream>
 #include <iterator>
 #include <sstream>
@@ -27,16 +26,12 @@ Flags override Langflow's settings from the environment: LANGFLOW_SANDBOX_TIMEOU
 (30), LANGFLOW_SANDBOX_MEMORY_MB (192, a floor), LANGFLOW_SANDBOX_ALLOW_NETWORK (false),
 LANGFLOW_SANDBOX_ALLOWED_DOMAINS (refused).)";
 
+/// FILE, or standard input for "-".
 result<std::string> read_program(const std::string& path) {
+  if (path != "-")
+    return read_bytes(path);
   std::ostringstream buf;
-  if (path == "-") {
-    buf << std::cin.rdbuf();
-    return buf.str();
-  }
-  std::ifstream in{path, std::ios::binary};
-  if (!in)
-    return fail(ec::bad_request, "cannot read " + path);
-  buf << in.rdbuf();
+  buf << std::cin.rdbuf();
   return buf.str();
 }
 

@@ -9,9 +9,7 @@
 
 #include <condition_variable>
 #include <deque>
-#include <fstream>
 #include <iostream>
-#include <sstream>
 
 namespace guestflow::cli {
 namespace {
@@ -58,15 +56,6 @@ run_subscriber_actor::behavior_type subscriber(run_subscriber_actor::pointer,
   return {[q](run_event& e) { q->push(std::move(e)); }};
 }
 
-result<std::string> read_file(const std::string& path) {
-  std::ifstream in{path, std::ios::binary};
-  if (!in)
-    return fail(ec::bad_request, "cannot read " + path);
-  std::ostringstream buf;
-  buf << in.rdbuf();
-  return buf.str();
-}
-
 void progress(const run_event& e) {
   using k = run_event::kind;
   if (e.type == k::vertex_built)
@@ -87,7 +76,7 @@ int run_flow(const std::vector<std::string>& argv) {
               << usage << '\n';
     return 2;
   }
-  auto text = read_file(a.positionals()[0]);
+  auto text = read_bytes(a.positionals()[0]);
   if (!text) {
     report_failure("run", text.error());
     return 2;

@@ -16,6 +16,7 @@
 #include "actors/guest_names.hpp"
 #include "actors/runtime.hpp"
 #include "actors/sandbox_policy.hpp"
+#include "actors/system_settings.hpp"
 #include "controlplane/client/client.hpp"
 #include "messages/type_ids.hpp"
 #include "tests/integration/control_plane/control_plane_process.hpp"
@@ -87,12 +88,18 @@ private:
   uint64_t page_ = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
 };
 
-/// User + system CPU of the whole process (every thread: CAF scheduler, client I/O, main).
-double cpu_seconds() {
+/// User and system CPU seconds of the whole process (every thread: CAF scheduler,
+/// client I/O, main).
+struct cpu_times {
+  double user = 0, sys = 0;
+  double total() const { return user + sys; }
+};
+
+cpu_times cpu_seconds() {
   rusage ru{};
   ::getrusage(RUSAGE_SELF, &ru);
-  auto sec = [](const timeval& t) { return t.tv_sec + t.tv_usec / 1e6; };
-  return sec(ru.ru_utime) + sec(ru.ru_stime);
+  auto sec = [](const timeval& t) { return static_cast<double>(t.tv_sec) + t.tv_usec / 1e6; };
+  return {sec(ru.ru_utime), sec(ru.ru_stime)};
 }
 
 /// CPU nanoseconds per thread group (from /proc/self/task/*/schedstat): where the
@@ -115,6 +122,19 @@ std::map<std::string, uint64_t> thread_cpu_ns() {
     out[group] += ns;
   }
   return out;
+}
+
+/// CPU nanoseconds of every thread of process `pid` (the control plane child).
+uint64_t process_cpu_ns(pid_t pid) {
+  uint64_t total = 0;
+  auto dir = "/proc/" + std::to_string(pid) + "/task";
+  for (auto& e : std::filesystem::directory_iterator{dir}) {
+    std::ifstream in{e.path() / "schedstat"};
+    uint64_t ns = 0;
+    if (in >> ns)
+      total += ns;
+  }
+  return total;
 }
 
 /// 10,000 executions in flight are up to 10,000 concurrent connections: take the hard
@@ -232,10 +252,12 @@ struct figures {
   double runs_per_s = 0;
   double p50_ms = 0, p99_ms = 0, max_ms = 0;
   double cpu_us_per_run = 0;
+  double sys_share = 0; ///< of cpu_us_per_run, in the kernel (loopback TCP, futexes, epoll)
   uint64_t rss_before = 0, rss_peak = 0;
   double rss_per_run = 0;
   reaper_stats reaper;
   std::map<std::string, double> cpu_us_by_thread; ///< per run
+  double server_cpu_us_per_run = 0;               ///< the control plane child (not ours)
 };
 
 double percentile(std::vector<double>& v, double q) {
@@ -269,7 +291,7 @@ reaper_stats settled_reaper(caf::actor_system& sys, runtime& rt) {
 }
 
 figures run_batch(caf::actor_system& sys, runtime& rt, const run_inputs& in, size_t k,
-                  std::mt19937_64& rng, const rss_probe& rss) {
+                  std::mt19937_64& rng, const rss_probe& rss, pid_t server) {
   batch b{k, in.owner, rng};
   auto all_done = b.all_done.get_future();
   auto drv = sys.spawn(driver, &rt, &in, &b);
@@ -281,6 +303,7 @@ figures run_batch(caf::actor_system& sys, runtime& rt, const run_inputs& in, siz
   f.rss_before = rss.bytes();
   f.rss_peak = f.rss_before;
   auto threads0 = thread_cpu_ns();
+  auto server0 = process_cpu_ns(server);
   auto cpu0 = cpu_seconds();
   b.t0 = steady::now();
   caf::anon_send(drv, launch_atom::value);
@@ -294,6 +317,7 @@ figures run_batch(caf::actor_system& sys, runtime& rt, const run_inputs& in, siz
   auto wall_ns = ns_since(b.t0);
   auto cpu1 = cpu_seconds();
   auto threads1 = thread_cpu_ns();
+  auto server1 = process_cpu_ns(server);
   f.rss_peak = std::max(f.rss_peak, rss.bytes());
   caf::anon_send_exit(drv, caf::exit_reason::user_shutdown);
   f.failed = b.failed.load();
@@ -309,7 +333,9 @@ figures run_batch(caf::actor_system& sys, runtime& rt, const run_inputs& in, siz
   f.p50_ms = percentile(lat, 0.50);
   f.p99_ms = percentile(lat, 0.99);
   f.max_ms = lat.back();
-  f.cpu_us_per_run = (cpu1 - cpu0) * 1e6 / static_cast<double>(k);
+  f.cpu_us_per_run = (cpu1.total() - cpu0.total()) * 1e6 / static_cast<double>(k);
+  f.sys_share = (cpu1.sys - cpu0.sys) / (cpu1.total() - cpu0.total());
+  f.server_cpu_us_per_run = static_cast<double>(server1 - server0) / 1e3 / static_cast<double>(k);
   for (auto& [group, ns] : threads1)
     f.cpu_us_by_thread[group] =
       static_cast<double>(ns - threads0[group]) / 1e3 / static_cast<double>(k);
@@ -330,13 +356,13 @@ result<T> await(Start&& start) {
   return fut.get();
 }
 
+/// The CLI's settings (actors/system_settings.hpp); `--scheduler stealing` compares with
+/// CAF's default scheduler.
 struct bench_config : caf::actor_system_config {
   explicit bench_config(const std::string& policy) {
-    set("scheduler.max-threads", 2); // as the CLI session
+    apply_runtime_settings(*this);
     if (!policy.empty())
       set("scheduler.policy", caf::atom_from_string(policy));
-    set("logger.verbosity", caf::atom("quiet"));
-    register_types(*this);
   }
 };
 
@@ -417,11 +443,11 @@ int main(int argc, char** argv) {
     rss_probe rss;
 
     // Warm-up: code paths, thread stacks, pool and allocator arenas, not measured.
-    run_batch(sys, rt, in, std::min<size_t>(200, inflight.front()), rng, rss);
+    run_batch(sys, rt, in, std::min<size_t>(200, inflight.front()), rng, rss, server.pid());
 
     std::vector<figures> all;
     for (auto k : inflight)
-      all.push_back(run_batch(sys, rt, in, k, rng, rss));
+      all.push_back(run_batch(sys, rt, in, k, rng, rss, server.pid()));
 
     std::ostringstream table;
     table << "runtime overhead per execution, simulated control plane (" << latency_ms
@@ -460,12 +486,14 @@ int main(int argc, char** argv) {
     for (auto& f : all) {
       raw << "inflight=" << f.k << " wall_s=" << f.wall_s << " runs_per_s=" << f.runs_per_s
           << " p50_ms=" << f.p50_ms << " p99_ms=" << f.p99_ms << " max_ms=" << f.max_ms
-          << " cpu_us_per_run=" << f.cpu_us_per_run << " rss_before=" << f.rss_before
+          << " cpu_us_per_run=" << f.cpu_us_per_run << " sys_share=" << f.sys_share
+          << " rss_before=" << f.rss_before
           << " rss_peak=" << f.rss_peak << " rss_per_inflight=" << f.rss_per_run
           << " reaper_created=" << f.reaper.created << " reaper_deleted=" << f.reaper.deleted
           << " failed_deletes=" << f.reaper.failed_deletes << "\n  CPU us/run by thread:";
       for (auto& [group, us] : f.cpu_us_by_thread)
         raw << " " << group << "=" << us;
+      raw << "\n  control plane child (not counted above): CPU us/run=" << f.server_cpu_us_per_run;
       raw << "\n";
     }
     std::cout << table.str() << raw.str() << std::flush;

@@ -34,7 +34,11 @@ struct endpoint {
 
 struct client_config {
   size_t io_threads = 1;
-  size_t max_idle_per_endpoint = 64; ///< pooled keep-alive connections kept open
+  /// Pooled keep-alive connections kept open (each closes after pool_idle_timeout). As
+  /// high as the calls a runtime has in flight at once: below that, every burst closes
+  /// the surplus and reconnects on the next phase (thousands of executions in flight
+  /// step through create, upload, exec, delete together).
+  size_t max_idle_per_endpoint = 16384;
   millis default_timeout{30'000};
   millis retry_initial{100};   ///< backoff for idempotent calls on `transient`
   millis retry_max{5'000};

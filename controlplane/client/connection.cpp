@@ -5,6 +5,9 @@
 #include <openssl/ssl.h>
 #include <openssl/x509v3.h>
 
+#include <cerrno>
+#include <sys/socket.h>
+
 namespace guestflow::cp {
 
 namespace net = boost::asio;
@@ -15,7 +18,7 @@ connection::connection(net::io_context& ioc) {
 
 connection::connection(net::io_context& ioc, net::ssl::context& ctx, const std::string& host,
                        bool verify) {
-  tls_.emplace(ioc.get_executor(), ctx);
+  tls_ = std::make_unique<tls_stream>(ioc.get_executor(), ctx);
   auto* ssl = tls_->native_handle();
   bool ip = is_ip_literal(host);
   if (!ip) // SNI carries names only (RFC 6066)
@@ -32,18 +35,12 @@ bool connection::looks_alive() {
   auto& sock = tcp().socket();
   if (!sock.is_open())
     return false;
-  boost::system::error_code err;
-  bool was = sock.non_blocking();
-  sock.non_blocking(true, err);
-  if (err)
-    return false;
+  // One non-blocking peek (this runs before every pooled request). EAGAIN: nothing to
+  // read, peer silent — the healthy idle state. Anything else (EOF, reset, or unsolicited
+  // bytes) means the connection cannot carry a clean exchange.
   char byte;
-  sock.receive(net::buffer(&byte, 1), net::socket_base::message_peek, err);
-  boost::system::error_code restore;
-  sock.non_blocking(was, restore);
-  // would_block: nothing to read, peer silent — the healthy idle state. Anything else (EOF,
-  // reset, or unsolicited bytes) means the connection cannot carry a clean exchange.
-  return err == net::error::would_block && !restore;
+  auto n = ::recv(sock.native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+  return n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
 }
 
 void connection::close() noexcept {

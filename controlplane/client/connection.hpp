@@ -6,6 +6,7 @@
 #include <boost/beast/core/tcp_stream.hpp>
 
 #include <chrono>
+#include <memory>
 #include <optional>
 #include <string>
 
@@ -26,7 +27,7 @@ public:
   connection(boost::asio::io_context& ioc, boost::asio::ssl::context& ctx,
              const std::string& host, bool verify);
 
-  bool tls() const noexcept { return tls_.has_value(); }
+  bool tls() const noexcept { return tls_ != nullptr; }
 
   /// The TCP layer: timeouts (`expires_after`), connect, close.
   boost::beast::tcp_stream& tcp() noexcept {
@@ -55,7 +56,9 @@ public:
 
 private:
   std::optional<boost::beast::tcp_stream> plain_;
-  std::optional<tls_stream> tls_;
+  /// On the heap: a plain connection (every local one) would otherwise carry 350 unused
+  /// bytes, and every call in flight holds a connection.
+  std::unique_ptr<tls_stream> tls_;
 };
 
 } // namespace guestflow::cp

@@ -10,6 +10,7 @@
 #include <boost/beast/http/write.hpp>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <limits>
 
 namespace guestflow::cp {
@@ -147,6 +148,12 @@ void http_call::attempt() {
   reused_ = conn_ != nullptr;
   if (reused_)
     return send();
+  // An IP literal (the local control plane's 127.0.0.1) needs no lookup: the resolver
+  // would hop to its own thread and back for every new connection.
+  boost::system::error_code not_literal;
+  auto addr = net::ip::make_address(t_->url().host, not_literal);
+  if (!not_literal)
+    return connect_to({tcp::endpoint{addr, t_->url().port}});
   resolver_.async_resolve(t_->url().host, std::to_string(t_->url().port),
                           on_strand([self = shared_from_this()](
                                       error_code err, tcp::resolver::results_type r) {
@@ -161,8 +168,15 @@ void http_call::on_resolve(const error_code& err, const tcp::resolver::results_t
     return attempt_failed(map_transport(phase::resolve, err, t_->url().origin(), spec_.what));
   std::vector<tcp::endpoint> eps;
   for (const auto& e : r)
-    if (t_->url().tls || is_loopback_address(e.endpoint().address()))
-      eps.push_back(e.endpoint());
+    eps.push_back(e.endpoint());
+  connect_to(std::move(eps));
+}
+
+void http_call::connect_to(std::vector<tcp::endpoint> eps) {
+  if (!t_->url().tls)
+    eps.erase(std::remove_if(eps.begin(), eps.end(),
+                             [](const tcp::endpoint& e) { return !is_loopback_address(e.address()); }),
+              eps.end());
   if (eps.empty())
     return finish(fail(ec::policy_refused, "control plane host " + t_->url().host
                                              + " does not resolve to a loopback address; "

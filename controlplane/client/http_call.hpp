@@ -72,6 +72,7 @@ private:
   void begin();
   void attempt();
   void on_resolve(const boost::system::error_code& err, const tcp::resolver::results_type& r);
+  void connect_to(std::vector<tcp::endpoint> eps);
   void on_connect(const boost::system::error_code& err);
   void on_handshake(const boost::system::error_code& err);
   void send();

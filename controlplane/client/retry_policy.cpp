@@ -5,7 +5,7 @@
 namespace guestflow::cp {
 
 retry_policy::retry_policy(millis initial, millis max, uint64_t seed)
-  : initial_(std::max(initial, millis{1})), max_(std::max(max, initial_)), rng_(seed) {}
+  : initial_(std::max(initial, millis{1})), max_(std::max(max, initial_)), rng_{seed} {}
 
 uint64_t retry_policy::random_seed() {
   thread_local std::mt19937_64 seeds{std::random_device{}()};

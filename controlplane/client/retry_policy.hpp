@@ -32,9 +32,24 @@ public:
   unsigned retries() const noexcept { return attempt_; }
 
 private:
+  /// splitmix64: 8 bytes of state. Every call in flight holds a retry_policy, and
+  /// std::mt19937_64 (2.5 KB, seeded word by word) would dominate the call's own size.
+  struct splitmix64 {
+    using result_type = uint64_t;
+    uint64_t state;
+    static constexpr result_type min() { return 0; }
+    static constexpr result_type max() { return ~uint64_t{0}; }
+    result_type operator()() {
+      uint64_t z = (state += 0x9e3779b97f4a7c15);
+      z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9;
+      z = (z ^ (z >> 27)) * 0x94d049bb133111eb;
+      return z ^ (z >> 31);
+    }
+  };
+
   millis initial_;
   millis max_;
-  std::mt19937_64 rng_;
+  splitmix64 rng_;
   unsigned attempt_ = 0;
 };
 

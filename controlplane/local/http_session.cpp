@@ -581,6 +581,7 @@ private:
   void upload_done(std::shared_ptr<guest_file> f, const std::string& path) {
     f.reset(); // closes the file, ends the activity
     upload_.reset();
+    std::vector<char>{}.swap(chunk_); // an idle keep-alive session keeps no upload buffer
     send(success_reply("{\"path\":" + quote_json(path) +
                        ",\"size\":" + std::to_string(received_) + "}"));
   }
