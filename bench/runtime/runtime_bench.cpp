@@ -21,28 +21,28 @@
 #include "messages/type_ids.hpp"
 #include "tests/integration/control_plane/control_plane_process.hpp"
 
+#include <algorithm>
+#include <atomic>
 #include <caf/actor_system.hpp>
 #include <caf/actor_system_config.hpp>
 #include <caf/event_based_actor.hpp>
 #include <caf/scoped_actor.hpp>
 #include <caf/send.hpp>
 #include <caf/stateful_actor.hpp>
-
-#include <algorithm>
-#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <fcntl.h>
 #include <filesystem>
 #include <fstream>
-#include <map>
 #include <future>
 #include <iostream>
 #include <malloc.h>
+#include <map>
 #include <sstream>
 #include <stdexcept>
 #include <string>
 #include <sys/resource.h>
+#include <thread>
 #include <unistd.h>
 #include <unordered_map>
 #include <vector>
@@ -63,9 +63,9 @@ constexpr size_t rss_target_at = 10'000;
 /// /proc/self/status, one short line to parse): cheap enough to sample every few ms.
 class rss_probe {
 public:
-  rss_probe() : fd_(::open("/proc/self/statm", O_RDONLY | O_CLOEXEC)) {
-    if (fd_ < 0)
-      throw std::runtime_error("cannot open /proc/self/statm");
+  rss_probe()
+      : fd_(::open("/proc/self/statm", O_RDONLY | O_CLOEXEC)) {
+    if (fd_ < 0) throw std::runtime_error("cannot open /proc/self/statm");
   }
   ~rss_probe() { ::close(fd_); }
   rss_probe(const rss_probe&) = delete;
@@ -74,12 +74,10 @@ public:
   uint64_t bytes() const {
     char buf[128];
     auto n = ::pread(fd_, buf, sizeof(buf) - 1, 0);
-    if (n <= 0)
-      return 0;
+    if (n <= 0) return 0;
     buf[n] = '\0';
     unsigned long long size = 0, resident = 0;
-    if (std::sscanf(buf, "%llu %llu", &size, &resident) != 2)
-      return 0;
+    if (std::sscanf(buf, "%llu %llu", &size, &resident) != 2) return 0;
     return resident * page_;
   }
 
@@ -115,7 +113,7 @@ std::map<std::string, uint64_t> thread_cpu_ns() {
     uint64_t ns = 0;
     if (!std::getline(comm_in, comm) || !(sched_in >> ns))
       continue; // the thread ended meanwhile
-    std::string group = tid == self                      ? "main"
+    std::string group = tid == self                       ? "main"
                         : comm.rfind("caf.multi", 0) == 0 ? "caf-workers"
                         : comm.rfind("caf.", 0) == 0      ? "caf-other"
                                                           : "client-io";
@@ -131,8 +129,7 @@ uint64_t process_cpu_ns(pid_t pid) {
   for (auto& e : std::filesystem::directory_iterator{dir}) {
     std::ifstream in{e.path() / "schedstat"};
     uint64_t ns = 0;
-    if (in >> ns)
-      total += ns;
+    if (in >> ns) total += ns;
   }
   return total;
 }
@@ -141,16 +138,15 @@ uint64_t process_cpu_ns(pid_t pid) {
 /// limit (inherited by the control plane child, started afterwards).
 std::string raise_fd_limit() {
   rlimit rl{};
-  if (::getrlimit(RLIMIT_NOFILE, &rl) != 0)
-    return "unknown";
+  if (::getrlimit(RLIMIT_NOFILE, &rl) != 0) return "unknown";
   auto before = rl.rlim_cur;
   if (rl.rlim_cur < rl.rlim_max) {
     rl.rlim_cur = rl.rlim_max;
     ::setrlimit(RLIMIT_NOFILE, &rl);
     ::getrlimit(RLIMIT_NOFILE, &rl);
   }
-  return std::to_string(before) + " -> " + std::to_string(rl.rlim_cur) + " (hard "
-         + std::to_string(rl.rlim_max) + ")";
+  return std::to_string(before) + " -> " + std::to_string(rl.rlim_cur) + " (hard " +
+         std::to_string(rl.rlim_max) + ")";
 }
 
 // -- one batch of K executions --------------------------------------------------------------
@@ -168,7 +164,9 @@ struct run_inputs {
 /// Everything here is allocated before the "before" RSS sample.
 struct batch {
   explicit batch(size_t k, const std::string& owner, std::mt19937_64& rng)
-    : names(k), started(k, -1), finished(k, -1) {
+      : names(k)
+      , started(k, -1)
+      , finished(k, -1) {
     index.reserve(k);
     for (size_t i = 0; i < k; ++i) {
       names[i] = names::ephemeral(names::guest_kind::backend, owner, rng);
@@ -181,7 +179,6 @@ struct batch {
   steady::time_point t0;
   std::atomic<size_t> done{0};
   std::atomic<size_t> failed{0};
-  std::atomic<size_t> launched{0};
   std::string first_error; ///< written by the driver only, read after `all_done`
   std::promise<void> all_done;
 };
@@ -202,46 +199,41 @@ struct driver_state {
 /// what a surface does per run: build the spec (policy gate, shape, upload path), spawn,
 /// send; then it files each report under its run's slot.
 caf::behavior driver(caf::stateful_actor<driver_state>* self, runtime* rt, const run_inputs* in,
-                     batch* b) {
-  auto record_failure = [self, b](std::string why) {
-    if (b->failed.fetch_add(1) == 0)
-      b->first_error = std::move(why);
-    if (b->done.fetch_add(1) + 1 == b->names.size())
-      b->all_done.set_value();
+                     std::shared_ptr<batch> b) {
+  auto record_failure = [b](std::string why) {
+    if (b->failed.fetch_add(1) == 0) b->first_error = std::move(why);
+    if (b->done.fetch_add(1) + 1 == b->names.size()) b->all_done.set_value();
   };
   // A run that fails replies with an error; to an asynchronous sender that arrives as a
   // plain error message, which CAF routes to the error handler (by default: terminate).
-  self->set_error_handler([record_failure](caf::error& e) {
-    record_failure(to_failure(e).message);
-  });
+  self->set_error_handler(
+      [record_failure](caf::error& e) { record_failure(to_failure(e).message); });
   return {
-    [self, rt, in, b, record_failure](launch_atom) {
-      std::mt19937_64 rng{42};
-      for (size_t i = 0; i < b->names.size(); ++i) {
-        auto spec = make_code_spec(in->request, in->settings, in->provider, in->catalog,
-                                   b->names[i], rng);
-        if (!spec) {
-          record_failure("spec refused: " + spec.error().message);
-          continue;
+      [self, rt, in, b, record_failure](launch_atom) {
+        std::mt19937_64 rng{42};
+        for (size_t i = 0; i < b->names.size(); ++i) {
+          auto spec = make_code_spec(in->request, in->settings, in->provider, in->catalog,
+                                     b->names[i], rng);
+          if (!spec) {
+            record_failure("spec refused: " + spec.error().message);
+            continue;
+          }
+          auto exec = rt->spawn_execution();
+          b->started[i] = ns_since(b->t0);
+          self->send(exec, run_atom::value, std::move(*spec));
         }
-        auto exec = rt->spawn_execution();
-        b->started[i] = ns_since(b->t0);
-        self->send(exec, run_atom::value, std::move(*spec));
-        b->launched.fetch_add(1, std::memory_order_relaxed);
-      }
-    },
-    [b, record_failure](execution_report& r) {
-      auto at = ns_since(b->t0);
-      auto i = b->index.find(r.name);
-      if (i == b->index.end())
-        return record_failure("a report for an unknown guest name " + r.name);
-      if (r.result.exit_code != 0 || r.result.error || r.outcome)
-        return record_failure("run " + r.name + " exited "
-                              + std::to_string(r.result.exit_code));
-      b->finished[i->second] = at;
-      if (b->done.fetch_add(1) + 1 == b->names.size())
-        b->all_done.set_value();
-    },
+      },
+      [b, record_failure](execution_report& r) {
+        auto at = ns_since(b->t0);
+        auto i = b->index.find(r.name);
+        if (i == b->index.end())
+          return record_failure("a report for an unknown guest name " + r.name);
+        if (r.result.exit_code != 0 || r.result.error || r.outcome)
+          return record_failure("run " + r.name + " exited " +
+                                std::to_string(r.result.exit_code));
+        b->finished[i->second] = at;
+        if (b->done.fetch_add(1) + 1 == b->names.size()) b->all_done.set_value();
+      },
   };
 }
 
@@ -261,20 +253,20 @@ struct figures {
 };
 
 double percentile(std::vector<double>& v, double q) {
-  if (v.empty())
-    return 0;
+  if (v.empty()) return 0;
   std::sort(v.begin(), v.end());
-  return v[std::min(v.size() - 1, static_cast<size_t>(q * static_cast<double>(v.size() - 1) + 0.5))];
+  return v[std::min(v.size() - 1,
+                    static_cast<size_t>(q * static_cast<double>(v.size() - 1) + 0.5))];
 }
 
 reaper_stats reaper_counters(caf::actor_system& sys, runtime& rt) {
   caf::scoped_actor self{sys};
   reaper_stats out;
   self->request(rt.reaper(), 30s, stats_atom::value)
-    .receive([&](reaper_stats& s) { out = s; },
-             [&](caf::error& e) {
-               throw std::runtime_error("reaper stats: " + to_failure(e).message);
-             });
+      .receive([&](reaper_stats& s) { out = s; },
+               [&](caf::error& e) {
+                 throw std::runtime_error("reaper stats: " + to_failure(e).message);
+               });
   return out;
 }
 
@@ -284,17 +276,16 @@ reaper_stats settled_reaper(caf::actor_system& sys, runtime& rt) {
   auto deadline = steady::now() + 60s;
   for (;;) {
     auto s = reaper_counters(sys, rt);
-    if ((s.tracked == 0 && s.pending == 0) || steady::now() > deadline)
-      return s;
+    if ((s.tracked == 0 && s.pending == 0) || steady::now() > deadline) return s;
     std::this_thread::sleep_for(5ms);
   }
 }
 
 figures run_batch(caf::actor_system& sys, runtime& rt, const run_inputs& in, size_t k,
                   std::mt19937_64& rng, const rss_probe& rss, pid_t server) {
-  batch b{k, in.owner, rng};
-  auto all_done = b.all_done.get_future();
-  auto drv = sys.spawn(driver, &rt, &in, &b);
+  auto b = std::make_shared<batch>(k, in.owner, rng); // shared with the driver
+  auto all_done = b->all_done.get_future();
+  auto drv = sys.spawn(driver, &rt, &in, b);
   // What the previous batch freed goes back to the kernel, so that this batch's growth is
   // measured from a clean floor rather than partly hidden in freed-but-resident heap.
   ::malloc_trim(0);
@@ -305,50 +296,51 @@ figures run_batch(caf::actor_system& sys, runtime& rt, const run_inputs& in, siz
   auto threads0 = thread_cpu_ns();
   auto server0 = process_cpu_ns(server);
   auto cpu0 = cpu_seconds();
-  b.t0 = steady::now();
+  b->t0 = steady::now();
   caf::anon_send(drv, launch_atom::value);
-  auto deadline = b.t0 + std::chrono::seconds{60 + k / 100};
-  while (all_done.wait_for(2ms) != std::future_status::ready) {
+  auto deadline = b->t0 + std::chrono::seconds{60 + k / 100};
+  while (all_done.wait_for(5ms) != std::future_status::ready) {
     f.rss_peak = std::max(f.rss_peak, rss.bytes());
     if (steady::now() > deadline)
-      throw std::runtime_error(std::to_string(b.done.load()) + " of " + std::to_string(k)
-                               + " runs finished before the deadline");
+      throw std::runtime_error(std::to_string(b->done.load()) + " of " + std::to_string(k) +
+                               " runs finished before the deadline");
   }
-  auto wall_ns = ns_since(b.t0);
+  auto wall_ns = ns_since(b->t0);
   auto cpu1 = cpu_seconds();
   auto threads1 = thread_cpu_ns();
   auto server1 = process_cpu_ns(server);
   f.rss_peak = std::max(f.rss_peak, rss.bytes());
   caf::anon_send_exit(drv, caf::exit_reason::user_shutdown);
-  f.failed = b.failed.load();
+  f.failed = b->failed.load();
   if (f.failed)
-    throw std::runtime_error(std::to_string(f.failed) + " of " + std::to_string(k)
-                             + " runs failed; first: " + b.first_error);
+    throw std::runtime_error(std::to_string(f.failed) + " of " + std::to_string(k) +
+                             " runs failed; first: " + b->first_error);
   f.wall_s = static_cast<double>(wall_ns) / 1e9;
   f.runs_per_s = static_cast<double>(k) / f.wall_s;
   std::vector<double> lat;
   lat.reserve(k);
   for (size_t i = 0; i < k; ++i)
-    lat.push_back(static_cast<double>(b.finished[i] - b.started[i]) / 1e6);
+    lat.push_back(static_cast<double>(b->finished[i] - b->started[i]) / 1e6);
   f.p50_ms = percentile(lat, 0.50);
   f.p99_ms = percentile(lat, 0.99);
   f.max_ms = lat.back();
   f.cpu_us_per_run = (cpu1.total() - cpu0.total()) * 1e6 / static_cast<double>(k);
   f.sys_share = (cpu1.sys - cpu0.sys) / (cpu1.total() - cpu0.total());
-  f.server_cpu_us_per_run = static_cast<double>(server1 - server0) / 1e3 / static_cast<double>(k);
+  f.server_cpu_us_per_run =
+      static_cast<double>(server1 - server0) / 1e3 / static_cast<double>(k);
   for (auto& [group, ns] : threads1)
     f.cpu_us_by_thread[group] =
-      static_cast<double>(ns - threads0[group]) / 1e3 / static_cast<double>(k);
+        static_cast<double>(ns - threads0[group]) / 1e3 / static_cast<double>(k);
   f.rss_per_run = static_cast<double>(f.rss_peak - f.rss_before) / static_cast<double>(k);
   f.reaper = settled_reaper(sys, rt);
   if (f.reaper.tracked != 0 || f.reaper.pending != 0)
-    throw std::runtime_error("the reaper still tracks " + std::to_string(f.reaper.tracked)
-                             + " guests and owes " + std::to_string(f.reaper.pending)
-                             + " deletes after the batch");
+    throw std::runtime_error("the reaper still tracks " + std::to_string(f.reaper.tracked) +
+                             " guests and owes " + std::to_string(f.reaper.pending) +
+                             " deletes after the batch");
   return f;
 }
 
-template <class T, class Start>
+template<class T, class Start>
 result<T> await(Start&& start) {
   auto p = std::make_shared<std::promise<result<T>>>();
   auto fut = p->get_future();
@@ -361,8 +353,7 @@ result<T> await(Start&& start) {
 struct bench_config : caf::actor_system_config {
   explicit bench_config(const std::string& policy) {
     apply_runtime_settings(*this);
-    if (!policy.empty())
-      set("scheduler.policy", caf::atom_from_string(policy));
+    if (!policy.empty()) set("scheduler.policy", caf::atom_from_string(policy));
   }
 };
 
@@ -411,26 +402,22 @@ int main(int argc, char** argv) {
     auto fd_limit = raise_fd_limit();
     guestflow::testing::temp_dir dir;
     guestflow::testing::control_plane_process server{
-      dir.path() / "state", {"--simulate-latency-ms", std::to_string(latency_ms)}};
+        dir.path() / "state", {"--simulate-latency-ms", std::to_string(latency_ms)}};
     cp::endpoint ep;
     ep.base_url = "http://127.0.0.1:" + std::to_string(server.port());
     cp::client_config ccfg; // the CLI's defaults
-    if (max_idle)
-      ccfg.max_idle_per_endpoint = max_idle;
+    if (max_idle) ccfg.max_idle_per_endpoint = max_idle;
     auto client = cp::client::make(ep, ccfg);
-    if (!client)
-      throw std::runtime_error("client: " + client.error().message);
+    if (!client) throw std::runtime_error("client: " + client.error().message);
 
     run_inputs in;
     in.request.code = "print('hello from a guest')\n";
     in.provider.kind = cp::provider::local;
     auto caps = await<capabilities>([&](auto cb) { (*client)->capabilities_of(10s, cb); });
-    if (!caps)
-      throw std::runtime_error("capabilities: " + caps.error().message);
+    if (!caps) throw std::runtime_error("capabilities: " + caps.error().message);
     in.provider.caps = *caps;
     auto catalog = await<shape_list>([&](auto cb) { (*client)->shapes(10s, cb); });
-    if (!catalog)
-      throw std::runtime_error("shapes: " + catalog.error().message);
+    if (!catalog) throw std::runtime_error("shapes: " + catalog.error().message);
     in.catalog = std::move(*catalog);
     in.owner = names::owner_id("benchrt", "bench", dir.path().string());
 
@@ -450,58 +437,70 @@ int main(int argc, char** argv) {
       all.push_back(run_batch(sys, rt, in, k, rng, rss, server.pid()));
 
     std::ostringstream table;
-    table << "runtime overhead per execution, simulated control plane (" << latency_ms
-          << " ms per call, 4 calls per run: create, upload, exec, delete)\n"
-          << "actor system 2 scheduler threads, client defaults (1 I/O thread), fd limit "
-          << fd_limit << "\n\n";
+    table << "runtime overhead per execution: simulated control plane, " << latency_ms
+          << " ms per call, 4 calls per run (create, upload, exec, delete)\n"
+          << "this process: actor system 2 threads, scheduler "
+          << (policy.empty() ? std::string{"sharing (runtime default)"} : policy)
+          << ", client 1 I/O thread, pool max idle " << ccfg.max_idle_per_endpoint
+          << "; fd limit " << fd_limit << "; " << std::thread::hardware_concurrency()
+          << " cores shared with the control plane child\n\n";
     char line[256];
-    std::snprintf(line, sizeof(line), "%8s %9s %10s %10s %10s %12s %14s\n", "inflight",
-                  "runs/s", "p50 ms", "p99 ms", "max ms", "CPU us/run", "RSS B/in-flight");
+    std::snprintf(line, sizeof(line), "%8s %8s %9s %9s %11s %7s %11s %11s\n", "inflight",
+                  "runs/s", "p50 ms", "p99 ms", "CPU us/run", "kernel", "RSS B/run",
+                  "cp CPU us");
     table << line;
     for (auto& f : all) {
-      std::snprintf(line, sizeof(line), "%8zu %9.0f %10.1f %10.1f %10.1f %12.1f %14.0f\n", f.k,
-                    f.runs_per_s, f.p50_ms, f.p99_ms, f.max_ms, f.cpu_us_per_run,
-                    f.rss_per_run);
+      std::snprintf(line, sizeof(line), "%8zu %8.0f %9.1f %9.1f %11.1f %6.0f%% %11.0f %11.1f\n",
+                    f.k, f.runs_per_s, f.p50_ms, f.p99_ms, f.cpu_us_per_run, 100 * f.sys_share,
+                    f.rss_per_run, f.server_cpu_us_per_run);
       table << line;
     }
-    table << "\nideal latency = 4 x " << latency_ms << " ms = " << 4 * latency_ms << " ms\n";
+    table
+        << "(CPU: this process, getrusage user+sys / K; RSS: (peak - before) / K; cp CPU: the\n"
+           " control plane child per run, not counted. Ideal latency 4 x "
+        << latency_ms << " ms = " << 4 * latency_ms
+        << " ms; above it, both processes are CPU-bound on these cores.)\n\n";
     for (auto& f : all) {
       std::snprintf(line, sizeof(line), "%.1f us", f.cpu_us_per_run);
-      table << "CPU per execution at " << f.k << ": " << line << " vs <= "
-            << cpu_target_us << " us: " << ratio(f.cpu_us_per_run, cpu_target_us) << "\n";
+      table << "target CPU per execution <= " << cpu_target_us << " us, at " << f.k << ": "
+            << line << " = " << ratio(f.cpu_us_per_run, cpu_target_us) << "\n";
     }
     bool rss_measured = false;
     for (auto& f : all) {
-      if (f.k != rss_target_at)
-        continue;
+      if (f.k != rss_target_at) continue;
       rss_measured = true;
       std::snprintf(line, sizeof(line), "%.0f B", f.rss_per_run);
-      table << "RSS per in-flight execution at " << f.k << ": " << line << " vs <= "
-            << rss_target_bytes << " B: " << ratio(f.rss_per_run, rss_target_bytes) << "\n";
+      table << "target RSS per in-flight execution <= " << rss_target_bytes << " B, at " << f.k
+            << ": " << line << " = " << ratio(f.rss_per_run, rss_target_bytes) << "\n";
     }
     if (!rss_measured)
-      table << "RSS target (at " << rss_target_at << " in flight): not measured in this run\n";
+      table << "target RSS (at " << rss_target_at << " in flight): not measured in this run\n";
+    table << "\nCPU us/run by thread (main = this harness's sampling loop):\n";
+    for (auto& f : all) {
+      table << "  " << f.k << ":";
+      for (auto& [group, us] : f.cpu_us_by_thread) {
+        std::snprintf(line, sizeof(line), " %s %.1f", group.c_str(), us);
+        table << line;
+      }
+      table << "\n";
+    }
     std::ostringstream raw;
     raw << "\nraw:\n";
     for (auto& f : all) {
       raw << "inflight=" << f.k << " wall_s=" << f.wall_s << " runs_per_s=" << f.runs_per_s
           << " p50_ms=" << f.p50_ms << " p99_ms=" << f.p99_ms << " max_ms=" << f.max_ms
           << " cpu_us_per_run=" << f.cpu_us_per_run << " sys_share=" << f.sys_share
-          << " rss_before=" << f.rss_before
-          << " rss_peak=" << f.rss_peak << " rss_per_inflight=" << f.rss_per_run
-          << " reaper_created=" << f.reaper.created << " reaper_deleted=" << f.reaper.deleted
-          << " failed_deletes=" << f.reaper.failed_deletes << "\n  CPU us/run by thread:";
-      for (auto& [group, us] : f.cpu_us_by_thread)
-        raw << " " << group << "=" << us;
-      raw << "\n  control plane child (not counted above): CPU us/run=" << f.server_cpu_us_per_run;
-      raw << "\n";
+          << " rss_before=" << f.rss_before << " rss_peak=" << f.rss_peak
+          << " rss_per_inflight=" << f.rss_per_run << " reaper_created=" << f.reaper.created
+          << " reaper_deleted=" << f.reaper.deleted
+          << " failed_deletes=" << f.reaper.failed_deletes
+          << " cp_cpu_us_per_run=" << f.server_cpu_us_per_run << "\n";
     }
     std::cout << table.str() << raw.str() << std::flush;
     if (!out_path.empty()) {
       std::ofstream out{out_path};
       out << table.str() << raw.str();
-      if (!out)
-        throw std::runtime_error("cannot write " + out_path);
+      if (!out) throw std::runtime_error("cannot write " + out_path);
       std::cout << "(written to " << out_path << ")\n";
     }
 
