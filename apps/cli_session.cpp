@@ -157,44 +157,37 @@ result<execution_report> session::run(execution_spec spec) {
   return run(std::move(spec), rt_->options().execution);
 }
 
+template <class T, class Handle, class... Ts>
+result<T> session::ask(const Handle& dest, caf::duration limit, Ts&&... xs) {
+  caf::scoped_actor self{*sys_};
+  std::optional<result<T>> out;
+  self->request(dest, limit, std::forward<Ts>(xs)...)
+    .receive([&](T& x) { out.emplace(std::move(x)); },
+             [&](caf::error& e) { out.emplace(to_failure(e)); });
+  return std::move(*out);
+}
+
 result<execution_report> session::run(execution_spec spec, execution_options opts) {
   auto exec = rt_->spawn_execution(std::move(opts));
   watch_.on_signal([exec](int) { caf::anon_send(exec, cancel_atom::value); });
-  caf::scoped_actor self{*sys_};
   // The execution's own deadlines bound this; the margin covers create and delete.
-  auto limit = std::chrono::seconds{spec.timeout_seconds} + 10min;
-  std::optional<result<execution_report>> out;
-  self->request(exec, limit, run_atom::value, std::move(spec))
-    .receive([&](execution_report& r) { out.emplace(std::move(r)); },
-             [&](caf::error& e) { out.emplace(to_failure(e)); });
+  caf::duration limit{std::chrono::seconds{spec.timeout_seconds} + 10min};
+  auto out = ask<execution_report>(exec, limit, run_atom::value, std::move(spec));
   watch_.on_signal({});
-  return std::move(*out);
+  return out;
 }
 
 result<uint64_t> session::sweep(uint32_t older_than_s) {
-  caf::scoped_actor self{*sys_};
-  std::optional<result<uint64_t>> out;
-  self->request(rt_->reaper(), 5min, sweep_atom::value, older_than_s)
-    .receive([&](uint64_t n) { out.emplace(n); },
-             [&](caf::error& e) { out.emplace(to_failure(e)); });
-  return std::move(*out);
+  return ask<uint64_t>(rt_->reaper(), caf::duration{5min}, sweep_atom::value, older_than_s);
 }
 
 result<uint64_t> session::sweep_reusable(uint32_t idle_s) {
-  caf::scoped_actor self{*sys_};
-  std::optional<result<uint64_t>> out;
-  self->request(rt_->registry(), 5min, sweep_atom::value, idle_s)
-    .receive([&](uint64_t n) { out.emplace(n); },
-             [&](caf::error& e) { out.emplace(to_failure(e)); });
-  return std::move(*out);
+  return ask<uint64_t>(rt_->registry(), caf::duration{5min}, sweep_atom::value, idle_s);
 }
 
 uint64_t session::drain() {
-  caf::scoped_actor self{*sys_};
-  uint64_t pending = 0;
-  self->request(rt_->reaper(), 5min, drain_atom::value)
-    .receive([&](uint64_t n) { pending = n; }, [&](caf::error&) { pending = 1; });
-  return pending;
+  auto pending = ask<uint64_t>(rt_->reaper(), caf::duration{5min}, drain_atom::value);
+  return pending ? *pending : 1;
 }
 
 } // namespace guestflow::cli

@@ -7,6 +7,7 @@
 
 #include <caf/actor_system.hpp>
 #include <caf/actor_system_config.hpp>
+#include <caf/duration.hpp>
 
 #include <memory>
 #include <optional>
@@ -52,6 +53,10 @@ public:
 
 private:
   explicit session(signal_watch& watch);
+
+  /// One blocking request to `dest`, its answer or its failure.
+  template <class T, class Handle, class... Ts>
+  result<T> ask(const Handle& dest, caf::duration limit, Ts&&... xs);
 
   signal_watch& watch_;
   std::unique_ptr<local::embedded_control_plane> embedded_;

@@ -22,21 +22,6 @@ failure rerooted(failure f, std::string_view prefix) {
   return f;
 }
 
-std::vector<std::string> string_list(const object_view& o, std::string_view key) {
-  std::vector<std::string> out;
-  auto v = o.find(key);
-  if (v == nullptr) return out;
-  auto at = o.at(key);
-  codec::expect_array(*v, at);
-  size_t i = 0;
-  for (auto& s : v->GetArray()) {
-    auto si = at.at(i++);
-    out.push_back(codec::as_string(s, si));
-    codec::no_nul(out.back(), si);
-  }
-  return out;
-}
-
 std::optional<std::string> opt_string(const object_view& o, std::string_view key) {
   auto v = o.find(key);
   if (v == nullptr) return std::nullopt;
@@ -60,7 +45,7 @@ run_input input_of(const value& v, const path& p) {
     x.type = std::move(*t);
   }
   x.session = opt_string(o, "session");
-  x.components = string_list(o, "components");
+  x.components = strings_of(o, "components", true);
   return x;
 }
 
@@ -104,7 +89,7 @@ result<run_request> decode<run_request>(std::string_view text, const decode_limi
           codec::expect_object(*ro, o.at("runtime_options"));
           x.runtime_options = codec::canonical(*ro, o.at("runtime_options"));
         }
-        x.outputs = string_list(o, "outputs");
+        x.outputs = strings_of(o, "outputs", true);
         x.stream = o.boolean_or("stream", false);
         if (auto t = o.find("timeout_seconds")) {
           auto at = o.at("timeout_seconds");

@@ -672,6 +672,22 @@ std::string json_writer::take() {
   return std::string{buf_.GetString(), buf_.GetSize()};
 }
 
+std::vector<std::string> strings_of(const object_view& o, std::string_view key,
+                                    bool refuse_nul) {
+  std::vector<std::string> out;
+  auto v = o.find(key);
+  if (v == nullptr) return out;
+  auto at = o.at(key);
+  codec::expect_array(*v, at);
+  size_t i = 0;
+  for (auto& x : v->GetArray()) {
+    auto p = at.at(i++);
+    out.push_back(codec::as_string(x, p));
+    if (refuse_nul) codec::no_nul(out.back(), p);
+  }
+  return out;
+}
+
 egress_policy decode_egress(const value* v, const path& p) {
   if (v == nullptr || v->IsNull()) return egress_policy::allow_all();
   expect_array(*v, p);

@@ -189,6 +189,10 @@ private:
   rapidjson::Writer<rapidjson::StringBuffer> w_;
 };
 
+/// The array of strings at `o[key]` (absent → empty); with `refuse_nul`, a NUL byte in an
+/// element is an error naming it.
+std::vector<std::string> strings_of(const object_view& o, std::string_view key, bool refuse_nul);
+
 // -- egress on the wire (shared by sandbox and egress codecs) --------------------------
 
 /// Decodes an `egress` member value (array of strings or null) at `p`.

@@ -71,22 +71,6 @@ void write_strings(json_writer& w, std::string_view key, const std::vector<std::
   w.end_array();
 }
 
-std::vector<std::string> strings_of(const object_view& o, std::string_view key,
-                                    bool refuse_nul) {
-  std::vector<std::string> out;
-  auto v = o.find(key);
-  if (v == nullptr) return out;
-  auto at = o.at(key);
-  codec::expect_array(*v, at);
-  size_t i = 0;
-  for (auto& x : v->GetArray()) {
-    auto p = at.at(i++);
-    out.push_back(codec::as_string(x, p));
-    if (refuse_nul) codec::no_nul(out.back(), p);
-  }
-  return out;
-}
-
 /// Decodes `{data: [T…], pagination: {total}}`; a missing pagination counts the page.
 template<class T, class F>
 std::pair<std::vector<T>, uint64_t> page_of(const value& root, const path& p, F&& item) {
