@@ -8,6 +8,8 @@ import os
 import unittest
 
 from .test_runner_harness import (
+    PY,
+    python_graph,
     FIXTURES,
     assert_well_formed,
     chat,
@@ -18,12 +20,7 @@ from .test_runner_harness import (
     spec_for,
 )
 
-PY = "PythonREPLComponent-Lr2xB"
 
-
-def python_graph(code: str, imports: str = "") -> dict:
-    graph = set_field(flow_graph("python"), PY, "python_code", code)
-    return set_field(graph, PY, "global_imports", imports)
 
 
 class FailingVertices(unittest.TestCase):

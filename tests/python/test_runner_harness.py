@@ -202,3 +202,12 @@ def stable(result_data: dict) -> dict:
         if isinstance(value, dict):
             value.pop("timestamp", None)
     return out
+
+
+PY = "PythonREPLComponent-Lr2xB"  # the Python Interpreter vertex of examples/flows/python.json
+
+
+def python_graph(code: str, imports: str = "") -> dict:
+    """examples/flows/python.json with its Python Interpreter running `code`."""
+    graph = set_field(flow_graph("python"), PY, "python_code", code)
+    return set_field(graph, PY, "global_imports", imports)

@@ -8,6 +8,8 @@ import json
 import unittest
 
 from .test_runner_harness import (
+    PY,
+    python_graph,
     FRAME_MAX,
     RUNNER,
     assert_well_formed,
@@ -19,14 +21,9 @@ from .test_runner_harness import (
     spec_for,
 )
 
-PY = "PythonREPLComponent-Lr2xB"
 RSS_LIMIT_KIB = 100 * 1024
 LOG_CAP = 256 << 10
 
-
-def python_graph(code: str, imports: str = "") -> dict:
-    graph = set_field(flow_graph("python"), PY, "python_code", code)
-    return set_field(graph, PY, "global_imports", imports)
 
 
 def load_runner_module():

@@ -12,12 +12,6 @@ using namespace std::chrono_literals;
 
 namespace {
 
-struct run_outcome {
-  std::optional<execution_report> report;
-  std::optional<failure> error;
-  bool answered() const { return report || error; }
-};
-
 class execution_test : public deterministic {
 protected:
   std::shared_ptr<script> s = std::make_shared<script>();

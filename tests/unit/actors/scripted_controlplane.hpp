@@ -71,6 +71,13 @@ struct script {
   int count(const std::string& prefix) const; ///< log lines starting with `prefix`
 };
 
+/// What a test's caller actor heard back from one execution's `run`.
+struct run_outcome {
+  std::optional<execution_report> report;
+  std::optional<failure> error;
+  bool answered() const { return report || error; }
+};
+
 struct scripted_state {
   static inline const char* name = "scripted_controlplane";
   std::shared_ptr<script> s;

@@ -22,12 +22,6 @@ using namespace std::chrono_literals;
 
 namespace {
 
-struct run_outcome {
-  std::optional<execution_report> report;
-  std::optional<failure> error;
-  bool answered() const { return report || error; }
-};
-
 const std::string key = names::reusable("flow-1", "comp-1", "none");
 
 class component_test : public deterministic {
