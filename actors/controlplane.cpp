@@ -1,5 +1,7 @@
 #include "actors/controlplane.hpp"
 
+#include <caf/mailbox_element.hpp>
+#include <caf/response_promise.hpp>
 #include <caf/send.hpp>
 #include <caf/typed_response_promise.hpp>
 
@@ -8,11 +10,54 @@ namespace {
 
 using self_ptr = controlplane_actor::stateful_pointer<controlplane_state>;
 
-/// Starts `start(callback)` and returns a promise that the callback's result fulfils once
-/// it has hopped back onto this actor.
+/// Where one request's answer goes, taken over from its promise. A client thread enqueues
+/// the answer itself (no execution unit: the receiver is scheduled thread-safely), one
+/// mailbox element built around the value: no `done` hop through this actor, no pending
+/// entry, no second message per call.
+template <class T>
+struct reply_to {
+  caf::strong_actor_ptr self;
+  caf::strong_actor_ptr source;
+  caf::response_promise::forwarding_stack stages;
+  caf::message_id id;
+
+  template <class V>
+  void answer(V&& value) {
+    if (!stages.empty()) { // forwarded: the next stage answers the original source
+      auto next = std::move(stages.back());
+      stages.pop_back();
+      next->enqueue(caf::make_mailbox_element(std::move(source), id, std::move(stages),
+                                              std::forward<V>(value)),
+                    nullptr);
+    } else if (source) {
+      source->enqueue(caf::make_mailbox_element(std::move(self), id.response_id(), {},
+                                                std::forward<V>(value)),
+                      nullptr);
+    }
+  }
+
+  void operator()(result<T> r) {
+    if (r)
+      answer(std::move(*r));
+    else
+      answer(make_error(r.error().code, std::move(r).error().message));
+  }
+};
+
+/// Starts `start(callback)`; the callback answers the request from the client thread.
 template <class T, class Start>
-caf::typed_response_promise<T> call(self_ptr self, Start&& start,
-                                    std::function<void()> cleanup = {}) {
+caf::typed_response_promise<T> call(self_ptr self, Start&& start) {
+  auto rp = self->make_response_promise<caf::typed_response_promise<T>>();
+  caf::response_promise& p = rp;
+  start(reply_to<T>{self->ctrl(), p.source(), p.stages(), p.id()});
+  return rp; // pending forever: answered through reply_to, never delivered here
+}
+
+/// Starts `start(callback)` and returns a promise that the callback's result fulfils once
+/// it has hopped back onto this actor (for streams, whose bookkeeping lives here).
+template <class T, class Start>
+caf::typed_response_promise<T> call_via_actor(self_ptr self, Start&& start,
+                                              std::function<void()> cleanup) {
   auto rp = self->make_response_promise<caf::typed_response_promise<T>>();
   auto id = ++self->state.next_call;
   self->state.pending.emplace(id, [rp, cleanup = std::move(cleanup)](caf::message& msg) mutable {
@@ -94,7 +139,7 @@ controlplane(controlplane_actor::stateful_pointer<controlplane_state> self,
     [self, &st](stream_atom, std::string& id, exec_request& req, uint64_t deadline_ms,
                 exec_sink_actor& sink) {
       auto key = sink.address();
-      return call<int32_t>(
+      return call_via_actor<int32_t>(
         self,
         [&](auto cb) {
           cp::exec_stream_callbacks cbs;

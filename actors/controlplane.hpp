@@ -24,14 +24,18 @@ struct controlplane_state {
   std::shared_ptr<cp::client> client;
   controlplane_timeouts timeouts;
   uint64_t next_call = 0;
-  /// Completions waiting for their client callback, by call id (run on the actor only).
+  /// Stream completions waiting for their client callback, by call id (run on the actor
+  /// only: they also drop the stream's entry below). Every other call is answered by its
+  /// client callback directly.
   std::unordered_map<uint64_t, std::function<void(caf::message&)>> pending;
   /// Open streamed execs, by the sink they feed.
   std::unordered_map<caf::actor_addr, std::shared_ptr<cp::stream_handle>> streams;
 };
 
 /// Wraps the asynchronous client: each handler starts a client call whose completion
-/// comes back to this actor as a `done` message and fulfils the caller's promise.
+/// answers the caller's request straight from the client thread (one mailbox element, no
+/// hop through this actor); a streamed exec's completion comes back to this actor as a
+/// `done` message first, because its bookkeeping (`streams`) lives here.
 controlplane_actor::behavior_type
 controlplane(controlplane_actor::stateful_pointer<controlplane_state> self,
              std::shared_ptr<cp::client> client, controlplane_timeouts timeouts);

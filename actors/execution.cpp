@@ -50,6 +50,7 @@ void finish(self_ptr self) {
       r.outcome = st.outcome;
       r.total_ms = ms_since(self, st.started);
       r.files = std::move(st.files);
+      r.reused = st.reused;
       st.promise.deliver(std::move(r));
     }
   }
@@ -336,6 +337,7 @@ void acquire_guest(self_ptr self) {
       [self](reusable_guest& g) {
         auto& st = self->state;
         st.guest_id = g.id;
+        st.reused = !g.created;
         st.at = phase::uploading;
         upload_next(self);
       },

@@ -70,6 +70,7 @@ struct execution_state {
   exec_result result;
   std::optional<ec> outcome;
   std::optional<returned_files> files;
+  bool reused = false; ///< the registry adopted the reusable guest (see execution_report)
   bool cancelled = false;
   size_t next_upload = 0;
   std::chrono::steady_clock::time_point started;

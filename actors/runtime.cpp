@@ -30,6 +30,16 @@ execution_actor runtime::spawn_execution(execution_options opts) const {
   return sys_.spawn(execution, cp_, reaper_, std::move(opts));
 }
 
+execution_actor runtime::spawn_component(const component_plan& plan) const {
+  auto opts = opts_.execution;
+  if (plan.reusable) {
+    opts.registry = registry_;
+    opts.lifecycle = lifecycle_;
+  }
+  opts.collect = plan.collect;
+  return spawn_execution(std::move(opts));
+}
+
 void runtime::stop() {
   if (stopped_)
     return;

@@ -1,5 +1,6 @@
 #pragma once
 
+#include "actors/component_spec.hpp"
 #include "actors/controlplane.hpp"
 #include "actors/coordinator.hpp"
 #include "actors/execution.hpp"
@@ -50,6 +51,9 @@ public:
   /// A fresh execution actor for one run (options default to the runtime's).
   execution_actor spawn_execution() const;
   execution_actor spawn_execution(execution_options opts) const;
+  /// The execution for a component run: reusable plans go through the registry and the
+  /// lifecycle actor, and `plan.collect` returns the artifacts.
+  execution_actor spawn_component(const component_plan& plan) const;
 
   /// Stops the actors and the client's I/O. Idempotent.
   void stop();

@@ -3,6 +3,7 @@
 #include "actors/executor_settings.hpp"
 #include "actors/guest_names.hpp"
 #include "actors/system_settings.hpp"
+#include "controlplane/client/observed_client.hpp"
 #include "controlplane/local/embedded.hpp"
 #include "messages/type_ids.hpp"
 
@@ -65,7 +66,8 @@ int report_failure(const char* what, const failure& f) {
   return 125;
 }
 
-result<std::unique_ptr<session>> session::open(const cp::env_map& env, signal_watch& watch) {
+result<std::unique_ptr<session>> session::open(const cp::env_map& env, signal_watch& watch,
+                                               cp::call_latency* latency) {
   std::unique_ptr<session> s{new session(watch)};
   // A CLI run prints the program's output; the embedded server's chatter stays out of it.
   spdlog::set_level(env.count("GUESTFLOW_DEBUG") ? spdlog::level::debug : spdlog::level::warn);
@@ -92,6 +94,8 @@ result<std::unique_ptr<session>> session::open(const cp::env_map& env, signal_wa
   auto client = cp::client::make(ep);
   if (!client)
     return client.error();
+  if (latency)
+    *client = cp::observed(std::move(*client), *latency);
   auto caps = await<capabilities>(
     [&](auto cb) { (*client)->capabilities_of(10s, std::move(cb)); });
   if (!caps)
@@ -154,7 +158,11 @@ result<shape_list> session::catalog() {
 }
 
 result<execution_report> session::run(execution_spec spec) {
-  return run(std::move(spec), rt_->options().execution);
+  return run_on(rt_->spawn_execution(), std::move(spec));
+}
+
+result<execution_report> session::run(component_plan plan) {
+  return run_on(rt_->spawn_component(plan), std::move(plan.spec));
 }
 
 template <class T, class Handle, class... Ts>
@@ -167,8 +175,7 @@ result<T> session::ask(const Handle& dest, caf::duration limit, Ts&&... xs) {
   return std::move(*out);
 }
 
-result<execution_report> session::run(execution_spec spec, execution_options opts) {
-  auto exec = rt_->spawn_execution(std::move(opts));
+result<execution_report> session::run_on(execution_actor exec, execution_spec spec) {
   watch_.on_signal([exec](int) { caf::anon_send(exec, cancel_atom::value); });
   // The execution's own deadlines bound this; the margin covers create and delete.
   caf::duration limit{std::chrono::seconds{spec.timeout_seconds} + 10min};

@@ -3,6 +3,7 @@
 #include "actors/runtime.hpp"
 #include "actors/sandbox_policy.hpp"
 #include "apps/signal_watch.hpp"
+#include "controlplane/client/call_latency.hpp"
 #include "controlplane/client/endpoint_selection.hpp"
 
 #include <caf/actor_system.hpp>
@@ -25,8 +26,11 @@ namespace guestflow::cli {
 /// and the provider facts the policy gate needs. Blocking is fine here — this is apps/.
 class session {
 public:
-  /// `watch` must outlive the session; its signals cancel what the session runs.
-  static result<std::unique_ptr<session>> open(const cp::env_map& env, signal_watch& watch);
+  /// `watch` must outlive the session; its signals cancel what the session runs. With
+  /// `latency`, every control-plane call's latency is recorded there (it must outlive the
+  /// session).
+  static result<std::unique_ptr<session>> open(const cp::env_map& env, signal_watch& watch,
+                                               cp::call_latency* latency = nullptr);
   ~session();
 
   runtime& rt() { return *rt_; }
@@ -39,8 +43,8 @@ public:
   /// Runs one execution to the end. SIGINT/SIGTERM cancel it; the guest is deleted
   /// either way before this returns.
   result<execution_report> run(execution_spec spec);
-  /// The same with this run's own execution options (component runs: registry, collect).
-  result<execution_report> run(execution_spec spec, execution_options opts);
+  /// A component run (reusable guests through the registry, artifacts collected).
+  result<execution_report> run(component_plan plan);
 
   /// Deletes this runtime's orphaned guests older than `older_than_s`; returns how many.
   result<uint64_t> sweep(uint32_t older_than_s);
@@ -53,6 +57,9 @@ public:
 
 private:
   explicit session(signal_watch& watch);
+
+  /// Runs `spec` on `exec` (see run).
+  result<execution_report> run_on(execution_actor exec, execution_spec spec);
 
   /// One blocking request to `dest`, its answer or its failure.
   template <class T, class Handle, class... Ts>

@@ -116,13 +116,7 @@ int run_component(const std::vector<std::string>& argv) {
                                   sess.rng());
   if (!plan)
     return report_failure("component", plan.error());
-  auto opts = sess.rt().options().execution;
-  if (plan->reusable) {
-    opts.registry = sess.rt().registry();
-    opts.lifecycle = sess.rt().lifecycle();
-  }
-  opts.collect = plan->collect;
-  auto report = sess.run(std::move(plan->spec), std::move(opts));
+  auto report = sess.run(std::move(*plan));
   if (!report)
     return report_failure("component", report.error());
   const auto& r = report->result;

@@ -33,7 +33,11 @@ Test and bench only (not for production use):
   --nft-path PATH        the nft binary (a missing one: egress rules unavailable, so
                          creates that need them are refused with 503)
   --simulate-latency-ms N  answer every call after N ms and start no guest at all (a
-                         simulated domain: for measuring the runtime's own overhead))";
+                         simulated domain: for measuring the runtime's own overhead)
+  --simulate-exec-stdout FILE  with --simulate-latency-ms: every exec (buffered or
+                         streamed) prints FILE's content on stdout, then exits 0 (e.g.
+                         bench/bridge/prompt_frames.ndjson, a guest runner's frames, so that
+                         whole-flow runs complete; default: no output))";
 
 template<class T>
 bool parse_number(const cli::args& a, const std::string& flag, T& out) {
@@ -51,7 +55,7 @@ bool parse_number(const cli::args& a, const std::string& flag, T& out) {
 int run_control_plane(const std::vector<std::string>& argv) {
   cli::args a{{"listen", "state-dir", "api-key", "max-stdout-bytes", "max-stderr-bytes",
                "max-file-bytes", "max-json-bytes", "workers", "heartbeat-ms",
-               "auto-pause-scale", "simulate-latency-ms", "nft-path"},
+               "auto-pause-scale", "simulate-latency-ms", "simulate-exec-stdout", "nft-path"},
               {}};
   if (auto e = a.parse(argv)) {
     std::cerr << "guestflow control-plane: " << *e << "\n" << usage << '\n';
@@ -83,6 +87,7 @@ int run_control_plane(const std::vector<std::string>& argv) {
   o.http.heartbeat = std::chrono::milliseconds{std::max<uint64_t>(heartbeat_ms, 10)};
   if (auto nft = a.get("nft-path")) o.nft_path = *nft;
   if (a.has("simulate-latency-ms")) o.simulate_latency_ms = latency;
+  if (auto canned = a.get("simulate-exec-stdout")) o.simulate_exec_stdout = *canned;
   char* end = nullptr;
   o.domain.auto_pause_scale = std::strtod(scale_text.c_str(), &end);
   if (end == scale_text.c_str() || *end != '\0' || o.domain.auto_pause_scale <= 0) {

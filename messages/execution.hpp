@@ -55,15 +55,18 @@ struct execution_report {
   uint64_t total_ms = 0; ///< requested → deleted
   /// Set when the execution was asked to return /workspace/artifacts (component surface).
   std::optional<returned_files> files;
+  /// Reusable guests: the registry adopted an earlier run's guest instead of creating one.
+  bool reused = false;
   friend bool operator==(const execution_report& a, const execution_report& b) {
     return a.guest_id == b.guest_id && a.name == b.name && a.result == b.result
-           && a.outcome == b.outcome && a.total_ms == b.total_ms && a.files == b.files;
+           && a.outcome == b.outcome && a.total_ms == b.total_ms && a.files == b.files
+           && a.reused == b.reused;
   }
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, execution_report& x) {
-  return f(x.guest_id, x.name, x.result, x.outcome, x.total_ms, x.files);
+  return f(x.guest_id, x.name, x.result, x.outcome, x.total_ms, x.files, x.reused);
 }
 
 /// Guaranteed-deletion bookkeeping (the reaper's counters).

@@ -44,22 +44,26 @@ struct run_request {
   raw_json runtime_options; ///< `runtime_options` object as sent; empty = absent
   std::vector<std::string> outputs; ///< vertex ids or display names; empty = output vertices
   std::optional<uint32_t> timeout_seconds; ///< ≤ the executor's limit; nullopt = the limit
-  bool stream =
-      false; ///< the caller wants NDJSON events (bridge only; the coordinator ignores it)
+  /// The caller wants NDJSON events (bridge only; the coordinator ignores it).
+  bool stream = true;
+  /// A streamed caller that drops its connection cancels the run (bridge only).
+  bool cancel_on_disconnect = false;
   friend bool operator==(const run_request& a, const run_request& b) {
     return a.graph == b.graph && a.inputs == b.inputs &&
            a.runtime_options == b.runtime_options && a.outputs == b.outputs &&
-           a.timeout_seconds == b.timeout_seconds && a.stream == b.stream;
+           a.timeout_seconds == b.timeout_seconds && a.stream == b.stream &&
+           a.cancel_on_disconnect == b.cancel_on_disconnect;
   }
 };
 
 template<class Inspector>
 typename Inspector::result_type inspect(Inspector& f, run_request& x) {
-  return f(x.graph, x.inputs, x.runtime_options, x.outputs, x.timeout_seconds, x.stream);
+  return f(x.graph, x.inputs, x.runtime_options, x.outputs, x.timeout_seconds, x.stream,
+           x.cancel_on_disconnect);
 }
 
-/// Decodes the bridge's body `{flow, inputs?, runtime_options?, outputs?, stream?,
-/// timeout_seconds?}`; `flow` is a `Graph.dump()` (`{data:{nodes,edges}}` or bare) and is
+/// Decodes the bridge's body `{flow, inputs?, runtime_options?, outputs?, stream? (true),
+/// timeout_seconds?, cancel_on_disconnect? (false)}`; `flow` is a `Graph.dump()` (`{data:{nodes,edges}}` or bare) and is
 /// validated like `decode<flow_graph>` (errors name `flow.…`). Unknown keys are ignored.
 template<>
 result<run_request> decode<run_request>(std::string_view, const decode_limits&);

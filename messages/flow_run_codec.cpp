@@ -90,7 +90,8 @@ result<run_request> decode<run_request>(std::string_view text, const decode_limi
           x.runtime_options = codec::canonical(*ro, o.at("runtime_options"));
         }
         x.outputs = strings_of(o, "outputs", true);
-        x.stream = o.boolean_or("stream", false);
+        x.stream = o.boolean_or("stream", true);
+        x.cancel_on_disconnect = o.boolean_or("cancel_on_disconnect", false);
         if (auto t = o.find("timeout_seconds")) {
           auto at = o.at("timeout_seconds");
           auto secs = codec::as_uint(*t, at);
@@ -108,6 +109,7 @@ std::string encode(const run_request& x) {
   w.raw_field_if("inputs", x.inputs).raw_field_if("runtime_options", x.runtime_options);
   write_strings(w, "outputs", x.outputs);
   w.field("stream", x.stream).opt_field("timeout_seconds", x.timeout_seconds);
+  w.field("cancel_on_disconnect", x.cancel_on_disconnect);
   w.end_object();
   return w.take();
 }

@@ -688,6 +688,24 @@ std::vector<std::string> strings_of(const object_view& o, std::string_view key,
   return out;
 }
 
+std::map<std::string, std::string> env_of(const object_view& o, std::string_view key) {
+  std::map<std::string, std::string> out;
+  auto v = o.find(key);
+  if (v == nullptr) return out;
+  object_view eo{*v, o.at(key)};
+  for (auto& m : v->GetObject()) {
+    std::string name{m.name.GetString(), m.name.GetStringLength()};
+    auto at = eo.at(name);
+    if (name.empty()) raise(at, "env key must not be empty");
+    if (name.find('=') != std::string::npos) raise(at, "env key must not contain '='");
+    no_nul(name, at);
+    auto val = as_string(m.value, at);
+    no_nul(val, at);
+    out.emplace(std::move(name), std::move(val));
+  }
+  return out;
+}
+
 egress_policy decode_egress(const value* v, const path& p) {
   if (v == nullptr || v->IsNull()) return egress_policy::allow_all();
   expect_array(*v, p);

@@ -7,6 +7,7 @@
 #include "messages/json.hpp"
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <rapidjson/document.h>
 #include <rapidjson/stringbuffer.h>
@@ -192,6 +193,10 @@ private:
 /// The array of strings at `o[key]` (absent → empty); with `refuse_nul`, a NUL byte in an
 /// element is an error naming it.
 std::vector<std::string> strings_of(const object_view& o, std::string_view key, bool refuse_nul);
+
+/// The object `key` as environment variables (absent → empty): keys non-empty without '='
+/// or NUL, values strings without NUL.
+std::map<std::string, std::string> env_of(const object_view& o, std::string_view key);
 
 // -- egress on the wire (shared by sandbox and egress codecs) --------------------------
 

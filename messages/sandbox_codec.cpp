@@ -189,20 +189,7 @@ result<sandbox_create_request> decode<sandbox_create_request>(std::string_view t
         x.name = opt_nul_free(o, "name");
         if (x.name) validate_name(*x.name, o.at("name"));
         x.egress = egress_of(o);
-        if (auto envs = o.find("envs")) {
-          object_view eo{*envs, o.at("envs")};
-          for (auto& m : envs->GetObject()) {
-            std::string key{m.name.GetString(), m.name.GetStringLength()};
-            auto at = eo.at(key);
-            if (key.empty()) codec::raise(at, "env key must not be empty");
-            if (key.find('=') != std::string::npos)
-              codec::raise(at, "env key must not contain '='");
-            codec::no_nul(key, at);
-            auto val = codec::as_string(m.value, at);
-            codec::no_nul(val, at);
-            x.envs.emplace(std::move(key), std::move(val));
-          }
-        }
+        x.envs = codec::env_of(o, "envs");
         x.auto_pause_after_seconds = opt_auto_pause(o);
         x.ingress_enabled = o.boolean_or("ingress_enabled", false);
         return result<sandbox_create_request>{std::move(x)};

@@ -100,24 +100,40 @@ cpu_times cpu_seconds() {
   return {sec(ru.ru_utime), sec(ru.ru_stime)};
 }
 
-/// CPU nanoseconds per thread group (from /proc/self/task/*/schedstat): where the
-/// process's CPU goes. Groups: the main thread (the harness's waiting loop), CAF's
-/// scheduler workers and clock, and the rest (the client's Asio thread and its resolver).
-std::map<std::string, uint64_t> thread_cpu_ns() {
-  std::map<std::string, uint64_t> out;
+/// CPU per thread group (from /proc/self/task/*): where the process's CPU goes. Groups:
+/// the main thread (the harness's waiting loop), CAF's scheduler workers and clock, and
+/// the rest (the client's Asio thread and its resolver).
+struct thread_cpu {
+  uint64_t ns = 0;         ///< schedstat: precise
+  uint64_t user_ticks = 0; ///< stat utime/stime: coarse, for the kernel share only
+  uint64_t sys_ticks = 0;
+};
+
+std::map<std::string, thread_cpu> thread_cpu_by_group() {
+  std::map<std::string, thread_cpu> out;
   auto self = std::to_string(::getpid());
   for (auto& e : std::filesystem::directory_iterator{"/proc/self/task"}) {
     auto tid = e.path().filename().string();
-    std::ifstream comm_in{e.path() / "comm"}, sched_in{e.path() / "schedstat"};
-    std::string comm;
+    std::ifstream comm_in{e.path() / "comm"}, sched_in{e.path() / "schedstat"},
+        stat_in{e.path() / "stat"};
+    std::string comm, stat;
     uint64_t ns = 0;
-    if (!std::getline(comm_in, comm) || !(sched_in >> ns))
+    if (!std::getline(comm_in, comm) || !(sched_in >> ns) || !std::getline(stat_in, stat))
       continue; // the thread ended meanwhile
+    // utime and stime are fields 14 and 15; the comm (field 2) may contain spaces.
+    std::istringstream fields{stat.substr(stat.rfind(')') + 2)};
+    std::string skip;
+    for (int i = 3; i < 14; ++i) fields >> skip;
+    uint64_t utime = 0, stime = 0;
+    fields >> utime >> stime;
     std::string group = tid == self                       ? "main"
                         : comm.rfind("caf.multi", 0) == 0 ? "caf-workers"
                         : comm.rfind("caf.", 0) == 0      ? "caf-other"
                                                           : "client-io";
-    out[group] += ns;
+    auto& g = out[group];
+    g.ns += ns;
+    g.user_ticks += utime;
+    g.sys_ticks += stime;
   }
   return out;
 }
@@ -249,6 +265,7 @@ struct figures {
   double rss_per_run = 0;
   reaper_stats reaper;
   std::map<std::string, double> cpu_us_by_thread; ///< per run
+  std::map<std::string, double> sys_share_by_thread;
   double server_cpu_us_per_run = 0;               ///< the control plane child (not ours)
 };
 
@@ -293,7 +310,7 @@ figures run_batch(caf::actor_system& sys, runtime& rt, const run_inputs& in, siz
   f.k = k;
   f.rss_before = rss.bytes();
   f.rss_peak = f.rss_before;
-  auto threads0 = thread_cpu_ns();
+  auto threads0 = thread_cpu_by_group();
   auto server0 = process_cpu_ns(server);
   auto cpu0 = cpu_seconds();
   b->t0 = steady::now();
@@ -307,7 +324,7 @@ figures run_batch(caf::actor_system& sys, runtime& rt, const run_inputs& in, siz
   }
   auto wall_ns = ns_since(b->t0);
   auto cpu1 = cpu_seconds();
-  auto threads1 = thread_cpu_ns();
+  auto threads1 = thread_cpu_by_group();
   auto server1 = process_cpu_ns(server);
   f.rss_peak = std::max(f.rss_peak, rss.bytes());
   caf::anon_send_exit(drv, caf::exit_reason::user_shutdown);
@@ -328,9 +345,14 @@ figures run_batch(caf::actor_system& sys, runtime& rt, const run_inputs& in, siz
   f.sys_share = (cpu1.sys - cpu0.sys) / (cpu1.total() - cpu0.total());
   f.server_cpu_us_per_run =
       static_cast<double>(server1 - server0) / 1e3 / static_cast<double>(k);
-  for (auto& [group, ns] : threads1)
+  for (auto& [group, t] : threads1) {
+    auto& t0 = threads0[group];
     f.cpu_us_by_thread[group] =
-        static_cast<double>(ns - threads0[group]) / 1e3 / static_cast<double>(k);
+        static_cast<double>(t.ns - t0.ns) / 1e3 / static_cast<double>(k);
+    auto user = t.user_ticks - t0.user_ticks, sys = t.sys_ticks - t0.sys_ticks;
+    f.sys_share_by_thread[group] =
+        user + sys == 0 ? 0 : static_cast<double>(sys) / static_cast<double>(user + sys);
+  }
   f.rss_per_run = static_cast<double>(f.rss_peak - f.rss_before) / static_cast<double>(k);
   f.reaper = settled_reaper(sys, rt);
   if (f.reaper.tracked != 0 || f.reaper.pending != 0)
@@ -475,11 +497,13 @@ int main(int argc, char** argv) {
     }
     if (!rss_measured)
       table << "target RSS (at " << rss_target_at << " in flight): not measured in this run\n";
-    table << "\nCPU us/run by thread (main = this harness's sampling loop):\n";
+    table << "\nCPU us/run by thread (main = this harness's sampling loop), with the kernel's\n"
+             "share of it (from 10 ms ticks, coarse):\n";
     for (auto& f : all) {
       table << "  " << f.k << ":";
       for (auto& [group, us] : f.cpu_us_by_thread) {
-        std::snprintf(line, sizeof(line), " %s %.1f", group.c_str(), us);
+        std::snprintf(line, sizeof(line), " %s %.1f (%.0f%%)", group.c_str(), us,
+                      100 * f.sys_share_by_thread[group]);
         table << line;
       }
       table << "\n";

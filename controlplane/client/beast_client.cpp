@@ -14,6 +14,36 @@ using boost::beast::http::verb;
 
 constexpr std::string_view json_type = "application/json";
 
+/// A JSend call that decodes its reply into `T`: the callback lives in the call itself (no
+/// wrapping completion), and a success in the usual exact envelope form is parsed once.
+template <class T>
+class typed_call final : public http_call {
+public:
+  typed_call(std::shared_ptr<transport> t, call_spec s, callback<T> cb)
+    : http_call(std::move(t), std::move(s), {}), cb_(std::move(cb)) {}
+
+private:
+  bool take_data(std::string_view data) override {
+    auto r = decode<T>(data);
+    if (!r)
+      return false;
+    value_ = std::move(*r);
+    return true;
+  }
+
+  void deliver(result<std::string> r) override {
+    auto cb = std::move(cb_);
+    if (!r)
+      return cb(std::move(r).error());
+    if (value_)
+      return cb(std::move(*value_));
+    cb(decode_reply<T>(*r, spec().what()));
+  }
+
+  callback<T> cb_;
+  std::optional<T> value_;
+};
+
 /// The client interface on top of http_call: builds each wire request, decodes each reply.
 class beast_client final : public client {
 public:
@@ -160,12 +190,12 @@ public:
 
 private:
   /// `path` is encoded and may carry a query; messages name the call without the query.
-  call_spec spec(verb method, const std::string& path, millis timeout) const {
+  call_spec spec(verb method, std::string path, millis timeout) const {
     call_spec s;
     s.method = method;
-    s.target = t_->url().prefix + path;
-    s.what = std::string(boost::beast::http::to_string(method)) + " "
-             + path.substr(0, path.find('?'));
+    const auto& prefix = t_->url().prefix;
+    s.target = prefix.empty() ? std::move(path) : prefix + path;
+    s.path_at = prefix.size();
     s.timeout = timeout;
     s.body_cap = t_->cfg().max_response_bytes;
     return s;
@@ -214,12 +244,7 @@ private:
   /// A JSend call whose `data` decodes into `T`.
   template <class T>
   void call(call_spec s, callback<T> cb) {
-    auto what = s.what;
-    start(std::move(s), [cb = std::move(cb), what = std::move(what)](result<std::string> r) {
-      if (!r)
-        return cb(std::move(r).error());
-      cb(decode_reply<T>(*r, what));
-    });
+    http_call::launch<typed_call<T>>(t_, std::move(s), std::move(cb));
   }
 
   std::shared_ptr<transport> t_;

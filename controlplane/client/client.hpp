@@ -33,7 +33,7 @@ struct endpoint {
 };
 
 struct client_config {
-  size_t io_threads = 1;
+  size_t io_threads = 1; ///< lanes: one thread, io_context and share of the pool each
   /// Pooled keep-alive connections kept open (each closes after pool_idle_timeout). As
   /// high as the calls a runtime has in flight at once: below that, every burst closes
   /// the surplus and reconnects on the next phase (thousands of executions in flight

@@ -31,9 +31,15 @@ connection::connection(net::io_context& ioc, net::ssl::context& ctx, const std::
   }
 }
 
+char* connection::tls_buffer() {
+  if (!tls_buf_)
+    tls_buf_.reset(new char[tls_buffer_size]);
+  return tls_buf_.get();
+}
+
 bool connection::looks_alive() {
-  auto& sock = tcp().socket();
-  if (!sock.is_open())
+  auto& sock = tcp();
+  if (!sock.is_open() || !pending.empty())
     return false;
   // One non-blocking peek (this runs before every pooled request). EAGAIN: nothing to
   // read, peer silent — the healthy idle state. Anything else (EOF, reset, or unsolicited
@@ -45,8 +51,11 @@ bool connection::looks_alive() {
 
 void connection::close() noexcept {
   boost::system::error_code err;
-  tcp().socket().shutdown(net::socket_base::shutdown_both, err);
-  tcp().close();
+  auto& sock = tcp();
+  if (!sock.is_open())
+    return;
+  sock.shutdown(net::socket_base::shutdown_both, err);
+  sock.close(err);
 }
 
 } // namespace guestflow::cp

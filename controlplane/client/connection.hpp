@@ -1,9 +1,9 @@
 #pragma once
 
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/ssl/context.hpp>
 #include <boost/asio/ssl/stream.hpp>
-#include <boost/beast/core/tcp_stream.hpp>
 
 #include <chrono>
 #include <memory>
@@ -12,12 +12,15 @@
 
 namespace guestflow::cp {
 
-/// One keep-alive connection to the control plane: a `beast::tcp_stream`, wrapped in TLS
-/// for https. Not bound to any strand, so the pool can hand it to any call; the call binds
-/// its handlers to its own strand. Never used by two calls at once.
+/// One keep-alive connection to the control plane: a TCP socket on one I/O lane's
+/// io_context (concrete executor: no type-erased dispatch per handler), wrapped in TLS for
+/// https. It has no timers of its own: the call using it owns the one deadline timer and
+/// closes the socket when it fires. Never used by two calls at once.
 class connection {
 public:
-  using tls_stream = boost::asio::ssl::stream<boost::beast::tcp_stream>;
+  using executor = boost::asio::io_context::executor_type;
+  using socket = boost::asio::basic_stream_socket<boost::asio::ip::tcp, executor>;
+  using tls_stream = boost::asio::ssl::stream<socket>;
 
   /// Plain TCP (loopback http only; the caller checked).
   explicit connection(boost::asio::io_context& ioc);
@@ -29,20 +32,14 @@ public:
 
   bool tls() const noexcept { return tls_ != nullptr; }
 
-  /// The TCP layer: timeouts (`expires_after`), connect, close.
-  boost::beast::tcp_stream& tcp() noexcept {
-    return tls_ ? tls_->next_layer() : *plain_;
-  }
+  /// The TCP layer: connect, readiness waits, close.
+  socket& tcp() noexcept { return tls_ ? tls_->next_layer() : *plain_; }
 
   tls_stream& secure() noexcept { return *tls_; }
 
-  /// Calls `f` with the stream the HTTP layer reads and writes (plain or TLS).
-  template <class F>
-  decltype(auto) visit(F&& f) {
-    if (tls_)
-      return f(*tls_);
-    return f(*plain_);
-  }
+  /// Read buffer of a TLS connection (a plain one reads into its lane's buffer).
+  char* tls_buffer();
+  static constexpr size_t tls_buffer_size = 16 * 1024;
 
   /// A pooled connection the server closed (FIN, RST, or a stray byte such as a TLS
   /// close_notify) while idle is not worth a request: non-blocking peek, no I/O wait.
@@ -53,12 +50,15 @@ public:
 
   std::chrono::steady_clock::time_point idle_since{};
   unsigned exchanges = 0; ///< requests this connection carried (diagnostics)
+  /// Response bytes read but not yet parsed (a header split across reads); usually empty.
+  std::string pending;
 
 private:
-  std::optional<boost::beast::tcp_stream> plain_;
-  /// On the heap: a plain connection (every local one) would otherwise carry 350 unused
-  /// bytes, and every call in flight holds a connection.
+  std::optional<socket> plain_;
+  /// On the heap: a plain connection (every local one) would otherwise carry the unused
+  /// TLS state, and every call in flight holds a connection.
   std::unique_ptr<tls_stream> tls_;
+  std::unique_ptr<char[]> tls_buf_;
 };
 
 } // namespace guestflow::cp

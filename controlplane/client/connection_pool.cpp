@@ -26,7 +26,6 @@ void connection_pool::release(std::unique_ptr<connection> c) {
     return;
   auto now = std::chrono::steady_clock::now();
   c->idle_since = now;
-  c->tcp().expires_never();
   std::vector<std::unique_ptr<connection>> doomed;
   {
     std::lock_guard<std::mutex> lock(mtx_);

@@ -101,6 +101,14 @@ attempt_outcome map_response(unsigned status, std::string_view body, body_kind k
   return outcome(ec::unavailable, with_status("answered"), false);
 }
 
+std::optional<std::string_view> success_data_of(std::string_view body) {
+  constexpr std::string_view head = R"({"status":"success","data":)";
+  if (body.size() <= head.size() + 1 || body.substr(0, head.size()) != head
+      || body.back() != '}')
+    return std::nullopt;
+  return body.substr(head.size(), body.size() - head.size() - 1);
+}
+
 attempt_outcome map_transport(phase where, const boost::system::error_code& err,
                               std::string_view origin, std::string_view what) {
   namespace net = boost::asio;

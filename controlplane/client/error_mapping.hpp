@@ -6,6 +6,7 @@
 #include <boost/system/error_code.hpp>
 
 #include <chrono>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -33,6 +34,13 @@ enum class body_kind : uint8_t { jsend, raw };
 ///   with the status in the message.
 attempt_outcome map_response(unsigned status, std::string_view body, body_kind kind,
                              std::string_view what);
+
+/// The `data` of a body in the exact form `{"status":"success","data":<data>}` (how the
+/// local control plane writes a success), found without parsing; nullopt for any other form.
+/// Not validated: a caller that decodes it whole (which validates it as exactly one JSON
+/// value, hence the envelope too) may skip map_response's envelope parse; any decode
+/// failure must go through map_response, which judges the body as before.
+std::optional<std::string_view> success_data_of(std::string_view body);
 
 /// Where in the exchange a transport error happened.
 enum class phase : uint8_t { resolve, connect, handshake, write, read };

@@ -11,7 +11,7 @@ namespace {
 
 constexpr size_t max_line = size_t{16} << 20;
 
-/// What the sink and the completion of one stream share (both run on the call's strand).
+/// What the sink and the completion of one stream share (both run on the call's lane thread).
 struct stream_state {
   exec_stream_callbacks cbs;
   ndjson_reader reader{max_line};
@@ -107,7 +107,7 @@ std::shared_ptr<stream_handle> start_exec_stream(std::shared_ptr<transport> t, c
                                                  exec_stream_callbacks cbs) {
   auto st = std::make_shared<stream_state>();
   st->cbs = std::move(cbs);
-  st->what = spec.what;
+  st->what = spec.what();
   auto sink = [st](std::string_view bytes) { return st->feed(bytes); };
   auto done = [st](result<std::string> r) {
     auto out = st->outcome(std::move(r));

@@ -1,17 +1,15 @@
 #include "controlplane/client/http_call.hpp"
 
-#include <boost/asio/bind_executor.hpp>
+#include <boost/asio/connect.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/ssl/stream_base.hpp>
+#include <boost/asio/write.hpp>
 #include <boost/beast/core/error.hpp>
 #include <boost/beast/http/error.hpp>
-#include <boost/beast/http/field.hpp>
-#include <boost/beast/http/read.hpp>
-#include <boost/beast/http/write.hpp>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
-#include <limits>
+#include <array>
 
 namespace guestflow::cp {
 
@@ -26,104 +24,128 @@ namespace {
 constexpr size_t error_body_cap = size_t{1} << 20;
 constexpr uint32_t header_cap = 64 * 1024;
 
-/// `Retry-After: <seconds>` (the HTTP-date form is ignored).
-std::optional<milliseconds> retry_after_of(const http::response_header<>& h) {
-  auto v = h[http::field::retry_after];
-  if (v.empty() || v.size() > 6)
-    return std::nullopt;
-  uint64_t s = 0;
-  for (char c : v) {
-    if (c < '0' || c > '9')
-      return std::nullopt;
-    s = s * 10 + static_cast<uint64_t>(c - '0');
-  }
-  return milliseconds{s * 1000};
+bool ok_status(unsigned s) {
+  return s >= 200 && s < 300;
 }
+
+/// A call whose outcome goes to a plain completion function.
+class fn_call final : public http_call {
+public:
+  fn_call(std::shared_ptr<transport> t, call_spec spec, completion done, body_sink sink)
+    : http_call(std::move(t), std::move(spec), std::move(sink)), done_(std::move(done)) {}
+
+private:
+  void deliver(result<std::string> r) override {
+    auto done = std::move(done_);
+    done(std::move(r));
+  }
+  completion done_;
+};
 
 } // namespace
 
-template <class F>
-auto http_call::on_strand(F&& f) {
-  return net::bind_executor(strand_, std::forward<F>(f));
+std::string call_spec::what() const {
+  std::string_view path(target);
+  path.remove_prefix(std::min(path_at, path.size()));
+  path = path.substr(0, path.find('?'));
+  auto verb = http::to_string(method);
+  std::string out;
+  out.reserve(verb.size() + 1 + path.size());
+  out.append(verb.data(), verb.size()).append(" ").append(path);
+  return out;
 }
 
 std::shared_ptr<http_call> http_call::start(std::shared_ptr<transport> t, call_spec spec,
                                             completion done, body_sink sink) {
-  auto c = std::make_shared<http_call>(t, std::move(spec), std::move(done), std::move(sink));
-  auto begun = t->enroll(c, c->id_, [c] { net::dispatch(c->strand_, [c] { c->begin(); }); });
-  if (!begun)
-    c->finish(fail(ec::unavailable,
-                   "control-plane client for " + t->url().origin() + " is shut down"));
-  return c;
+  return launch<fn_call>(std::move(t), std::move(spec), std::move(done), std::move(sink));
 }
 
-http_call::http_call(std::shared_ptr<transport> t, call_spec spec, completion done,
-                     body_sink sink)
+void http_call::run(const std::shared_ptr<http_call>& c) {
+  c->enrolled_ = true;
+  if (!c->t_->enroll(c)) {
+    c->enrolled_ = false;
+    c->finish(fail(ec::unavailable,
+                   "control-plane client for " + c->t_->url().origin() + " is shut down"));
+  }
+}
+
+http_call::http_call(std::shared_ptr<transport> t, call_spec spec, body_sink sink)
   : t_(std::move(t))
+  , lane_(&t_->pick())
   , spec_(std::move(spec))
-  , done_(std::move(done))
   , sink_(std::move(sink))
-  , strand_(net::make_strand(t_->ioc()))
-  , deadline_timer_(strand_)
-  , backoff_timer_(strand_)
-  , resolver_(strand_)
+  , deadline_timer_(lane_->ioc)
   , retry_(t_->cfg().retry_initial, t_->cfg().retry_max) {
   if (spec_.timeout.count() <= 0)
     spec_.timeout = t_->cfg().default_timeout;
-  req_.method(spec_.method);
-  req_.target(spec_.target);
-  req_.version(11);
-  req_.set(http::field::host, t_->url().host_header);
-  req_.set(http::field::user_agent, "guestflow/0.1");
-  req_.set(http::field::accept,
-           spec_.kind == body_kind::raw && !sink_ ? "*/*" : "application/json");
-  if (!t_->ep().api_key.empty())
-    req_.set("X-Api-Key", t_->ep().api_key);
-  if (!spec_.content_type.empty()) {
-    req_.set(http::field::content_type, spec_.content_type);
-    req_.body() = std::move(spec_.body);
-  }
-  req_.keep_alive(true);
-  req_.prepare_payload();
+  // The head Beast's serializer would write for a request with these fields, in this
+  // order; Content-Length as Beast's prepare_payload decides it.
+  if (spec_.content_type.empty())
+    spec_.body.clear();
+  auto verb = http::to_string(spec_.method);
+  std::string_view accept =
+    spec_.kind == body_kind::raw && !sink_ ? "*/*" : "application/json";
+  const auto& key = t_->ep().api_key;
+  bool with_length = !spec_.body.empty() || spec_.method == http::verb::post
+                     || spec_.method == http::verb::put || spec_.method == http::verb::options;
+  auto length = with_length ? std::to_string(spec_.body.size()) : std::string{};
+  const auto& host = t_->url().host_header;
+  head_.reserve(verb.size() + spec_.target.size() + host.size() + accept.size() + key.size()
+                + spec_.content_type.size() + length.size() + 128);
+  head_.append(verb.data(), verb.size()).append(" ").append(spec_.target);
+  head_.append(" HTTP/1.1\r\nHost: ").append(host);
+  head_.append("\r\nUser-Agent: guestflow/0.1\r\nAccept: ").append(accept).append("\r\n");
+  if (!key.empty())
+    head_.append("X-Api-Key: ").append(key).append("\r\n");
+  if (!spec_.content_type.empty())
+    head_.append("Content-Type: ").append(spec_.content_type).append("\r\n");
+  if (with_length)
+    head_.append("Content-Length: ").append(length).append("\r\n");
+  head_.append("\r\n");
 }
 
 void http_call::abort(failure why) {
   // A weak reference: a queued abort must not keep the call (and through it the transport
   // that owns the io_context holding the queue) alive.
-  net::post(strand_, [weak = weak_from_this(), why = std::move(why)]() mutable {
+  net::post(lane_->ioc, [weak = weak_from_this(), why = std::move(why)]() mutable {
     if (auto self = weak.lock(); self && !self->finished_)
       self->interrupt(std::move(why));
   });
 }
 
-milliseconds http_call::remaining() const {
-  auto left = std::chrono::duration_cast<milliseconds>(deadline_ - clock::now());
-  return std::max(left, milliseconds{0});
-}
-
 void http_call::begin() {
   deadline_ = clock::now() + spec_.timeout;
   deadline_timer_.expires_at(deadline_);
-  deadline_timer_.async_wait(on_strand([self = shared_from_this()](error_code err) {
-    if (err || self->finished_)
-      return;
-    // Until an attempt reaches the server (backoff, resolve, connect, TLS), the previous
-    // attempt's failure explains more than "timed out": a control plane that refused every
-    // connection until the deadline is unreachable (unavailable), not slow (transient).
-    self->interrupt(!self->reached_server_ && self->last_failure_
-                      ? *self->last_failure_
-                      : deadline_failure(self->spec_.what, self->spec_.timeout));
-  }));
+  deadline_timer_.async_wait([self = shared_from_this()](error_code err) {
+    if (!err && !self->finished_)
+      self->on_deadline();
+  });
   attempt();
+}
+
+void http_call::on_deadline() {
+  // While a connection is in use, the deadline is that step timing out (what a stream
+  // timeout on the step reported). Until an attempt reaches the server (backoff, resolve),
+  // the previous attempt's failure explains more than "timed out": a control plane that
+  // refused every connection until the deadline is unreachable (unavailable), not slow.
+  if (conn_ && phase_ != phase::resolve) {
+    auto o = map_transport(phase_, boost::beast::error::timeout, t_->url().origin(),
+                           spec_.what());
+    return interrupt(std::move(o.value).error());
+  }
+  interrupt(!reached_server_ && last_failure_ ? *last_failure_
+                                              : deadline_failure(spec_.what(), spec_.timeout));
 }
 
 void http_call::interrupt(failure why) {
   if (!aborted_)
-    aborted_ = std::move(why);
-  resolver_.cancel();
-  backoff_timer_.cancel();
+    aborted_ = std::make_unique<failure>(std::move(why));
+  if (resolver_)
+    resolver_->cancel();
+  if (backoff_timer_)
+    backoff_timer_->cancel();
   if (conn_)
-    conn_->close();
+    conn_->close(); // its pending operations complete with operation_aborted
 }
 
 bool http_call::stop_if_aborted() {
@@ -139,33 +161,35 @@ void http_call::attempt() {
   reached_server_ = false;
   if (stop_if_aborted())
     return;
+  ++gen_;
   parser_.reset();
-  buffer_.consume(buffer_.size());
-  status_ = 0;
-  retry_after_.reset();
-  conn_ = skip_pool_ ? nullptr : t_->pool().acquire();
+  conn_ = skip_pool_ ? nullptr : lane_->pool->acquire();
   skip_pool_ = false;
   reused_ = conn_ != nullptr;
   if (reused_)
     return send();
   // An IP literal (the local control plane's 127.0.0.1) needs no lookup: the resolver
   // would hop to its own thread and back for every new connection.
-  boost::system::error_code not_literal;
+  error_code not_literal;
   auto addr = net::ip::make_address(t_->url().host, not_literal);
   if (!not_literal)
-    return connect_to({tcp::endpoint{addr, t_->url().port}});
-  resolver_.async_resolve(t_->url().host, std::to_string(t_->url().port),
-                          on_strand([self = shared_from_this()](
-                                      error_code err, tcp::resolver::results_type r) {
-                            self->on_resolve(err, r);
-                          }));
+    return connect_literal(tcp::endpoint{addr, t_->url().port});
+  phase_ = phase::resolve;
+  if (!resolver_)
+    resolver_ = std::make_unique<resolver>(lane_->ioc);
+  resolver_->async_resolve(t_->url().host, std::to_string(t_->url().port),
+                           [self = shared_from_this()](error_code err,
+                                                       tcp::resolver::results_type r) {
+                             self->on_resolve(err, r);
+                           });
 }
 
 void http_call::on_resolve(const error_code& err, const tcp::resolver::results_type& r) {
   if (stop_if_aborted())
     return;
   if (err)
-    return attempt_failed(map_transport(phase::resolve, err, t_->url().origin(), spec_.what));
+    return attempt_failed(
+      map_transport(phase::resolve, err, t_->url().origin(), spec_.what()));
   std::vector<tcp::endpoint> eps;
   for (const auto& e : r)
     eps.push_back(e.endpoint());
@@ -181,27 +205,48 @@ void http_call::connect_to(std::vector<tcp::endpoint> eps) {
     return finish(fail(ec::policy_refused, "control plane host " + t_->url().host
                                              + " does not resolve to a loopback address; "
                                                "plain http is only allowed to loopback"));
-  conn_ = t_->open_connection();
-  conn_->tcp().expires_after(remaining());
-  conn_->tcp().async_connect(
-    eps, on_strand([self = shared_from_this()](error_code e, const tcp::endpoint&) {
-      self->on_connect(e);
-    }));
+  conn_ = t_->open_connection(*lane_);
+  phase_ = phase::connect;
+  net::async_connect(conn_->tcp(), eps,
+                     [self = shared_from_this()](error_code e, const tcp::endpoint&) {
+                       self->on_connect(e);
+                     });
+}
+
+/// One endpoint, the socket opened here: non-blocking from the start, so that neither
+/// connect nor the reads after readiness waits need another mode switch.
+void http_call::connect_literal(const tcp::endpoint& ep) {
+  if (!t_->url().tls && !is_loopback_address(ep.address()))
+    return connect_to({ep}); // refused there, with its message
+  conn_ = t_->open_connection(*lane_);
+  phase_ = phase::connect;
+  error_code err;
+  conn_->tcp().open(ep.protocol(), err);
+  if (!err)
+    conn_->tcp().non_blocking(true, err);
+  if (err)
+    return attempt_failed(map_transport(phase::connect, err, t_->url().origin(), spec_.what()));
+  conn_->tcp().async_connect(ep,
+                             [self = shared_from_this()](error_code e) { self->on_connect(e); });
 }
 
 void http_call::on_connect(const error_code& err) {
   if (stop_if_aborted())
     return;
   if (err)
-    return attempt_failed(map_transport(phase::connect, err, t_->url().origin(), spec_.what));
+    return attempt_failed(
+      map_transport(phase::connect, err, t_->url().origin(), spec_.what()));
   error_code ignored;
-  conn_->tcp().socket().set_option(tcp::no_delay(true), ignored);
+  conn_->tcp().set_option(tcp::no_delay(true), ignored);
+  // Reads happen after a readiness wait: a read with nothing there must say so, not block.
+  if (!conn_->tcp().non_blocking())
+    conn_->tcp().non_blocking(true, ignored);
   if (!conn_->tls())
     return send();
-  conn_->tcp().expires_after(remaining());
+  phase_ = phase::handshake;
   conn_->secure().async_handshake(
     net::ssl::stream_base::client,
-    on_strand([self = shared_from_this()](error_code e) { self->on_handshake(e); }));
+    [self = shared_from_this()](error_code e) { self->on_handshake(e); });
 }
 
 void http_call::on_handshake(const error_code& err) {
@@ -209,91 +254,228 @@ void http_call::on_handshake(const error_code& err) {
     return;
   if (err)
     return attempt_failed(
-      map_transport(phase::handshake, err, t_->url().origin(), spec_.what));
+      map_transport(phase::handshake, err, t_->url().origin(), spec_.what()));
   send();
 }
 
 void http_call::send() {
   reached_server_ = true;
   ++conn_->exchanges;
-  conn_->tcp().expires_after(remaining());
-  conn_->visit([&](auto& stream) {
-    http::async_write(stream, req_,
-                      on_strand([self = shared_from_this()](error_code e, size_t) {
-                        self->on_write(e);
-                      }));
-  });
-}
-
-void http_call::on_write(const error_code& err) {
-  if (stop_if_aborted())
-    return;
-  if (err) {
-    if (reused_ && !stale_retry_used_ && err != boost::beast::error::timeout)
-      return retry_fresh();
-    return attempt_failed(map_transport(phase::write, err, t_->url().origin(), spec_.what));
-  }
-  parser_.emplace();
+  phase_ = phase::write;
+  written_ = false;
+  readable_ = false;
+  header_seen_ = false;
+  streaming_ = false;
+  parser_.emplace(spec_.body_cap, error_body_cap);
   parser_->header_limit(header_cap);
-  // The cap depends on the status, so it is set once the header is in (on_header). Not
-  // boost::none: Beast 1.74 compares a Content-Length against an empty optional as
-  // "over the limit".
-  parser_->body_limit(std::numeric_limits<uint64_t>::max());
-  conn_->tcp().expires_after(remaining());
-  conn_->visit([&](auto& stream) {
-    http::async_read_header(stream, buffer_, *parser_,
-                            on_strand([self = shared_from_this()](error_code e, size_t) {
-                              self->on_header(e);
-                            }));
+  std::array<net::const_buffer, 2> bufs{net::buffer(head_), net::buffer(spec_.body)};
+  auto g = gen_;
+  if (conn_->tls()) {
+    net::async_write(conn_->secure(), bufs,
+                     [self = shared_from_this(), g](error_code e, size_t) {
+                       self->on_write(e, g);
+                     });
+    return;
+  }
+  // The readiness wait is queued before the write starts: an answer that arrives before
+  // the write's handler ran still finds an operation waiting for it (edge-triggered).
+  conn_->tcp().async_wait(tcp::socket::wait_read,
+                          [self = shared_from_this(), g](error_code e) {
+                            self->on_readable(e, g);
+                          });
+  net::async_write(conn_->tcp(), bufs, [self = shared_from_this(), g](error_code e, size_t) {
+    self->on_write(e, g);
   });
 }
 
-void http_call::on_header(const error_code& err) {
-  if (stop_if_aborted())
+void http_call::on_write(const error_code& err, uint32_t gen) {
+  if (gen != gen_ || stop_if_aborted())
     return;
   if (err) {
-    bool nothing_read = !parser_->got_some() && buffer_.size() == 0;
+    if (reused_ && !stale_retry_used_)
+      return retry_fresh();
+    return attempt_failed(map_transport(phase::write, err, t_->url().origin(), spec_.what()));
+  }
+  written_ = true;
+  phase_ = phase::read;
+  if (conn_->tls())
+    return read_tls();
+  if (readable_)
+    read_plain();
+}
+
+void http_call::on_readable(const error_code& err, uint32_t gen) {
+  if (gen != gen_ || stop_if_aborted())
+    return;
+  if (!written_) {
+    readable_ = true; // read once the request is out (a read tells what happened)
+    return;
+  }
+  if (err)
+    return read_failed(err);
+  read_plain();
+}
+
+void http_call::wait_readable() {
+  conn_->tcp().async_wait(tcp::socket::wait_read,
+                          [self = shared_from_this(), g = gen_](error_code e) {
+                            self->on_readable(e, g);
+                          });
+}
+
+void http_call::read_plain() {
+  readable_ = false;
+  auto* buf = lane_->read_buffer.get();
+  for (;;) {
+    error_code err;
+    auto n = conn_->tcp().read_some(net::buffer(buf, io_lane::read_buffer_size), err);
+    if (err == net::error::would_block || err == net::error::try_again)
+      return wait_readable();
+    if (err)
+      return read_failed(err);
+    if (!consume(buf, n))
+      return;
+    if (n < io_lane::read_buffer_size) // drained: the next bytes bring a new edge
+      return wait_readable();
+  }
+}
+
+void http_call::read_tls() {
+  conn_->secure().async_read_some(
+    net::buffer(conn_->tls_buffer(), connection::tls_buffer_size),
+    [self = shared_from_this(), g = gen_](error_code e, size_t n) { self->on_tls_data(e, n, g); });
+}
+
+void http_call::on_tls_data(const error_code& err, size_t n, uint32_t gen) {
+  if (gen != gen_ || stop_if_aborted())
+    return;
+  if (n > 0 && !consume(conn_->tls_buffer(), n))
+    return;
+  if (err)
+    return read_failed(err);
+  read_tls();
+}
+
+/// Feeds `n` bytes to the parser (after any kept from the previous read). False once the
+/// call moved on (finished, failed, retrying): the caller stops reading.
+bool http_call::consume(const char* data, size_t n) {
+  auto& kept = conn_->pending;
+  std::string_view in(data, n);
+  if (!kept.empty()) {
+    kept.append(data, n);
+    in = kept;
+  }
+  for (;;) {
+    if (!header_seen_ && parser_->is_header_done()) {
+      header_seen_ = true;
+      if (!on_header())
+        return false;
+    }
+    if (parser_->is_done() || in.empty())
+      break;
+    error_code err;
+    auto used = parser_->put(net::buffer(in.data(), in.size()), err);
+    in.remove_prefix(used);
+    if (err == http::error::need_more)
+      break;
+    if (err == http::error::body_limit) {
+      over_cap();
+      return false;
+    }
+    if (err) {
+      attempt_failed(map_transport(phase::read, err, t_->url().origin(), spec_.what()));
+      return false;
+    }
+    if (used == 0 && header_seen_ == parser_->is_header_done())
+      break;
+  }
+  // What the parser has not taken yet (a split header or chunk header) waits for more.
+  if (in.empty())
+    kept.clear();
+  else if (!kept.empty())
+    kept.erase(0, static_cast<size_t>(in.data() - kept.data()));
+  else
+    kept.assign(in.data(), in.size());
+  if (streaming_ && !parser_->body.empty()) {
+    auto f = sink_(parser_->body);
+    parser_->body.clear();
+    if (f) {
+      drop_connection();
+      finish(std::move(*f));
+      return false;
+    }
+    if (stop_if_aborted()) // the sink's callbacks may have ended the call
+      return false;
+  }
+  if (parser_->is_done()) {
+    complete_body();
+    return false;
+  }
+  return true;
+}
+
+bool http_call::on_header() {
+  auto status = parser_->status;
+  bool ok = ok_status(status);
+  if (ok && sink_) {
+    if (auto f = sink_({})) {
+      drop_connection();
+      finish(std::move(*f));
+      return false;
+    }
+    streaming_ = true;
+    parser_->eager(true);
+    return true;
+  }
+  auto cap = ok ? spec_.body_cap : error_body_cap;
+  // A declared length over the cap fails before a byte of body is read.
+  if (auto len = parser_->content_length(); len && *len > cap) {
+    over_cap();
+    return false;
+  }
+  parser_->body_limit(cap);
+  parser_->eager(true);
+  return true;
+}
+
+void http_call::read_failed(error_code err) {
+  if (err == net::error::eof) {
+    // As Beast's read: EOF after some bytes ends a body delimited by the connection
+    // closing, or is a partial message; before any byte it is end_of_stream.
+    if (parser_->got_some()) {
+      error_code e;
+      parser_->put_eof(e);
+      if (!e) {
+        if (streaming_ && !parser_->body.empty() && !consume(nullptr, 0))
+          return;
+        return complete_body();
+      }
+      err = e;
+    } else {
+      err = http::error::end_of_stream;
+    }
+  }
+  if (!header_seen_) {
+    bool nothing_read = !parser_->got_some() && conn_->pending.empty();
     bool closed = err == http::error::end_of_stream || err == net::error::eof
                   || err == net::error::connection_reset;
     if (reused_ && !stale_retry_used_ && nothing_read && closed)
       return retry_fresh();
-    return attempt_failed(map_transport(phase::read, err, t_->url().origin(), spec_.what));
   }
-  auto& res = parser_->get();
-  status_ = res.result_int();
-  retry_after_ = retry_after_of(res.base());
-  bool ok = status_ >= 200 && status_ < 300;
-  if (ok && sink_) {
-    if (auto f = sink_({})) {
-      drop_connection();
-      return finish(std::move(*f));
-    }
-    return read_stream();
-  }
-  auto cap = ok ? spec_.body_cap : error_body_cap;
-  // A declared length over the cap fails before a byte of body is read.
-  if (auto len = parser_->content_length(); len && *len > cap)
-    return over_cap();
-  parser_->body_limit(cap);
-  conn_->tcp().expires_after(remaining());
-  conn_->visit([&](auto& stream) {
-    http::async_read(stream, buffer_, *parser_,
-                     on_strand([self = shared_from_this()](error_code e, size_t) {
-                       self->on_body(e);
-                     }));
-  });
+  attempt_failed(map_transport(phase::read, err, t_->url().origin(), spec_.what()));
 }
 
-void http_call::on_body(const error_code& err) {
-  if (stop_if_aborted())
-    return;
-  if (err == http::error::body_limit)
-    return over_cap();
-  if (err)
-    return attempt_failed(map_transport(phase::read, err, t_->url().origin(), spec_.what));
-  auto body = std::move(parser_->get().body());
+void http_call::complete_body() {
+  auto status = parser_->status;
   keep_or_drop_connection();
-  auto o = map_response(status_, body, spec_.kind, spec_.what);
+  if (streaming_)
+    return finish(std::string{});
+  auto body = std::move(parser_->body);
+  if (ok_status(status) && spec_.kind == body_kind::jsend) {
+    if (auto data = success_data_of(body); data && take_data(*data))
+      return finish(std::string{});
+  }
+  auto o = map_response(status, body, spec_.kind, spec_.what());
   if (o.value)
     return finish(std::move(o.value));
   attempt_failed(std::move(o));
@@ -302,53 +484,22 @@ void http_call::on_body(const error_code& err) {
 void http_call::over_cap() {
   // The rest of the body is never read: the connection cannot be reused.
   drop_connection();
-  bool ok = status_ >= 200 && status_ < 300;
-  if (!ok) // judge an oversized error answer by its status alone
-    return attempt_failed(map_response(status_, {}, spec_.kind, spec_.what));
+  auto status = parser_->status;
+  if (!ok_status(status)) // judge an oversized error answer by its status alone
+    return attempt_failed(map_response(status, {}, spec_.kind, spec_.what()));
   auto cap = std::to_string(spec_.body_cap);
   if (spec_.cap_is_artifact)
-    return finish(fail(ec::artifact_too_large,
-                       spec_.what + ": the file is larger than the cap of " + cap + " bytes"));
+    return finish(fail(ec::artifact_too_large, spec_.what()
+                                                 + ": the file is larger than the cap of "
+                                                 + cap + " bytes"));
   finish(fail(ec::unavailable,
-              spec_.what + ": the control plane's reply is larger than " + cap + " bytes"));
-}
-
-void http_call::read_stream() {
-  if (parser_->is_done()) {
-    keep_or_drop_connection();
-    return finish(std::string{});
-  }
-  conn_->tcp().expires_after(remaining());
-  conn_->visit([&](auto& stream) {
-    http::async_read_some(stream, buffer_, *parser_,
-                          on_strand([self = shared_from_this()](error_code e, size_t) {
-                            self->on_stream(e);
-                          }));
-  });
-}
-
-void http_call::on_stream(const error_code& err) {
-  if (stop_if_aborted())
-    return;
-  auto& body = parser_->get().body();
-  if (!body.empty()) {
-    auto f = sink_(body);
-    body.clear();
-    if (f) {
-      drop_connection();
-      return finish(std::move(*f));
-    }
-    if (stop_if_aborted()) // the sink's callbacks may have ended the call
-      return;
-  }
-  if (err)
-    return attempt_failed(map_transport(phase::read, err, t_->url().origin(), spec_.what));
-  read_stream();
+              spec_.what() + ": the control plane's reply is larger than " + cap + " bytes"));
 }
 
 void http_call::retry_fresh() {
-  spdlog::debug("{}: pooled connection was stale, sending once more on a fresh one",
-                spec_.what);
+  if (spdlog::should_log(spdlog::level::debug))
+    spdlog::debug("{}: pooled connection was stale, sending once more on a fresh one",
+                  spec_.what());
   stale_retry_used_ = true;
   skip_pool_ = true;
   drop_connection();
@@ -359,26 +510,29 @@ void http_call::attempt_failed(attempt_outcome o) {
   drop_connection();
   if (!o.retryable || !spec_.idempotent)
     return finish(std::move(o.value));
-  auto wait = retry_.next(clock::now(), deadline_, retry_after_);
+  auto wait = retry_.next(clock::now(), deadline_, parser_ ? parser_->retry_after : std::nullopt);
   if (!wait)
     return finish(std::move(o.value));
-  spdlog::debug("{}: {} — retry {} in {} ms", spec_.what, o.value.error().message,
-                retry_.retries(), wait->count());
-  last_failure_ = o.value.error();
-  backoff_timer_.expires_after(*wait);
-  backoff_timer_.async_wait(
-    on_strand([self = shared_from_this()](error_code) { self->attempt(); }));
+  if (spdlog::should_log(spdlog::level::debug))
+    spdlog::debug("{}: {} — retry {} in {} ms", spec_.what(), o.value.error().message,
+                  retry_.retries(), wait->count());
+  last_failure_ = std::make_unique<failure>(o.value.error());
+  if (!backoff_timer_)
+    backoff_timer_ = std::make_unique<timer>(lane_->ioc);
+  backoff_timer_->expires_after(*wait);
+  backoff_timer_->async_wait([self = shared_from_this()](error_code) { self->attempt(); });
 }
 
 void http_call::keep_or_drop_connection() {
-  if (conn_ && parser_ && parser_->is_done() && parser_->get().keep_alive())
-    t_->pool().release(std::move(conn_));
+  if (conn_ && parser_ && parser_->is_done() && parser_->keep_alive() && conn_->pending.empty())
+    lane_->pool->release(std::move(conn_));
   else
     drop_connection();
 }
 
 void http_call::drop_connection() {
   if (conn_) {
+    ++gen_; // its operations still pending complete (aborted) into a call that moved on
     conn_->close();
     conn_.reset();
   }
@@ -389,20 +543,19 @@ void http_call::finish(result<std::string> r) {
     return;
   finished_ = true;
   deadline_timer_.cancel();
-  backoff_timer_.cancel();
+  if (backoff_timer_)
+    backoff_timer_->cancel();
   drop_connection();
   parser_.reset();
-  buffer_ = {};
-  if (id_ != 0)
-    t_->withdraw(id_);
-  auto done = std::move(done_);
+  if (enrolled_)
+    t_->withdraw(this);
   sink_ = nullptr;
   try {
-    done(std::move(r));
+    deliver(std::move(r));
   } catch (const std::exception& e) {
-    spdlog::error("{}: completion callback threw: {}", spec_.what, e.what());
+    spdlog::error("{}: completion callback threw: {}", spec_.what(), e.what());
   } catch (...) {
-    spdlog::error("{}: completion callback threw", spec_.what);
+    spdlog::error("{}: completion callback threw", spec_.what());
   }
 }
 

@@ -1,16 +1,13 @@
 #pragma once
 
 #include "controlplane/client/error_mapping.hpp"
+#include "controlplane/client/reply_parser.hpp"
 #include "controlplane/client/retry_policy.hpp"
 #include "controlplane/client/transport.hpp"
 
+#include <boost/asio/basic_waitable_timer.hpp>
+#include <boost/asio/ip/basic_resolver.hpp>
 #include <boost/asio/ip/tcp.hpp>
-#include <boost/asio/steady_timer.hpp>
-#include <boost/asio/strand.hpp>
-#include <boost/beast/core/flat_buffer.hpp>
-#include <boost/beast/http/message.hpp>
-#include <boost/beast/http/parser.hpp>
-#include <boost/beast/http/string_body.hpp>
 #include <boost/beast/http/verb.hpp>
 
 #include <functional>
@@ -24,7 +21,7 @@ namespace guestflow::cp {
 struct call_spec {
   boost::beast::http::verb method = boost::beast::http::verb::get;
   std::string target;       ///< prefix + path + query, already encoded
-  std::string what;         ///< "GET /v1/sandboxes/{id}" for messages (no query)
+  size_t path_at = 0;       ///< where the path starts in `target` (after the URL prefix)
   std::string body;         ///< request body (sent when `content_type` is set)
   std::string content_type; ///< empty: no body
   bool idempotent = true;   ///< retries transient failures inside the deadline
@@ -32,6 +29,10 @@ struct call_spec {
   size_t body_cap = 0;          ///< cap on a 2xx body, binding while it is read
   bool cap_is_artifact = false; ///< over the cap → artifact_too_large (else unavailable)
   std::chrono::milliseconds timeout{0};
+
+  /// "GET /v1/sandboxes/{id}" for messages (no prefix, no query): built only when a
+  /// message needs it, not for every call.
+  std::string what() const;
 };
 
 /// Receives a 2xx body as it arrives instead of buffering it: called once with an empty
@@ -42,9 +43,14 @@ using body_sink = std::function<std::optional<failure>(std::string_view)>;
 /// One request/response exchange with the control plane, including its retries: acquire a
 /// pooled connection or resolve + connect (+ TLS handshake), write, read the header, read
 /// the body under its cap (or stream it into a sink), map the outcome, and retry
-/// idempotent transient failures with backoff inside the deadline. Every step runs on the
-/// call's own strand with `expires_after(remaining)` on the stream; a deadline timer also
-/// covers resolve and backoff. Completes exactly once.
+/// idempotent transient failures with backoff inside the deadline. Completes exactly once.
+///
+/// Cost per call, because thousands are in flight: every handler runs on the call's lane
+/// (one thread, so no strand); one deadline timer covers the whole call (resolve, connect,
+/// TLS, write, read, backoff) and closes the connection when it fires; the request head is
+/// written by hand next to the body (no header containers); the reply parser keeps no
+/// header fields; a plain connection waits for readability and reads into its lane's
+/// buffer (no speculative read before the answer exists, no buffer per connection).
 ///
 /// Stale pooled connections: a request on a *reused* connection whose write fails, or whose
 /// read ends with EOF or a reset before a single response byte, is sent once more on a
@@ -59,28 +65,61 @@ public:
   static std::shared_ptr<http_call> start(std::shared_ptr<transport> t, call_spec spec,
                                           completion done, body_sink sink = {});
 
+  /// Starts a call of type `Call` (a subclass that completes itself, see `deliver`).
+  template <class Call, class... Args>
+  static std::shared_ptr<Call> launch(std::shared_ptr<transport> t, call_spec spec,
+                                      Args&&... args) {
+    auto c = std::make_shared<Call>(std::move(t), std::move(spec), std::forward<Args>(args)...);
+    run(c);
+    return c;
+  }
+
   /// Ends the call with `why` (unless it already completed). Any thread.
   void abort(failure why);
 
-  http_call(std::shared_ptr<transport> t, call_spec spec, completion done, body_sink sink);
+  http_call(std::shared_ptr<transport> t, call_spec spec, body_sink sink);
+  virtual ~http_call() = default;
+
+protected:
+  /// The outcome, exactly once, on a client thread. For a reply that `take_data` took,
+  /// the value is an empty string.
+  virtual void deliver(result<std::string> r) = 0;
+
+  /// A 2xx JSend reply in the exact `{"status":"success","data":…}` form: decode `data`
+  /// (one parse instead of envelope + data) and keep the value; false sends the reply
+  /// through the full envelope check of map_response.
+  virtual bool take_data(std::string_view) { return false; }
+
+  const call_spec& spec() const noexcept { return spec_; }
 
 private:
+  friend class transport;
   using tcp = boost::asio::ip::tcp;
   using clock = std::chrono::steady_clock;
-  using parser_type = boost::beast::http::response_parser<boost::beast::http::string_body>;
+  using executor = boost::asio::io_context::executor_type;
+  using timer = boost::asio::basic_waitable_timer<clock, boost::asio::wait_traits<clock>, executor>;
+  using resolver = boost::asio::ip::basic_resolver<tcp, executor>;
 
+  static void run(const std::shared_ptr<http_call>& c);
   void begin();
+  void on_deadline();
   void attempt();
   void on_resolve(const boost::system::error_code& err, const tcp::resolver::results_type& r);
   void connect_to(std::vector<tcp::endpoint> eps);
+  void connect_literal(const tcp::endpoint& ep);
   void on_connect(const boost::system::error_code& err);
   void on_handshake(const boost::system::error_code& err);
   void send();
-  void on_write(const boost::system::error_code& err);
-  void on_header(const boost::system::error_code& err);
-  void on_body(const boost::system::error_code& err);
-  void read_stream();
-  void on_stream(const boost::system::error_code& err);
+  void on_write(const boost::system::error_code& err, uint32_t gen);
+  void on_readable(const boost::system::error_code& err, uint32_t gen);
+  void wait_readable();
+  void read_plain();
+  void read_tls();
+  void on_tls_data(const boost::system::error_code& err, size_t n, uint32_t gen);
+  bool consume(const char* data, size_t n);
+  bool on_header();
+  void read_failed(boost::system::error_code err);
+  void complete_body();
   void over_cap();
   void attempt_failed(attempt_outcome o);
   void retry_fresh();
@@ -89,29 +128,30 @@ private:
   void finish(result<std::string> r);
   void keep_or_drop_connection();
   void drop_connection();
-  std::chrono::milliseconds remaining() const;
-  template <class F>
-  auto on_strand(F&& f);
 
   std::shared_ptr<transport> t_;
+  io_lane* lane_;
+  call_links links_;
   call_spec spec_;
-  completion done_;
   body_sink sink_;
-  boost::asio::strand<boost::asio::io_context::executor_type> strand_;
-  boost::asio::steady_timer deadline_timer_;
-  boost::asio::steady_timer backoff_timer_;
-  tcp::resolver resolver_;
-  boost::beast::http::request<boost::beast::http::string_body> req_;
+  std::string head_; ///< request line + headers, written by hand
+  timer deadline_timer_;
+  // Rarely needed parts live behind pointers: every call in flight carries this object.
+  std::unique_ptr<timer> backoff_timer_; ///< only once a retry waits
+  std::unique_ptr<resolver> resolver_;   ///< only for a host name (not an IP literal)
   std::unique_ptr<connection> conn_;
-  boost::beast::flat_buffer buffer_;
-  std::optional<parser_type> parser_;
+  std::optional<reply_parser> parser_;
   retry_policy retry_;
   clock::time_point deadline_;
-  uint64_t id_ = 0;
-  unsigned status_ = 0;
-  std::optional<std::chrono::milliseconds> retry_after_;
-  std::optional<failure> aborted_;
-  std::optional<failure> last_failure_; ///< of the previous attempt, while retrying
+  std::unique_ptr<failure> aborted_;
+  std::unique_ptr<failure> last_failure_; ///< of the previous attempt, while retrying
+  uint32_t gen_ = 0; ///< attempt number: handlers of an abandoned attempt do nothing
+  phase phase_ = phase::resolve;
+  bool enrolled_ = false;
+  bool header_seen_ = false;
+  bool streaming_ = false; ///< a 2xx header arrived and there is a sink: the body goes there
+  bool written_ = false;
+  bool readable_ = false; ///< the answer became readable before the write completed
   bool reused_ = false;
   bool skip_pool_ = false;
   bool stale_retry_used_ = false;

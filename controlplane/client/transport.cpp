@@ -49,27 +49,31 @@ result<std::shared_ptr<transport>> transport::make(endpoint ep, client_config cf
 }
 
 transport::transport(endpoint ep, client_config cfg, base_url url)
-  : ioc_(static_cast<int>(cfg.io_threads))
-  , ep_(std::move(ep))
-  , cfg_(std::move(cfg))
-  , url_(std::move(url))
-  , pool_(cfg_.max_idle_per_endpoint, cfg_.pool_idle_timeout) {}
+  : ep_(std::move(ep)), cfg_(std::move(cfg)), url_(std::move(url)) {
+  for (size_t i = 0; i < cfg_.io_threads; ++i) {
+    auto lane = std::make_unique<io_lane>();
+    // Each lane keeps its share of the idle connections.
+    auto share = (cfg_.max_idle_per_endpoint + cfg_.io_threads - 1) / cfg_.io_threads;
+    lane->pool.emplace(share, cfg_.pool_idle_timeout);
+    lanes_.push_back(std::move(lane));
+  }
+}
 
 transport::~transport() {
   // Only reached once no handler holds us: the threads have left run() already.
-  for (auto& t : threads_)
-    if (t.joinable())
-      t.detach();
+  for (auto& l : lanes_)
+    if (l->thread.joinable())
+      l->thread.detach();
 }
 
 void transport::start() {
   std::lock_guard<std::mutex> lock(mtx_);
-  work_.emplace(net::make_work_guard(ioc_));
-  for (size_t i = 0; i < cfg_.io_threads; ++i) {
-    threads_.emplace_back([self = shared_from_this()] {
+  for (auto& l : lanes_) {
+    l->work.emplace(net::make_work_guard(l->ioc));
+    l->thread = std::thread([self = shared_from_this(), lane = l.get()] {
       for (;;) {
         try {
-          self->ioc_.run();
+          lane->ioc.run();
           return;
         } catch (const std::exception& e) {
           spdlog::error("control-plane client thread: {}", e.what());
@@ -81,6 +85,36 @@ void transport::start() {
   }
 }
 
+call_links& transport::links_of(http_call* c) {
+  return c->links_;
+}
+
+bool transport::enroll(const std::shared_ptr<http_call>& c) {
+  std::lock_guard<std::mutex> lock(mtx_);
+  if (stopping_)
+    return false;
+  auto& links = links_of(c.get());
+  links.prev = nullptr;
+  links.next = calls_;
+  if (calls_)
+    links_of(calls_).prev = c.get();
+  calls_ = c.get();
+  net::post(c->lane_->ioc, [c] { c->begin(); });
+  return true;
+}
+
+void transport::withdraw(http_call* c) {
+  std::lock_guard<std::mutex> lock(mtx_);
+  auto& links = links_of(c);
+  if (links.prev)
+    links_of(links.prev).next = links.next;
+  else if (calls_ == c)
+    calls_ = links.next;
+  if (links.next)
+    links_of(links.next).prev = links.prev;
+  links = {};
+}
+
 void transport::shutdown() {
   std::vector<std::shared_ptr<http_call>> live;
   std::vector<std::thread> threads;
@@ -89,46 +123,35 @@ void transport::shutdown() {
     if (stopping_)
       return;
     stopping_ = true;
-    for (auto& [id, weak] : calls_)
-      if (auto c = weak.lock())
-        live.push_back(std::move(c));
-    threads.swap(threads_);
+    for (auto* c = calls_; c; c = links_of(c).next)
+      if (auto s = c->weak_from_this().lock())
+        live.push_back(std::move(s));
+    for (auto& l : lanes_)
+      threads.push_back(std::move(l->thread));
   }
   for (auto& c : live)
     c->abort(fail(ec::unavailable, "control-plane client for " + url_.origin() + " shut down"));
   live.clear();
-  pool_.close_all();
+  for (auto& l : lanes_)
+    l->pool->close_all();
   {
     std::lock_guard<std::mutex> lock(mtx_);
-    work_.reset();
+    for (auto& l : lanes_)
+      l->work.reset();
   }
   bool inside = false;
   auto me = std::this_thread::get_id();
   for (auto& t : threads)
     inside = inside || t.get_id() == me;
   for (auto& t : threads) {
+    if (!t.joinable())
+      continue;
     // A thread cannot join itself, nor wait for siblings that wait for its handler.
     if (inside)
       t.detach();
     else
       t.join();
   }
-}
-
-bool transport::enroll(const std::shared_ptr<http_call>& c, uint64_t& id,
-                       std::function<void()> begin) {
-  std::lock_guard<std::mutex> lock(mtx_);
-  if (stopping_)
-    return false;
-  id = next_id_++;
-  calls_.emplace(id, c);
-  net::post(ioc_, std::move(begin));
-  return true;
-}
-
-void transport::withdraw(uint64_t id) {
-  std::lock_guard<std::mutex> lock(mtx_);
-  calls_.erase(id);
 }
 
 void transport::post_or_run(std::function<void()> f) {
@@ -144,17 +167,17 @@ void transport::post_or_run(std::function<void()> f) {
   {
     std::lock_guard<std::mutex> lock(mtx_);
     if (!stopping_) {
-      net::post(ioc_, std::move(guarded));
+      net::post(pick().ioc, std::move(guarded));
       return;
     }
   }
   guarded();
 }
 
-std::unique_ptr<connection> transport::open_connection() {
+std::unique_ptr<connection> transport::open_connection(io_lane& lane) {
   if (tls_)
-    return std::make_unique<connection>(ioc_, *tls_, url_.host, ep_.verify_tls);
-  return std::make_unique<connection>(ioc_);
+    return std::make_unique<connection>(lane.ioc, *tls_, url_.host, ep_.verify_tls);
+  return std::make_unique<connection>(lane.ioc);
 }
 
 } // namespace guestflow::cp

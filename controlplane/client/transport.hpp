@@ -8,22 +8,42 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ssl/context.hpp>
 
+#include <atomic>
 #include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <thread>
-#include <unordered_map>
 #include <vector>
 
 namespace guestflow::cp {
 
 class http_call;
 
-/// What every call of one client shares: the io_context and its threads, the parsed base
-/// URL, the TLS context, the connection pool and the registry of calls in flight (so that
-/// shutdown can complete each exactly once). Calls hold it by shared_ptr, and so do the
-/// I/O threads: it outlives the client object until the last handler ran.
+/// One I/O thread with its own io_context and connection pool. A call and its connection
+/// stay on one lane from start to finish, so every handler of a call runs on one thread
+/// and none needs a strand; a plain connection reads into the lane's one buffer.
+struct io_lane {
+  io_lane() : ioc(1) {}
+  boost::asio::io_context ioc;
+  std::optional<connection_pool> pool;
+  std::optional<boost::asio::executor_work_guard<boost::asio::io_context::executor_type>> work;
+  std::thread thread;
+  static constexpr size_t read_buffer_size = 64 * 1024;
+  std::unique_ptr<char[]> read_buffer{new char[read_buffer_size]};
+};
+
+/// The intrusive links of a call in the transport's registry of calls in flight: enrolling
+/// and withdrawing a call allocates nothing.
+struct call_links {
+  http_call* prev = nullptr;
+  http_call* next = nullptr;
+};
+
+/// What every call of one client shares: the I/O lanes and their threads, the parsed base
+/// URL, the TLS context and the registry of calls in flight (so that shutdown can complete
+/// each exactly once). Calls hold it by shared_ptr, and so do the I/O threads: it outlives
+/// the client object until the last handler ran.
 class transport : public std::enable_shared_from_this<transport> {
 public:
   /// Checks the endpoint (URL, loopback rule, TLS setup); does not start threads yet.
@@ -32,45 +52,47 @@ public:
   transport(endpoint ep, client_config cfg, base_url url);
   ~transport();
 
-  /// Starts `io_threads` threads running the io_context.
+  /// Starts one thread per lane (`io_threads` lanes).
   void start();
 
-  /// Aborts calls in flight (they complete with unavailable), closes the pool, lets the
+  /// Aborts calls in flight (they complete with unavailable), closes the pools, lets the
   /// threads drain and joins them (detaches instead when called on one of them).
   void shutdown();
 
-  /// Registers `c` and runs `begin` on a client thread; false (nothing registered or run)
-  /// once shut down. Atomic with respect to shutdown, so a registered call always gets
-  /// its abort and its thread time.
-  bool enroll(const std::shared_ptr<http_call>& c, uint64_t& id, std::function<void()> begin);
-  void withdraw(uint64_t id);
+  /// The lane for a new call (round robin).
+  io_lane& pick() noexcept {
+    return *lanes_[lanes_.size() == 1 ? 0 : next_lane_.fetch_add(1) % lanes_.size()];
+  }
+
+  /// Registers `c` and begins it on its lane's thread; false (nothing registered or run)
+  /// once shut down. Atomic with respect to shutdown, so a registered call always gets its
+  /// abort and its thread time.
+  bool enroll(const std::shared_ptr<http_call>& c);
+  void withdraw(http_call* c);
 
   /// Runs `f` on a client thread, or right here if the client is shut down.
   void post_or_run(std::function<void()> f);
 
-  /// A new, unconnected connection (TLS for https).
-  std::unique_ptr<connection> open_connection();
+  /// A new, unconnected connection on `lane` (TLS for https).
+  std::unique_ptr<connection> open_connection(io_lane& lane);
 
-  boost::asio::io_context& ioc() noexcept { return ioc_; }
   const base_url& url() const noexcept { return url_; }
   const endpoint& ep() const noexcept { return ep_; }
   const client_config& cfg() const noexcept { return cfg_; }
-  connection_pool& pool() noexcept { return pool_; }
 
 private:
-  boost::asio::io_context ioc_;
+  call_links& links_of(http_call* c);
+
   endpoint ep_;
   client_config cfg_;
   base_url url_;
   std::optional<boost::asio::ssl::context> tls_;
-  connection_pool pool_;
+  std::vector<std::unique_ptr<io_lane>> lanes_;
+  std::atomic<size_t> next_lane_{0};
 
   mutable std::mutex mtx_;
   bool stopping_ = false;
-  uint64_t next_id_ = 1;
-  std::unordered_map<uint64_t, std::weak_ptr<http_call>> calls_;
-  std::optional<boost::asio::executor_work_guard<boost::asio::io_context::executor_type>> work_;
-  std::vector<std::thread> threads_;
+  http_call* calls_ = nullptr; ///< head of the intrusive list of calls in flight
 };
 
 } // namespace guestflow::cp

@@ -41,7 +41,13 @@ void http_server::accept() {
                          [this](boost::system::error_code ec, tcp::socket socket) {
                            if (ec == net::error::operation_aborted || !acceptor_.is_open())
                              return;
-                           if (!ec) serve_connection(std::move(socket), ctx_);
+                           if (!ec) {
+                             // Streamed exec writes its header, then each chunk as output
+                             // comes: Nagle would hold a chunk for the client's delayed ACK.
+                             boost::system::error_code ignored;
+                             socket.set_option(tcp::no_delay(true), ignored);
+                             serve_connection(std::move(socket), ctx_);
+                           }
                            accept();
                          });
 }

@@ -4,6 +4,7 @@
 #include "controlplane/local/routes.hpp"
 #include "messages/jsend.hpp"
 #include "messages/json.hpp"
+#include "messages/secret.hpp"
 
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
@@ -25,15 +26,6 @@ namespace net = boost::asio;
 using tcp = net::ip::tcp;
 using error_code = boost::system::error_code;
 using steady = std::chrono::steady_clock;
-
-bool same_key(std::string_view offered, std::string_view expected) {
-  unsigned char diff = offered.size() != expected.size() ? 1 : 0;
-  for (size_t i = 0; i < expected.size(); ++i) {
-    auto o = i < offered.size() ? static_cast<unsigned char>(offered[i]) : 0;
-    diff |= static_cast<unsigned char>(o ^ static_cast<unsigned char>(expected[i]));
-  }
-  return diff == 0;
-}
 
 namespace {
 
@@ -101,7 +93,7 @@ private:
     // An early reply (before the body was read) must close a connection with a body.
     has_body_ = head_->chunked() || head_->content_length().value_or(0) > 0;
     const auto& key = ctx_.options.api_key;
-    if (!key.empty() && !same_key(sv(req["X-Api-Key"]), key))
+    if (!key.empty() && !same_secret(sv(req["X-Api-Key"]), key))
       return send({401, jsend_error("missing or wrong X-Api-Key header", 401)}, has_body_);
     auto target = parse_target(sv(req.target()));
     if (!target) return send(failure_reply(target.error()), has_body_);

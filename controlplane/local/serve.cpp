@@ -10,6 +10,7 @@
 #include <atomic>
 #include <boost/asio/signal_set.hpp>
 #include <charconv>
+#include <fstream>
 #include <ostream>
 #include <signal.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
@@ -20,8 +21,6 @@ namespace guestflow::local {
 
 namespace net = boost::asio;
 using tcp = net::ip::tcp;
-
-namespace {
 
 result<tcp::endpoint> parse_listen(const std::string& listen) {
   auto colon = listen.rfind(':');
@@ -42,6 +41,8 @@ result<tcp::endpoint> parse_listen(const std::string& listen) {
   return tcp::endpoint{addr, static_cast<uint16_t>(port)};
 }
 
+namespace {
+
 /// The control plane's own stderr logger; the default logger belongs to the host process
 /// (the CLI prints results on stdout when the control plane is embedded).
 spdlog::logger& log() {
@@ -50,6 +51,25 @@ spdlog::logger& log() {
     return spdlog::stderr_color_mt("control-plane");
   }();
   return *logger;
+}
+
+/// The canned stdout of simulated execs: a whole, regular file of at most 16 MiB (the
+/// default stdout cap of one exec).
+result<std::string> read_small_file(const std::filesystem::path& p) {
+  constexpr uintmax_t cap = uintmax_t{16} << 20;
+  std::error_code ec_size;
+  auto size = std::filesystem::file_size(p, ec_size);
+  if (ec_size)
+    return fail(ec::bad_request, "--simulate-exec-stdout: cannot read '" + p.string() +
+                                     "': " + ec_size.message());
+  if (size > cap)
+    return fail(ec::bad_request, "--simulate-exec-stdout: '" + p.string() + "' is over " +
+                                     std::to_string(cap) + " bytes");
+  std::ifstream in{p, std::ios::binary};
+  std::string text(static_cast<size_t>(size), '\0');
+  if (!in.read(text.data(), static_cast<std::streamsize>(size)))
+    return fail(ec::bad_request, "--simulate-exec-stdout: cannot read '" + p.string() + "'");
+  return text;
 }
 
 std::chrono::milliseconds sweep_period(double scale) {
@@ -105,6 +125,14 @@ result<std::unique_ptr<server_instance>> server_instance::start(const serve_opti
                                         "GUESTFLOW_CONTROL_PLANE_KEY, or listen on 127.0.0.1");
   if (!opts.simulate_latency_ms && opts.state_dir.empty())
     return fail(ec::bad_request, "--state-dir DIR is required");
+  if (opts.simulate_exec_stdout && !opts.simulate_latency_ms)
+    return fail(ec::bad_request, "--simulate-exec-stdout needs --simulate-latency-ms N");
+  std::string canned_stdout;
+  if (opts.simulate_exec_stdout) {
+    auto text = read_small_file(*opts.simulate_exec_stdout);
+    if (!text) return text.error();
+    canned_stdout = std::move(*text);
+  }
   ::signal(SIGPIPE, SIG_IGN);
 
   auto m = std::make_unique<impl>(opts.workers);
@@ -127,7 +155,7 @@ result<std::unique_ptr<server_instance>> server_instance::start(const serve_opti
 
   if (opts.simulate_latency_ms) {
     m->service = std::make_unique<simulated_control_plane>(
-        std::chrono::milliseconds{*opts.simulate_latency_ms});
+        std::chrono::milliseconds{*opts.simulate_latency_ms}, std::move(canned_stdout));
     log().warn("simulated control plane ({} ms per call): no guest is ever started",
                *opts.simulate_latency_ms);
   } else {

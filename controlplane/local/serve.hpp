@@ -19,9 +19,17 @@ struct serve_options {
   unsigned workers = 4; ///< threads for blocking backend / SQLite calls
   /// Bench/test-only: serve simulated_control_plane with this latency, no guests.
   std::optional<uint32_t> simulate_latency_ms;
+  /// Bench/test-only, with simulate_latency_ms: every simulated exec prints this file's
+  /// content on stdout (e.g. a canned guest-runner frame stream, so whole-flow runs end
+  /// with `complete`). Read once at start; unreadable is a refused configuration.
+  std::optional<std::filesystem::path> simulate_exec_stdout;
   /// Test-only: the nft binary the backend uses (a missing one proves the fail-closed path).
   std::optional<std::string> nft_path;
 };
+
+/// `HOST:PORT` (`[V6]:PORT`, `localhost` = 127.0.0.1) as an endpoint; bad_request naming
+/// `--listen` otherwise. Shared by every command that listens.
+result<boost::asio::ip::tcp::endpoint> parse_listen(const std::string& listen);
 
 /// A started control plane: state dir locked, port bound, records reconciled with the
 /// host. run() serves on the calling thread until stop() (callable from any thread);

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 namespace guestflow::local {
 namespace {
@@ -22,6 +23,40 @@ public:
   void kill() override {}
   exec_outcome finish() override { return {}; }
 };
+
+/// A command that already ended, exit code 0, whose whole stdout is waiting in a memfd
+/// (a regular file: reads never block, EOF at its end; one fd per exec until the
+/// transport has read it, however large the canned output).
+class canned_command final : public running_exec {
+public:
+  explicit canned_command(unique_fd out)
+      : out_(std::move(out)) {}
+  int stdout_fd() const override { return out_.get(); }
+  int stderr_fd() const override { return -1; }
+  int exit_fd() const override { return -1; }
+  void kill() override {}
+  exec_outcome finish() override {
+    out_.reset();
+    return {};
+  }
+
+private:
+  unique_fd out_;
+};
+
+/// A memfd holding `text`, positioned at its start.
+result<unique_fd> memfd_with(const std::string& text) {
+  unique_fd fd{::memfd_create("simulated-stdout", MFD_CLOEXEC)};
+  if (!fd) return fail(ec::unavailable, std::string{"simulated exec: "} + std::strerror(errno));
+  for (size_t off = 0; off < text.size();) {
+    auto n = ::pwrite(fd.get(), text.data() + off, text.size() - off, static_cast<off_t>(off));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0)
+      return fail(ec::unavailable, std::string{"simulated exec: "} + std::strerror(errno));
+    off += static_cast<size_t>(n);
+  }
+  return fd;
+}
 
 } // namespace
 
@@ -155,7 +190,11 @@ result<std::unique_ptr<running_exec>> simulated_control_plane::start_exec(const 
     std::lock_guard<std::mutex> lock{mu_};
     if (auto r = find(id, true); !r) return r.error();
   }
-  return std::unique_ptr<running_exec>{std::make_unique<finished_command>()};
+  if (exec_stdout_.empty())
+    return std::unique_ptr<running_exec>{std::make_unique<finished_command>()};
+  auto out = memfd_with(exec_stdout_);
+  if (!out) return out.error();
+  return std::unique_ptr<running_exec>{std::make_unique<canned_command>(std::move(*out))};
 }
 
 result<guest_file> simulated_control_plane::open_file(const std::string& id,

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <map>
 #include <mutex>
+#include <string>
 #include <unordered_map>
 
 namespace guestflow::local {
@@ -13,11 +14,16 @@ namespace guestflow::local {
 /// Bench/test-only domain (`--simulate-latency-ms N`): answers every call after N ms with
 /// no guest started, so that a benchmark of the runtime measures the runtime's own
 /// overhead against a control plane of known, fixed latency. Records live in memory only;
-/// exec prints nothing and exits 0; files read back empty and writes are discarded.
+/// files read back empty and writes are discarded. Exec exits 0 and prints `exec_stdout`
+/// on stdout (`--simulate-exec-stdout FILE`; empty by default), buffered or streamed
+/// alike: with a canned guest-runner frame stream there, a whole-flow run completes (the
+/// bridge bench), without it the run ends in an error (no frames).
 class simulated_control_plane final : public sandbox_service {
 public:
-  explicit simulated_control_plane(std::chrono::milliseconds latency)
-      : latency_(latency) {}
+  explicit simulated_control_plane(std::chrono::milliseconds latency,
+                                   std::string exec_stdout = {})
+      : latency_(latency)
+      , exec_stdout_(std::move(exec_stdout)) {}
 
   shape_list shapes() override;
   capabilities caps() override;
@@ -45,6 +51,7 @@ private:
                                   sandbox_status to);
 
   std::chrono::milliseconds latency_;
+  std::string exec_stdout_; ///< what every exec prints (read once, at start)
   std::mutex mu_;
   std::map<std::string, guest_record> guests_;
   /// name → id of every live guest: a create's name check is a lookup, not a scan of

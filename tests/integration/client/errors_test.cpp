@@ -172,6 +172,49 @@ TEST_F(cp_client, success_status_with_a_fail_envelope_is_transient) {
   EXPECT_GE(srv->hits("GET", "/v1/whoami"), 2u);
 }
 
+TEST_F(cp_client, a_success_in_another_envelope_form_decodes_the_same) {
+  // The exact `{"status":"success","data":…}` form is decoded in one parse; any other
+  // valid form (members reordered, spaced, extra members) goes through the full envelope
+  // check and gives the same value.
+  const std::string data =
+    R"({"user_id":"u","stats":{"running":1,"paused":0,"other":0,"total":1}})";
+  auto bodies = std::make_shared<std::vector<std::string>>(std::vector<std::string>{
+    R"({"status":"success","data":)" + data + "}",
+    R"({"data":)" + data + R"(,"status":"success"})",
+    R"({"status":"success","data":)" + data + R"(,"x":{"y":2}})",
+    R"( {"status": "success", "data": )" + data + "} "});
+  auto next = std::make_shared<std::atomic<size_t>>(0);
+  srv->route("GET", "/v1/whoami",
+             [bodies, next](exchange& ex) { ex.respond(200, (*bodies)[next->fetch_add(1)]); });
+  for (size_t i = 0; i < bodies->size(); ++i) {
+    auto w = expect<whoami>();
+    cl->who(5s, w->cb());
+    auto r = w->get();
+    ASSERT_TRUE(r) << i << ": " << r.error().message;
+    EXPECT_EQ(r->user_id, "u") << i;
+    EXPECT_EQ(r->running, 1u) << i;
+  }
+  EXPECT_EQ(srv->hits("GET", "/v1/whoami"), bodies->size());
+}
+
+TEST_F(cp_client, an_exact_form_envelope_that_is_not_json_is_transient_and_retried) {
+  // Looks like the exact form but is not one JSON document: the fast path must not take
+  // it; the full check calls it a malformed envelope (transient, retried when idempotent).
+  auto count = std::make_shared<std::atomic<int>>(0);
+  srv->route("GET", "/v1/whoami", [count](exchange& ex) {
+    if (count->fetch_add(1) == 0) {
+      ex.respond(200, R"({"status":"success","data":{"user_id":"u"},})");
+      return;
+    }
+    ex.success(R"({"user_id":"u","stats":{"running":0,"paused":0,"other":0,"total":0}})");
+  });
+  auto w = expect<whoami>();
+  cl->who(5s, w->cb());
+  auto r = w->get();
+  ASSERT_TRUE(r) << r.error().message;
+  EXPECT_EQ(srv->hits("GET", "/v1/whoami"), 2u);
+}
+
 TEST_F(cp_client, a_success_whose_data_does_not_fit_is_unavailable) {
   srv->route("GET", "/v1/whoami", [](exchange& ex) { ex.success(R"({"user_id":42})"); });
   auto w = expect<whoami>();

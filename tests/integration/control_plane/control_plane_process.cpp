@@ -102,14 +102,26 @@ control_plane_process::control_plane_process(const std::filesystem::path& state_
                                state_dir.string()};
   all.insert(all.end(), args.begin(), args.end());
   stderr_file_ = state_dir.string() + ".stderr";
-  pid_ = spawn(all, env, stdout_fd_, stderr_file_);
+  start(all, env);
+}
+
+control_plane_process::control_plane_process(const std::vector<std::string>& argv,
+                                             const std::map<std::string, std::string>& env,
+                                             std::filesystem::path stderr_file)
+  : stderr_file_(std::move(stderr_file)) {
+  start(argv, env);
+}
+
+void control_plane_process::start(const std::vector<std::string>& argv,
+                                  const std::map<std::string, std::string>& env) {
+  pid_ = spawn(argv, env, stdout_fd_, stderr_file_);
   auto line = read_line(stdout_fd_, std::chrono::steady_clock::now() + 60s);
   const std::string prefix = "listening on http://127.0.0.1:";
   if (!line || line->rfind(prefix, 0) != 0) {
     ::kill(pid_, SIGKILL);
     wait_for(pid_, 10s);
     pid_ = -1;
-    throw std::runtime_error("control plane did not start (first line '" + line.value_or("") +
+    throw std::runtime_error(argv.front() + " did not start (first line '" + line.value_or("") +
                              "'); stderr:\n" + stderr_text());
   }
   port_ = static_cast<uint16_t>(std::stoi(line->substr(prefix.size())));

@@ -32,6 +32,11 @@ public:
   control_plane_process(const std::filesystem::path& state_dir,
                         const std::vector<std::string>& args = {},
                         const std::map<std::string, std::string>& env = {});
+  /// Starts `GUESTFLOW_BIN argv…` — any command that listens and prints the same first
+  /// line (e.g. `serve --listen 127.0.0.1:0`) — with stderr kept in `stderr_file`.
+  control_plane_process(const std::vector<std::string>& argv,
+                        const std::map<std::string, std::string>& env,
+                        std::filesystem::path stderr_file);
   ~control_plane_process(); ///< SIGKILLs a server still running
   control_plane_process(const control_plane_process&) = delete;
   control_plane_process& operator=(const control_plane_process&) = delete;
@@ -56,6 +61,8 @@ public:
                              std::chrono::seconds timeout = std::chrono::seconds{30});
 
 private:
+  void start(const std::vector<std::string>& argv, const std::map<std::string, std::string>& env);
+
   pid_t pid_ = -1;
   int stdout_fd_ = -1;
   uint16_t port_ = 0;

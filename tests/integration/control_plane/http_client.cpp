@@ -121,11 +121,12 @@ struct http_stream::impl {
 };
 
 http_stream::http_stream(const http_client& client, const std::string& method,
-                         const std::string& target, const std::string& body)
+                         const std::string& target, const std::string& body,
+                         const header_map& headers)
     : impl_(std::make_unique<impl>()) {
   auto& i = *impl_;
   connect(i.io, i.s, client.port(), std::chrono::seconds{30});
-  auto req = make_request(client, method, target, body, {});
+  auto req = make_request(client, method, target, body, headers);
   error_code ec;
   i.s.expires_after(std::chrono::seconds{30});
   http::async_write(i.s, req, [&](error_code e, size_t) { ec = e; });

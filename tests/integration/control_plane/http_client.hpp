@@ -42,7 +42,7 @@ private:
 class http_stream {
 public:
   http_stream(const http_client& client, const std::string& method, const std::string& target,
-              const std::string& body);
+              const std::string& body, const header_map& headers = {});
   ~http_stream();
   http_stream(const http_stream&) = delete;
   http_stream& operator=(const http_stream&) = delete;

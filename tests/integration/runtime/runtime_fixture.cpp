@@ -16,6 +16,14 @@ void runtime_fixture::SetUp() {
   cp = std::make_unique<control_plane_process>(dir.path() / "cp");
 }
 
+void runtime_fixture::TearDown() {
+  if (!cp)
+    return;
+  http_client http{cp->port()};
+  for (auto& g : live_guests())
+    http.call("DELETE", "/v1/sandboxes/" + g.id);
+}
+
 std::map<std::string, std::string>
 runtime_fixture::env(std::map<std::string, std::string> extra) const {
   extra.emplace("GUESTFLOW_CONTROL_PLANE_URL", "http://127.0.0.1:" + std::to_string(cp->port()));

@@ -23,6 +23,8 @@ protected:
   std::unique_ptr<control_plane_process> cp;
 
   void SetUp() override;
+  /// Deletes whatever guest a test left (reusable ones outlive their runs by design).
+  void TearDown() override;
 
   /// The environment a CLI run gets: this control plane, a private state dir, `extra`.
   std::map<std::string, std::string> env(std::map<std::string, std::string> extra = {}) const;

@@ -147,3 +147,19 @@ TEST(cp_client_error_mapping, deadline_failure_is_transient) {
   EXPECT_EQ(f.code, ec::transient);
   EXPECT_NE(f.message.find("250 ms"), std::string::npos);
 }
+
+TEST(cp_client_error_mapping, success_data_of_only_takes_the_exact_envelope_form) {
+  auto d = success_data_of(R"({"status":"success","data":{"id":"sb-1"}})");
+  ASSERT_TRUE(d);
+  EXPECT_EQ(*d, R"({"id":"sb-1"})");
+  // Unvalidated: the caller must decode it whole and fall back to map_response.
+  auto extra = success_data_of(R"({"status":"success","data":{"id":"sb-1"},"x":1})");
+  ASSERT_TRUE(extra);
+  EXPECT_EQ(*extra, R"({"id":"sb-1"},"x":1)");
+  for (std::string_view body :
+       {R"({"data":{"id":"sb-1"},"status":"success"})", R"({ "status":"success","data":1})",
+        R"({"status":"success","data":)", R"({"status":"success","data":})",
+        R"({"status":"fail","data":{"message":"m"}})", R"({"status":"success","data":1} )",
+        ""})
+    EXPECT_FALSE(success_data_of(body)) << body;
+}

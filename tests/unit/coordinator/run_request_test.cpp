@@ -40,7 +40,8 @@ TEST(run_request_codec, only_flow_is_required) {
   ASSERT_TRUE(r) << r.error().message;
   EXPECT_TRUE(r->inputs.empty());
   EXPECT_TRUE(r->runtime_options.empty());
-  EXPECT_FALSE(r->stream);
+  EXPECT_TRUE(r->stream); // the bridge streams unless asked not to (bridge/API.md)
+  EXPECT_FALSE(r->cancel_on_disconnect);
   EXPECT_FALSE(r->timeout_seconds);
 }
 

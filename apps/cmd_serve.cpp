@@ -1,0 +1,165 @@
+#include "actors/component_spec.hpp"
+#include "apps/args.hpp"
+#include "apps/cli_session.hpp"
+#include "apps/command.hpp"
+#include "bridge/server/server.hpp"
+#include "controlplane/local/serve.hpp"
+
+#include <charconv>
+#include <condition_variable>
+#include <iostream>
+#include <mutex>
+#include <sys/resource.h>
+
+namespace guestflow::cli {
+namespace {
+
+constexpr std::string_view usage =
+    R"(usage: guestflow serve [--listen HOST:PORT] [--token T]
+
+One long-lived runtime for every Langflow worker on this node, over HTTP (bridge/API.md):
+POST /v1/runs (whole flows, NDJSON events as they happen), GET /v1/runs/{id}/events
+(join late), DELETE /v1/runs/{id}, POST /v1/sandbox/run, POST /v1/components/run,
+GET /v1/capabilities, GET /healthz, GET /metrics (Prometheus). Prints
+`listening on http://HOST:PORT` as its first stdout line once ready. SIGINT/SIGTERM stop
+accepting and delete every ephemeral guest before exit.
+
+  --listen HOST:PORT   default 127.0.0.1:8470 (port 0: a free one)
+  --token T            require `Authorization: Bearer T` on every route but /healthz
+                       (default: GUESTFLOW_TOKEN); required on a non-loopback address
+
+Environment: GUESTFLOW_MAX_BODY_BYTES (67108864), GUESTFLOW_CLIENT_TIMEOUT_SECONDS (30: a
+request must arrive, and a streamed line leave, within it), GUESTFLOW_STREAM_BACKLOG_BYTES
+(8388608: a stream's client that falls further behind is dropped; its run goes on),
+GUESTFLOW_STREAM_HEARTBEAT_SECONDS (15: a blank line on a stream quiet that long),
+GUESTFLOW_SERVE_IO_THREADS (1); the control plane as for every command; Langflow's
+LANGFLOW_SANDBOX_* as the defaults of /v1/sandbox/run and /v1/components/run; the executor's
+CREATEOS_EXECUTOR_* and GUESTFLOW_MAX_INFLIGHT / GUESTFLOW_MAX_QUEUED for runs.)";
+
+/// An unsigned setting from the environment within [lo, hi]; bad_request naming it.
+template<class T>
+result<T> env_number(const cp::env_map& env, const char* name, T fallback, T lo, T hi) {
+  auto i = env.find(name);
+  if (i == env.end() || i->second.empty()) return fallback;
+  T v{};
+  auto& s = i->second;
+  auto [p, e] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (e != std::errc{} || p != s.data() + s.size() || v < lo || v > hi)
+    return fail(ec::bad_request, std::string{name} + ": expected " + std::to_string(lo) + ".." +
+                                     std::to_string(hi) + ", got '" + s + "'");
+  return v;
+}
+
+result<bridge::server_options> server_options_from(const cp::env_map& env, std::string token) {
+  bridge::server_options o;
+  o.token = std::move(token);
+  auto body = env_number<uint64_t>(env, "GUESTFLOW_MAX_BODY_BYTES", o.max_body_bytes, 1024,
+                                   uint64_t{1} << 32);
+  auto timeout = env_number<uint32_t>(env, "GUESTFLOW_CLIENT_TIMEOUT_SECONDS", 30, 1, 3600);
+  auto backlog = env_number<uint64_t>(env, "GUESTFLOW_STREAM_BACKLOG_BYTES",
+                                      o.stream_backlog_bytes, 4096, uint64_t{1} << 32);
+  auto threads = env_number<unsigned>(env, "GUESTFLOW_SERVE_IO_THREADS", 1, 1, 64);
+  auto heartbeat = env_number<uint32_t>(env, "GUESTFLOW_STREAM_HEARTBEAT_SECONDS", 15, 1, 3600);
+  for (auto* f : {body ? nullptr : &body.error(), timeout ? nullptr : &timeout.error(),
+                  backlog ? nullptr : &backlog.error(), threads ? nullptr : &threads.error(),
+                  heartbeat ? nullptr : &heartbeat.error()})
+    if (f) return *f;
+  o.heartbeat = std::chrono::seconds{*heartbeat};
+  o.max_body_bytes = *body;
+  o.client_timeout = std::chrono::seconds{*timeout};
+  o.stream_backlog_bytes = static_cast<size_t>(*backlog);
+  o.io_threads = *threads;
+  return o;
+}
+
+/// A node server holds a socket per stream plus the control-plane pool: lift the soft
+/// descriptor limit to the hard one, as servers do (1024 would cap it near 300 streams).
+void raise_fd_limit() {
+  rlimit rl{};
+  if (::getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+    rl.rlim_cur = rl.rlim_max;
+    ::setrlimit(RLIMIT_NOFILE, &rl);
+  }
+}
+
+/// Blocks until SIGINT/SIGTERM.
+void wait_for_signal(signal_watch& watch) {
+  std::mutex mu;
+  std::condition_variable cv;
+  bool signalled = false;
+  watch.on_signal([&](int) {
+    std::lock_guard<std::mutex> guard{mu};
+    signalled = true;
+    cv.notify_one();
+  });
+  std::unique_lock<std::mutex> guard{mu};
+  cv.wait(guard, [&] { return signalled; });
+  guard.unlock();
+  watch.on_signal({});
+}
+
+int run_serve(const std::vector<std::string>& argv) {
+  signal_watch watch; // first: every thread created later inherits the blocked signals
+  args a{{"listen", "token"}, {}};
+  if (auto err = a.parse(argv); err || !a.positionals().empty()) {
+    std::cerr << "guestflow serve: " << err.value_or("unexpected arguments") << "\n"
+              << usage << '\n';
+    return 2;
+  }
+  auto env = cp::process_environment();
+  auto listen = local::parse_listen(a.get("listen").value_or("127.0.0.1:8470"));
+  if (!listen) {
+    report_failure("serve", listen.error());
+    return 2;
+  }
+  auto token = a.get("token").value_or(env.count("GUESTFLOW_TOKEN") ? env["GUESTFLOW_TOKEN"]
+                                                                    : std::string{});
+  if (token.empty() && !listen->address().is_loopback()) {
+    report_failure("serve", fail(ec::policy_refused,
+                                 "refusing to listen on non-loopback address " +
+                                     listen->address().to_string() +
+                                     " without a token; pass --token or GUESTFLOW_TOKEN"));
+    return 2;
+  }
+  auto opts = server_options_from(env, token);
+  auto defaults = policy::settings_from_env(env);
+  auto cap = artifact_cap_from_env(env);
+  for (auto* f : {opts ? nullptr : &opts.error(), defaults ? nullptr : &defaults.error(),
+                  cap ? nullptr : &cap.error()})
+    if (f) {
+      report_failure("serve", *f);
+      return 2;
+    }
+  raise_fd_limit();
+  cp::call_latency latency; // outlives the session, which records into it
+  opts->cp_latency = &latency;
+  auto s = session::open(env, watch, &latency);
+  if (!s) return report_failure("serve", s.error());
+  auto& sess = **s;
+  auto catalog = sess.catalog();
+  if (!catalog) return report_failure("serve", catalog.error());
+  bridge::service svc{sess.rt(), {sess.provider(), *catalog, *defaults, *cap, sess.owner()}};
+  bridge::metrics stats;
+  std::optional<bridge::server> srv;
+  try {
+    srv.emplace(svc, stats, std::move(*opts), *listen);
+  } catch (const std::exception& e) {
+    return report_failure(
+        "serve", fail(ec::unavailable,
+                      "cannot listen on " + listen->address().to_string() + ": " + e.what()));
+  }
+  srv->start();
+  auto where = srv->local_endpoint();
+  auto host = where.address().to_string();
+  if (where.address().is_v6()) host = "[" + host + "]";
+  std::cout << "listening on http://" << host << ':' << where.port() << std::endl;
+  wait_for_signal(watch);
+  srv.reset(); // no new runs; open streams end
+  return 0;    // the session drains the reaper: every ephemeral guest is deleted
+}
+
+const registrar reg{{"serve", "serve the HTTP bridge for Langflow (runs, sandbox, components)",
+                     usage, run_serve}};
+
+} // namespace
+} // namespace guestflow::cli

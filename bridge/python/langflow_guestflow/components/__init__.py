@@ -1,0 +1,1 @@
+"""Component bundles shipped by langflow-guestflow (declared in ../extension.json)."""

@@ -1,0 +1,3 @@
+"""Stand-in for the ``lfx`` package (see ../README.md). Not the real lfx."""
+
+STAND_IN = True

@@ -1,0 +1,165 @@
+"""GuestflowExecutor against a real ``guestflow serve``: outputs, inputs, errors, cancellation."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import time
+import unittest
+from unittest import mock
+
+from lfx.execution.types import RunComplete, StepResult, Unit
+from lfx.graph.schema import ResultData, RunOutputs
+from lfx.schema.schema import InputValueRequest
+
+from langflow_guestflow.executor import GuestflowExecutor, GuestflowRunError
+from tests import _flows
+from tests._server import ModuleServer
+
+MODULE = ModuleServer()
+setUpModule = MODULE.start  # noqa: N816 (unittest looks these names up)
+tearDownModule = MODULE.stop  # noqa: N816
+
+
+def _executor(**kwargs) -> GuestflowExecutor:
+    assert MODULE.server is not None
+    return GuestflowExecutor(url=kwargs.get("url", MODULE.server.url), token=kwargs.get("token", MODULE.server.token))
+
+
+def _chat_text(outputs: list) -> list[str]:
+    texts = []
+    for run in outputs:
+        for result in run.outputs:
+            if result is not None:
+                message = (result.results or {}).get("message") or {}
+                texts.append(message.get("text"))
+    return texts
+
+
+async def _terminal_event(run_id: str, deadline: float) -> dict:
+    """The run's terminal event, read back through GET /v1/runs/{id}/events."""
+    assert MODULE.server is not None
+
+    def fetch() -> dict:
+        status, body = MODULE.server.get(f"/v1/runs/{run_id}/events?from_seq=0")
+        assert status == 200, (status, body[:300])
+        events = [json.loads(line) for line in body.splitlines() if line.strip()]
+        assert events and events[-1]["type"] in ("complete", "error"), events[-1:]
+        return events[-1]
+
+    return await asyncio.wait_for(asyncio.to_thread(fetch), deadline)
+
+
+class ExecutorOverServer(unittest.IsolatedAsyncioTestCase):
+    async def test_outputs_are_rebuilt_run_outputs(self) -> None:
+        unit = Unit(
+            graph=_flows.hello_graph(),
+            inputs=[],
+            runtime_options={"initial_inputs": InputValueRequest(input_value="hello guest")},
+        )
+        items = [item async for item in _executor().execute(unit)]
+        steps = [i.payload for i in items[:-1]]
+        self.assertTrue(all(isinstance(p, dict) for p in steps))
+        self.assertEqual([p["seq"] for p in steps], list(range(len(steps))), "seq 0,1,2… gapless")
+        self.assertEqual(len({p["run_id"] for p in steps}), 1)
+        self.assertIn("vertex_built", [p["type"] for p in steps])
+        self.assertEqual(steps[-1]["type"], "complete")
+        final = items[-1]
+        self.assertIsInstance(final, RunComplete)
+        self.assertEqual(len(final.outputs), 1)
+        self.assertIsInstance(final.outputs[0], RunOutputs)
+        self.assertTrue(all(isinstance(r, ResultData) for r in final.outputs[0].outputs))
+        self.assertEqual(_chat_text(final.outputs), ["hello guest"])
+
+    async def test_seam_level_inputs_as_graph_arun_passes_them(self) -> None:
+        unit = Unit(
+            graph=_flows.hello_graph(),
+            inputs=[{"input_value": "from arun"}],
+            runtime_options={"_use_arun_legacy": True, "session_id": "s1", "event_manager": object(), "stream": False},
+        )
+        items = [item async for item in _executor().execute(unit)]
+        self.assertEqual(_chat_text(items[-1].outputs), ["from arun"])
+
+    async def test_concurrent_runs_keep_their_own_inputs(self) -> None:
+        async def run(text: str) -> list[str]:
+            unit = Unit(graph=_flows.hello_graph(), runtime_options={"initial_inputs": {"input_value": text}})
+            items = [item async for item in _executor().execute(unit)]
+            return _chat_text(items[-1].outputs)
+
+        results = await asyncio.gather(*(run(f"run-{i}") for i in range(4)))
+        self.assertEqual(results, [[f"run-{i}"] for i in range(4)])
+
+    async def test_aclose_mid_run_cancels_it_within_10_seconds(self) -> None:
+        gen = _executor().execute(Unit(graph=_flows.sleeping_graph(60), runtime_options={"initial_inputs": "x"}))
+        first = await asyncio.wait_for(anext(gen), 30.0)
+        self.assertIsInstance(first, StepResult)
+        run_id = first.payload["run_id"]
+        started = time.monotonic()
+        await asyncio.wait_for(gen.aclose(), 10.0)
+        terminal = await _terminal_event(run_id, 10.0)
+        self.assertLess(time.monotonic() - started, 10.0)
+        self.assertEqual(terminal["type"], "error", terminal)
+
+    async def test_task_cancellation_mid_run_cancels_it(self) -> None:
+        seen: list[dict] = []
+
+        async def consume() -> None:
+            async for item in _executor().execute(Unit(graph=_flows.sleeping_graph(60), runtime_options={"initial_inputs": "x"})):
+                seen.append(item.payload)
+
+        task = asyncio.create_task(consume())
+        deadline = time.monotonic() + 30
+        while not seen and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)  # waiting for the first event to be consumed
+        self.assertTrue(seen, "no run event within 30 s")
+        task.cancel()
+        with self.assertRaises(asyncio.CancelledError):
+            await asyncio.wait_for(task, 10.0)
+        terminal = await _terminal_event(seen[0]["run_id"], 10.0)
+        self.assertEqual(terminal["type"], "error", terminal)
+
+    async def test_run_error_event_raises_after_yielding_it(self) -> None:
+        unit = Unit(
+            graph=_flows.sleeping_graph(30),
+            runtime_options={"initial_inputs": "x", "guestflow_timeout_seconds": 2},
+        )
+        seen: list = []
+        with self.assertRaises(GuestflowRunError) as ctx:
+            async for item in _executor().execute(unit):
+                seen.append(item)
+        self.assertEqual(ctx.exception.code, "timeout", ctx.exception)
+        self.assertTrue(seen and seen[-1].payload["type"] == "error")
+        self.assertFalse(any(isinstance(i, RunComplete) for i in seen))
+
+    async def test_refused_before_admission_raises_without_events(self) -> None:
+        seen: list = []
+        with self.assertRaises(GuestflowRunError) as ctx:
+            async for item in _executor().execute(Unit(graph={"data": {"nodes": "not a list", "edges": []}})):
+                seen.append(item)
+        self.assertEqual(ctx.exception.code, "bad_request")
+        self.assertEqual(seen, [])
+
+    async def test_wrong_token_is_refused(self) -> None:
+        with self.assertRaises(GuestflowRunError) as ctx:
+            async for _ in _executor(token="wrong").execute(Unit(graph=_flows.hello_graph())):
+                pass
+        self.assertEqual(ctx.exception.code, "policy_refused")
+
+    async def test_unreachable_server_is_unavailable(self) -> None:
+        with self.assertRaises(GuestflowRunError) as ctx:
+            async for _ in _executor(url="http://127.0.0.1:9").execute(Unit(graph=_flows.hello_graph())):
+                pass
+        self.assertEqual(ctx.exception.code, "unavailable")
+
+    async def test_settings_come_from_the_environment(self) -> None:
+        assert MODULE.server is not None
+        env = {"GUESTFLOW_URL": MODULE.server.url, "GUESTFLOW_TOKEN": MODULE.server.token}
+        with mock.patch.dict(os.environ, env):
+            unit = Unit(graph=_flows.hello_graph(), runtime_options={"initial_inputs": "env"})
+            items = [item async for item in GuestflowExecutor().execute(unit)]
+        self.assertEqual(_chat_text(items[-1].outputs), ["env"])
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,144 @@
+#include "bridge/server/metrics.hpp"
+
+#include <cstdio>
+
+namespace guestflow::bridge {
+
+namespace {
+
+/// Appends `# HELP`/`# TYPE` for one metric family.
+void family(std::string& out, const char* name, const char* type, const char* help) {
+  out += "# HELP ";
+  out += name;
+  out += ' ';
+  out += help;
+  out += "\n# TYPE ";
+  out += name;
+  out += ' ';
+  out += type;
+  out += '\n';
+}
+
+void sample(std::string& out, const std::string& name_and_labels, double v) {
+  char num[64];
+  std::snprintf(num, sizeof num, "%.17g", v);
+  out += name_and_labels;
+  out += ' ';
+  out += num;
+  out += '\n';
+}
+
+void sample(std::string& out, const std::string& name_and_labels, uint64_t v) {
+  out += name_and_labels;
+  out += ' ';
+  out += std::to_string(v);
+  out += '\n';
+}
+
+constexpr ec all_codes[] = {
+    ec::bad_request, ec::policy_refused, ec::unavailable,        ec::transient, ec::paused,
+    ec::not_found,   ec::egress_drift,   ec::artifact_too_large, ec::timeout,   ec::oom,
+    ec::capacity,    ec::guest_failed};
+
+} // namespace
+
+void metrics::answered(endpoint ep, unsigned status) noexcept {
+  auto cls = status < 400 ? 0 : status < 500 ? 1 : 2;
+  requests_[static_cast<size_t>(ep) * status_classes + cls].fetch_add(
+      1, std::memory_order_relaxed);
+}
+
+void metrics::finished(const run_event& terminal) noexcept {
+  auto i = terminal.type == run_event::kind::complete ? 0 : static_cast<size_t>(terminal.code);
+  if (i < outcomes) outcomes_[i].fetch_add(1, std::memory_order_relaxed);
+}
+
+std::string metrics::render(const runtime_stats& rt, const cp::call_latency* cp) {
+  std::string out;
+  out.reserve(8 * 1024);
+  family(out, "guestflow_runs_inflight", "gauge", "Flow runs holding an execution slot.");
+  sample(out, "guestflow_runs_inflight", rt.runs.inflight);
+  family(out, "guestflow_runs_queued", "gauge", "Admitted flow runs waiting for a slot.");
+  sample(out, "guestflow_runs_queued", rt.runs.queued);
+  family(out, "guestflow_runs_accepted_total", "counter", "Flow runs admitted since start.");
+  sample(out, "guestflow_runs_accepted_total", rt.runs.accepted);
+  family(out, "guestflow_runs_refused_total", "counter",
+         "Flow runs refused with capacity (queue full).");
+  sample(out, "guestflow_runs_refused_total", rt.runs.refused);
+  family(out, "guestflow_runs_finished_total", "counter",
+         "Flow runs that emitted their terminal event.");
+  sample(out, "guestflow_runs_finished_total", rt.runs.finished);
+  family(out, "guestflow_runs_total", "counter",
+         "Flow runs whose terminal event reached a bridge client, by outcome.");
+  sample(out, "guestflow_runs_total{outcome=\"complete\"}", outcomes_[0].load());
+  for (auto code : all_codes)
+    sample(out, "guestflow_runs_total{outcome=\"" + std::string{to_string(code)} + "\"}",
+           outcomes_[static_cast<size_t>(code)].load());
+
+  family(out, "guestflow_guests_created_total", "counter", "Ephemeral guests created.");
+  sample(out, "guestflow_guests_created_total", rt.guests.created);
+  family(out, "guestflow_guests_deleted_total", "counter", "Ephemeral guests deleted.");
+  sample(out, "guestflow_guests_deleted_total", rt.guests.deleted);
+  family(out, "guestflow_guests_pending_delete", "gauge",
+         "Guests whose delete the reaper still owes.");
+  sample(out, "guestflow_guests_pending_delete", rt.guests.pending);
+  family(out, "guestflow_guests_tracked", "gauge",
+         "Ephemeral guests owned by a live execution.");
+  sample(out, "guestflow_guests_tracked", rt.guests.tracked);
+  family(out, "guestflow_guest_delete_failures_total", "counter",
+         "Delete attempts that failed (each is retried).");
+  sample(out, "guestflow_guest_delete_failures_total", rt.guests.failed_deletes);
+
+  if (cp != nullptr) {
+    family(out, "guestflow_controlplane_call_seconds", "histogram",
+           "Control-plane call latency, request to answer.");
+    uint64_t cumulative = 0;
+    char le[32];
+    for (size_t i = 0; i < cp::call_latency::bounds.size(); ++i) {
+      cumulative += cp->count(i);
+      std::snprintf(le, sizeof le, "%g", cp::call_latency::bounds[i]);
+      sample(out, std::string{"guestflow_controlplane_call_seconds_bucket{le=\""} + le + "\"}",
+             cumulative);
+    }
+    cumulative += cp->count(cp::call_latency::bounds.size());
+    sample(out, "guestflow_controlplane_call_seconds_bucket{le=\"+Inf\"}", cumulative);
+    sample(out, "guestflow_controlplane_call_seconds_sum", cp->sum_seconds());
+    sample(out, "guestflow_controlplane_call_seconds_count", cumulative);
+  }
+
+  auto events = events_.load();
+  double rate = 0;
+  {
+    std::lock_guard<std::mutex> guard{rate_mu_};
+    auto now = std::chrono::steady_clock::now();
+    auto secs = std::chrono::duration<double>(now - last_scrape_).count();
+    if (secs > 0) rate = static_cast<double>(events - last_events_) / secs;
+    last_scrape_ = now;
+    last_events_ = events;
+  }
+  family(out, "guestflow_run_events_sent_total", "counter", "Run events sent to clients.");
+  sample(out, "guestflow_run_events_sent_total", events);
+  family(out, "guestflow_run_events_per_second", "gauge",
+         "Run events sent per second since the previous scrape.");
+  sample(out, "guestflow_run_events_per_second", rate);
+  family(out, "guestflow_streams_open", "gauge", "Streamed run responses being sent.");
+  sample(out, "guestflow_streams_open",
+         static_cast<uint64_t>(std::max<int64_t>(0, open_streams_.load())));
+  family(out, "guestflow_slow_clients_dropped_total", "counter",
+         "Streamed clients dropped for falling behind or not reading.");
+  sample(out, "guestflow_slow_clients_dropped_total", slow_.load());
+
+  family(out, "guestflow_http_requests_total", "counter",
+         "Answered requests by endpoint and status class.");
+  static constexpr const char* classes[] = {"2xx", "4xx", "5xx"};
+  for (size_t e = 0; e < endpoints; ++e)
+    for (size_t c = 0; c < status_classes; ++c)
+      sample(out,
+             std::string{"guestflow_http_requests_total{endpoint=\""} +
+                 std::string{label(static_cast<endpoint>(e))} + "\",status=\"" + classes[c] +
+                 "\"}",
+             requests_[e * status_classes + c].load());
+  return out;
+}
+
+} // namespace guestflow::bridge

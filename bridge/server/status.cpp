@@ -1,0 +1,33 @@
+#include "bridge/server/status.hpp"
+
+namespace guestflow::bridge {
+
+unsigned http_status(ec code) noexcept {
+  switch (code) {
+  case ec::bad_request:
+    return 400;
+  case ec::policy_refused:
+    return 403;
+  case ec::not_found:
+    return 404;
+  case ec::paused:
+  case ec::egress_drift:
+    return 409;
+  case ec::artifact_too_large:
+    return 413;
+  case ec::capacity:
+    return 429;
+  case ec::guest_failed:
+    return 502;
+  case ec::unavailable:
+  case ec::transient:
+    return 503;
+  case ec::timeout:
+    return 504;
+  case ec::oom:
+    return 507;
+  }
+  return 500;
+}
+
+} // namespace guestflow::bridge

@@ -1,0 +1,184 @@
+// Whole-flow runs over HTTP: streaming order, the /api/v1/run answer, late joins,
+// cancellation, dropped clients, many streams at once, and shutdown.
+
+#include "tests/integration/bridge/bridge_fixture.hpp"
+
+#include <set>
+#include <thread>
+
+using namespace guestflow;
+using namespace guestflow::testing;
+using namespace std::chrono_literals;
+
+namespace {
+
+class runs_test : public bridge_fixture {};
+
+/// seq 0, 1, 2… without a gap, one run id, exactly one terminal event, last.
+void expect_well_formed(const std::vector<run_event>& events, const std::string& run_id) {
+  ASSERT_FALSE(events.empty());
+  for (size_t i = 0; i < events.size(); ++i) {
+    EXPECT_EQ(events[i].seq, i);
+    EXPECT_EQ(events[i].run_id, run_id);
+    EXPECT_EQ(events[i].terminal(), i + 1 == events.size()) << i;
+  }
+}
+
+} // namespace
+
+TEST_F(runs_test, a_streamed_run_sends_each_event_in_order_and_ends_with_complete) {
+  auto s = stream("POST", "/v1/runs", run_body("diamond", R"("inputs":"hi there")"));
+  ASSERT_EQ(s->status(), 200u);
+  EXPECT_EQ(s->headers().at("content-type"), "application/x-ndjson");
+  auto run_id = s->headers().at("x-guestflow-run-id");
+  auto events = drain(*s);
+  expect_well_formed(events, run_id);
+  ASSERT_EQ(events.back().type, run_event::kind::complete) << events.back().message;
+  size_t built = 0;
+  for (auto& e : events)
+    built += e.type == run_event::kind::vertex_built ? 1 : 0;
+  EXPECT_EQ(built, 5u); // input, two branches, their join, output
+  auto text = encode(events.back().run_outputs_list);
+  EXPECT_NE(text.find("Shout: hi there! | Whisper: (hi there)"), std::string::npos) << text;
+  EXPECT_TRUE(wait_until_no_guest_is_owed());
+  EXPECT_TRUE(live_guests().empty());
+  EXPECT_EQ(metric("guestflow_runs_total{outcome=\"complete\"}"), 1);
+  EXPECT_GE(metric("guestflow_controlplane_call_seconds_count"),
+            4); // create, put, exec, delete
+}
+
+TEST_F(runs_test, stream_false_answers_like_langflows_api_v1_run) {
+  auto r =
+      call("POST", "/v1/runs", run_body("python", R"("inputs":"hi there","stream":false)"));
+  ASSERT_EQ(r.status, 200u) << r.body;
+  EXPECT_EQ(r.body.rfind(R"({"run_id":"run-)", 0), 0u) << r.body.substr(0, 80);
+  auto outs = decode_run_outputs(r.body);
+  ASSERT_TRUE(outs) << r.body;
+  ASSERT_EQ(outs->size(), 1u);
+  EXPECT_NE(r.body.find("2 words; most common: hi (1); reversed: there hi"), std::string::npos);
+}
+
+TEST_F(runs_test, a_failing_run_without_streaming_answers_its_error_code) {
+  auto r = call("POST", "/v1/runs",
+                run_body("slow", R"("inputs":"x","stream":false,"timeout_seconds":1)"));
+  EXPECT_NE(r.status, 200u) << r.body;
+  EXPECT_NE(r.body.find(R"("run_id":"run-)"), std::string::npos) << r.body;
+  EXPECT_NE(r.body.find(R"("error":{"code":")"), std::string::npos) << r.body;
+  EXPECT_TRUE(wait_until_no_guest_is_owed());
+}
+
+TEST_F(runs_test, a_late_joiner_gets_the_replay_then_the_live_events) {
+  auto first = stream("POST", "/v1/runs", run_body("slow", R"("inputs":"x")"));
+  ASSERT_EQ(first->status(), 200u);
+  auto run_id = first->headers().at("x-guestflow-run-id");
+  auto line = first->next_line(60s); // the run has started
+  ASSERT_TRUE(line);
+  auto late = stream("GET", "/v1/runs/" + run_id + "/events?from_seq=0");
+  ASSERT_EQ(late->status(), 200u);
+  auto joined = drain(*late);
+  auto rest = drain(*first);
+  expect_well_formed(joined, run_id);
+  ASSERT_EQ(joined.size(), rest.size() + 1);
+  for (size_t i = 0; i < rest.size(); ++i)
+    EXPECT_EQ(encode(joined[i + 1]), encode(rest[i]));
+  EXPECT_EQ(joined.back().type, run_event::kind::complete);
+  // From the middle: exactly the tail.
+  auto tail = stream("GET", "/v1/runs/" + run_id + "/events?from_seq=2");
+  auto from2 = drain(*tail);
+  ASSERT_EQ(from2.size(), joined.size() - 2);
+  EXPECT_EQ(from2.front().seq, 2u);
+  EXPECT_EQ(call("GET", "/v1/runs/run-unknown/events").status, 404u);
+}
+
+TEST_F(runs_test, delete_cancels_a_running_run_and_deletes_its_guest) {
+  auto s = stream("POST", "/v1/runs", run_body("slow", R"("inputs":"x")"));
+  auto run_id = s->headers().at("x-guestflow-run-id");
+  ASSERT_TRUE(s->next_line(60s));
+  auto r = call("DELETE", "/v1/runs/" + run_id);
+  ASSERT_EQ(r.status, 200u) << r.body;
+  EXPECT_EQ(r.body, R"({"run_id":")" + run_id + R"(","cancelled":true})");
+  auto rest = drain(*s);
+  ASSERT_FALSE(rest.empty());
+  EXPECT_EQ(rest.back().type, run_event::kind::error);
+  auto again = call("DELETE", "/v1/runs/" + run_id);
+  EXPECT_EQ(again.status, 200u);
+  EXPECT_NE(again.body.find(R"("cancelled":false)"), std::string::npos) << again.body;
+  EXPECT_EQ(call("DELETE", "/v1/runs/run-unknown").status, 404u);
+  EXPECT_TRUE(wait_until_no_guest_is_owed());
+  EXPECT_TRUE(live_guests().empty());
+}
+
+TEST_F(runs_test, a_dropped_stream_leaves_the_run_going_unless_it_asked_otherwise) {
+  auto kept = stream("POST", "/v1/runs", run_body("slow", R"("inputs":"x")"));
+  auto kept_id = kept->headers().at("x-guestflow-run-id");
+  ASSERT_TRUE(kept->next_line(60s));
+  kept->disconnect();
+  auto watch = stream("GET", "/v1/runs/" + kept_id + "/events");
+  auto events = drain(*watch);
+  ASSERT_FALSE(events.empty());
+  EXPECT_EQ(events.back().type, run_event::kind::complete) << events.back().message;
+
+  auto cancelled = stream("POST", "/v1/runs",
+                          run_body("slow", R"("inputs":"x","cancel_on_disconnect":true)"));
+  auto cancelled_id = cancelled->headers().at("x-guestflow-run-id");
+  ASSERT_TRUE(cancelled->next_line(60s));
+  cancelled->disconnect();
+  // Joining now would make the joiner the run's last subscriber: wait for the end first.
+  auto deadline = std::chrono::steady_clock::now() + 60s;
+  while (metric("guestflow_runs_finished_total") < 2 &&
+         std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(20ms); // poll interval; the deadline bounds the wait
+  auto after = stream("GET", "/v1/runs/" + cancelled_id + "/events");
+  auto ended = drain(*after);
+  ASSERT_FALSE(ended.empty());
+  EXPECT_EQ(ended.back().type, run_event::kind::error);
+  EXPECT_NE(ended.back().message.find("disconnect"), std::string::npos) << ended.back().message;
+  EXPECT_TRUE(wait_until_no_guest_is_owed());
+  EXPECT_TRUE(live_guests().empty());
+}
+
+TEST_F(runs_test, two_hundred_concurrent_streamed_runs_all_complete) {
+  constexpr size_t n = 200;
+  std::vector<std::unique_ptr<http_stream>> streams;
+  for (size_t i = 0; i < n; ++i)
+    streams.push_back(stream(
+        "POST", "/v1/runs", run_body("hello", R"("inputs":"run )" + std::to_string(i) + "\"")));
+  std::set<std::string> ids;
+  for (size_t i = 0; i < n; ++i) {
+    ASSERT_EQ(streams[i]->status(), 200u) << i;
+    auto id = streams[i]->headers().at("x-guestflow-run-id");
+    ids.insert(id);
+    auto events = drain(*streams[i]);
+    expect_well_formed(events, id);
+    ASSERT_EQ(events.back().type, run_event::kind::complete)
+        << i << ": " << events.back().message;
+    auto text = encode(events.back().run_outputs_list);
+    EXPECT_NE(text.find("\"text\":\"run " + std::to_string(i) + "\""), std::string::npos) << i;
+  }
+  EXPECT_EQ(ids.size(), n);
+  EXPECT_TRUE(wait_until_no_guest_is_owed());
+  EXPECT_EQ(metric("guestflow_guests_created_total"), static_cast<double>(n));
+  EXPECT_EQ(metric("guestflow_guests_deleted_total"), static_cast<double>(n));
+  EXPECT_TRUE(live_guests().empty());
+}
+
+TEST_F(runs_test, sigterm_deletes_every_ephemeral_guest_before_exit) {
+  auto s = stream("POST", "/v1/runs", run_body("slow", R"("inputs":"x")"));
+  ASSERT_TRUE(s->next_line(60s));
+  ASSERT_TRUE(wait_for_live(1));
+  EXPECT_EQ(serve->stop(), 0) << serve->stderr_text();
+  // Every delete was asked for before exit; a guest may still be `destroying` while the
+  // control plane finishes the teardown it started.
+  EXPECT_TRUE(wait_for_live(0)) << serve->stderr_text();
+}
+
+TEST_F(runs_test, a_quiet_stream_gets_keepalive_blank_lines) {
+  // The slow flow's Python vertex sleeps 2 s; the fixture's heartbeat is 1 s.
+  auto s = stream("POST", "/v1/runs", run_body("slow", R"("inputs":"x")"));
+  size_t blank = 0, events = 0;
+  while (auto line = s->next_line(60s))
+    (line->empty() ? blank : events)++;
+  EXPECT_GE(blank, 1u);
+  EXPECT_GE(events, 4u);
+  EXPECT_EQ(metric("guestflow_run_events_sent_total"), static_cast<double>(events));
+}
