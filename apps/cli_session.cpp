@@ -67,7 +67,7 @@ int report_failure(const char* what, const failure& f) {
 }
 
 result<std::unique_ptr<session>> session::open(const cp::env_map& env, signal_watch& watch,
-                                               cp::call_latency* latency) {
+                                               call_latency* latency) {
   std::unique_ptr<session> s{new session(watch)};
   // A CLI run prints the program's output; the embedded server's chatter stays out of it.
   spdlog::set_level(env.count("GUESTFLOW_DEBUG") ? spdlog::level::debug : spdlog::level::warn);

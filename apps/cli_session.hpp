@@ -3,7 +3,7 @@
 #include "actors/runtime.hpp"
 #include "actors/sandbox_policy.hpp"
 #include "apps/signal_watch.hpp"
-#include "controlplane/client/call_latency.hpp"
+#include "messages/call_latency.hpp"
 #include "controlplane/client/endpoint_selection.hpp"
 
 #include <caf/actor_system.hpp>
@@ -30,7 +30,7 @@ public:
   /// `latency`, every control-plane call's latency is recorded there (it must outlive the
   /// session).
   static result<std::unique_ptr<session>> open(const cp::env_map& env, signal_watch& watch,
-                                               cp::call_latency* latency = nullptr);
+                                               call_latency* latency = nullptr);
   ~session();
 
   runtime& rt() { return *rt_; }

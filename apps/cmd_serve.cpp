@@ -131,7 +131,7 @@ int run_serve(const std::vector<std::string>& argv) {
       return 2;
     }
   raise_fd_limit();
-  cp::call_latency latency; // outlives the session, which records into it
+  call_latency latency; // outlives the session, which records into it
   opts->cp_latency = &latency;
   auto s = session::open(env, watch, &latency);
   if (!s) return report_failure("serve", s.error());

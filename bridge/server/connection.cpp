@@ -171,11 +171,8 @@ private:
     switch (route_->ep) {
     case endpoint::healthz:
       return respond(200, R"({"status":"ok"})");
-    case endpoint::capabilities: {
-      auto& p = svc.config().provider;
-      return respond(200, encode_capabilities(
-                              p.caps, p.kind == cp::provider::createos ? "createos" : "local"));
-    }
+    case endpoint::capabilities:
+      return respond(200, encode_capabilities(svc.config().provider.caps, svc.provider_name()));
     case endpoint::metrics:
       return svc.stats(hop<runtime_stats>([](connection& c, result<runtime_stats> r) {
         if (!r) return c.refuse(r.error());

@@ -53,7 +53,7 @@ void metrics::finished(const run_event& terminal) noexcept {
   if (i < outcomes) outcomes_[i].fetch_add(1, std::memory_order_relaxed);
 }
 
-std::string metrics::render(const runtime_stats& rt, const cp::call_latency* cp) {
+std::string metrics::render(const runtime_stats& rt, const call_latency* cp) {
   std::string out;
   out.reserve(8 * 1024);
   family(out, "guestflow_runs_inflight", "gauge", "Flow runs holding an execution slot.");
@@ -94,13 +94,13 @@ std::string metrics::render(const runtime_stats& rt, const cp::call_latency* cp)
            "Control-plane call latency, request to answer.");
     uint64_t cumulative = 0;
     char le[32];
-    for (size_t i = 0; i < cp::call_latency::bounds.size(); ++i) {
+    for (size_t i = 0; i < call_latency::bounds.size(); ++i) {
       cumulative += cp->count(i);
-      std::snprintf(le, sizeof le, "%g", cp::call_latency::bounds[i]);
+      std::snprintf(le, sizeof le, "%g", call_latency::bounds[i]);
       sample(out, std::string{"guestflow_controlplane_call_seconds_bucket{le=\""} + le + "\"}",
              cumulative);
     }
-    cumulative += cp->count(cp::call_latency::bounds.size());
+    cumulative += cp->count(call_latency::bounds.size());
     sample(out, "guestflow_controlplane_call_seconds_bucket{le=\"+Inf\"}", cumulative);
     sample(out, "guestflow_controlplane_call_seconds_sum", cp->sum_seconds());
     sample(out, "guestflow_controlplane_call_seconds_count", cumulative);

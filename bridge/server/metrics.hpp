@@ -2,7 +2,7 @@
 
 #include "bridge/server/routes.hpp"
 #include "bridge/server/service.hpp"
-#include "controlplane/client/call_latency.hpp"
+#include "messages/call_latency.hpp"
 #include "messages/run.hpp"
 
 #include <array>
@@ -31,7 +31,7 @@ public:
   }
 
   /// The exposition; `cp` may be null when the client is not observed.
-  std::string render(const runtime_stats& rt, const cp::call_latency* cp);
+  std::string render(const runtime_stats& rt, const call_latency* cp);
 
 private:
   static constexpr size_t status_classes = 3; ///< 2xx, 4xx, 5xx

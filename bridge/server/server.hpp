@@ -21,7 +21,7 @@ struct server_options {
   size_t stream_backlog_bytes = size_t{8} << 20; ///< a stream's unsent bytes before a drop
   std::chrono::seconds heartbeat{15};            ///< GUESTFLOW_STREAM_HEARTBEAT_SECONDS
   unsigned io_threads = 1;                       ///< GUESTFLOW_SERVE_IO_THREADS
-  const cp::call_latency* cp_latency = nullptr;  ///< rendered in /metrics when set
+  const call_latency* cp_latency = nullptr;  ///< rendered in /metrics when set
 };
 
 /// What every connection shares.

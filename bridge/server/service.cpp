@@ -43,6 +43,10 @@ service::service(runtime& rt, service_config cfg)
     : rt_(rt)
     , cfg_(std::move(cfg)) {}
 
+std::string_view service::provider_name() const noexcept {
+  return cfg_.provider.kind == cp::provider::createos ? "createos" : "local";
+}
+
 void service::start_run(run_request req, run_subscriber_actor relay, reply<std::string> done) {
   auto cancel_on_disconnect = req.cancel_on_disconnect;
   ask<std::string>(system(), rt_.coordinator(), admin_timeout, std::move(done), run_atom::value,

@@ -41,6 +41,8 @@ public:
 
   caf::actor_system& system() const noexcept { return rt_.system(); }
   const service_config& config() const noexcept { return cfg_; }
+  /// "createos" or "local", as /v1/capabilities names the provider.
+  std::string_view provider_name() const noexcept;
 
   /// Admits a whole-flow run with `relay` attached from seq 0; replies the run id.
   void start_run(run_request req, run_subscriber_actor relay, reply<std::string> done);

@@ -1,6 +1,6 @@
 #pragma once
 
-#include "controlplane/client/call_latency.hpp"
+#include "messages/call_latency.hpp"
 #include "controlplane/client/client.hpp"
 
 #include <memory>

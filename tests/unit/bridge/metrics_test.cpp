@@ -36,7 +36,7 @@ TEST(metrics, render_the_runtime_and_bridge_counters_as_prometheus_text) {
   rt.guests.created = 9;
   rt.guests.deleted = 8;
   rt.guests.pending = 1;
-  cp::call_latency lat;
+  call_latency lat;
   lat.record(std::chrono::microseconds{500});
   lat.record(std::chrono::milliseconds{30});
   lat.record(std::chrono::seconds{20});

@@ -5,10 +5,11 @@
 #include <chrono>
 #include <cstdint>
 
-namespace guestflow::cp {
+namespace guestflow {
 
 /// A fixed-bucket histogram of control-plane call latencies (Prometheus `le` buckets),
-/// lock-free so every completion can record into it from the client's I/O thread.
+/// lock-free so every completion can record into it from the client's I/O thread. Filled
+/// by cp::observed(), rendered by the bridge's /metrics.
 class call_latency {
 public:
   /// Upper bounds in seconds; the last bucket is +Inf.
@@ -35,4 +36,4 @@ private:
   std::atomic<uint64_t> sum_ns_{0};
 };
 
-} // namespace guestflow::cp
+} // namespace guestflow
