@@ -42,6 +42,9 @@ bool authorized(std::string_view header, const std::string& token) {
   return same_secret(header.substr(scheme.size()), token);
 }
 
+/// How long a write may be in flight before the events queued behind it count as a backlog.
+constexpr auto stall_grace = std::chrono::seconds{1};
+
 /// `n` as the hex size line of one HTTP chunk.
 std::string chunk_size_line(size_t n) {
   char buf[24];
@@ -338,7 +341,12 @@ private:
     backlog_bytes_ += line.size();
     lines_.push_back(std::move(line));
     ++queued_events_;
-    if (backlog_bytes_ > ctx_.opts.stream_backlog_bytes) {
+    // Behind means events piling up behind a write the client has not taken for a while:
+    // a burst (the last vertex and a large `complete` at once) behind a write that is
+    // moving is not a slow client. A write stalled for the whole client timeout ends the
+    // connection on its own.
+    if (writing_ && backlog_bytes_ > ctx_.opts.stream_backlog_bytes &&
+        std::chrono::steady_clock::now() - write_started_ > stall_grace) {
       ctx_.stats.dropped_slow_client();
       return close();
     }
@@ -377,6 +385,7 @@ private:
       }
     }
     writing_ = true;
+    write_started_ = std::chrono::steady_clock::now();
     wrote_since_tick_ = true;
     stream_.expires_after(ctx_.opts.client_timeout);
     net::async_write(stream_, net::buffer(out_),
@@ -444,6 +453,7 @@ private:
   size_t backlog_bytes_ = 0;
   std::string out_; ///< the write in flight
   bool writing_ = false;
+  std::chrono::steady_clock::time_point write_started_;
   bool streaming_ = false;
   bool last_queued_ = false; ///< the terminal event is in lines_ or out_
   bool finished_ = false;    ///< the last chunk is written (or being written)

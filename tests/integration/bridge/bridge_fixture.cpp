@@ -1,8 +1,11 @@
 #include "tests/integration/bridge/bridge_fixture.hpp"
 
+#include <arpa/inet.h>
 #include <chrono>
 #include <fstream>
+#include <netinet/in.h>
 #include <sstream>
+#include <sys/socket.h>
 #include <thread>
 
 namespace guestflow::testing {
@@ -32,6 +35,19 @@ std::unique_ptr<http_stream> bridge_fixture::stream(const std::string& method,
                                                     const std::string& target,
                                                     const std::string& body) const {
   return std::make_unique<http_stream>(client(), method, target, body, bearer());
+}
+
+int bridge_fixture::connect_raw(int receive_buffer) const {
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  EXPECT_GE(fd, 0);
+  if (receive_buffer > 0) // before connect, so the advertised window starts small
+    ::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &receive_buffer, sizeof receive_buffer);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(serve->port());
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  EXPECT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  return fd;
 }
 
 std::string bridge_fixture::run_body(const std::string& example, const std::string& extra) {

@@ -30,6 +30,10 @@ protected:
   http_reply call(const std::string& method, const std::string& target,
                   const std::string& body = {}, bool authorized = true) const;
 
+  /// A plain TCP connection to the server (the caller closes it), with a receive buffer of
+  /// `receive_buffer` bytes when given: for clients that misbehave on purpose.
+  int connect_raw(int receive_buffer = 0) const;
+
   /// A streamed POST /v1/runs (or any streamed request) with the token.
   std::unique_ptr<http_stream> stream(const std::string& method, const std::string& target,
                                       const std::string& body = {}) const;

@@ -2,10 +2,7 @@
 
 #include "tests/integration/bridge/bridge_fixture.hpp"
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
 #include <poll.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 using namespace guestflow;
@@ -109,13 +106,7 @@ TEST_F(http_test, bodies_over_the_cap_are_413_before_they_are_read) {
 }
 
 TEST_F(http_test, an_idle_or_slow_client_is_disconnected) {
-  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  ASSERT_GE(fd, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(serve->port());
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  int fd = connect_raw();
   std::string partial = "POST /v1/runs HTTP/1.1\r\nHost: x\r\n"; // and then nothing
   ASSERT_EQ(::write(fd, partial.data(), partial.size()), static_cast<ssize_t>(partial.size()));
   // The server's client timeout is 2 s in this fixture: it closes (EOF) well within 30 s.

@@ -182,3 +182,50 @@ TEST_F(runs_test, a_quiet_stream_gets_keepalive_blank_lines) {
   EXPECT_GE(events, 4u);
   EXPECT_EQ(metric("guestflow_run_events_sent_total"), static_cast<double>(events));
 }
+
+TEST_F(runs_test, a_client_that_never_reads_holds_neither_its_connection_nor_its_run) {
+  // A small receive window that is never read: the run still completes for whoever joins
+  // it, and the server closes the connection (client timeout, 2 s here) instead of
+  // keeping it, its buffers and its relay forever.
+  int fd = connect_raw(4096);
+  auto body = run_body("hello", R"("inputs":")" + std::string(300'000, 'x') + "\"");
+  auto request = "POST /v1/runs HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer " + token +
+                 "\r\nContent-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
+  for (size_t sent = 0; sent < request.size();) {
+    auto n = ::write(fd, request.data() + sent, request.size() - sent);
+    ASSERT_GT(n, 0);
+    sent += static_cast<size_t>(n);
+  }
+  auto deadline = std::chrono::steady_clock::now() + 60s;
+  auto settled = [&] {
+    return metric("guestflow_runs_finished_total") == 1 &&
+           metric("guestflow_streams_open") == 0;
+  };
+  while (!settled() && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(20ms); // poll interval; the deadline bounds the wait
+  ASSERT_TRUE(settled());
+  std::string got(4096, '\0'); // the head is first in what the kernel kept for us
+  auto n = ::read(fd, got.data(), got.size());
+  ::close(fd);
+  ASSERT_GT(n, 0);
+  got.resize(static_cast<size_t>(n));
+  const std::string key = "X-Guestflow-Run-Id: ";
+  auto at = got.find(key);
+  ASSERT_NE(at, std::string::npos) << got.substr(0, 300);
+  auto run_id = got.substr(at + key.size(), got.find("\r\n", at) - at - key.size());
+  auto late = stream("GET", "/v1/runs/" + run_id + "/events");
+  auto events = drain(*late);
+  ASSERT_FALSE(events.empty());
+  EXPECT_EQ(events.back().type, run_event::kind::complete) << events.back().message;
+  EXPECT_TRUE(wait_until_no_guest_is_owed());
+}
+
+TEST_F(runs_test, a_burst_of_large_events_over_the_backlog_cap_reaches_a_reading_client) {
+  start_serve({{"GUESTFLOW_STREAM_BACKLOG_BYTES", "4096"}});
+  auto s = stream("POST", "/v1/runs",
+                  run_body("hello", R"("inputs":")" + std::string(100'000, 'y') + "\""));
+  auto events = drain(*s);
+  ASSERT_FALSE(events.empty());
+  EXPECT_EQ(events.back().type, run_event::kind::complete) << events.back().message;
+  EXPECT_EQ(metric("guestflow_slow_clients_dropped_total"), 0);
+}
