@@ -109,9 +109,6 @@ private:
     keep_alive_ = req.keep_alive();
     auto method = sv(req.method_string());
     auto target = sv(req.target());
-    // An answer before the body was read must close a connection that has one.
-    if (parser_->chunked() || parser_->content_length().value_or(0) > 0)
-      keep_alive_ = keep_alive_ && parser_->is_done();
     auto r = match_route(method, target);
     if (!r) return refuse(r.error());
     route_ = std::move(*r);
@@ -153,10 +150,7 @@ private:
   }
 
   void on_body(error_code ec) {
-    if (ec == http::error::body_limit) {
-      keep_alive_ = false;
-      return refuse(too_large(ctx_.opts.max_body_bytes), 413);
-    }
+    if (ec == http::error::body_limit) return refuse(too_large(ctx_.opts.max_body_bytes), 413);
     if (ec) return close();
     dispatch();
   }
@@ -254,7 +248,10 @@ private:
     if (status == 401) res->set(http::field::www_authenticate, "Bearer");
     if (status == 405) res->set(http::field::allow, allow_);
     if (status == 429) res->set(http::field::retry_after, "1");
-    res->keep_alive(keep_alive_ && mode_ == answer::plain);
+    // An answer before the body was read (401, 413) must close: the rest of the body
+    // would be read as the next request.
+    auto body_unread = parser_ && !parser_->is_done();
+    res->keep_alive(keep_alive_ && mode_ == answer::plain && !body_unread);
     res->body() = std::move(body);
     res->prepare_payload();
     stream_.expires_after(ctx_.opts.client_timeout);

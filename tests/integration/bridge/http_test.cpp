@@ -118,6 +118,43 @@ TEST_F(http_test, an_idle_or_slow_client_is_disconnected) {
   EXPECT_EQ(call("GET", "/healthz").status, 200u); // the server itself is fine
 }
 
+TEST_F(http_test, plain_answers_keep_the_connection_alive_but_an_early_refusal_closes_it) {
+  int fd = connect_raw();
+  auto send = [&](const std::string& request) {
+    ASSERT_EQ(::write(fd, request.data(), request.size()),
+              static_cast<ssize_t>(request.size()));
+  };
+  // Reads one answer; its status line.
+  auto answer = [&]() -> std::string {
+    std::string got;
+    char buf[4096];
+    for (;;) {
+      auto head_end = got.find("\r\n\r\n");
+      if (head_end != std::string::npos) {
+        auto cl = got.find("Content-Length: ");
+        auto len = cl == std::string::npos ? 0 : std::stoul(got.substr(cl + 16));
+        if (got.size() >= head_end + 4 + len) return got.substr(0, got.find("\r\n"));
+      }
+      pollfd p{fd, POLLIN, 0};
+      if (::poll(&p, 1, 30'000) != 1) return "timeout";
+      auto n = ::read(fd, buf, sizeof buf);
+      if (n <= 0) return "closed";
+      got.append(buf, static_cast<size_t>(n));
+    }
+  };
+  auto auth = "Authorization: Bearer " + token + "\r\n";
+  std::string bad = R"({"code":5})";
+  send("POST /v1/sandbox/run HTTP/1.1\r\nHost: x\r\n" + auth +
+       "Content-Length: " + std::to_string(bad.size()) + "\r\n\r\n" + bad);
+  EXPECT_EQ(answer(), "HTTP/1.1 400 Bad Request");
+  send("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"); // the same connection, after a body
+  EXPECT_EQ(answer(), "HTTP/1.1 200 OK");
+  send("POST /v1/sandbox/run HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\n"); // no token
+  EXPECT_EQ(answer(), "HTTP/1.1 401 Unauthorized");
+  EXPECT_EQ(answer(), "closed"); // its body was never read: the connection ends
+  ::close(fd);
+}
+
 TEST_F(http_test, a_non_loopback_address_without_a_token_is_refused_at_start) {
   auto r = control_plane_process::run_to_exit({"serve", "--listen", "0.0.0.0:0"},
                                               env({{"GUESTFLOW_TOKEN", ""}}));
