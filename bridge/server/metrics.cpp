@@ -35,6 +35,13 @@ void sample(std::string& out, const std::string& name_and_labels, uint64_t v) {
   out += '\n';
 }
 
+/// One unlabelled metric: its family lines and its sample.
+template<class V>
+void single(std::string& out, const char* name, const char* type, const char* help, V v) {
+  family(out, name, type, help);
+  sample(out, name, v);
+}
+
 constexpr ec all_codes[] = {
     ec::bad_request, ec::policy_refused, ec::unavailable,        ec::transient, ec::paused,
     ec::not_found,   ec::egress_drift,   ec::artifact_too_large, ec::timeout,   ec::oom,
@@ -56,18 +63,16 @@ void metrics::finished(const run_event& terminal) noexcept {
 std::string metrics::render(const runtime_stats& rt, const call_latency* cp) {
   std::string out;
   out.reserve(8 * 1024);
-  family(out, "guestflow_runs_inflight", "gauge", "Flow runs holding an execution slot.");
-  sample(out, "guestflow_runs_inflight", rt.runs.inflight);
-  family(out, "guestflow_runs_queued", "gauge", "Admitted flow runs waiting for a slot.");
-  sample(out, "guestflow_runs_queued", rt.runs.queued);
-  family(out, "guestflow_runs_accepted_total", "counter", "Flow runs admitted since start.");
-  sample(out, "guestflow_runs_accepted_total", rt.runs.accepted);
-  family(out, "guestflow_runs_refused_total", "counter",
-         "Flow runs refused with capacity (queue full).");
-  sample(out, "guestflow_runs_refused_total", rt.runs.refused);
-  family(out, "guestflow_runs_finished_total", "counter",
-         "Flow runs that emitted their terminal event.");
-  sample(out, "guestflow_runs_finished_total", rt.runs.finished);
+  single(out, "guestflow_runs_inflight", "gauge", "Flow runs holding an execution slot.",
+         rt.runs.inflight);
+  single(out, "guestflow_runs_queued", "gauge", "Admitted flow runs waiting for a slot.",
+         rt.runs.queued);
+  single(out, "guestflow_runs_accepted_total", "counter", "Flow runs admitted since start.",
+         rt.runs.accepted);
+  single(out, "guestflow_runs_refused_total", "counter",
+         "Flow runs refused with capacity (queue full).", rt.runs.refused);
+  single(out, "guestflow_runs_finished_total", "counter",
+         "Flow runs that emitted their terminal event.", rt.runs.finished);
   family(out, "guestflow_runs_total", "counter",
          "Flow runs whose terminal event reached a bridge client, by outcome.");
   sample(out, "guestflow_runs_total{outcome=\"complete\"}", outcomes_[0].load());
@@ -75,19 +80,16 @@ std::string metrics::render(const runtime_stats& rt, const call_latency* cp) {
     sample(out, "guestflow_runs_total{outcome=\"" + std::string{to_string(code)} + "\"}",
            outcomes_[static_cast<size_t>(code)].load());
 
-  family(out, "guestflow_guests_created_total", "counter", "Ephemeral guests created.");
-  sample(out, "guestflow_guests_created_total", rt.guests.created);
-  family(out, "guestflow_guests_deleted_total", "counter", "Ephemeral guests deleted.");
-  sample(out, "guestflow_guests_deleted_total", rt.guests.deleted);
-  family(out, "guestflow_guests_pending_delete", "gauge",
-         "Guests whose delete the reaper still owes.");
-  sample(out, "guestflow_guests_pending_delete", rt.guests.pending);
-  family(out, "guestflow_guests_tracked", "gauge",
-         "Ephemeral guests owned by a live execution.");
-  sample(out, "guestflow_guests_tracked", rt.guests.tracked);
-  family(out, "guestflow_guest_delete_failures_total", "counter",
-         "Delete attempts that failed (each is retried).");
-  sample(out, "guestflow_guest_delete_failures_total", rt.guests.failed_deletes);
+  single(out, "guestflow_guests_created_total", "counter", "Ephemeral guests created.",
+         rt.guests.created);
+  single(out, "guestflow_guests_deleted_total", "counter", "Ephemeral guests deleted.",
+         rt.guests.deleted);
+  single(out, "guestflow_guests_pending_delete", "gauge",
+         "Guests whose delete the reaper still owes.", rt.guests.pending);
+  single(out, "guestflow_guests_tracked", "gauge",
+         "Ephemeral guests owned by a live execution.", rt.guests.tracked);
+  single(out, "guestflow_guest_delete_failures_total", "counter",
+         "Delete attempts that failed (each is retried).", rt.guests.failed_deletes);
 
   if (cp != nullptr) {
     family(out, "guestflow_controlplane_call_seconds", "histogram",
@@ -116,17 +118,15 @@ std::string metrics::render(const runtime_stats& rt, const call_latency* cp) {
     last_scrape_ = now;
     last_events_ = events;
   }
-  family(out, "guestflow_run_events_sent_total", "counter", "Run events sent to clients.");
-  sample(out, "guestflow_run_events_sent_total", events);
-  family(out, "guestflow_run_events_per_second", "gauge",
-         "Run events sent per second since the previous scrape.");
-  sample(out, "guestflow_run_events_per_second", rate);
+  single(out, "guestflow_run_events_sent_total", "counter", "Run events sent to clients.",
+         events);
+  single(out, "guestflow_run_events_per_second", "gauge",
+         "Run events sent per second since the previous scrape.", rate);
   family(out, "guestflow_streams_open", "gauge", "Streamed run responses being sent.");
   sample(out, "guestflow_streams_open",
          static_cast<uint64_t>(std::max<int64_t>(0, open_streams_.load())));
-  family(out, "guestflow_slow_clients_dropped_total", "counter",
-         "Streamed clients dropped for falling behind or not reading.");
-  sample(out, "guestflow_slow_clients_dropped_total", slow_.load());
+  single(out, "guestflow_slow_clients_dropped_total", "counter",
+         "Streamed clients dropped for falling behind or not reading.", slow_.load());
 
   family(out, "guestflow_http_requests_total", "counter",
          "Answered requests by endpoint and status class.");
