@@ -10,7 +10,8 @@ namespace guestflow::cli {
 namespace {
 
 constexpr std::string_view usage =
-    R"(usage: guestflow control-plane --state-dir DIR [--listen HOST:PORT] [--api-key KEY]
+    R"(usage: guestflow control-plane --state-dir DIR [--listen HOST:PORT] [--unix-socket PATH]
+                                 [--api-key KEY]
 
 Serves the CreateOS wire API v1 with real local guests (bubblewrap namespaces, cgroups,
 netns egress rules). Prints `listening on http://HOST:PORT` as its first stdout line once
@@ -18,6 +19,10 @@ ready. SIGTERM/SIGINT stop the server; guests keep running and are re-adopted fr
 records in DIR on the next start.
 
   --listen HOST:PORT     address to serve (default 127.0.0.1:0 = a free port)
+  --unix-socket PATH     also serve on this Unix socket (absolute path, mode 0600,
+                         removed at exit; a second stdout line `listening on
+                         unix:///PATH`): clients on this host skip the TCP stack with
+                         GUESTFLOW_CONTROL_PLANE_URL=unix:///PATH
   --state-dir DIR        records (control-plane.db, 0600), lock, guest workspaces
   --api-key KEY          require `X-Api-Key: KEY` on every request (default: the env
                          GUESTFLOW_CONTROL_PLANE_KEY); required for non-loopback addresses
@@ -53,9 +58,10 @@ bool parse_number(const cli::args& a, const std::string& flag, T& out) {
 }
 
 int run_control_plane(const std::vector<std::string>& argv) {
-  cli::args a{{"listen", "state-dir", "api-key", "max-stdout-bytes", "max-stderr-bytes",
-               "max-file-bytes", "max-json-bytes", "workers", "heartbeat-ms",
-               "auto-pause-scale", "simulate-latency-ms", "simulate-exec-stdout", "nft-path"},
+  cli::args a{{"listen", "unix-socket", "state-dir", "api-key", "max-stdout-bytes",
+               "max-stderr-bytes", "max-file-bytes", "max-json-bytes", "workers",
+               "heartbeat-ms", "auto-pause-scale", "simulate-latency-ms",
+               "simulate-exec-stdout", "nft-path"},
               {}};
   if (auto e = a.parse(argv)) {
     std::cerr << "guestflow control-plane: " << *e << "\n" << usage << '\n';
@@ -69,6 +75,7 @@ int run_control_plane(const std::vector<std::string>& argv) {
   local::serve_options o;
   o.listen = a.get("listen").value_or("127.0.0.1:0");
   o.state_dir = a.get("state-dir").value_or("");
+  if (auto path = a.get("unix-socket")) o.unix_socket = *path;
   if (auto key = a.get("api-key"))
     o.http.api_key = *key;
   else if (const char* env = std::getenv("GUESTFLOW_CONTROL_PLANE_KEY"))

@@ -3,15 +3,20 @@
 // The runtime's own overhead per execution (issue 4, "Bench"). Starts `guestflow
 // control-plane --simulate-latency-ms N` (every call answered after N ms, no guest ever
 // started) as a child, builds an actor system (2 scheduler threads) and a runtime
-// in-process with a client to it, then for each K launches K code executions at once
-// (create → upload → exec → delete each, through the real execution actors, the reaper
-// and the pooled Beast client) and measures until all K have finished:
-//   runs/s, p50/p99 end-to-end latency (run sent → report received),
-//   CPU of this whole process (getrusage user+sys) / K,
-//   RSS: (peak while the K are in flight − before launch) / K.
-// Targets: ≤ 50 µs runtime CPU per execution; ≤ 8 KiB RSS per in-flight execution at
-// 10,000. Ratios are printed; the figures go to bench/results/runtime.txt (--out).
-// --smoke: K = 50 and no results file, for ctest (asserts correctness, never timings).
+// in-process with a client to it, then for each K runs code executions (create → upload →
+// exec → delete each, through the real execution actors, the reaper and the pooled Beast
+// client) two ways:
+//   sustained: K kept in flight, each finished run launching the next; measured over 2K
+//     completions once the first 2K have finished (the steady state of a busy node);
+//   burst: K launched at once, measured until all have finished (includes opening the
+//     connections a cold pool lacks).
+// Per load: runs/s, p50/p99 end-to-end latency (run sent → report received), CPU of this
+// process's threads (schedstat; not the sampling main thread) per run finished, RSS: (peak − before launch) / K.
+// Targets (on the sustained loads): ≤ 50 µs runtime CPU per execution; ≤ 8 KiB RSS per
+// in-flight execution at 10,000. Ratios are printed; the figures go to
+// bench/results/runtime.txt (--out).
+// --smoke: K = 50 sustained and no results file, for ctest (asserts correctness, never
+// timings).
 #include "actors/code_spec.hpp"
 #include "actors/guest_names.hpp"
 #include "actors/runtime.hpp"
@@ -38,6 +43,7 @@
 #include <iostream>
 #include <malloc.h>
 #include <map>
+#include <optional>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -165,7 +171,7 @@ std::string raise_fd_limit() {
          std::to_string(rl.rlim_max) + ")";
 }
 
-// -- one batch of K executions --------------------------------------------------------------
+// -- one load of K executions in flight -----------------------------------------------------
 
 /// What the caller supplies per run, as the `guestflow code` surface does.
 struct run_inputs {
@@ -176,23 +182,45 @@ struct run_inputs {
   std::string owner;
 };
 
-/// K runs: names decided up front (so a report finds its slot), times in ns since `t0`.
-/// Everything here is allocated before the "before" RSS sample.
+/// How a load is driven. A burst launches K runs at once on a cold pool and measures until
+/// all have finished: it includes opening K connections and growing every pool. Sustained
+/// keeps K in flight (each finished run launches the next) and measures the window from
+/// the 2K-th to the (2 + rounds)·K-th completion, while K are still in flight: what a node
+/// running K executions at all times pays per run, once the start-up burst (and its
+/// connection set-up) has settled.
+enum class load_mode { burst, sustained };
+
+struct load_shape {
+  load_mode mode = load_mode::burst;
+  size_t k = 0;
+  size_t rounds = 2; ///< sustained: measured completions = rounds · K
+
+  size_t total() const { return mode == load_mode::burst ? k : (rounds + 3) * k; }
+  size_t window_from() const { return mode == load_mode::burst ? 0 : 2 * k; }
+  size_t window_to() const { return mode == load_mode::burst ? k : (rounds + 2) * k; }
+  const char* label() const { return mode == load_mode::burst ? "burst" : "sustained"; }
+};
+
+/// The runs of one load: names decided up front (so a report finds its slot), times in ns
+/// since `t0`. Everything here is allocated before the "before" RSS sample.
 struct batch {
-  explicit batch(size_t k, const std::string& owner, std::mt19937_64& rng)
-      : names(k)
-      , started(k, -1)
-      , finished(k, -1) {
-    index.reserve(k);
-    for (size_t i = 0; i < k; ++i) {
+  batch(load_shape s, const std::string& owner, std::mt19937_64& rng)
+      : shape(s)
+      , names(s.total())
+      , started(s.total(), -1)
+      , finished(s.total(), -1) {
+    index.reserve(names.size());
+    for (size_t i = 0; i < names.size(); ++i) {
       names[i] = names::ephemeral(names::guest_kind::backend, owner, rng);
       index.emplace(names[i], i);
     }
   }
+  load_shape shape;
   std::vector<std::string> names;
   std::unordered_map<std::string, size_t> index;
   std::vector<int64_t> started, finished;
   steady::time_point t0;
+  size_t launched = 0; ///< the driver's only
   std::atomic<size_t> done{0};
   std::atomic<size_t> failed{0};
   std::string first_error; ///< written by the driver only, read after `all_done`
@@ -213,34 +241,39 @@ struct driver_state {
 /// execution and *sends* (not requests) it its spec, so the report comes back as a plain
 /// message — no response handler or timeout is held per run on the harness side. It does
 /// what a surface does per run: build the spec (policy gate, shape, upload path), spawn,
-/// send; then it files each report under its run's slot.
+/// send; then it files each report under its run's slot and, sustained, launches the next.
 caf::behavior driver(caf::stateful_actor<driver_state>* self, runtime* rt, const run_inputs* in,
                      std::shared_ptr<batch> b) {
-  auto record_failure = [b](std::string why) {
-    if (b->failed.fetch_add(1) == 0) b->first_error = std::move(why);
+  auto finished_one = [b] {
     if (b->done.fetch_add(1) + 1 == b->names.size()) b->all_done.set_value();
+  };
+  auto record_failure = [b, finished_one](std::string why) {
+    if (b->failed.fetch_add(1) == 0) b->first_error = std::move(why);
+    finished_one();
+  };
+  auto rng = std::make_shared<std::mt19937_64>(42);
+  auto launch_next = [self, rt, in, b, rng, record_failure] {
+    if (b->launched == b->names.size()) return;
+    auto i = b->launched++;
+    auto spec = make_code_spec(in->request, in->settings, in->provider, in->catalog,
+                               b->names[i], *rng);
+    if (!spec) return record_failure("spec refused: " + spec.error().message);
+    auto exec = rt->spawn_execution();
+    b->started[i] = ns_since(b->t0);
+    self->send(exec, run_atom::value, std::move(*spec));
   };
   // A run that fails replies with an error; to an asynchronous sender that arrives as a
   // plain error message, which CAF routes to the error handler (by default: terminate).
-  self->set_error_handler(
-      [record_failure](caf::error& e) { record_failure(to_failure(e).message); });
+  self->set_error_handler([record_failure](caf::error& e) {
+    record_failure(to_failure(e).message);
+  });
   return {
-      [self, rt, in, b, record_failure](launch_atom) {
-        std::mt19937_64 rng{42};
-        for (size_t i = 0; i < b->names.size(); ++i) {
-          auto spec = make_code_spec(in->request, in->settings, in->provider, in->catalog,
-                                     b->names[i], rng);
-          if (!spec) {
-            record_failure("spec refused: " + spec.error().message);
-            continue;
-          }
-          auto exec = rt->spawn_execution();
-          b->started[i] = ns_since(b->t0);
-          self->send(exec, run_atom::value, std::move(*spec));
-        }
+      [b, launch_next](launch_atom) {
+        for (size_t i = 0; i < b->shape.k; ++i) launch_next();
       },
-      [b, record_failure](execution_report& r) {
+      [b, record_failure, finished_one, launch_next](execution_report& r) {
         auto at = ns_since(b->t0);
+        launch_next();
         auto i = b->index.find(r.name);
         if (i == b->index.end())
           return record_failure("a report for an unknown guest name " + r.name);
@@ -248,19 +281,20 @@ caf::behavior driver(caf::stateful_actor<driver_state>* self, runtime* rt, const
           return record_failure("run " + r.name + " exited " +
                                 std::to_string(r.result.exit_code));
         b->finished[i->second] = at;
-        if (b->done.fetch_add(1) + 1 == b->names.size()) b->all_done.set_value();
+        finished_one();
       },
   };
 }
 
 struct figures {
-  size_t k = 0;
+  std::string transport; ///< "unix" or "tcp": how the client reaches the control plane
+  load_shape shape;
   size_t failed = 0;
   double wall_s = 0;
   double runs_per_s = 0;
   double p50_ms = 0, p99_ms = 0, max_ms = 0;
-  double cpu_us_per_run = 0;
-  double sys_share = 0; ///< of cpu_us_per_run, in the kernel (loopback TCP, futexes, epoll)
+  double cpu_us_per_run = 0; ///< every thread but the harness's sampling (main) thread
+  double sys_share = 0; ///< of the whole process's CPU, in the kernel (loopback TCP, futexes)
   uint64_t rss_before = 0, rss_peak = 0;
   double rss_per_run = 0;
   reaper_stats reaper;
@@ -288,7 +322,7 @@ reaper_stats reaper_counters(caf::actor_system& sys, runtime& rt) {
 }
 
 /// Waits (deadline) until the reaper tracks nothing and owes nothing: every guest of the
-/// batch was deleted and reported so.
+/// load was deleted and reported so.
 reaper_stats settled_reaper(caf::actor_system& sys, runtime& rt) {
   auto deadline = steady::now() + 60s;
   for (;;) {
@@ -298,67 +332,91 @@ reaper_stats settled_reaper(caf::actor_system& sys, runtime& rt) {
   }
 }
 
-figures run_batch(caf::actor_system& sys, runtime& rt, const run_inputs& in, size_t k,
-                  std::mt19937_64& rng, const rss_probe& rss, pid_t server) {
-  auto b = std::make_shared<batch>(k, in.owner, rng); // shared with the driver
+/// Everything sampled at one edge of the measured window.
+struct sample {
+  int64_t at_ns = 0;
+  size_t done = 0;
+  cpu_times cpu;
+  std::map<std::string, thread_cpu> threads;
+  uint64_t server_ns = 0;
+};
+
+sample take_sample(const batch& b, pid_t server) {
+  sample s;
+  s.done = b.done.load();
+  s.at_ns = ns_since(b.t0);
+  s.cpu = cpu_seconds();
+  s.threads = thread_cpu_by_group();
+  s.server_ns = process_cpu_ns(server);
+  return s;
+}
+
+figures run_load(caf::actor_system& sys, runtime& rt, const run_inputs& in, load_shape shape,
+                 std::mt19937_64& rng, const rss_probe& rss, pid_t server) {
+  auto b = std::make_shared<batch>(shape, in.owner, rng); // shared with the driver
   auto all_done = b->all_done.get_future();
   auto drv = sys.spawn(driver, &rt, &in, b);
-  // What the previous batch freed goes back to the kernel, so that this batch's growth is
+  // What the previous load freed goes back to the kernel, so that this load's growth is
   // measured from a clean floor rather than partly hidden in freed-but-resident heap.
   ::malloc_trim(0);
   figures f;
-  f.k = k;
+  f.shape = shape;
   f.rss_before = rss.bytes();
   f.rss_peak = f.rss_before;
-  auto threads0 = thread_cpu_by_group();
-  auto server0 = process_cpu_ns(server);
-  auto cpu0 = cpu_seconds();
+  std::optional<sample> from, to;
   b->t0 = steady::now();
+  if (shape.window_from() == 0) from = take_sample(*b, server);
   caf::anon_send(drv, launch_atom::value);
-  auto deadline = b->t0 + std::chrono::seconds{60 + k / 100};
-  while (all_done.wait_for(5ms) != std::future_status::ready) {
-    f.rss_peak = std::max(f.rss_peak, rss.bytes());
+  auto deadline = b->t0 + std::chrono::seconds{60 + shape.total() / 100};
+  // Polled often, so that the window's edges sit close to the completion counts.
+  while (all_done.wait_for(2ms) != std::future_status::ready) {
+    auto done = b->done.load();
+    if (!from && done >= shape.window_from()) from = take_sample(*b, server);
+    if (from && !to && done >= shape.window_to()) to = take_sample(*b, server);
+    if (from && !to) f.rss_peak = std::max(f.rss_peak, rss.bytes());
     if (steady::now() > deadline)
-      throw std::runtime_error(std::to_string(b->done.load()) + " of " + std::to_string(k) +
+      throw std::runtime_error(std::to_string(b->done.load()) + " of " +
+                               std::to_string(shape.total()) +
                                " runs finished before the deadline");
   }
-  auto wall_ns = ns_since(b->t0);
-  auto cpu1 = cpu_seconds();
-  auto threads1 = thread_cpu_by_group();
-  auto server1 = process_cpu_ns(server);
-  f.rss_peak = std::max(f.rss_peak, rss.bytes());
+  if (!from) from = take_sample(*b, server);
+  if (!to) {
+    to = take_sample(*b, server);
+    f.rss_peak = std::max(f.rss_peak, rss.bytes());
+  }
   caf::anon_send_exit(drv, caf::exit_reason::user_shutdown);
   f.failed = b->failed.load();
   if (f.failed)
-    throw std::runtime_error(std::to_string(f.failed) + " of " + std::to_string(k) +
-                             " runs failed; first: " + b->first_error);
-  f.wall_s = static_cast<double>(wall_ns) / 1e9;
-  f.runs_per_s = static_cast<double>(k) / f.wall_s;
+    throw std::runtime_error(std::to_string(f.failed) + " of " +
+                             std::to_string(shape.total()) + " runs failed; first: " +
+                             b->first_error);
+  auto runs = static_cast<double>(to->done - from->done);
+  f.wall_s = static_cast<double>(to->at_ns - from->at_ns) / 1e9;
+  f.runs_per_s = runs / f.wall_s;
   std::vector<double> lat;
-  lat.reserve(k);
-  for (size_t i = 0; i < k; ++i)
-    lat.push_back(static_cast<double>(b->finished[i] - b->started[i]) / 1e6);
+  for (size_t i = 0; i < b->names.size(); ++i)
+    if (b->finished[i] >= from->at_ns && b->finished[i] <= to->at_ns)
+      lat.push_back(static_cast<double>(b->finished[i] - b->started[i]) / 1e6);
   f.p50_ms = percentile(lat, 0.50);
   f.p99_ms = percentile(lat, 0.99);
-  f.max_ms = lat.back();
-  f.cpu_us_per_run = (cpu1.total() - cpu0.total()) * 1e6 / static_cast<double>(k);
-  f.sys_share = (cpu1.sys - cpu0.sys) / (cpu1.total() - cpu0.total());
-  f.server_cpu_us_per_run =
-      static_cast<double>(server1 - server0) / 1e3 / static_cast<double>(k);
-  for (auto& [group, t] : threads1) {
-    auto& t0 = threads0[group];
-    f.cpu_us_by_thread[group] =
-        static_cast<double>(t.ns - t0.ns) / 1e3 / static_cast<double>(k);
+  f.max_ms = lat.empty() ? 0 : lat.back();
+  f.sys_share = (to->cpu.sys - from->cpu.sys) / (to->cpu.total() - from->cpu.total());
+  f.server_cpu_us_per_run = static_cast<double>(to->server_ns - from->server_ns) / 1e3 / runs;
+  for (auto& [group, t] : to->threads) {
+    auto& t0 = from->threads[group];
+    f.cpu_us_by_thread[group] = static_cast<double>(t.ns - t0.ns) / 1e3 / runs;
+    // The main thread only samples these figures: it is the harness, not the runtime.
+    if (group != "main") f.cpu_us_per_run += f.cpu_us_by_thread[group];
     auto user = t.user_ticks - t0.user_ticks, sys = t.sys_ticks - t0.sys_ticks;
     f.sys_share_by_thread[group] =
         user + sys == 0 ? 0 : static_cast<double>(sys) / static_cast<double>(user + sys);
   }
-  f.rss_per_run = static_cast<double>(f.rss_peak - f.rss_before) / static_cast<double>(k);
+  f.rss_per_run = static_cast<double>(f.rss_peak - f.rss_before) / static_cast<double>(shape.k);
   f.reaper = settled_reaper(sys, rt);
   if (f.reaper.tracked != 0 || f.reaper.pending != 0)
     throw std::runtime_error("the reaper still tracks " + std::to_string(f.reaper.tracked) +
                              " guests and owes " + std::to_string(f.reaper.pending) +
-                             " deletes after the batch");
+                             " deletes after the load");
   return f;
 }
 
@@ -395,6 +453,7 @@ int main(int argc, char** argv) {
   std::string out_path;
   std::string policy;
   size_t max_idle = 0;
+  std::vector<std::string> transports;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--inflight" && i + 1 < argc)
@@ -409,54 +468,77 @@ int main(int argc, char** argv) {
       policy = argv[++i];
     else if (a == "--max-idle" && i + 1 < argc)
       max_idle = std::stoul(argv[++i]);
+    else if (a == "--transport" && i + 1 < argc &&
+             (std::string{argv[i + 1]} == "unix" || std::string{argv[i + 1]} == "tcp"))
+      transports.push_back(argv[++i]);
     else {
-      std::cerr << "usage: bench_runtime [--inflight K]... [--latency-ms N] [--smoke] "
-                   "[--out FILE]\n";
+      std::cerr << "usage: bench_runtime [--inflight K]... [--transport unix|tcp]... "
+                   "[--latency-ms N] [--smoke] [--out FILE]\n";
       return 2;
     }
   }
   if (inflight.empty())
     inflight = smoke ? std::vector<size_t>{50} : std::vector<size_t>{1000, 10'000};
+  if (transports.empty()) transports = {"unix", "tcp"};
   if (out_path.empty() && !smoke)
     out_path = std::string{GUESTFLOW_SOURCE_DIR} + "/bench/results/runtime.txt";
 
   try {
     auto fd_limit = raise_fd_limit();
     guestflow::testing::temp_dir dir;
+    auto socket_path = dir.path() / "cp.sock";
     guestflow::testing::control_plane_process server{
-        dir.path() / "state", {"--simulate-latency-ms", std::to_string(latency_ms)}};
-    cp::endpoint ep;
-    ep.base_url = "http://127.0.0.1:" + std::to_string(server.port());
+        dir.path() / "state",
+        {"--simulate-latency-ms", std::to_string(latency_ms), "--unix-socket",
+         socket_path.string()}};
     cp::client_config ccfg; // the CLI's defaults
     if (max_idle) ccfg.max_idle_per_endpoint = max_idle;
-    auto client = cp::client::make(ep, ccfg);
-    if (!client) throw std::runtime_error("client: " + client.error().message);
+    auto client_for = [&](const std::string& transport) {
+      cp::endpoint ep;
+      ep.base_url = transport == "unix" ? "unix://" + socket_path.string()
+                                        : "http://127.0.0.1:" + std::to_string(server.port());
+      auto client = cp::client::make(ep, ccfg);
+      if (!client) throw std::runtime_error("client: " + client.error().message);
+      return std::move(*client);
+    };
 
     run_inputs in;
     in.request.code = "print('hello from a guest')\n";
     in.provider.kind = cp::provider::local;
-    auto caps = await<capabilities>([&](auto cb) { (*client)->capabilities_of(10s, cb); });
-    if (!caps) throw std::runtime_error("capabilities: " + caps.error().message);
-    in.provider.caps = *caps;
-    auto catalog = await<shape_list>([&](auto cb) { (*client)->shapes(10s, cb); });
-    if (!catalog) throw std::runtime_error("shapes: " + catalog.error().message);
-    in.catalog = std::move(*catalog);
+    {
+      auto probe = client_for("tcp");
+      auto caps = await<capabilities>([&](auto cb) { probe->capabilities_of(10s, cb); });
+      if (!caps) throw std::runtime_error("capabilities: " + caps.error().message);
+      in.provider.caps = *caps;
+      auto catalog = await<shape_list>([&](auto cb) { probe->shapes(10s, cb); });
+      if (!catalog) throw std::runtime_error("shapes: " + catalog.error().message);
+      in.catalog = std::move(*catalog);
+    }
     in.owner = names::owner_id("benchrt", "bench", dir.path().string());
 
     bench_config cfg{policy};
     caf::actor_system sys{cfg};
-    runtime_options ro;
-    ro.owner = in.owner;
-    runtime rt{sys, std::move(*client), ro};
     std::mt19937_64 rng{7};
     rss_probe rss;
-
-    // Warm-up: code paths, thread stacks, pool and allocator arenas, not measured.
-    run_batch(sys, rt, in, std::min<size_t>(200, inflight.front()), rng, rss, server.pid());
-
     std::vector<figures> all;
-    for (auto k : inflight)
-      all.push_back(run_batch(sys, rt, in, k, rng, rss, server.pid()));
+    for (auto& transport : transports) {
+      runtime_options ro;
+      ro.owner = in.owner;
+      runtime rt{sys, client_for(transport), ro};
+      // Warm-up: code paths, thread stacks, pool and allocator arenas, not measured.
+      run_load(sys, rt, in, {load_mode::burst, std::min<size_t>(200, inflight.front())}, rng,
+               rss, server.pid());
+      auto measure = [&](load_shape shape) {
+        all.push_back(run_load(sys, rt, in, shape, rng, rss, server.pid()));
+        all.back().transport = transport;
+      };
+      for (auto k : inflight) {
+        measure({load_mode::sustained, k});
+        if (!smoke) measure({load_mode::burst, k});
+      }
+      // The reaper owes nothing (checked per load); stop this runtime before the next.
+      rt.stop();
+    }
 
     std::ostringstream table;
     table << "runtime overhead per execution: simulated control plane, " << latency_ms
@@ -467,40 +549,51 @@ int main(int argc, char** argv) {
           << "; fd limit " << fd_limit << "; " << std::thread::hardware_concurrency()
           << " cores shared with the control plane child\n\n";
     char line[256];
-    std::snprintf(line, sizeof(line), "%8s %8s %9s %9s %11s %7s %11s %11s\n", "inflight",
-                  "runs/s", "p50 ms", "p99 ms", "CPU us/run", "kernel", "RSS B/run",
+    std::snprintf(line, sizeof(line), "%-5s %8s %-9s %8s %9s %9s %11s %7s %11s %11s\n", "via",
+                  "inflight", "load", "runs/s", "p50 ms", "p99 ms", "CPU us/run", "kernel", "RSS B/run",
                   "cp CPU us");
     table << line;
     for (auto& f : all) {
-      std::snprintf(line, sizeof(line), "%8zu %8.0f %9.1f %9.1f %11.1f %6.0f%% %11.0f %11.1f\n",
-                    f.k, f.runs_per_s, f.p50_ms, f.p99_ms, f.cpu_us_per_run, 100 * f.sys_share,
-                    f.rss_per_run, f.server_cpu_us_per_run);
+      std::snprintf(line, sizeof(line),
+                    "%-5s %8zu %-9s %8.0f %9.1f %9.1f %11.1f %6.0f%% %11.0f %11.1f\n",
+                    f.transport.c_str(), f.shape.k,
+                    f.shape.label(), f.runs_per_s, f.p50_ms, f.p99_ms, f.cpu_us_per_run,
+                    100 * f.sys_share, f.rss_per_run, f.server_cpu_us_per_run);
       table << line;
     }
     table
-        << "(CPU: this process, getrusage user+sys / K; RSS: (peak - before) / K; cp CPU: the\n"
-           " control plane child per run, not counted. Ideal latency 4 x "
+        << "(via: the client's transport to the control plane, its Unix socket or loopback TCP.\n"
+           " sustained: K kept in flight, each finished run launching the next; measured from\n"
+           " the 2K-th to the 4K-th completion on a warm pool. burst: K launched at once on a\n"
+           " pool holding 200 connections, measured until all K finished: it pays for opening\n"
+           " K connections. CPU: every thread of this process but the sampling main thread\n"
+           " (schedstat), per run finished in the window; kernel: the process's getrusage sys\n"
+           " share; RSS: (peak - before) / K; cp CPU: the control plane child per run, not\n"
+           " counted. Ideal latency 4 x "
         << latency_ms << " ms = " << 4 * latency_ms
         << " ms; above it, both processes are CPU-bound on these cores.)\n\n";
     for (auto& f : all) {
+      if (f.shape.mode != load_mode::sustained) continue;
       std::snprintf(line, sizeof(line), "%.1f us", f.cpu_us_per_run);
-      table << "target CPU per execution <= " << cpu_target_us << " us, at " << f.k << ": "
-            << line << " = " << ratio(f.cpu_us_per_run, cpu_target_us) << "\n";
+      table << "target CPU per execution <= " << cpu_target_us << " us, " << f.transport << ", "
+            << f.shape.k << " in flight: " << line << " = " << ratio(f.cpu_us_per_run, cpu_target_us)
+            << "\n";
     }
     bool rss_measured = false;
     for (auto& f : all) {
-      if (f.k != rss_target_at) continue;
+      if (f.shape.k != rss_target_at || f.shape.mode != load_mode::sustained) continue;
       rss_measured = true;
       std::snprintf(line, sizeof(line), "%.0f B", f.rss_per_run);
-      table << "target RSS per in-flight execution <= " << rss_target_bytes << " B, at " << f.k
-            << ": " << line << " = " << ratio(f.rss_per_run, rss_target_bytes) << "\n";
+      table << "target RSS per in-flight execution <= " << rss_target_bytes << " B, "
+            << f.transport << ", " << f.shape.k << " in flight: " << line << " = "
+            << ratio(f.rss_per_run, rss_target_bytes) << "\n";
     }
     if (!rss_measured)
       table << "target RSS (at " << rss_target_at << " in flight): not measured in this run\n";
     table << "\nCPU us/run by thread (main = this harness's sampling loop), with the kernel's\n"
              "share of it (from 10 ms ticks, coarse):\n";
     for (auto& f : all) {
-      table << "  " << f.k << ":";
+      table << "  " << f.transport << " " << f.shape.k << " " << f.shape.label() << ":";
       for (auto& [group, us] : f.cpu_us_by_thread) {
         std::snprintf(line, sizeof(line), " %s %.1f (%.0f%%)", group.c_str(), us,
                       100 * f.sys_share_by_thread[group]);
@@ -511,7 +604,7 @@ int main(int argc, char** argv) {
     std::ostringstream raw;
     raw << "\nraw:\n";
     for (auto& f : all) {
-      raw << "inflight=" << f.k << " wall_s=" << f.wall_s << " runs_per_s=" << f.runs_per_s
+      raw << "via=" << f.transport << " inflight=" << f.shape.k << " load=" << f.shape.label() << " wall_s=" << f.wall_s << " runs_per_s=" << f.runs_per_s
           << " p50_ms=" << f.p50_ms << " p99_ms=" << f.p99_ms << " max_ms=" << f.max_ms
           << " cpu_us_per_run=" << f.cpu_us_per_run << " sys_share=" << f.sys_share
           << " rss_before=" << f.rss_before << " rss_peak=" << f.rss_peak
@@ -528,8 +621,6 @@ int main(int argc, char** argv) {
       std::cout << "(written to " << out_path << ")\n";
     }
 
-    // The reaper owes nothing (checked per batch); stop the runtime before the server.
-    rt.stop();
     return server.stop() == 0 ? 0 : 1;
   } catch (const std::exception& e) {
     std::cerr << "bench_runtime: " << e.what() << '\n';

@@ -80,7 +80,9 @@ public:
 /// exec never retry — except that a request on a *pooled* connection that fails while
 /// writing, or whose read ends (EOF/reset) before a single response byte, is sent once
 /// more on a fresh connection: that is the server having closed an idle keep-alive
-/// connection, not an answer.
+/// connection, not an answer; and that a `unix://` control plane whose accept queue is
+/// full (a burst of new connections; nothing was sent) is tried again with backoff, as
+/// transient, inside the deadline.
 ///
 /// Every call completes exactly once, on a client thread; a `timeout` ≤ 0 means
 /// `client_config::default_timeout`. The deadline covers resolve + connect + TLS + write +

@@ -38,24 +38,24 @@ char* connection::tls_buffer() {
 }
 
 bool connection::looks_alive() {
-  auto& sock = tcp();
-  if (!sock.is_open() || !pending.empty())
+  auto& s = sock();
+  if (!s.is_open() || !pending.empty())
     return false;
   // One non-blocking peek (this runs before every pooled request). EAGAIN: nothing to
   // read, peer silent — the healthy idle state. Anything else (EOF, reset, or unsolicited
   // bytes) means the connection cannot carry a clean exchange.
   char byte;
-  auto n = ::recv(sock.native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+  auto n = ::recv(s.native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
   return n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
 }
 
 void connection::close() noexcept {
   boost::system::error_code err;
-  auto& sock = tcp();
-  if (!sock.is_open())
+  auto& s = sock();
+  if (!s.is_open())
     return;
-  sock.shutdown(net::socket_base::shutdown_both, err);
-  sock.close(err);
+  s.shutdown(net::socket_base::shutdown_both, err);
+  s.close(err);
 }
 
 } // namespace guestflow::cp

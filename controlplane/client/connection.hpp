@@ -1,7 +1,7 @@
 #pragma once
 
+#include <boost/asio/generic/stream_protocol.hpp>
 #include <boost/asio/io_context.hpp>
-#include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/ssl/context.hpp>
 #include <boost/asio/ssl/stream.hpp>
 
@@ -12,17 +12,18 @@
 
 namespace guestflow::cp {
 
-/// One keep-alive connection to the control plane: a TCP socket on one I/O lane's
-/// io_context (concrete executor: no type-erased dispatch per handler), wrapped in TLS for
+/// One keep-alive connection to the control plane: a stream socket (TCP, or a Unix socket
+/// for a local control plane) on one I/O lane's io_context (concrete executor: no type-erased dispatch per handler), wrapped in TLS for
 /// https. It has no timers of its own: the call using it owns the one deadline timer and
 /// closes the socket when it fires. Never used by two calls at once.
 class connection {
 public:
   using executor = boost::asio::io_context::executor_type;
-  using socket = boost::asio::basic_stream_socket<boost::asio::ip::tcp, executor>;
+  /// Generic: one type carries TCP and Unix-domain connections alike.
+  using socket = boost::asio::basic_stream_socket<boost::asio::generic::stream_protocol, executor>;
   using tls_stream = boost::asio::ssl::stream<socket>;
 
-  /// Plain TCP (loopback http only; the caller checked).
+  /// Plain (loopback http or a Unix socket only; the caller checked).
   explicit connection(boost::asio::io_context& ioc);
 
   /// TLS with SNI and host-name (or IP-address) verification against `host` when the
@@ -32,8 +33,8 @@ public:
 
   bool tls() const noexcept { return tls_ != nullptr; }
 
-  /// The TCP layer: connect, readiness waits, close.
-  socket& tcp() noexcept { return tls_ ? tls_->next_layer() : *plain_; }
+  /// The socket layer: connect, readiness waits, close.
+  socket& sock() noexcept { return tls_ ? tls_->next_layer() : *plain_; }
 
   tls_stream& secure() noexcept { return *tls_; }
 

@@ -1,6 +1,7 @@
 #include "controlplane/client/http_call.hpp"
 
 #include <boost/asio/connect.hpp>
+#include <boost/asio/local/stream_protocol.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/ssl/stream_base.hpp>
 #include <boost/asio/write.hpp>
@@ -10,6 +11,8 @@
 
 #include <algorithm>
 #include <array>
+#include <cerrno>
+#include <sys/socket.h>
 
 namespace guestflow::cp {
 
@@ -168,12 +171,18 @@ void http_call::attempt() {
   reused_ = conn_ != nullptr;
   if (reused_)
     return send();
+  if (!t_->url().socket_path.empty())
+    return connect_one(net::local::stream_protocol::endpoint{t_->url().socket_path});
   // An IP literal (the local control plane's 127.0.0.1) needs no lookup: the resolver
   // would hop to its own thread and back for every new connection.
   error_code not_literal;
   auto addr = net::ip::make_address(t_->url().host, not_literal);
-  if (!not_literal)
-    return connect_literal(tcp::endpoint{addr, t_->url().port});
+  if (!not_literal) {
+    tcp::endpoint ep{addr, t_->url().port};
+    if (!t_->url().tls && !is_loopback_address(addr))
+      return connect_to({ep}); // refused there, with its message
+    return connect_one(ep);
+  }
   phase_ = phase::resolve;
   if (!resolver_)
     resolver_ = std::make_unique<resolver>(lane_->ioc);
@@ -207,27 +216,46 @@ void http_call::connect_to(std::vector<tcp::endpoint> eps) {
                                                "plain http is only allowed to loopback"));
   conn_ = t_->open_connection(*lane_);
   phase_ = phase::connect;
-  net::async_connect(conn_->tcp(), eps,
-                     [self = shared_from_this()](error_code e, const tcp::endpoint&) {
+  net::async_connect(conn_->sock(), eps,
+                     [self = shared_from_this()](error_code e, const auto&) {
                        self->on_connect(e);
                      });
 }
 
-/// One endpoint, the socket opened here: non-blocking from the start, so that neither
-/// connect nor the reads after readiness waits need another mode switch.
-void http_call::connect_literal(const tcp::endpoint& ep) {
-  if (!t_->url().tls && !is_loopback_address(ep.address()))
-    return connect_to({ep}); // refused there, with its message
+/// One endpoint (an IP literal or a Unix socket), the socket opened here: non-blocking
+/// from the start, so that neither connect nor the reads after readiness waits need
+/// another mode switch.
+void http_call::connect_one(const net::generic::stream_protocol::endpoint& ep) {
   conn_ = t_->open_connection(*lane_);
   phase_ = phase::connect;
   error_code err;
-  conn_->tcp().open(ep.protocol(), err);
+  conn_->sock().open(ep.protocol(), err);
   if (!err)
-    conn_->tcp().non_blocking(true, err);
+    conn_->sock().non_blocking(true, err);
   if (err)
     return attempt_failed(map_transport(phase::connect, err, t_->url().origin(), spec_.what()));
-  conn_->tcp().async_connect(ep,
-                             [self = shared_from_this()](error_code e) { self->on_connect(e); });
+  if (!t_->url().socket_path.empty())
+    return connect_unix(ep);
+  conn_->sock().async_connect(ep,
+                              [self = shared_from_this()](error_code e) { self->on_connect(e); });
+}
+
+/// A Unix connect completes at once or fails at once: EAGAIN is the server's accept queue
+/// being full (a burst of new connections), which is "busy", not "down". Asio's
+/// asynchronous connect would wait for writability and then take the unconnected socket
+/// for connected, so the connect is done here.
+void http_call::connect_unix(const net::generic::stream_protocol::endpoint& ep) {
+  int rc = ::connect(conn_->sock().native_handle(), ep.data(), static_cast<socklen_t>(ep.size()));
+  if (rc == 0)
+    return on_connect({});
+  error_code err(errno, boost::system::system_category());
+  if (err != net::error::would_block && err != net::error::try_again)
+    return attempt_failed(map_transport(phase::connect, err, t_->url().origin(), spec_.what()));
+  attempt_outcome busy{fail(ec::transient, spec_.what() + ": control plane at "
+                                             + t_->url().origin()
+                                             + " is busy (its accept queue is full)"),
+                       true, true};
+  attempt_failed(std::move(busy));
 }
 
 void http_call::on_connect(const error_code& err) {
@@ -237,10 +265,11 @@ void http_call::on_connect(const error_code& err) {
     return attempt_failed(
       map_transport(phase::connect, err, t_->url().origin(), spec_.what()));
   error_code ignored;
-  conn_->tcp().set_option(tcp::no_delay(true), ignored);
+  if (t_->url().socket_path.empty())
+    conn_->sock().set_option(tcp::no_delay(true), ignored);
   // Reads happen after a readiness wait: a read with nothing there must say so, not block.
-  if (!conn_->tcp().non_blocking())
-    conn_->tcp().non_blocking(true, ignored);
+  if (!conn_->sock().non_blocking())
+    conn_->sock().non_blocking(true, ignored);
   if (!conn_->tls())
     return send();
   phase_ = phase::handshake;
@@ -279,11 +308,11 @@ void http_call::send() {
   }
   // The readiness wait is queued before the write starts: an answer that arrives before
   // the write's handler ran still finds an operation waiting for it (edge-triggered).
-  conn_->tcp().async_wait(tcp::socket::wait_read,
+  conn_->sock().async_wait(net::socket_base::wait_read,
                           [self = shared_from_this(), g](error_code e) {
                             self->on_readable(e, g);
                           });
-  net::async_write(conn_->tcp(), bufs, [self = shared_from_this(), g](error_code e, size_t) {
+  net::async_write(conn_->sock(), bufs, [self = shared_from_this(), g](error_code e, size_t) {
     self->on_write(e, g);
   });
 }
@@ -317,7 +346,7 @@ void http_call::on_readable(const error_code& err, uint32_t gen) {
 }
 
 void http_call::wait_readable() {
-  conn_->tcp().async_wait(tcp::socket::wait_read,
+  conn_->sock().async_wait(net::socket_base::wait_read,
                           [self = shared_from_this(), g = gen_](error_code e) {
                             self->on_readable(e, g);
                           });
@@ -328,7 +357,7 @@ void http_call::read_plain() {
   auto* buf = lane_->read_buffer.get();
   for (;;) {
     error_code err;
-    auto n = conn_->tcp().read_some(net::buffer(buf, io_lane::read_buffer_size), err);
+    auto n = conn_->sock().read_some(net::buffer(buf, io_lane::read_buffer_size), err);
     if (err == net::error::would_block || err == net::error::try_again)
       return wait_readable();
     if (err)
@@ -508,7 +537,7 @@ void http_call::retry_fresh() {
 
 void http_call::attempt_failed(attempt_outcome o) {
   drop_connection();
-  if (!o.retryable || !spec_.idempotent)
+  if (!o.retryable || !(spec_.idempotent || o.unsent))
     return finish(std::move(o.value));
   auto wait = retry_.next(clock::now(), deadline_, parser_ ? parser_->retry_after : std::nullopt);
   if (!wait)

@@ -106,7 +106,8 @@ private:
   void attempt();
   void on_resolve(const boost::system::error_code& err, const tcp::resolver::results_type& r);
   void connect_to(std::vector<tcp::endpoint> eps);
-  void connect_literal(const tcp::endpoint& ep);
+  void connect_one(const boost::asio::generic::stream_protocol::endpoint& ep);
+  void connect_unix(const boost::asio::generic::stream_protocol::endpoint& ep);
   void on_connect(const boost::system::error_code& err);
   void on_handshake(const boost::system::error_code& err);
   void send();

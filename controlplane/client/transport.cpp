@@ -17,7 +17,7 @@ result<std::shared_ptr<transport>> transport::make(endpoint ep, client_config cf
   auto url = parse_base_url(ep.base_url);
   if (!url)
     return url.error();
-  if (!url->tls && !is_loopback_host(url->host))
+  if (!url->tls && url->socket_path.empty() && !is_loopback_host(url->host))
     return fail(ec::policy_refused,
                 "plain http to the control plane is only allowed for loopback hosts; use "
                 "https://"

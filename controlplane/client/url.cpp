@@ -28,6 +28,8 @@ failure bad_url(std::string_view text, std::string_view why) {
 } // namespace
 
 std::string base_url::origin() const {
+  if (!socket_path.empty())
+    return "unix://" + socket_path;
   return std::string(tls ? "https://" : "http://") + host_header;
 }
 
@@ -35,13 +37,27 @@ result<base_url> parse_base_url(std::string_view text) {
   base_url u;
   auto scheme_end = text.find("://");
   if (scheme_end == std::string_view::npos)
-    return bad_url(text, "expected http://host[:port] or https://host[:port]");
+    return bad_url(text, "expected http://host[:port], https://host[:port] or unix:///path");
   auto scheme = lower(text.substr(0, scheme_end));
+  auto rest = text.substr(scheme_end + 3);
+  if (scheme == "unix") {
+    // sun_path holds 108 bytes with the terminating NUL.
+    if (rest.empty() || rest.front() != '/')
+      return bad_url(text, "a Unix socket path must be absolute (unix:///run/cp.sock)");
+    if (rest.size() > 107)
+      return bad_url(text, "a Unix socket path must be at most 107 bytes");
+    for (unsigned char c : rest)
+      if (c < 0x20 || c == 0x7f || c == '?' || c == '#')
+        return bad_url(text, "the socket path must be printable, without query or fragment");
+    u.socket_path = std::string(rest);
+    u.host = "localhost";
+    u.host_header = "localhost";
+    return u;
+  }
   if (scheme == "https")
     u.tls = true;
   else if (scheme != "http")
-    return bad_url(text, "scheme must be http or https");
-  auto rest = text.substr(scheme_end + 3);
+    return bad_url(text, "scheme must be http, https or unix");
   if (rest.find_first_of("?#") != std::string_view::npos)
     return bad_url(text, "query and fragment are not allowed");
   auto slash = rest.find('/');

@@ -17,13 +17,17 @@ struct base_url {
   uint16_t port = 0;       ///< explicit or the scheme default
   std::string prefix;      ///< path before "/v1/…", no trailing '/' ("" or "/api")
   std::string host_header; ///< the Host header: host[:port] (brackets for IPv6)
+  /// `unix:///path`: the Unix domain socket to connect to (host "localhost", no TLS).
+  std::string socket_path;
 
-  /// "scheme://host[:port]" (no prefix), for messages.
+  /// "scheme://host[:port]" or "unix://PATH" (no prefix), for messages.
   std::string origin() const;
 };
 
-/// Parses `http[s]://host[:port][/prefix]`. Refuses (bad_request) other schemes,
-/// user info, query, fragment, an empty host and a port outside 1–65535.
+/// Parses `http[s]://host[:port][/prefix]` or `unix:///absolute/path.sock` (a local
+/// control plane's socket: no TCP stack, no port anyone else can reach). Refuses
+/// (bad_request) other schemes, user info, query, fragment, an empty host, a port outside
+/// 1–65535 and a socket path that is relative or longer than the kernel takes.
 result<base_url> parse_base_url(std::string_view text);
 
 /// True for `localhost`, 127.0.0.0/8, ::1 and ::ffff:127.0.0.0/104 — the only hosts plain

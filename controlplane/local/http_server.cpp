@@ -3,7 +3,12 @@
 #include "controlplane/local/http_session.hpp"
 
 #include <algorithm>
+#include <boost/asio/local/stream_protocol.hpp>
 #include <boost/asio/socket_base.hpp>
+#include <netinet/in.h>
+#include <stdexcept>
+#include <sys/stat.h>
+#include <unistd.h>
 
 namespace guestflow::local {
 
@@ -18,43 +23,78 @@ void http_context::track(const std::shared_ptr<exec_pump>& p) {
   execs.push_back(p);
 }
 
-tcp::acceptor listen_on(net::io_context& io, const tcp::endpoint& endpoint) {
-  tcp::acceptor acceptor{io};
-  acceptor.open(endpoint.protocol());
-  acceptor.set_option(net::socket_base::reuse_address(true));
-  acceptor.bind(endpoint);
-  acceptor.listen(net::socket_base::max_listen_connections);
-  return acceptor;
+acceptor listen_on(net::io_context& io, const tcp::endpoint& endpoint) {
+  net::generic::stream_protocol::endpoint where{endpoint};
+  acceptor a{io};
+  a.open(where.protocol());
+  a.set_option(net::socket_base::reuse_address(true));
+  a.bind(where);
+  a.listen(net::socket_base::max_listen_connections);
+  return a;
+}
+
+uint16_t bound_port(const acceptor& a) {
+  auto ep = a.local_endpoint();
+  // sin_port and sin6_port sit at the same offset, in network order.
+  return ntohs(reinterpret_cast<const sockaddr_in*>(ep.data())->sin_port);
+}
+
+acceptor listen_unix(net::io_context& io, const std::string& path) {
+  net::local::stream_protocol::endpoint local{path};
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) == 0) {
+    if (!S_ISSOCK(st.st_mode)) throw std::runtime_error(path + " exists and is not a socket");
+    net::local::stream_protocol::socket probe{io};
+    boost::system::error_code refused;
+    probe.connect(local, refused);
+    if (!refused) throw std::runtime_error("another control plane accepts on " + path);
+    ::unlink(path.c_str()); // stale: its server is gone
+  }
+  net::generic::stream_protocol::endpoint where{local};
+  acceptor a{io};
+  a.open(where.protocol());
+  // Created 0600 (umask for the bind), then checked: never a window with a wider mode.
+  auto old = ::umask(0177);
+  boost::system::error_code err;
+  a.bind(where, err);
+  ::umask(old);
+  if (err) throw boost::system::system_error(err, "bind " + path);
+  a.listen(net::socket_base::max_listen_connections);
+  return a;
 }
 
 http_server::http_server(net::io_context& io, net::thread_pool& workers,
-                         sandbox_service& service, http_options options, tcp::acceptor acceptor)
+                         sandbox_service& service, http_options options,
+                         std::vector<acceptor> acceptors)
     : ctx_{io, workers, service, std::move(options), {}, {}}
-    , acceptor_(std::move(acceptor)) {}
+    , acceptors_(std::move(acceptors)) {}
 
 void http_server::start() {
-  accept();
+  for (auto& a : acceptors_)
+    accept(a);
 }
 
-void http_server::accept() {
-  acceptor_.async_accept(net::make_strand(ctx_.io),
-                         [this](boost::system::error_code ec, tcp::socket socket) {
-                           if (ec == net::error::operation_aborted || !acceptor_.is_open())
-                             return;
-                           if (!ec) {
-                             // Streamed exec writes its header, then each chunk as output
-                             // comes: Nagle would hold a chunk for the client's delayed ACK.
-                             boost::system::error_code ignored;
-                             socket.set_option(tcp::no_delay(true), ignored);
-                             serve_connection(std::move(socket), ctx_);
-                           }
-                           accept();
-                         });
+void http_server::accept(acceptor& a) {
+  a.async_accept(
+      net::make_strand(ctx_.io),
+      [this, &a](boost::system::error_code ec, net::generic::stream_protocol::socket s) {
+        if (ec == net::error::operation_aborted || !a.is_open()) return;
+        if (!ec) {
+          // Streamed exec writes its header, then each chunk as output comes: Nagle would
+          // hold a chunk for the client's delayed ACK.
+          boost::system::error_code ignored;
+          if (s.local_endpoint(ignored).protocol().family() != AF_UNIX)
+            s.set_option(tcp::no_delay(true), ignored);
+          serve_connection(std::move(s), ctx_);
+        }
+        accept(a);
+      });
 }
 
 void http_server::stop() {
   boost::system::error_code ignored;
-  acceptor_.close(ignored);
+  for (auto& a : acceptors_)
+    a.close(ignored);
   std::lock_guard<std::mutex> lock{ctx_.execs_mu};
   for (auto& w : ctx_.execs)
     if (auto p = w.lock()) p->client_gone();

@@ -3,6 +3,7 @@
 #include "controlplane/local/exec_pump.hpp"
 #include "controlplane/local/sandbox_service.hpp"
 
+#include <boost/asio/generic/stream_protocol.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/thread_pool.hpp>
@@ -38,20 +39,31 @@ struct http_context {
   void track(const std::shared_ptr<exec_pump>& p);
 };
 
+/// An acceptor for TCP or a Unix socket alike.
+using acceptor = boost::asio::basic_socket_acceptor<boost::asio::generic::stream_protocol>;
+
 /// Binds and listens (throws boost::system::system_error on failure). Separate from the
 /// server because the backend must know the port (guests may never reach it) before the
 /// domain, and so the server, exists.
-boost::asio::ip::tcp::acceptor listen_on(boost::asio::io_context& io,
-                                         const boost::asio::ip::tcp::endpoint& endpoint);
+acceptor listen_on(boost::asio::io_context& io, const boost::asio::ip::tcp::endpoint& endpoint);
 
-/// The transport layer: accepts connections and serves the wire API with one Beast
-/// session per connection, on the io_context's thread(s). Blocking domain calls go to the
-/// worker pool; their results are posted back to the session.
+/// The port an acceptor from listen_on is bound to.
+uint16_t bound_port(const acceptor& a);
+
+/// Binds and listens on a Unix socket at `path`, mode 0600: only this user's processes
+/// reach it (guests run as another uid, and the path is not in their mount namespace). A
+/// stale socket file (nothing accepts on it) is replaced; a live one, or any other file,
+/// is refused. Throws boost::system::system_error (or std::runtime_error) on failure.
+acceptor listen_unix(boost::asio::io_context& io, const std::string& path);
+
+/// The transport layer: accepts connections (on each acceptor: TCP, and optionally a Unix
+/// socket) and serves the wire API with one Beast session per connection, on the
+/// io_context's thread(s). Blocking domain calls go to the worker pool; their results are
+/// posted back to the session.
 class http_server {
 public:
   http_server(boost::asio::io_context& io, boost::asio::thread_pool& workers,
-              sandbox_service& service, http_options options,
-              boost::asio::ip::tcp::acceptor acceptor);
+              sandbox_service& service, http_options options, std::vector<acceptor> acceptors);
 
   void start();
 
@@ -59,10 +71,10 @@ public:
   void stop();
 
 private:
-  void accept();
+  void accept(acceptor& a);
 
   http_context ctx_;
-  boost::asio::ip::tcp::acceptor acceptor_;
+  std::vector<acceptor> acceptors_;
 };
 
 } // namespace guestflow::local

@@ -6,6 +6,7 @@
 #include "messages/json.hpp"
 #include "messages/secret.hpp"
 
+#include <algorithm>
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/write.hpp>
@@ -23,7 +24,7 @@ namespace guestflow::local {
 namespace beast = boost::beast;
 namespace http = beast::http;
 namespace net = boost::asio;
-using tcp = net::ip::tcp;
+using stream_protocol = net::generic::stream_protocol;
 using error_code = boost::system::error_code;
 using steady = std::chrono::steady_clock;
 
@@ -64,7 +65,7 @@ bool expects_continue(const http::request<http::empty_body>& req) {
 
 class session : public std::enable_shared_from_this<session> {
 public:
-  session(tcp::socket socket, http_context& ctx)
+  session(stream_protocol::socket socket, http_context& ctx)
       : stream_(std::move(socket))
       , ctx_(ctx)
       , hb_(stream_.get_executor())
@@ -129,7 +130,8 @@ private:
     if (ec) return shutdown();
     auto body = std::move(body_->get().body());
     body_.reset();
-    after_latency([self = shared_from_this(), body = std::move(body)] { self->dispatch(body); });
+    after_latency(
+        [self = shared_from_this(), body = std::move(body)] { self->dispatch(body); });
   }
 
   /// Runs `next` (which calls the domain) after the simulated domain's latency, waited on
@@ -255,7 +257,7 @@ private:
   /// (into a fixed scratch buffer: nothing is kept) until EOF or a short deadline.
   void linger() {
     error_code ignored;
-    stream_.socket().shutdown(tcp::socket::shutdown_send, ignored);
+    stream_.socket().shutdown(net::socket_base::shutdown_send, ignored);
     if (!linger_deadline_) linger_deadline_ = steady::now() + std::chrono::seconds{5};
     if (steady::now() >= *linger_deadline_) return shutdown();
     scratch_.resize(16 * 1024);
@@ -269,7 +271,7 @@ private:
 
   void shutdown() {
     error_code ignored;
-    stream_.socket().shutdown(tcp::socket::shutdown_both, ignored);
+    stream_.socket().shutdown(net::socket_base::shutdown_both, ignored);
     stream_.socket().close(ignored);
   }
 
@@ -536,7 +538,12 @@ private:
     bool cont = expects_continue(head_->get());
     upload_.emplace(std::move(*head_));
     upload_->body_limit(ctx_.options.max_file_bytes);
-    chunk_.resize(file_chunk);
+    // Sized to the body when its length is known (a program is a few KiB; most uploads
+    // are far below the chunk) and not zero-filled: the reads overwrite it.
+    auto len = upload_->content_length();
+    chunk_size_ =
+        static_cast<size_t>(len ? std::clamp<uint64_t>(*len, 1, file_chunk) : file_chunk);
+    chunk_.reset(new char[chunk_size_]);
     received_ = 0;
     after_continue(cont, [self = shared_from_this(), f, path] { self->read_upload(f, path); });
   }
@@ -544,8 +551,8 @@ private:
   void read_upload(std::shared_ptr<guest_file> f, const std::string& path) {
     if (upload_->is_done()) return upload_done(f, path);
     auto& body = upload_->get().body();
-    body.data = chunk_.data();
-    body.size = chunk_.size();
+    body.data = chunk_.get();
+    body.size = chunk_size_;
     stream_.expires_after(ctx_.options.idle_timeout);
     http::async_read(
         stream_, buf_, *upload_, [self = shared_from_this(), f, path](error_code ec, size_t) {
@@ -558,10 +565,10 @@ private:
                                  });
           }
           if (ec) return self->shutdown();
-          auto n = self->chunk_.size() - self->upload_->get().body().size;
+          auto n = self->chunk_size_ - self->upload_->get().body().size;
           if (n == 0) return self->read_upload(f, path);
           self->offload(
-              [f, data = self->chunk_.data(), n] { return write_all(f->fd.get(), data, n); },
+              [f, data = self->chunk_.get(), n] { return write_all(f->fd.get(), data, n); },
               [self, f, path, n](result<bool> w) {
                 if (!w) return self->send(failure_reply(w.error()), true);
                 self->received_ += n;
@@ -573,12 +580,14 @@ private:
   void upload_done(std::shared_ptr<guest_file> f, const std::string& path) {
     f.reset(); // closes the file, ends the activity
     upload_.reset();
-    std::vector<char>{}.swap(chunk_); // an idle keep-alive session keeps no upload buffer
+    chunk_.reset(); // an idle keep-alive session keeps no upload buffer
+    chunk_size_ = 0;
     send(success_reply("{\"path\":" + quote_json(path) +
                        ",\"size\":" + std::to_string(received_) + "}"));
   }
 
-  beast::tcp_stream stream_;
+  /// TCP or a Unix socket: Beast's timeouts work on either.
+  beast::basic_stream<stream_protocol> stream_;
   beast::flat_buffer buf_;
   http_context& ctx_;
   std::optional<http::request_parser<http::empty_body>> head_;
@@ -604,7 +613,8 @@ private:
   steady::time_point write_started_;
 
   // uploads
-  std::vector<char> chunk_;
+  std::unique_ptr<char[]> chunk_; ///< upload buffer, `chunk_size_` bytes, while a PUT runs
+  size_t chunk_size_ = 0;
   std::vector<char> scratch_;
   std::optional<steady::time_point> linger_deadline_;
   uint64_t received_ = 0;
@@ -612,7 +622,7 @@ private:
 
 } // namespace
 
-void serve_connection(tcp::socket socket, http_context& ctx) {
+void serve_connection(stream_protocol::socket socket, http_context& ctx) {
   std::make_shared<session>(std::move(socket), ctx)->run();
 }
 

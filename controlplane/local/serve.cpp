@@ -92,11 +92,16 @@ struct server_instance::impl {
   std::optional<auto_pause_timer> auto_pause;
   std::optional<net::signal_set> signals;
   std::string url;
+  std::string unix_url;
+  std::optional<std::filesystem::path> unix_socket; ///< removed when the instance goes
   uint16_t port = 0;
   std::atomic<bool> stopping{false};
 
   explicit impl(unsigned threads)
       : workers(std::max(1u, threads)) {}
+  ~impl() {
+    if (unix_socket) ::unlink(unix_socket->c_str());
+  }
 };
 
 server_instance::server_instance(std::unique_ptr<impl> i)
@@ -109,6 +114,10 @@ server_instance::~server_instance() {
 
 const std::string& server_instance::url() const noexcept {
   return impl_->url;
+}
+
+const std::string& server_instance::unix_url() const noexcept {
+  return impl_->unix_url;
 }
 
 uint16_t server_instance::port() const noexcept {
@@ -125,6 +134,11 @@ result<std::unique_ptr<server_instance>> server_instance::start(const serve_opti
                                         "GUESTFLOW_CONTROL_PLANE_KEY, or listen on 127.0.0.1");
   if (!opts.simulate_latency_ms && opts.state_dir.empty())
     return fail(ec::bad_request, "--state-dir DIR is required");
+  if (opts.unix_socket &&
+      (!opts.unix_socket->is_absolute() || opts.unix_socket->string().size() > 107))
+    return fail(ec::bad_request, "--unix-socket: expected an absolute path of at most 107 "
+                                 "bytes, got '" +
+                                     opts.unix_socket->string() + "'");
   if (opts.simulate_exec_stdout && !opts.simulate_latency_ms)
     return fail(ec::bad_request, "--simulate-exec-stdout needs --simulate-latency-ms N");
   std::string canned_stdout;
@@ -136,7 +150,7 @@ result<std::unique_ptr<server_instance>> server_instance::start(const serve_opti
   ::signal(SIGPIPE, SIG_IGN);
 
   auto m = std::make_unique<impl>(opts.workers);
-  std::optional<tcp::acceptor> acceptor;
+  std::vector<acceptor> acceptors;
   try {
     if (!opts.simulate_latency_ms) {
       std::filesystem::create_directories(opts.state_dir);
@@ -147,11 +161,21 @@ result<std::unique_ptr<server_instance>> server_instance::start(const serve_opti
       if (!l) return l.error();
       m->lock.emplace(std::move(*l));
     }
-    acceptor.emplace(listen_on(m->io, *endpoint));
+    acceptors.push_back(listen_on(m->io, *endpoint));
   } catch (const std::exception& e) {
     return fail(ec::unavailable, "cannot listen on " + opts.listen + ": " + e.what());
   }
-  auto port = acceptor->local_endpoint().port();
+  auto port = bound_port(acceptors.front());
+  if (opts.unix_socket) {
+    auto path = opts.unix_socket->string();
+    try {
+      acceptors.push_back(listen_unix(m->io, path));
+    } catch (const std::exception& e) {
+      return fail(ec::unavailable, "cannot listen on Unix socket " + path + ": " + e.what());
+    }
+    m->unix_socket = *opts.unix_socket;
+    m->unix_url = "unix://" + path;
+  }
 
   if (opts.simulate_latency_ms) {
     m->service = std::make_unique<simulated_control_plane>(
@@ -181,7 +205,7 @@ result<std::unique_ptr<server_instance>> server_instance::start(const serve_opti
                                                  std::move(report->records));
   }
 
-  m->server.emplace(m->io, m->workers, *m->service, opts.http, std::move(*acceptor));
+  m->server.emplace(m->io, m->workers, *m->service, opts.http, std::move(acceptors));
   m->auto_pause.emplace(m->io, m->workers, *m->service,
                         sweep_period(opts.domain.auto_pause_scale));
   m->server->start();
@@ -226,6 +250,8 @@ int serve(const serve_options& opts, std::ostream& out, std::ostream& err) {
   }
   (*server)->stop_on_signals();
   out << "listening on " << (*server)->url() << std::endl;
+  if (!(*server)->unix_url().empty())
+    out << "listening on " << (*server)->unix_url() << std::endl;
   (*server)->run();
   return 0;
 }

@@ -13,6 +13,9 @@ namespace guestflow::local {
 
 struct serve_options {
   std::string listen = "127.0.0.1:0"; ///< HOST:PORT, [V6]:PORT
+  /// Also serve on this Unix socket (mode 0600, removed at stop): a local client's path
+  /// without the TCP stack (`unix:///PATH` as its control-plane URL).
+  std::optional<std::filesystem::path> unix_socket;
   std::filesystem::path state_dir;    ///< records, lock, guest workspaces
   http_options http;                  ///< includes the API key
   control_plane_config domain;
@@ -47,6 +50,8 @@ public:
 
   /// "http://127.0.0.1:PORT" (IPv6 hosts in brackets).
   const std::string& url() const noexcept;
+  /// "unix:///PATH" with serve_options::unix_socket, else empty.
+  const std::string& unix_url() const noexcept;
   uint16_t port() const noexcept;
 
   /// Stops on SIGINT/SIGTERM too (the `guestflow control-plane` process).
@@ -65,7 +70,8 @@ private:
 };
 
 /// `guestflow control-plane`: starts a server_instance, prints `listening on URL` on `out`
-/// (flushed: it is the readiness signal), serves until SIGTERM/SIGINT. Returns the exit
+/// (flushed: it is the readiness signal; with a Unix socket a second line `listening on
+/// unix:///PATH` follows at once), serves until SIGTERM/SIGINT. Returns the exit
 /// code: 0 after a clean stop, 2 for a refused configuration, 1 for other failures.
 int serve(const serve_options& opts, std::ostream& out, std::ostream& err);
 

@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <string>
+#include <vector>
+
 using namespace guestflow;
 using namespace guestflow::cp;
 
@@ -36,6 +39,24 @@ TEST(cp_client_url, parses_ipv6_literals) {
   ASSERT_TRUE(v);
   EXPECT_EQ(v->host_header, "[2001:db8::1]");
   EXPECT_EQ(v->port, 443);
+}
+
+TEST(cp_client_url, parses_unix_socket_paths) {
+  auto u = parse_base_url("unix:///run/guestflow/cp.sock");
+  ASSERT_TRUE(u) << u.error().message;
+  EXPECT_EQ(u->socket_path, "/run/guestflow/cp.sock");
+  EXPECT_FALSE(u->tls);
+  EXPECT_EQ(u->host_header, "localhost");
+  EXPECT_EQ(u->prefix, "");
+  EXPECT_EQ(u->origin(), "unix:///run/guestflow/cp.sock");
+  EXPECT_TRUE(parse_base_url("UNIX:///" + std::string(106, 'a'))) << "107 bytes fit sun_path";
+  for (std::string bad : std::vector<std::string>{
+         "unix://", "unix://run/cp.sock", "unix://./cp.sock", "unix:///" + std::string(107, 'a'),
+         "unix:///run/cp.sock?x=1", "unix:///run/cp.sock#f", "unix:///run/c\np.sock"}) {
+    auto r = parse_base_url(bad);
+    ASSERT_FALSE(r) << bad;
+    EXPECT_EQ(r.error().code, ec::bad_request) << bad;
+  }
 }
 
 TEST(cp_client_url, refuses_malformed_urls) {

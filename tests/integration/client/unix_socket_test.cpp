@@ -1,0 +1,136 @@
+// A `unix://` control plane whose accept queue is full: the connection was refused for now
+// and nothing was sent, so even a create (never retried blindly) is tried again inside its
+// deadline — and fails transient, naming the busy server, if the queue never drains.
+#include "tests/integration/client/client_fixture.hpp"
+
+#include "messages/sandbox.hpp"
+
+#include <cerrno>
+#include <cstdio>
+#include <string>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <thread>
+#include <unistd.h>
+#include <vector>
+
+using namespace gft;
+using namespace guestflow;
+
+namespace {
+
+const std::string created_json =
+  R"({"id":"sb-1","name":"n","ip":"10.0.0.2","shape":"s","rootfs":"r","vcpu":1,"mem_mib":256,)"
+  R"("disk_mib":1,"spawn_ms":1,"egress":["*"]})";
+
+/// A Unix listener with a backlog of one that accepts nothing until told to: its accept
+/// queue is filled by connections of its own.
+class full_listener {
+public:
+  full_listener() {
+    char tmpl[] = "/tmp/gf-unix-XXXXXX";
+    dir_ = ::mkdtemp(tmpl);
+    path_ = dir_ + "/cp.sock";
+    fd_ = ::socket(AF_UNIX, SOCK_STREAM, 0);
+    auto a = address();
+    EXPECT_EQ(::bind(fd_, reinterpret_cast<const sockaddr*>(&a), sizeof a), 0);
+    EXPECT_EQ(::listen(fd_, 1), 0);
+    for (;;) { // until the kernel says the queue is full
+      int c = ::socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0);
+      if (::connect(c, reinterpret_cast<const sockaddr*>(&a), sizeof a) != 0) {
+        EXPECT_EQ(errno, EAGAIN);
+        ::close(c);
+        break;
+      }
+      fillers_.push_back(c);
+    }
+  }
+  ~full_listener() {
+    if (server_.joinable())
+      server_.join();
+    for (int c : fillers_)
+      ::close(c);
+    ::close(fd_);
+    ::unlink(path_.c_str());
+    ::rmdir(dir_.c_str());
+  }
+
+  std::string url() const { return "unix://" + path_; }
+
+  /// From now on: accept the fillers (closing them), then answer the first connection that
+  /// sends a request with a success envelope around `data`.
+  void serve_once(std::string data) {
+    server_ = std::thread([this, data = std::move(data)] {
+      for (size_t i = 0; i < fillers_.size(); ++i)
+        ::close(::accept(fd_, nullptr, nullptr));
+      int c = ::accept(fd_, nullptr, nullptr);
+      std::string req;
+      char buf[4096];
+      while (req.find("\r\n\r\n") == std::string::npos) {
+        auto n = ::read(c, buf, sizeof buf);
+        if (n <= 0)
+          break;
+        req.append(buf, static_cast<size_t>(n));
+      }
+      requests_ = req.rfind("POST /v1/sandboxes HTTP/1.1\r\n", 0) == 0 ? 1 : -1;
+      auto body = R"({"status":"success","data":)" + data + "}";
+      auto res = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: "
+                 + std::to_string(body.size()) + "\r\nConnection: close\r\n\r\n" + body;
+      EXPECT_EQ(::write(c, res.data(), res.size()), static_cast<ssize_t>(res.size()));
+      ::close(c);
+    });
+  }
+
+  int requests() const { return requests_; }
+
+private:
+  sockaddr_un address() const {
+    sockaddr_un a{};
+    a.sun_family = AF_UNIX;
+    std::snprintf(a.sun_path, sizeof a.sun_path, "%s", path_.c_str());
+    return a;
+  }
+
+  std::string dir_, path_;
+  int fd_ = -1;
+  std::vector<int> fillers_;
+  std::thread server_;
+  std::atomic<int> requests_{0};
+};
+
+sandbox_create_request some_create() {
+  return sandbox_create_request{"s", {}, {}, {}, {}, {}, false};
+}
+
+} // namespace
+
+TEST_F(cp_client, a_full_unix_accept_queue_is_busy_transient_after_retrying) {
+  full_listener busy;
+  auto c = make_client(at(busy.url()), fast_config());
+  auto started = std::chrono::steady_clock::now();
+  auto k = expect<sandbox_created>();
+  c->create(some_create(), 300ms, k->cb());
+  auto r = k->get();
+  auto took = std::chrono::steady_clock::now() - started;
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().code, ec::transient);
+  EXPECT_NE(r.error().message.find("control plane at " + busy.url() + " is busy"),
+            std::string::npos)
+    << r.error().message;
+  EXPECT_GE(took, 250ms); // it kept trying until the deadline
+  c->shutdown();
+}
+
+TEST_F(cp_client, a_create_refused_by_a_full_unix_queue_is_sent_once_it_drains) {
+  full_listener busy;
+  auto c = make_client(at(busy.url()), fast_config());
+  auto k = expect<sandbox_created>();
+  c->create(some_create(), 5s, k->cb());
+  std::this_thread::sleep_for(100ms); // let it meet the full queue (not a readiness wait)
+  busy.serve_once(created_json);
+  auto r = k->get();
+  ASSERT_TRUE(r) << r.error().message;
+  EXPECT_EQ(r->id, "sb-1");
+  c->shutdown();
+  EXPECT_EQ(busy.requests(), 1);
+}
