@@ -54,6 +54,11 @@ void finish(self_ptr self) {
       st.promise.deliver(std::move(r));
     }
   }
+  // The monitor is an attachable on the caller holding a weak reference to this actor:
+  // left there, a long-lived caller would keep every finished execution's memory (~2 KB
+  // each) until the caller itself ends.
+  if (st.caller)
+    self->demonitor(st.caller);
   self->quit();
 }
 

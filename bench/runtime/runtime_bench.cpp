@@ -1,4 +1,5 @@
-// bench_runtime [--inflight K]... [--latency-ms N] [--smoke] [--out FILE]
+// bench_runtime [--inflight K]... [--transport unix|tcp]... [--rounds R] [--latency-ms N]
+//               [--smoke] [--out FILE]
 //
 // The runtime's own overhead per execution (issue 4, "Bench"). Starts `guestflow
 // control-plane --simulate-latency-ms N` (every call answered after N ms, no guest ever
@@ -6,8 +7,9 @@
 // in-process with a client to it, then for each K runs code executions (create → upload →
 // exec → delete each, through the real execution actors, the reaper and the pooled Beast
 // client) two ways:
-//   sustained: K kept in flight, each finished run launching the next; measured over 2K
-//     completions once the first 2K have finished (the steady state of a busy node);
+//   sustained: K kept in flight, each finished run launching the next; measured over R·K
+//     completions (R = --rounds, default 2) once the first 2K have finished (the steady
+//     state of a busy node);
 //   burst: K launched at once, measured until all have finished (includes opening the
 //     connections a cold pool lacks).
 // Per load: runs/s, p50/p99 end-to-end latency (run sent → report received), CPU of this
@@ -232,16 +234,17 @@ int64_t ns_since(steady::time_point t0) {
 }
 
 using launch_atom = caf::atom_constant<caf::atom("launch")>;
+using failed_atom = caf::atom_constant<caf::atom("failed")>;
 
 struct driver_state {
   static inline const char* name = "bench-driver";
 };
 
-/// The measuring harness, kept out of the runtime's way: one actor that spawns every
-/// execution and *sends* (not requests) it its spec, so the report comes back as a plain
-/// message — no response handler or timeout is held per run on the harness side. It does
-/// what a surface does per run: build the spec (policy gate, shape, upload path), spawn,
-/// send; then it files each report under its run's slot and, sustained, launches the next.
+/// The measuring harness: one actor that does what a surface does per run — build the spec
+/// (policy gate, shape, upload path), spawn the execution, ask it from a short-lived actor
+/// (as `guestflow serve` does: a caller that outlives its runs would hold every finished
+/// execution's monitor) — then files each report under its run's slot and, sustained,
+/// launches the next.
 caf::behavior driver(caf::stateful_actor<driver_state>* self, runtime* rt, const run_inputs* in,
                      std::shared_ptr<batch> b) {
   auto finished_one = [b] {
@@ -260,16 +263,22 @@ caf::behavior driver(caf::stateful_actor<driver_state>* self, runtime* rt, const
     if (!spec) return record_failure("spec refused: " + spec.error().message);
     auto exec = rt->spawn_execution();
     b->started[i] = ns_since(b->t0);
-    self->send(exec, run_atom::value, std::move(*spec));
+    caf::actor drv = self;
+    self->spawn([exec, drv, spec = std::move(*spec)](caf::event_based_actor* asker) mutable {
+      asker->request(exec, caf::duration{10min}, run_atom::value, std::move(spec))
+          .then([asker, drv](execution_report& r) { asker->send(drv, std::move(r)); },
+                [asker, drv](caf::error& e) {
+                  asker->send(drv, failed_atom::value, to_failure(e).message);
+                });
+    });
   };
-  // A run that fails replies with an error; to an asynchronous sender that arrives as a
-  // plain error message, which CAF routes to the error handler (by default: terminate).
-  self->set_error_handler([record_failure](caf::error& e) {
-    record_failure(to_failure(e).message);
-  });
   return {
       [b, launch_next](launch_atom) {
         for (size_t i = 0; i < b->shape.k; ++i) launch_next();
+      },
+      [launch_next, record_failure](failed_atom, std::string& why) {
+        launch_next();
+        record_failure(std::move(why));
       },
       [b, record_failure, finished_one, launch_next](execution_report& r) {
         auto at = ns_since(b->t0);
@@ -454,6 +463,7 @@ int main(int argc, char** argv) {
   std::string policy;
   size_t max_idle = 0;
   std::vector<std::string> transports;
+  size_t rounds = 2;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--inflight" && i + 1 < argc)
@@ -468,12 +478,14 @@ int main(int argc, char** argv) {
       policy = argv[++i];
     else if (a == "--max-idle" && i + 1 < argc)
       max_idle = std::stoul(argv[++i]);
+    else if (a == "--rounds" && i + 1 < argc)
+      rounds = std::max<size_t>(1, std::stoul(argv[++i]));
     else if (a == "--transport" && i + 1 < argc &&
              (std::string{argv[i + 1]} == "unix" || std::string{argv[i + 1]} == "tcp"))
       transports.push_back(argv[++i]);
     else {
       std::cerr << "usage: bench_runtime [--inflight K]... [--transport unix|tcp]... "
-                   "[--latency-ms N] [--smoke] [--out FILE]\n";
+                   "[--rounds R] [--latency-ms N] [--smoke] [--out FILE]\n";
       return 2;
     }
   }
@@ -533,7 +545,7 @@ int main(int argc, char** argv) {
         all.back().transport = transport;
       };
       for (auto k : inflight) {
-        measure({load_mode::sustained, k});
+        measure({load_mode::sustained, k, rounds});
         if (!smoke) measure({load_mode::burst, k});
       }
       // The reaper owes nothing (checked per load); stop this runtime before the next.
@@ -564,7 +576,7 @@ int main(int argc, char** argv) {
     table
         << "(via: the client's transport to the control plane, its Unix socket or loopback TCP.\n"
            " sustained: K kept in flight, each finished run launching the next; measured from\n"
-           " the 2K-th to the 4K-th completion on a warm pool. burst: K launched at once on a\n"
+           " the 2K-th to the " << 2 + rounds << "K-th completion on a warm pool. burst: K launched at once on a\n"
            " pool holding 200 connections, measured until all K finished: it pays for opening\n"
            " K connections. CPU: every thread of this process but the sampling main thread\n"
            " (schedstat), per run finished in the window; kernel: the process's getrusage sys\n"

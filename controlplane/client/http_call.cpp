@@ -255,7 +255,44 @@ void http_call::connect_unix(const net::generic::stream_protocol::endpoint& ep) 
                                              + t_->url().origin()
                                              + " is busy (its accept queue is full)"),
                        true, true};
-  attempt_failed(std::move(busy));
+  wait_for_connection(std::move(busy));
+}
+
+/// The server takes no new connection for now; the calls it is serving will soon be done
+/// with theirs. Waits for the first of: a connection another call of this lane releases
+/// (handed over directly), or the backoff (then a fresh attempt). Hammering a full accept
+/// queue with connects would only burn CPU on both sides.
+void http_call::wait_for_connection(attempt_outcome busy) {
+  drop_connection();
+  auto wait = retry_.next(clock::now(), deadline_, std::nullopt);
+  if (!wait)
+    return finish(std::move(busy.value));
+  last_failure_ = std::make_unique<failure>(busy.value.error());
+  waiting_for_connection_ = true;
+  lane_->connection_waiters.push_back(weak_from_this());
+  if (!backoff_timer_)
+    backoff_timer_ = std::make_unique<timer>(lane_->ioc);
+  backoff_timer_->expires_after(*wait);
+  backoff_timer_->async_wait([self = shared_from_this()](error_code) {
+    if (!self->waiting_for_connection_)
+      return; // a released connection came first
+    self->waiting_for_connection_ = false;
+    self->attempt(); // also how an abort (deadline, shutdown) ends the wait
+  });
+}
+
+void http_call::take_connection(std::unique_ptr<connection> c) {
+  waiting_for_connection_ = false;
+  backoff_timer_->cancel();
+  if (stop_if_aborted()) {
+    lane_->pool->release(std::move(c));
+    return;
+  }
+  ++gen_;
+  parser_.reset();
+  conn_ = std::move(c);
+  reused_ = true;
+  send();
 }
 
 void http_call::on_connect(const error_code& err) {
@@ -553,10 +590,21 @@ void http_call::attempt_failed(attempt_outcome o) {
 }
 
 void http_call::keep_or_drop_connection() {
-  if (conn_ && parser_ && parser_->is_done() && parser_->keep_alive() && conn_->pending.empty())
-    lane_->pool->release(std::move(conn_));
-  else
-    drop_connection();
+  if (!(conn_ && parser_ && parser_->is_done() && parser_->keep_alive() && conn_->pending.empty()))
+    return drop_connection();
+  auto& waiters = lane_->connection_waiters;
+  while (!waiters.empty()) {
+    auto next = waiters.front().lock();
+    waiters.pop_front();
+    if (next && next->waiting_for_connection_ && !next->finished_) {
+      next->waiting_for_connection_ = false; // taken: no other release goes to it
+      // Posted: this call is still in the middle of its own completion.
+      auto held = std::make_shared<std::unique_ptr<connection>>(std::move(conn_));
+      net::post(lane_->ioc, [next, held] { next->take_connection(std::move(*held)); });
+      return;
+    }
+  }
+  lane_->pool->release(std::move(conn_));
 }
 
 void http_call::drop_connection() {

@@ -108,6 +108,8 @@ private:
   void connect_to(std::vector<tcp::endpoint> eps);
   void connect_one(const boost::asio::generic::stream_protocol::endpoint& ep);
   void connect_unix(const boost::asio::generic::stream_protocol::endpoint& ep);
+  void wait_for_connection(attempt_outcome busy);
+  void take_connection(std::unique_ptr<connection> c);
   void on_connect(const boost::system::error_code& err);
   void on_handshake(const boost::system::error_code& err);
   void send();
@@ -157,6 +159,7 @@ private:
   bool skip_pool_ = false;
   bool stale_retry_used_ = false;
   bool reached_server_ = false; ///< this attempt has a connection (pooled or established)
+  bool waiting_for_connection_ = false; ///< in the lane's connection_waiters
   bool finished_ = false;
 };
 

@@ -9,6 +9,7 @@
 #include <boost/asio/ssl/context.hpp>
 
 #include <atomic>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -31,6 +32,10 @@ struct io_lane {
   std::thread thread;
   static constexpr size_t read_buffer_size = 64 * 1024;
   std::unique_ptr<char[]> read_buffer{new char[read_buffer_size]};
+  /// Calls waiting for a connection because the (Unix) control plane's accept queue is
+  /// full: a connection another call is done with goes to the oldest of them instead of
+  /// the pool. Entries of calls that stopped waiting are skipped.
+  std::deque<std::weak_ptr<http_call>> connection_waiters;
 };
 
 /// The intrusive links of a call in the transport's registry of calls in flight: enrolling

@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <string>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <sys/un.h>
 #include <thread>
 #include <unistd.h>
@@ -27,7 +28,7 @@ const std::string created_json =
 /// queue is filled by connections of its own.
 class full_listener {
 public:
-  full_listener() {
+  explicit full_listener(bool fill_now = true) {
     char tmpl[] = "/tmp/gf-unix-XXXXXX";
     dir_ = ::mkdtemp(tmpl);
     path_ = dir_ + "/cp.sock";
@@ -35,7 +36,14 @@ public:
     auto a = address();
     EXPECT_EQ(::bind(fd_, reinterpret_cast<const sockaddr*>(&a), sizeof a), 0);
     EXPECT_EQ(::listen(fd_, 1), 0);
-    for (;;) { // until the kernel says the queue is full
+    if (fill_now)
+      fill();
+  }
+
+  /// Connects until the kernel says the accept queue is full.
+  void fill() {
+    auto a = address();
+    for (;;) {
       int c = ::socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0);
       if (::connect(c, reinterpret_cast<const sockaddr*>(&a), sizeof a) != 0) {
         EXPECT_EQ(errno, EAGAIN);
@@ -45,6 +53,8 @@ public:
       fillers_.push_back(c);
     }
   }
+
+  int listener() const { return fd_; }
   ~full_listener() {
     if (server_.joinable())
       server_.join();
@@ -98,6 +108,27 @@ private:
   std::atomic<int> requests_{0};
 };
 
+/// Reads one request head (no body expected beyond what arrives with it) from `fd`.
+std::string read_head(int fd) {
+  std::string req;
+  char buf[4096];
+  while (req.find("\r\n\r\n") == std::string::npos) {
+    auto n = ::read(fd, buf, sizeof buf);
+    if (n <= 0)
+      break;
+    req.append(buf, static_cast<size_t>(n));
+  }
+  return req;
+}
+
+/// A keep-alive success answer around `data`.
+void answer(int fd, const std::string& data) {
+  auto body = R"({"status":"success","data":)" + data + "}";
+  auto res = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: "
+             + std::to_string(body.size()) + "\r\n\r\n" + body;
+  EXPECT_EQ(::write(fd, res.data(), res.size()), static_cast<ssize_t>(res.size()));
+}
+
 sandbox_create_request some_create() {
   return sandbox_create_request{"s", {}, {}, {}, {}, {}, false};
 }
@@ -133,4 +164,39 @@ TEST_F(cp_client, a_create_refused_by_a_full_unix_queue_is_sent_once_it_drains) 
   EXPECT_EQ(r->id, "sb-1");
   c->shutdown();
   EXPECT_EQ(busy.requests(), 1);
+}
+
+TEST_F(cp_client, a_call_waiting_on_a_full_unix_queue_gets_the_next_released_connection) {
+  full_listener busy{false};
+  // Backoff of 1.5–3 s: a waiting call that had to retry on its own would be that late.
+  auto cfg = fast_config();
+  cfg.retry_initial = 3s;
+  cfg.retry_max = 3s;
+  auto c = make_client(at(busy.url()), cfg);
+  // Call A gets in while there is room, and its answer is held back.
+  auto a = expect<sandbox_view>();
+  c->get("sb-1", 10s, a->cb());
+  int conn = ::accept(busy.listener(), nullptr, nullptr);
+  ASSERT_GE(conn, 0);
+  EXPECT_EQ(read_head(conn).rfind("GET /v1/sandboxes/sb-1 HTTP/1.1\r\n", 0), 0u);
+  // Now the queue is full, and stays full: call B cannot open a connection of its own.
+  busy.fill();
+  auto b = expect<sandbox_created>();
+  c->create(some_create(), 10s, b->cb());
+  std::this_thread::sleep_for(100ms); // let B meet the full queue (not a readiness wait)
+  // A's answer frees its keep-alive connection: B's request must come on it at once, not
+  // after B's own backoff.
+  timeval within{1, 0};
+  ::setsockopt(conn, SOL_SOCKET, SO_RCVTIMEO, &within, sizeof within);
+  answer(conn, view_json("sb-1", "running"));
+  auto got_a = a->get();
+  ASSERT_TRUE(got_a) << got_a.error().message;
+  EXPECT_EQ(read_head(conn).rfind("POST /v1/sandboxes HTTP/1.1\r\n", 0), 0u)
+    << "B's request did not come on A's released connection within a second";
+  answer(conn, created_json);
+  auto got_b = b->get();
+  ASSERT_TRUE(got_b) << got_b.error().message;
+  EXPECT_EQ(got_b->id, "sb-1");
+  c->shutdown();
+  ::close(conn);
 }

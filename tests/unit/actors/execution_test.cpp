@@ -109,6 +109,28 @@ TEST_F(execution_test, happy_path_creates_uploads_execs_and_deletes_once) {
   EXPECT_EQ(st.tracked, 0u);
 }
 
+TEST_F(execution_test, a_caller_that_outlives_the_run_keeps_nothing_of_it) {
+  auto exec = sys.spawn(execution, cp, rp, execution_options{});
+  caf::actor_addr addr = exec.address(); // a weak reference of our own
+  auto o = out;
+  auto caller = sys.spawn([exec, o](caf::event_based_actor* self) -> caf::behavior {
+    self->request(exec, std::chrono::seconds{3600}, run_atom::value,
+                  spec("gf-b-abc123-llllllllll"))
+      .then([o](execution_report& r) { o->report = std::move(r); },
+            [o](caf::error& e) { o->error = to_failure(e); });
+    return {[](int) {}}; // stays alive after the answer, like a long-lived surface
+  });
+  callers.push_back(caller);
+  exec = nullptr;
+  run();
+  ASSERT_TRUE(out->report);
+  // The execution monitored its caller (an attachable on the caller holding a weak
+  // reference); it must take it back when it ends, or its memory lives as long as the caller.
+  auto* ctrl = caf::actor_cast<caf::actor_control_block*>(addr);
+  ASSERT_NE(ctrl, nullptr);
+  EXPECT_EQ(ctrl->weak_refs.load(), 1u) << "only ours is left";
+}
+
 TEST_F(execution_test, upload_failure_still_deletes_exactly_once) {
   s->calls["put"] = {call_script::mode::fail, ec::transient, 1};
   start(spec("gf-b-abc123-bbbbbbbbbb"));
