@@ -169,8 +169,10 @@ void http_call::attempt() {
   conn_ = skip_pool_ ? nullptr : lane_->pool->acquire();
   skip_pool_ = false;
   reused_ = conn_ != nullptr;
-  if (reused_)
+  if (reused_) {
+    waiting_for_connection_ = false;
     return send();
+  }
   if (!t_->url().socket_path.empty())
     return connect_one(net::local::stream_protocol::endpoint{t_->url().socket_path});
   // An IP literal (the local control plane's 127.0.0.1) needs no lookup: the resolver
@@ -246,11 +248,13 @@ void http_call::connect_one(const net::generic::stream_protocol::endpoint& ep) {
 /// for connected, so the connect is done here.
 void http_call::connect_unix(const net::generic::stream_protocol::endpoint& ep) {
   int rc = ::connect(conn_->sock().native_handle(), ep.data(), static_cast<socklen_t>(ep.size()));
-  if (rc == 0)
+  error_code err(rc == 0 ? 0 : errno, boost::system::system_category());
+  if (err != net::error::would_block && err != net::error::try_again) {
+    waiting_for_connection_ = false;
+    if (err)
+      return attempt_failed(map_transport(phase::connect, err, t_->url().origin(), spec_.what()));
     return on_connect({});
-  error_code err(errno, boost::system::system_category());
-  if (err != net::error::would_block && err != net::error::try_again)
-    return attempt_failed(map_transport(phase::connect, err, t_->url().origin(), spec_.what()));
+  }
   attempt_outcome busy{fail(ec::transient, spec_.what() + ": control plane at "
                                              + t_->url().origin()
                                              + " is busy (its accept queue is full)"),
@@ -259,25 +263,29 @@ void http_call::connect_unix(const net::generic::stream_protocol::endpoint& ep) 
 }
 
 /// The server takes no new connection for now; the calls it is serving will soon be done
-/// with theirs. Waits for the first of: a connection another call of this lane releases
-/// (handed over directly), or the backoff (then a fresh attempt). Hammering a full accept
-/// queue with connects would only burn CPU on both sides.
+/// with theirs. Waits, in FIFO order with the lane's other waiters, for the first of: a
+/// connection another call of this lane releases (handed over directly), or the backoff
+/// (then one more connect, keeping its place in the queue if that is refused too).
+/// Hammering a full accept queue with connects would only burn CPU on both sides.
 void http_call::wait_for_connection(attempt_outcome busy) {
   drop_connection();
   auto wait = retry_.next(clock::now(), deadline_, std::nullopt);
-  if (!wait)
+  if (!wait) {
+    waiting_for_connection_ = false;
     return finish(std::move(busy.value));
+  }
   last_failure_ = std::make_unique<failure>(busy.value.error());
-  waiting_for_connection_ = true;
-  lane_->connection_waiters.push_back(weak_from_this());
+  if (!waiting_for_connection_) {
+    waiting_for_connection_ = true;
+    lane_->connection_waiters.push_back(weak_from_this());
+  }
   if (!backoff_timer_)
     backoff_timer_ = std::make_unique<timer>(lane_->ioc);
   backoff_timer_->expires_after(*wait);
   backoff_timer_->async_wait([self = shared_from_this()](error_code) {
     if (!self->waiting_for_connection_)
       return; // a released connection came first
-    self->waiting_for_connection_ = false;
-    self->attempt(); // also how an abort (deadline, shutdown) ends the wait
+    self->attempt(); // still queued; also how an abort (deadline, shutdown) ends the wait
   });
 }
 
@@ -573,6 +581,7 @@ void http_call::retry_fresh() {
 }
 
 void http_call::attempt_failed(attempt_outcome o) {
+  waiting_for_connection_ = false;
   drop_connection();
   if (!o.retryable || !(spec_.idempotent || o.unsent))
     return finish(std::move(o.value));
