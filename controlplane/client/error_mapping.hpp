@@ -20,9 +20,6 @@ namespace guestflow::cp {
 struct attempt_outcome {
   result<std::string> value;
   bool retryable = false;
-  /// Nothing of the request left this host (the server refused to take the connection
-  /// for now): safe to send again even for a call that is never retried blindly.
-  bool unsent = false;
 };
 
 /// How a 2xx body is read: a JSend envelope (value = canonical `data` JSON) or raw bytes

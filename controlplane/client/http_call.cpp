@@ -255,26 +255,25 @@ void http_call::connect_unix(const net::generic::stream_protocol::endpoint& ep) 
       return attempt_failed(map_transport(phase::connect, err, t_->url().origin(), spec_.what()));
     return on_connect({});
   }
-  attempt_outcome busy{fail(ec::transient, spec_.what() + ": control plane at "
-                                             + t_->url().origin()
-                                             + " is busy (its accept queue is full)"),
-                       true, true};
-  wait_for_connection(std::move(busy));
+  wait_for_connection(fail(ec::transient, spec_.what() + ": control plane at "
+                                            + t_->url().origin()
+                                            + " is busy (its accept queue is full)"));
 }
 
 /// The server takes no new connection for now; the calls it is serving will soon be done
 /// with theirs. Waits, in FIFO order with the lane's other waiters, for the first of: a
 /// connection another call of this lane releases (handed over directly), or the backoff
 /// (then one more connect, keeping its place in the queue if that is refused too).
-/// Hammering a full accept queue with connects would only burn CPU on both sides.
-void http_call::wait_for_connection(attempt_outcome busy) {
+/// Hammering a full accept queue with connects would only burn CPU on both sides. Nothing
+/// of the request was sent, so this holds for every call, create and exec included.
+void http_call::wait_for_connection(failure busy) {
   drop_connection();
   auto wait = retry_.next(clock::now(), deadline_, std::nullopt);
   if (!wait) {
     waiting_for_connection_ = false;
-    return finish(std::move(busy.value));
+    return finish(std::move(busy));
   }
-  last_failure_ = std::make_unique<failure>(busy.value.error());
+  last_failure_ = std::make_unique<failure>(std::move(busy));
   if (!waiting_for_connection_) {
     waiting_for_connection_ = true;
     lane_->connection_waiters.push_back(weak_from_this());
@@ -583,7 +582,7 @@ void http_call::retry_fresh() {
 void http_call::attempt_failed(attempt_outcome o) {
   waiting_for_connection_ = false;
   drop_connection();
-  if (!o.retryable || !(spec_.idempotent || o.unsent))
+  if (!o.retryable || !spec_.idempotent)
     return finish(std::move(o.value));
   auto wait = retry_.next(clock::now(), deadline_, parser_ ? parser_->retry_after : std::nullopt);
   if (!wait)

@@ -108,7 +108,7 @@ private:
   void connect_to(std::vector<tcp::endpoint> eps);
   void connect_one(const boost::asio::generic::stream_protocol::endpoint& ep);
   void connect_unix(const boost::asio::generic::stream_protocol::endpoint& ep);
-  void wait_for_connection(attempt_outcome busy);
+  void wait_for_connection(failure busy);
   void take_connection(std::unique_ptr<connection> c);
   void on_connect(const boost::system::error_code& err);
   void on_handshake(const boost::system::error_code& err);

@@ -30,6 +30,7 @@ acceptor listen_on(net::io_context& io, const tcp::endpoint& endpoint) {
   a.set_option(net::socket_base::reuse_address(true));
   a.bind(where);
   a.listen(net::socket_base::max_listen_connections);
+  a.non_blocking(true); // accept() drains the queue without ever blocking (see accept)
   return a;
 }
 
@@ -60,6 +61,7 @@ acceptor listen_unix(net::io_context& io, const std::string& path) {
   ::umask(old);
   if (err) throw boost::system::system_error(err, "bind " + path);
   a.listen(net::socket_base::max_listen_connections);
+  a.non_blocking(true);
   return a;
 }
 
@@ -80,15 +82,29 @@ void http_server::accept(acceptor& a) {
       [this, &a](boost::system::error_code ec, net::generic::stream_protocol::socket s) {
         if (ec == net::error::operation_aborted || !a.is_open()) return;
         if (!ec) {
-          // Streamed exec writes its header, then each chunk as output comes: Nagle would
-          // hold a chunk for the client's delayed ACK.
-          boost::system::error_code ignored;
-          if (s.local_endpoint(ignored).protocol().family() != AF_UNIX)
-            s.set_option(tcp::no_delay(true), ignored);
-          serve_connection(std::move(s), ctx_);
+          serve(std::move(s));
+          // Take what else is queued now: one wakeup per connection leaves a burst of
+          // connects waiting behind every session's I/O on this thread, and a full Unix
+          // accept queue refuses new connections outright. Bounded, to stay fair to sessions.
+          for (int more = 0; more < 256; ++more) {
+            net::generic::stream_protocol::socket next{net::make_strand(ctx_.io)};
+            boost::system::error_code none_left;
+            a.accept(next, none_left);
+            if (none_left) break;
+            serve(std::move(next));
+          }
         }
         accept(a);
       });
+}
+
+void http_server::serve(net::generic::stream_protocol::socket s) {
+  // Streamed exec writes its header, then each chunk as output comes: Nagle would hold a
+  // chunk for the client's delayed ACK.
+  boost::system::error_code ignored;
+  if (s.local_endpoint(ignored).protocol().family() != AF_UNIX)
+    s.set_option(tcp::no_delay(true), ignored);
+  serve_connection(std::move(s), ctx_);
 }
 
 void http_server::stop() {

@@ -72,6 +72,7 @@ public:
 
 private:
   void accept(acceptor& a);
+  void serve(boost::asio::generic::stream_protocol::socket s);
 
   http_context ctx_;
   std::vector<acceptor> acceptors_;
