@@ -286,7 +286,12 @@ void upload_next(self_ptr self) {
       return self->request(st.cp, st.opts.call_timeout, put_atom::value, st.guest_id, up.path,
                            up.content);
     },
-    [self](bool) { upload_next(self); },
+    [self, i](bool) {
+      // Uploaded: the guest has it now. A whole-flow run's spec carries the ~60 KiB runner,
+      // which would otherwise stay in memory for as long as the run (minutes) goes on.
+      std::string{}.swap(self->state.spec.uploads[i].content);
+      upload_next(self);
+    },
     [self](caf::error& err) {
       if (self->state.at != phase::uploading)
         return;

@@ -1,5 +1,5 @@
 // bench_runtime [--inflight K]... [--transport unix|tcp]... [--rounds R] [--latency-ms N]
-//               [--smoke] [--out FILE]
+//               [--scheduler sharing|stealing] [--caf-threads N] [--smoke] [--out FILE]
 //
 // The runtime's own overhead per execution (issue 4, "Bench"). Starts `guestflow
 // control-plane --simulate-latency-ms N` (every call answered after N ms, no guest ever
@@ -440,9 +440,10 @@ result<T> await(Start&& start) {
 /// The CLI's settings (actors/system_settings.hpp); `--scheduler stealing` compares with
 /// CAF's default scheduler.
 struct bench_config : caf::actor_system_config {
-  explicit bench_config(const std::string& policy) {
+  bench_config(const std::string& policy, size_t threads) {
     apply_runtime_settings(*this);
     if (!policy.empty()) set("scheduler.policy", caf::atom_from_string(policy));
+    if (threads) set("scheduler.max-threads", threads);
   }
 };
 
@@ -464,6 +465,7 @@ int main(int argc, char** argv) {
   size_t max_idle = 0;
   std::vector<std::string> transports;
   size_t rounds = 2;
+  size_t caf_threads = 0;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--inflight" && i + 1 < argc)
@@ -476,6 +478,8 @@ int main(int argc, char** argv) {
       out_path = argv[++i];
     else if (a == "--scheduler" && i + 1 < argc)
       policy = argv[++i];
+    else if (a == "--caf-threads" && i + 1 < argc)
+      caf_threads = std::stoul(argv[++i]);
     else if (a == "--max-idle" && i + 1 < argc)
       max_idle = std::stoul(argv[++i]);
     else if (a == "--rounds" && i + 1 < argc)
@@ -485,7 +489,8 @@ int main(int argc, char** argv) {
       transports.push_back(argv[++i]);
     else {
       std::cerr << "usage: bench_runtime [--inflight K]... [--transport unix|tcp]... "
-                   "[--rounds R] [--latency-ms N] [--smoke] [--out FILE]\n";
+                   "[--rounds R] [--latency-ms N] [--scheduler sharing|stealing] [--caf-threads N] "
+                   "[--smoke] [--out FILE]\n";
       return 2;
     }
   }
@@ -528,7 +533,7 @@ int main(int argc, char** argv) {
     }
     in.owner = names::owner_id("benchrt", "bench", dir.path().string());
 
-    bench_config cfg{policy};
+    bench_config cfg{policy, caf_threads};
     caf::actor_system sys{cfg};
     std::mt19937_64 rng{7};
     rss_probe rss;
@@ -555,7 +560,9 @@ int main(int argc, char** argv) {
     std::ostringstream table;
     table << "runtime overhead per execution: simulated control plane, " << latency_ms
           << " ms per call, 4 calls per run (create, upload, exec, delete)\n"
-          << "this process: actor system 2 threads, scheduler "
+          << "this process: actor system "
+          << (caf_threads ? std::to_string(caf_threads) : std::string{"2 (runtime default)"})
+          << " threads, scheduler "
           << (policy.empty() ? std::string{"sharing (runtime default)"} : policy)
           << ", client 1 I/O thread, pool max idle " << ccfg.max_idle_per_endpoint
           << "; fd limit " << fd_limit << "; " << std::thread::hardware_concurrency()
