@@ -12,6 +12,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <filesystem>
 #include <fstream>
 #include <future>
 #include <iostream>
@@ -82,13 +83,20 @@ result<std::unique_ptr<session>> session::open(const cp::env_map& env, signal_wa
     local::serve_options opts;
     opts.listen = "127.0.0.1:0";
     opts.state_dir = dir;
+    // This process's own client goes through a Unix socket in the state dir (0600, held
+    // under the state dir's lock): no TCP stack per call. A path too long for sun_path
+    // keeps to TCP.
+    auto sock = std::filesystem::path{dir} / "control-plane.sock";
+    if (sock.string().size() <= 107)
+      opts.unix_socket = sock;
     auto wait = 10min;
     auto started = local::embedded_control_plane::start(opts, wait);
     if (!started)
       return fail(ec::unavailable,
                   "the embedded control plane cannot start: " + started.error().message);
     s->embedded_ = std::move(*started);
-    ep.base_url = s->embedded_->url();
+    ep.base_url = s->embedded_->unix_url().empty() ? s->embedded_->url()
+                                                   : s->embedded_->unix_url();
     ep.kind = cp::provider::local;
   }
   auto client = cp::client::make(ep);

@@ -3,6 +3,7 @@
 #include <csignal>
 #include <mutex>
 #include <pthread.h>
+#include <utility>
 
 namespace guestflow::cli {
 namespace {
@@ -32,6 +33,8 @@ signal_watch::signal_watch() {
       {
         std::lock_guard<std::mutex> guard{mu_};
         f = handler_;
+        if (!f)
+          unhandled_ = sig;
       }
       if (f)
         f(sig);
@@ -45,8 +48,17 @@ signal_watch::~signal_watch() {
 }
 
 void signal_watch::on_signal(std::function<void(int)> f) {
-  std::lock_guard<std::mutex> guard{mu_};
-  handler_ = std::move(f);
+  int missed = 0;
+  {
+    std::lock_guard<std::mutex> guard{mu_};
+    handler_ = std::move(f);
+    if (handler_)
+      missed = std::exchange(unhandled_, 0);
+    if (!missed)
+      return;
+    f = handler_;
+  }
+  f(missed);
 }
 
 } // namespace guestflow::cli

@@ -15,7 +15,9 @@ public:
   signal_watch();
   ~signal_watch();
 
-  /// What to do on the next signal (replaces the previous handler).
+  /// What to do on the next signal (replaces the previous handler). A signal that came
+  /// while no handler was set is kept and goes to the next handler set, at once: a SIGTERM
+  /// during start-up (waiting for the state dir's lock, say) must still stop the run.
   void on_signal(std::function<void(int)> f);
 
   /// The last signal received, or 0.
@@ -24,6 +26,7 @@ public:
 private:
   std::atomic<int> received_{0};
   std::function<void(int)> handler_;
+  int unhandled_ = 0; ///< a signal no handler took yet
   std::mutex mu_;
   std::thread thread_;
 };

@@ -15,6 +15,10 @@ public:
     stop();
   }
 
+  const std::string& unix_url() const noexcept override {
+    return server_->unix_url();
+  }
+
   const std::string& url() const noexcept override {
     return server_->url();
   }

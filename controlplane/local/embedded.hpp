@@ -25,6 +25,9 @@ public:
   /// "http://127.0.0.1:PORT".
   virtual const std::string& url() const noexcept = 0;
 
+  /// "unix:///PATH" when started with serve_options::unix_socket, else empty.
+  virtual const std::string& unix_url() const noexcept = 0;
+
   /// Stops serving (running guests keep running). Idempotent; also done by the destructor.
   virtual void stop() = 0;
 };

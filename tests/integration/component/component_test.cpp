@@ -7,6 +7,7 @@
 #include "messages/sandbox.hpp"
 #include "tests/integration/control_plane/control_plane_process.hpp"
 #include "tests/integration/control_plane/http_client.hpp"
+#include "tests/integration/runtime/runtime_fixture.hpp"
 
 #include <gtest/gtest.h>
 
@@ -129,24 +130,14 @@ const char* counter_program = "import fcntl\n"
                               "    f.seek(0)\n"
                               "    print(len(f.readlines()))\n";
 
-class component_test : public ::testing::Test {
+/// The runtime fixture's control plane, environment and clean-up: reusable guests outlive
+/// their runs (and the control plane) by design, so its TearDown deletes what a test kept.
+class component_test : public runtime_fixture {
 protected:
-  temp_dir dir;
-  std::unique_ptr<control_plane_process> cp;
-
-  void SetUp() override { cp = std::make_unique<control_plane_process>(dir.path() / "cp"); }
-
   void restart_control_plane() {
     ASSERT_EQ(cp->stop(), 0) << cp->stderr_text();
     cp.reset();
     cp = std::make_unique<control_plane_process>(dir.path() / "cp");
-  }
-
-  std::map<std::string, std::string> env(std::map<std::string, std::string> extra = {}) {
-    extra.emplace("GUESTFLOW_CONTROL_PLANE_URL",
-                  "http://127.0.0.1:" + std::to_string(cp->port()));
-    extra.emplace("GUESTFLOW_STATE_DIR", (dir.path() / "runtime").string());
-    return extra;
   }
 
   std::string program(const std::string& name, const std::string& code) {

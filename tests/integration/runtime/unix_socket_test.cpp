@@ -4,13 +4,17 @@
 
 #include <gtest/gtest.h>
 
+#include <csignal>
 #include <filesystem>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <sys/wait.h>
+#include <thread>
 #include <unistd.h>
 
 using namespace guestflow::testing;
+using namespace std::chrono_literals;
 
 namespace {
 
@@ -103,6 +107,37 @@ TEST_F(unix_socket_test, a_stale_socket_is_replaced_other_files_and_bad_paths_ar
   EXPECT_NE(relative.stderr_text.find("--unix-socket: expected an absolute path"),
             std::string::npos)
     << relative.stderr_text;
+}
+
+TEST_F(unix_socket_test, the_embedded_control_plane_serves_on_a_socket_and_an_early_sigterm_holds) {
+  // No control plane configured: the CLI embeds one on its state dir, and its own client
+  // goes through a socket there.
+  auto state = dir.path() / "embedded";
+  auto path = state / "control-plane.sock";
+  auto p = file("p.py", "import time\nprint('up', flush=True)\ntime.sleep(600)\n");
+  auto pid = start_cli({"code", "--timeout", "600", p}, {{"GUESTFLOW_STATE_DIR", state.string()}});
+  ASSERT_GT(pid, 0);
+  struct stat st{};
+  auto deadline = std::chrono::steady_clock::now() + 60s;
+  while (::lstat(path.c_str(), &st) != 0 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(20ms); // polling interval: the loop checks the condition
+  ASSERT_TRUE(S_ISSOCK(st.st_mode)) << path << " never appeared";
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  // A SIGTERM while the CLI is still starting (the socket is up, the run may not be): it
+  // must not be lost — the run is cancelled (before or after its create), the socket goes.
+  ::kill(pid, SIGTERM);
+  int status = -1;
+  deadline = std::chrono::steady_clock::now() + 120s;
+  while (::waitpid(pid, &status, WNOHANG) == 0 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(20ms);
+  ASSERT_TRUE(WIFEXITED(status)) << "the CLI did not stop";
+  EXPECT_EQ(WEXITSTATUS(status), 125); // guest_failed: run cancelled
+  EXPECT_FALSE(std::filesystem::exists(path));
+  // Whatever the run left (nothing, if SIGTERM did its job) goes too.
+  auto reap = cli({"reap", "--older-than", "0"}, {{"GUESTFLOW_STATE_DIR", state.string()},
+                                                 {"GUESTFLOW_CONTROL_PLANE_URL", ""}});
+  EXPECT_EQ(reap.status, 0) << reap.stderr_text;
+  EXPECT_EQ(reap.stdout_text, "deleted 0\n") << "SIGTERM left a guest behind";
 }
 
 } // namespace

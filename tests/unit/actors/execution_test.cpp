@@ -131,6 +131,24 @@ TEST_F(execution_test, a_caller_that_outlives_the_run_keeps_nothing_of_it) {
   EXPECT_EQ(ctrl->weak_refs.load(), 1u) << "only ours is left";
 }
 
+TEST_F(execution_test, a_cancel_before_the_run_creates_nothing) {
+  auto exec = sys.spawn(execution, cp, rp, execution_options{});
+  caf::anon_send(exec, cancel_atom::value); // e.g. a SIGTERM while the CLI was starting
+  run();
+  auto o = out;
+  callers.push_back(sys.spawn([exec, o](caf::event_based_actor* self) {
+    self->request(exec, std::chrono::seconds{3600}, run_atom::value,
+                  spec("gf-b-abc123-nnnnnnnnnn"))
+      .then([o](execution_report& r) { o->report = std::move(r); },
+            [o](caf::error& e) { o->error = to_failure(e); });
+  }));
+  run();
+  ASSERT_TRUE(out->error);
+  EXPECT_EQ(out->error->message, "run cancelled");
+  EXPECT_TRUE(s->log.empty()) << "no call reached the control plane";
+  EXPECT_EQ(stats().tracked, 0u);
+}
+
 TEST_F(execution_test, upload_failure_still_deletes_exactly_once) {
   s->calls["put"] = {call_script::mode::fail, ec::transient, 1};
   start(spec("gf-b-abc123-bbbbbbbbbb"));
