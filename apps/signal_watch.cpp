@@ -26,18 +26,15 @@ signal_watch::signal_watch() {
     auto set = watched();
     for (;;) {
       int sig = 0;
-      if (sigwait(&set, &sig) != 0 || sig == SIGUSR2)
-        return;
+      if (sigwait(&set, &sig) != 0 || sig == SIGUSR2) return;
       received_ = sig;
       std::function<void(int)> f;
       {
         std::lock_guard<std::mutex> guard{mu_};
         f = handler_;
-        if (!f)
-          unhandled_ = sig;
+        if (!f) unhandled_ = sig;
       }
-      if (f)
-        f(sig);
+      if (f) f(sig);
     }
   });
 }
@@ -52,10 +49,8 @@ void signal_watch::on_signal(std::function<void(int)> f) {
   {
     std::lock_guard<std::mutex> guard{mu_};
     handler_ = std::move(f);
-    if (handler_)
-      missed = std::exchange(unhandled_, 0);
-    if (!missed)
-      return;
+    if (handler_) missed = std::exchange(unhandled_, 0);
+    if (!missed) return;
     f = handler_;
   }
   f(missed);

@@ -13,9 +13,9 @@
 //   burst: K launched at once, measured until all have finished (includes opening the
 //     connections a cold pool lacks).
 // Per load: runs/s, p50/p99 end-to-end latency (run sent → report received), CPU of this
-// process's threads (schedstat; not the sampling main thread) per run finished, RSS: (peak − before launch) / K.
-// Targets (on the sustained loads): ≤ 50 µs runtime CPU per execution; ≤ 8 KiB RSS per
-// in-flight execution at 10,000. Ratios are printed; the figures go to
+// process's threads (schedstat; not the sampling main thread) per run finished, RSS: (peak −
+// before launch) / K. Targets (on the sustained loads): ≤ 50 µs runtime CPU per execution; ≤ 8
+// KiB RSS per in-flight execution at 10,000. Ratios are printed; the figures go to
 // bench/results/runtime.txt (--out).
 // --smoke: K = 50 sustained and no results file, for ctest (asserts correctness, never
 // timings).
@@ -131,7 +131,8 @@ std::map<std::string, thread_cpu> thread_cpu_by_group() {
     // utime and stime are fields 14 and 15; the comm (field 2) may contain spaces.
     std::istringstream fields{stat.substr(stat.rfind(')') + 2)};
     std::string skip;
-    for (int i = 3; i < 14; ++i) fields >> skip;
+    for (int i = 3; i < 14; ++i)
+      fields >> skip;
     uint64_t utime = 0, stime = 0;
     fields >> utime >> stime;
     std::string group = tid == self                       ? "main"
@@ -258,8 +259,8 @@ caf::behavior driver(caf::stateful_actor<driver_state>* self, runtime* rt, const
   auto launch_next = [self, rt, in, b, rng, record_failure] {
     if (b->launched == b->names.size()) return;
     auto i = b->launched++;
-    auto spec = make_code_spec(in->request, in->settings, in->provider, in->catalog,
-                               b->names[i], *rng);
+    auto spec =
+        make_code_spec(in->request, in->settings, in->provider, in->catalog, b->names[i], *rng);
     if (!spec) return record_failure("spec refused: " + spec.error().message);
     auto exec = rt->spawn_execution();
     b->started[i] = ns_since(b->t0);
@@ -274,7 +275,8 @@ caf::behavior driver(caf::stateful_actor<driver_state>* self, runtime* rt, const
   };
   return {
       [b, launch_next](launch_atom) {
-        for (size_t i = 0; i < b->shape.k; ++i) launch_next();
+        for (size_t i = 0; i < b->shape.k; ++i)
+          launch_next();
       },
       [launch_next, record_failure](failed_atom, std::string& why) {
         launch_next();
@@ -309,7 +311,7 @@ struct figures {
   reaper_stats reaper;
   std::map<std::string, double> cpu_us_by_thread; ///< per run
   std::map<std::string, double> sys_share_by_thread;
-  double server_cpu_us_per_run = 0;               ///< the control plane child (not ours)
+  double server_cpu_us_per_run = 0; ///< the control plane child (not ours)
 };
 
 double percentile(std::vector<double>& v, double q) {
@@ -396,9 +398,8 @@ figures run_load(caf::actor_system& sys, runtime& rt, const run_inputs& in, load
   caf::anon_send_exit(drv, caf::exit_reason::user_shutdown);
   f.failed = b->failed.load();
   if (f.failed)
-    throw std::runtime_error(std::to_string(f.failed) + " of " +
-                             std::to_string(shape.total()) + " runs failed; first: " +
-                             b->first_error);
+    throw std::runtime_error(std::to_string(f.failed) + " of " + std::to_string(shape.total()) +
+                             " runs failed; first: " + b->first_error);
   auto runs = static_cast<double>(to->done - from->done);
   f.wall_s = static_cast<double>(to->at_ns - from->at_ns) / 1e9;
   f.runs_per_s = runs / f.wall_s;
@@ -488,9 +489,10 @@ int main(int argc, char** argv) {
              (std::string{argv[i + 1]} == "unix" || std::string{argv[i + 1]} == "tcp"))
       transports.push_back(argv[++i]);
     else {
-      std::cerr << "usage: bench_runtime [--inflight K]... [--transport unix|tcp]... "
-                   "[--rounds R] [--latency-ms N] [--scheduler sharing|stealing] [--caf-threads N] "
-                   "[--smoke] [--out FILE]\n";
+      std::cerr
+          << "usage: bench_runtime [--inflight K]... [--transport unix|tcp]... "
+             "[--rounds R] [--latency-ms N] [--scheduler sharing|stealing] [--caf-threads N] "
+             "[--smoke] [--out FILE]\n";
       return 2;
     }
   }
@@ -504,10 +506,10 @@ int main(int argc, char** argv) {
     auto fd_limit = raise_fd_limit();
     guestflow::testing::temp_dir dir;
     auto socket_path = dir.path() / "cp.sock";
-    guestflow::testing::control_plane_process server{
-        dir.path() / "state",
-        {"--simulate-latency-ms", std::to_string(latency_ms), "--unix-socket",
-         socket_path.string()}};
+    guestflow::testing::control_plane_process server{dir.path() / "state",
+                                                     {"--simulate-latency-ms",
+                                                      std::to_string(latency_ms),
+                                                      "--unix-socket", socket_path.string()}};
     cp::client_config ccfg; // the CLI's defaults
     if (max_idle) ccfg.max_idle_per_endpoint = max_idle;
     auto client_for = [&](const std::string& transport) {
@@ -569,21 +571,23 @@ int main(int argc, char** argv) {
           << " cores shared with the control plane child\n\n";
     char line[256];
     std::snprintf(line, sizeof(line), "%-5s %8s %-9s %8s %9s %9s %11s %7s %11s %11s\n", "via",
-                  "inflight", "load", "runs/s", "p50 ms", "p99 ms", "CPU us/run", "kernel", "RSS B/run",
-                  "cp CPU us");
+                  "inflight", "load", "runs/s", "p50 ms", "p99 ms", "CPU us/run", "kernel",
+                  "RSS B/run", "cp CPU us");
     table << line;
     for (auto& f : all) {
-      std::snprintf(line, sizeof(line),
-                    "%-5s %8zu %-9s %8.0f %9.1f %9.1f %11.1f %6.0f%% %11.0f %11.1f\n",
-                    f.transport.c_str(), f.shape.k,
-                    f.shape.label(), f.runs_per_s, f.p50_ms, f.p99_ms, f.cpu_us_per_run,
-                    100 * f.sys_share, f.rss_per_run, f.server_cpu_us_per_run);
+      std::snprintf(
+          line, sizeof(line), "%-5s %8zu %-9s %8.0f %9.1f %9.1f %11.1f %6.0f%% %11.0f %11.1f\n",
+          f.transport.c_str(), f.shape.k, f.shape.label(), f.runs_per_s, f.p50_ms, f.p99_ms,
+          f.cpu_us_per_run, 100 * f.sys_share, f.rss_per_run, f.server_cpu_us_per_run);
       table << line;
     }
     table
-        << "(via: the client's transport to the control plane, its Unix socket or loopback TCP.\n"
+        << "(via: the client's transport to the control plane, its Unix socket or loopback "
+           "TCP.\n"
            " sustained: K kept in flight, each finished run launching the next; measured from\n"
-           " the 2K-th to the " << 2 + rounds << "K-th completion on a warm pool. burst: K launched at once on a\n"
+           " the 2K-th to the "
+        << 2 + rounds
+        << "K-th completion on a warm pool. burst: K launched at once on a\n"
            " pool holding 200 connections, measured until all K finished: it pays for opening\n"
            " K connections. CPU: every thread of this process but the sampling main thread\n"
            " (schedstat), per run finished in the window; kernel: the process's getrusage sys\n"
@@ -595,8 +599,8 @@ int main(int argc, char** argv) {
       if (f.shape.mode != load_mode::sustained) continue;
       std::snprintf(line, sizeof(line), "%.1f us", f.cpu_us_per_run);
       table << "target CPU per execution <= " << cpu_target_us << " us, " << f.transport << ", "
-            << f.shape.k << " in flight: " << line << " = " << ratio(f.cpu_us_per_run, cpu_target_us)
-            << "\n";
+            << f.shape.k << " in flight: " << line << " = "
+            << ratio(f.cpu_us_per_run, cpu_target_us) << "\n";
     }
     bool rss_measured = false;
     for (auto& f : all) {
@@ -623,8 +627,9 @@ int main(int argc, char** argv) {
     std::ostringstream raw;
     raw << "\nraw:\n";
     for (auto& f : all) {
-      raw << "via=" << f.transport << " inflight=" << f.shape.k << " load=" << f.shape.label() << " wall_s=" << f.wall_s << " runs_per_s=" << f.runs_per_s
-          << " p50_ms=" << f.p50_ms << " p99_ms=" << f.p99_ms << " max_ms=" << f.max_ms
+      raw << "via=" << f.transport << " inflight=" << f.shape.k << " load=" << f.shape.label()
+          << " wall_s=" << f.wall_s << " runs_per_s=" << f.runs_per_s << " p50_ms=" << f.p50_ms
+          << " p99_ms=" << f.p99_ms << " max_ms=" << f.max_ms
           << " cpu_us_per_run=" << f.cpu_us_per_run << " sys_share=" << f.sys_share
           << " rss_before=" << f.rss_before << " rss_peak=" << f.rss_peak
           << " rss_per_inflight=" << f.rss_per_run << " reaper_created=" << f.reaper.created

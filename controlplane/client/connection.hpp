@@ -4,7 +4,6 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ssl/context.hpp>
 #include <boost/asio/ssl/stream.hpp>
-
 #include <chrono>
 #include <memory>
 #include <optional>
@@ -13,14 +12,16 @@
 namespace guestflow::cp {
 
 /// One keep-alive connection to the control plane: a stream socket (TCP, or a Unix socket
-/// for a local control plane) on one I/O lane's io_context (concrete executor: no type-erased dispatch per handler), wrapped in TLS for
-/// https. It has no timers of its own: the call using it owns the one deadline timer and
-/// closes the socket when it fires. Never used by two calls at once.
+/// for a local control plane) on one I/O lane's io_context (concrete executor: no type-erased
+/// dispatch per handler), wrapped in TLS for https. It has no timers of its own: the call using
+/// it owns the one deadline timer and closes the socket when it fires. Never used by two calls
+/// at once.
 class connection {
 public:
   using executor = boost::asio::io_context::executor_type;
   /// Generic: one type carries TCP and Unix-domain connections alike.
-  using socket = boost::asio::basic_stream_socket<boost::asio::generic::stream_protocol, executor>;
+  using socket =
+      boost::asio::basic_stream_socket<boost::asio::generic::stream_protocol, executor>;
   using tls_stream = boost::asio::ssl::stream<socket>;
 
   /// Plain (loopback http or a Unix socket only; the caller checked).

@@ -16,8 +16,8 @@ struct serve_options {
   /// Also serve on this Unix socket (mode 0600, removed at stop): a local client's path
   /// without the TCP stack (`unix:///PATH` as its control-plane URL).
   std::optional<std::filesystem::path> unix_socket;
-  std::filesystem::path state_dir;    ///< records, lock, guest workspaces
-  http_options http;                  ///< includes the API key
+  std::filesystem::path state_dir; ///< records, lock, guest workspaces
+  http_options http;               ///< includes the API key
   control_plane_config domain;
   unsigned workers = 4; ///< threads for blocking backend / SQLite calls
   /// Bench/test-only: serve simulated_control_plane with this latency, no guests.

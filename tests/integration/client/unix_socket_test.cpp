@@ -1,9 +1,8 @@
 // A `unix://` control plane whose accept queue is full: the connection was refused for now
 // and nothing was sent, so even a create (never retried blindly) is tried again inside its
 // deadline — and fails transient, naming the busy server, if the queue never drains.
-#include "tests/integration/client/client_fixture.hpp"
-
 #include "messages/sandbox.hpp"
+#include "tests/integration/client/client_fixture.hpp"
 
 #include <cerrno>
 #include <cstdio>
@@ -21,8 +20,8 @@ using namespace guestflow;
 namespace {
 
 const std::string created_json =
-  R"({"id":"sb-1","name":"n","ip":"10.0.0.2","shape":"s","rootfs":"r","vcpu":1,"mem_mib":256,)"
-  R"("disk_mib":1,"spawn_ms":1,"egress":["*"]})";
+    R"({"id":"sb-1","name":"n","ip":"10.0.0.2","shape":"s","rootfs":"r","vcpu":1,"mem_mib":256,)"
+    R"("disk_mib":1,"spawn_ms":1,"egress":["*"]})";
 
 /// A Unix listener with a backlog of one that accepts nothing until told to: its accept
 /// queue is filled by connections of its own.
@@ -36,8 +35,7 @@ public:
     auto a = address();
     EXPECT_EQ(::bind(fd_, reinterpret_cast<const sockaddr*>(&a), sizeof a), 0);
     EXPECT_EQ(::listen(fd_, 1), 0);
-    if (fill_now)
-      fill();
+    if (fill_now) fill();
   }
 
   /// Connects until the kernel says the accept queue is full.
@@ -56,8 +54,7 @@ public:
 
   int listener() const { return fd_; }
   ~full_listener() {
-    if (server_.joinable())
-      server_.join();
+    if (server_.joinable()) server_.join();
     for (int c : fillers_)
       ::close(c);
     ::close(fd_);
@@ -78,14 +75,13 @@ public:
       char buf[4096];
       while (req.find("\r\n\r\n") == std::string::npos) {
         auto n = ::read(c, buf, sizeof buf);
-        if (n <= 0)
-          break;
+        if (n <= 0) break;
         req.append(buf, static_cast<size_t>(n));
       }
       requests_ = req.rfind("POST /v1/sandboxes HTTP/1.1\r\n", 0) == 0 ? 1 : -1;
       auto body = R"({"status":"success","data":)" + data + "}";
-      auto res = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: "
-                 + std::to_string(body.size()) + "\r\nConnection: close\r\n\r\n" + body;
+      auto res = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: " +
+                 std::to_string(body.size()) + "\r\nConnection: close\r\n\r\n" + body;
       EXPECT_EQ(::write(c, res.data(), res.size()), static_cast<ssize_t>(res.size()));
       ::close(c);
     });
@@ -114,8 +110,7 @@ std::string read_head(int fd) {
   char buf[4096];
   while (req.find("\r\n\r\n") == std::string::npos) {
     auto n = ::read(fd, buf, sizeof buf);
-    if (n <= 0)
-      break;
+    if (n <= 0) break;
     req.append(buf, static_cast<size_t>(n));
   }
   return req;
@@ -124,8 +119,8 @@ std::string read_head(int fd) {
 /// A keep-alive success answer around `data`.
 void answer(int fd, const std::string& data) {
   auto body = R"({"status":"success","data":)" + data + "}";
-  auto res = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: "
-             + std::to_string(body.size()) + "\r\n\r\n" + body;
+  auto res = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: " +
+             std::to_string(body.size()) + "\r\n\r\n" + body;
   EXPECT_EQ(::write(fd, res.data(), res.size()), static_cast<ssize_t>(res.size()));
 }
 
@@ -147,7 +142,7 @@ TEST_F(cp_client, a_full_unix_accept_queue_is_busy_transient_after_retrying) {
   EXPECT_EQ(r.error().code, ec::transient);
   EXPECT_NE(r.error().message.find("control plane at " + busy.url() + " is busy"),
             std::string::npos)
-    << r.error().message;
+      << r.error().message;
   EXPECT_GE(took, 250ms); // it kept trying until the deadline
   c->shutdown();
 }
@@ -192,7 +187,7 @@ TEST_F(cp_client, a_call_waiting_on_a_full_unix_queue_gets_the_next_released_con
   auto got_a = a->get();
   ASSERT_TRUE(got_a) << got_a.error().message;
   EXPECT_EQ(read_head(conn).rfind("POST /v1/sandboxes HTTP/1.1\r\n", 0), 0u)
-    << "B's request did not come on A's released connection within a second";
+      << "B's request did not come on A's released connection within a second";
   answer(conn, created_json);
   auto got_b = b->get();
   ASSERT_TRUE(got_b) << got_b.error().message;
