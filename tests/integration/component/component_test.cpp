@@ -372,6 +372,7 @@ with tarfile.open(fileobj=buf, mode='w', format=tarfile.PAX_FORMAT) as t:
 open('/workspace/.evil.tar', 'wb').write(buf.getvalue())
 swap = '''
 import glob, os, time
+open('/workspace/.swapper-ready', 'w').close()
 end = time.time() + 60
 while time.time() < end:
     hits = glob.glob('/workspace/.gf-artifacts-*.tar')
@@ -381,6 +382,11 @@ while time.time() < end:
 '''
 subprocess.Popen([sys.executable, '-c', swap], stdin=subprocess.DEVNULL,
                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+# Exit only once the swapper watches: guestflow's tar starts right after this program ends.
+import time
+deadline = time.time() + 30
+while not os.path.exists('/workspace/.swapper-ready') and time.time() < deadline:
+    time.sleep(0.005)
 print('armed')
 )";
   auto out = dir.path() / "a" / "b" / "returned";
