@@ -54,7 +54,8 @@ acceptor listen_unix(net::io_context& io, const std::string& path) {
   net::generic::stream_protocol::endpoint where{local};
   acceptor a{io};
   a.open(where.protocol());
-  // Created 0600 (umask for the bind), then checked: never a window with a wider mode.
+  // Created 0600 by a umask held across the bind alone (start-up, before any other work
+  // creates files): there is no moment at which the socket has a wider mode.
   auto old = ::umask(0177);
   boost::system::error_code err;
   a.bind(where, err);
