@@ -388,13 +388,11 @@ execution(execution_actor::stateful_pointer<execution_state> self, controlplane_
         rp.deliver(make_error(ec::bad_request, "an execution runs exactly one spec"));
         return rp;
       }
+      st.promise = rp;
       if (st.cancelled) { // cancelled before it started: nothing is created
-        st.at = phase::failed;
-        rp.deliver(make_error(ec::guest_failed, "run cancelled"));
-        self->quit();
+        finish(self);
         return rp;
       }
-      st.promise = rp;
       st.spec = std::move(spec);
       st.started = self->clock().now();
       if (sender) {

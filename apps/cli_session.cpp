@@ -87,7 +87,7 @@ result<std::unique_ptr<session>> session::open(const cp::env_map& env, signal_wa
     // under the state dir's lock): no TCP stack per call. A path too long for sun_path
     // keeps to TCP.
     auto sock = std::filesystem::path{dir} / "control-plane.sock";
-    if (sock.string().size() <= 107)
+    if (sock.string().size() <= local::max_unix_socket_path)
       opts.unix_socket = sock;
     auto wait = 10min;
     auto started = local::embedded_control_plane::start(opts, wait);

@@ -134,10 +134,10 @@ result<std::unique_ptr<server_instance>> server_instance::start(const serve_opti
                                         "GUESTFLOW_CONTROL_PLANE_KEY, or listen on 127.0.0.1");
   if (!opts.simulate_latency_ms && opts.state_dir.empty())
     return fail(ec::bad_request, "--state-dir DIR is required");
-  if (opts.unix_socket &&
-      (!opts.unix_socket->is_absolute() || opts.unix_socket->string().size() > 107))
-    return fail(ec::bad_request, "--unix-socket: expected an absolute path of at most 107 "
-                                 "bytes, got '" +
+  if (opts.unix_socket && (!opts.unix_socket->is_absolute() ||
+                           opts.unix_socket->string().size() > max_unix_socket_path))
+    return fail(ec::bad_request, "--unix-socket: expected an absolute path of at most " +
+                                     std::to_string(max_unix_socket_path) + " bytes, got '" +
                                      opts.unix_socket->string() + "'");
   if (opts.simulate_exec_stdout && !opts.simulate_latency_ms)
     return fail(ec::bad_request, "--simulate-exec-stdout needs --simulate-latency-ms N");

@@ -11,6 +11,9 @@
 
 namespace guestflow::local {
 
+/// The longest Unix socket path the kernel takes (sun_path holds 108 bytes with the NUL).
+constexpr size_t max_unix_socket_path = 107;
+
 struct serve_options {
   std::string listen = "127.0.0.1:0"; ///< HOST:PORT, [V6]:PORT
   /// Also serve on this Unix socket (mode 0600, removed at stop): a local client's path

@@ -23,6 +23,26 @@ const std::string created_json =
     R"({"id":"sb-1","name":"n","ip":"10.0.0.2","shape":"s","rootfs":"r","vcpu":1,"mem_mib":256,)"
     R"("disk_mib":1,"spawn_ms":1,"egress":["*"]})";
 
+/// Reads one request head (no body expected beyond what arrives with it) from `fd`.
+std::string read_head(int fd) {
+  std::string req;
+  char buf[4096];
+  while (req.find("\r\n\r\n") == std::string::npos) {
+    auto n = ::read(fd, buf, sizeof buf);
+    if (n <= 0) break;
+    req.append(buf, static_cast<size_t>(n));
+  }
+  return req;
+}
+
+/// A keep-alive success answer around `data`.
+void answer(int fd, const std::string& data) {
+  auto body = R"({"status":"success","data":)" + data + "}";
+  auto res = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: " +
+             std::to_string(body.size()) + "\r\n\r\n" + body;
+  EXPECT_EQ(::write(fd, res.data(), res.size()), static_cast<ssize_t>(res.size()));
+}
+
 /// A Unix listener with a backlog of one that accepts nothing until told to: its accept
 /// queue is filled by connections of its own.
 class full_listener {
@@ -71,18 +91,8 @@ public:
       for (size_t i = 0; i < fillers_.size(); ++i)
         ::close(::accept(fd_, nullptr, nullptr));
       int c = ::accept(fd_, nullptr, nullptr);
-      std::string req;
-      char buf[4096];
-      while (req.find("\r\n\r\n") == std::string::npos) {
-        auto n = ::read(c, buf, sizeof buf);
-        if (n <= 0) break;
-        req.append(buf, static_cast<size_t>(n));
-      }
-      requests_ = req.rfind("POST /v1/sandboxes HTTP/1.1\r\n", 0) == 0 ? 1 : -1;
-      auto body = R"({"status":"success","data":)" + data + "}";
-      auto res = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: " +
-                 std::to_string(body.size()) + "\r\nConnection: close\r\n\r\n" + body;
-      EXPECT_EQ(::write(c, res.data(), res.size()), static_cast<ssize_t>(res.size()));
+      requests_ = read_head(c).rfind("POST /v1/sandboxes HTTP/1.1\r\n", 0) == 0 ? 1 : -1;
+      answer(c, data);
       ::close(c);
     });
   }
@@ -103,26 +113,6 @@ private:
   std::thread server_;
   std::atomic<int> requests_{0};
 };
-
-/// Reads one request head (no body expected beyond what arrives with it) from `fd`.
-std::string read_head(int fd) {
-  std::string req;
-  char buf[4096];
-  while (req.find("\r\n\r\n") == std::string::npos) {
-    auto n = ::read(fd, buf, sizeof buf);
-    if (n <= 0) break;
-    req.append(buf, static_cast<size_t>(n));
-  }
-  return req;
-}
-
-/// A keep-alive success answer around `data`.
-void answer(int fd, const std::string& data) {
-  auto body = R"({"status":"success","data":)" + data + "}";
-  auto res = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: " +
-             std::to_string(body.size()) + "\r\n\r\n" + body;
-  EXPECT_EQ(::write(fd, res.data(), res.size()), static_cast<ssize_t>(res.size()));
-}
 
 sandbox_create_request some_create() {
   return sandbox_create_request{"s", {}, {}, {}, {}, {}, false};
