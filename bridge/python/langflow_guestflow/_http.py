@@ -207,7 +207,16 @@ class AsyncResponse:
         reader = self._reader
 
         async def timed(awaitable):
-            return await asyncio.wait_for(awaitable, idle_timeout)
+            # asyncio.wait_for before 3.12 returns the result, and drops the cancellation,
+            # when the read completes just as this task is cancelled: a cancelled consumer
+            # would go on reading the run. A cancel requested during this wait is honoured.
+            task = asyncio.current_task()
+            cancelling = getattr(task, "cancelling", None)
+            before = cancelling() if cancelling else 0
+            result = await asyncio.wait_for(awaitable, idle_timeout)
+            if cancelling and cancelling() > before:
+                raise asyncio.CancelledError
+            return result
 
         if "chunked" in self.headers.get("transfer-encoding", "").lower():
             while True:
