@@ -49,7 +49,8 @@ void finish(self_ptr self) {
       r.result = st.result;
       r.outcome = st.outcome;
       r.total_ms = ms_since(self, st.started);
-      r.files = std::move(st.files);
+      if (st.files)
+        r.files = std::move(*st.files);
       r.reused = st.reused;
       st.promise.deliver(std::move(r));
     }
@@ -138,7 +139,7 @@ void delete_guest(self_ptr self) {
 
 void collect_failed(self_ptr self, failure f) {
   auto& st = self->state;
-  st.files = returned_files{};
+  st.files = std::make_unique<returned_files>();
   st.files->error = std::move(f);
   delete_guest(self);
 }
@@ -161,7 +162,7 @@ void fetch_archive(self_ptr self) {
       std::string{}.swap(bytes); // the archive is not kept once unpacked
       if (!unpacked)
         return collect_failed(self, std::move(unpacked).error());
-      st.files = std::move(*unpacked);
+      st.files = std::make_unique<returned_files>(std::move(*unpacked));
       delete_guest(self);
     },
     [self](caf::error& err) {

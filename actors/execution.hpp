@@ -6,6 +6,7 @@
 #include <caf/typed_response_promise.hpp>
 
 #include <chrono>
+#include <memory>
 #include <optional>
 
 namespace guestflow {
@@ -38,8 +39,9 @@ struct execution_options {
   /// Set: a guest call answered `paused` (auto-pause raced the run) resumes the guest
   /// through this actor and is sent once more.
   lifecycle_actor lifecycle;
-  /// Set: /workspace/artifacts comes back in the report (see collect_options).
-  std::optional<collect_options> collect;
+  /// Set: /workspace/artifacts comes back in the report (see collect_options). Shared:
+  /// every execution actor carries its options, and most runs collect nothing.
+  std::shared_ptr<const collect_options> collect;
 };
 
 struct execution_state {
@@ -69,7 +71,9 @@ struct execution_state {
   std::optional<failure> error; ///< the first failure; the run still deletes its guest
   exec_result result;
   std::optional<ec> outcome;
-  std::optional<returned_files> files;
+  /// On the heap: only a component that returns files has them, and this state is part of
+  /// every execution actor (here it moves the actor from jemalloc's 2 KiB size class to 1.75).
+  std::unique_ptr<returned_files> files;
   bool reused = false; ///< the registry adopted the reusable guest (see execution_report)
   bool cancelled = false;
   size_t next_upload = 0;

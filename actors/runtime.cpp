@@ -36,7 +36,8 @@ execution_actor runtime::spawn_component(const component_plan& plan) const {
     opts.registry = registry_;
     opts.lifecycle = lifecycle_;
   }
-  opts.collect = plan.collect;
+  if (plan.collect)
+    opts.collect = std::make_shared<const collect_options>(*plan.collect);
   return spawn_execution(std::move(opts));
 }
 

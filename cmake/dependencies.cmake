@@ -17,6 +17,14 @@ target_link_libraries(caf_core INTERFACE ${CAF_CORE_LIBRARY} Threads::Threads)
 add_library(caf_io INTERFACE)
 target_link_libraries(caf_io INTERFACE caf_core ${CAF_IO_LIBRARY})
 
+# jemalloc (libjemalloc-dev) replaces glibc's malloc in the processes that host a runtime:
+# apps/allocator/malloc_conf.cpp says why and how it is configured.
+find_path(JEMALLOC_INCLUDE_DIR jemalloc/jemalloc.h REQUIRED)
+find_library(JEMALLOC_LIBRARY jemalloc REQUIRED)
+add_library(jemalloc INTERFACE)
+target_include_directories(jemalloc SYSTEM INTERFACE ${JEMALLOC_INCLUDE_DIR})
+target_link_libraries(jemalloc INTERFACE ${JEMALLOC_LIBRARY})
+
 find_path(RAPIDJSON_INCLUDE_DIR rapidjson/document.h REQUIRED)
 add_library(rapidjson INTERFACE)
 target_include_directories(rapidjson SYSTEM INTERFACE ${RAPIDJSON_INCLUDE_DIR})

@@ -41,9 +41,9 @@
 #include <fcntl.h>
 #include <filesystem>
 #include <fstream>
+#include <jemalloc/jemalloc.h>
 #include <future>
 #include <iostream>
-#include <malloc.h>
 #include <map>
 #include <optional>
 #include <sstream>
@@ -66,6 +66,13 @@ constexpr double rss_target_bytes = 8 * 1024.0;
 constexpr size_t rss_target_at = 10'000;
 
 // -- process figures ----------------------------------------------------------------------
+
+/// Returns every arena's unused dirty pages to the kernel now (not after jemalloc's decay).
+void purge_freed_memory() {
+  auto name = "arena." + std::to_string(MALLCTL_ARENAS_ALL) + ".purge";
+  if (mallctl(name.c_str(), nullptr, nullptr, nullptr, 0) != 0)
+    throw std::runtime_error("jemalloc: arena purge failed (is jemalloc the allocator?)");
+}
 
 /// Resident set size from /proc/self/statm (the same counter as VmRSS in
 /// /proc/self/status, one short line to parse): cheap enough to sample every few ms.
@@ -367,9 +374,10 @@ figures run_load(caf::actor_system& sys, runtime& rt, const run_inputs& in, load
   auto b = std::make_shared<batch>(shape, in.owner, rng); // shared with the driver
   auto all_done = b->all_done.get_future();
   auto drv = sys.spawn(driver, &rt, &in, b);
-  // What the previous load freed goes back to the kernel, so that this load's growth is
-  // measured from a clean floor rather than partly hidden in freed-but-resident heap.
-  ::malloc_trim(0);
+  // What the previous load freed goes back to the kernel (jemalloc, the runtime's allocator:
+  // apps/allocator), so that this load's growth is measured from a clean floor rather than
+  // partly hidden in freed-but-resident heap.
+  purge_freed_memory();
   figures f;
   f.shape = shape;
   f.rss_before = rss.bytes();

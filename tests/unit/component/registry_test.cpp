@@ -77,11 +77,11 @@ protected:
     return o;
   }
 
-  static collect_options collect(uint64_t cap = 1 << 20) {
+  static std::shared_ptr<const collect_options> collect(uint64_t cap = 1 << 20) {
     collect_options c;
     c.archive = "/workspace/.gf-artifacts-t.tar";
     c.cap_bytes = cap;
-    return c;
+    return std::make_shared<const collect_options>(std::move(c));
   }
 
   std::shared_ptr<run_outcome> start(execution_spec sp, execution_options opts,
