@@ -4,10 +4,12 @@
 //
 // Why not glibc's malloc: a run's memory is allocated on one thread (a client completion,
 // an actor spawn) and freed on another, thousands of times a second. glibc's per-thread
-// arenas each kept their own high-water mark of such memory, and its free path was ~12%
-// of the runtime's CPU in `perf`. At 10,000 runs in flight (`bench_runtime`, sustained)
-// glibc measured 9.6-11.1 KB of RSS per run in flight; jemalloc with one arena 7.7-8.1 KB
-// at 15-30% less CPU per run (and a cheaper local control plane, the same binary).
+// arenas each kept their own high-water mark of such memory, and its malloc/free paths
+// were ~12% of the runtime's CPU in `perf`. At 10,000 runs in flight (`bench_runtime`,
+// sustained, runs alternated in one session) glibc kept 9.6-11.1 KB resident per run in
+// flight, jemalloc with one arena 7.5-7.9 KB, at 0-27% less CPU per run (and the local
+// control plane, the same binary, got cheaper too). glibc capped to one arena also kept
+// ~7.6 KB, but at 5-40% more CPU than its default.
 //
 // narenas:1 — one arena: the runtime's busy threads are few (two actor workers, the
 // client's I/O lane, the HTTP server's), and jemalloc's thread caches keep the common

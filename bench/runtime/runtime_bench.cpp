@@ -67,6 +67,15 @@ constexpr size_t rss_target_at = 10'000;
 
 // -- process figures ----------------------------------------------------------------------
 
+/// The allocator's arena count (the runtime's default is 1: apps/allocator).
+unsigned jemalloc_arenas() {
+  unsigned n = 0;
+  size_t size = sizeof(n);
+  if (mallctl("opt.narenas", &n, &size, nullptr, 0) != 0)
+    throw std::runtime_error("jemalloc: cannot read opt.narenas (is jemalloc the allocator?)");
+  return n;
+}
+
 /// Returns every arena's unused dirty pages to the kernel now (not after jemalloc's decay).
 void purge_freed_memory() {
   auto name = "arena." + std::to_string(MALLCTL_ARENAS_ALL) + ".purge";
@@ -575,6 +584,7 @@ int main(int argc, char** argv) {
           << " threads, scheduler "
           << (policy.empty() ? std::string{"sharing (runtime default)"} : policy)
           << ", client 1 I/O thread, pool max idle " << ccfg.max_idle_per_endpoint
+          << ", jemalloc " << jemalloc_arenas() << " arena(s)"
           << "; fd limit " << fd_limit << "; " << std::thread::hardware_concurrency()
           << " cores shared with the control plane child\n\n";
     char line[256];
