@@ -72,7 +72,8 @@ struct execution_state {
   exec_result result;
   std::optional<ec> outcome;
   /// On the heap: only a component that returns files has them, and this state is part of
-  /// every execution actor (here it moves the actor from jemalloc's 2 KiB size class to 1.75).
+  /// every execution actor. With `opts.collect` shared too, the actor fits jemalloc's
+  /// 1.75 KiB size class instead of 2 KiB (~250 B less per run in flight).
   std::unique_ptr<returned_files> files;
   bool reused = false; ///< the registry adopted the reusable guest (see execution_report)
   bool cancelled = false;
