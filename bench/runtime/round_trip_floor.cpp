@@ -11,14 +11,6 @@
 // calls per run to a control plane in another process pays at least this.
 // --like-client: per call also the 2 system calls guestflow's client adds (the pooled
 // connection's stale-check peek, Asio's epoll re-arm), to price them.
-#include <sys/epoll.h>
-#include <sys/resource.h>
-#include <sys/socket.h>
-#include <sys/un.h>
-#include <sys/wait.h>
-#include <time.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <chrono>
 #include <csignal>
@@ -28,6 +20,13 @@
 #include <queue>
 #include <stdexcept>
 #include <string>
+#include <sys/epoll.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
 #include <vector>
 
 namespace {
@@ -47,8 +46,8 @@ int listen_unix(const std::string& path) {
   sockaddr_un a{};
   a.sun_family = AF_UNIX;
   std::strncpy(a.sun_path, path.c_str(), sizeof(a.sun_path) - 1);
-  if (fd < 0 || ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0
-      || ::listen(fd, 4096) != 0)
+  if (fd < 0 || ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
+      ::listen(fd, 4096) != 0)
     die("echo server: listen");
   return fd;
 }
@@ -73,8 +72,8 @@ int listen_unix(const std::string& path) {
   for (;;) {
     int timeout = -1;
     if (!replies.empty()) {
-      auto wait = std::chrono::duration_cast<std::chrono::milliseconds>(replies.top().at
-                                                                        - steady::now());
+      auto wait = std::chrono::duration_cast<std::chrono::milliseconds>(replies.top().at -
+                                                                        steady::now());
       timeout = static_cast<int>(std::max<int64_t>(0, wait.count()));
     }
     int n = ::epoll_wait(ep, events.data(), static_cast<int>(events.size()), timeout);
@@ -82,8 +81,7 @@ int listen_unix(const std::string& path) {
       int fd = events[i].data.fd;
       if (fd == lfd) {
         while (int c = ::accept4(lfd, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC)) {
-          if (c < 0)
-            break;
+          if (c < 0) break;
           epoll_event cev{EPOLLIN, {}};
           cev.data.fd = c;
           ::epoll_ctl(ep, EPOLL_CTL_ADD, c, &cev);
@@ -92,10 +90,8 @@ int listen_unix(const std::string& path) {
       }
       for (;;) {
         auto r = ::read(fd, buf, sizeof buf);
-        if (r == 0)
-          ::_exit(0); // the client is done
-        if (r < 0)
-          break;
+        if (r == 0) ::_exit(0); // the client is done
+        if (r < 0) break;
         got[fd] += static_cast<size_t>(r);
         while (got[fd] >= request_bytes) {
           got[fd] -= request_bytes;
@@ -105,7 +101,8 @@ int listen_unix(const std::string& path) {
     }
     auto now = steady::now();
     while (!replies.empty() && replies.top().at <= now) {
-      if (::write(replies.top().fd, reply.data(), reply.size()) != static_cast<ssize_t>(reply.size()))
+      if (::write(replies.top().fd, reply.data(), reply.size()) !=
+          static_cast<ssize_t>(reply.size()))
         die("echo server: write");
       replies.pop();
     }
@@ -133,8 +130,8 @@ struct figures {
 double ticks_us() {
   rusage ru{};
   ::getrusage(RUSAGE_THREAD, &ru);
-  return static_cast<double>(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1e6
-         + static_cast<double>(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec);
+  return static_cast<double>(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1e6 +
+         static_cast<double>(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec);
 }
 
 /// K connections, each running runs of 4 round trips back to back; measured over runs
@@ -167,16 +164,13 @@ figures drive(const std::string& path, size_t k, size_t rounds, bool like_client
   std::vector<epoll_event> events(1024);
   while (done < to) {
     int n = ::epoll_wait(ep, events.data(), static_cast<int>(events.size()), 10'000);
-    if (n <= 0)
-      throw std::runtime_error("no answer from the echo server for 10 s");
+    if (n <= 0) throw std::runtime_error("no answer from the echo server for 10 s");
     for (int e = 0; e < n; ++e) {
       auto i = events[e].data.u64;
       auto r = ::read(fds[i], buf, sizeof buf);
-      if (r <= 0)
-        die("client: read");
+      if (r <= 0) die("client: read");
       got[i] += static_cast<size_t>(r);
-      if (got[i] < reply_bytes)
-        continue;
+      if (got[i] < reply_bytes) continue;
       got[i] -= reply_bytes;
       if (--calls_left[i] == 0) {
         calls_left[i] = calls_per_run;
@@ -200,7 +194,8 @@ figures drive(const std::string& path, size_t k, size_t rounds, bool like_client
         ev.data.u64 = i;
         ::epoll_ctl(ep, EPOLL_CTL_MOD, fds[i], &ev);
       }
-      if (::write(fds[i], request.data(), request.size()) != static_cast<ssize_t>(request.size()))
+      if (::write(fds[i], request.data(), request.size()) !=
+          static_cast<ssize_t>(request.size()))
         die("client: write");
     }
   }
@@ -240,34 +235,31 @@ int main(int argc, char** argv) {
       latency_ms = 1;
       rounds = 1;
     } else {
-      std::fprintf(stderr,
-                   "usage: bench_round_trip_floor [--inflight K]... [--latency-ms N] "
-                   "[--rounds R] [--like-client] [--smoke]\n");
+      std::fprintf(stderr, "usage: bench_round_trip_floor [--inflight K]... [--latency-ms N] "
+                           "[--rounds R] [--like-client] [--smoke]\n");
       return 2;
     }
   }
-  if (inflight.empty())
-    inflight = {1000, 10000};
+  if (inflight.empty()) inflight = {1000, 10000};
   std::printf("round-trip floor: %d request/response round trips per run over a Unix socket,\n"
               "a bare epoll client thread (no actors, no HTTP, no JSON) against a forked echo\n"
               "server answering after %ld ms; sustained, measured over runs [2K, %zuK)%s\n\n",
               calls_per_run, latency_ms, 2 + rounds,
-              like_client ? ";\nper call also the 2 system calls guestflow's client adds (stale-check "
-                            "peek, epoll re-arm)"
-                          : "");
+              like_client
+                  ? ";\nper call also the 2 system calls guestflow's client adds (stale-check "
+                    "peek, epoll re-arm)"
+                  : "");
   std::printf("%8s %10s %14s %8s\n", "inflight", "runs/s", "CPU us/run", "kernel");
   for (auto k : inflight) {
-    auto dir = std::filesystem::temp_directory_path()
-               / ("gf-floor-" + std::to_string(::getpid()) + "-" + std::to_string(k));
+    auto dir = std::filesystem::temp_directory_path() /
+               ("gf-floor-" + std::to_string(::getpid()) + "-" + std::to_string(k));
     std::filesystem::create_directories(dir);
     auto path = (dir / "echo.sock").string();
     int lfd = listen_unix(path);
     std::fflush(stdout); // or the child would print it again
     pid_t server = ::fork();
-    if (server < 0)
-      die("fork");
-    if (server == 0)
-      serve(lfd, std::chrono::milliseconds{latency_ms});
+    if (server < 0) die("fork");
+    if (server == 0) serve(lfd, std::chrono::milliseconds{latency_ms});
     ::close(lfd);
     figures f{};
     try {

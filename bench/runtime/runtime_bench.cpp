@@ -41,9 +41,9 @@
 #include <fcntl.h>
 #include <filesystem>
 #include <fstream>
-#include <jemalloc/jemalloc.h>
 #include <future>
 #include <iostream>
+#include <jemalloc/jemalloc.h>
 #include <map>
 #include <optional>
 #include <sstream>

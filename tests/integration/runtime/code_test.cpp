@@ -167,7 +167,7 @@ TEST_F(code_test, allowed_domains_are_refused_without_creating_a_guest) {
   EXPECT_TRUE(live_guests().empty());
 }
 
-TEST_F(code_test, the_cli_allocates_with_jemalloc_in_one_arena_unless_malloc_conf_says_otherwise) {
+TEST_F(code_test, the_cli_allocates_with_jemalloc_one_arena_unless_malloc_conf_says_otherwise) {
   // stats_print: jemalloc prints its options at exit (stderr); no other malloc knows it.
   auto ours = cli({"version"}, {{"MALLOC_CONF", "stats_print:true"}});
   EXPECT_EQ(ours.status, 0);
