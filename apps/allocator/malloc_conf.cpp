@@ -7,13 +7,14 @@
 // arenas each kept their own high-water mark of such memory, and its malloc/free paths
 // were ~12% of the runtime's CPU in `perf`. At 10,000 runs in flight (`bench_runtime`,
 // sustained, runs alternated in one session) glibc kept 9.6-11.1 KB resident per run in
-// flight, jemalloc with one arena 7.5-7.9 KB, at 0-27% less CPU per run (and the local
+// flight, jemalloc with one arena 7.5-8.1 KB, at 0-27% less CPU per run (and the local
 // control plane, the same binary, got cheaper too). glibc capped to one arena also kept
 // ~7.6 KB, but at 5-40% more CPU than its default.
 //
 // narenas:1 — one arena: the runtime's busy threads are few (two actor workers, the
 // client's I/O lane, the HTTP server's), and jemalloc's thread caches keep the common
 // path off the arena lock; more arenas only added resident memory (8.8-9.9 KB per run).
+//
 // No background thread: without one jemalloc returns freed pages only while it allocates,
 // so an idle process keeps what a burst freed (`guestflow serve` after 1,000 streams: 190
 // MB resident 15 s later; glibc 131 MB). `MALLOC_CONF=background_thread:true` returns it
