@@ -18,6 +18,7 @@
 // no results file, asserts correctness only (every run ended with exactly one terminal
 // event, `complete`, after the canned events; seq gapless; the server stops cleanly).
 #include "bench/bridge/load_client.hpp"
+#include "bench/fd_limit.hpp"
 #include "messages/jsend.hpp"
 #include "messages/run.hpp"
 #include "messages/sandbox.hpp"
@@ -117,18 +118,6 @@ uint64_t process_rss(pid_t pid) {
   for (std::string line; std::getline(in, line);)
     if (line.rfind("VmRSS:", 0) == 0) return std::stoull(line.substr(6)) * 1024;
   return 0;
-}
-
-/// 1,000 streams are 1,000 client sockets here and 1,000 in the server (a child: it
-/// inherits the limit), plus its control-plane connections: take the hard limit.
-std::string raise_fd_limit() {
-  rlimit rl{};
-  if (::getrlimit(RLIMIT_NOFILE, &rl) != 0) return "unknown";
-  auto before = rl.rlim_cur;
-  rl.rlim_cur = rl.rlim_max;
-  ::setrlimit(RLIMIT_NOFILE, &rl);
-  ::getrlimit(RLIMIT_NOFILE, &rl);
-  return std::to_string(before) + " -> " + std::to_string(rl.rlim_cur);
 }
 
 /// The counters this bench reads from `GET /metrics` (absent ones stay 0).
@@ -317,7 +306,7 @@ int main(int argc, char** argv) {
   if (out_path.empty() && !smoke) out_path = source_dir + "/bench/results/bridge.txt";
 
   try {
-    auto fd_limit = raise_fd_limit();
+    auto fd_limit = bench::raise_fd_limit(); // 1,000 streams: sockets here and in the server
     auto frames_path = source_dir + "/bench/bridge/prompt_frames.ndjson";
     auto flow_path = source_dir + "/examples/flows/prompt.json";
     load_target target;

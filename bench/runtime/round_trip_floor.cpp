@@ -11,6 +11,8 @@
 // calls per run to a control plane in another process pays at least this.
 // --like-client: per call also the 2 system calls guestflow's client adds (the pooled
 // connection's stale-check peek, Asio's epoll re-arm), to price them.
+#include "bench/fd_limit.hpp"
+
 #include <algorithm>
 #include <chrono>
 #include <csignal>
@@ -210,12 +212,7 @@ figures drive(const std::string& path, size_t k, size_t rounds, bool like_client
 } // namespace
 
 int main(int argc, char** argv) {
-  // Both ends hold a socket per connection: up to the hard limit, as bench_runtime does.
-  rlimit nofile{};
-  if (::getrlimit(RLIMIT_NOFILE, &nofile) == 0) {
-    nofile.rlim_cur = nofile.rlim_max;
-    ::setrlimit(RLIMIT_NOFILE, &nofile);
-  }
+  auto fd_limit = guestflow::bench::raise_fd_limit(); // a socket per connection, both ends
   std::vector<size_t> inflight;
   long latency_ms = 50;
   size_t rounds = 4;
@@ -241,12 +238,13 @@ int main(int argc, char** argv) {
     }
   }
   if (inflight.empty()) inflight = {1000, 10000};
-  std::printf("round-trip floor: %d request/response round trips per run over a Unix socket,\n"
-              "a bare epoll client thread (no actors, no HTTP, no JSON) against a forked echo\n"
-              "server answering after %ld ms; sustained, measured over runs [2K, %zuK)%s\n\n",
-              calls_per_run, latency_ms, 2 + rounds,
-              like_client
-                  ? ";\nper call also the 2 system calls guestflow's client adds (stale-check "
+  std::printf(
+      "round-trip floor: %d request/response round trips per run over a Unix socket,\n"
+      "a bare epoll client thread (no actors, no HTTP, no JSON) against a forked echo\n"
+      "server answering after %ld ms; sustained, measured over runs [2K, %zuK); fd limit "
+      "%s%s\n\n",
+      calls_per_run, latency_ms, 2 + rounds, fd_limit.c_str(),
+      like_client ? ";\nper call also the 2 system calls guestflow's client adds (stale-check "
                     "peek, epoll re-arm)"
                   : "");
   std::printf("%8s %10s %14s %8s\n", "inflight", "runs/s", "CPU us/run", "kernel");

@@ -24,6 +24,7 @@
 #include "actors/runtime.hpp"
 #include "actors/sandbox_policy.hpp"
 #include "actors/system_settings.hpp"
+#include "bench/fd_limit.hpp"
 #include "controlplane/client/client.hpp"
 #include "messages/type_ids.hpp"
 #include "tests/integration/control_plane/control_plane_process.hpp"
@@ -173,21 +174,6 @@ uint64_t process_cpu_ns(pid_t pid) {
     if (in >> ns) total += ns;
   }
   return total;
-}
-
-/// 10,000 executions in flight are up to 10,000 concurrent connections: take the hard
-/// limit (inherited by the control plane child, started afterwards).
-std::string raise_fd_limit() {
-  rlimit rl{};
-  if (::getrlimit(RLIMIT_NOFILE, &rl) != 0) return "unknown";
-  auto before = rl.rlim_cur;
-  if (rl.rlim_cur < rl.rlim_max) {
-    rl.rlim_cur = rl.rlim_max;
-    ::setrlimit(RLIMIT_NOFILE, &rl);
-    ::getrlimit(RLIMIT_NOFILE, &rl);
-  }
-  return std::to_string(before) + " -> " + std::to_string(rl.rlim_cur) + " (hard " +
-         std::to_string(rl.rlim_max) + ")";
 }
 
 // -- one load of K executions in flight -----------------------------------------------------
@@ -520,7 +506,7 @@ int main(int argc, char** argv) {
     out_path = std::string{GUESTFLOW_SOURCE_DIR} + "/bench/results/runtime.txt";
 
   try {
-    auto fd_limit = raise_fd_limit();
+    auto fd_limit = bench::raise_fd_limit(); // 10,000 runs: up to 10,000 connections
     guestflow::testing::temp_dir dir;
     auto socket_path = dir.path() / "cp.sock";
     guestflow::testing::control_plane_process server{dir.path() / "state",
