@@ -11,7 +11,9 @@
 //     completions (R = --rounds, default 2) once the first 2K have finished (the steady
 //     state of a busy node);
 //   burst: K launched at once, measured until all have finished (includes opening the
-//     connections a cold pool lacks).
+//     connections a cold pool lacks);
+// and, to split the CPU per run, sustained once more with the client alone (no actors:
+// the same 4 calls chained from the client's own thread).
 // Per load: runs/s, p50/p99 end-to-end latency (run sent → report received), CPU of this
 // process's threads (schedstat; not the sampling main thread) per run finished, RSS: (peak −
 // before launch) / K. Targets (on the sustained loads): ≤ 50 µs runtime CPU per execution; ≤ 8
@@ -126,8 +128,8 @@ cpu_times cpu_seconds() {
 }
 
 /// CPU per thread group (from /proc/self/task/*): where the process's CPU goes. Groups:
-/// the main thread (the harness's waiting loop), CAF's scheduler workers and clock, and
-/// the rest (the client's Asio thread and its resolver).
+/// the main thread (the harness's waiting loop), CAF's scheduler workers, CAF's clock,
+/// CAF's other threads, and the rest (the client's Asio thread and its resolver).
 struct thread_cpu {
   uint64_t ns = 0;         ///< schedstat: precise
   uint64_t user_ticks = 0; ///< stat utime/stime: coarse, for the kernel share only
@@ -154,6 +156,7 @@ std::map<std::string, thread_cpu> thread_cpu_by_group() {
     fields >> utime >> stime;
     std::string group = tid == self                       ? "main"
                         : comm.rfind("caf.multi", 0) == 0 ? "caf-workers"
+                        : comm == "caf.clock"             ? "clock"
                         : comm.rfind("caf.", 0) == 0      ? "caf-other"
                                                           : "client-io";
     auto& g = out[group];
@@ -198,12 +201,15 @@ enum class load_mode { burst, sustained };
 struct load_shape {
   load_mode mode = load_mode::burst;
   size_t k = 0;
-  size_t rounds = 2; ///< sustained: measured completions = rounds · K
+  size_t rounds = 2;        ///< sustained: measured completions = rounds · K
+  bool client_only = false; ///< the runs are a client_chain's, not executions
 
   size_t total() const { return mode == load_mode::burst ? k : (rounds + 3) * k; }
   size_t window_from() const { return mode == load_mode::burst ? 0 : 2 * k; }
   size_t window_to() const { return mode == load_mode::burst ? k : (rounds + 2) * k; }
-  const char* label() const { return mode == load_mode::burst ? "burst" : "sustained"; }
+  const char* label() const {
+    return client_only ? "client" : mode == load_mode::burst ? "burst" : "sustained";
+  }
 };
 
 /// The runs of one load: names decided up front (so a report finds its slot), times in ns
@@ -228,8 +234,17 @@ struct batch {
   size_t launched = 0; ///< the driver's only
   std::atomic<size_t> done{0};
   std::atomic<size_t> failed{0};
-  std::string first_error; ///< written by the driver only, read after `all_done`
+  /// Written by one thread (the driver, or the client's I/O thread), read after `all_done`.
+  std::string first_error;
   std::promise<void> all_done;
+
+  void finished_one() {
+    if (done.fetch_add(1) + 1 == names.size()) all_done.set_value();
+  }
+  void record_failure(std::string why) {
+    if (failed.fetch_add(1) == 0) first_error = std::move(why);
+    finished_one();
+  }
 };
 
 int64_t ns_since(steady::time_point t0) {
@@ -250,13 +265,7 @@ struct driver_state {
 /// launches the next.
 caf::behavior driver(caf::stateful_actor<driver_state>* self, runtime* rt, const run_inputs* in,
                      std::shared_ptr<batch> b) {
-  auto finished_one = [b] {
-    if (b->done.fetch_add(1) + 1 == b->names.size()) b->all_done.set_value();
-  };
-  auto record_failure = [b, finished_one](std::string why) {
-    if (b->failed.fetch_add(1) == 0) b->first_error = std::move(why);
-    finished_one();
-  };
+  auto record_failure = [b](std::string why) { b->record_failure(std::move(why)); };
   auto rng = std::make_shared<std::mt19937_64>(42);
   auto launch_next = [self, rt, in, b, rng, record_failure] {
     if (b->launched == b->names.size()) return;
@@ -284,7 +293,7 @@ caf::behavior driver(caf::stateful_actor<driver_state>* self, runtime* rt, const
         launch_next();
         record_failure(std::move(why));
       },
-      [b, record_failure, finished_one, launch_next](execution_report& r) {
+      [b, record_failure, launch_next](execution_report& r) {
         auto at = ns_since(b->t0);
         launch_next();
         auto i = b->index.find(r.name);
@@ -294,10 +303,83 @@ caf::behavior driver(caf::stateful_actor<driver_state>* self, runtime* rt, const
           return record_failure("run " + r.name + " exited " +
                                 std::to_string(r.result.exit_code));
         b->finished[i->second] = at;
-        finished_one();
+        b->finished_one();
       },
   };
 }
+
+/// The client alone, to split the runtime's CPU per run into the client's part and the
+/// actors' part: every run makes the same 4 calls as an execution (create, upload, exec,
+/// delete; the spec built once), each started from the previous one's completion on the
+/// client's I/O thread. No actors, no reaper, no message hops between threads.
+class client_chain : public std::enable_shared_from_this<client_chain> {
+public:
+  client_chain(std::shared_ptr<cp::client> client, execution_spec spec,
+               std::shared_ptr<batch> b)
+      : client_(std::move(client))
+      , spec_(std::move(spec))
+      , b_(std::move(b)) {}
+
+  void launch() {
+    for (size_t i = 0; i < b_->shape.k; ++i)
+      next();
+  }
+
+private:
+  static constexpr cp::millis timeout{60'000};
+
+  void next() {
+    auto i = launched_.fetch_add(1);
+    if (i >= b_->names.size()) return;
+    auto req = spec_.create;
+    req.name = b_->names[i];
+    b_->started[i] = ns_since(b_->t0);
+    client_->create(req, timeout, [self = shared_from_this(), i](result<sandbox_created> c) {
+      if (!c) return self->end(i, "create: " + c.error().message);
+      self->upload(i, std::move(c->id));
+    });
+  }
+
+  void upload(size_t i, std::string id) {
+    auto& up = spec_.uploads.front();
+    client_->put_file(id, up.path, up.content, timeout,
+                      [self = shared_from_this(), i, id](result<bool> r) {
+                        if (!r) return self->remove(i, id, "upload: " + r.error().message);
+                        self->exec(i, id);
+                      });
+  }
+
+  void exec(size_t i, std::string id) {
+    client_->exec(
+        id, spec_.command, timeout, [self = shared_from_this(), i, id](result<exec_result> r) {
+          self->remove(i, id,
+                       !r                  ? "exec: " + r.error().message
+                       : r->exit_code != 0 ? "exec exited " + std::to_string(r->exit_code)
+                                           : std::string{});
+        });
+  }
+
+  void remove(size_t i, std::string id, std::string why) {
+    client_->remove(id, timeout,
+                    [self = shared_from_this(), i, why](result<sandbox_deleted> r) mutable {
+                      if (!r && why.empty()) why = "delete: " + r.error().message;
+                      self->end(i, std::move(why));
+                    });
+  }
+
+  void end(size_t i, std::string why) {
+    auto at = ns_since(b_->t0);
+    next();
+    if (!why.empty()) return b_->record_failure("run " + b_->names[i] + ": " + why);
+    b_->finished[i] = at;
+    b_->finished_one();
+  }
+
+  std::shared_ptr<cp::client> client_;
+  execution_spec spec_;
+  std::shared_ptr<batch> b_;
+  std::atomic<size_t> launched_{0};
+};
 
 struct figures {
   std::string transport; ///< "unix" or "tcp": how the client reaches the control plane
@@ -368,7 +450,18 @@ figures run_load(caf::actor_system& sys, runtime& rt, const run_inputs& in, load
                  std::mt19937_64& rng, const rss_probe& rss, pid_t server) {
   auto b = std::make_shared<batch>(shape, in.owner, rng); // shared with the driver
   auto all_done = b->all_done.get_future();
-  auto drv = sys.spawn(driver, &rt, &in, b);
+  std::function<void()> launch, finish = [] {};
+  if (shape.client_only) {
+    auto spec =
+        make_code_spec(in.request, in.settings, in.provider, in.catalog, b->names[0], rng);
+    if (!spec) throw std::runtime_error("spec refused: " + spec.error().message);
+    auto chain = std::make_shared<client_chain>(rt.client(), std::move(*spec), b);
+    launch = [chain] { chain->launch(); };
+  } else {
+    auto drv = sys.spawn(driver, &rt, &in, b);
+    launch = [drv] { caf::anon_send(drv, launch_atom::value); };
+    finish = [drv] { caf::anon_send_exit(drv, caf::exit_reason::user_shutdown); };
+  }
   // What the previous load freed goes back to the kernel (jemalloc, the runtime's allocator:
   // apps/allocator), so that this load's growth is measured from a clean floor rather than
   // partly hidden in freed-but-resident heap.
@@ -380,7 +473,7 @@ figures run_load(caf::actor_system& sys, runtime& rt, const run_inputs& in, load
   std::optional<sample> from, to;
   b->t0 = steady::now();
   if (shape.window_from() == 0) from = take_sample(*b, server);
-  caf::anon_send(drv, launch_atom::value);
+  launch();
   auto deadline = b->t0 + std::chrono::seconds{60 + shape.total() / 100};
   // Polled often, so that the window's edges sit close to the completion counts.
   while (all_done.wait_for(2ms) != std::future_status::ready) {
@@ -398,7 +491,7 @@ figures run_load(caf::actor_system& sys, runtime& rt, const run_inputs& in, load
     to = take_sample(*b, server);
     f.rss_peak = std::max(f.rss_peak, rss.bytes());
   }
-  caf::anon_send_exit(drv, caf::exit_reason::user_shutdown);
+  finish();
   f.failed = b->failed.load();
   if (f.failed)
     throw std::runtime_error(std::to_string(f.failed) + " of " + std::to_string(shape.total()) +
@@ -557,6 +650,7 @@ int main(int argc, char** argv) {
       for (auto k : inflight) {
         measure({load_mode::sustained, k, rounds});
         if (!smoke) measure({load_mode::burst, k});
+        measure({load_mode::sustained, k, rounds, true});
       }
       // The reaper owes nothing (checked per load); stop this runtime before the next.
       rt.stop();
@@ -593,14 +687,15 @@ int main(int argc, char** argv) {
         << 2 + rounds
         << "K-th completion on a warm pool. burst: K launched at once on a\n"
            " pool holding 200 connections, measured until all K finished: it pays for opening\n"
-           " K connections. CPU: every thread of this process but the sampling main thread\n"
+           " K connections. client: sustained, the client alone (no actors) making the same\n"
+           " 4 calls per run. CPU: every thread of this process but the sampling main thread\n"
            " (schedstat), per run finished in the window; kernel: the process's getrusage sys\n"
            " share; RSS: (peak - before) / K; cp CPU: the control plane child per run, not\n"
            " counted. Ideal latency 4 x "
         << latency_ms << " ms = " << 4 * latency_ms
         << " ms; above it, both processes are CPU-bound on these cores.)\n\n";
     for (auto& f : all) {
-      if (f.shape.mode != load_mode::sustained) continue;
+      if (f.shape.mode != load_mode::sustained || f.shape.client_only) continue;
       std::snprintf(line, sizeof(line), "%.1f us", f.cpu_us_per_run);
       table << "target CPU per execution <= " << cpu_target_us << " us, " << f.transport << ", "
             << f.shape.k << " in flight: " << line << " = "
@@ -608,7 +703,9 @@ int main(int argc, char** argv) {
     }
     bool rss_measured = false;
     for (auto& f : all) {
-      if (f.shape.k != rss_target_at || f.shape.mode != load_mode::sustained) continue;
+      if (f.shape.k != rss_target_at || f.shape.mode != load_mode::sustained ||
+          f.shape.client_only)
+        continue;
       rss_measured = true;
       std::snprintf(line, sizeof(line), "%.0f B", f.rss_per_run);
       table << "target RSS per in-flight execution <= " << rss_target_bytes << " B, "
@@ -617,11 +714,31 @@ int main(int argc, char** argv) {
     }
     if (!rss_measured)
       table << "target RSS (at " << rss_target_at << " in flight): not measured in this run\n";
+    table
+        << "\nThe runtime's CPU per run split (sustained): the client alone making the same 4\n"
+           "calls from its own thread, and the rest (actors, spec, reaper, the hand-offs\n"
+           "between the client's thread and the actors'):\n";
+    for (auto& f : all) {
+      if (!f.shape.client_only) continue;
+      for (auto& r : all) {
+        if (r.transport != f.transport || r.shape.k != f.shape.k || r.shape.client_only ||
+            r.shape.mode != load_mode::sustained)
+          continue;
+        std::snprintf(line, sizeof(line),
+                      "  %s %zu: runtime %.1f us = client alone %.1f us (%.0f%%) + the rest "
+                      "%.1f us\n",
+                      f.transport.c_str(), f.shape.k, r.cpu_us_per_run, f.cpu_us_per_run,
+                      100 * f.cpu_us_per_run / r.cpu_us_per_run,
+                      r.cpu_us_per_run - f.cpu_us_per_run);
+        table << line;
+      }
+    }
     table << "\nCPU us/run by thread (main = this harness's sampling loop), with the kernel's\n"
              "share of it (from 10 ms ticks, coarse):\n";
     for (auto& f : all) {
       table << "  " << f.transport << " " << f.shape.k << " " << f.shape.label() << ":";
       for (auto& [group, us] : f.cpu_us_by_thread) {
+        if (us < 0.05) continue; // idle (CAF's threads in a client-only load)
         std::snprintf(line, sizeof(line), " %s %.1f (%.0f%%)", group.c_str(), us,
                       100 * f.sys_share_by_thread[group]);
         table << line;
