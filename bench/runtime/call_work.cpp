@@ -2,12 +2,14 @@
 //
 // The user-space work of a run's 4 control-plane calls (create, upload, exec, delete)
 // without sockets, threads or actors: per call, the JSON request body (the codec's
-// encode), the HTTP/1.1 request head, Beast's parse of a canned answer as the local control
-// plane sends it, and the JSend envelope and JSON payload decoded as the client does. One
-// thread, a hot loop: a lower bound for what any client built on Beast and this codec adds per
-// run to the round trips that bench_round_trip_floor prices. Together they estimate the floor
-// of a single-threaded, run-to-completion client (no actor hop per call).
+// encode), the client's HTTP/1.1 request head (cp::request_head), Beast's parse of a canned
+// answer as the local control plane sends it, and the JSend envelope and JSON payload decoded
+// as the client does. One thread, a hot loop: a lower bound for what any client built on Beast
+// and this codec adds per run to the round trips that bench_round_trip_floor prices. Together
+// they estimate the floor of a single-threaded, run-to-completion client (no actor hop per
+// call).
 #include "controlplane/client/error_mapping.hpp"
+#include "controlplane/client/http_call.hpp"
 #include "messages/jsend.hpp"
 #include "messages/sandbox.hpp"
 
@@ -33,18 +35,17 @@ std::string answer(int status, const std::string& data_json) {
          std::to_string(body.size()) + "\r\nConnection: keep-alive\r\n\r\n" + body;
 }
 
-std::string head(const char* method, const std::string& target, size_t body_bytes,
+/// The request head the client writes for these (cp::request_head, as http_call uses it).
+std::string head(http::verb method, std::string target, const std::string& body,
                  const char* content_type) {
-  std::string h;
-  h.reserve(160 + target.size());
-  h.append(method).append(" ").append(target).append(" HTTP/1.1\r\nHost: localhost\r\n");
-  h.append("Authorization: Bearer ").append(32, 'k').append("\r\n");
+  cp::call_spec spec;
+  spec.method = method;
+  spec.target = std::move(target);
   if (content_type) {
-    h.append("Content-Type: ").append(content_type).append("\r\n");
-    h.append("Content-Length: ").append(std::to_string(body_bytes)).append("\r\n");
+    spec.content_type = content_type;
+    spec.body = body;
   }
-  h.append("\r\n");
-  return h;
+  return cp::request_head(spec, "localhost", "application/json", std::string(32, 'k'));
 }
 
 /// An answer's body, parsed by Beast.
@@ -131,18 +132,16 @@ int main(int argc, char** argv) {
   size_t bytes = 0; // keeps the work observable
   auto one_run = [&] {
     auto body = encode(create);
-    bytes +=
-        head("POST", "/v1/sandboxes", body.size(), "application/json").size() + body.size();
+    bytes += head(http::verb::post, "/v1/sandboxes", body, "application/json").size();
     auto c = receive<sandbox_created>(answers[0]);
-    bytes += head("PUT", base + "/files?path=%2Fworkspace%2Fmain_0a1b2c3d.py", program.size(),
-                  "application/octet-stream")
-                 .size() +
-             program.size();
+    bytes += head(http::verb::put, base + "/files?path=%2Fworkspace%2Fmain_0a1b2c3d.py",
+                  program, "application/octet-stream")
+                 .size();
     bytes += envelope(answers[1]).data.text.size();
     body = encode(command);
-    bytes += head("POST", base + "/exec", body.size(), "application/json").size() + body.size();
+    bytes += head(http::verb::post, base + "/exec", body, "application/json").size();
     auto r = receive<exec_result>(answers[2]);
-    bytes += head("DELETE", base, 0, nullptr).size();
+    bytes += head(http::verb::delete_, base, {}, nullptr).size();
     auto d = receive<sandbox_deleted>(answers[3]);
     bytes += c.id.size() + r.stdout_text.size() + d.id.size();
   };

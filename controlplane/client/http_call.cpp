@@ -72,6 +72,30 @@ void http_call::run(const std::shared_ptr<http_call>& c) {
   }
 }
 
+std::string request_head(const call_spec& spec, std::string_view host, std::string_view accept,
+                         std::string_view api_key) {
+  // The head Beast's serializer would write for a request with these fields, in this
+  // order; Content-Length as Beast's prepare_payload decides it.
+  auto verb = http::to_string(spec.method);
+  bool with_length = !spec.body.empty() || spec.method == http::verb::post
+                     || spec.method == http::verb::put || spec.method == http::verb::options;
+  auto length = with_length ? std::to_string(spec.body.size()) : std::string{};
+  std::string head;
+  head.reserve(verb.size() + spec.target.size() + host.size() + accept.size() + api_key.size()
+               + spec.content_type.size() + length.size() + 128);
+  head.append(verb.data(), verb.size()).append(" ").append(spec.target);
+  head.append(" HTTP/1.1\r\nHost: ").append(host);
+  head.append("\r\nUser-Agent: guestflow/0.1\r\nAccept: ").append(accept).append("\r\n");
+  if (!api_key.empty())
+    head.append("X-Api-Key: ").append(api_key).append("\r\n");
+  if (!spec.content_type.empty())
+    head.append("Content-Type: ").append(spec.content_type).append("\r\n");
+  if (with_length)
+    head.append("Content-Length: ").append(length).append("\r\n");
+  head.append("\r\n");
+  return head;
+}
+
 http_call::http_call(std::shared_ptr<transport> t, call_spec spec, body_sink sink)
   : t_(std::move(t))
   , lane_(&t_->pick())
@@ -81,30 +105,11 @@ http_call::http_call(std::shared_ptr<transport> t, call_spec spec, body_sink sin
   , retry_(t_->cfg().retry_initial, t_->cfg().retry_max) {
   if (spec_.timeout.count() <= 0)
     spec_.timeout = t_->cfg().default_timeout;
-  // The head Beast's serializer would write for a request with these fields, in this
-  // order; Content-Length as Beast's prepare_payload decides it.
   if (spec_.content_type.empty())
     spec_.body.clear();
-  auto verb = http::to_string(spec_.method);
   std::string_view accept =
     spec_.kind == body_kind::raw && !sink_ ? "*/*" : "application/json";
-  const auto& key = t_->ep().api_key;
-  bool with_length = !spec_.body.empty() || spec_.method == http::verb::post
-                     || spec_.method == http::verb::put || spec_.method == http::verb::options;
-  auto length = with_length ? std::to_string(spec_.body.size()) : std::string{};
-  const auto& host = t_->url().host_header;
-  head_.reserve(verb.size() + spec_.target.size() + host.size() + accept.size() + key.size()
-                + spec_.content_type.size() + length.size() + 128);
-  head_.append(verb.data(), verb.size()).append(" ").append(spec_.target);
-  head_.append(" HTTP/1.1\r\nHost: ").append(host);
-  head_.append("\r\nUser-Agent: guestflow/0.1\r\nAccept: ").append(accept).append("\r\n");
-  if (!key.empty())
-    head_.append("X-Api-Key: ").append(key).append("\r\n");
-  if (!spec_.content_type.empty())
-    head_.append("Content-Type: ").append(spec_.content_type).append("\r\n");
-  if (with_length)
-    head_.append("Content-Length: ").append(length).append("\r\n");
-  head_.append("\r\n");
+  head_ = request_head(spec_, t_->url().host_header, accept, t_->ep().api_key);
 }
 
 void http_call::abort(failure why) {

@@ -35,6 +35,11 @@ struct call_spec {
   std::string what() const;
 };
 
+/// The request line and headers of `spec` (its body follows them on the wire), exactly as
+/// Beast's serializer would write them.
+std::string request_head(const call_spec& spec, std::string_view host, std::string_view accept,
+                         std::string_view api_key);
+
 /// Receives a 2xx body as it arrives instead of buffering it: called once with an empty
 /// view when the 2xx header is in, then with every piece of body. Returning a failure
 /// aborts the call (the connection is closed, never pooled).
