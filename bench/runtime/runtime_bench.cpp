@@ -1,5 +1,6 @@
-// bench_runtime [--inflight K]... [--transport unix|tcp]... [--rounds R] [--latency-ms N]
-//               [--scheduler sharing|stealing] [--caf-threads N] [--smoke] [--out FILE]
+// bench_runtime [--inflight K]... [--transport unix|tcp|memory]... [--rounds R]
+//               [--latency-ms N] [--scheduler sharing|stealing] [--caf-threads N] [--smoke]
+//               [--out FILE]
 //
 // The runtime's own overhead per execution (issue 4, "Bench"). Starts `guestflow
 // control-plane --simulate-latency-ms N` (every call answered after N ms, no guest ever
@@ -14,6 +15,8 @@
 //     connections a cold pool lacks);
 // and, to split the CPU per run, sustained once more with the client alone (no actors:
 // the same 4 calls chained from the client's own thread).
+// --transport memory replaces the client with bench::answering_client (no request: each
+// call answered after N ms from a thread of its own), so its rows are the actors' part.
 // Per load: runs/s, p50/p99 end-to-end latency (run sent → report received), CPU of this
 // process's threads (schedstat; not the sampling main thread) per run finished, RSS: (peak −
 // before launch) / K. Targets (on the sustained loads): ≤ 50 µs runtime CPU per execution; ≤ 8
@@ -27,6 +30,8 @@
 #include "actors/sandbox_policy.hpp"
 #include "actors/system_settings.hpp"
 #include "bench/fd_limit.hpp"
+#include "bench/runtime/answering_client.hpp"
+#include "bench/thread_cpu.hpp"
 #include "controlplane/client/client.hpp"
 #include "messages/type_ids.hpp"
 #include "tests/integration/control_plane/control_plane_process.hpp"
@@ -125,46 +130,6 @@ cpu_times cpu_seconds() {
   ::getrusage(RUSAGE_SELF, &ru);
   auto sec = [](const timeval& t) { return static_cast<double>(t.tv_sec) + t.tv_usec / 1e6; };
   return {sec(ru.ru_utime), sec(ru.ru_stime)};
-}
-
-/// CPU per thread group (from /proc/self/task/*): where the process's CPU goes. Groups:
-/// the main thread (the harness's waiting loop), CAF's scheduler workers, CAF's clock,
-/// CAF's other threads, and the rest (the client's Asio thread and its resolver).
-struct thread_cpu {
-  uint64_t ns = 0;         ///< schedstat: precise
-  uint64_t user_ticks = 0; ///< stat utime/stime: coarse, for the kernel share only
-  uint64_t sys_ticks = 0;
-};
-
-std::map<std::string, thread_cpu> thread_cpu_by_group() {
-  std::map<std::string, thread_cpu> out;
-  auto self = std::to_string(::getpid());
-  for (auto& e : std::filesystem::directory_iterator{"/proc/self/task"}) {
-    auto tid = e.path().filename().string();
-    std::ifstream comm_in{e.path() / "comm"}, sched_in{e.path() / "schedstat"},
-        stat_in{e.path() / "stat"};
-    std::string comm, stat;
-    uint64_t ns = 0;
-    if (!std::getline(comm_in, comm) || !(sched_in >> ns) || !std::getline(stat_in, stat))
-      continue; // the thread ended meanwhile
-    // utime and stime are fields 14 and 15; the comm (field 2) may contain spaces.
-    std::istringstream fields{stat.substr(stat.rfind(')') + 2)};
-    std::string skip;
-    for (int i = 3; i < 14; ++i)
-      fields >> skip;
-    uint64_t utime = 0, stime = 0;
-    fields >> utime >> stime;
-    std::string group = tid == self                       ? "main"
-                        : comm.rfind("caf.multi", 0) == 0 ? "caf-workers"
-                        : comm == "caf.clock"             ? "clock"
-                        : comm.rfind("caf.", 0) == 0      ? "caf-other"
-                                                          : "client-io";
-    auto& g = out[group];
-    g.ns += ns;
-    g.user_ticks += utime;
-    g.sys_ticks += stime;
-  }
-  return out;
 }
 
 /// CPU nanoseconds of every thread of process `pid` (the control plane child).
@@ -432,7 +397,7 @@ struct sample {
   int64_t at_ns = 0;
   size_t done = 0;
   cpu_times cpu;
-  std::map<std::string, thread_cpu> threads;
+  std::map<std::string, bench::thread_cpu> threads;
   uint64_t server_ns = 0;
 };
 
@@ -441,7 +406,7 @@ sample take_sample(const batch& b, pid_t server) {
   s.done = b.done.load();
   s.at_ns = ns_since(b.t0);
   s.cpu = cpu_seconds();
-  s.threads = thread_cpu_by_group();
+  s.threads = bench::thread_cpu_by_group();
   s.server_ns = process_cpu_ns(server);
   return s;
 }
@@ -582,11 +547,12 @@ int main(int argc, char** argv) {
     else if (a == "--rounds" && i + 1 < argc)
       rounds = std::max<size_t>(1, std::stoul(argv[++i]));
     else if (a == "--transport" && i + 1 < argc &&
-             (std::string{argv[i + 1]} == "unix" || std::string{argv[i + 1]} == "tcp"))
+             (std::string{argv[i + 1]} == "unix" || std::string{argv[i + 1]} == "tcp" ||
+              std::string{argv[i + 1]} == "memory"))
       transports.push_back(argv[++i]);
     else {
       std::cerr
-          << "usage: bench_runtime [--inflight K]... [--transport unix|tcp]... "
+          << "usage: bench_runtime [--inflight K]... [--transport unix|tcp|memory]... "
              "[--rounds R] [--latency-ms N] [--scheduler sharing|stealing] [--caf-threads N] "
              "[--smoke] [--out FILE]\n";
       return 2;
@@ -594,7 +560,7 @@ int main(int argc, char** argv) {
   }
   if (inflight.empty())
     inflight = smoke ? std::vector<size_t>{50} : std::vector<size_t>{1000, 10'000};
-  if (transports.empty()) transports = {"unix", "tcp"};
+  if (transports.empty()) transports = {"unix", "tcp", "memory"};
   if (out_path.empty() && !smoke)
     out_path = std::string{GUESTFLOW_SOURCE_DIR} + "/bench/results/runtime.txt";
 
@@ -608,7 +574,9 @@ int main(int argc, char** argv) {
                                                       "--unix-socket", socket_path.string()}};
     cp::client_config ccfg; // the CLI's defaults
     if (max_idle) ccfg.max_idle_per_endpoint = max_idle;
-    auto client_for = [&](const std::string& transport) {
+    auto client_for = [&](const std::string& transport) -> std::shared_ptr<cp::client> {
+      if (transport == "memory")
+        return std::make_shared<bench::answering_client>(std::chrono::milliseconds{latency_ms});
       cp::endpoint ep;
       ep.base_url = transport == "unix" ? "unix://" + socket_path.string()
                                         : "http://127.0.0.1:" + std::to_string(server.port());
@@ -650,7 +618,8 @@ int main(int argc, char** argv) {
       for (auto k : inflight) {
         measure({load_mode::sustained, k, rounds});
         if (!smoke) measure({load_mode::burst, k});
-        measure({load_mode::sustained, k, rounds, true});
+        // In memory the client alone is only the answering thread: nothing to split off.
+        if (transport != "memory") measure({load_mode::sustained, k, rounds, true});
       }
       // The reaper owes nothing (checked per load); stop this runtime before the next.
       rt.stop();
@@ -668,20 +637,22 @@ int main(int argc, char** argv) {
           << "; fd limit " << fd_limit << "; " << std::thread::hardware_concurrency()
           << " cores shared with the control plane child\n\n";
     char line[256];
-    std::snprintf(line, sizeof(line), "%-5s %8s %-9s %8s %9s %9s %11s %7s %11s %11s\n", "via",
+    std::snprintf(line, sizeof(line), "%-6s %8s %-9s %8s %9s %9s %11s %7s %11s %11s\n", "via",
                   "inflight", "load", "runs/s", "p50 ms", "p99 ms", "CPU us/run", "kernel",
                   "RSS B/run", "cp CPU us");
     table << line;
     for (auto& f : all) {
       std::snprintf(
-          line, sizeof(line), "%-5s %8zu %-9s %8.0f %9.1f %9.1f %11.1f %6.0f%% %11.0f %11.1f\n",
+          line, sizeof(line), "%-6s %8zu %-9s %8.0f %9.1f %9.1f %11.1f %6.0f%% %11.0f %11.1f\n",
           f.transport.c_str(), f.shape.k, f.shape.label(), f.runs_per_s, f.p50_ms, f.p99_ms,
           f.cpu_us_per_run, 100 * f.sys_share, f.rss_per_run, f.server_cpu_us_per_run);
       table << line;
     }
     table
         << "(via: the client's transport to the control plane, its Unix socket or loopback "
-           "TCP.\n"
+           "TCP;\n"
+           " memory: no client, each call answered in memory after the same latency (the\n"
+           " actors' part alone; its cp CPU is nil, and it is no target figure).\n"
            " sustained: K kept in flight, each finished run launching the next; measured from\n"
            " the 2K-th to the "
         << 2 + rounds
@@ -695,7 +666,9 @@ int main(int argc, char** argv) {
         << latency_ms << " ms = " << 4 * latency_ms
         << " ms; above it, both processes are CPU-bound on these cores.)\n\n";
     for (auto& f : all) {
-      if (f.shape.mode != load_mode::sustained || f.shape.client_only) continue;
+      if (f.shape.mode != load_mode::sustained || f.shape.client_only ||
+          f.transport == "memory")
+        continue;
       std::snprintf(line, sizeof(line), "%.1f us", f.cpu_us_per_run);
       table << "target CPU per execution <= " << cpu_target_us << " us, " << f.transport << ", "
             << f.shape.k << " in flight: " << line << " = "
@@ -704,7 +677,7 @@ int main(int argc, char** argv) {
     bool rss_measured = false;
     for (auto& f : all) {
       if (f.shape.k != rss_target_at || f.shape.mode != load_mode::sustained ||
-          f.shape.client_only)
+          f.shape.client_only || f.transport == "memory")
         continue;
       rss_measured = true;
       std::snprintf(line, sizeof(line), "%.0f B", f.rss_per_run);
@@ -730,6 +703,19 @@ int main(int argc, char** argv) {
                       f.transport.c_str(), f.shape.k, r.cpu_us_per_run, f.cpu_us_per_run,
                       100 * f.cpu_us_per_run / r.cpu_us_per_run,
                       r.cpu_us_per_run - f.cpu_us_per_run);
+        table << line;
+      }
+    }
+    for (auto& m : all) {
+      if (m.transport != "memory" || m.shape.mode != load_mode::sustained) continue;
+      for (auto& r : all) {
+        if (r.transport != "unix" || r.shape.k != m.shape.k || r.shape.client_only ||
+            r.shape.mode != load_mode::sustained)
+          continue;
+        std::snprintf(line, sizeof(line),
+                      "  memory %zu: the actors alone, no socket: %.1f us (%.0f%% of unix's "
+                      "runtime figure)\n",
+                      m.shape.k, m.cpu_us_per_run, 100 * m.cpu_us_per_run / r.cpu_us_per_run);
         table << line;
       }
     }
