@@ -13,6 +13,7 @@
 // client's I/O thread that the other two floors price.
 // --smoke: K = 50, one round, for ctest (asserts that every run finishes, never timings).
 #include "actors/system_settings.hpp"
+#include "bench/load_flags.hpp"
 #include "bench/runtime/answering_client.hpp"
 #include "bench/thread_cpu.hpp"
 #include "messages/type_ids.hpp"
@@ -50,7 +51,7 @@ struct load {
 
 /// The answer of one call, as one message to `run` (the runtime's reply_to does the same).
 template<class T>
-cp::callback<T> to(caf::actor run) {
+cp::callback<T> answer_to(caf::actor run) {
   return [run = std::move(run)](result<T> r) {
     if (r)
       caf::anon_send(run, std::move(*r));
@@ -66,7 +67,7 @@ caf::behavior run(caf::event_based_actor* self, load* l) {
   req.shape = "small";
   req.name = "gf-b-bench00-" + std::to_string(l->launched.load());
   req.auto_pause_after_seconds = 150;
-  l->client->create(req, 30s, to<sandbox_created>(caf::actor_cast<caf::actor>(self)));
+  l->client->create(req, 30s, answer_to<sandbox_created>(caf::actor_cast<caf::actor>(self)));
   auto end = [self, l](bool ok) {
     if (!ok) ++l->failed;
     launch(self->home_system(), l);
@@ -79,14 +80,16 @@ caf::behavior run(caf::event_based_actor* self, load* l) {
         *id = std::move(c.id);
         l->client->put_file(*id, "/workspace/main_0123456789abcdef.py",
                             "print('hello from a guest')\n", 30s,
-                            to<bool>(caf::actor_cast<caf::actor>(self)));
+                            answer_to<bool>(caf::actor_cast<caf::actor>(self)));
       },
       [self, l, id](bool) {
         exec_request cmd{"timeout", {"--signal=KILL", "30", "python3", "/workspace/main.py"}};
-        l->client->exec(*id, cmd, 60s, to<exec_result>(caf::actor_cast<caf::actor>(self)));
+        l->client->exec(*id, cmd, 60s,
+                        answer_to<exec_result>(caf::actor_cast<caf::actor>(self)));
       },
       [self, l, id](exec_result&) {
-        l->client->remove(*id, 30s, to<sandbox_deleted>(caf::actor_cast<caf::actor>(self)));
+        l->client->remove(*id, 30s,
+                          answer_to<sandbox_deleted>(caf::actor_cast<caf::actor>(self)));
       },
       [end](sandbox_deleted&) { end(true); },
       [end](caf::error&) { end(false); },
@@ -151,29 +154,19 @@ figures measure(caf::actor_system& sys, size_t k, size_t rounds,
 } // namespace
 
 int main(int argc, char** argv) {
-  std::vector<size_t> inflight;
-  uint32_t latency_ms = 50;
-  size_t rounds = 4;
-  bool smoke = false;
+  bench::load_flags flags{4};
   for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    if (a == "--inflight" && i + 1 < argc)
-      inflight.push_back(std::stoul(argv[++i]));
-    else if (a == "--latency-ms" && i + 1 < argc)
-      latency_ms = static_cast<uint32_t>(std::stoul(argv[++i]));
-    else if (a == "--rounds" && i + 1 < argc)
-      rounds = std::max<size_t>(1, std::stoul(argv[++i]));
-    else if (a == "--smoke")
-      smoke = true;
-    else {
+    if (!flags.take(i, argc, argv)) {
       std::cerr << "usage: bench_actor_floor [--inflight K]... [--latency-ms N] [--rounds R] "
                    "[--smoke]\n";
       return 2;
     }
   }
+  auto inflight = flags.inflight;
   if (inflight.empty())
-    inflight = smoke ? std::vector<size_t>{50} : std::vector<size_t>{1000, 10'000};
-  if (smoke) rounds = 1;
+    inflight = flags.smoke ? std::vector<size_t>{50} : std::vector<size_t>{1000, 10'000};
+  auto rounds = flags.smoke ? 1 : flags.rounds;
+  auto latency_ms = flags.latency_ms;
   try {
     caf::actor_system_config cfg;
     apply_runtime_settings(cfg);

@@ -12,6 +12,7 @@
 // --like-client: per call also the 2 system calls guestflow's client adds (the pooled
 // connection's stale-check peek, Asio's epoll re-arm), to price them.
 #include "bench/fd_limit.hpp"
+#include "bench/load_flags.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -213,29 +214,25 @@ figures drive(const std::string& path, size_t k, size_t rounds, bool like_client
 
 int main(int argc, char** argv) {
   auto fd_limit = guestflow::bench::raise_fd_limit(); // a socket per connection, both ends
-  std::vector<size_t> inflight;
-  long latency_ms = 50;
-  size_t rounds = 4;
+  guestflow::bench::load_flags flags{4};
   bool like_client = false;
   for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    if (a == "--inflight" && i + 1 < argc)
-      inflight.push_back(std::stoul(argv[++i]));
-    else if (a == "--latency-ms" && i + 1 < argc)
-      latency_ms = std::stol(argv[++i]);
-    else if (a == "--rounds" && i + 1 < argc)
-      rounds = std::max<size_t>(1, std::stoul(argv[++i]));
-    else if (a == "--like-client")
+    if (flags.take(i, argc, argv)) continue;
+    if (std::string{argv[i]} == "--like-client") {
       like_client = true;
-    else if (a == "--smoke") {
-      inflight = {20};
-      latency_ms = 1;
-      rounds = 1;
-    } else {
-      std::fprintf(stderr, "usage: bench_round_trip_floor [--inflight K]... [--latency-ms N] "
-                           "[--rounds R] [--like-client] [--smoke]\n");
-      return 2;
+      continue;
     }
+    std::fprintf(stderr, "usage: bench_round_trip_floor [--inflight K]... [--latency-ms N] "
+                         "[--rounds R] [--like-client] [--smoke]\n");
+    return 2;
+  }
+  auto inflight = flags.inflight;
+  long latency_ms = flags.latency_ms;
+  size_t rounds = flags.rounds;
+  if (flags.smoke) {
+    inflight = {20};
+    latency_ms = 1;
+    rounds = 1;
   }
   if (inflight.empty()) inflight = {1000, 10000};
   std::printf(

@@ -30,6 +30,7 @@
 #include "actors/sandbox_policy.hpp"
 #include "actors/system_settings.hpp"
 #include "bench/fd_limit.hpp"
+#include "bench/load_flags.hpp"
 #include "bench/runtime/answering_client.hpp"
 #include "bench/thread_cpu.hpp"
 #include "controlplane/client/client.hpp"
@@ -519,23 +520,16 @@ std::string ratio(double measured, double target) {
 } // namespace
 
 int main(int argc, char** argv) {
-  std::vector<size_t> inflight;
-  uint32_t latency_ms = 50;
-  bool smoke = false;
+  bench::load_flags flags{2};
   std::string out_path;
   std::string policy;
   size_t max_idle = 0;
   std::vector<std::string> transports;
-  size_t rounds = 2;
   size_t caf_threads = 0;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
-    if (a == "--inflight" && i + 1 < argc)
-      inflight.push_back(std::stoul(argv[++i]));
-    else if (a == "--latency-ms" && i + 1 < argc)
-      latency_ms = static_cast<uint32_t>(std::stoul(argv[++i]));
-    else if (a == "--smoke")
-      smoke = true;
+    if (flags.take(i, argc, argv))
+      continue;
     else if (a == "--out" && i + 1 < argc)
       out_path = argv[++i];
     else if (a == "--scheduler" && i + 1 < argc)
@@ -544,8 +538,6 @@ int main(int argc, char** argv) {
       caf_threads = std::stoul(argv[++i]);
     else if (a == "--max-idle" && i + 1 < argc)
       max_idle = std::stoul(argv[++i]);
-    else if (a == "--rounds" && i + 1 < argc)
-      rounds = std::max<size_t>(1, std::stoul(argv[++i]));
     else if (a == "--transport" && i + 1 < argc &&
              (std::string{argv[i + 1]} == "unix" || std::string{argv[i + 1]} == "tcp" ||
               std::string{argv[i + 1]} == "memory"))
@@ -558,6 +550,10 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
+  const bool smoke = flags.smoke;
+  const size_t rounds = flags.rounds;
+  const uint32_t latency_ms = flags.latency_ms;
+  auto inflight = flags.inflight;
   if (inflight.empty())
     inflight = smoke ? std::vector<size_t>{50} : std::vector<size_t>{1000, 10'000};
   if (transports.empty()) transports = {"unix", "tcp", "memory"};
