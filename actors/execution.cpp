@@ -29,6 +29,14 @@ bool finished_or_deleting(const execution_state& st) {
   return st.at == phase::deleting || st.at == phase::done || st.at == phase::failed;
 }
 
+/// The control plane answered the create with a refusal: no guest was made. `transient`
+/// (429, 5xx, timeouts) and `unavailable` (which also stands for a connection lost after
+/// the request went out) may hide one.
+bool refused_outright(ec code) {
+  return code == ec::bad_request || code == ec::policy_refused || code == ec::not_found
+         || code == ec::paused;
+}
+
 bool reusable(const execution_state& st) {
   return static_cast<bool>(st.opts.registry);
 }
@@ -329,10 +337,17 @@ void create_guest(self_ptr self) {
         upload_next(self);
       },
       [self](caf::error& err) {
-        // The create may still have happened (lost answer, timeout): the reaper deletes
-        // by name whatever appears under it.
-        note_failure(self, to_failure(err));
-        self->send(self->state.reaper, reap_atom::value, self->state.spec.name);
+        auto f = to_failure(err);
+        auto& st = self->state;
+        // A refusal the control plane answered created nothing: the reaper forgets the name
+        // (else a CLI would wait for it at exit). Any other failure (a lost answer, a
+        // timeout, a 5xx) may hide a guest that was made: the reaper deletes by name
+        // whatever appears under it.
+        if (refused_outright(f.code))
+          self->send(st.reaper, released_atom::value, st.spec.name);
+        else
+          self->send(st.reaper, reap_atom::value, st.spec.name);
+        note_failure(self, std::move(f));
         finish(self);
       });
 }

@@ -68,7 +68,7 @@ int report_failure(const char* what, const failure& f) {
 }
 
 result<std::unique_ptr<session>> session::open(const cp::env_map& env, signal_watch& watch,
-                                               call_latency* latency) {
+                                               call_latency* latency, start_sweep sweep) {
   std::unique_ptr<session> s{new session(watch)};
   // A CLI run prints the program's output; the embedded server's chatter stays out of it.
   spdlog::set_level(env.count("GUESTFLOW_DEBUG") ? spdlog::level::debug : spdlog::level::warn);
@@ -120,6 +120,10 @@ result<std::unique_ptr<session>> session::open(const cp::env_map& env, signal_wa
   }
   auto owner_env = env.count("GUESTFLOW_OWNER") ? env.at("GUESTFLOW_OWNER") : std::string{};
   s->owner_ = names::owner_id(owner_env, host_name(), dir);
+  auto lease = owner_lease::take(dir, s->owner_);
+  if (!lease)
+    return lease.error();
+  s->lease_.emplace(std::move(*lease));
   s->cfg_ = std::make_unique<session_config>();
   s->sys_ = std::make_unique<caf::actor_system>(*s->cfg_);
   runtime_options ro;
@@ -130,11 +134,18 @@ result<std::unique_ptr<session>> session::open(const cp::env_map& env, signal_wa
   ro.coordinator.settings = std::move(*executor);
   s->rt_ = std::make_unique<runtime>(*s->sys_, std::move(*client), ro);
   // Guests of this owner that an earlier, crashed run left behind go now, in the
-  // background; the grace period spares those of a concurrent run of the same owner.
+  // background, unless another process of the owner is live (its guests are not orphans;
+  // the sweep waits for a start with none). The grace period spares a run that starts
+  // while this sweep lists.
   uint32_t grace = 3600;
   if (auto i = env.find("GUESTFLOW_SWEEP_GRACE_SECONDS"); i != env.end() && !i->second.empty())
     grace = static_cast<uint32_t>(std::strtoul(i->second.c_str(), nullptr, 10));
-  caf::anon_send(s->rt_->reaper(), sweep_atom::value, grace);
+  if (sweep == start_sweep::on) {
+    if (s->lease_->sole())
+      caf::anon_send(s->rt_->reaper(), sweep_atom::value, grace);
+    else
+      spdlog::debug("another process of owner {} is live: no sweep at start", s->owner_);
+  }
   return s;
 }
 
@@ -193,6 +204,11 @@ result<execution_report> session::run_on(execution_actor exec, execution_spec sp
 }
 
 result<uint64_t> session::sweep(uint32_t older_than_s) {
+  if (!lease_->exclusive())
+    return fail(ec::unavailable,
+                "another guestflow process of owner " + owner_ + " is running (it holds "
+                  + lease_->path() + "): its guests are live, not orphans; nothing was "
+                  "deleted. Reap once it has ended.");
   return ask<uint64_t>(rt_->reaper(), caf::duration{5min}, sweep_atom::value, older_than_s);
 }
 

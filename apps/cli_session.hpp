@@ -2,6 +2,7 @@
 
 #include "actors/runtime.hpp"
 #include "actors/sandbox_policy.hpp"
+#include "apps/owner_lease.hpp"
 #include "apps/signal_watch.hpp"
 #include "messages/call_latency.hpp"
 #include "controlplane/client/endpoint_selection.hpp"
@@ -26,11 +27,17 @@ namespace guestflow::cli {
 /// and the provider facts the policy gate needs. Blocking is fine here — this is apps/.
 class session {
 public:
+  /// Whether opening a session sweeps the owner's orphans older than
+  /// GUESTFLOW_SWEEP_GRACE_SECONDS (in the background, and only while no other process of
+  /// the owner is live); `guestflow reap` sweeps with its own age instead.
+  enum class start_sweep { on, off };
+
   /// `watch` must outlive the session; its signals cancel what the session runs. With
   /// `latency`, every control-plane call's latency is recorded there (it must outlive the
   /// session).
   static result<std::unique_ptr<session>> open(const cp::env_map& env, signal_watch& watch,
-                                               call_latency* latency = nullptr);
+                                               call_latency* latency = nullptr,
+                                               start_sweep sweep = start_sweep::on);
   ~session();
 
   runtime& rt() { return *rt_; }
@@ -47,6 +54,8 @@ public:
   result<execution_report> run(component_plan plan);
 
   /// Deletes this runtime's orphaned guests older than `older_than_s`; returns how many.
+  /// Refused (`unavailable`, nothing deleted) while another process of the owner is live:
+  /// its guests are not orphans. Holds the owner's lease alone from then on.
   result<uint64_t> sweep(uint32_t older_than_s);
 
   /// Deletes reusable gf-c- guests idle longer than `idle_s`; returns how many.
@@ -66,6 +75,7 @@ private:
   result<T> ask(const Handle& dest, caf::duration limit, Ts&&... xs);
 
   signal_watch& watch_;
+  std::optional<owner_lease> lease_; ///< released last, once the reaper has drained
   std::unique_ptr<local::embedded_control_plane> embedded_;
   std::unique_ptr<caf::actor_system_config> cfg_;
   std::unique_ptr<caf::actor_system> sys_;

@@ -13,7 +13,9 @@ constexpr std::string_view usage = R"(usage: guestflow reap [--older-than S]
 
 Deletes this runtime's orphaned ephemeral guests (gf-b-/gf-x- names carrying its owner
 id) that are older than S seconds (default 0), e.g. after a `guestflow code` was killed
-with SIGKILL. Another runtime's guests and reusable gf-c- guests are never touched.
+with SIGKILL. Another runtime's guests and reusable gf-c- guests are never touched. While
+another guestflow process of this owner (same state dir) is running, its guests are not
+orphans: reap then deletes nothing and exits 125.
 
 With --reusable, deletes instead the reusable component guests (gf-c- names, created by
 `guestflow component --reuse flow`, of any runtime) that have been idle longer than S
@@ -54,7 +56,9 @@ int run_reap(const std::vector<std::string>& argv) {
               << "'\n";
     return 2;
   }
-  auto s = session::open(cp::process_environment(), watch);
+  // No sweep at start: reap deletes what it is asked to, and counts it.
+  auto s =
+    session::open(cp::process_environment(), watch, nullptr, session::start_sweep::off);
   if (!s)
     return report_failure("reap", s.error());
   if (reusable) {

@@ -259,3 +259,43 @@ TEST_F(code_test, two_runtimes_never_reap_each_others_guests) {
   ::waitpid(pid, nullptr, 0);
   EXPECT_TRUE(live_guests().empty());
 }
+
+TEST_F(code_test, reap_and_start_sweeps_spare_a_live_run_of_the_same_owner) {
+  auto p = program("p.py", "print('started', flush=True)\nimport time\ntime.sleep(600)\n");
+  auto pid = start_code(env(), p); // the same state dir, so the same owner id
+  ASSERT_TRUE(wait_for_live(1));
+  auto r = control_plane_process::run_to_exit({"reap"}, env(), 120s);
+  EXPECT_EQ(r.status, 125);
+  EXPECT_NE(r.stderr_text.find("another guestflow process"), std::string::npos)
+    << r.stderr_text;
+  EXPECT_EQ(r.stdout_text, "");
+  EXPECT_EQ(live_guests().size(), 1u);
+  // A run that starts meanwhile leaves it alone too, even with no grace period at all.
+  auto q = program("q.py", "print('ok')\n");
+  auto other = code({q}, {{"GUESTFLOW_SWEEP_GRACE_SECONDS", "0"}});
+  EXPECT_EQ(other.status, 0) << other.stderr_text;
+  EXPECT_EQ(live_guests().size(), 1u);
+  ::kill(pid, SIGTERM);
+  ::waitpid(pid, nullptr, 0);
+  EXPECT_TRUE(live_guests().empty());
+}
+
+TEST_F(code_test, reap_deletes_only_orphans_older_than_asked_and_counts_them) {
+  auto p = program("p.py", "print('started', flush=True)\nimport time\ntime.sleep(600)\n");
+  auto pid = start_code(env(), p);
+  ASSERT_TRUE(wait_for_live(1));
+  ::kill(pid, SIGKILL);
+  ::waitpid(pid, nullptr, 0);
+  // The orphan is seconds old: an hour's age spares it, whatever the start-up sweep's
+  // grace would be (reap does not sweep at start).
+  auto none = control_plane_process::run_to_exit({"reap", "--older-than", "3600"},
+                                                 env({{"GUESTFLOW_SWEEP_GRACE_SECONDS", "0"}}),
+                                                 120s);
+  EXPECT_EQ(none.status, 0) << none.stderr_text;
+  EXPECT_EQ(none.stdout_text, "deleted 0\n");
+  EXPECT_EQ(live_guests().size(), 1u);
+  auto all = control_plane_process::run_to_exit({"reap"}, env(), 120s);
+  EXPECT_EQ(all.status, 0) << all.stderr_text;
+  EXPECT_EQ(all.stdout_text, "deleted 1\n");
+  EXPECT_TRUE(live_guests().empty());
+}

@@ -205,6 +205,20 @@ TEST_F(execution_test, refused_create_leaves_nothing_and_deletes_nothing) {
   EXPECT_EQ(out->error->code, ec::bad_request);
   EXPECT_EQ(deletes(), 0);
   EXPECT_EQ(s->live(), 0u);
+  // The control plane said no: the reaper owes nothing and watches for nothing (a CLI
+  // would otherwise wait for it at exit).
+  auto st = stats();
+  EXPECT_EQ(st.pending, 0u);
+  EXPECT_EQ(st.tracked, 0u);
+}
+
+TEST_F(execution_test, create_failing_without_a_refusal_is_watched_by_name) {
+  s->calls["create"] = {call_script::mode::fail, ec::transient, 1}; // e.g. a 502
+  start(spec("gf-b-abc123-ghghghghgh"));
+  ASSERT_TRUE(out->error);
+  EXPECT_EQ(out->error->code, ec::transient);
+  // The guest may exist even though the answer was an error: the reaper owes it.
+  EXPECT_EQ(stats().pending, 1u);
 }
 
 TEST_F(execution_test, lost_create_answer_is_still_deleted_by_name) {
