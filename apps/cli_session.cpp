@@ -89,8 +89,20 @@ result<std::unique_ptr<session>> session::open(const cp::env_map& env, signal_wa
     auto sock = std::filesystem::path{dir} / "control-plane.sock";
     if (sock.string().size() <= local::max_unix_socket_path)
       opts.unix_socket = sock;
-    auto wait = 10min;
-    auto started = local::embedded_control_plane::start(opts, wait);
+    // Another guestflow on this state dir: run after it, however long it runs (a day is
+    // the longest timeout any provider allows), unless the user gives up (SIGINT/SIGTERM).
+    auto since = std::chrono::steady_clock::now();
+    bool told = false;
+    auto stop_waiting = [&] {
+      if (!told && std::chrono::steady_clock::now() - since > 1s) {
+        told = true; // a wait the user notices is a wait the user is told about
+        std::cerr << "guestflow: waiting for another guestflow using " << dir << '\n';
+      }
+      return watch.received() != 0;
+    };
+    auto started = local::embedded_control_plane::start(opts, 25h, stop_waiting);
+    if (!started && started.error().code == ec::guest_failed)
+      return started.error(); // stopped by a signal while waiting
     if (!started)
       return fail(ec::unavailable,
                   "the embedded control plane cannot start: " + started.error().message);

@@ -4,6 +4,7 @@
 #include "messages/error.hpp"
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -16,9 +17,11 @@ class embedded_control_plane {
 public:
   /// Starts serving on `opts.listen` and returns once it accepts connections. While
   /// another process holds `opts.state_dir`, waits (polling) up to `wait_for_lock`, so
-  /// several CLI invocations on one state dir run one after another instead of failing.
+  /// several CLI invocations on one state dir run one after another instead of failing;
+  /// `stop_waiting`, asked between polls, ends the wait early (a user's Ctrl-C).
   static result<std::unique_ptr<embedded_control_plane>>
-  start(serve_options opts, std::chrono::milliseconds wait_for_lock);
+  start(serve_options opts, std::chrono::milliseconds wait_for_lock,
+        const std::function<bool()>& stop_waiting = {});
 
   virtual ~embedded_control_plane() = default;
 

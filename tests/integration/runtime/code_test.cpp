@@ -299,3 +299,63 @@ TEST_F(code_test, reap_deletes_only_orphans_older_than_asked_and_counts_them) {
   EXPECT_EQ(all.stdout_text, "deleted 1\n");
   EXPECT_TRUE(live_guests().empty());
 }
+
+TEST_F(code_test, embedded_runs_on_one_state_dir_take_turns_and_a_waiting_one_stops_on_sigint) {
+  // No control plane configured: each CLI embeds one on the state dir, and only one may
+  // hold it at a time.
+  auto state = (dir.path() / "shared-state").string();
+  std::map<std::string, std::string> vars{{"GUESTFLOW_STATE_DIR", state}};
+  auto long_run = program("long.py", "import time\ntime.sleep(600)\n");
+  auto short_run = program("short.py", "print('second')\n");
+  auto exited_within = [](pid_t pid, std::chrono::seconds limit, int* status) {
+    auto deadline = std::chrono::steady_clock::now() + limit;
+    while (::waitpid(pid, status, WNOHANG) == 0) {
+      if (std::chrono::steady_clock::now() > deadline)
+        return false;
+      std::this_thread::sleep_for(20ms); // polling interval: the loop checks the exit
+    }
+    return true;
+  };
+  auto first = start_cli({"code", "--timeout", "600", long_run}, vars);
+  ASSERT_GT(first, 0);
+  // Its embedded control plane serves a socket in the state dir once it holds the dir.
+  auto sock = std::filesystem::path{state} / "control-plane.sock";
+  auto deadline = std::chrono::steady_clock::now() + 60s;
+  while (!std::filesystem::exists(sock) && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(20ms); // polling interval: the loop checks the condition
+  ASSERT_TRUE(std::filesystem::exists(sock));
+
+  int second_out = -1;
+  auto second = start_cli({"code", short_run}, vars, &second_out);
+  auto gives_up = start_cli({"code", short_run}, vars);
+  // Ctrl-C once it is guestflow's to handle (its signal watch blocks SIGINT first thing).
+  auto handles_sigint = [](pid_t pid) {
+    std::ifstream in{"/proc/" + std::to_string(pid) + "/status"};
+    for (std::string line; std::getline(in, line);)
+      if (line.rfind("SigBlk:", 0) == 0)
+        return (std::stoull(line.substr(7), nullptr, 16) & (1ull << (SIGINT - 1))) != 0;
+    return false;
+  };
+  deadline = std::chrono::steady_clock::now() + 60s;
+  while (!handles_sigint(gives_up) && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(20ms); // polling interval: the loop checks the condition
+  ::kill(gives_up, SIGINT);
+  int status = -1;
+  bool stopped = exited_within(gives_up, 30s, &status);
+  if (!stopped)
+    ::kill(gives_up, SIGKILL), ::waitpid(gives_up, nullptr, 0);
+  EXPECT_TRUE(stopped) << "Ctrl-C did not stop a CLI waiting for the state dir";
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 125);
+  EXPECT_EQ(::waitpid(second, &status, WNOHANG), 0) << "the second run did not wait";
+
+  ::kill(first, SIGTERM);
+  ASSERT_TRUE(exited_within(first, 60s, &status));
+  ASSERT_TRUE(exited_within(second, 120s, &status));
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  std::string said;
+  char buf[256];
+  for (ssize_t n; (n = ::read(second_out, buf, sizeof buf)) > 0;)
+    said.append(buf, static_cast<size_t>(n));
+  EXPECT_EQ(said, "second\n");
+  ::close(second_out);
+}
