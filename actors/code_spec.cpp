@@ -36,7 +36,7 @@ result<execution_spec> make_code_spec(const code_request& req, const policy::san
   execution_spec spec;
   spec.name = guest_name;
   spec.create.shape = where->chosen.id;
-  spec.create.rootfs = s.rootfs;
+  spec.create.rootfs = where->rootfs;
   spec.create.name = std::move(guest_name);
   spec.create.egress = std::move(where->egress);
   spec.create.envs = req.env;

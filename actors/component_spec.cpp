@@ -79,7 +79,7 @@ result<component_plan> make_component_spec(const component_request& req,
                 ? names::reusable(req.flow_id, req.component_id, fingerprint(where->egress))
                 : names::ephemeral(names::guest_kind::backend, owner, rng);
   spec.create.shape = where->chosen.id;
-  spec.create.rootfs = s.rootfs;
+  spec.create.rootfs = where->rootfs;
   spec.create.name = spec.name;
   spec.create.egress = std::move(where->egress);
   spec.create.auto_pause_after_seconds = plan.reusable ? reusable_auto_pause(s.timeout_seconds)

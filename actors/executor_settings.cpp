@@ -43,14 +43,12 @@ public:
 
   template<class T>
   void number(const char* key, T& out, T min, T max) {
-    auto v = text(key);
-    if (!v || error) return;
-    T x{};
-    auto [end, err] = std::from_chars(v->data(), v->data() + v->size(), x);
-    if (err != std::errc{} || end != v->data() + v->size() || x < min || x > max)
-      return refuse(key, "expected an integer in " + std::to_string(min) + ".." +
-                             std::to_string(max) + ", got '" + *v + "'");
-    out = x;
+    if (error) return;
+    auto v = policy::env_uint(env_, key, min, max);
+    if (!v)
+      error = std::move(v).error();
+    else if (*v)
+      out = static_cast<T>(**v);
   }
 
   void flag(const char* key, bool& out) {

@@ -28,16 +28,11 @@ const std::string* lookup(const env_map& env, const char* key) {
 
 template <class T>
 std::optional<failure> read_uint(const env_map& env, const char* key, T& out, T min, T max) {
-  auto v = lookup(env, key);
+  auto v = env_uint(env, key, min, max);
   if (!v)
-    return std::nullopt;
-  auto text = trim(*v);
-  T parsed{};
-  auto [end, err] = std::from_chars(text.data(), text.data() + text.size(), parsed);
-  if (err != std::errc{} || end != text.data() + text.size() || parsed < min || parsed > max)
-    return fail(ec::bad_request, std::string{key} + ": expected an integer in " + std::to_string(min)
-                                   + ".." + std::to_string(max) + ", got '" + text + "'");
-  out = parsed;
+    return v.error();
+  if (*v)
+    out = static_cast<T>(**v);
   return std::nullopt;
 }
 
@@ -56,7 +51,7 @@ std::optional<failure> read_bool(const env_map& env, const char* key, bool& out)
 } // namespace
 
 provider_info createos_provider() {
-  return {cp::provider::createos, cp::createos_capabilities(), 4096};
+  return {cp::provider::createos, cp::createos_capabilities(), 4096, std::string{"devbox:1"}};
 }
 
 std::optional<bool> parse_bool(const std::string& text) {
@@ -66,6 +61,20 @@ std::optional<bool> parse_bool(const std::string& text) {
   if (t == "false" || t == "0" || t == "no" || t == "off")
     return false;
   return std::nullopt;
+}
+
+result<std::optional<uint64_t>> env_uint(const env_map& env, const char* key, uint64_t min,
+                                         uint64_t max) {
+  auto v = lookup(env, key);
+  if (!v)
+    return std::optional<uint64_t>{};
+  auto text = trim(*v);
+  uint64_t parsed = 0;
+  auto [end, err] = std::from_chars(text.data(), text.data() + text.size(), parsed);
+  if (err != std::errc{} || end != text.data() + text.size() || parsed < min || parsed > max)
+    return fail(ec::bad_request, std::string{key} + ": expected an integer in " + std::to_string(min)
+                                   + ".." + std::to_string(max) + ", got '" + text + "'");
+  return std::optional<uint64_t>{parsed};
 }
 
 result<sandbox_settings> settings_from_env(const env_map& env) {
@@ -158,7 +167,7 @@ result<placement> place(const sandbox_settings& s, const provider_info& p,
   auto sh = pick_shape(catalog, s.memory_mb, p.memory_floor_mib, s.pinned_shape);
   if (!sh)
     return sh.error();
-  return placement{std::move(*egress), std::move(*sh)};
+  return placement{std::move(*egress), std::move(*sh), s.rootfs ? s.rootfs : p.default_rootfs};
 }
 
 } // namespace guestflow::policy

@@ -22,6 +22,7 @@ struct provider_info {
   cp::provider kind = cp::provider::local;
   capabilities caps;
   uint64_t memory_floor_mib = 256; ///< CreateOS 4096 (seed), local configurable
+  std::optional<std::string> default_rootfs; ///< CreateOS "devbox:1" (seed); local: none
 };
 
 /// CreateOS as measured in seed 000 (cp::createos_capabilities) with its 4096 MiB floor:
@@ -46,6 +47,11 @@ result<sandbox_settings> settings_from_env(const env_map& env);
 /// Parses a boolean setting the way Langflow does ("true/1/yes/on", "false/0/no/off").
 std::optional<bool> parse_bool(const std::string& text);
 
+/// An integer setting in [min, max]: nullopt when unset or blank, bad_request naming the
+/// variable when it is anything else.
+result<std::optional<uint64_t>> env_uint(const env_map& env, const char* key, uint64_t min,
+                                         uint64_t max);
+
 /// The gate: the egress policy to create the guest with, or `policy_refused` with the
 /// reason. Never returns a weaker policy than the settings asked for.
 result<egress_policy> admit(const sandbox_settings& s, const provider_info& p);
@@ -55,10 +61,11 @@ result<egress_policy> admit(const sandbox_settings& s, const provider_info& p);
 result<shape> pick_shape(const shape_list& catalog, uint64_t memory_mb, uint64_t floor_mib,
                          const std::optional<std::string>& pinned);
 
-/// The gate and the shape together, as every surface asks for them.
+/// The gate, the shape and the image together, as every surface asks for them.
 struct placement {
   egress_policy egress;
   shape chosen;
+  std::optional<std::string> rootfs; ///< CREATEOS_SANDBOX_ROOTFS, else the provider's default
 };
 result<placement> place(const sandbox_settings& s, const provider_info& p,
                         const shape_list& catalog);

@@ -72,6 +72,13 @@ result<std::unique_ptr<session>> session::open(const cp::env_map& env, signal_wa
   std::unique_ptr<session> s{new session(watch)};
   // A CLI run prints the program's output; the embedded server's chatter stays out of it.
   spdlog::set_level(env.count("GUESTFLOW_DEBUG") ? spdlog::level::debug : spdlog::level::warn);
+  // Malformed settings are refused before anything starts.
+  auto floor = policy::env_uint(env, "GUESTFLOW_LOCAL_MEMORY_FLOOR_MB", 0, 1 << 20);
+  if (!floor)
+    return floor.error();
+  auto grace = policy::env_uint(env, "GUESTFLOW_SWEEP_GRACE_SECONDS", 0, UINT32_MAX);
+  if (!grace)
+    return grace.error();
   auto choice = cp::select_endpoint(env);
   if (!choice)
     return choice.error();
@@ -126,9 +133,7 @@ result<std::unique_ptr<session>> session::open(const cp::env_map& env, signal_wa
   } else {
     s->provider_.kind = cp::provider::local;
     s->provider_.caps = *caps;
-    s->provider_.memory_floor_mib = 256;
-    if (auto i = env.find("GUESTFLOW_LOCAL_MEMORY_FLOOR_MB"); i != env.end())
-      s->provider_.memory_floor_mib = std::strtoull(i->second.c_str(), nullptr, 10);
+    s->provider_.memory_floor_mib = floor->value_or(256);
   }
   auto owner_env = env.count("GUESTFLOW_OWNER") ? env.at("GUESTFLOW_OWNER") : std::string{};
   s->owner_ = names::owner_id(owner_env, host_name(), dir);
@@ -149,12 +154,10 @@ result<std::unique_ptr<session>> session::open(const cp::env_map& env, signal_wa
   // background, unless another process of the owner is live (its guests are not orphans;
   // the sweep waits for a start with none). The grace period spares a run that starts
   // while this sweep lists.
-  uint32_t grace = 3600;
-  if (auto i = env.find("GUESTFLOW_SWEEP_GRACE_SECONDS"); i != env.end() && !i->second.empty())
-    grace = static_cast<uint32_t>(std::strtoul(i->second.c_str(), nullptr, 10));
   if (sweep == start_sweep::on) {
     if (s->lease_->sole())
-      caf::anon_send(s->rt_->reaper(), sweep_atom::value, grace);
+      caf::anon_send(s->rt_->reaper(), sweep_atom::value,
+                     static_cast<uint32_t>(grace->value_or(3600)));
     else
       spdlog::debug("another process of owner {} is live: no sweep at start", s->owner_);
   }

@@ -178,6 +178,18 @@ TEST_F(code_test, the_cli_allocates_with_jemalloc_one_arena_unless_malloc_conf_s
     << theirs.stderr_text;
 }
 
+TEST_F(code_test, malformed_runtime_settings_are_refused_before_anything_runs) {
+  auto p = program("p.py", "print('ran')\n");
+  for (auto var : {"GUESTFLOW_LOCAL_MEMORY_FLOOR_MB", "GUESTFLOW_SWEEP_GRACE_SECONDS"}) {
+    auto r = code({p}, {{var, "lots"}});
+    EXPECT_EQ(r.status, 125) << var;
+    EXPECT_NE(r.stderr_text.find(std::string{"bad_request: "} + var), std::string::npos)
+      << r.stderr_text;
+    EXPECT_EQ(r.stdout_text, "");
+  }
+  EXPECT_TRUE(live_guests().empty());
+}
+
 TEST_F(code_test, timeout_above_the_provider_cap_is_refused) {
   auto p = program("p.py", "print(1)\n");
   auto r = code({"--timeout", "86000", p});

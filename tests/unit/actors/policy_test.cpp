@@ -178,3 +178,15 @@ TEST(exit_classifier, wraps_commands_in_timeout_kill) {
   EXPECT_EQ(r.args,
             (std::vector<std::string>{"--signal=KILL", "7", "python3", "/workspace/main_ab.py"}));
 }
+
+TEST(settings, integer_settings_are_unset_when_blank_and_refused_when_malformed) {
+  EXPECT_EQ(*env_uint({}, "X", 0, 10), std::nullopt);
+  EXPECT_EQ(*env_uint({{"X", "  "}}, "X", 0, 10), std::nullopt);
+  EXPECT_EQ(*env_uint({{"X", " 7 "}}, "X", 0, 10), std::optional<uint64_t>{7});
+  for (auto bad : {"abc", "7x", "-1", "11"}) {
+    auto r = env_uint({{"X", bad}}, "X", 0, 10);
+    ASSERT_FALSE(r) << bad;
+    EXPECT_EQ(r.error().code, ec::bad_request);
+    EXPECT_NE(r.error().message.find("X: expected an integer in 0..10"), std::string::npos);
+  }
+}
