@@ -28,7 +28,7 @@ std::chrono::milliseconds backoff(const reaper_options& o, uint32_t attempts) {
 
 void answer_drains(self_ptr self) {
   auto& st = self->state;
-  if (st.drains.empty() || !st.guests.empty())
+  if (st.drains.empty() || !st.guests.empty() || st.sweeps_listing > 0)
     return;
   for (auto& rp : st.drains)
     rp.deliver(uint64_t{0});
@@ -154,10 +154,12 @@ void owe(self_ptr self, const std::string& name) {
 
 void sweep(self_ptr self, uint32_t older_than_s, caf::typed_response_promise<uint64_t> rp) {
   auto& st = self->state;
+  ++st.sweeps_listing;
   self->request(st.cp, st.opts.call_timeout, list_atom::value, std::string{})
     .then(
       [self, older_than_s, rp](sandbox_list& all) mutable {
         auto& st = self->state;
+        --st.sweeps_listing;
         auto now = static_cast<int64_t>(std::time(nullptr));
         uint64_t count = 0;
         for (auto& v : all.data) {
@@ -180,8 +182,13 @@ void sweep(self_ptr self, uint32_t older_than_s, caf::typed_response_promise<uin
           ++count;
         }
         rp.deliver(count);
+        answer_drains(self);
       },
-      [rp](caf::error& err) mutable { rp.deliver(std::move(err)); });
+      [self, rp](caf::error& err) mutable {
+        --self->state.sweeps_listing;
+        rp.deliver(std::move(err));
+        answer_drains(self);
+      });
 }
 
 } // namespace
@@ -248,7 +255,7 @@ reaper_actor::behavior_type reaper(reaper_actor::stateful_pointer<reaper_state> 
     [self](drain_atom) {
       auto& st = self->state;
       auto rp = self->make_response_promise<caf::typed_response_promise<uint64_t>>();
-      if (st.guests.empty()) {
+      if (st.guests.empty() && st.sweeps_listing == 0) {
         rp.deliver(uint64_t{0});
         return rp;
       }

@@ -44,6 +44,9 @@ struct reaper_state {
   reaper_stats stats;
   bool tick_scheduled = false;
   bool lookup_in_flight = false;
+  /// Sweeps whose list has not answered yet: a drain waits for what they will owe (else a
+  /// short CLI run would exit in the middle of its start-up sweep).
+  uint32_t sweeps_listing = 0;
   std::vector<caf::typed_response_promise<uint64_t>> drains;
   std::chrono::steady_clock::time_point drain_deadline_at;
 };

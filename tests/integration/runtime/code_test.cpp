@@ -371,3 +371,21 @@ TEST_F(code_test, embedded_runs_on_one_state_dir_take_turns_and_a_waiting_one_st
   EXPECT_EQ(said, "second\n");
   ::close(second_out);
 }
+
+TEST_F(code_test, a_run_sweeps_its_owners_orphans_older_than_the_grace_at_start) {
+  auto p = program("p.py", "print('started', flush=True)\nimport time\ntime.sleep(600)\n");
+  auto pid = start_code(env(), p);
+  ASSERT_TRUE(wait_for_live(1));
+  ::kill(pid, SIGKILL);
+  ::waitpid(pid, nullptr, 0);
+  auto q = program("q.py", "print('ok')\n");
+  // Seconds old: the default hour of grace spares it.
+  auto spared = code({q});
+  EXPECT_EQ(spared.status, 0) << spared.stderr_text;
+  EXPECT_EQ(live_guests().size(), 1u);
+  // No grace: the next run's start-up sweep deletes it before that run exits.
+  auto swept = code({q}, {{"GUESTFLOW_SWEEP_GRACE_SECONDS", "0"}});
+  EXPECT_EQ(swept.status, 0) << swept.stderr_text;
+  EXPECT_EQ(swept.stdout_text, "ok\n");
+  EXPECT_TRUE(live_guests().empty());
+}

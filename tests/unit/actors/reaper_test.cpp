@@ -104,6 +104,25 @@ TEST_F(reaper_test, drain_deletes_every_tracked_guest) {
   run();
 }
 
+TEST_F(reaper_test, drain_waits_for_a_sweep_still_listing) {
+  add_guest("gf-b-abc123-orphan0000", "2020-01-01T00:00:00Z");
+  // A start-up sweep, then at once the drain of a short run's exit: the drain must not
+  // answer before the sweep's list has answered and what it found is deleted.
+  auto deleted_when_drained = std::make_shared<std::optional<int>>();
+  sys.spawn([this, deleted_when_drained](caf::event_based_actor* self) {
+    self->send(rp, sweep_atom::value, uint32_t{60});
+    self->request(rp, std::chrono::seconds{3600}, drain_atom::value)
+      .then(
+        [this, deleted_when_drained](uint64_t) {
+          *deleted_when_drained = s->deletes_of_name("gf-b-abc123-orphan0000");
+        },
+        [](caf::error&) {});
+  });
+  run();
+  ASSERT_TRUE(*deleted_when_drained);
+  EXPECT_EQ(**deleted_when_drained, 1);
+}
+
 TEST_F(reaper_test, drain_answers_at_its_deadline_with_what_is_still_pending) {
   add_guest("gf-b-abc123-stuck00000", "2020-01-01T00:00:00Z");
   s->calls["delete"] = {call_script::mode::fail, ec::unavailable, -1};
