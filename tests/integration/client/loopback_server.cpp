@@ -63,6 +63,8 @@ public:
   virtual bool write_chunk(std::string_view data) = 0;
   virtual bool write_last_chunk() = 0;
   virtual tcp::socket& socket() = 0;
+  /// The server name the client sent in its TLS hello (SNI); empty without one or TLS.
+  virtual std::string server_name() { return {}; }
 
   /// Wakes a blocked read or write (also from the stopping thread): the connection ends.
   void shut() {
@@ -103,6 +105,14 @@ public:
       error_code ec;
       s_.handshake(ssl::stream_base::server, ec);
       return !ec;
+    }
+  }
+  std::string server_name() override {
+    if constexpr (std::is_same_v<Stream, tcp::socket>) {
+      return {};
+    } else {
+      auto* name = SSL_get_servername(s_.native_handle(), TLSEXT_NAMETYPE_host_name);
+      return name ? name : "";
     }
   }
   bool read(http::request_parser<http::string_body>& p, boost::beast::flat_buffer& b) override {
@@ -283,6 +293,11 @@ size_t loopback_server::hits(const std::string& method, const std::string& path)
   return i == impl_->hits.end() ? 0 : i->second;
 }
 
+std::vector<std::string> loopback_server::server_names() const {
+  std::lock_guard<std::mutex> lock(impl_->mtx);
+  return server_names_;
+}
+
 std::vector<http_request> loopback_server::requests() const {
   std::lock_guard<std::mutex> lock(impl_->mtx);
   return impl_->requests;
@@ -341,6 +356,10 @@ void loopback_server::serve(size_t index, std::shared_ptr<connection_io> io) {
     ++closed_;
     changed();
     return;
+  }
+  if (tls_) {
+    std::lock_guard<std::mutex> lock(impl_->mtx);
+    server_names_.push_back(io->server_name());
   }
   boost::beast::flat_buffer buffer;
   for (size_t nth = 0; !stopping_; ++nth) {

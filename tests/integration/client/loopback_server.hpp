@@ -125,6 +125,9 @@ public:
   size_t closed_connections() const noexcept { return closed_.load(); }
   size_t write_failures() const noexcept { return write_failures_.load(); }
   size_t tls_failures() const noexcept { return tls_failures_.load(); }
+  /// The SNI server name of every TLS connection that completed its handshake, in order
+  /// ("" for a hello without one).
+  std::vector<std::string> server_names() const;
   std::vector<http_request> requests() const;
 
   /// Waits until `pred()` holds, re-checked whenever the server's counters change.
@@ -146,6 +149,7 @@ private:
   std::atomic<size_t> closed_{0};
   std::atomic<size_t> write_failures_{0};
   std::atomic<size_t> tls_failures_{0};
+  std::vector<std::string> server_names_; ///< under impl_->mtx
   std::atomic<bool> stopping_{false};
   friend class exchange;
 };

@@ -67,6 +67,8 @@ TEST_F(cp_client_tls, a_trusted_certificate_works_by_ip_and_by_name) {
   by_name.ca_pem = cert.cert_pem;
   auto n = who(by_name);
   ASSERT_TRUE(n) << n.error().message;
+  // SNI names the host asked for; an IP literal is never sent as one (RFC 6066).
+  EXPECT_EQ(tls_srv->server_names(), (std::vector<std::string>{"", "localhost"}));
 }
 
 TEST_F(cp_client_tls, a_trusted_certificate_for_another_host_is_refused) {
