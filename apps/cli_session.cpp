@@ -55,11 +55,22 @@ result<std::string> read_bytes(const std::string& path) {
 }
 
 std::string state_dir(const cp::env_map& env) {
-  if (auto i = env.find("GUESTFLOW_STATE_DIR"); i != env.end() && !i->second.empty())
-    return i->second;
-  auto home = env.find("HOME");
-  return (home != env.end() && !home->second.empty() ? home->second : std::string{"/root"})
-         + "/.local/state/guestflow";
+  std::string dir;
+  if (auto i = env.find("GUESTFLOW_STATE_DIR"); i != env.end() && !i->second.empty()) {
+    dir = i->second;
+  } else {
+    auto home = env.find("HOME");
+    dir = (home != env.end() && !home->second.empty() ? home->second : std::string{"/root"})
+          + "/.local/state/guestflow";
+  }
+  // One spelling per directory ("/x", "/x/", "/x/./"): the owner id and the owner's lease
+  // derive from it.
+  std::error_code err;
+  auto abs = std::filesystem::absolute(dir, err);
+  auto out = (err ? std::filesystem::path{dir} : abs).lexically_normal().string();
+  while (out.size() > 1 && out.back() == '/')
+    out.pop_back();
+  return out;
 }
 
 int report_failure(const char* what, const failure& f) {

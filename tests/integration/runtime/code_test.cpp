@@ -249,6 +249,20 @@ TEST_F(code_test, reap_after_sigkill_leaves_no_guest_and_no_guest_process) {
   EXPECT_EQ(processes_with(marker), 0);
 }
 
+TEST_F(code_test, the_state_dir_spelt_another_way_is_the_same_owner) {
+  auto p = program("p.py", "print('started', flush=True)\nimport time\ntime.sleep(600)\n");
+  auto pid = start_code(env(), p);
+  ASSERT_TRUE(wait_for_live(1));
+  ::kill(pid, SIGKILL);
+  ::waitpid(pid, nullptr, 0);
+  auto dir_spelt = env().at("GUESTFLOW_STATE_DIR") + "/./";
+  auto r = control_plane_process::run_to_exit(
+    {"reap"}, env({{"GUESTFLOW_STATE_DIR", dir_spelt}}), 120s);
+  EXPECT_EQ(r.status, 0) << r.stderr_text;
+  EXPECT_EQ(r.stdout_text, "deleted 1\n");
+  EXPECT_TRUE(live_guests().empty());
+}
+
 TEST_F(code_test, sigterm_mid_run_deletes_the_guest_before_exiting) {
   auto p = program("p.py", "print('started', flush=True)\nimport time\ntime.sleep(600)\n");
   auto pid = start_code(env(), p);
