@@ -55,8 +55,9 @@ protected:
   }
 
   /// Spawns an execution and a caller actor that requests the run; returns the caller.
-  caf::actor start(execution_spec sp, execution_actor* exec_out = nullptr) {
-    auto exec = sys.spawn(execution, cp, rp, execution_options{});
+  caf::actor start(execution_spec sp, execution_actor* exec_out = nullptr,
+                   execution_options opts = {}) {
+    auto exec = sys.spawn(execution, cp, rp, std::move(opts));
     if (exec_out)
       *exec_out = exec;
     auto o = out;
@@ -313,6 +314,33 @@ TEST_F(execution_test, failure_in_every_state_ends_in_exactly_one_delete) {
       advance(30s);
     EXPECT_TRUE(out->answered()) << op;
     EXPECT_EQ(s->deletes_of_name(name), 1) << op;
+  }
+  EXPECT_EQ(s->live(), 0u);
+}
+
+TEST_F(execution_test, failures_while_collecting_files_still_delete_exactly_once) {
+  execution_options collecting;
+  collecting.collect = std::make_shared<const collect_options>();
+  exec_result tar_failed;
+  tar_failed.exit_code = 2;
+  tar_failed.stderr_text = "tar: cannot open";
+  // The program runs (exit 0), then, in turn: tar fails, the fetch fails, the archive
+  // does not unpack.
+  std::vector<std::function<void()>> faults{
+    [&] { s->exec_replies = {s->exec_reply, tar_failed}; },
+    [&] { s->calls["fetch"] = {call_script::mode::fail, ec::transient, 1}; },
+    [&] { s->fetch_reply = "not a tar archive"; },
+  };
+  int i = 0;
+  for (auto& fault : faults) {
+    auto name = "gf-b-abc123-co" + std::to_string(i++) + "xxxxxxx";
+    fault();
+    *out = {};
+    start(spec(name), nullptr, collecting);
+    ASSERT_TRUE(out->report) << name; // the run itself succeeded
+    ASSERT_TRUE(out->report->files) << name;
+    EXPECT_TRUE(out->report->files->error) << name;
+    EXPECT_EQ(s->deletes_of_name(name), 1) << name;
   }
   EXPECT_EQ(s->live(), 0u);
 }
