@@ -72,8 +72,9 @@ result<std::optional<uint64_t>> env_uint(const env_map& env, const char* key, ui
   uint64_t parsed = 0;
   auto [end, err] = std::from_chars(text.data(), text.data() + text.size(), parsed);
   if (err != std::errc{} || end != text.data() + text.size() || parsed < min || parsed > max)
-    return fail(ec::bad_request, std::string{key} + ": expected an integer in " + std::to_string(min)
-                                   + ".." + std::to_string(max) + ", got '" + text + "'");
+    return fail(ec::bad_request, std::string{key} + ": expected an integer in "
+                                   + std::to_string(min) + ".." + std::to_string(max)
+                                   + ", got '" + text + "'");
   return std::optional<uint64_t>{parsed};
 }
 

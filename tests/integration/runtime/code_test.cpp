@@ -42,6 +42,22 @@ protected:
                           const std::string& program) {
     return start_cli({"code", "--timeout", "600", program}, vars);
   }
+
+  /// A run of this owner whose guest is live (sleeping 10 min); returns its pid.
+  pid_t live_run() {
+    auto p = program("sleeps.py", "print('started', flush=True)\nimport time\ntime.sleep(600)\n");
+    auto pid = start_code(env(), p);
+    EXPECT_TRUE(wait_for_live(1));
+    return pid;
+  }
+
+  /// An orphan: a live run killed with SIGKILL, which gives it no chance to clean up.
+  void orphan_a_guest() {
+    auto pid = live_run();
+    ::kill(pid, SIGKILL);
+    ::waitpid(pid, nullptr, 0);
+    ASSERT_EQ(live_guests().size(), 1u);
+  }
 };
 
 /// A TCP listener on 127.0.0.1 (the host's loopback) that counts accepted connections.
@@ -250,11 +266,7 @@ TEST_F(code_test, reap_after_sigkill_leaves_no_guest_and_no_guest_process) {
 }
 
 TEST_F(code_test, the_state_dir_spelt_another_way_is_the_same_owner) {
-  auto p = program("p.py", "print('started', flush=True)\nimport time\ntime.sleep(600)\n");
-  auto pid = start_code(env(), p);
-  ASSERT_TRUE(wait_for_live(1));
-  ::kill(pid, SIGKILL);
-  ::waitpid(pid, nullptr, 0);
+  ASSERT_NO_FATAL_FAILURE(orphan_a_guest());
   auto dir_spelt = env().at("GUESTFLOW_STATE_DIR") + "/./";
   auto r = control_plane_process::run_to_exit(
     {"reap"}, env({{"GUESTFLOW_STATE_DIR", dir_spelt}}), 120s);
@@ -264,9 +276,7 @@ TEST_F(code_test, the_state_dir_spelt_another_way_is_the_same_owner) {
 }
 
 TEST_F(code_test, sigterm_mid_run_deletes_the_guest_before_exiting) {
-  auto p = program("p.py", "print('started', flush=True)\nimport time\ntime.sleep(600)\n");
-  auto pid = start_code(env(), p);
-  ASSERT_TRUE(wait_for_live(1));
+  auto pid = live_run();
   ::kill(pid, SIGTERM);
   int status = 0;
   ::waitpid(pid, &status, 0);
@@ -287,9 +297,7 @@ TEST_F(code_test, two_runtimes_never_reap_each_others_guests) {
 }
 
 TEST_F(code_test, reap_and_start_sweeps_spare_a_live_run_of_the_same_owner) {
-  auto p = program("p.py", "print('started', flush=True)\nimport time\ntime.sleep(600)\n");
-  auto pid = start_code(env(), p); // the same state dir, so the same owner id
-  ASSERT_TRUE(wait_for_live(1));
+  auto pid = live_run(); // the same state dir, so the same owner id
   auto r = control_plane_process::run_to_exit({"reap"}, env(), 120s);
   EXPECT_EQ(r.status, 125);
   EXPECT_NE(r.stderr_text.find("another guestflow process"), std::string::npos)
@@ -307,11 +315,7 @@ TEST_F(code_test, reap_and_start_sweeps_spare_a_live_run_of_the_same_owner) {
 }
 
 TEST_F(code_test, reap_deletes_only_orphans_older_than_asked_and_counts_them) {
-  auto p = program("p.py", "print('started', flush=True)\nimport time\ntime.sleep(600)\n");
-  auto pid = start_code(env(), p);
-  ASSERT_TRUE(wait_for_live(1));
-  ::kill(pid, SIGKILL);
-  ::waitpid(pid, nullptr, 0);
+  ASSERT_NO_FATAL_FAILURE(orphan_a_guest());
   // The orphan is seconds old: an hour's age spares it, whatever the start-up sweep's
   // grace would be (reap does not sweep at start).
   auto none = control_plane_process::run_to_exit({"reap", "--older-than", "3600"},
@@ -387,11 +391,7 @@ TEST_F(code_test, embedded_runs_on_one_state_dir_take_turns_and_a_waiting_one_st
 }
 
 TEST_F(code_test, a_run_sweeps_its_owners_orphans_older_than_the_grace_at_start) {
-  auto p = program("p.py", "print('started', flush=True)\nimport time\ntime.sleep(600)\n");
-  auto pid = start_code(env(), p);
-  ASSERT_TRUE(wait_for_live(1));
-  ::kill(pid, SIGKILL);
-  ::waitpid(pid, nullptr, 0);
+  ASSERT_NO_FATAL_FAILURE(orphan_a_guest());
   auto q = program("q.py", "print('ok')\n");
   // Seconds old: the default hour of grace spares it.
   auto spared = code({q});

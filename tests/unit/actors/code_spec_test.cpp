@@ -1,26 +1,13 @@
 #include "actors/code_spec.hpp"
+#include "policy_fixtures.hpp"
 
 #include <gtest/gtest.h>
 #include <regex>
 
 using namespace guestflow;
+using namespace guestflow::test;
 
 namespace {
-
-policy::provider_info local_provider() {
-  policy::provider_info p;
-  p.caps.isolation = "namespaces";
-  p.caps.link_local_blocked = true;
-  p.caps.max_timeout_seconds = 3600;
-  return p;
-}
-
-shape_list catalog() {
-  shape_list c;
-  c.data = {{"s-1vcpu-256mb", 1, 256, 1024}, {"s-2vcpu-4gb", 2, 4096, 8192}};
-  c.total = c.data.size();
-  return c;
-}
 
 const std::string name = "gf-b-abc123-aaaaaaaaaa";
 
