@@ -43,6 +43,7 @@ using track_atom = caf::atom_constant<caf::atom("track")>;
 using created_atom = caf::atom_constant<caf::atom("created")>;
 using released_atom = caf::atom_constant<caf::atom("released")>;
 using reap_atom = caf::atom_constant<caf::atom("reap")>;
+using refused_atom = caf::atom_constant<caf::atom("refused")>;
 using sweep_atom = caf::atom_constant<caf::atom("sweep")>;
 using drain_atom = caf::atom_constant<caf::atom("drain")>;
 using stats_atom = caf::atom_constant<caf::atom("stats")>;
@@ -101,6 +102,9 @@ using reaper_actor = caf::typed_actor<
   caf::reacts_to<released_atom, std::string>,
   /// The owner could not delete it (or lost the create's answer): the reaper owes the delete.
   caf::reacts_to<reap_atom, std::string>,
+  /// The control plane refused the create: most likely nothing was made, but a create the
+  /// client re-sent after a reset may have been; one lookup by name settles it.
+  caf::reacts_to<refused_atom, std::string>,
   /// Deletes guests of this runtime's owner id that no live execution owns and that are
   /// older than the given seconds; replies how many were deleted.
   caf::replies_to<sweep_atom, uint32_t>::with<uint64_t>,

@@ -29,9 +29,9 @@ bool finished_or_deleting(const execution_state& st) {
   return st.at == phase::deleting || st.at == phase::done || st.at == phase::failed;
 }
 
-/// The control plane answered the create with a refusal: no guest was made. `transient`
-/// (429, 5xx, timeouts) and `unavailable` (which also stands for a connection lost after
-/// the request went out) may hide one.
+/// The control plane answered the create with a refusal. `transient` (429, 5xx, timeouts)
+/// and `unavailable` (which also stands for a connection lost after the request went out)
+/// are not refusals.
 bool refused_outright(ec code) {
   return code == ec::bad_request || code == ec::policy_refused || code == ec::not_found
          || code == ec::paused;
@@ -339,12 +339,12 @@ void create_guest(self_ptr self) {
       [self](caf::error& err) {
         auto f = to_failure(err);
         auto& st = self->state;
-        // A refusal the control plane answered created nothing: the reaper forgets the name
-        // (else a CLI would wait for it at exit). Any other failure (a lost answer, a
-        // timeout, a 5xx) may hide a guest that was made: the reaper deletes by name
-        // whatever appears under it.
+        // A refusal the control plane answered most likely made nothing: the reaper looks
+        // the name up once (a re-sent create may have made it) instead of watching it for
+        // minutes, which a CLI would wait for at exit. Any other failure (a lost answer, a
+        // timeout, a 5xx) may hide a guest that appears later: the reaper watches the name.
         if (refused_outright(f.code))
-          self->send(st.reaper, released_atom::value, st.spec.name);
+          self->send(st.reaper, refused_atom::value, st.spec.name);
         else
           self->send(st.reaper, reap_atom::value, st.spec.name);
         note_failure(self, std::move(f));

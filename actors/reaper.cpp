@@ -113,7 +113,7 @@ void lookup_names(self_ptr self) {
           if (auto i = live.find(name); i != live.end()) {
             e.id = i->second;
             delete_by_id(self, name);
-          } else if (now - e.tracked_at > st.opts.lost_create_watch) {
+          } else if (e.look_once || now - e.tracked_at > st.opts.lost_create_watch) {
             gone.push_back(name); // the create never materialized
           } else {
             retry_later(self, e); // a lost create may still appear
@@ -247,6 +247,15 @@ reaper_actor::behavior_type reaper(reaper_actor::stateful_pointer<reaper_state> 
     },
     [self](released_atom, std::string& name) { forget(self, name, true); },
     [self](reap_atom, std::string& name) { owe(self, name); },
+    [self](refused_atom, std::string& name) {
+      auto& st = self->state;
+      auto i = st.guests.try_emplace(name).first;
+      if (i->second.tracked_at == steady::time_point{})
+        i->second.tracked_at = self->clock().now();
+      st.stats.tracked = st.guests.size();
+      i->second.look_once = true;
+      owe(self, name);
+    },
     [self](sweep_atom, uint32_t older_than_s) {
       auto rp = self->make_response_promise<caf::typed_response_promise<uint64_t>>();
       sweep(self, older_than_s, rp);
@@ -295,8 +304,8 @@ reaper_actor::behavior_type reaper(reaper_actor::stateful_pointer<reaper_state> 
         lookup_names(self);
       // A drain past its deadline answers with what is still pending.
       if (!st.drains.empty() && now >= st.drain_deadline_at) {
-        for (auto& rp : st.drains)
-          rp.deliver(static_cast<uint64_t>(st.guests.size()));
+        for (auto& rp : st.drains) // a sweep still listing may owe more: not drained
+          rp.deliver(static_cast<uint64_t>(st.guests.size() + st.sweeps_listing));
         st.drains.clear();
       }
     },

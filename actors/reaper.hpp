@@ -30,6 +30,7 @@ struct reaper_state {
     caf::actor_addr owner; ///< the execution that tracked it
     bool owed = false;     ///< the reaper must delete it
     bool in_flight = false;
+    bool look_once = false; ///< a refused create: one lookup, then forget if absent
     uint32_t attempts = 0;
     std::chrono::steady_clock::time_point tracked_at;
     std::chrono::steady_clock::time_point next_try;

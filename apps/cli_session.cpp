@@ -7,6 +7,7 @@
 #include "controlplane/local/embedded.hpp"
 #include "messages/type_ids.hpp"
 
+#include <caf/event_based_actor.hpp>
 #include <caf/scoped_actor.hpp>
 #include <caf/send.hpp>
 
@@ -43,6 +44,16 @@ std::string host_name() {
   return buf;
 }
 
+/// One spelling per state dir ("/x", "/x/", "/x/./"), for the owner id derived from it.
+std::string one_spelling(const std::string& dir) {
+  std::error_code err;
+  auto abs = std::filesystem::absolute(dir, err);
+  auto out = (err ? std::filesystem::path{dir} : abs).lexically_normal().string();
+  while (out.size() > 1 && out.back() == '/')
+    out.pop_back();
+  return out;
+}
+
 } // namespace
 
 result<std::string> read_bytes(const std::string& path) {
@@ -55,22 +66,11 @@ result<std::string> read_bytes(const std::string& path) {
 }
 
 std::string state_dir(const cp::env_map& env) {
-  std::string dir;
-  if (auto i = env.find("GUESTFLOW_STATE_DIR"); i != env.end() && !i->second.empty()) {
-    dir = i->second;
-  } else {
-    auto home = env.find("HOME");
-    dir = (home != env.end() && !home->second.empty() ? home->second : std::string{"/root"})
-          + "/.local/state/guestflow";
-  }
-  // One spelling per directory ("/x", "/x/", "/x/./"): the owner id and the owner's lease
-  // derive from it.
-  std::error_code err;
-  auto abs = std::filesystem::absolute(dir, err);
-  auto out = (err ? std::filesystem::path{dir} : abs).lexically_normal().string();
-  while (out.size() > 1 && out.back() == '/')
-    out.pop_back();
-  return out;
+  if (auto i = env.find("GUESTFLOW_STATE_DIR"); i != env.end() && !i->second.empty())
+    return i->second;
+  auto home = env.find("HOME");
+  return (home != env.end() && !home->second.empty() ? home->second : std::string{"/root"})
+         + "/.local/state/guestflow";
 }
 
 int report_failure(const char* what, const failure& f) {
@@ -95,6 +95,22 @@ result<std::unique_ptr<session>> session::open(const cp::env_map& env, signal_wa
     return choice.error();
   cp::endpoint ep;
   auto dir = state_dir(env);
+  // Waiting for another guestflow (one on the embedded state dir, or a sweep holding the
+  // owner's lease): a wait the user notices is one the user is told about, and a signal
+  // (SIGINT/SIGTERM) ends it.
+  auto since = std::chrono::steady_clock::now();
+  bool told = false;
+  auto stop_waiting = [&] {
+    if (!told && std::chrono::steady_clock::now() - since > 1s) {
+      told = true;
+      std::cerr << "guestflow: waiting for another guestflow using " << dir << '\n';
+    }
+    return watch.received() != 0;
+  };
+  auto cancelled_while_waiting = [&] {
+    return fail(ec::guest_failed, "run cancelled while waiting for another guestflow using "
+                                    + dir);
+  };
   if (std::holds_alternative<cp::endpoint>(*choice)) {
     ep = std::get<cp::endpoint>(*choice);
   } else {
@@ -108,19 +124,10 @@ result<std::unique_ptr<session>> session::open(const cp::env_map& env, signal_wa
     if (sock.string().size() <= local::max_unix_socket_path)
       opts.unix_socket = sock;
     // Another guestflow on this state dir: run after it, however long it runs (a day is
-    // the longest timeout any provider allows), unless the user gives up (SIGINT/SIGTERM).
-    auto since = std::chrono::steady_clock::now();
-    bool told = false;
-    auto stop_waiting = [&] {
-      if (!told && std::chrono::steady_clock::now() - since > 1s) {
-        told = true; // a wait the user notices is a wait the user is told about
-        std::cerr << "guestflow: waiting for another guestflow using " << dir << '\n';
-      }
-      return watch.received() != 0;
-    };
+    // the longest timeout any provider allows), unless the user gives up.
     auto started = local::embedded_control_plane::start(opts, 25h, stop_waiting);
-    if (!started && started.error().code == ec::guest_failed)
-      return started.error(); // stopped by a signal while waiting
+    if (!started && watch.received())
+      return cancelled_while_waiting();
     if (!started)
       return fail(ec::unavailable,
                   "the embedded control plane cannot start: " + started.error().message);
@@ -147,11 +154,14 @@ result<std::unique_ptr<session>> session::open(const cp::env_map& env, signal_wa
     s->provider_.memory_floor_mib = floor->value_or(256);
   }
   auto owner_env = env.count("GUESTFLOW_OWNER") ? env.at("GUESTFLOW_OWNER") : std::string{};
-  s->owner_ = names::owner_id(owner_env, host_name(), dir);
-  auto lease = owner_lease::take(dir, s->owner_);
-  if (!lease)
-    return lease.error();
-  s->lease_.emplace(std::move(*lease));
+  s->owner_ = names::owner_id(owner_env, host_name(), one_spelling(dir));
+  auto lease = owner_lease::take(dir, s->owner_, stop_waiting);
+  if (lease)
+    s->lease_.emplace(std::move(*lease));
+  else if (watch.received())
+    return cancelled_while_waiting();
+  else // runs still run; only sweeps, which need to know who else is live, cannot
+    s->no_lease_ = std::move(lease).error().message;
   s->cfg_ = std::make_unique<session_config>();
   s->sys_ = std::make_unique<caf::actor_system>(*s->cfg_);
   runtime_options ro;
@@ -161,16 +171,30 @@ result<std::unique_ptr<session>> session::open(const cp::env_map& env, signal_wa
     return executor.error();
   ro.coordinator.settings = std::move(*executor);
   s->rt_ = std::make_unique<runtime>(*s->sys_, std::move(*client), ro);
-  // Guests of this owner that an earlier, crashed run left behind go now, in the
-  // background, unless another process of the owner is live (its guests are not orphans;
-  // the sweep waits for a start with none). The grace period spares a run that starts
-  // while this sweep lists.
-  if (sweep == start_sweep::on) {
-    if (s->lease_->sole())
-      caf::anon_send(s->rt_->reaper(), sweep_atom::value,
-                     static_cast<uint32_t>(grace->value_or(3600)));
-    else
-      spdlog::debug("another process of owner {} is live: no sweep at start", s->owner_);
+  // Guests of this owner that an earlier, crashed run left behind (older than the grace
+  // period) go now, unless another process of the owner is live: its guests are not
+  // orphans, and the sweep waits for a start with none.
+  if (sweep == start_sweep::on && s->lease_ && s->lease_->exclusive()) {
+    // Alone: the lease stays exclusive until the sweep has listed, so that no sibling
+    // starts (and creates) in between; the sweep goes on in the background.
+    auto* lease = &*s->lease_; // outlives the actor system (declared before it)
+    s->sweep_waiter_ = s->sys_->spawn([lease](caf::event_based_actor* self) -> caf::behavior {
+      self->set_error_handler([self, lease](caf::error&) { // the sweep failed: share anyway
+        lease->share();
+        self->quit();
+      });
+      return {[self, lease](uint64_t) {
+        lease->share();
+        self->quit();
+      }};
+    });
+    // Sent from here, so the sweep is in the reaper's mailbox before any later drain (which
+    // then waits for it); its answer goes to the waiter.
+    caf::send_as(s->sweep_waiter_, s->rt_->reaper(), sweep_atom::value,
+                 static_cast<uint32_t>(grace->value_or(3600)));
+  } else if (sweep == start_sweep::on) {
+    spdlog::debug("owner {}: another process is live (or no lease): no sweep at start",
+                  s->owner_);
   }
   return s;
 }
@@ -184,6 +208,9 @@ session::~session() {
     drain();
     rt_->stop();
   }
+  // A sweep the stopped reaper never answered: the lease goes with the process.
+  if (sweep_waiter_)
+    caf::anon_send_exit(sweep_waiter_, caf::exit_reason::user_shutdown);
   rt_.reset();
   sys_.reset();
   if (embedded_)
@@ -230,6 +257,10 @@ result<execution_report> session::run_on(execution_actor exec, execution_spec sp
 }
 
 result<uint64_t> session::sweep(uint32_t older_than_s) {
+  if (!lease_)
+    return fail(ec::unavailable, "cannot tell whether another guestflow process of owner "
+                                   + owner_ + " is running, so nothing was deleted: "
+                                   + no_lease_);
   if (!lease_->exclusive())
     return fail(ec::unavailable,
                 "another guestflow process of owner " + owner_ + " is running (it holds "

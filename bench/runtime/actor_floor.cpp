@@ -60,9 +60,9 @@ cp::callback<T> answer_to(caf::actor run) {
   };
 }
 
-void launch(caf::actor_system& sys, load* l);
+void launch(caf::actor_system& sys, const std::shared_ptr<load>& l);
 
-caf::behavior run(caf::event_based_actor* self, load* l) {
+caf::behavior run(caf::event_based_actor* self, std::shared_ptr<load> l) {
   sandbox_create_request req;
   req.shape = "small";
   req.name = "gf-b-bench00-" + std::to_string(l->launched.load());
@@ -96,7 +96,7 @@ caf::behavior run(caf::event_based_actor* self, load* l) {
   };
 }
 
-void launch(caf::actor_system& sys, load* l) {
+void launch(caf::actor_system& sys, const std::shared_ptr<load>& l) {
   if (l->launched.fetch_add(1) < l->total) sys.spawn(run, l);
 }
 
@@ -116,29 +116,32 @@ struct sample {
 
 figures measure(caf::actor_system& sys, size_t k, size_t rounds,
                 std::chrono::milliseconds latency) {
-  load l;
-  l.client = std::make_shared<bench::answering_client>(latency);
-  l.total = (rounds + 3) * k;
-  auto all_done = l.all_done.get_future();
-  auto take = [&l] {
-    return sample{std::chrono::steady_clock::now(), l.done.load(),
+  // Shared with every run's actor: an error below must not leave them a dangling load.
+  auto l = std::make_shared<load>();
+  l->client = std::make_shared<bench::answering_client>(latency);
+  l->total = (rounds + 3) * k;
+  auto all_done = l->all_done.get_future();
+  auto take = [l] {
+    return sample{std::chrono::steady_clock::now(), l->done.load(),
                   bench::thread_cpu_by_group()};
   };
   for (size_t i = 0; i < k; ++i)
-    launch(sys, &l);
+    launch(sys, l);
   std::optional<sample> from, to;
   auto deadline = std::chrono::steady_clock::now() + 60s + latency * 4 * (rounds + 3);
   while (all_done.wait_for(2ms) != std::future_status::ready) {
-    auto done = l.done.load();
+    auto done = l->done.load();
     if (!from && done >= 2 * k) from = take();
     if (from && !to && done >= (2 + rounds) * k) to = take();
     if (std::chrono::steady_clock::now() > deadline)
-      throw std::runtime_error(std::to_string(l.done.load()) + " of " +
-                               std::to_string(l.total) + " runs finished before the deadline");
+      throw std::runtime_error(std::to_string(l->done.load()) + " of " +
+                               std::to_string(l->total) + " runs finished before the deadline");
   }
-  if (l.failed) throw std::runtime_error(std::to_string(l.failed.load()) + " runs failed");
+  if (l->failed) throw std::runtime_error(std::to_string(l->failed.load()) + " runs failed");
   if (!from || !to) throw std::runtime_error("the window's edges were not sampled");
   auto runs = static_cast<double>(to->done - from->done);
+  if (runs == 0 || to->at == from->at)
+    throw std::runtime_error("no run finished inside the window (try more --rounds)");
   auto us = [&](const char* group) {
     return static_cast<double>(to->threads[group].ns - from->threads[group].ns) / 1e3 / runs;
   };

@@ -24,8 +24,8 @@ class answering_client : public cp::client {
 public:
   explicit answering_client(std::chrono::milliseconds latency)
       : cp::client(cp::endpoint{})
-      , latency_(latency)
-      , thread_([this] { run(); }) {}
+      , core_(std::make_shared<core>(latency))
+      , thread_([c = core_] { run(*c); }) {}
 
   ~answering_client() override { shutdown(); }
 
@@ -89,15 +89,20 @@ public:
     refuse(std::move(cb));
   }
 
-  /// Pending calls complete with `unavailable` before this returns, as the real client's do.
+  /// Pending calls complete with `unavailable` before this returns, as the real client's do
+  /// (unless called from one of its own answers: then right after that answer).
   void shutdown() override {
     {
-      std::lock_guard<std::mutex> guard{mtx_};
-      if (stopping_) return;
-      stopping_ = true;
+      std::lock_guard<std::mutex> guard{core_->mtx};
+      if (core_->stopping) return;
+      core_->stopping = true;
     }
-    cv_.notify_one();
-    if (thread_.joinable() && thread_.get_id() != std::this_thread::get_id()) thread_.join();
+    core_->cv.notify_one();
+    if (!thread_.joinable()) return;
+    if (thread_.get_id() == std::this_thread::get_id())
+      thread_.detach(); // its last owner went in one of its answers; it holds the core
+    else
+      thread_.join();
   }
 
 private:
@@ -127,38 +132,49 @@ private:
     });
   }
 
+  /// What the thread works on; the thread holds it too, so it may outlive the client.
+  struct core {
+    explicit core(std::chrono::milliseconds l)
+        : latency(l) {}
+    std::chrono::milliseconds latency;
+    std::mutex mtx;
+    std::condition_variable cv;
+    std::deque<pending> queue;
+    bool stopping = false;
+  };
+
   void enqueue(std::function<void(bool)> complete) {
-    std::unique_lock<std::mutex> guard{mtx_};
-    if (stopping_) {
+    std::unique_lock<std::mutex> guard{core_->mtx};
+    if (core_->stopping) {
       guard.unlock();
       return complete(false);
     }
     // Every call waits the same latency, so due times arrive in order: a FIFO, and the
     // thread needs waking only when it had nothing to wait for.
-    bool was_empty = queue_.empty();
-    queue_.push_back({steady::now() + latency_, std::move(complete)});
+    bool was_empty = core_->queue.empty();
+    core_->queue.push_back({steady::now() + core_->latency, std::move(complete)});
     guard.unlock();
-    if (was_empty) cv_.notify_one();
+    if (was_empty) core_->cv.notify_one();
   }
 
-  void run() {
+  static void run(core& c) {
     ::pthread_setname_np(::pthread_self(), "client-io");
     std::deque<pending> due;
-    std::unique_lock<std::mutex> guard{mtx_};
+    std::unique_lock<std::mutex> guard{c.mtx};
     for (;;) {
-      if (stopping_) break;
-      if (queue_.empty()) {
-        cv_.wait(guard);
+      if (c.stopping) break;
+      if (c.queue.empty()) {
+        c.cv.wait(guard);
         continue;
       }
       auto now = steady::now();
-      if (queue_.front().due > now) {
-        cv_.wait_until(guard, queue_.front().due);
+      if (c.queue.front().due > now) {
+        c.cv.wait_until(guard, c.queue.front().due);
         continue;
       }
-      while (!queue_.empty() && queue_.front().due <= now) {
-        due.push_back(std::move(queue_.front()));
-        queue_.pop_front();
+      while (!c.queue.empty() && c.queue.front().due <= now) {
+        due.push_back(std::move(c.queue.front()));
+        c.queue.pop_front();
       }
       guard.unlock();
       for (auto& p : due)
@@ -166,19 +182,15 @@ private:
       due.clear();
       guard.lock();
     }
-    auto left = std::move(queue_);
+    auto left = std::move(c.queue);
     guard.unlock();
     for (auto& p : left)
       p.complete(false);
   }
 
-  std::chrono::milliseconds latency_;
-  std::mutex mtx_;
-  std::condition_variable cv_;
-  std::deque<pending> queue_;
-  bool stopping_ = false;
   std::atomic<uint64_t> next_id_{0};
-  std::thread thread_; ///< last: starts once the members above exist
+  std::shared_ptr<core> core_;
+  std::thread thread_; ///< last: starts once the core exists
 };
 
 } // namespace guestflow::bench

@@ -403,3 +403,18 @@ TEST_F(code_test, a_run_sweeps_its_owners_orphans_older_than_the_grace_at_start)
   EXPECT_EQ(swept.stdout_text, "ok\n");
   EXPECT_TRUE(live_guests().empty());
 }
+
+TEST_F(code_test, a_state_dir_that_cannot_be_made_still_runs_code_but_reap_refuses) {
+  // With a control plane configured, the state dir only holds the owner's lease.
+  auto not_a_dir = file("not-a-dir", "x");
+  std::map<std::string, std::string> vars{{"GUESTFLOW_STATE_DIR", not_a_dir + "/state"}};
+  auto q = program("q.py", "print('ok')\n");
+  auto r = code({q}, vars);
+  EXPECT_EQ(r.status, 0) << r.stderr_text;
+  EXPECT_EQ(r.stdout_text, "ok\n");
+  auto reap = cli({"reap"}, vars);
+  EXPECT_EQ(reap.status, 125);
+  EXPECT_NE(reap.stderr_text.find("cannot tell whether another guestflow process"),
+            std::string::npos)
+    << reap.stderr_text;
+}

@@ -213,6 +213,20 @@ TEST_F(execution_test, refused_create_leaves_nothing_and_deletes_nothing) {
   EXPECT_EQ(st.tracked, 0u);
 }
 
+TEST_F(execution_test, a_refused_create_whose_name_is_live_is_still_deleted) {
+  // The client re-sent a create after a reset: the first one made the guest, the second
+  // is refused because the name is taken.
+  s->guests.push_back({"sb-99", "gf-b-abc123-gxgxgxgxgx"});
+  start(spec("gf-b-abc123-gxgxgxgxgx"));
+  ASSERT_TRUE(out->error);
+  EXPECT_EQ(out->error->code, ec::bad_request);
+  EXPECT_EQ(s->deletes_of_name("gf-b-abc123-gxgxgxgxgx"), 1);
+  EXPECT_EQ(s->live(), 0u);
+  auto st = stats();
+  EXPECT_EQ(st.pending, 0u);
+  EXPECT_EQ(st.tracked, 0u);
+}
+
 TEST_F(execution_test, create_failing_without_a_refusal_is_watched_by_name) {
   s->calls["create"] = {call_script::mode::fail, ec::transient, 1}; // e.g. a 502
   start(spec("gf-b-abc123-ghghghghgh"));

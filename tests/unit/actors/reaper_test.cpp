@@ -110,7 +110,8 @@ TEST_F(reaper_test, drain_waits_for_a_sweep_still_listing) {
   // answer before the sweep's list has answered and what it found is deleted.
   auto deleted_when_drained = std::make_shared<std::optional<int>>();
   sys.spawn([this, deleted_when_drained](caf::event_based_actor* self) {
-    self->send(rp, sweep_atom::value, uint32_t{60});
+    self->request(rp, std::chrono::seconds{3600}, sweep_atom::value, uint32_t{60})
+      .then([](uint64_t) {}, [](caf::error&) {});
     self->request(rp, std::chrono::seconds{3600}, drain_atom::value)
       .then(
         [this, deleted_when_drained](uint64_t) {
