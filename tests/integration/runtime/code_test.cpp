@@ -418,3 +418,37 @@ TEST_F(code_test, a_state_dir_that_cannot_be_made_still_runs_code_but_reap_refus
             std::string::npos)
     << reap.stderr_text;
 }
+
+TEST_F(code_test, a_program_on_standard_input_runs_like_a_file) {
+  int in[2] = {-1, -1}, out[2] = {-1, -1};
+  ASSERT_EQ(::pipe2(in, O_CLOEXEC), 0);
+  ASSERT_EQ(::pipe2(out, O_CLOEXEC), 0);
+  auto vars = env();
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    for (auto& [k, v] : vars)
+      ::setenv(k.c_str(), v.c_str(), 1);
+    ::dup2(in[0], 0);
+    ::dup2(out[1], 1);
+    char bin[] = GUESTFLOW_BIN, code_arg[] = "code", dash[] = "-";
+    char* argv[] = {bin, code_arg, dash, nullptr};
+    ::execv(bin, argv);
+    ::_exit(127);
+  }
+  ::close(in[0]);
+  ::close(out[1]);
+  std::string program = "print('from stdin')\n";
+  ASSERT_EQ(::write(in[1], program.data(), program.size()),
+            static_cast<ssize_t>(program.size()));
+  ::close(in[1]);
+  std::string said;
+  char buf[256];
+  for (ssize_t n; (n = ::read(out[0], buf, sizeof buf)) > 0;)
+    said.append(buf, static_cast<size_t>(n));
+  ::close(out[0]);
+  int status = -1;
+  ::waitpid(pid, &status, 0);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  EXPECT_EQ(said, "from stdin\n");
+  EXPECT_TRUE(live_guests().empty());
+}
