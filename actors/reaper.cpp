@@ -132,7 +132,8 @@ void lookup_names(self_ptr self) {
       });
 }
 
-void owe(self_ptr self, const std::string& name) {
+/// `look_once`: a refused create, looked up by name once rather than watched for a while.
+void owe(self_ptr self, const std::string& name, bool look_once = false) {
   auto& st = self->state;
   auto i = st.guests.find(name);
   if (i == st.guests.end()) {
@@ -142,6 +143,7 @@ void owe(self_ptr self, const std::string& name) {
     st.stats.tracked = st.guests.size();
   }
   auto& e = i->second;
+  e.look_once = e.look_once || look_once;
   if (e.owed)
     return;
   e.owed = true;
@@ -247,15 +249,7 @@ reaper_actor::behavior_type reaper(reaper_actor::stateful_pointer<reaper_state> 
     },
     [self](released_atom, std::string& name) { forget(self, name, true); },
     [self](reap_atom, std::string& name) { owe(self, name); },
-    [self](refused_atom, std::string& name) {
-      auto& st = self->state;
-      auto i = st.guests.try_emplace(name).first;
-      if (i->second.tracked_at == steady::time_point{})
-        i->second.tracked_at = self->clock().now();
-      st.stats.tracked = st.guests.size();
-      i->second.look_once = true;
-      owe(self, name);
-    },
+    [self](refused_atom, std::string& name) { owe(self, name, true); },
     [self](sweep_atom, uint32_t older_than_s) {
       auto rp = self->make_response_promise<caf::typed_response_promise<uint64_t>>();
       sweep(self, older_than_s, rp);
