@@ -3,6 +3,7 @@
 #include "actors/executor_settings.hpp"
 #include "actors/guest_names.hpp"
 #include "actors/system_settings.hpp"
+#include "apps/wait_turn.hpp"
 #include "controlplane/client/observed_client.hpp"
 #include "controlplane/local/embedded.hpp"
 #include "messages/type_ids.hpp"
@@ -107,10 +108,8 @@ result<std::unique_ptr<session>> session::open(const cp::env_map& env, signal_wa
     }
     return watch.received() != 0;
   };
-  auto cancelled_while_waiting = [&] {
-    return fail(ec::guest_failed, "run cancelled while waiting for another guestflow using "
-                                    + dir);
-  };
+  auto cancelled_while_waiting =
+    fail(ec::guest_failed, "run cancelled while waiting for another guestflow using " + dir);
   if (std::holds_alternative<cp::endpoint>(*choice)) {
     ep = std::get<cp::endpoint>(*choice);
   } else {
@@ -123,11 +122,17 @@ result<std::unique_ptr<session>> session::open(const cp::env_map& env, signal_wa
     auto sock = std::filesystem::path{dir} / "control-plane.sock";
     if (sock.string().size() <= local::max_unix_socket_path)
       opts.unix_socket = sock;
-    // Another guestflow on this state dir: run after it, however long it runs (a day is
-    // the longest timeout any provider allows), unless the user gives up.
-    auto started = local::embedded_control_plane::start(opts, 25h, stop_waiting);
+    // Another guestflow on this state dir: run after it rather than beside it.
+    auto started = wait_turn<std::unique_ptr<local::embedded_control_plane>>(
+      [&]() -> std::optional<result<std::unique_ptr<local::embedded_control_plane>>> {
+        auto r = local::embedded_control_plane::start(opts);
+        if (!r && local::embedded_control_plane::held_elsewhere(r.error()))
+          return std::nullopt;
+        return r;
+      },
+      stop_waiting, cancelled_while_waiting);
     if (!started && watch.received())
-      return cancelled_while_waiting();
+      return started.error();
     if (!started)
       return fail(ec::unavailable,
                   "the embedded control plane cannot start: " + started.error().message);
@@ -155,11 +160,12 @@ result<std::unique_ptr<session>> session::open(const cp::env_map& env, signal_wa
   }
   auto owner_env = env.count("GUESTFLOW_OWNER") ? env.at("GUESTFLOW_OWNER") : std::string{};
   s->owner_ = names::owner_id(owner_env, host_name(), one_spelling(dir));
-  auto lease = owner_lease::take(dir, s->owner_, stop_waiting);
+  auto lease = wait_turn<owner_lease>([&] { return owner_lease::try_take(dir, s->owner_); },
+                                      stop_waiting, cancelled_while_waiting);
   if (lease)
     s->lease_.emplace(std::move(*lease));
   else if (watch.received())
-    return cancelled_while_waiting();
+    return lease.error();
   else // runs still run; only sweeps, which need to know who else is live, cannot
     s->no_lease_ = std::move(lease).error().message;
   s->cfg_ = std::make_unique<session_config>();

@@ -1,8 +1,9 @@
 #pragma once
 
+#include "controlplane/local/unique_fd.hpp"
 #include "messages/error.hpp"
 
-#include <functional>
+#include <optional>
 #include <string>
 
 namespace guestflow::cli {
@@ -16,16 +17,10 @@ namespace guestflow::cli {
 /// owner shared across state dirs or hosts (GUESTFLOW_OWNER) is beyond it.
 class owner_lease {
 public:
-  /// Creates the state dir if needed. Waits (polling) while a sweep holds the lease alone,
-  /// unless `stop_waiting` says to give up (a user's Ctrl-C).
-  static result<owner_lease> take(const std::string& state_dir, const std::string& owner,
-                                  const std::function<bool()>& stop_waiting);
-
-  owner_lease(owner_lease&& other) noexcept;
-  owner_lease& operator=(owner_lease&& other) noexcept;
-  owner_lease(const owner_lease&) = delete;
-  owner_lease& operator=(const owner_lease&) = delete;
-  ~owner_lease();
+  /// Creates the state dir if needed and takes the lease shared; nullopt while a sweep
+  /// holds it alone (try again: wait_turn).
+  static std::optional<result<owner_lease>> try_take(const std::string& state_dir,
+                                                     const std::string& owner);
 
   /// Holds the lease alone if no other process holds it; new sessions of the owner wait
   /// meanwhile. False (the lease staying shared) otherwise.
@@ -37,11 +32,11 @@ public:
   const std::string& path() const { return path_; }
 
 private:
-  owner_lease(int fd, std::string path)
-      : fd_(fd)
+  owner_lease(local::unique_fd fd, std::string path)
+      : fd_(std::move(fd))
       , path_(std::move(path)) {}
 
-  int fd_ = -1;
+  local::unique_fd fd_; ///< closing it releases the lock
   std::string path_;
 };
 

@@ -4,7 +4,6 @@
 #include "messages/error.hpp"
 
 #include <chrono>
-#include <functional>
 #include <memory>
 #include <string>
 
@@ -15,13 +14,12 @@ namespace guestflow::local {
 /// Guests are not its children and outlive it, exactly as with `guestflow control-plane`.
 class embedded_control_plane {
 public:
-  /// Starts serving on `opts.listen` and returns once it accepts connections. While
-  /// another process holds `opts.state_dir`, waits (polling) up to `wait_for_lock`, so
-  /// several CLI invocations on one state dir run one after another instead of failing;
-  /// `stop_waiting`, asked between polls, ends the wait early (a user's Ctrl-C).
-  static result<std::unique_ptr<embedded_control_plane>>
-  start(serve_options opts, std::chrono::milliseconds wait_for_lock,
-        const std::function<bool()>& stop_waiting = {});
+  /// Starts serving on `opts.listen` and returns once it accepts connections.
+  static result<std::unique_ptr<embedded_control_plane>> start(const serve_options& opts);
+
+  /// The failure of a start() while another process holds the state dir: the caller may
+  /// run after it (try again) rather than beside it.
+  static bool held_elsewhere(const failure& f);
 
   virtual ~embedded_control_plane() = default;
 
