@@ -243,6 +243,7 @@ struct loopback_server::impl {
   std::map<std::pair<std::string, std::string>, handler> routes;
   std::map<std::pair<std::string, std::string>, size_t> hits;
   std::vector<http_request> requests;
+  std::vector<std::string> server_names; ///< SNI of each completed TLS handshake
   std::vector<std::thread> workers;
   std::vector<std::weak_ptr<connection_io>> live;
   std::vector<std::weak_ptr<gate>> gates;
@@ -295,7 +296,7 @@ size_t loopback_server::hits(const std::string& method, const std::string& path)
 
 std::vector<std::string> loopback_server::server_names() const {
   std::lock_guard<std::mutex> lock(impl_->mtx);
-  return server_names_;
+  return impl_->server_names;
 }
 
 std::vector<http_request> loopback_server::requests() const {
@@ -359,7 +360,7 @@ void loopback_server::serve(size_t index, std::shared_ptr<connection_io> io) {
   }
   if (tls_) {
     std::lock_guard<std::mutex> lock(impl_->mtx);
-    server_names_.push_back(io->server_name());
+    impl_->server_names.push_back(io->server_name());
   }
   boost::beast::flat_buffer buffer;
   for (size_t nth = 0; !stopping_; ++nth) {

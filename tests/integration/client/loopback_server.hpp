@@ -149,7 +149,6 @@ private:
   std::atomic<size_t> closed_{0};
   std::atomic<size_t> write_failures_{0};
   std::atomic<size_t> tls_failures_{0};
-  std::vector<std::string> server_names_; ///< under impl_->mtx
   std::atomic<bool> stopping_{false};
   friend class exchange;
 };
