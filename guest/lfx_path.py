@@ -1,15 +1,25 @@
 """guestflow guest runner, lfx path: run the graph with Langflow's own engine.
 
-Imported lazily by runner.py only when `lfx` is importable in the guest (a template with
-Langflow baked in, or `install_lfx`). The host uploads it next to runner.py. It rebuilds
-the graph with `Graph.from_payload`, targets the caller's input the way `Graph._run` does
+Imported lazily by runner.py when spec.json's `executor` is `lfx` (or `auto` and lfx
+imports). The host uploads it next to runner.py. It rebuilds the graph with
+`Graph.from_payload`, targets the caller's input the way `Graph._run` does
 (`_set_inputs`), drives `async_start` with the forwarded runtime options, reports one
 `vertex_start`/`step` per built vertex, and harvests outputs exactly like `Graph._run`:
 built vertices whose id or display name the caller asked for, else every output vertex.
 
-Unlike the core executor, a failing vertex stops the run (Langflow's behaviour); its
-successors are then reported as not built. Generators (streaming outputs) are not
-drained, so such a vertex reports an empty result, as the seed documents.
+The lfx API used here, and nothing else (tests/fixtures/lfx_guest/lfx is a stand-in that
+implements exactly this): `lfx.graph.graph.base.Graph` with `from_payload(payload)`,
+`_prepared`/`prepare()`, `_set_inputs(components, inputs, input_type)`,
+`async_start(...)` (an async generator of `VertexBuildResult`s ending with a `Finish`),
+`_run_queue` (its head is the vertex the next step builds), `get_vertex(id)`,
+`get_all_successors(vertex, flat=True)` and `vertices`; a vertex's `id`, `display_name`,
+`outputs`, `built`, `is_output` and `result` (a `ResultData` with `model_dump`); a build
+result's `vertex`, `valid` and `result_dict.outputs`; `lfx.graph.graph.constants.Finish`.
+
+Unlike the core executor, a failing vertex stops the run (Langflow's behaviour); every
+vertex not built by then gets a not-built step: "upstream <id> failed" for those downstream
+of the failure, "the run stopped when <id> failed" for the others. Generators (streaming
+outputs) are not drained, so such a vertex reports an empty result, as the seed documents.
 """
 
 from __future__ import annotations
@@ -22,19 +32,41 @@ import traceback
 
 _GRAPH = None
 _FINISH = None
+VERSION = None
 _FORWARDED = ("max_iterations", "config", "reset_output_values", "fallback_to_env_vars")
+_NEEDED = ("from_payload", "async_start", "prepare", "get_vertex")
 
 
 def load() -> None:
     """Imports lfx; raises (ImportError or whatever lfx raises) when it cannot be used."""
-    global _GRAPH, _FINISH  # noqa: PLW0603 - a lazy import cache
+    global _GRAPH, _FINISH, VERSION  # noqa: PLW0603 - a lazy import cache
+    import lfx  # noqa: PLC0415
     from lfx.graph.graph.base import Graph  # noqa: PLC0415
 
+    missing = [name for name in _NEEDED if not callable(getattr(Graph, name, None))]
+    if missing:
+        raise ImportError(f"lfx's Graph has no {', '.join(missing)}: this lfx is not one "
+                          "guestflow can drive")
     try:
         from lfx.graph.graph.constants import Finish  # noqa: PLC0415
     except ImportError:
         Finish = None  # noqa: N806
     _GRAPH, _FINISH = Graph, Finish
+    VERSION = _version(lfx)
+
+
+def _version(module) -> str | None:
+    try:
+        from importlib.metadata import PackageNotFoundError, version  # noqa: PLC0415
+
+        try:
+            return version("lfx")
+        except PackageNotFoundError:
+            pass
+    except ImportError:
+        pass
+    found = getattr(module, "__version__", None)
+    return found if isinstance(found, str) else None
 
 
 def _is_finish(result) -> bool:
@@ -51,29 +83,57 @@ def _peek(graph):
         return None
 
 
+def _vertex(graph, vid):
+    try:
+        return graph.get_vertex(vid)
+    except Exception:  # noqa: BLE001 - lfx raises ValueError for an unknown id
+        return None
+
+
 def _name(graph, vid) -> str:
-    try:
-        return graph.get_vertex(vid).display_name
-    except Exception:  # noqa: BLE001
-        return vid
+    vertex = _vertex(graph, vid)
+    name = getattr(vertex, "display_name", None)
+    return name if isinstance(name, str) and name else vid
 
 
-def _successors(graph, vertex) -> list:
+def _downstream(graph, vertex) -> set:
+    """Ids of every vertex downstream of `vertex` (lfx's flat list may repeat a vertex)."""
     try:
-        return list(graph.get_all_successors(vertex, flat=True))
-    except Exception:  # noqa: BLE001 - older lfx: no flat successors; report nothing extra
-        return []
+        return {v.id for v in graph.get_all_successors(vertex, flat=True)}
+    except Exception:  # noqa: BLE001 - older lfx: no flat successors; walk successor_map
+        seen, stack = set(), [vertex.id]
+        successor_map = getattr(graph, "successor_map", {}) or {}
+        while stack:
+            for nxt in successor_map.get(stack.pop(), []):
+                if nxt not in seen:
+                    seen.add(nxt)
+                    stack.append(nxt)
+        return seen
 
 
 class LfxExecutor:
     name = "lfx"
 
-    def __init__(self, spec: dict, emitter, error_outputs) -> None:
+    def __init__(self, spec: dict, emitter, error_outputs, fatal) -> None:
         self.spec = spec
         self.emitter = emitter
         self.error_outputs = error_outputs  # runner.error_outputs: one failure shape for both
+        self.fatal = fatal  # runner.RunnerFatal(message, code=None, tb="", **extra)
         self.payload = spec["graph"].payload
+        self.lfx_version = VERSION
         self.dropped = []
+        self._loaded = None  # the first run's graph, built by check()
+
+    def _load(self):
+        try:
+            return _GRAPH.from_payload(copy.deepcopy(self.payload))
+        except Exception as exc:  # noqa: BLE001 - lfx refuses the flow: the caller's to fix
+            raise self.fatal(f"lfx could not load the flow: {type(exc).__name__}: {exc}",
+                             code="bad_request", tb=traceback.format_exc()[-8000:]) from None
+
+    def check(self) -> None:
+        """Loads the graph once before anything runs: a flow lfx refuses never half-runs."""
+        self._loaded = self._load()
 
     def run(self) -> list:
         return asyncio.run(self._run_all())
@@ -112,7 +172,8 @@ class LfxExecutor:
 
     async def _run_once(self, run_inputs: dict, components: list, input_type) -> list:
         emitter = self.emitter
-        graph = _GRAPH.from_payload(copy.deepcopy(self.payload))
+        graph = self._loaded if self._loaded is not None else self._load()
+        self._loaded = None
         if not getattr(graph, "_prepared", True):
             graph.prepare()
         targeted = False
@@ -121,7 +182,7 @@ class LfxExecutor:
             targeted = True
         stream = graph.async_start(**self._start_kwargs(graph, run_inputs, targeted))
         while True:
-            vid = _peek(graph)
+            vid = _peek(graph)  # astep builds the head of the run queue
             if vid is not None:
                 emitter.vertex_start(vid, _name(graph, vid))
             cap = emitter.begin_capture()
@@ -133,6 +194,9 @@ class LfxExecutor:
                 break
             except Exception as exc:  # noqa: BLE001 - a vertex build failed: Langflow stops here
                 logs = emitter.end_capture(cap)
+                if vid is None:  # nothing to blame: lfx itself stopped
+                    raise self.fatal(f"lfx stopped the run: {type(exc).__name__}: {exc}",
+                                     tb=traceback.format_exc()[-8000:]) from None
                 self._failed(graph, vid, exc, logs, time.perf_counter() - started)
                 break
             logs = emitter.end_capture(cap)
@@ -150,26 +214,24 @@ class LfxExecutor:
     def _failed(self, graph, vid, exc, logs, elapsed) -> None:
         error = f"{type(exc).__name__}: {exc}"
         tb = getattr(exc, "formatted_traceback", None) or traceback.format_exc()
-        vertex = None
-        if vid is not None:
-            try:
-                vertex = graph.get_vertex(vid)
-            except Exception:  # noqa: BLE001
-                vertex = None
-        vid = vid or "graph"
-        name = vertex.display_name if vertex is not None else vid
+        vertex = _vertex(graph, vid)
         label = "output"
-        if vertex is not None and getattr(vertex, "outputs", None):
-            label = vertex.outputs[0].get("name", "output")
+        outputs = getattr(vertex, "outputs", None)
+        if outputs and isinstance(outputs[0], dict) and isinstance(outputs[0].get("name"), str):
+            label = outputs[0]["name"]
         if logs and not logs.endswith("\n"):
             logs += "\n"
-        self.emitter.step(vid, name, False, round(elapsed * 1000),
+        self.emitter.step(vid, _name(graph, vid), False, round(elapsed * 1000),
                           self.error_outputs(label, error, tb), logs + error, error=error)
-        for succ in _successors(graph, vertex) if vertex is not None else []:
-            if getattr(succ, "built", False):
+        downstream = _downstream(graph, vertex) if vertex is not None else set()
+        for other in graph.vertices:  # payload order; each unbuilt vertex once
+            if other.id == vid or getattr(other, "built", False):
                 continue
-            message = f"not built: upstream {vid} failed"
-            self.emitter.step(succ.id, succ.display_name, False, 0, {"error": message}, message,
+            if other.id in downstream:
+                message = f"not built: upstream {vid} failed"
+            else:
+                message = f"not built: the run stopped when {vid} failed (lfx stops at the first failure)"
+            self.emitter.step(other.id, other.display_name, False, 0, {"error": message}, message,
                               error=message)
 
     def _harvest(self, graph) -> list:

@@ -10,21 +10,29 @@ described in ``guest/README.md``; the short version:
   The runner keeps a private duplicate of the real stdout for frames and points fd 1
   and ``sys.stdout`` at a capture, so user ``print``s, C extensions and subprocesses
   writing to fd 1 land in the current vertex's ``logs`` (capped), never in frames.
-* If ``lfx`` is importable, ``lfx_path.py`` (next to this file) rebuilds the graph with
-  ``Graph.from_payload`` and runs it. Otherwise the core executor below runs the graph
-  itself in a deterministic topological order for the core component set:
-  ChatInput, TextInput, ChatOutput, TextOutput, Prompt, PythonREPLComponent,
-  ParseData and ParserComponent.
+* spec.json's ``executor`` (``auto`` | ``core`` | ``lfx``) picks who runs the graph.
+  ``lfx``: ``lfx_path.py`` (next to this file) rebuilds the graph with
+  ``Graph.from_payload`` and drives lfx's own run loop; without a usable lfx that is a
+  ``fatal`` with ``code: "unavailable"``, never a fallback. ``core``: the executor below
+  runs the graph itself in a deterministic topological order for the core component
+  set (ChatInput, TextInput, ChatOutput, TextOutput, Prompt, PythonREPLComponent,
+  ParseData, ParserComponent) and refuses, before any vertex runs, a graph with any
+  other type (``fatal`` with ``code: "bad_request"`` and the list). ``auto``: lfx when
+  it imports and is usable, else core.
+* Canvas notes and other non-component nodes are ignored; Langflow groups are flattened
+  the way Langflow does it; frozen vertices build (a guest has no cached results).
 * A failing vertex gets a ``step`` with ``valid: false``; vertices downstream of it get
   a ``step`` with ``valid: false`` and ``error: "not built: upstream <id> failed"``
-  (no ``vertex_start``); independent vertices still build. The run then still ends
-  with ``outputs`` (built vertices only) and ``done``: the host derives the exit code
-  from the failed steps. ``fatal`` (exit 1) is only for a bad spec or a runner fault.
+  (no ``vertex_start``); independent vertices still build (core). The run then still
+  ends with ``outputs`` (built vertices only) and ``done``: the host derives the exit
+  code from the failed steps. ``fatal`` (exit 1) is only for a bad spec, a flow the
+  executor refuses, an unusable executor or a runner fault.
 """
 
 from __future__ import annotations
 
 import builtins
+import copy
 import datetime
 import heapq
 import importlib
@@ -48,7 +56,14 @@ RESULT_CAP = 256 << 10  # Python Interpreter result kept per vertex (head and ta
 PIP_TAIL = 4096  # bytes of pip output quoted in a failed-install message
 SYNC_TIMEOUT_S = 5.0
 JSON_DEPTH_MAX = 48  # user values nest no deeper (the host parser allows 128 in total)
-EXECUTOR_ENV = "GUESTFLOW_RUNNER_EXECUTOR"  # auto (default) | core | lfx
+EXECUTORS = ("auto", "core", "lfx")  # spec.json "executor"; auto is the default
+
+# What makes a flow run that the core executor cannot: an image with lfx (the host's commands).
+LFX_IMAGE_HINT = (
+    "use an image with lfx: `guestflow image add NAME --python-env PREFIX` (PREFIX = the "
+    "Python environment Langflow is installed in, e.g. its venv), then "
+    "`guestflow run --image NAME --executor lfx`; on CreateOS, a template with lfx "
+    "(CREATEOS_EXECUTOR_ROOTFS)")
 
 INPUT_TYPES = ("ChatInput", "Webhook", "TextInput")
 OUTPUT_TYPES = ("ChatOutput", "DataOutput", "TextOutput")
@@ -56,11 +71,22 @@ INPUT_FIELD_NAME = "input_value"
 
 
 class SpecError(Exception):
-    """spec.json is unusable; the message names the offending field."""
+    """spec.json is unusable; the message names the offending field (code bad_request)."""
 
 
 class RunnerFatal(Exception):
-    """The run cannot proceed (e.g. a requested lfx install failed)."""
+    """The run cannot proceed: one `fatal` frame.
+
+    `code` is one of guestflow's error names (`bad_request`, `unavailable`, ...) or None
+    for a fault of the runner itself (the host then reports `guest_failed`); `extra`
+    fields go into the frame as they are (e.g. `unsupported`).
+    """
+
+    def __init__(self, message: str, code: str | None = None, tb: str = "", **extra) -> None:
+        super().__init__(message)
+        self.code = code
+        self.tb = tb
+        self.extra = extra
 
 
 class VertexFailure(Exception):
@@ -402,6 +428,11 @@ def _minimal(frame: dict) -> dict:
                 "used_frozen_result": False} for r in run.get("outputs", [])]
             runs.append({"inputs": _clip(run.get("inputs", {}), 256), "outputs": outs})
         return {"t": "outputs", "run_outputs": runs}
+    if frame.get("t") == "fatal":
+        out = {"t": "fatal", "error": _clip(str(frame.get("error", "")), 4096), "traceback": ""}
+        if isinstance(frame.get("code"), str):
+            out["code"] = frame["code"]
+        return out
     return {"t": frame.get("t", "note"), "error": "[guestflow: frame too large]"}
 
 
@@ -466,8 +497,12 @@ class Emitter:
     def done(self) -> None:
         self.emit({"t": "done"})
 
-    def fatal(self, error: str, tb: str = "") -> None:
-        self.emit({"t": "fatal", "error": error, "traceback": tb})
+    def fatal(self, error: str, tb: str = "", code: str | None = None, **extra) -> None:
+        frame = {"t": "fatal", "error": error, "traceback": tb}
+        if code is not None:
+            frame["code"] = code
+        frame.update(extra)
+        self.emit(frame)
 
 
 # -- spec ----------------------------------------------------------------------------------
@@ -486,25 +521,238 @@ def _handle(value):
     return None
 
 
+def _edge_ends(raw: dict):
+    """(source, target, source handle, target handle) of a raw edge; handles are dicts."""
+    source, target = raw.get("source"), raw.get("target")
+    data = raw.get("data") if isinstance(raw.get("data"), dict) else {}
+    src = _handle(data.get("sourceHandle")) or _handle(raw.get("sourceHandle")) or {}
+    dst = _handle(data.get("targetHandle")) or _handle(raw.get("targetHandle")) or {}
+    if not isinstance(source, str) or not source:
+        source = src.get("id")
+    if not isinstance(target, str) or not target:
+        target = dst.get("id")
+    return source, target, src, dst
+
+
+def _non_component(raw: dict, where: str):
+    """Why a node is not a component vertex (the runner then ignores it), or None.
+
+    Langflow exports canvas notes as `"type": "noteNode"` (with `data.type: "note"` and a
+    template holding only `backgroundColor`); components and groups are `"genericNode"`
+    (or carry no `type` in older dumps). Other canvas node types, and nodes without
+    `data.type` or without `data.node.template`, are nothing Langflow builds either.
+    A field that is present with the wrong JSON type is an error, not a note.
+    """
+    ntype = raw.get("type")
+    if ntype is not None and not isinstance(ntype, str):
+        raise SpecError(f"{where}.type: expected a string (genericNode for a component)")
+    if ntype == "noteNode":
+        return "a canvas note (noteNode)"
+    if ntype and ntype != "genericNode":
+        return f"a {ntype!r} canvas node, not a component (genericNode)"
+    data = raw.get("data")
+    if data is None:
+        return "no data"
+    if not isinstance(data, dict):
+        raise SpecError(f"{where}.data: expected an object")
+    vtype = data.get("type")
+    if vtype is None:
+        return "no data.type"
+    if not isinstance(vtype, str) or not vtype:
+        raise SpecError(f"{where}.data.type: expected a non-empty string (the component type)")
+    node = data.get("node")
+    if node is None:
+        return "no data.node.template"
+    if not isinstance(node, dict):
+        raise SpecError(f"{where}.data.node: expected an object")
+    template = node.get("template")
+    if template is None:
+        return "no data.node.template"
+    if not isinstance(template, dict):
+        raise SpecError(f"{where}.data.node.template: expected an object")
+    return None
+
+
+def _group_flow(raw: dict, where: str):
+    """A Langflow group node's sub-graph (`data.node.flow.data`), or None for a plain vertex."""
+    flow = raw["data"]["node"].get("flow")
+    if not flow:
+        return None
+    fwhere = f"{where}.data.node.flow"
+    if not isinstance(flow, dict):
+        raise SpecError(f"{fwhere}: expected an object (a group's sub-flow)")
+    data = flow.get("data")
+    if not isinstance(data, dict):
+        raise SpecError(f"{fwhere}.data: required (the group's nodes and edges)")
+    for key in ("nodes", "edges"):
+        if not isinstance(data.get(key), list):
+            raise SpecError(f"{fwhere}.data.{key}: required (a list)")
+    return data
+
+
+def _is_group(raw) -> bool:
+    data = raw.get("data") if isinstance(raw, dict) else None
+    node = data.get("node") if isinstance(data, dict) else None
+    return isinstance(node, dict) and bool(node.get("flow"))
+
+
+def _template_of(raw) -> dict | None:
+    data = raw.get("data") if isinstance(raw, dict) else None
+    node = data.get("node") if isinstance(data, dict) else None
+    template = node.get("template") if isinstance(node, dict) else None
+    return template if isinstance(template, dict) else None
+
+
+def _into_group(gid: str, dst: dict, members: dict, where: str):
+    """Langflow's update_target_handle: an edge into a group feeds the proxied inner field."""
+    proxy = dst.get("proxy")
+    if (not isinstance(proxy, dict) or not isinstance(proxy.get("id"), str)
+            or not isinstance(proxy.get("field"), str)):
+        raise SpecError(f"{where}.data.targetHandle.proxy: required for an edge into group "
+                        f"{gid!r} (the id and field of the grouped vertex it feeds)")
+    pid, field = proxy["id"], proxy["field"]
+    if pid not in members:
+        raise SpecError(f"{where}.data.targetHandle.proxy.id: {pid!r} is not a vertex of "
+                        f"group {gid!r}")
+    new = {"fieldName": field, "id": pid}
+    for key in ("type", "inputTypes"):
+        if dst.get(key) is not None:
+            new[key] = dst[key]
+    inner_field = (_template_of(members[pid]) or {}).get(field)
+    nested = inner_field.get("proxy") if isinstance(inner_field, dict) else None
+    if _is_group(members[pid]) and isinstance(nested, dict):  # it feeds a nested group: follow on
+        new["proxy"] = {"field": nested.get("field"), "id": nested.get("id")}
+    return pid, new
+
+
+def _out_of_group(gid: str, gnode: dict, src: dict, g_nodes: list, g_edges: list,
+                  members: dict, where: str):
+    """Langflow's update_source_handle: an edge out of a group leaves from the proxied vertex."""
+    name = src.get("name")
+    found = None
+    if isinstance(name, str) and name:
+        for out in gnode.get("outputs") or []:
+            if isinstance(out, dict) and out.get("name") == name:
+                proxy = out.get("proxy")
+                if isinstance(proxy, dict) and isinstance(proxy.get("id"), str):
+                    pname = proxy.get("name") or proxy.get("field")
+                    if isinstance(pname, str) and pname:
+                        found = (proxy["id"], pname)
+                break
+        if found is None:  # outputs are named "<inner id>_<output>" by Langflow's frontend
+            for nid in sorted(members, key=len, reverse=True):
+                if name.startswith(nid + "_"):
+                    found = (nid, name[len(nid) + 1:])
+                    break
+    if found is None:  # Langflow's find_last_node: the first vertex no inner edge leaves
+        sources = {_edge_ends(e)[0] for e, _ in g_edges if isinstance(e, dict)}
+        last = next((n["id"] for n, w in g_nodes if isinstance(n, dict) and n.get("id") in members
+                     and n["id"] not in sources and _non_component(n, w) is None), None)
+        if last is None:
+            raise SpecError(f"{where}.source: group {gid!r} has no vertex its output can come from")
+        found = (last, name)
+    pid, pname = found
+    if pid not in members:
+        raise SpecError(f"{where}.data.sourceHandle: group {gid!r} output {name!r} points at "
+                        f"{pid!r}, which is not one of its vertices")
+    new = dict(src)
+    new["id"] = pid
+    if pname:
+        new["name"] = pname
+    return pid, new
+
+
+def _ungroup(at: int, entries: list, edge_entries: list) -> str:
+    """Flattens the group node entries[at] in place, as Langflow's process_flow does.
+
+    The group's vertices join the graph (appended, so nested groups are flattened in turn),
+    they inherit the group's `frozen`, the group's proxied template fields override theirs,
+    and edges into or out of the group are redirected to the proxied inner vertices.
+    """
+    raw, where = entries[at]
+    gid = raw.get("id")
+    if not isinstance(gid, str) or not gid:
+        raise SpecError(f"{where}.id: required (a non-empty string)")
+    gnode = raw["data"]["node"]
+    fdata = copy.deepcopy(_group_flow(raw, where))
+    fwhere = f"{where}.data.node.flow.data"
+    g_nodes = [(n, f"{fwhere}.nodes[{k}]") for k, n in enumerate(fdata["nodes"])]
+    g_edges = [(e, f"{fwhere}.edges[{k}]") for k, e in enumerate(fdata["edges"])]
+    frozen = gnode.get("frozen", False)
+    members: dict = {}
+    for n, _ in g_nodes:
+        if not isinstance(n, dict):
+            continue
+        ndata = n.get("data")
+        if isinstance(ndata, dict) and isinstance(ndata.get("node"), dict):
+            ndata["node"]["frozen"] = frozen  # add_frozen: the group's flag wins
+        if isinstance(n.get("id"), str) and n["id"]:
+            members.setdefault(n["id"], n)
+    kept, redirected = [], []
+    for e, ewhere in edge_entries:
+        if not isinstance(e, dict):
+            raise SpecError(f"{ewhere}: expected an object")
+        source, target, src, dst = _edge_ends(e)
+        if gid not in (source, target):
+            kept.append((e, ewhere))
+            continue
+        if target == gid:
+            target, dst = _into_group(gid, dst, members, ewhere)
+        if source == gid:
+            source, src = _out_of_group(gid, gnode, src, g_nodes, g_edges, members, ewhere)
+        redirected.append(({"id": e.get("id"), "source": source, "target": target,
+                            "data": {"sourceHandle": src, "targetHandle": dst}}, ewhere))
+    for value in (gnode.get("template") or {}).values():  # update_template, after the edges
+        # (as Langflow: an outer group's override replaces the inner proxy the edges followed)
+        proxy = value.get("proxy") if isinstance(value, dict) else None
+        if not isinstance(proxy, dict) or proxy.get("id") not in members:
+            continue
+        template, field = _template_of(members[proxy["id"]]), proxy.get("field")
+        if template is None or not isinstance(field, str):
+            continue
+        old = template.get(field) if isinstance(template.get(field), dict) else {}
+        merged = dict(value)
+        for key in ("show", "advanced"):
+            if key in old:
+                merged[key] = old[key]
+        merged["display_name"] = old.get("display_name", old.get("name", field))
+        template[field] = merged
+    del entries[at]
+    entries.extend(g_nodes)
+    edge_entries[:] = kept + g_edges + redirected
+    return gid
+
+
+def _components_only(nodes: list) -> list:
+    """`nodes` without ignored canvas nodes, inside group sub-flows too (for lfx)."""
+    out = []
+    for raw in nodes:
+        if not isinstance(raw, dict) or _non_component(raw, "graph") is not None:
+            continue
+        flow = raw["data"]["node"].get("flow")
+        inner = flow.get("data") if isinstance(flow, dict) else None
+        if isinstance(inner, dict) and isinstance(inner.get("nodes"), list):
+            kept = _components_only(inner["nodes"])
+            if len(kept) != len(inner["nodes"]):
+                raw = {**raw, "data": {**raw["data"], "node": {**raw["data"]["node"], "flow": {
+                    **flow, "data": {**inner, "nodes": kept}}}}}
+        out.append(raw)
+    return out
+
+
 class Node:
-    __slots__ = ("id", "type", "name", "template", "outputs", "index", "is_input", "is_output")
+    __slots__ = ("id", "type", "name", "template", "outputs", "index", "is_input", "is_output",
+                 "frozen")
 
     def __init__(self, raw: dict, index: int, where: str) -> None:
+        # _non_component() has checked data, data.type, data.node and data.node.template.
         vid = raw.get("id")
         if not isinstance(vid, str) or not vid:
             raise SpecError(f"{where}.id: required (a non-empty string)")
-        data = raw.get("data")
-        if not isinstance(data, dict):
-            raise SpecError(f"{where}.data: required (an object)")
-        vtype = data.get("type")
-        if not isinstance(vtype, str) or not vtype:
-            raise SpecError(f"{where}.data.type: required (a non-empty string)")
-        node = data.get("node")
-        if not isinstance(node, dict):
-            raise SpecError(f"{where}.data.node: required (an object)")
-        template = node.get("template")
-        if not isinstance(template, dict):
-            raise SpecError(f"{where}.data.node.template: required (an object)")
+        data = raw["data"]
+        vtype = data["type"]
+        node = data["node"]
+        template = node["template"]
         outputs = node.get("outputs", [])
         if outputs is None:
             outputs = []
@@ -521,6 +769,7 @@ class Node:
         kinds = {vid.split("-")[0], vtype}
         self.is_input = bool(node.get("is_input")) or any(t in kinds for t in INPUT_TYPES)
         self.is_output = bool(node.get("is_output")) or any(t in kinds for t in OUTPUT_TYPES)
+        self.frozen = node.get("frozen") is True
 
     def field(self, name: str, default=None):
         """The template value of `name` (Langflow: template.<name>.value)."""
@@ -536,23 +785,16 @@ class Node:
 class Edge:
     __slots__ = ("source", "target", "field", "output", "index")
 
-    def __init__(self, raw: dict, index: int, where: str, ids: dict) -> None:
-        source, target = raw.get("source"), raw.get("target")
-        data = raw.get("data") if isinstance(raw.get("data"), dict) else {}
-        src_handle = _handle(data.get("sourceHandle")) or _handle(raw.get("sourceHandle")) or {}
-        dst_handle = _handle(data.get("targetHandle")) or _handle(raw.get("targetHandle")) or {}
-        if not isinstance(source, str) or not source:
-            source = src_handle.get("id")
-        if not isinstance(target, str) or not target:
-            target = dst_handle.get("id")
-        if not isinstance(source, str) or not source:
-            raise SpecError(f"{where}.source: required (a vertex id)")
-        if not isinstance(target, str) or not target:
-            raise SpecError(f"{where}.target: required (a vertex id)")
-        if source not in ids:
-            raise SpecError(f"{where}.source: unknown vertex {source!r} (dangling edge)")
-        if target not in ids:
-            raise SpecError(f"{where}.target: unknown vertex {target!r} (dangling edge)")
+    def __init__(self, raw: dict, index: int, where: str, ids: dict, ignored: dict) -> None:
+        source, target, src_handle, dst_handle = _edge_ends(raw)
+        for end, vid in (("source", source), ("target", target)):
+            if not isinstance(vid, str) or not vid:
+                raise SpecError(f"{where}.{end}: required (a vertex id)")
+            if vid in ignored:
+                raise SpecError(f"{where}.{end}: {vid!r} is {ignored[vid]}, which the runner "
+                                "ignores, so this edge dangles")
+            if vid not in ids:
+                raise SpecError(f"{where}.{end}: unknown vertex {vid!r} (dangling edge)")
         field = dst_handle.get("fieldName")
         if not isinstance(field, str) or not field:
             raise SpecError(f"{where}.data.targetHandle.fieldName: required (the target input's name)")
@@ -563,42 +805,56 @@ class Edge:
 
 
 class Graph:
-    """The validated graph: nodes in payload order, edges, and a deterministic build order."""
+    """The validated graph: vertices in payload order (groups flattened, canvas notes and other
+    non-component nodes ignored), edges, and a deterministic build order."""
 
     def __init__(self, raw) -> None:
         if not isinstance(raw, dict):
             raise SpecError("graph: required (an object with nodes and edges)")
         if "nodes" not in raw and isinstance(raw.get("data"), dict):
-            raw = raw["data"]  # a whole Graph.dump() ({"data": {...}}) is accepted too
+            raw = raw["data"]  # a whole Graph.dump() or flow export ({"data": {...}}) too
         nodes, edges = raw.get("nodes"), raw.get("edges")
         if not isinstance(nodes, list):
             raise SpecError("graph.nodes: required (a list)")
         if not isinstance(edges, list):
             raise SpecError("graph.edges: required (a list)")
-        self.payload = {"nodes": nodes, "edges": edges}
-        self.nodes: list[Node] = []
-        self.by_id: dict[str, Node] = {}
-        self.skipped_notes = 0
-        for i, raw_node in enumerate(nodes):
-            where = f"graph.nodes[{i}]"
+        entries = [(n, f"graph.nodes[{i}]") for i, n in enumerate(nodes)]
+        edge_entries = [(e, f"graph.edges[{i}]") for i, e in enumerate(edges)]
+        self.ignored: dict[str, str] = {}  # id (or where) -> why it is not a vertex
+        self.groups: list[str] = []  # ids of the flattened group nodes
+        i = 0
+        while i < len(entries):
+            raw_node, where = entries[i]
             if not isinstance(raw_node, dict):
                 raise SpecError(f"{where}: expected an object")
-            if raw_node.get("type") == "noteNode":  # canvas sticky notes are not vertices
-                self.skipped_notes += 1
+            why = _non_component(raw_node, where)
+            if why is not None:
+                vid = raw_node.get("id")
+                self.ignored[vid if isinstance(vid, str) and vid else where] = why
+                del entries[i]
                 continue
+            if _group_flow(raw_node, where) is not None:
+                self.groups.append(_ungroup(i, entries, edge_entries))
+                continue
+            i += 1
+        # lfx gets the graph as exported (it flattens groups itself), minus ignored nodes.
+        self.payload = {"nodes": _components_only(nodes), "edges": edges}
+        self.nodes: list[Node] = []
+        self.by_id: dict[str, Node] = {}
+        for raw_node, where in entries:
             node = Node(raw_node, len(self.nodes), where)
             if node.id in self.by_id:
                 raise SpecError(f"{where}.id: duplicate vertex id {node.id!r}")
             self.nodes.append(node)
             self.by_id[node.id] = node
         if not self.nodes:
-            raise SpecError("graph.nodes: the graph has no vertices")
+            extra = f" ({len(self.ignored)} non-component nodes ignored)" if self.ignored else ""
+            raise SpecError(f"graph.nodes: the graph has no vertices{extra}")
         self.edges: list[Edge] = []
-        for i, raw_edge in enumerate(edges):
-            where = f"graph.edges[{i}]"
+        for raw_edge, where in edge_entries:
             if not isinstance(raw_edge, dict):
                 raise SpecError(f"{where}: expected an object")
-            self.edges.append(Edge(raw_edge, i, where, self.by_id))
+            self.edges.append(Edge(raw_edge, len(self.edges), where, self.by_id, self.ignored))
         self.incoming: dict[str, list[Edge]] = {n.id: [] for n in self.nodes}
         self.preds: dict[str, list[str]] = {n.id: [] for n in self.nodes}
         succs: dict[str, list[str]] = {n.id: [] for n in self.nodes}
@@ -607,9 +863,11 @@ class Graph:
             if e.source not in self.preds[e.target]:
                 self.preds[e.target].append(e.source)
                 succs[e.source].append(e.target)
-        self.order = self._topological(succs)
+        self.order, self.cycle = self._topological(succs)
 
-    def _topological(self, succs) -> list[Node]:
+    def _topological(self, succs):
+        """(build order, ids stuck in or behind a cycle); a cycle is the core executor's
+        problem only: lfx runs loops."""
         indegree = {vid: len(p) for vid, p in self.preds.items()}
         ready = [(n.index, n.id) for n in self.nodes if indegree[n.id] == 0]
         heapq.heapify(ready)
@@ -621,13 +879,7 @@ class Graph:
                 indegree[nxt] -= 1
                 if indegree[nxt] == 0:
                     heapq.heappush(ready, (self.by_id[nxt].index, nxt))
-        if len(order) != len(self.nodes):
-            stuck = [n.id for n in self.nodes if indegree[n.id] > 0]
-            shown = ", ".join(stuck[:10]) + (", …" if len(stuck) > 10 else "")
-            raise SpecError(
-                f"graph: the edges form a cycle (through {shown}); the core executor runs "
-                "acyclic graphs only - a guest template with lfx runs loops")
-        return order
+        return order, [n.id for n in self.nodes if indegree[n.id] > 0]
 
 
 def validate_spec(spec) -> dict:
@@ -703,17 +955,26 @@ def validate_spec(spec) -> dict:
         if not isinstance(req, str) or not req.strip() or any(c in req for c in "\0\r\n"):
             raise SpecError(f"spec.pip[{i}]: expected a non-empty single-line string")
 
+    executor = spec.get("executor", "auto")
+    if executor is None:
+        executor = "auto"
+    if not isinstance(executor, str) or executor not in EXECUTORS:
+        shown = json.dumps(executor)[:80] if not isinstance(executor, str) else repr(executor[:80])
+        raise SpecError(f"executor: expected one of {', '.join(EXECUTORS)} (got {shown})")
+    if install_lfx and executor == "core":
+        raise SpecError("install_lfx: true needs executor lfx or auto, not core")
+
     return {"graph": graph, "inputs": inputs, "outputs": outputs,
             "runtime_options": {k: v for k, v in options.items() if not str(k).startswith("_")},
-            "install_lfx": install_lfx, "pip": pip}
+            "install_lfx": install_lfx, "pip": pip, "executor": executor}
 
 
 def load_spec(path: str) -> dict:
     try:
         with open(path, "rb") as f:
             raw = f.read()
-    except OSError as exc:
-        raise SpecError(f"spec: cannot read {path}: {exc.strerror or exc}") from None
+    except OSError as exc:  # the host's file, not the caller's flow: no bad_request
+        raise RunnerFatal(f"runner: cannot read the spec {path}: {exc.strerror or exc}") from None
     try:
         spec = json.loads(raw.decode("utf-8"))
     except UnicodeDecodeError as exc:
@@ -1101,10 +1362,37 @@ CORE_COMPONENTS = {
 }
 
 
-def _unsupported(node: Node) -> str:
-    return (f"component type {node.type!r} is not supported by guestflow's core executor "
-            f"(it runs {', '.join(CORE_COMPONENTS)}); run this flow on a guest template "
-            "with lfx installed (CREATEOS_EXECUTOR_ROOTFS), which runs every Langflow component")
+def _vertex_list(items, limit: int = 50) -> str:
+    shown = "; ".join(f"{i['id']} \"{i['name']}\" ({i['type']})" for i in items[:limit])
+    return shown + (f"; … and {len(items) - limit} more" if len(items) > limit else "")
+
+
+def core_refusal(graph: "Graph", fallback_reason: str | None = None):
+    """RunnerFatal (bad_request) when the core executor cannot run `graph`, else None.
+
+    Checked before any vertex runs, so a flow it cannot finish never half-runs: every
+    unsupported vertex is listed at once (id, display name, type), with what runs it.
+    """
+    unsupported = [{"id": n.id, "name": n.name, "type": n.type}
+                   for n in graph.nodes if n.type not in CORE_COMPONENTS]
+    problems = []
+    if unsupported:
+        which = ("1 vertex has a component type" if len(unsupported) == 1
+                 else f"{len(unsupported)} vertices have component types")
+        problems.append(f"{which} it does not build: {_vertex_list(unsupported)} (it builds only "
+                        f"{', '.join(CORE_COMPONENTS)})")
+    if graph.cycle:
+        shown = ", ".join(graph.cycle[:10]) + (", …" if len(graph.cycle) > 10 else "")
+        problems.append(f"the edges form a cycle (through {shown}) and it runs acyclic graphs only")
+    if not problems:
+        return None
+    why = f" (executor auto chose core: {fallback_reason})" if fallback_reason else ""
+    message = (f"guestflow's core executor cannot run this flow, so no vertex ran{why}: "
+               + "; ".join(problems) + ". To run every Langflow component, " + LFX_IMAGE_HINT + ".")
+    extra = {"unsupported": unsupported} if unsupported else {}
+    if graph.cycle:
+        extra["cycle"] = list(graph.cycle)
+    return RunnerFatal(message, code="bad_request", **extra)
 
 
 # -- the core executor -------------------------------------------------------------------------
@@ -1131,22 +1419,21 @@ def error_outputs(label: str, message: str, tb: str) -> dict:
 class CoreExecutor:
     name = "core"
 
-    def __init__(self, spec: dict, emitter: Emitter) -> None:
+    def __init__(self, spec: dict, emitter: Emitter, fallback_reason: str | None = None) -> None:
         self.graph: Graph = spec["graph"]
         self.spec = spec
         self.emitter = emitter
+        self.fallback_reason = fallback_reason  # why auto did not pick lfx, if it did not
+
+    def check(self) -> None:
+        """Refuses, before anything runs, a graph this executor cannot finish."""
+        refusal = core_refusal(self.graph, self.fallback_reason)
+        if refusal is not None:
+            raise refusal
 
     def run(self) -> list:
         spec, emitter = self.spec, self.emitter
         requested = spec["outputs"]
-        known = {n.id for n in self.graph.nodes} | {n.name for n in self.graph.nodes}
-        missing = [o for o in requested if o not in known]
-        if missing:
-            emitter.note(warning="requested outputs match no vertex", outputs=missing)
-        for i, entry in enumerate(spec["inputs"]):
-            unknown = [c for c in entry["components"] if c not in known]
-            if unknown:
-                emitter.note(warning="input components match no vertex", input=i, components=unknown)
         runs = spec["inputs"] or [None]
         run_outputs = []
         for i, entry in enumerate(runs):
@@ -1191,10 +1478,7 @@ class CoreExecutor:
             started = time.perf_counter()
             error = tb = None
             try:
-                builder = CORE_COMPONENTS.get(node.type)
-                if builder is None:
-                    raise VertexFailure(_unsupported(node))
-                produced = builder(ctx)
+                produced = CORE_COMPONENTS[node.type](ctx)  # check() refused any other type
             except VertexFailure as exc:
                 error, tb = str(exc), ""
             except _UserCodeError as exc:
@@ -1242,7 +1526,8 @@ def _install_lfx(spec_dir: str, pip_args: list, emitter: Emitter) -> None:
         proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                 stderr=subprocess.STDOUT)
     except OSError as exc:
-        raise RunnerFatal(f"install_lfx: could not start `{shown}`: {exc}") from None
+        raise RunnerFatal(f"install_lfx: could not start `{shown}`: {exc}",
+                          code="unavailable") from None
     tail = b""
     assert proc.stdout is not None
     while True:
@@ -1255,48 +1540,94 @@ def _install_lfx(spec_dir: str, pip_args: list, emitter: Emitter) -> None:
     if code != 0:
         raise RunnerFatal(
             f"install_lfx: `{shown}` failed (exit {code}); the guest could not install lfx - "
-            "bake a guest template with Langflow instead (CREATEOS_EXECUTOR_ROOTFS). "
-            f"pip said: {output[-1500:]}")
+            f"instead, {LFX_IMAGE_HINT}. pip said: {output[-1500:]}", code="unavailable")
     emitter.note(installed="lfx", seconds=round(time.monotonic() - started, 2))
     sys.path.insert(0, target)
     importlib.invalidate_caches()
 
 
+class _NoLfxPath(Exception):
+    """lfx_path.py is not beside runner.py: the host did not upload it."""
+
+
 def _load_lfx_path():
-    """The lfx executor module, or raises with the reason it cannot be used."""
+    """The lfx executor module, or raises with the reason lfx cannot be used."""
     here = os.path.dirname(os.path.abspath(__file__))
+    if not os.path.isfile(os.path.join(here, "lfx_path.py")):
+        raise _NoLfxPath(f"lfx_path.py is missing beside {os.path.join(here, 'runner.py')} "
+                         "(the host uploads both)")
     if here not in sys.path:
         sys.path.insert(0, here)
-    import lfx_path  # noqa: PLC0415 - lazy on purpose: only when lfx is present
+    import lfx_path  # noqa: PLC0415 - lazy on purpose: only when lfx is wanted
 
-    lfx_path.load()
+    lfx_path.load()  # imports lfx; raises what lfx raises when it is not usable
     return lfx_path
 
 
+def _lfx_importable() -> bool:
+    try:
+        return importlib.util.find_spec("lfx") is not None
+    except (ImportError, ValueError):  # a broken lfx: let loading it tell why
+        return True
+
+
+def lfx_unavailable(reason: str) -> RunnerFatal:
+    return RunnerFatal(
+        f"executor lfx: lfx is not usable in this guest ({reason}). lfx runs the flow only on "
+        f"an image that has it: {LFX_IMAGE_HINT}. Or use executor auto (or core) to run the "
+        "flow with guestflow's core executor if it has only core component types.",
+        code="unavailable")
+
+
 def choose_executor(spec: dict, spec_path: str, emitter: Emitter):
-    mode = os.environ.get(EXECUTOR_ENV, "auto").strip().lower() or "auto"
-    if mode not in ("auto", "core", "lfx"):
-        raise RunnerFatal(f"{EXECUTOR_ENV}={mode!r}: expected auto, core or lfx")
+    """(executor, reason) for spec["executor"]; `lfx` never falls back to core."""
+    mode = spec["executor"]
     if spec["install_lfx"]:
-        if mode == "core":
-            raise RunnerFatal(f"spec.install_lfx is true but {EXECUTOR_ENV}=core")
         _install_lfx(os.path.dirname(os.path.abspath(spec_path)), spec["pip"], emitter)
         mode = "lfx"
+        chosen = "install_lfx installed lfx for this run"
+    else:
+        chosen = "executor auto: lfx is installed" if mode == "auto" else f"executor {mode} was requested"
     if mode == "core":
-        return CoreExecutor(spec, emitter), "forced by " + EXECUTOR_ENV
-    if mode == "auto" and importlib.util.find_spec("lfx") is None:
-        return CoreExecutor(spec, emitter), "lfx is not installed"
+        return CoreExecutor(spec, emitter), chosen
+    if mode == "auto" and not _lfx_importable():
+        reason = "executor auto: lfx is not installed"
+        return CoreExecutor(spec, emitter, reason), reason
     try:
         module = _load_lfx_path()
-    except Exception as exc:  # noqa: BLE001 - any import failure means "no lfx path"
-        reason = f"lfx is not usable: {type(exc).__name__}: {exc}"
+    except _NoLfxPath as exc:
         if mode == "lfx":
-            raise RunnerFatal(reason) from None
-        return CoreExecutor(spec, emitter), reason
-    return module.LfxExecutor(spec, emitter, error_outputs), "lfx is installed"
+            raise RunnerFatal(f"runner: {exc}") from None  # a host fault: no code
+        reason = f"executor auto: lfx is installed but {exc}"
+        return CoreExecutor(spec, emitter, reason), reason
+    except Exception as exc:  # noqa: BLE001 - any import failure means "no lfx path"
+        why = f"{type(exc).__name__}: {exc}"
+        if mode == "lfx":
+            raise lfx_unavailable(why) from None
+        reason = f"executor auto: lfx is not usable ({why})"
+        return CoreExecutor(spec, emitter, reason), reason
+    return module.LfxExecutor(spec, emitter, error_outputs, RunnerFatal), chosen
 
 
 # -- main ----------------------------------------------------------------------------------
+
+
+def _warnings(spec: dict, emitter: Emitter) -> None:
+    """Notes about parts of the spec that will not do what the caller may expect."""
+    graph: Graph = spec["graph"]
+    known = {n.id for n in graph.nodes} | {n.name for n in graph.nodes}
+    missing = [o for o in spec["outputs"] if o not in known]
+    if missing:
+        emitter.note(warning="requested outputs match no vertex", outputs=missing)
+    for i, entry in enumerate(spec["inputs"]):
+        unknown = [c for c in entry["components"] if c not in known]
+        if unknown:
+            emitter.note(warning="input components match no vertex", input=i, components=unknown)
+    frozen = [n.id for n in graph.nodes if n.frozen]
+    if frozen:
+        emitter.note(warning="frozen vertices are built: a guest has no results cached from "
+                     "earlier runs (lfx also builds a frozen vertex on a cache miss)",
+                     vertices=frozen)
 
 
 def main(argv: list) -> int:
@@ -1313,21 +1644,30 @@ def main(argv: list) -> int:
     emitter = Emitter(capture)
     try:
         if len(argv) != 2:
-            raise SpecError("usage: runner.py /workspace/run/spec.json")
+            raise RunnerFatal("runner: usage: runner.py /workspace/run/spec.json")
         spec = load_spec(argv[1])
         executor, why = choose_executor(spec, argv[1], emitter)
         graph = spec["graph"]
-        emitter.note(runner="guestflow", version=RUNNER_VERSION, executor=executor.name,
-                     reason=why, python=sys.version.split()[0], vertices=len(graph.nodes),
-                     edges=len(graph.edges), runs=max(1, len(spec["inputs"])))
+        start = {"runner": "guestflow", "version": RUNNER_VERSION, "executor": executor.name,
+                 "reason": why, "python": sys.version.split()[0], "vertices": len(graph.nodes),
+                 "edges": len(graph.edges), "runs": max(1, len(spec["inputs"]))}
+        if getattr(executor, "lfx_version", None):
+            start["lfx_version"] = executor.lfx_version
+        if graph.ignored:
+            start["ignored"] = list(graph.ignored)
+        if graph.groups:
+            start["groups"] = list(graph.groups)
+        emitter.note(**start)
+        _warnings(spec, emitter)
+        executor.check()  # a flow the executor cannot run is refused before any vertex runs
         run_outputs = executor.run()
         emitter.outputs(run_outputs)
         emitter.done()
         return 0
     except SpecError as exc:
-        emitter.fatal(f"invalid spec: {exc}")
+        emitter.fatal(f"invalid spec: {exc}", code="bad_request")
     except RunnerFatal as exc:
-        emitter.fatal(str(exc))
+        emitter.fatal(str(exc), exc.tb, exc.code, **exc.extra)
     except BaseException as exc:  # noqa: BLE001 - any runner fault becomes a fatal frame
         emitter.fatal(f"runner error: {type(exc).__name__}: {exc}", traceback.format_exc()[-8000:])
     return 1

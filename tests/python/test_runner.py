@@ -117,8 +117,8 @@ class ExampleFlows(unittest.TestCase):
             with self.subTest(flow=name):
                 result = self.run_flow(name, [chat("x y")])
                 graph = flow_graph(name)
-                self.assertEqual(sorted(s["id"] for s in result.steps),
-                                 sorted(n["id"] for n in graph["nodes"]))
+                self.assertEqual(sorted(s["id"] for s in result.steps),  # canvas notes do not run
+                                 sorted(n["id"] for n in graph["nodes"] if n.get("type") != "noteNode"))
                 self.assertTrue(all(s["valid"] for s in result.steps))
                 note = result.notes()[0]
                 self.assertEqual((note["runner"], note["executor"]), ("guestflow", "core"))

@@ -7,6 +7,7 @@ import importlib.util
 import os
 import unittest
 
+from .langflow_shapes import note
 from .test_runner_harness import (
     PY,
     python_graph,
@@ -19,8 +20,6 @@ from .test_runner_harness import (
     set_field,
     spec_for,
 )
-
-
 
 
 class FailingVertices(unittest.TestCase):
@@ -48,15 +47,11 @@ class FailingVertices(unittest.TestCase):
         self.assertEqual([f["id"] for f in result.of("vertex_start")], ["ChatInput-Wc5sA", PY])
         self.assertEqual(result.run_outputs, [{"inputs": {"input_value": "x"}, "outputs": []}])
 
-    def test_unsupported_type_fails_with_a_message_naming_it_and_lfx(self):
-        graph = copy.deepcopy(flow_graph("diamond"))
-        node_by_id(graph, "Prompt-Lf1bW")["data"]["type"] = "OpenAIModel"
+    def test_user_code_fails_only_its_vertex_and_independent_branches_still_build(self):
+        graph = set_field(flow_graph("diamond"), "Prompt-Lf1bW", "template", "{nobody}")
         result = run_runner(spec_for(graph, [chat("hi")], outputs=["Prompt-Rt2cE", "Chat Output"]))
         assert_well_formed(self, result)
-        bad = result.step("Prompt-Lf1bW")
-        self.assertFalse(bad["valid"])
-        self.assertIn("'OpenAIModel'", bad["error"])
-        self.assertIn("lfx", bad["error"])
+        self.assertFalse(result.step("Prompt-Lf1bW")["valid"])
         self.assertTrue(result.step("Prompt-Rt2cE")["valid"])  # independent branch still built
         for vid in ("Prompt-Jn3dR", "ChatOutput-Dx4eT"):
             self.assertEqual(result.step(vid)["error"], "not built: upstream Prompt-Lf1bW failed")
@@ -116,41 +111,41 @@ def broken(spec: dict, path: str, value) -> dict:
 
 
 class BadSpecs(unittest.TestCase):
-    def assert_fatal(self, result, *needles):
+    def assert_fatal(self, result, *needles, code="bad_request"):
         assert_well_formed(self, result, success=False)
         self.assertEqual([f["t"] for f in result.frames], ["fatal"])
         error = result.fatal["error"]
         for needle in needles:
             self.assertIn(needle, error)
         self.assertEqual(result.fatal["traceback"], "")  # a caller error, not a runner fault
+        self.assertEqual(result.fatal.get("code"), code)
 
     def test_each_bad_spec_is_one_fatal_frame_naming_the_field(self):
         good = spec_for(flow_graph("prompt"), [chat("x")])
-        cycle = copy.deepcopy(good)
-        back = copy.deepcopy(cycle["graph"]["edges"][1])
-        back.update(source="ChatOutput-Ty7uN", target="ChatInput-Zq1wE")
-        cycle["graph"]["edges"].append(back)
-        self_loop = copy.deepcopy(good)
-        loop = copy.deepcopy(self_loop["graph"]["edges"][0])
-        loop.update(source="Prompt-mF4cL", target="Prompt-mF4cL")
-        self_loop["graph"]["edges"].append(loop)
         no_field = copy.deepcopy(good)
         del no_field["graph"]["edges"][0]["data"]["targetHandle"]["fieldName"]
         del no_field["graph"]["edges"][0]["targetHandle"]
         dup = copy.deepcopy(good)
-        dup["graph"]["nodes"].append(copy.deepcopy(dup["graph"]["nodes"][0]))
+        dup["graph"]["nodes"].append(copy.deepcopy(node_by_id(dup["graph"], "ChatInput-Zq1wE")))
+        at = {n["id"]: i for i, n in enumerate(good["graph"]["nodes"])}  # other nodes may come and go
+        inp, mid, out = at["ChatInput-Zq1wE"], at["Prompt-mF4cL"], at["ChatOutput-Ty7uN"]
+        into_out = next(i for i, e in enumerate(good["graph"]["edges"]) if e["target"] == "ChatOutput-Ty7uN")
         cases = [
-            (cycle, ["cycle", "ChatInput-Zq1wE", "Prompt-mF4cL", "ChatOutput-Ty7uN"]),
-            (self_loop, ["cycle", "Prompt-mF4cL"]),
             (broken(good, "graph.nodes", ...), ["graph.nodes", "required"]),
             (broken(good, "graph.edges", ...), ["graph.edges", "required"]),
             (broken(good, "graph", ...), ["spec.graph", "required"]),
             (broken(good, "graph.nodes", []), ["graph.nodes", "no vertices"]),
-            (broken(good, "graph.nodes.0.id", ...), ["graph.nodes[0].id"]),
-            (broken(good, "graph.nodes.1.data.type", 7), ["graph.nodes[1].data.type"]),
-            (broken(good, "graph.nodes.2.data.node.template", ...),
-             ["graph.nodes[2].data.node.template"]),
-            (dup, ["graph.nodes[3].id", "duplicate", "ChatInput-Zq1wE"]),
+            (broken(good, f"graph.nodes.{inp}.id", ...), [f"graph.nodes[{inp}].id"]),
+            (broken(good, f"graph.nodes.{mid}.data.type", 7), [f"graph.nodes[{mid}].data.type"]),
+            (broken(good, f"graph.nodes.{mid}.data.node.template", []),
+             [f"graph.nodes[{mid}].data.node.template"]),
+            (broken(good, f"graph.nodes.{mid}.type", 3), [f"graph.nodes[{mid}].type"]),
+            # Without a template it is no component: ignored, so the edges into it dangle.
+            (broken(good, f"graph.nodes.{out}.data.node.template", ...),
+             [f"graph.edges[{into_out}].target", "ChatOutput-Ty7uN", "no data.node.template", "dangles"]),
+            (broken(good, "graph.nodes", [note("note-only")]),
+             ["graph.nodes", "no vertices", "1 non-component nodes ignored"]),
+            (dup, [f"graph.nodes[{len(good['graph']['nodes'])}].id", "duplicate", "ChatInput-Zq1wE"]),
             (broken(good, "graph.edges.1.target", "Nowhere-1"),
              ["graph.edges[1].target", "Nowhere-1", "dangling"]),
             (no_field, ["graph.edges[0].data.targetHandle.fieldName"]),
@@ -164,6 +159,10 @@ class BadSpecs(unittest.TestCase):
              ["spec.runtime_options.max_iterations"]),
             (broken(good, "install_lfx", "yes"), ["spec.install_lfx"]),
             (broken(good, "pip", ["ok", ""]), ["spec.pip[1]"]),
+            (broken(good, "executor", "fast"), ["executor:", "auto, core, lfx", "'fast'"]),
+            (broken(good, "executor", 7), ["executor:", "auto, core, lfx", "(got 7)"]),
+            (broken(good, "executor", "LFX"), ["executor:"]),
+            ({**good, "install_lfx": True}, ["install_lfx", "executor lfx or auto"]),
             ([good], ["spec", "JSON object"]),
         ]
         for spec, needles in cases:
@@ -173,22 +172,33 @@ class BadSpecs(unittest.TestCase):
     def test_unreadable_or_malformed_spec_files(self):
         self.assert_fatal(run_runner(spec_text='{"graph": '), "invalid spec", "not valid JSON")
         self.assert_fatal(run_runner(spec_text=b"\xff\xfe{}"), "invalid spec", "UTF-8")
-        self.assert_fatal(run_runner(args=["/nonexistent/spec.json"]), "cannot read")
-        self.assert_fatal(run_runner(args=[]), "usage")
+        # The host's own mistakes are not the caller's: no code (the host reports guest_failed).
+        self.assert_fatal(run_runner(args=["/nonexistent/spec.json"]), "cannot read", code=None)
+        self.assert_fatal(run_runner(args=[]), "usage", code=None)
+
+    def test_executor_may_be_absent_or_null_and_means_auto(self):
+        absent = spec_for(flow_graph("hello"), [chat("hi")], executor=None)
+        for spec in (absent, {**absent, "executor": None}):
+            with self.subTest(spec=spec.get("executor", "absent")):
+                result = run_runner(spec, env={"PYTHONPATH": str(FIXTURES / "broken_lfx")})
+                assert_well_formed(self, result)
+                self.assertEqual(result.notes()[0]["executor"], "core")
+                self.assertIn("executor auto", result.notes()[0]["reason"])
 
 
 class LfxPath(unittest.TestCase):
+    """Choosing the executor without an lfx (see test_runner_lfx.py for runs through one)."""
+
     @unittest.skipIf(importlib.util.find_spec("lfx"), "lfx is installed here")
-    def test_without_lfx_the_core_executor_runs(self):
-        result = run_runner(spec_for(flow_graph("hello"), [chat("hi")]),
-                            env={"GUESTFLOW_RUNNER_EXECUTOR": "auto"})
+    def test_without_lfx_auto_runs_the_core_executor(self):
+        result = run_runner(spec_for(flow_graph("hello"), [chat("hi")], executor="auto"))
         assert_well_formed(self, result)
         self.assertEqual((result.notes()[0]["executor"], result.notes()[0]["reason"]),
-                         ("core", "lfx is not installed"))
+                         ("core", "executor auto: lfx is not installed"))
 
-    def test_a_broken_lfx_falls_back_to_the_core_executor(self):
-        env = {"PYTHONPATH": str(FIXTURES / "broken_lfx"), "GUESTFLOW_RUNNER_EXECUTOR": "auto"}
-        result = run_runner(spec_for(flow_graph("hello"), [chat("hi")]), env=env)
+    def test_a_broken_lfx_makes_auto_fall_back_to_the_core_executor(self):
+        env = {"PYTHONPATH": str(FIXTURES / "broken_lfx")}
+        result = run_runner(spec_for(flow_graph("hello"), [chat("hi")], executor="auto"), env=env)
         assert_well_formed(self, result)
         note = result.notes()[0]
         self.assertEqual(note["executor"], "core")
@@ -196,14 +206,25 @@ class LfxPath(unittest.TestCase):
         self.assertIn("guestflow test fixture: a broken lfx", note["reason"])
         self.assertEqual(result.run_outputs[0]["outputs"][0]["results"]["message"]["text"], "hi")
 
-    def test_requiring_lfx_without_it_is_fatal(self):
-        spec = spec_for(flow_graph("hello"), [chat("hi")])
-        result = run_runner(spec, env={"GUESTFLOW_RUNNER_EXECUTOR": "lfx"})
+    def test_core_requested_never_imports_lfx(self):
+        env = {"PYTHONPATH": str(FIXTURES / "broken_lfx")}
+        result = run_runner(spec_for(flow_graph("hello"), [chat("hi")], executor="core"), env=env)
+        assert_well_formed(self, result)
+        self.assertEqual((result.notes()[0]["executor"], result.notes()[0]["reason"]),
+                         ("core", "executor core was requested"))
+
+    def test_requiring_a_broken_lfx_is_unavailable_and_never_falls_back(self):
+        env = {"PYTHONPATH": str(FIXTURES / "broken_lfx")}
+        result = run_runner(spec_for(flow_graph("hello"), [chat("hi")], executor="lfx"), env=env)
         assert_well_formed(self, result, success=False)
-        self.assertIn("lfx is not usable", result.fatal["error"])
-        result = run_runner(spec, env={"GUESTFLOW_RUNNER_EXECUTOR": "fast"})
-        assert_well_formed(self, result, success=False)
-        self.assertIn("GUESTFLOW_RUNNER_EXECUTOR", result.fatal["error"])
+        self.assertEqual([f["t"] for f in result.frames], ["fatal"])  # nothing ran
+        fatal = result.fatal
+        self.assertEqual(fatal["code"], "unavailable")
+        for needle in ("lfx is not usable in this guest",
+                       "ImportError: No module named 'pydantic' (guestflow test fixture",
+                       "guestflow image add NAME --python-env PREFIX",
+                       "guestflow run --image NAME --executor lfx"):
+            self.assertIn(needle, fatal["error"])
 
     def test_install_lfx_without_network_is_a_clear_fatal(self):
         # pip may only talk to a closed loopback port: nothing leaves the machine.
@@ -212,12 +233,14 @@ class LfxPath(unittest.TestCase):
                "NO_PROXY": "*", "no_proxy": "*"}
         spec = spec_for(flow_graph("hello"), [chat("hi")], install_lfx=True,
                         pip=["langchain-experimental"])
-        result = run_runner(spec, env={**env, "GUESTFLOW_RUNNER_EXECUTOR": "auto"}, timeout=60)
+        result = run_runner({**spec, "executor": "auto"}, env=env, timeout=60)
         assert_well_formed(self, result, success=False)
         error = result.fatal["error"]
+        self.assertEqual(result.fatal["code"], "unavailable")
         self.assertIn("install_lfx", error)
         self.assertIn("python3 -m pip install lfx langchain-experimental", error)
         self.assertIn("failed", error)
+        self.assertIn("guestflow image add NAME --python-env PREFIX", error)
         self.assertIn("CREATEOS_EXECUTOR_ROOTFS", error)
         self.assertIn("127.0.0.1:9", error)  # pip's own output: it only looked at loopback
         self.assertEqual(result.of("vertex_start"), [])

@@ -19,6 +19,8 @@ REPO = Path(__file__).resolve().parents[2]
 RUNNER = REPO / "guest" / "runner.py"
 FLOWS = REPO / "examples" / "flows"
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
+# The stand-in lfx package (put its parent on PYTHONPATH): tests/fixtures/lfx_guest/lfx.
+LFX_STANDIN = REPO / "tests" / "fixtures" / "lfx_guest"
 FRAME_MAX = 1 << 20
 FRAME_TYPES = {"note", "vertex_start", "step", "outputs", "done", "fatal"}
 
@@ -29,9 +31,13 @@ def flow_graph(name: str) -> dict:
         return json.load(f)["data"]
 
 
-def spec_for(graph: dict, inputs=None, outputs=None, **extra) -> dict:
+def spec_for(graph: dict, inputs=None, outputs=None, executor="core", **extra) -> dict:
+    """A spec.json; the core executor unless a test asks otherwise, so that an lfx installed
+    on a developer's machine does not change what a test exercises (executor=None: absent)."""
     spec = {"graph": graph, "inputs": [] if inputs is None else inputs,
             "outputs": outputs or [], "runtime_options": {}, "install_lfx": False, "pip": []}
+    if executor is not None:
+        spec["executor"] = executor
     spec.update(extra)
     return spec
 
@@ -100,8 +106,12 @@ _RSS_WRAPPER = (
 
 
 def run_runner(spec=None, *, spec_text=None, env=None, args=None, timeout=60.0,
-               measure_rss=False) -> RunResult:
-    """Runs the runner like the host does and collects every stdout line as it arrives."""
+               measure_rss=False, wrap=None, runner=None) -> RunResult:
+    """Runs the runner like the host does and collects every stdout line as it arrives.
+
+    `wrap` prefixes the command line (e.g. ["timeout", "--signal=KILL", "3"], as the host does);
+    `runner` is another runner.py to run (default: guest/runner.py).
+    """
     with tempfile.TemporaryDirectory(prefix="gf-runner-") as tmp:
         spec_path = os.path.join(tmp, "spec.json")
         if spec_text is None:
@@ -110,14 +120,14 @@ def run_runner(spec=None, *, spec_text=None, env=None, args=None, timeout=60.0,
             spec_text = spec_text.encode("utf-8")
         with open(spec_path, "wb") as f:
             f.write(spec_text)
-        # The core executor unless a test asks otherwise: an lfx installed on a developer's
-        # machine must not change what these tests exercise.
         child_env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LANG": "C.UTF-8",
-                     "PYTHONUNBUFFERED": "1", "HOME": tmp, "GUESTFLOW_RUNNER_EXECUTOR": "core"}
+                     "PYTHONUNBUFFERED": "1", "HOME": tmp}
         child_env.update(env or {})
-        argv = [sys.executable, str(RUNNER)] + ([spec_path] if args is None else args)
+        argv = [sys.executable, str(runner or RUNNER)] + ([spec_path] if args is None else args)
         if measure_rss:
             argv = [sys.executable, "-c", _RSS_WRAPPER] + argv
+        if wrap:
+            argv = list(wrap) + argv
         started = time.monotonic()
         proc = subprocess.Popen(argv, cwd=tmp, env=child_env, stdin=subprocess.DEVNULL,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE)
@@ -163,6 +173,7 @@ def assert_well_formed(test, result: RunResult, *, success: bool = True) -> None
     frames = result.frames
     if not success:
         test.assertEqual(frames[-1]["t"], "fatal")
+        test.assertIn(frames[-1].get("code", "bad_request"), ("bad_request", "unavailable"))
         test.assertEqual(len(result.of("fatal")), 1)
         test.assertEqual(result.of("done"), [])
         test.assertEqual(result.returncode, 1, result.stderr)
