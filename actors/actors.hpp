@@ -15,7 +15,6 @@
 #include <caf/replies_to.hpp>
 #include <caf/typed_actor.hpp>
 #include <caf/typed_event_based_actor.hpp>
-
 #include <cstdint>
 #include <string>
 
@@ -53,76 +52,83 @@ using tick_atom = caf::atom_constant<caf::atom("tick")>;
 
 /// Receives the lines of one streamed exec, in order, before the stream's reply arrives.
 using exec_sink_actor = caf::typed_actor<
-  /// One NDJSON line of a streamed exec (stdout / stderr / error / heartbeat).
-  caf::reacts_to<exec_stream_line>>;
+    /// One NDJSON line of a streamed exec (stdout / stderr / error / heartbeat).
+    caf::reacts_to<exec_stream_line>>;
+
+/// Writes a streamed exec's output to two file descriptors as it arrives (the CLI's live
+/// `guestflow code`).
+using output_relay_actor = exec_sink_actor::extend<
+    /// Answers once every line received before it has been written.
+    caf::replies_to<drain_atom>::with<bool>>;
 
 /// The control-plane wire API as messages (wraps `cp::client`; tests script it instead).
 /// Every reply is a value or a caf::error carrying a `guestflow::ec`.
 using controlplane_actor = caf::typed_actor<
-  /// POST /v1/sandboxes — never retried.
-  caf::replies_to<create_atom, sandbox_create_request>::with<sandbox_created>,
-  /// GET /v1/sandboxes/{id}.
-  caf::replies_to<get_atom, std::string>::with<sandbox_view>,
-  /// GET /v1/sandboxes?status= — every page, concatenated ("" = any status).
-  caf::replies_to<list_atom, std::string>::with<sandbox_list>,
-  /// PUT /v1/sandboxes/{id}/files?path= (id, path, bytes).
-  caf::replies_to<put_atom, std::string, std::string, std::string>::with<bool>,
-  /// GET /v1/sandboxes/{id}/files?path= with a cap that binds during transfer (id, path, cap).
-  caf::replies_to<fetch_atom, std::string, std::string, uint64_t>::with<std::string>,
-  /// POST /v1/sandboxes/{id}/exec, buffered, with a host-side deadline in ms — never retried.
-  caf::replies_to<exec_atom, std::string, exec_request, uint64_t>::with<exec_result>,
-  /// POST …/exec?stream=true: lines go to the sink as they arrive; replies the exit code.
-  caf::replies_to<stream_atom, std::string, exec_request, uint64_t, exec_sink_actor>::with<
-    int32_t>,
-  /// Cancels the stream feeding this sink (the server kills the command).
-  caf::reacts_to<cancel_atom, exec_sink_actor>,
-  /// POST …/pause.
-  caf::replies_to<pause_atom, std::string>::with<sandbox_view>,
-  /// POST …/resume.
-  caf::replies_to<resume_atom, std::string>::with<sandbox_view>,
-  /// DELETE /v1/sandboxes/{id}.
-  caf::replies_to<delete_atom, std::string>::with<sandbox_deleted>,
-  /// GET …/egress.
-  caf::replies_to<egress_atom, std::string>::with<egress_body>,
-  /// PUT …/egress.
-  caf::replies_to<egress_atom, std::string, egress_policy>::with<egress_body>,
-  /// GET /v1/shapes.
-  caf::replies_to<shapes_atom>::with<shape_list>,
-  /// Internal: a client completion (call id, value or caf::error) hops onto the actor.
-  caf::reacts_to<done_atom, uint64_t, caf::message>>;
+    /// POST /v1/sandboxes — never retried.
+    caf::replies_to<create_atom, sandbox_create_request>::with<sandbox_created>,
+    /// GET /v1/sandboxes/{id}.
+    caf::replies_to<get_atom, std::string>::with<sandbox_view>,
+    /// GET /v1/sandboxes?status= — every page, concatenated ("" = any status).
+    caf::replies_to<list_atom, std::string>::with<sandbox_list>,
+    /// PUT /v1/sandboxes/{id}/files?path= (id, path, bytes).
+    caf::replies_to<put_atom, std::string, std::string, std::string>::with<bool>,
+    /// GET /v1/sandboxes/{id}/files?path= with a cap that binds during transfer (id, path,
+    /// cap).
+    caf::replies_to<fetch_atom, std::string, std::string, uint64_t>::with<std::string>,
+    /// POST /v1/sandboxes/{id}/exec, buffered, with a host-side deadline in ms — never retried.
+    caf::replies_to<exec_atom, std::string, exec_request, uint64_t>::with<exec_result>,
+    /// POST …/exec?stream=true: lines go to the sink as they arrive; replies the exit code.
+    caf::replies_to<stream_atom, std::string, exec_request, uint64_t,
+                    exec_sink_actor>::with<int32_t>,
+    /// Cancels the stream feeding this sink (the server kills the command).
+    caf::reacts_to<cancel_atom, exec_sink_actor>,
+    /// POST …/pause.
+    caf::replies_to<pause_atom, std::string>::with<sandbox_view>,
+    /// POST …/resume.
+    caf::replies_to<resume_atom, std::string>::with<sandbox_view>,
+    /// DELETE /v1/sandboxes/{id}.
+    caf::replies_to<delete_atom, std::string>::with<sandbox_deleted>,
+    /// GET …/egress.
+    caf::replies_to<egress_atom, std::string>::with<egress_body>,
+    /// PUT …/egress.
+    caf::replies_to<egress_atom, std::string, egress_policy>::with<egress_body>,
+    /// GET /v1/shapes.
+    caf::replies_to<shapes_atom>::with<shape_list>,
+    /// Internal: a client completion (call id, value or caf::error) hops onto the actor.
+    caf::reacts_to<done_atom, uint64_t, caf::message>>;
 
 /// Guaranteed deletion: learns every ephemeral guest name before its create is sent,
 /// monitors the owning execution, and deletes whatever a dead or failed owner left.
 using reaper_actor = caf::typed_actor<
-  /// The sender (an execution) is about to create a guest with this name.
-  caf::reacts_to<track_atom, std::string>,
-  /// The create for `name` answered with `id`.
-  caf::reacts_to<created_atom, std::string, std::string>,
-  /// The owner deleted the guest itself: forget it.
-  caf::reacts_to<released_atom, std::string>,
-  /// The owner could not delete it (or lost the create's answer): the reaper owes the delete.
-  caf::reacts_to<reap_atom, std::string>,
-  /// The control plane refused the create: most likely nothing was made, but a create the
-  /// client re-sent after a reset may have been; one lookup by name settles it.
-  caf::reacts_to<refused_atom, std::string>,
-  /// Deletes guests of this runtime's owner id that no live execution owns and that are
-  /// older than the given seconds; replies how many were deleted.
-  caf::replies_to<sweep_atom, uint32_t>::with<uint64_t>,
-  /// Shutdown: deletes every tracked ephemeral guest; replies how many are still pending.
-  caf::replies_to<drain_atom>::with<uint64_t>,
-  /// The counters.
-  caf::replies_to<stats_atom>::with<reaper_stats>,
-  /// Internal: retry timer for owed deletes.
-  caf::reacts_to<tick_atom>>;
+    /// The sender (an execution) is about to create a guest with this name.
+    caf::reacts_to<track_atom, std::string>,
+    /// The create for `name` answered with `id`.
+    caf::reacts_to<created_atom, std::string, std::string>,
+    /// The owner deleted the guest itself: forget it.
+    caf::reacts_to<released_atom, std::string>,
+    /// The owner could not delete it (or lost the create's answer): the reaper owes the delete.
+    caf::reacts_to<reap_atom, std::string>,
+    /// The control plane refused the create: most likely nothing was made, but a create the
+    /// client re-sent after a reset may have been; one lookup by name settles it.
+    caf::reacts_to<refused_atom, std::string>,
+    /// Deletes guests of this runtime's owner id that no live execution owns and that are
+    /// older than the given seconds; replies how many were deleted.
+    caf::replies_to<sweep_atom, uint32_t>::with<uint64_t>,
+    /// Shutdown: deletes every tracked ephemeral guest; replies how many are still pending.
+    caf::replies_to<drain_atom>::with<uint64_t>,
+    /// The counters.
+    caf::replies_to<stats_atom>::with<reaper_stats>,
+    /// Internal: retry timer for owed deletes.
+    caf::reacts_to<tick_atom>>;
 
 /// One execution: owns exactly one guest from create to delete. Spawned per run.
 using execution_actor = caf::typed_actor<
-  /// Runs the spec; replies once, after the guest is gone (or handed to the reaper).
-  caf::replies_to<run_atom, execution_spec>::with<execution_report>,
-  /// Stops the run: kills the exec, deletes the guest, replies an error to `run`.
-  caf::reacts_to<cancel_atom>,
-  /// Streamed exec lines (see exec_sink_actor).
-  caf::reacts_to<exec_stream_line>>;
+    /// Runs the spec; replies once, after the guest is gone (or handed to the reaper).
+    caf::replies_to<run_atom, execution_spec>::with<execution_report>,
+    /// Stops the run: kills the exec, deletes the guest, replies an error to `run`.
+    caf::reacts_to<cancel_atom>,
+    /// Streamed exec lines (see exec_sink_actor).
+    caf::reacts_to<exec_stream_line>>;
 
 // -- whole-flow executor (coordinator, one flow_run per run) ------------------------------
 
@@ -132,45 +138,45 @@ using expire_atom = caf::atom_constant<caf::atom("expire")>;
 /// Receives the events of the runs it subscribed to: per run in seq order, gapless from the
 /// seq it asked for, ending with exactly one terminal event (`complete` or `error`).
 using run_subscriber_actor = caf::typed_actor<
-  /// One event of a run.
-  caf::reacts_to<run_event>>;
+    /// One event of a run.
+    caf::reacts_to<run_event>>;
 
 /// One whole-flow run: listener of its execution, frame → event translation, the bounded
 /// replay buffer, the subscribers and cancellation. Spawned by the coordinator at admission;
 /// stays joinable for a retention period after its terminal event, then quits.
 using flow_run_actor = caf::typed_actor<
-  /// Admission granted (at once or when a slot frees up): spawn the execution, start.
-  caf::reacts_to<run_atom>,
-  /// (from_seq, subscriber, cancel_on_disconnect): replays the buffered events from
-  /// from_seq, then streams live; replies the next seq the run will assign.
-  caf::replies_to<subscribe_atom, uint64_t, run_subscriber_actor, bool>::with<uint64_t>,
-  /// Cancels a queued or running run (guest killed and deleted, then `error`); replies
-  /// false if the run had already ended.
-  caf::replies_to<cancel_atom>::with<bool>,
-  /// The lines of its execution's streamed exec (it is that execution's listener).
-  caf::reacts_to<exec_stream_line>,
-  /// Internal: the retention period after the terminal event is over; the actor quits.
-  caf::reacts_to<expire_atom>>;
+    /// Admission granted (at once or when a slot frees up): spawn the execution, start.
+    caf::reacts_to<run_atom>,
+    /// (from_seq, subscriber, cancel_on_disconnect): replays the buffered events from
+    /// from_seq, then streams live; replies the next seq the run will assign.
+    caf::replies_to<subscribe_atom, uint64_t, run_subscriber_actor, bool>::with<uint64_t>,
+    /// Cancels a queued or running run (guest killed and deleted, then `error`); replies
+    /// false if the run had already ended.
+    caf::replies_to<cancel_atom>::with<bool>,
+    /// The lines of its execution's streamed exec (it is that execution's listener).
+    caf::reacts_to<exec_stream_line>,
+    /// Internal: the retention period after the terminal event is over; the actor quits.
+    caf::reacts_to<expire_atom>>;
 
 /// Admission and the run-id registry of whole-flow runs. Bad input and a full queue are
 /// refused at once; an admitted run gets an id and a flow_run actor.
 using coordinator_actor = caf::typed_actor<
-  /// Admits a run; replies its run id (the run may wait in the FIFO queue), or
-  /// bad_request / unavailable / capacity with nothing started.
-  caf::replies_to<run_atom, run_request>::with<std::string>,
-  /// The same, with a first subscriber (subscriber, cancel_on_disconnect) attached from
-  /// seq 0 before the run can emit anything.
-  caf::replies_to<run_atom, run_request, run_subscriber_actor, bool>::with<std::string>,
-  /// (run id, from_seq, subscriber, cancel_on_disconnect): see flow_run_actor; not_found
-  /// for an unknown or expired run.
-  caf::replies_to<subscribe_atom, std::string, uint64_t, run_subscriber_actor, bool>::with<
-    uint64_t>,
-  /// Cancels a run by id; false if it had already ended, not_found if unknown.
-  caf::replies_to<cancel_atom, std::string>::with<bool>,
-  /// The admission counters.
-  caf::replies_to<stats_atom>::with<coordinator_stats>,
-  /// Internal: the run's execution answered (or the run ended while queued): free its slot.
-  caf::reacts_to<done_atom, std::string>>;
+    /// Admits a run; replies its run id (the run may wait in the FIFO queue), or
+    /// bad_request / unavailable / capacity with nothing started.
+    caf::replies_to<run_atom, run_request>::with<std::string>,
+    /// The same, with a first subscriber (subscriber, cancel_on_disconnect) attached from
+    /// seq 0 before the run can emit anything.
+    caf::replies_to<run_atom, run_request, run_subscriber_actor, bool>::with<std::string>,
+    /// (run id, from_seq, subscriber, cancel_on_disconnect): see flow_run_actor; not_found
+    /// for an unknown or expired run.
+    caf::replies_to<subscribe_atom, std::string, uint64_t, run_subscriber_actor,
+                    bool>::with<uint64_t>,
+    /// Cancels a run by id; false if it had already ended, not_found if unknown.
+    caf::replies_to<cancel_atom, std::string>::with<bool>,
+    /// The admission counters.
+    caf::replies_to<stats_atom>::with<coordinator_stats>,
+    /// Internal: the run's execution answered (or the run ended while queued): free its slot.
+    caf::reacts_to<done_atom, std::string>>;
 
 // -- component surface: reusable guests (registry, lifecycle) -----------------------------
 
@@ -182,29 +188,29 @@ using poll_atom = caf::atom_constant<caf::atom("poll")>;
 /// Brings a guest back to `running` before anything touches it: paused → resume → poll
 /// GET until running, within a deadline. Concurrent asks for one guest share the work.
 using lifecycle_actor = caf::typed_actor<
-  /// Ensures guest `id` is running; replies its view once it is (transient past the
-  /// deadline, unavailable for a guest in error/failed/destroying/destroyed).
-  caf::replies_to<ensure_atom, std::string>::with<sandbox_view>,
-  /// Internal: look at guest `id` again (poll timer).
-  caf::reacts_to<poll_atom, std::string>>;
+    /// Ensures guest `id` is running; replies its view once it is (transient past the
+    /// deadline, unavailable for a guest in error/failed/destroying/destroyed).
+    caf::replies_to<ensure_atom, std::string>::with<sandbox_view>,
+    /// Internal: look at guest `id` again (poll timer).
+    caf::reacts_to<poll_atom, std::string>>;
 
 /// The reuse registry. The control plane's names are the registry (`gf-c-<hash>`, see
 /// names::reusable): a guest is found by listing and matching its name, so reuse survives
 /// a restart and keeps no state of its own. One FIFO queue per name serializes the runs of
 /// this runtime on that guest; never two creates for one name.
 using guest_registry_actor = caf::typed_actor<
-  /// Acquires the reusable guest `req.name` for the sender (waiting behind earlier holders
-  /// of that name): adopts the live guest of that name — egress checked against
-  /// `req.egress` (egress_drift if it differs; the guest is left alone), then resumed if
-  /// paused — or creates it (a create refused because another process won the race
-  /// adopts the winner). Replies the guest, running, held until `release`.
-  caf::replies_to<acquire_atom, sandbox_create_request>::with<reusable_guest>,
-  /// The sender is done with the guest of this name: the next waiter gets it. A holder
-  /// that dies releases implicitly.
-  caf::reacts_to<release_atom, std::string>,
-  /// Deletes `gf-c-` guests idle longer than the given seconds (idle = now −
-  /// max(created_at, last_resumed_at, paused_at)) that no run of this runtime holds;
-  /// replies how many were deleted.
-  caf::replies_to<sweep_atom, uint32_t>::with<uint64_t>>;
+    /// Acquires the reusable guest `req.name` for the sender (waiting behind earlier holders
+    /// of that name): adopts the live guest of that name — egress checked against
+    /// `req.egress` (egress_drift if it differs; the guest is left alone), then resumed if
+    /// paused — or creates it (a create refused because another process won the race
+    /// adopts the winner). Replies the guest, running, held until `release`.
+    caf::replies_to<acquire_atom, sandbox_create_request>::with<reusable_guest>,
+    /// The sender is done with the guest of this name: the next waiter gets it. A holder
+    /// that dies releases implicitly.
+    caf::reacts_to<release_atom, std::string>,
+    /// Deletes `gf-c-` guests idle longer than the given seconds (idle = now −
+    /// max(created_at, last_resumed_at, paused_at)) that no run of this runtime holds;
+    /// replies how many were deleted.
+    caf::replies_to<sweep_atom, uint32_t>::with<uint64_t>>;
 
 } // namespace guestflow

@@ -13,11 +13,10 @@ namespace {
 constexpr size_t max_id_bytes = 512;
 
 std::optional<failure> check_id(const char* what, const std::string& v) {
-  if (v.empty())
-    return fail(ec::bad_request, std::string{what} + " must not be empty");
+  if (v.empty()) return fail(ec::bad_request, std::string{what} + " must not be empty");
   if (v.size() > max_id_bytes)
-    return fail(ec::bad_request,
-                std::string{what} + " is longer than " + std::to_string(max_id_bytes) + " bytes");
+    return fail(ec::bad_request, std::string{what} + " is longer than " +
+                                     std::to_string(max_id_bytes) + " bytes");
   if (v.find('\0') != std::string::npos)
     return fail(ec::bad_request, std::string{what} + " contains a NUL byte");
   return std::nullopt;
@@ -26,10 +25,8 @@ std::optional<failure> check_id(const char* what, const std::string& v) {
 } // namespace
 
 std::optional<reuse_mode> parse_reuse(std::string_view text) {
-  if (text == "none")
-    return reuse_mode::none;
-  if (text == "flow")
-    return reuse_mode::flow;
+  if (text == "none") return reuse_mode::none;
+  if (text == "flow") return reuse_mode::flow;
   return std::nullopt;
 }
 
@@ -41,14 +38,15 @@ uint32_t reusable_auto_pause(uint32_t timeout_seconds) {
 result<uint64_t> artifact_cap_from_env(const policy::env_map& env) {
   constexpr uint64_t fallback = uint64_t{5} << 20;
   auto i = env.find("GUESTFLOW_ARTIFACT_CAP_BYTES");
-  if (i == env.end() || i->second.empty())
-    return fallback;
+  if (i == env.end() || i->second.empty()) return fallback;
   const auto& v = i->second;
   uint64_t n = 0;
   auto [end, err] = std::from_chars(v.data(), v.data() + v.size(), n);
   if (err != std::errc{} || end != v.data() + v.size() || n < 1 || n > (uint64_t{1} << 30))
-    return fail(ec::bad_request, "GUESTFLOW_ARTIFACT_CAP_BYTES: expected bytes in 1..1073741824, "
-                                 "got '" + v + "'");
+    return fail(ec::bad_request,
+                "GUESTFLOW_ARTIFACT_CAP_BYTES: expected bytes in 1..1073741824, "
+                "got '" +
+                    v + "'");
   return n;
 }
 
@@ -57,10 +55,8 @@ result<component_plan> make_component_spec(const component_request& req,
                                            const policy::provider_info& provider,
                                            const shape_list& catalog, std::string_view owner,
                                            uint64_t artifact_cap_bytes, std::mt19937_64& rng) {
-  if (auto e = check_id("flow id", req.flow_id))
-    return *e;
-  if (auto e = check_id("component id", req.component_id))
-    return *e;
+  if (auto e = check_id("flow id", req.flow_id)) return *e;
+  if (auto e = check_id("component id", req.component_id)) return *e;
   if (req.python.has_value() == !req.argv.empty())
     return fail(ec::bad_request, "a component runs either a Python program or a command");
   for (const auto& a : req.argv)
@@ -69,15 +65,18 @@ result<component_plan> make_component_spec(const component_request& req,
   if (!req.argv.empty() && req.argv[0].empty())
     return fail(ec::bad_request, "the command is empty");
   auto where = policy::place(s, provider, catalog);
-  if (!where)
-    return where.error();
+  if (!where) return where.error();
 
   component_plan plan;
   plan.reusable = req.reuse == reuse_mode::flow;
   auto& spec = plan.spec;
-  spec.name = plan.reusable
-                ? names::reusable(req.flow_id, req.component_id, fingerprint(where->egress))
-                : names::ephemeral(names::guest_kind::backend, owner, rng);
+  // The image is part of a reusable guest's identity too (a run on another image must not
+  // adopt it); the provider's default adds nothing, so names made before images stay valid.
+  auto identity = fingerprint(where->egress);
+  if (where->rootfs && where->rootfs != provider.default_rootfs)
+    identity += " image=" + *where->rootfs;
+  spec.name = plan.reusable ? names::reusable(req.flow_id, req.component_id, identity)
+                            : names::ephemeral(names::guest_kind::backend, owner, rng);
   spec.create.shape = where->chosen.id;
   spec.create.rootfs = where->rootfs;
   spec.create.name = spec.name;

@@ -17,12 +17,11 @@ using steady = std::chrono::steady_clock;
 /// Milliseconds on the actor clock (virtual under the deterministic scheduler).
 uint64_t ms_since(self_ptr self, steady::time_point t) {
   return static_cast<uint64_t>(
-    std::chrono::duration_cast<std::chrono::milliseconds>(self->clock().now() - t).count());
+      std::chrono::duration_cast<std::chrono::milliseconds>(self->clock().now() - t).count());
 }
 
 void note_failure(self_ptr self, failure f) {
-  if (!self->state.error)
-    self->state.error = std::move(f);
+  if (!self->state.error) self->state.error = std::move(f);
 }
 
 bool finished_or_deleting(const execution_state& st) {
@@ -33,8 +32,8 @@ bool finished_or_deleting(const execution_state& st) {
 /// and `unavailable` (which also stands for a connection lost after the request went out)
 /// are not refusals.
 bool refused_outright(ec code) {
-  return code == ec::bad_request || code == ec::policy_refused || code == ec::not_found
-         || code == ec::paused;
+  return code == ec::bad_request || code == ec::policy_refused || code == ec::not_found ||
+         code == ec::paused;
 }
 
 bool reusable(const execution_state& st) {
@@ -49,7 +48,7 @@ void finish(self_ptr self) {
     if (st.error) {
       st.promise.deliver(make_error(st.error->code, st.error->message));
     } else if (st.cancelled) {
-      st.promise.deliver(make_error(ec::guest_failed, "run cancelled"));
+      st.promise.deliver(make_error(ec::cancelled, "run cancelled"));
     } else {
       execution_report r;
       r.guest_id = st.guest_id;
@@ -57,8 +56,7 @@ void finish(self_ptr self) {
       r.result = st.result;
       r.outcome = st.outcome;
       r.total_ms = ms_since(self, st.started);
-      if (st.files)
-        r.files = std::move(*st.files);
+      if (st.files) r.files = std::move(*st.files);
       r.reused = st.reused;
       st.promise.deliver(std::move(r));
     }
@@ -66,15 +64,14 @@ void finish(self_ptr self) {
   // The monitor is an attachable on the caller holding a weak reference to this actor:
   // left there, a long-lived caller would keep every finished execution's memory (~2 KB
   // each) until the caller itself ends.
-  if (st.caller)
-    self->demonitor(st.caller);
+  if (st.caller) self->demonitor(st.caller);
   self->quit();
 }
 
 /// Sends a call on the guest (`send()` returns the response handle); a call answered
 /// `paused` — auto-pause raced the run — resumes the guest through the lifecycle actor
 /// and is sent once more, unless the run moved on meanwhile (cancelled, deleting).
-template <class Send, class Ok, class Err>
+template<class Send, class Ok, class Err>
 void on_guest(self_ptr self, Send send, Ok ok, Err err, bool retried = false) {
   auto at = self->state.at;
   send().then(ok, [self, send, ok, err, retried, at](caf::error& e) mutable {
@@ -82,16 +79,15 @@ void on_guest(self_ptr self, Send send, Ok ok, Err err, bool retried = false) {
     if (retried || !st.opts.lifecycle || to_failure(e).code != ec::paused || st.at != at)
       return err(e);
     self->request(st.opts.lifecycle, st.opts.call_timeout, ensure_atom::value, st.guest_id)
-      .then(
-        [self, send, ok, err, at](sandbox_view&) mutable {
-          if (self->state.at != at)
-            return; // cancelled while resuming: the stop path owns the guest now
-          on_guest(self, send, ok, err, true);
-        },
-        [self, err, at](caf::error& e2) mutable {
-          if (self->state.at == at)
-            err(e2);
-        });
+        .then(
+            [self, send, ok, err, at](sandbox_view&) mutable {
+              if (self->state.at != at)
+                return; // cancelled while resuming: the stop path owns the guest now
+              on_guest(self, send, ok, err, true);
+            },
+            [self, err, at](caf::error& e2) mutable {
+              if (self->state.at == at) err(e2);
+            });
   });
 }
 
@@ -107,40 +103,36 @@ void release_guest(self_ptr self) {
   exec_request rm{"rm", {"-f", "--"}};
   for (auto& up : st.spec.uploads)
     rm.args.push_back(up.path);
-  if (st.opts.collect)
-    rm.args.push_back(st.opts.collect->archive);
-  if (rm.args.size() == 2 || st.guest_id.empty())
-    return finish_reusable(self);
-  self->request(st.cp, st.opts.call_timeout, exec_atom::value, st.guest_id, rm, uint64_t{60'000})
-    .then([self](exec_result&) { finish_reusable(self); },
-          [self](caf::error&) { finish_reusable(self); });
+  if (st.opts.collect) rm.args.push_back(st.opts.collect->archive);
+  if (rm.args.size() == 2 || st.guest_id.empty()) return finish_reusable(self);
+  self->request(st.cp, st.opts.call_timeout, exec_atom::value, st.guest_id, rm,
+                uint64_t{60'000})
+      .then([self](exec_result&) { finish_reusable(self); },
+            [self](caf::error&) { finish_reusable(self); });
 }
 
 /// Exactly one delete per created guest, whatever happened before. A delete that fails
 /// is owed by the reaper from then on. A reusable guest is released instead.
 void delete_guest(self_ptr self) {
   auto& st = self->state;
-  if (finished_or_deleting(st))
-    return;
+  if (finished_or_deleting(st)) return;
   st.at = phase::deleting;
-  if (st.spec.stream)
-    self->send(st.cp, cancel_atom::value, exec_sink_actor{self});
-  if (reusable(st))
-    return release_guest(self);
+  if (st.spec.stream) self->send(st.cp, cancel_atom::value, exec_sink_actor{self});
+  if (reusable(st)) return release_guest(self);
   self->request(st.cp, st.opts.call_timeout, delete_atom::value, st.guest_id)
-    .then(
-      [self](sandbox_deleted&) {
-        self->send(self->state.reaper, released_atom::value, self->state.spec.name);
-        finish(self);
-      },
-      [self](caf::error& err) {
-        auto& st = self->state;
-        if (to_failure(err).code == ec::not_found)
-          self->send(st.reaper, released_atom::value, st.spec.name);
-        else
-          self->send(st.reaper, reap_atom::value, st.spec.name);
-        finish(self);
-      });
+      .then(
+          [self](sandbox_deleted&) {
+            self->send(self->state.reaper, released_atom::value, self->state.spec.name);
+            finish(self);
+          },
+          [self](caf::error& err) {
+            auto& st = self->state;
+            if (to_failure(err).code == ec::not_found)
+              self->send(st.reaper, released_atom::value, st.spec.name);
+            else
+              self->send(st.reaper, reap_atom::value, st.spec.name);
+            finish(self);
+          });
 }
 
 // -- returned files ---------------------------------------------------------------------
@@ -156,27 +148,24 @@ void fetch_archive(self_ptr self) {
   auto& st = self->state;
   auto& c = *st.opts.collect;
   on_guest(
-    self,
-    [self, path = c.archive, cap = c.cap_bytes] {
-      auto& st = self->state;
-      return self->request(st.cp, st.opts.call_timeout, fetch_atom::value, st.guest_id, path,
-                           cap);
-    },
-    [self](std::string& bytes) {
-      auto& st = self->state;
-      if (st.at != phase::collecting)
-        return;
-      auto unpacked = artifacts::unpack(bytes);
-      std::string{}.swap(bytes); // the archive is not kept once unpacked
-      if (!unpacked)
-        return collect_failed(self, std::move(unpacked).error());
-      st.files = std::make_unique<returned_files>(std::move(*unpacked));
-      delete_guest(self);
-    },
-    [self](caf::error& err) {
-      if (self->state.at == phase::collecting)
-        collect_failed(self, to_failure(err));
-    });
+      self,
+      [self, path = c.archive, cap = c.cap_bytes] {
+        auto& st = self->state;
+        return self->request(st.cp, st.opts.call_timeout, fetch_atom::value, st.guest_id, path,
+                             cap);
+      },
+      [self](std::string& bytes) {
+        auto& st = self->state;
+        if (st.at != phase::collecting) return;
+        auto unpacked = artifacts::unpack(bytes);
+        std::string{}.swap(bytes); // the archive is not kept once unpacked
+        if (!unpacked) return collect_failed(self, std::move(unpacked).error());
+        st.files = std::make_unique<returned_files>(std::move(*unpacked));
+        delete_guest(self);
+      },
+      [self](caf::error& err) {
+        if (self->state.at == phase::collecting) collect_failed(self, to_failure(err));
+      });
 }
 
 /// tar inside the guest (it runs where the files are; the host only ever sees one
@@ -189,29 +178,28 @@ void collect(self_ptr self) {
                           {"-C", c.dir, "-cf", c.archive, "--format=pax", "."});
   auto deadline_ms = (uint64_t{c.tar_timeout_seconds} + 30) * 1000;
   on_guest(
-    self,
-    [self, tar, deadline_ms] {
-      auto& st = self->state;
-      return self->request(st.cp, std::chrono::milliseconds{deadline_ms + 10'000}, exec_atom::value,
-                           st.guest_id, tar, deadline_ms);
-    },
-    [self](exec_result& r) {
-      if (self->state.at != phase::collecting)
-        return;
-      // GNU tar exits 1 when a file changed while it was read: the archive is still whole.
-      if (r.exit_code != 0 && r.exit_code != 1) {
-        auto why = r.stderr_text.substr(0, 500);
-        return collect_failed(self, fail(ec::guest_failed,
-                                         "archiving /workspace/artifacts failed (tar exited "
-                                           + std::to_string(r.exit_code) + ")"
-                                           + (why.empty() ? "" : ": " + why)));
-      }
-      fetch_archive(self);
-    },
-    [self](caf::error& err) {
-      if (self->state.at == phase::collecting)
-        collect_failed(self, to_failure(err));
-    });
+      self,
+      [self, tar, deadline_ms] {
+        auto& st = self->state;
+        return self->request(st.cp, std::chrono::milliseconds{deadline_ms + 10'000},
+                             exec_atom::value, st.guest_id, tar, deadline_ms);
+      },
+      [self](exec_result& r) {
+        if (self->state.at != phase::collecting) return;
+        // GNU tar exits 1 when a file changed while it was read: the archive is still whole.
+        if (r.exit_code != 0 && r.exit_code != 1) {
+          auto why = r.stderr_text.substr(0, 500);
+          return collect_failed(
+              self,
+              fail(ec::guest_failed, "archiving /workspace/artifacts failed (tar exited " +
+                                         std::to_string(r.exit_code) + ")" +
+                                         (why.empty() ? "" : ": " + why)));
+        }
+        fetch_archive(self);
+      },
+      [self](caf::error& err) {
+        if (self->state.at == phase::collecting) collect_failed(self, to_failure(err));
+      });
 }
 
 // -- the command --------------------------------------------------------------------------
@@ -224,14 +212,12 @@ void exec_done(self_ptr self, int32_t raw, std::optional<std::string> error) {
   st.result.error = std::move(error);
   st.result.exec_ms = elapsed;
   st.outcome = c.outcome;
-  if (st.opts.collect && !st.cancelled)
-    return collect(self);
+  if (st.opts.collect && !st.cancelled) return collect(self);
   delete_guest(self);
 }
 
 void exec_failed(self_ptr self, caf::error& err) {
-  if (self->state.at != phase::running)
-    return;
+  if (self->state.at != phase::running) return;
   note_failure(self, to_failure(err));
   delete_guest(self);
 }
@@ -242,71 +228,66 @@ void start_command(self_ptr self) {
   st.exec_started = self->clock().now();
   auto deadline = std::chrono::seconds{st.spec.timeout_seconds} + st.opts.exec_grace;
   auto deadline_ms = static_cast<uint64_t>(
-    std::chrono::duration_cast<std::chrono::milliseconds>(deadline).count());
+      std::chrono::duration_cast<std::chrono::milliseconds>(deadline).count());
   auto backstop = deadline + std::chrono::seconds{10};
   if (st.spec.stream) {
     on_guest(
-      self,
-      [self, backstop, deadline_ms] {
-        auto& st = self->state;
-        return self->request(st.cp, backstop, stream_atom::value, st.guest_id, st.spec.command,
-                             deadline_ms, exec_sink_actor{self});
-      },
-      [self](int32_t code) {
-        if (self->state.at == phase::running)
-          exec_done(self, code, std::move(self->state.result.error));
-      },
-      [self](caf::error& err) { exec_failed(self, err); });
+        self,
+        [self, backstop, deadline_ms] {
+          auto& st = self->state;
+          return self->request(st.cp, backstop, stream_atom::value, st.guest_id,
+                               st.spec.command, deadline_ms, exec_sink_actor{self});
+        },
+        [self](int32_t code) {
+          if (self->state.at == phase::running)
+            exec_done(self, code, std::move(self->state.result.error));
+        },
+        [self](caf::error& err) { exec_failed(self, err); });
     return;
   }
   on_guest(
-    self,
-    [self, backstop, deadline_ms] {
-      auto& st = self->state;
-      return self->request(st.cp, backstop, exec_atom::value, st.guest_id, st.spec.command,
-                           deadline_ms);
-    },
-    [self](exec_result& r) {
-      auto& st = self->state;
-      if (st.at != phase::running)
-        return;
-      st.result.stdout_text = std::move(r.stdout_text);
-      st.result.stderr_text = std::move(r.stderr_text);
-      exec_done(self, r.exit_code, std::move(r.error));
-    },
-    [self](caf::error& err) { exec_failed(self, err); });
+      self,
+      [self, backstop, deadline_ms] {
+        auto& st = self->state;
+        return self->request(st.cp, backstop, exec_atom::value, st.guest_id, st.spec.command,
+                             deadline_ms);
+      },
+      [self](exec_result& r) {
+        auto& st = self->state;
+        if (st.at != phase::running) return;
+        st.result.stdout_text = std::move(r.stdout_text);
+        st.result.stderr_text = std::move(r.stderr_text);
+        exec_done(self, r.exit_code, std::move(r.error));
+      },
+      [self](caf::error& err) { exec_failed(self, err); });
 }
 
 /// Uploads one file after another, then starts the command.
 void upload_next(self_ptr self) {
   auto& st = self->state;
-  if (st.at != phase::uploading)
-    return;
-  if (st.cancelled)
-    return delete_guest(self);
-  if (st.next_upload == st.spec.uploads.size())
-    return start_command(self);
+  if (st.at != phase::uploading) return;
+  if (st.cancelled) return delete_guest(self);
+  if (st.next_upload == st.spec.uploads.size()) return start_command(self);
   auto i = st.next_upload++;
   on_guest(
-    self,
-    [self, i] {
-      auto& st = self->state;
-      auto& up = st.spec.uploads[i];
-      return self->request(st.cp, st.opts.call_timeout, put_atom::value, st.guest_id, up.path,
-                           up.content);
-    },
-    [self, i](bool) {
-      // Uploaded: the guest has it now. A whole-flow run's spec carries the ~60 KiB runner,
-      // which would otherwise stay in memory for as long as the run (minutes) goes on.
-      std::string{}.swap(self->state.spec.uploads[i].content);
-      upload_next(self);
-    },
-    [self](caf::error& err) {
-      if (self->state.at != phase::uploading)
-        return;
-      note_failure(self, to_failure(err));
-      delete_guest(self);
-    });
+      self,
+      [self, i] {
+        auto& st = self->state;
+        auto& up = st.spec.uploads[i];
+        return self->request(st.cp, st.opts.call_timeout, put_atom::value, st.guest_id, up.path,
+                             up.content);
+      },
+      [self, i](bool) {
+        // Uploaded: the guest has it now. A whole-flow run's spec carries the ~60 KiB runner,
+        // which would otherwise stay in memory for as long as the run (minutes) goes on.
+        std::string{}.swap(self->state.spec.uploads[i].content);
+        upload_next(self);
+      },
+      [self](caf::error& err) {
+        if (self->state.at != phase::uploading) return;
+        note_failure(self, to_failure(err));
+        delete_guest(self);
+      });
 }
 
 /// Cancel and caller loss share one path: stop wanting the result, still delete.
@@ -318,8 +299,7 @@ void stop(self_ptr self) {
 }
 
 void append_capped(std::string& out, const std::string& chunk, size_t cap) {
-  if (out.size() < cap)
-    out.append(chunk, 0, std::min(chunk.size(), cap - out.size()));
+  if (out.size() < cap) out.append(chunk, 0, std::min(chunk.size(), cap - out.size()));
 }
 
 /// Ephemeral: the reaper learns the name before the create is sent, so if this actor dies
@@ -328,28 +308,28 @@ void create_guest(self_ptr self) {
   auto& st = self->state;
   self->send(st.reaper, track_atom::value, st.spec.name);
   self->request(st.cp, st.opts.call_timeout, create_atom::value, st.spec.create)
-    .then(
-      [self](sandbox_created& c) {
-        auto& st = self->state;
-        st.guest_id = c.id;
-        self->send(st.reaper, created_atom::value, st.spec.name, c.id);
-        st.at = phase::uploading;
-        upload_next(self);
-      },
-      [self](caf::error& err) {
-        auto f = to_failure(err);
-        auto& st = self->state;
-        // A refusal the control plane answered most likely made nothing: the reaper looks
-        // the name up once (a re-sent create may have made it) instead of watching it for
-        // minutes, which a CLI would wait for at exit. Any other failure (a lost answer, a
-        // timeout, a 5xx) may hide a guest that appears later: the reaper watches the name.
-        if (refused_outright(f.code))
-          self->send(st.reaper, refused_atom::value, st.spec.name);
-        else
-          self->send(st.reaper, reap_atom::value, st.spec.name);
-        note_failure(self, std::move(f));
-        finish(self);
-      });
+      .then(
+          [self](sandbox_created& c) {
+            auto& st = self->state;
+            st.guest_id = c.id;
+            self->send(st.reaper, created_atom::value, st.spec.name, c.id);
+            st.at = phase::uploading;
+            upload_next(self);
+          },
+          [self](caf::error& err) {
+            auto f = to_failure(err);
+            auto& st = self->state;
+            // A refusal the control plane answered most likely made nothing: the reaper looks
+            // the name up once (a re-sent create may have made it) instead of watching it for
+            // minutes, which a CLI would wait for at exit. Any other failure (a lost answer, a
+            // timeout, a 5xx) may hide a guest that appears later: the reaper watches the name.
+            if (refused_outright(f.code))
+              self->send(st.reaper, refused_atom::value, st.spec.name);
+            else
+              self->send(st.reaper, reap_atom::value, st.spec.name);
+            note_failure(self, std::move(f));
+            finish(self);
+          });
 }
 
 /// Reusable: the registry adopts or creates the guest and holds it for this run until the
@@ -359,18 +339,18 @@ void acquire_guest(self_ptr self) {
   // Queueing behind another run of the same guest is part of the wait: no short backstop.
   auto wait = st.opts.call_timeout * 4 + std::chrono::seconds{st.spec.timeout_seconds} * 4;
   self->request(st.opts.registry, wait, acquire_atom::value, st.spec.create)
-    .then(
-      [self](reusable_guest& g) {
-        auto& st = self->state;
-        st.guest_id = g.id;
-        st.reused = !g.created;
-        st.at = phase::uploading;
-        upload_next(self);
-      },
-      [self](caf::error& err) {
-        note_failure(self, to_failure(err));
-        finish(self); // nothing is held: a refused acquire hands nothing out
-      });
+      .then(
+          [self](reusable_guest& g) {
+            auto& st = self->state;
+            st.guest_id = g.id;
+            st.reused = !g.created;
+            st.at = phase::uploading;
+            upload_next(self);
+          },
+          [self](caf::error& err) {
+            note_failure(self, to_failure(err));
+            finish(self); // nothing is held: a refused acquire hands nothing out
+          });
 }
 
 } // namespace
@@ -391,54 +371,52 @@ execution(execution_actor::stateful_pointer<execution_state> self, controlplane_
     return caf::exit_reason::unhandled_exception;
   });
   self->set_down_handler([self](caf::down_msg& dm) {
-    if (dm.source == self->state.caller)
-      stop(self);
+    if (dm.source == self->state.caller) stop(self);
   });
   return {
-    [self](run_atom, execution_spec& spec) -> caf::typed_response_promise<execution_report> {
-      auto& st = self->state;
-      // Read the sender first: making the promise moves it out of the current message.
-      auto sender = self->current_sender();
-      auto rp = self->make_response_promise<caf::typed_response_promise<execution_report>>();
-      if (st.at != phase::requested) {
-        rp.deliver(make_error(ec::bad_request, "an execution runs exactly one spec"));
+      [self](run_atom, execution_spec& spec) -> caf::typed_response_promise<execution_report> {
+        auto& st = self->state;
+        // Read the sender first: making the promise moves it out of the current message.
+        auto sender = self->current_sender();
+        auto rp = self->make_response_promise<caf::typed_response_promise<execution_report>>();
+        if (st.at != phase::requested) {
+          rp.deliver(make_error(ec::bad_request, "an execution runs exactly one spec"));
+          return rp;
+        }
+        st.promise = rp;
+        if (st.cancelled) { // cancelled before it started: nothing is created
+          finish(self);
+          return rp;
+        }
+        st.spec = std::move(spec);
+        st.started = self->clock().now();
+        if (sender) {
+          st.caller = caf::actor_cast<caf::actor_addr>(sender);
+          self->monitor(sender);
+        }
+        st.at = phase::creating;
+        if (reusable(st))
+          acquire_guest(self);
+        else
+          create_guest(self);
         return rp;
-      }
-      st.promise = rp;
-      if (st.cancelled) { // cancelled before it started: nothing is created
-        finish(self);
-        return rp;
-      }
-      st.spec = std::move(spec);
-      st.started = self->clock().now();
-      if (sender) {
-        st.caller = caf::actor_cast<caf::actor_addr>(sender);
-        self->monitor(sender);
-      }
-      st.at = phase::creating;
-      if (reusable(st))
-        acquire_guest(self);
-      else
-        create_guest(self);
-      return rp;
-    },
-    [self](cancel_atom) { stop(self); },
-    [self](exec_stream_line& line) {
-      auto& st = self->state;
-      if (st.at != phase::running)
-        return;
-      if (st.opts.listener) {
-        self->send(st.opts.listener, std::move(line));
-        return;
-      }
-      using k = exec_stream_line::kind;
-      if (line.type == k::stdout_chunk)
-        append_capped(st.result.stdout_text, line.text, st.opts.stdout_cap);
-      else if (line.type == k::stderr_chunk)
-        append_capped(st.result.stderr_text, line.text, st.opts.stderr_cap);
-      else if (line.type == k::error)
-        st.result.error = line.text;
-    },
+      },
+      [self](cancel_atom) { stop(self); },
+      [self](exec_stream_line& line) {
+        auto& st = self->state;
+        if (st.at != phase::running) return;
+        if (st.opts.listener) {
+          self->send(st.opts.listener, std::move(line));
+          return;
+        }
+        using k = exec_stream_line::kind;
+        if (line.type == k::stdout_chunk)
+          append_capped(st.result.stdout_text, line.text, st.opts.stdout_cap);
+        else if (line.type == k::stderr_chunk)
+          append_capped(st.result.stderr_text, line.text, st.opts.stderr_cap);
+        else if (line.type == k::error)
+          st.result.error = line.text;
+      },
   };
 }
 

@@ -90,6 +90,12 @@ result<executor_settings> executor_settings_from_env(const policy::env_map& env)
       if (p.front() == '-' || p.find('\0') != std::string::npos)
         r.refuse("CREATEOS_EXECUTOR_PIP", "'" + p + "' is not a package requirement");
   }
+  if (auto v = r.text("GUESTFLOW_RUNNER_EXECUTOR")) {
+    if (is_executor_name(*v))
+      s.executor = *v;
+    else
+      r.refuse("GUESTFLOW_RUNNER_EXECUTOR", "expected auto, core or lfx, got '" + *v + "'");
+  }
   r.number<uint64_t>("GUESTFLOW_MAX_INFLIGHT", s.max_inflight, 1, uint64_t{1} << 32);
   r.number<uint64_t>("GUESTFLOW_MAX_QUEUED", s.max_queued, 0, uint64_t{1} << 32);
   if (r.error) return *r.error;

@@ -3,6 +3,7 @@
 #include "actors/sandbox_policy.hpp"
 #include "messages/egress.hpp"
 #include "messages/error.hpp"
+#include "messages/flow_run.hpp"
 
 #include <cstdint>
 #include <optional>
@@ -21,6 +22,7 @@ struct executor_settings {
   std::optional<std::string> rootfs;                 ///< CREATEOS_EXECUTOR_ROOTFS
   bool install_lfx = false;                          ///< CREATEOS_EXECUTOR_INSTALL_LFX
   std::vector<std::string> pip;                      ///< CREATEOS_EXECUTOR_PIP
+  std::string executor = "auto";                     ///< GUESTFLOW_RUNNER_EXECUTOR
   uint64_t max_inflight = 10'000;                    ///< GUESTFLOW_MAX_INFLIGHT
   uint64_t max_queued = 10'000;                      ///< GUESTFLOW_MAX_QUEUED
 };

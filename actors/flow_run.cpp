@@ -55,22 +55,20 @@ void stop_execution(self_ptr self) {
   self->send(st.exec, cancel_atom::value);
 }
 
-void cancel(self_ptr self, std::string reason) {
+/// Stops the run; its terminal event will be `why` (`cancelled` when a caller asked,
+/// `unavailable` when the server stops under it).
+void cancel(self_ptr self, failure why) {
   auto& st = self->state;
   if (st.at == phase::ended) return;
-  if (!st.cancel_reason) st.cancel_reason = std::move(reason);
-  if (st.at == phase::queued)
-    return end(self,
-               st.frames.finish(fail(ec::guest_failed, "run cancelled: " + *st.cancel_reason)));
+  if (!st.cancel_reason) st.cancel_reason = std::move(why);
+  if (st.at == phase::queued) return end(self, st.frames.finish(*st.cancel_reason));
   stop_execution(self);
 }
 
 /// The execution's answer (or its absence) decides the terminal event.
 void execution_failed(self_ptr self, const caf::error& err) {
   auto& st = self->state;
-  auto f = st.cancel_reason ? fail(ec::guest_failed, "run cancelled: " + *st.cancel_reason)
-                            : to_failure(err);
-  end(self, st.frames.finish(f));
+  end(self, st.frames.finish(st.cancel_reason ? *st.cancel_reason : to_failure(err)));
 }
 
 void start(self_ptr self) {
@@ -152,7 +150,7 @@ void on_down(self_ptr self, const caf::down_msg& dm) {
     st.parent = coordinator_actor{};
     st.opts.retention = std::chrono::seconds{0};
     if (st.at == phase::ended) return self->quit();
-    return cancel(self, "the coordinator stopped");
+    return cancel(self, fail(ec::unavailable, "run cancelled: the server is shutting down"));
   }
   auto i =
       std::find_if(st.subs.begin(), st.subs.end(),
@@ -160,7 +158,8 @@ void on_down(self_ptr self, const caf::down_msg& dm) {
   if (i == st.subs.end()) return;
   auto cancel_on_disconnect = i->cancel_on_disconnect;
   st.subs.erase(i);
-  if (st.subs.empty() && cancel_on_disconnect) cancel(self, "the last subscriber disconnected");
+  if (st.subs.empty() && cancel_on_disconnect)
+    cancel(self, fail(ec::cancelled, "run cancelled: the last subscriber disconnected"));
 }
 
 } // namespace
@@ -196,7 +195,7 @@ flow_run_actor::behavior_type flow_run(flow_run_actor::stateful_pointer<flow_run
       },
       [self](cancel_atom) -> bool {
         if (self->state.at == phase::ended) return false;
-        cancel(self, "cancelled by the caller");
+        cancel(self, fail(ec::cancelled, "run cancelled by the caller"));
         return true;
       },
       [self](exec_stream_line& line) {

@@ -56,9 +56,9 @@ struct flow_run_state {
   event_log log;
   std::vector<subscriber> subs;
   execution_actor exec;
-  std::optional<std::string> cancel_reason; ///< why the run was cancelled, if it was
-  bool stopping = false;                    ///< cancel sent to the execution
-  std::vector<run_event> scratch;           ///< events of one stream line, reused
+  std::optional<failure> cancel_reason; ///< the terminal error of a cancelled run
+  bool stopping = false;                ///< cancel sent to the execution
+  std::vector<run_event> scratch;       ///< events of one stream line, reused
 };
 
 /// One whole-flow run (see actors.hpp): waits for admission, then owns one execution as

@@ -4,6 +4,7 @@
 #include "actors/exit_classifier.hpp"
 
 #include <algorithm>
+#include <optional>
 
 namespace guestflow {
 namespace {
@@ -14,6 +15,35 @@ std::string in_run_dir(std::string_view name) {
   std::string out{run_dir};
   out.append(name.data(), name.size());
   return out;
+}
+
+/// Langflow's output vertices: ChatOutput, TextOutput and DataOutput, by type or by the
+/// prefix of their id (the rule the runner harvests by when no output is named).
+bool is_output_vertex(const graph_node& n) {
+  for (std::string_view t : {"ChatOutput", "TextOutput", "DataOutput"})
+    if (n.type == t || n.id.rfind(std::string{t} + "-", 0) == 0) return true;
+  return false;
+}
+
+/// Every requested output names a vertex by id or display name; otherwise the caller
+/// learns which output vertices the flow has.
+std::optional<failure> check_outputs(const flow_graph& g,
+                                     const std::vector<std::string>& outs) {
+  for (auto& want : outs) {
+    auto hit = std::any_of(g.nodes.begin(), g.nodes.end(), [&](const graph_node& n) {
+      return n.id == want || n.display_name == want;
+    });
+    if (hit) continue;
+    std::string have;
+    for (auto& n : g.nodes)
+      if (is_output_vertex(n))
+        have += (have.empty() ? "" : ", ") + n.id + " (" + n.display_name + ")";
+    return fail(ec::bad_request,
+                "outputs: " + quote_json(want) +
+                    " matches no vertex id or display name; the flow's output vertices: " +
+                    (have.empty() ? std::string{"none"} : have));
+  }
+  return std::nullopt;
 }
 
 } // namespace
@@ -27,6 +57,7 @@ result<execution_spec> make_flow_spec(const run_request& req, const normalized_i
                                      " exceeds the executor's limit of " +
                                      std::to_string(s.timeout_seconds) +
                                      " s (CREATEOS_EXECUTOR_TIMEOUT_SECONDS)");
+  if (auto bad = check_outputs(req.graph, req.outputs)) return std::move(*bad);
   auto has_runner = std::any_of(assets.begin(), assets.end(),
                                 [](const guest_asset& a) { return a.name == "runner.py"; });
   if (!has_runner)
@@ -39,6 +70,7 @@ result<execution_spec> make_flow_spec(const run_request& req, const normalized_i
   program.runtime_options = in.runtime_options;
   program.install_lfx = s.install_lfx;
   program.pip = s.pip;
+  program.executor = req.executor.value_or(s.executor);
 
   execution_spec spec;
   spec.name = guest_name;

@@ -18,7 +18,9 @@ namespace guestflow {
 /// `timeout --signal=KILL N` with N = the caller's timeout (refused above the executor's
 /// limit) or the limit; streamed exec; PYTHONUNBUFFERED=1 so frames leave the guest before
 /// a kill; auto-pause as the backstop for a guest this process fails to delete. A build
-/// without guest/runner.py embedded is `unavailable`. Nothing here talks to a control plane.
+/// without guest/runner.py embedded is `unavailable`; a requested output that names no
+/// vertex is `bad_request` listing the flow's output vertices. The executor is the
+/// caller's, else the settings'. Nothing here talks to a control plane.
 result<execution_spec> make_flow_spec(const run_request& req, const normalized_inputs& in,
                                       const executor_settings& s, std::string guest_name,
                                       const std::vector<guest_asset>& assets);

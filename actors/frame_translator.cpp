@@ -19,6 +19,14 @@ std::string vertex_error(const guest_frame& f) {
   return "vertex " + (f.name.empty() ? f.id : f.name) + " failed without a message";
 }
 
+/// The runner may classify its own failure; only the codes a runner can mean are taken
+/// from a guest (it must not claim `timeout`, `oom` or `cancelled`, which the host decides).
+ec fatal_code(std::string_view name) {
+  auto c = ec_from_string(name);
+  if (c && (*c == ec::bad_request || *c == ec::unavailable)) return *c;
+  return ec::guest_failed;
+}
+
 } // namespace
 
 run_event error_event(const failure& f) {
@@ -74,6 +82,8 @@ void frame_translator::on_stdout_line(std::string_view line, std::vector<run_eve
   auto& f = *frame;
   switch (f.type) {
   case fk::note:
+    if (executor_.empty() && (f.executor == "core" || f.executor == "lfx"))
+      executor_ = std::move(f.executor);
     return;
   case fk::vertex_start: {
     auto e = event_of(ek::vertex_started);
@@ -91,6 +101,7 @@ void frame_translator::on_stdout_line(std::string_view line, std::vector<run_eve
       e.logs = std::move(f.logs);
     } else {
       e.message = vertex_error(f);
+      failed_.push_back(f.id);
     }
     e.id = std::move(f.id);
     e.name = std::move(f.name);
@@ -104,8 +115,11 @@ void frame_translator::on_stdout_line(std::string_view line, std::vector<run_eve
     done_ = true;
     return;
   case fk::fatal:
-    if (!fatal_)
-      fatal_ = f.error.empty() ? std::string{"the runner failed without a message"} : f.error;
+    if (!fatal_) {
+      fatal_ = fail(fatal_code(f.code), f.error.empty()
+                                            ? std::string{"the runner failed without a message"}
+                                            : std::move(f.error));
+    }
     return;
   case fk::stdout_line: {
     auto e = event_of(ek::stdout_line);
@@ -133,10 +147,20 @@ std::string frame_translator::stderr_excerpt() const {
 }
 
 run_event frame_translator::finish(const failure& f) {
-  return error_event(violation_ ? *violation_ : f);
+  return stamped(error_event(violation_ ? *violation_ : f));
+}
+
+run_event frame_translator::stamped(run_event e) const {
+  e.executor = executor_;
+  e.failed = failed_;
+  return e;
 }
 
 run_event frame_translator::finish(const execution_report& report) {
+  return stamped(terminal(report));
+}
+
+run_event frame_translator::terminal(const execution_report& report) {
   if (violation_) return error_event(*violation_);
   auto exit = report.result.exit_code;
   if (report.outcome == ec::timeout)
@@ -147,7 +171,7 @@ run_event frame_translator::finish(const execution_report& report) {
     return error_event(fail(ec::oom, "the guest ran out of memory (exit 137); use a larger "
                                      "CREATEOS_EXECUTOR_SHAPE" +
                                          stderr_excerpt()));
-  if (fatal_) return error_event(fail(ec::guest_failed, *fatal_));
+  if (fatal_) return error_event(*fatal_);
   if (lines_.pending() > 0)
     return error_event(fail(ec::guest_failed,
                             "runner output ended in the middle of a frame (" +

@@ -26,7 +26,9 @@ struct frame_translator_options {
 /// should then stop the guest. The terminal event comes from `finish`, once the execution
 /// has answered, and only then: exit 0 after a `done` frame is `complete` with the last
 /// `outputs` frame; a timeout or OOM outcome, a `fatal` frame, a truncated last line, a
-/// non-zero exit or a missing `done` is one `error`.
+/// non-zero exit or a missing `done` is one `error`. Either says which executor the runner
+/// chose and which vertices failed. A `fatal` frame's own `code` is kept when it is one a
+/// runner can mean (bad_request, unavailable), else it is `guest_failed`.
 class frame_translator {
 public:
   explicit frame_translator(frame_translator_options opts = {});
@@ -50,6 +52,9 @@ public:
   run_event finish(const failure& f);
 
 private:
+  run_event terminal(const execution_report& report);
+  /// `e` with what every terminal event carries: the executor and the failed vertices.
+  run_event stamped(run_event e) const;
   void on_stdout_line(std::string_view line, std::vector<run_event>& out);
   void violate(std::string message);
   std::string stderr_excerpt() const;
@@ -57,7 +62,9 @@ private:
   frame_translator_options opts_;
   line_assembler lines_;
   std::optional<failure> violation_;
-  std::optional<std::string> fatal_;
+  std::optional<failure> fatal_;
+  std::string executor_;            ///< from the runner's first note that names one
+  std::vector<std::string> failed_; ///< ids of vertex_failed events, in order
   std::vector<run_outputs> outputs_;
   std::string stderr_;
   std::string stream_error_; ///< the control plane's last `{"error":…}` line

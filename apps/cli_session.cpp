@@ -6,18 +6,20 @@
 #include "apps/wait_turn.hpp"
 #include "controlplane/client/observed_client.hpp"
 #include "controlplane/local/embedded.hpp"
+#include "controlplane/local/unique_fd.hpp"
 #include "messages/type_ids.hpp"
 
 #include <caf/event_based_actor.hpp>
 #include <caf/scoped_actor.hpp>
 #include <caf/send.hpp>
-
-#include <spdlog/spdlog.h>
-
+#include <cerrno>
+#include <cstring>
+#include <fcntl.h>
 #include <filesystem>
 #include <fstream>
 #include <future>
 #include <iostream>
+#include <spdlog/spdlog.h>
 #include <sstream>
 #include <unistd.h>
 
@@ -27,7 +29,7 @@ namespace {
 using namespace std::chrono_literals;
 
 /// Blocks on one client call (startup only: capabilities and the shape catalog).
-template <class T, class Start>
+template<class T, class Start>
 result<T> await(Start&& start) {
   auto p = std::make_shared<std::promise<result<T>>>();
   auto f = p->get_future();
@@ -58,25 +60,40 @@ std::string one_spelling(const std::string& dir) {
 } // namespace
 
 result<std::string> read_bytes(const std::string& path) {
-  std::ifstream in{path, std::ios::binary};
-  if (!in)
-    return fail(ec::bad_request, "cannot read " + path);
-  std::ostringstream buf;
-  buf << in.rdbuf();
-  return buf.str();
+  auto fd = path == "-" ? ::dup(STDIN_FILENO) : ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  auto why = [&path](int err) {
+    return fail(ec::bad_request, "cannot read " +
+                                     (path == "-" ? std::string{"standard input"} : path) +
+                                     ": " + std::strerror(err));
+  };
+  if (fd < 0) return why(errno);
+  local::unique_fd owned{fd};
+  std::string out;
+  char chunk[65536];
+  for (;;) {
+    auto n = ::read(fd, chunk, sizeof chunk);
+    if (n == 0) return out;
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return why(errno); // EISDIR for a directory
+    out.append(chunk, static_cast<size_t>(n));
+  }
 }
 
 std::string state_dir(const cp::env_map& env) {
   if (auto i = env.find("GUESTFLOW_STATE_DIR"); i != env.end() && !i->second.empty())
     return i->second;
   auto home = env.find("HOME");
-  return (home != env.end() && !home->second.empty() ? home->second : std::string{"/root"})
-         + "/.local/state/guestflow";
+  return (home != env.end() && !home->second.empty() ? home->second : std::string{"/root"}) +
+         "/.local/state/guestflow";
+}
+
+int exit_status(ec code) {
+  return code == ec::cancelled ? 130 : 125;
 }
 
 int report_failure(const char* what, const failure& f) {
   std::cerr << "guestflow " << what << ": " << to_string(f.code) << ": " << f.message << '\n';
-  return 125;
+  return exit_status(f.code);
 }
 
 result<std::unique_ptr<session>> session::open(const cp::env_map& env, signal_watch& watch,
@@ -86,14 +103,11 @@ result<std::unique_ptr<session>> session::open(const cp::env_map& env, signal_wa
   spdlog::set_level(env.count("GUESTFLOW_DEBUG") ? spdlog::level::debug : spdlog::level::warn);
   // Malformed settings are refused before anything starts.
   auto floor = policy::env_uint(env, "GUESTFLOW_LOCAL_MEMORY_FLOOR_MB", 0, 1 << 20);
-  if (!floor)
-    return floor.error();
+  if (!floor) return floor.error();
   auto grace = policy::env_uint(env, "GUESTFLOW_SWEEP_GRACE_SECONDS", 0, UINT32_MAX);
-  if (!grace)
-    return grace.error();
+  if (!grace) return grace.error();
   auto choice = cp::select_endpoint(env);
-  if (!choice)
-    return choice.error();
+  if (!choice) return choice.error();
   cp::endpoint ep;
   auto dir = state_dir(env);
   // Waiting for another guestflow (one on the embedded state dir, or a sweep holding the
@@ -109,7 +123,7 @@ result<std::unique_ptr<session>> session::open(const cp::env_map& env, signal_wa
     return watch.received() != 0;
   };
   auto cancelled_while_waiting =
-    fail(ec::guest_failed, "run cancelled while waiting for another guestflow using " + dir);
+      fail(ec::cancelled, "run cancelled while waiting for another guestflow using " + dir);
   if (std::holds_alternative<cp::endpoint>(*choice)) {
     ep = std::get<cp::endpoint>(*choice);
   } else {
@@ -120,37 +134,33 @@ result<std::unique_ptr<session>> session::open(const cp::env_map& env, signal_wa
     // under the state dir's lock): no TCP stack per call. A path too long for sun_path
     // keeps to TCP.
     auto sock = std::filesystem::path{dir} / "control-plane.sock";
-    if (sock.string().size() <= local::max_unix_socket_path)
-      opts.unix_socket = sock;
+    if (sock.string().size() <= local::max_unix_socket_path) opts.unix_socket = sock;
     // Another guestflow on this state dir: run after it rather than beside it.
     auto started = wait_turn<std::unique_ptr<local::embedded_control_plane>>(
-      [&]() -> std::optional<result<std::unique_ptr<local::embedded_control_plane>>> {
-        auto r = local::embedded_control_plane::start(opts);
-        if (!r && local::embedded_control_plane::held_elsewhere(r.error()))
-          return std::nullopt;
-        return r;
-      },
-      stop_waiting, cancelled_while_waiting);
-    if (!started && watch.received())
-      return started.error();
+        [&]() -> std::optional<result<std::unique_ptr<local::embedded_control_plane>>> {
+          auto r = local::embedded_control_plane::start(opts);
+          if (!r && local::embedded_control_plane::held_elsewhere(r.error()))
+            return std::nullopt;
+          return r;
+        },
+        stop_waiting, cancelled_while_waiting);
+    if (!started && watch.received()) return started.error();
     if (!started)
       return fail(ec::unavailable,
                   "the embedded control plane cannot start: " + started.error().message);
     s->embedded_ = std::move(*started);
-    ep.base_url = s->embedded_->unix_url().empty() ? s->embedded_->url()
-                                                   : s->embedded_->unix_url();
+    ep.base_url =
+        s->embedded_->unix_url().empty() ? s->embedded_->url() : s->embedded_->unix_url();
     ep.kind = cp::provider::local;
   }
   auto client = cp::client::make(ep);
-  if (!client)
-    return client.error();
-  if (latency)
-    *client = cp::observed(std::move(*client), *latency);
-  auto caps = await<capabilities>(
-    [&](auto cb) { (*client)->capabilities_of(10s, std::move(cb)); });
+  if (!client) return client.error();
+  if (latency) *client = cp::observed(std::move(*client), *latency);
+  auto caps =
+      await<capabilities>([&](auto cb) { (*client)->capabilities_of(10s, std::move(cb)); });
   if (!caps)
-    return fail(ec::unavailable, "control plane at " + ep.base_url
-                                   + " cannot be used: " + caps.error().message);
+    return fail(ec::unavailable,
+                "control plane at " + ep.base_url + " cannot be used: " + caps.error().message);
   if (ep.kind == cp::provider::createos) {
     s->provider_ = policy::createos_provider();
   } else {
@@ -173,8 +183,7 @@ result<std::unique_ptr<session>> session::open(const cp::env_map& env, signal_wa
   runtime_options ro;
   ro.owner = s->owner_;
   auto executor = executor_settings_from_env(env);
-  if (!executor)
-    return executor.error();
+  if (!executor) return executor.error();
   ro.coordinator.settings = std::move(*executor);
   s->rt_ = std::make_unique<runtime>(*s->sys_, std::move(*client), ro);
   // Guests of this owner that an earlier, crashed run left behind (older than the grace
@@ -205,8 +214,8 @@ result<std::unique_ptr<session>> session::open(const cp::env_map& env, signal_wa
   return s;
 }
 
-session::session(signal_watch& watch) : watch_(watch) {
-}
+session::session(signal_watch& watch)
+    : watch_(watch) {}
 
 session::~session() {
   watch_.on_signal({});
@@ -215,12 +224,10 @@ session::~session() {
     rt_->stop();
   }
   // A sweep the stopped reaper never answered: the lease goes with the process.
-  if (sweep_waiter_)
-    caf::anon_send_exit(sweep_waiter_, caf::exit_reason::user_shutdown);
+  if (sweep_waiter_) caf::anon_send_exit(sweep_waiter_, caf::exit_reason::user_shutdown);
   rt_.reset();
   sys_.reset();
-  if (embedded_)
-    embedded_->stop();
+  if (embedded_) embedded_->stop();
 }
 
 result<shape_list> session::catalog() {
@@ -228,8 +235,8 @@ result<shape_list> session::catalog() {
     auto client = rt_->client();
     auto shapes = await<shape_list>([&](auto cb) { client->shapes(30s, std::move(cb)); });
     if (!shapes)
-      return fail(ec::unavailable, "control plane at " + client->where().base_url
-                                     + " gave no shape catalog: " + shapes.error().message);
+      return fail(ec::unavailable, "control plane at " + client->where().base_url +
+                                       " gave no shape catalog: " + shapes.error().message);
     catalog_ = std::move(*shapes);
   }
   return *catalog_;
@@ -243,13 +250,20 @@ result<execution_report> session::run(component_plan plan) {
   return run_on(rt_->spawn_component(plan), std::move(plan.spec));
 }
 
-template <class T, class Handle, class... Ts>
+result<execution_report> session::run(execution_spec spec, exec_sink_actor listener) {
+  auto opts = rt_->options().execution;
+  opts.listener = std::move(listener);
+  spec.stream = true;
+  return run_on(rt_->spawn_execution(std::move(opts)), std::move(spec));
+}
+
+template<class T, class Handle, class... Ts>
 result<T> session::ask(const Handle& dest, caf::duration limit, Ts&&... xs) {
   caf::scoped_actor self{*sys_};
   std::optional<result<T>> out;
   self->request(dest, limit, std::forward<Ts>(xs)...)
-    .receive([&](T& x) { out.emplace(std::move(x)); },
-             [&](caf::error& e) { out.emplace(to_failure(e)); });
+      .receive([&](T& x) { out.emplace(std::move(x)); },
+               [&](caf::error& e) { out.emplace(to_failure(e)); });
   return std::move(*out);
 }
 
@@ -264,14 +278,14 @@ result<execution_report> session::run_on(execution_actor exec, execution_spec sp
 
 result<uint64_t> session::sweep(uint32_t older_than_s) {
   if (!lease_)
-    return fail(ec::unavailable, "cannot tell whether another guestflow process of owner "
-                                   + owner_ + " is running, so nothing was deleted: "
-                                   + no_lease_);
+    return fail(ec::unavailable, "cannot tell whether another guestflow process of owner " +
+                                     owner_ +
+                                     " is running, so nothing was deleted: " + no_lease_);
   if (!lease_->exclusive())
-    return fail(ec::unavailable,
-                "another guestflow process of owner " + owner_ + " is running (it holds "
-                  + lease_->path() + "): its guests are live, not orphans; nothing was "
-                  "deleted. Reap once it has ended.");
+    return fail(ec::unavailable, "another guestflow process of owner " + owner_ +
+                                     " is running (it holds " + lease_->path() +
+                                     "): its guests are live, not orphans; nothing was "
+                                     "deleted. Reap once it has ended.");
   return ask<uint64_t>(rt_->reaper(), caf::duration{5min}, sweep_atom::value, older_than_s);
 }
 

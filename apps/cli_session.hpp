@@ -4,14 +4,13 @@
 #include "actors/sandbox_policy.hpp"
 #include "apps/owner_lease.hpp"
 #include "apps/signal_watch.hpp"
-#include "messages/call_latency.hpp"
 #include "controlplane/client/endpoint_selection.hpp"
+#include "messages/call_latency.hpp"
 
 #include <caf/actor.hpp>
 #include <caf/actor_system.hpp>
 #include <caf/actor_system_config.hpp>
 #include <caf/duration.hpp>
-
 #include <memory>
 #include <optional>
 #include <random>
@@ -53,6 +52,9 @@ public:
   result<execution_report> run(execution_spec spec);
   /// A component run (reusable guests through the registry, artifacts collected).
   result<execution_report> run(component_plan plan);
+  /// Runs one streamed execution whose output lines go to `listener` as they arrive
+  /// (the report then carries no stdout or stderr).
+  result<execution_report> run(execution_spec spec, exec_sink_actor listener);
 
   /// Deletes this runtime's orphaned guests older than `older_than_s`; returns how many.
   /// Refused (`unavailable`, nothing deleted) while another process of the owner is live:
@@ -72,7 +74,7 @@ private:
   result<execution_report> run_on(execution_actor exec, execution_spec spec);
 
   /// One blocking request to `dest`, its answer or its failure.
-  template <class T, class Handle, class... Ts>
+  template<class T, class Handle, class... Ts>
   result<T> ask(const Handle& dest, caf::duration limit, Ts&&... xs);
 
   signal_watch& watch_;
@@ -89,14 +91,19 @@ private:
   std::mt19937_64 rng_{std::random_device{}()};
 };
 
-/// The whole file (a program, a flow) as bytes; bad_request naming it if unreadable.
+/// The whole file (a program, a flow) as bytes, standard input for "-"; bad_request naming
+/// it and the OS's reason (a directory: "Is a directory") if it cannot be read.
 result<std::string> read_bytes(const std::string& path);
 
 /// `$GUESTFLOW_STATE_DIR`, else `~/.local/state/guestflow`.
 std::string state_dir(const cp::env_map& env);
 
-/// Prints "guestflow <what>: <code>: <message>" on stderr; returns the CLI's own failure
-/// exit code (125, as timeout(1) and `docker run` use for their own failures).
+/// The CLI's exit status for a run that ended with `code`: 130 when it was cancelled
+/// (128 + SIGINT, as shells report an interrupted command), else 125 (as timeout(1) and
+/// `docker run` use for their own failures).
+int exit_status(ec code);
+
+/// Prints "guestflow <what>: <code>: <message>" on stderr; returns exit_status(f.code).
 int report_failure(const char* what, const failure& f);
 
 } // namespace guestflow::cli

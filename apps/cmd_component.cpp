@@ -10,8 +10,8 @@ namespace guestflow::cli {
 namespace {
 
 constexpr std::string_view usage =
-  R"(usage: guestflow component --flow-id F --component-id C [--reuse flow|none]
-                           [--allow-network] [--timeout S] [--memory-mb M]
+    R"(usage: guestflow component --flow-id F --component-id C [--reuse flow|none]
+                           [--allow-network] [--timeout S] [--memory-mb M] [--image NAME]
                            [--return-files DIR] (--python FILE | -- CMD ARGS…)
 
 Runs a Python program (--python, run with python3) or a command (after --, run as is) in a
@@ -25,7 +25,8 @@ later invocation adopts it. A paused guest is resumed first; a guest whose egres
 changed behind guestflow's back is refused (egress_drift) and left alone. Changing
 --allow-network gets a different guest. Reused guests are never deleted by a run: delete
 idle ones with `guestflow reap --reusable --idle-longer-than S`. Off by default (none: a
-fresh guest, deleted afterwards).
+fresh guest, deleted afterwards). --image NAME runs in that guest image
+(CREATEOS_SANDBOX_ROOTFS; see guestflow image); another image gets another reused guest.
 
 --return-files DIR hands back what the program wrote under /workspace/artifacts (emptied
 before each run): written under DIR (parents created, nothing outside DIR). The archive is
@@ -56,14 +57,15 @@ std::string printable(const std::string& path) {
 
 int run_component(const std::vector<std::string>& argv) {
   signal_watch watch; // first: every thread created later inherits the blocked signals
-  args a{{"flow-id", "component-id", "reuse", "timeout", "memory-mb", "return-files", "python"},
+  args a{{"flow-id", "component-id", "reuse", "timeout", "memory-mb", "return-files", "python",
+          "image"},
          {"allow-network"}};
   if (auto err = a.parse(argv)) {
     std::cerr << "guestflow component: " << *err << "\n" << usage << '\n';
     return 2;
   }
-  if (!a.positionals().empty() || !a.has("flow-id") || !a.has("component-id")
-      || a.has("python") == !a.rest().empty()) {
+  if (!a.positionals().empty() || !a.has("flow-id") || !a.has("component-id") ||
+      a.has("python") == !a.rest().empty()) {
     std::cerr << usage << '\n';
     return 2;
   }
@@ -79,21 +81,17 @@ int run_component(const std::vector<std::string>& argv) {
     req.reuse = *mode;
   }
   auto env = cp::process_environment();
-  if (auto t = a.get("timeout"))
-    env["LANGFLOW_SANDBOX_TIMEOUT_SECONDS"] = *t;
-  if (auto m = a.get("memory-mb"))
-    env["LANGFLOW_SANDBOX_MEMORY_MB"] = *m;
+  if (auto t = a.get("timeout")) env["LANGFLOW_SANDBOX_TIMEOUT_SECONDS"] = *t;
+  if (auto m = a.get("memory-mb")) env["LANGFLOW_SANDBOX_MEMORY_MB"] = *m;
   env["LANGFLOW_SANDBOX_ALLOW_NETWORK"] = a.has("allow-network") ? "true" : "false";
+  if (auto image = a.get("image")) env["CREATEOS_SANDBOX_ROOTFS"] = *image;
   auto settings = policy::settings_from_env(env);
-  if (!settings)
-    return report_failure("component", settings.error());
+  if (!settings) return report_failure("component", settings.error());
   auto cap = artifact_cap_from_env(env);
-  if (!cap)
-    return report_failure("component", cap.error());
+  if (!cap) return report_failure("component", cap.error());
   if (auto p = a.get("python")) {
     auto program = read_bytes(*p);
-    if (!program)
-      return report_failure("component", program.error());
+    if (!program) return report_failure("component", program.error());
     req.python = std::move(*program);
   } else {
     req.argv = a.rest();
@@ -101,28 +99,25 @@ int run_component(const std::vector<std::string>& argv) {
   auto out_dir = a.get("return-files");
   req.return_files = out_dir.has_value();
   if (out_dir && out_dir->empty())
-    return report_failure("component", fail(ec::bad_request, "--return-files needs a directory"));
+    return report_failure("component",
+                          fail(ec::bad_request, "--return-files needs a directory"));
 
   auto s = session::open(env, watch);
-  if (!s)
-    return report_failure("component", s.error());
+  if (!s) return report_failure("component", s.error());
   auto& sess = **s;
   if (auto gate = policy::admit(*settings, sess.provider()); !gate)
     return report_failure("component", gate.error()); // refused before any request
   auto catalog = sess.catalog();
-  if (!catalog)
-    return report_failure("component", catalog.error());
+  if (!catalog) return report_failure("component", catalog.error());
   auto plan = make_component_spec(req, *settings, sess.provider(), *catalog, sess.owner(), *cap,
                                   sess.rng());
-  if (!plan)
-    return report_failure("component", plan.error());
+  if (!plan) return report_failure("component", plan.error());
   auto report = sess.run(std::move(*plan));
-  if (!report)
-    return report_failure("component", report.error());
+  if (!report) return report_failure("component", report.error());
   const auto& r = report->result;
   std::cout << r.stdout_text << std::flush;
   std::cerr << r.stderr_text << std::flush;
-  int status = report->outcome == ec::timeout               ? 124
+  int status = report->outcome == ec::timeout         ? 124
                : r.exit_code < 0 || r.exit_code > 255 ? 125
                                                       : r.exit_code;
   if (out_dir) {
@@ -138,8 +133,7 @@ int run_component(const std::vector<std::string>& argv) {
       return report_failure("component", f);
     }
     auto written = artifacts::write_under(*out_dir, files.files);
-    if (!written)
-      return report_failure("component", written.error());
+    if (!written) return report_failure("component", written.error());
   }
   return status;
 }

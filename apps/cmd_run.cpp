@@ -6,27 +6,38 @@
 
 #include <caf/scoped_actor.hpp>
 #include <caf/send.hpp>
-
 #include <condition_variable>
 #include <deque>
 #include <iostream>
+#include <map>
 
 namespace guestflow::cli {
 namespace {
 
-constexpr std::string_view usage = R"(usage: guestflow run FLOW.json [--input TEXT] [--output VERTEX]... [--json]
-                     [--events] [--timeout S]
+constexpr std::string_view usage =
+    R"usage(usage: guestflow run FLOW.json|- [--input TEXT] [--output VERTEX]... [--json]
+                     [--events] [--timeout S] [--executor auto|core|lfx] [--image NAME]
 
-Runs a whole Langflow flow (a Graph.dump() JSON export) inside one fresh guest and deletes
-the guest afterwards. Progress goes to stderr as vertices build (✓ name 12 ms / ✗ name:
-error); stdout gets the final chat/text output, or with --json the /api/v1/run-shaped body
-{"outputs":[RunOutputs]}, or with --events every run event as NDJSON as it happens.
---output selects the vertices (id or display name) whose results are returned (default:
-every output vertex). Exit status: 0 success, 1 a vertex or the run failed, 2 bad input.
+Runs a whole Langflow flow (an exported flow file, a Graph.dump(), or bare {nodes, edges};
+"-" reads it from standard input) inside one fresh guest and deletes the guest afterwards.
+Canvas notes are ignored. Progress goes to stderr as vertices build (✓ name 12 ms / ✗ name:
+error; "name (id)" where display names repeat); stdout gets the final chat/text output, or
+with --json the /api/v1/run-shaped body {"outputs":[RunOutputs], "executor"} (on failure
+also "ok": false and "failed": [{id, name, error}], or "error": {code, message}), or with
+--events every run event as NDJSON as it happens. --output selects the vertices (id or
+display name) whose results are returned (default: every output vertex).
+
+--executor: lfx runs Langflow's own engine and needs an image that has lfx (see guestflow
+image add --python-env); core runs guestflow's built-in components and refuses, before any
+vertex runs, a flow with a component it does not have; auto (default) takes lfx when the
+guest has it. The terminal event and --json say which one ran. --image NAME selects the
+guest image (CREATEOS_EXECUTOR_ROOTFS).
+
+Exit status: 0 success, 1 a vertex or the run failed, 2 bad input, 130 cancelled (Ctrl-C).
 
 Executor settings: CREATEOS_EXECUTOR_SHAPE (s-4vcpu-8gb), CREATEOS_EXECUTOR_TIMEOUT_SECONDS
 (600), CREATEOS_EXECUTOR_EGRESS (*), CREATEOS_EXECUTOR_ROOTFS, CREATEOS_EXECUTOR_INSTALL_LFX,
-CREATEOS_EXECUTOR_PIP.)";
+CREATEOS_EXECUTOR_PIP, GUESTFLOW_RUNNER_EXECUTOR (auto).)usage";
 
 /// Events handed from the subscriber actor to the printing thread, in order.
 struct event_queue {
@@ -56,23 +67,49 @@ run_subscriber_actor::behavior_type subscriber(run_subscriber_actor::pointer,
   return {[q](run_event& e) { q->push(std::move(e)); }};
 }
 
-void progress(const run_event& e) {
+/// How progress lines name vertices: the display name, with the id beside it where two
+/// vertices share a display name.
+class vertex_labels {
+public:
+  explicit vertex_labels(const flow_graph& g) {
+    for (auto& n : g.nodes)
+      ++uses_[n.display_name];
+  }
+
+  std::string operator()(const run_event& e) const {
+    if (e.name.empty()) return e.id;
+    auto i = uses_.find(e.name);
+    return i != uses_.end() && i->second > 1 ? e.name + " (" + e.id + ")" : e.name;
+  }
+
+private:
+  std::map<std::string, size_t> uses_;
+};
+
+void progress(const run_event& e, const vertex_labels& label) {
   using k = run_event::kind;
   if (e.type == k::vertex_built)
-    std::cerr << "✓ " << e.name << ' ' << e.duration_ms << " ms\n";
+    std::cerr << "✓ " << label(e) << ' ' << e.duration_ms << " ms\n";
   else if (e.type == k::vertex_failed)
-    std::cerr << "✗ " << e.name << ": " << e.message << '\n';
+    std::cerr << "✗ " << label(e) << ": " << e.message << '\n';
   else if (e.type == k::stdout_line)
     std::cerr << e.line << '\n';
   else if (e.type == k::error)
     std::cerr << "guestflow run: " << to_string(e.code) << ": " << e.message << '\n';
 }
 
+/// 2 for the caller's own mistakes, 130 for a cancelled run, 1 for every other failure.
+int failed_run_status(ec code) {
+  if (code == ec::bad_request) return 2;
+  return code == ec::cancelled ? 130 : 1;
+}
+
 int run_flow(const std::vector<std::string>& argv) {
   signal_watch watch;
-  args a{{"input", "output", "timeout"}, {"json", "events"}};
+  args a{{"input", "output", "timeout", "executor", "image"}, {"json", "events"}};
   if (auto err = a.parse(argv); err || a.positionals().size() != 1) {
-    std::cerr << "guestflow run: " << err.value_or("expected one FLOW.json") << "\n"
+    std::cerr << "guestflow run: "
+              << err.value_or("expected one FLOW.json (or - for standard input)") << "\n"
               << usage << '\n';
     return 2;
   }
@@ -88,8 +125,7 @@ int run_flow(const std::vector<std::string>& argv) {
   }
   run_request req;
   req.graph = std::move(*graph);
-  if (auto input = a.get("input"))
-    req.inputs = raw_json{quote_json(*input)};
+  if (auto input = a.get("input")) req.inputs = raw_json{quote_json(*input)};
   req.outputs = a.all("output");
   if (auto t = a.get("timeout")) {
     char* end = nullptr;
@@ -100,9 +136,18 @@ int run_flow(const std::vector<std::string>& argv) {
     }
     req.timeout_seconds = static_cast<uint32_t>(v);
   }
-  auto s = session::open(cp::process_environment(), watch);
-  if (!s)
-    return report_failure("run", s.error());
+  if (auto ex = a.get("executor")) {
+    if (!is_executor_name(*ex)) {
+      std::cerr << "guestflow run: --executor expects auto, core or lfx, got '" << *ex << "'\n";
+      return 2;
+    }
+    req.executor = *ex;
+  }
+  auto env = cp::process_environment();
+  if (auto image = a.get("image")) env["CREATEOS_EXECUTOR_ROOTFS"] = *image;
+  vertex_labels label{req.graph};
+  auto s = session::open(env, watch);
+  if (!s) return report_failure("run", s.error());
   auto& rt = (*s)->rt();
   auto queue = std::make_shared<event_queue>();
   auto sub = rt.system().spawn(subscriber, queue);
@@ -110,45 +155,40 @@ int run_flow(const std::vector<std::string>& argv) {
   std::optional<result<std::string>> id;
   self->request(rt.coordinator(), std::chrono::seconds{60}, run_atom::value, std::move(req),
                 sub, true)
-    .receive([&](std::string& run_id) { id.emplace(std::move(run_id)); },
-             [&](caf::error& e) { id.emplace(to_failure(e)); });
+      .receive([&](std::string& run_id) { id.emplace(std::move(run_id)); },
+               [&](caf::error& e) { id.emplace(to_failure(e)); });
   if (!*id) {
-    auto code = report_failure("run", id->error());
+    report_failure("run", id->error());
     caf::anon_send_exit(sub, caf::exit_reason::user_shutdown);
-    return id->error().code == ec::bad_request ? 2 : code;
+    return failed_run_status(id->error().code);
   }
   auto coordinator = rt.coordinator();
   auto run_id = **id;
-  watch.on_signal([coordinator, run_id](int) {
-    caf::anon_send(coordinator, cancel_atom::value, run_id);
-  });
+  watch.on_signal(
+      [coordinator, run_id](int) { caf::anon_send(coordinator, cancel_atom::value, run_id); });
   bool events = a.has("events");
-  bool vertex_failed = false;
+  std::vector<failed_vertex> failed;
   run_event last;
   for (;;) {
     last = queue->pop();
     if (events)
       std::cout << encode(last) << std::endl;
     else
-      progress(last);
-    vertex_failed |= last.type == run_event::kind::vertex_failed;
-    if (last.terminal())
-      break;
+      progress(last, label);
+    if (last.type == run_event::kind::vertex_failed)
+      failed.push_back({last.id, last.name, last.message});
+    if (last.terminal()) break;
   }
   watch.on_signal({});
   caf::anon_send_exit(sub, caf::exit_reason::user_shutdown);
-  if (last.type == run_event::kind::error)
-    return last.code == ec::bad_request ? 2 : 1;
-  if (!events) {
-    if (a.has("json")) {
-      std::cout << encode(last.run_outputs_list) << std::endl;
-    } else {
-      for (const auto& t : output_texts(last.run_outputs_list))
-        std::cout << t << '\n';
-      std::cout << std::flush;
-    }
+  if (a.has("json") && !events) std::cout << encode_run_body(last, failed) << std::endl;
+  if (last.type == run_event::kind::error) return failed_run_status(last.code);
+  if (!events && !a.has("json")) {
+    for (const auto& t : output_texts(last.run_outputs_list))
+      std::cout << t << '\n';
+    std::cout << std::flush;
   }
-  return vertex_failed ? 1 : 0;
+  return failed.empty() ? 0 : 1;
 }
 
 const registrar reg{{"run", "run a whole flow graph in a fresh guest", usage, run_flow}};

@@ -66,8 +66,9 @@ std::string encode_error(const failure& f, std::string_view run_id = {});
 /// The provider's capabilities as GET /v1/capabilities reports them (`provider` added).
 std::string encode_capabilities(const capabilities& caps, std::string_view provider);
 
-/// POST /v1/runs with stream:false: `{"run_id","outputs":[RunOutputs]}`.
-std::string encode_run_answer(std::string_view run_id, const std::vector<run_outputs>& outputs);
+/// POST /v1/runs with stream:false: `{"run_id","outputs":[RunOutputs],"executor","ok",
+/// "failed"?:[ids]}` from the run's `complete` event.
+std::string encode_run_answer(std::string_view run_id, const run_event& complete);
 
 /// DELETE /v1/runs/{id}: `{"run_id","cancelled"}`.
 std::string encode_cancel_answer(std::string_view run_id, bool cancelled);

@@ -163,9 +163,15 @@ std::string encode_capabilities(const capabilities& caps, std::string_view provi
   return prepend_field("provider", quote_json(provider), encode(caps));
 }
 
-std::string encode_run_answer(std::string_view run_id,
-                              const std::vector<run_outputs>& outputs) {
-  return prepend_field("run_id", quote_json(run_id), encode(outputs));
+std::string encode_run_answer(std::string_view run_id, const run_event& complete) {
+  json_writer w;
+  w.begin_object().field("run_id", run_id);
+  codec::write_run_outputs_list(w, "outputs", complete.run_outputs_list);
+  if (!complete.executor.empty()) w.field("executor", complete.executor);
+  w.field("ok", complete.failed.empty());
+  if (!complete.failed.empty()) w.field("failed", complete.failed);
+  w.end_object();
+  return w.take();
 }
 
 std::string encode_cancel_answer(std::string_view run_id, bool cancelled) {

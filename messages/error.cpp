@@ -5,10 +5,13 @@
 namespace guestflow {
 namespace {
 
-constexpr std::array<std::string_view, 12> ec_names{
-  "bad_request", "policy_refused", "unavailable",        "transient", "paused",   "not_found",
-  "egress_drift", "artifact_too_large", "timeout",       "oom",       "capacity", "guest_failed",
+constexpr std::array<std::string_view, 13> ec_names{
+    "bad_request", "policy_refused", "unavailable",        "transient", "paused",
+    "not_found",   "egress_drift",   "artifact_too_large", "timeout",   "oom",
+    "capacity",    "guest_failed",   "cancelled",
 };
+
+static_assert(ec_names.size() == static_cast<size_t>(last_ec), "one name per code");
 
 } // namespace
 
@@ -19,8 +22,7 @@ std::string_view to_string(ec x) noexcept {
 
 std::optional<ec> ec_from_string(std::string_view name) noexcept {
   for (size_t i = 0; i < ec_names.size(); ++i)
-    if (ec_names[i] == name)
-      return static_cast<ec>(i + 1);
+    if (ec_names[i] == name) return static_cast<ec>(i + 1);
   return std::nullopt;
 }
 

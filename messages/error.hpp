@@ -24,7 +24,11 @@ enum class ec : uint8_t {
   oom,                ///< guest hit its memory limit (exit 137)
   capacity,           ///< no host or the admission queue is full
   guest_failed,       ///< the guest or its runner failed
+  cancelled,          ///< the caller cancelled the run (Ctrl-C, DELETE, aclose)
 };
+
+/// The last code: new codes go after it, and this moves with them.
+inline constexpr ec last_ec = ec::cancelled;
 
 /// Stable wire name of `x` ("bad_request", ...).
 std::string_view to_string(ec x) noexcept;
@@ -42,17 +46,19 @@ struct failure {
   }
 };
 
-template <class Inspector>
+template<class Inspector>
 typename Inspector::result_type inspect(Inspector& f, failure& x) {
   return f(x.code, x.message);
 }
 
 /// A value or a typed failure. Decoders and domain classes return this instead of throwing.
-template <class T>
+template<class T>
 class result {
 public:
-  result(T value) : v_(std::move(value)) {}
-  result(failure err) : v_(std::move(err)) {}
+  result(T value)
+      : v_(std::move(value)) {}
+  result(failure err)
+      : v_(std::move(err)) {}
 
   explicit operator bool() const noexcept { return v_.index() == 0; }
   bool ok() const noexcept { return v_.index() == 0; }

@@ -48,23 +48,31 @@ struct run_request {
   bool stream = true;
   /// A streamed caller that drops its connection cancels the run (bridge only).
   bool cancel_on_disconnect = false;
+  /// The guest executor ("auto" | "core" | "lfx", see is_executor_name); nullopt = the
+  /// executor settings' choice.
+  std::optional<std::string> executor;
   friend bool operator==(const run_request& a, const run_request& b) {
     return a.graph == b.graph && a.inputs == b.inputs &&
            a.runtime_options == b.runtime_options && a.outputs == b.outputs &&
            a.timeout_seconds == b.timeout_seconds && a.stream == b.stream &&
-           a.cancel_on_disconnect == b.cancel_on_disconnect;
+           a.cancel_on_disconnect == b.cancel_on_disconnect && a.executor == b.executor;
   }
 };
 
 template<class Inspector>
 typename Inspector::result_type inspect(Inspector& f, run_request& x) {
   return f(x.graph, x.inputs, x.runtime_options, x.outputs, x.timeout_seconds, x.stream,
-           x.cancel_on_disconnect);
+           x.cancel_on_disconnect, x.executor);
 }
 
+/// The guest runner's executors: "lfx" (Langflow's own engine, when the guest's image has
+/// it), "core" (the runner's built-in components) and "auto" (lfx when it imports).
+bool is_executor_name(std::string_view name) noexcept;
+
 /// Decodes the bridge's body `{flow, inputs?, runtime_options?, outputs?, stream? (true),
-/// timeout_seconds?, cancel_on_disconnect? (false)}`; `flow` is a `Graph.dump()` (`{data:{nodes,edges}}` or bare) and is
-/// validated like `decode<flow_graph>` (errors name `flow.…`). Unknown keys are ignored.
+/// timeout_seconds?, cancel_on_disconnect? (false), executor?}`; `flow` is a `Graph.dump()`
+/// (`{data:{nodes,edges}}` or bare) and is validated like `decode<flow_graph>` (errors name
+/// `flow.…`). Unknown keys are ignored.
 template<>
 result<run_request> decode<run_request>(std::string_view, const decode_limits&);
 std::string encode(const run_request& x);
@@ -130,7 +138,7 @@ std::optional<std::string> error_member(const raw_json& x);
 
 /// What the guest runner reads from /workspace/run/spec.json (see guest/runner.py):
 /// `{"graph":{"nodes","edges"},"inputs":[…],"outputs":[…],"runtime_options":{…},
-/// "install_lfx":bool,"pip":[…]}`.
+/// "install_lfx":bool,"pip":[…],"executor":"auto"|"core"|"lfx"}`.
 struct guest_run_spec {
   raw_json graph; ///< flow_graph::payload
   std::vector<run_input> inputs;
@@ -138,6 +146,7 @@ struct guest_run_spec {
   raw_json runtime_options; ///< forwarded keys only; empty → {}
   bool install_lfx = false;
   std::vector<std::string> pip;
+  std::string executor = "auto";
 };
 
 std::string encode(const guest_run_spec& x);

@@ -57,22 +57,16 @@ void write_input(json_writer& w, const run_input& x) {
     w.null();
   w.field("type", x.type);
   w.opt_field("session", x.session);
-  w.key("components").begin_array();
-  for (auto& c : x.components)
-    w.str(c);
-  w.end_array().end_object();
-}
-
-void write_strings(json_writer& w, std::string_view key, const std::vector<std::string>& xs) {
-  w.key(key).begin_array();
-  for (auto& x : xs)
-    w.str(x);
-  w.end_array();
+  w.field("components", x.components).end_object();
 }
 
 } // namespace
 
 // -- run_request ------------------------------------------------------------------------
+
+bool is_executor_name(std::string_view name) noexcept {
+  return name == "auto" || name == "core" || name == "lfx";
+}
 
 template<>
 result<run_request> decode<run_request>(std::string_view text, const decode_limits& limits) {
@@ -92,6 +86,12 @@ result<run_request> decode<run_request>(std::string_view text, const decode_limi
         x.outputs = strings_of(o, "outputs", true);
         x.stream = o.boolean_or("stream", true);
         x.cancel_on_disconnect = o.boolean_or("cancel_on_disconnect", false);
+        if (auto ex = o.opt_str("executor")) {
+          if (!is_executor_name(*ex))
+            codec::raise(o.at("executor"),
+                         quote_json(*ex) + " is not an executor (expected auto, core or lfx)");
+          x.executor = std::move(*ex);
+        }
         if (auto t = o.find("timeout_seconds")) {
           auto at = o.at("timeout_seconds");
           auto secs = codec::as_uint(*t, at);
@@ -107,9 +107,9 @@ std::string encode(const run_request& x) {
   json_writer w;
   w.begin_object().field("flow", x.graph.payload);
   w.raw_field_if("inputs", x.inputs).raw_field_if("runtime_options", x.runtime_options);
-  write_strings(w, "outputs", x.outputs);
+  w.field("outputs", x.outputs);
   w.field("stream", x.stream).opt_field("timeout_seconds", x.timeout_seconds);
-  w.field("cancel_on_disconnect", x.cancel_on_disconnect);
+  w.field("cancel_on_disconnect", x.cancel_on_disconnect).opt_field("executor", x.executor);
   w.end_object();
   return w.take();
 }
@@ -211,14 +211,14 @@ std::string encode(const guest_run_spec& x) {
   for (auto& in : x.inputs)
     write_input(w, in);
   w.end_array();
-  write_strings(w, "outputs", x.outputs);
+  w.field("outputs", x.outputs);
   w.key("runtime_options");
   if (x.runtime_options.empty())
     w.begin_object().end_object();
   else
     w.raw(x.runtime_options);
   w.field("install_lfx", x.install_lfx);
-  write_strings(w, "pip", x.pip);
+  w.field("pip", x.pip).field("executor", x.executor);
   w.end_object();
   return w.take();
 }

@@ -35,6 +35,25 @@ std::string handle_name(const object_view& data, std::string_view key, std::stri
   return ho.str_or(name, "");
 }
 
+/// Canvas notes (`"type": "noteNode"`) and other nodes that are no component (no
+/// `data.type` and no `data.node.template`) are part of real exports but not vertices:
+/// Langflow's graph skips them, and so does this decoder.
+bool is_vertex(const value& v) {
+  if (!v.IsObject()) return true; // node_of reports the shape
+  auto top = v.FindMember("type");
+  if (top != v.MemberEnd() && top->value.IsString() &&
+      std::string_view{top->value.GetString(), top->value.GetStringLength()} == "noteNode")
+    return false;
+  auto data = v.FindMember("data");
+  if (data == v.MemberEnd() || !data->value.IsObject()) return true;
+  auto& d = data->value;
+  auto type = d.FindMember("type");
+  if (type != d.MemberEnd() && !type->value.IsNull()) return true;
+  auto node = d.FindMember("node");
+  return node != d.MemberEnd() && node->value.IsObject() &&
+         node->value.FindMember("template") != node->value.MemberEnd();
+}
+
 graph_node node_of(const value& v, const path& p) {
   object_view n{v, p};
   graph_node x;
@@ -238,19 +257,22 @@ result<flow_graph> decode<flow_graph>(std::string_view text, const decode_limits
         codec::expect_array(edges, g.at("edges"));
         flow_graph x;
         auto nodes_at = g.at("nodes");
+        json_writer w;
+        w.begin_object().key("nodes").begin_array();
         size_t i = 0;
-        for (auto& n : nodes.GetArray())
-          x.nodes.push_back(node_of(n, nodes_at.at(i++)));
+        for (auto& n : nodes.GetArray()) {
+          auto at = nodes_at.at(i++);
+          if (!is_vertex(n)) continue;
+          x.nodes.push_back(node_of(n, at));
+          w.raw(codec::canonical(n, at));
+        }
+        w.end_array();
         auto edges_at = g.at("edges");
         i = 0;
         for (auto& e : edges.GetArray())
           x.edges.push_back(edge_of(e, edges_at.at(i++)));
         if (auto err = check(x, wrapped ? "data." : "")) return std::move(*err);
-        json_writer w;
-        w.begin_object()
-            .field("nodes", codec::canonical(nodes, nodes_at))
-            .field("edges", codec::canonical(edges, edges_at))
-            .end_object();
+        w.field("edges", codec::canonical(edges, edges_at)).end_object();
         x.payload = raw_json{w.take()};
         return x;
       });

@@ -16,6 +16,10 @@
 #include <string_view>
 #include <utility>
 
+namespace guestflow {
+struct run_outputs;
+} // namespace guestflow
+
 namespace guestflow::codec {
 
 using value = rapidjson::Value;
@@ -180,6 +184,12 @@ public:
   json_writer& put(uint16_t x) { return u64(x); }
   json_writer& put(int64_t x) { return i64(x); }
   json_writer& put(int32_t x) { return i64(x); }
+  json_writer& put(const std::vector<std::string>& xs) {
+    begin_array();
+    for (auto& x : xs)
+      str(x);
+    return end_array();
+  }
 
   std::string take();
 
@@ -192,11 +202,16 @@ private:
 
 /// The array of strings at `o[key]` (absent → empty); with `refuse_nul`, a NUL byte in an
 /// element is an error naming it.
-std::vector<std::string> strings_of(const object_view& o, std::string_view key, bool refuse_nul);
+std::vector<std::string> strings_of(const object_view& o, std::string_view key,
+                                    bool refuse_nul);
 
 /// The object `key` as environment variables (absent → empty): keys non-empty without '='
 /// or NUL, values strings without NUL.
 std::map<std::string, std::string> env_of(const object_view& o, std::string_view key);
+
+/// `key: [RunOutputs…]` (shared by the run and bridge codecs).
+void write_run_outputs_list(json_writer& w, std::string_view key,
+                            const std::vector<run_outputs>& xs);
 
 // -- egress on the wire (shared by sandbox and egress codecs) --------------------------
 

@@ -23,14 +23,14 @@ struct result_data {
   std::string component_id;
   bool used_frozen_result = false;
   friend bool operator==(const result_data& a, const result_data& b) {
-    return a.results == b.results && a.artifacts == b.artifacts && a.outputs == b.outputs
-           && a.logs == b.logs && a.messages == b.messages && a.timedelta == b.timedelta
-           && a.duration == b.duration && a.component_display_name == b.component_display_name
-           && a.component_id == b.component_id && a.used_frozen_result == b.used_frozen_result;
+    return a.results == b.results && a.artifacts == b.artifacts && a.outputs == b.outputs &&
+           a.logs == b.logs && a.messages == b.messages && a.timedelta == b.timedelta &&
+           a.duration == b.duration && a.component_display_name == b.component_display_name &&
+           a.component_id == b.component_id && a.used_frozen_result == b.used_frozen_result;
   }
 };
 
-template <class Inspector>
+template<class Inspector>
 typename Inspector::result_type inspect(Inspector& f, result_data& x) {
   return f(x.results, x.artifacts, x.outputs, x.logs, x.messages, x.timedelta, x.duration,
            x.component_display_name, x.component_id, x.used_frozen_result);
@@ -38,14 +38,14 @@ typename Inspector::result_type inspect(Inspector& f, result_data& x) {
 
 /// Langflow's `RunOutputs`: `{inputs:{…}, outputs:[ResultData|null]}`.
 struct run_outputs {
-  raw_json inputs;                          ///< object
+  raw_json inputs; ///< object
   std::vector<std::optional<result_data>> outputs;
   friend bool operator==(const run_outputs& a, const run_outputs& b) {
     return a.inputs == b.inputs && a.outputs == b.outputs;
   }
 };
 
-template <class Inspector>
+template<class Inspector>
 typename Inspector::result_type inspect(Inspector& f, run_outputs& x) {
   return f(x.inputs, x.outputs);
 }
@@ -55,28 +55,33 @@ typename Inspector::result_type inspect(Inspector& f, run_outputs& x) {
 struct guest_frame {
   enum class kind : uint8_t { note, vertex_start, step, outputs, done, fatal, stdout_line };
   kind type = kind::stdout_line;
-  std::string id;       ///< vertex_start / step
-  std::string name;     ///< vertex_start / step
-  bool valid = false;   ///< step
-  uint64_t duration_ms = 0; ///< step
-  raw_json vertex_outputs;  ///< step: event.outputs
-  std::string logs;         ///< step: event.logs
+  std::string id;                            ///< vertex_start / step
+  std::string name;                          ///< vertex_start / step
+  bool valid = false;                        ///< step
+  uint64_t duration_ms = 0;                  ///< step
+  raw_json vertex_outputs;                   ///< step: event.outputs
+  std::string logs;                          ///< step: event.logs
   std::vector<run_outputs> run_outputs_list; ///< outputs frame
-  std::string error;        ///< fatal
-  std::string traceback;    ///< fatal
-  std::string line;         ///< stdout_line: the raw line; note: canonical JSON of the frame
+  std::string error;                         ///< fatal
+  std::string traceback;                     ///< fatal
+  /// fatal: the error name the runner gives its failure ("bad_request" for a flow its
+  /// executor cannot run); empty when it gives none or one this host does not know.
+  std::string code;
+  std::string executor; ///< note: the runner's `executor` ("core" | "lfx"), if it names one
+  std::string line;     ///< stdout_line: the raw line; note: canonical JSON of the frame
   friend bool operator==(const guest_frame& a, const guest_frame& b) {
-    return a.type == b.type && a.id == b.id && a.name == b.name && a.valid == b.valid
-           && a.duration_ms == b.duration_ms && a.vertex_outputs == b.vertex_outputs
-           && a.logs == b.logs && a.run_outputs_list == b.run_outputs_list
-           && a.error == b.error && a.traceback == b.traceback && a.line == b.line;
+    return a.type == b.type && a.id == b.id && a.name == b.name && a.valid == b.valid &&
+           a.duration_ms == b.duration_ms && a.vertex_outputs == b.vertex_outputs &&
+           a.logs == b.logs && a.run_outputs_list == b.run_outputs_list && a.error == b.error &&
+           a.traceback == b.traceback && a.code == b.code && a.executor == b.executor &&
+           a.line == b.line;
   }
 };
 
-template <class Inspector>
+template<class Inspector>
 typename Inspector::result_type inspect(Inspector& f, guest_frame& x) {
   return f(x.type, x.id, x.name, x.valid, x.duration_ms, x.vertex_outputs, x.logs,
-           x.run_outputs_list, x.error, x.traceback, x.line);
+           x.run_outputs_list, x.error, x.traceback, x.code, x.executor, x.line);
 }
 
 /// Classifies one runner line. A line that *is* a frame (known `t`) but has wrong field
@@ -97,36 +102,58 @@ struct run_event {
   std::string run_id;
   uint64_t seq = 0;
   kind type = kind::stdout_line;
-  std::string id;           ///< vertex_*
-  std::string name;         ///< vertex_*
-  bool valid = false;       ///< vertex_built
-  uint64_t duration_ms = 0; ///< vertex_built
-  raw_json outputs;         ///< vertex_built
-  std::string logs;         ///< vertex_built
-  std::string line;         ///< stdout
+  std::string id;                            ///< vertex_*
+  std::string name;                          ///< vertex_*
+  bool valid = false;                        ///< vertex_built
+  uint64_t duration_ms = 0;                  ///< vertex_built
+  raw_json outputs;                          ///< vertex_built
+  std::string logs;                          ///< vertex_built
+  std::string line;                          ///< stdout
   std::vector<run_outputs> run_outputs_list; ///< complete: "outputs"
-  ec code = ec::guest_failed; ///< error: "code"
-  std::string message;        ///< error: "message"; vertex_failed: "error"
+  ec code = ec::guest_failed;                ///< error: "code"
+  std::string message;                       ///< error: "message"; vertex_failed: "error"
+  /// complete / error: the guest executor that ran the flow ("core" | "lfx"); empty when
+  /// the run ended before the runner said (wire: absent).
+  std::string executor;
+  /// complete / error: the ids of the vertices that failed or were not built because an
+  /// upstream one failed, in event order. On `complete` the wire also says `"ok":
+  /// failed.empty()`.
+  std::vector<std::string> failed;
 
   bool terminal() const noexcept { return type == kind::complete || type == kind::error; }
 
   friend bool operator==(const run_event& a, const run_event& b) {
-    return a.run_id == b.run_id && a.seq == b.seq && a.type == b.type && a.id == b.id
-           && a.name == b.name && a.valid == b.valid && a.duration_ms == b.duration_ms
-           && a.outputs == b.outputs && a.logs == b.logs && a.line == b.line
-           && a.run_outputs_list == b.run_outputs_list && a.code == b.code
-           && a.message == b.message;
+    return a.run_id == b.run_id && a.seq == b.seq && a.type == b.type && a.id == b.id &&
+           a.name == b.name && a.valid == b.valid && a.duration_ms == b.duration_ms &&
+           a.outputs == b.outputs && a.logs == b.logs && a.line == b.line &&
+           a.run_outputs_list == b.run_outputs_list && a.code == b.code &&
+           a.message == b.message && a.executor == b.executor && a.failed == b.failed;
   }
 };
 
-template <class Inspector>
+template<class Inspector>
 typename Inspector::result_type inspect(Inspector& f, run_event& x) {
   return f(x.run_id, x.seq, x.type, x.id, x.name, x.valid, x.duration_ms, x.outputs, x.logs,
-           x.line, x.run_outputs_list, x.code, x.message);
+           x.line, x.run_outputs_list, x.code, x.message, x.executor, x.failed);
 }
 
-template <> result<run_event> decode<run_event>(std::string_view, const decode_limits&);
-std::string encode(const run_event& x);                 ///< one NDJSON line without '\n'
+/// A vertex that failed, with its error (what the CLI's `--json` body lists).
+struct failed_vertex {
+  std::string id;
+  std::string name;
+  std::string error;
+};
+
+/// The CLI's `--json` body for a run's terminal event. Completed with every vertex built:
+/// `{"outputs":[RunOutputs…], "executor"}` (Langflow's /api/v1/run shape); with failed
+/// vertices, also `"ok": false, "failed": [{id, name, error}…]`; a run that failed:
+/// `{"error": {code, message}, "executor"?, "failed"?: […]}`.
+std::string encode_run_body(const run_event& terminal,
+                            const std::vector<failed_vertex>& failed);
+
+template<>
+result<run_event> decode<run_event>(std::string_view, const decode_limits&);
+std::string encode(const run_event& x);                ///< one NDJSON line without '\n'
 std::string encode(const std::vector<run_outputs>& x); ///< `{"outputs":[…]}` (/api/v1/run body)
 /// Inverse of `encode(const std::vector<run_outputs>&)`: decodes a `{"outputs":[…]}` body.
 result<std::vector<run_outputs>> decode_run_outputs(std::string_view text,
@@ -139,17 +166,18 @@ struct sandbox_result {
   int32_t exit_code = 0;   ///< -1 on timeout, 137 on OOM
   uint64_t execution_time_ms = 0;
   friend bool operator==(const sandbox_result& a, const sandbox_result& b) {
-    return a.stdout_text == b.stdout_text && a.stderr_text == b.stderr_text
-           && a.exit_code == b.exit_code && a.execution_time_ms == b.execution_time_ms;
+    return a.stdout_text == b.stdout_text && a.stderr_text == b.stderr_text &&
+           a.exit_code == b.exit_code && a.execution_time_ms == b.execution_time_ms;
   }
 };
 
-template <class Inspector>
+template<class Inspector>
 typename Inspector::result_type inspect(Inspector& f, sandbox_result& x) {
   return f(x.stdout_text, x.stderr_text, x.exit_code, x.execution_time_ms);
 }
 
-template <> result<sandbox_result> decode<sandbox_result>(std::string_view, const decode_limits&);
+template<>
+result<sandbox_result> decode<sandbox_result>(std::string_view, const decode_limits&);
 std::string encode(const sandbox_result& x);
 
 } // namespace guestflow

@@ -89,14 +89,6 @@ void write_run_outputs(json_writer& w, const run_outputs& x) {
   w.end_array().end_object();
 }
 
-void write_run_outputs_list(json_writer& w, std::string_view key,
-                            const std::vector<run_outputs>& xs) {
-  w.key(key).begin_array();
-  for (auto& x : xs)
-    write_run_outputs(w, x);
-  w.end_array();
-}
-
 /// Guest runners compute durations in floating point; a non-negative finite number is
 /// rounded to whole milliseconds rather than refused.
 uint64_t duration_of(const object_view& o, std::string_view key) {
@@ -121,6 +113,14 @@ guest_frame stdout_frame(std::string_view line) {
 
 } // namespace
 
+void codec::write_run_outputs_list(json_writer& w, std::string_view key,
+                                   const std::vector<run_outputs>& xs) {
+  w.key(key).begin_array();
+  for (auto& x : xs)
+    write_run_outputs(w, x);
+  w.end_array();
+}
+
 // -- guest frames -----------------------------------------------------------------------
 
 result<guest_frame> decode_frame(std::string_view line, const decode_limits& limits) {
@@ -141,6 +141,8 @@ result<guest_frame> decode_frame(std::string_view line, const decode_limits& lim
     if (type == "note") {
       f.type = guest_frame::kind::note;
       f.line = codec::canonical(root, p).text;
+      if (auto ex = o.raw("executor"); ex != nullptr && ex->IsString())
+        f.executor.assign(ex->GetString(), ex->GetStringLength());
     } else if (type == "vertex_start") {
       f.type = guest_frame::kind::vertex_start;
       f.id = o.str("id");
@@ -170,6 +172,7 @@ result<guest_frame> decode_frame(std::string_view line, const decode_limits& lim
       f.type = guest_frame::kind::fatal;
       f.error = o.str("error");
       f.traceback = o.str_or("traceback", "");
+      f.code = o.str_or("code", "");
     } else if (type == "stdout") {
       f.type = guest_frame::kind::stdout_line;
       f.line = o.str("line");
@@ -207,13 +210,14 @@ std::string encode(const guest_frame& x) {
     break;
   case kind::outputs:
     w.field("t", "outputs");
-    write_run_outputs_list(w, "run_outputs", x.run_outputs_list);
+    codec::write_run_outputs_list(w, "run_outputs", x.run_outputs_list);
     break;
   case kind::done:
     w.field("t", "done");
     break;
   case kind::fatal:
     w.field("t", "fatal").field("error", x.error).field("traceback", x.traceback);
+    if (!x.code.empty()) w.field("code", x.code);
     break;
   case kind::stdout_line:
     w.field("t", "stdout").field("line", x.line);
@@ -273,6 +277,10 @@ result<run_event> decode<run_event>(std::string_view text, const decode_limits& 
       break;
     }
     }
+    if (x.terminal()) {
+      x.executor = o.str_or("executor", "");
+      x.failed = codec::strings_of(o, "failed", false);
+    }
     return result<run_event>{std::move(x)};
   });
 }
@@ -304,11 +312,45 @@ std::string encode(const run_event& x) {
     w.field("line", x.line);
     break;
   case kind::complete:
-    write_run_outputs_list(w, "outputs", x.run_outputs_list);
+    codec::write_run_outputs_list(w, "outputs", x.run_outputs_list);
+    w.field("ok", x.failed.empty());
     break;
   case kind::error:
     w.field("code", to_string(x.code)).field("message", x.message);
     break;
+  }
+  if (x.terminal()) {
+    if (!x.executor.empty()) w.field("executor", x.executor);
+    if (!x.failed.empty()) w.field("failed", x.failed);
+  }
+  w.end_object();
+  return w.take();
+}
+
+std::string encode_run_body(const run_event& terminal,
+                            const std::vector<failed_vertex>& failed) {
+  json_writer w;
+  w.begin_object();
+  if (terminal.type == run_event::kind::error) {
+    w.key("error")
+        .begin_object()
+        .field("code", to_string(terminal.code))
+        .field("message", terminal.message)
+        .end_object();
+  } else {
+    codec::write_run_outputs_list(w, "outputs", terminal.run_outputs_list);
+  }
+  if (!terminal.executor.empty()) w.field("executor", terminal.executor);
+  if (!failed.empty()) {
+    if (terminal.type != run_event::kind::error) w.field("ok", false);
+    w.key("failed").begin_array();
+    for (auto& f : failed)
+      w.begin_object()
+          .field("id", f.id)
+          .field("name", f.name)
+          .field("error", f.error)
+          .end_object();
+    w.end_array();
   }
   w.end_object();
   return w.take();
@@ -317,7 +359,7 @@ std::string encode(const run_event& x) {
 std::string encode(const std::vector<run_outputs>& x) {
   json_writer w;
   w.begin_object();
-  write_run_outputs_list(w, "outputs", x);
+  codec::write_run_outputs_list(w, "outputs", x);
   w.end_object();
   return w.take();
 }

@@ -9,7 +9,7 @@
 namespace guestflow {
 namespace {
 
-constexpr uint8_t max_ec = static_cast<uint8_t>(ec::guest_failed);
+constexpr uint8_t max_ec = static_cast<uint8_t>(last_ec);
 
 std::string context_text(const caf::message& ctx) {
   if (ctx.size() == 1 && ctx.match_element<std::string>(0)) return ctx.get_as<std::string>(0);

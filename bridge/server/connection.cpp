@@ -353,8 +353,7 @@ private:
   void collect_done() {
     auto& e = *terminal_;
     ctx_.stats.finished(e);
-    if (e.type == run_event::kind::complete)
-      return respond(200, encode_run_answer(run_id_, e.run_outputs_list));
+    if (e.type == run_event::kind::complete) return respond(200, encode_run_answer(run_id_, e));
     refuse(failure{e.code, e.message});
   }
 

@@ -12,6 +12,7 @@ unsigned http_status(ec code) noexcept {
     return 404;
   case ec::paused:
   case ec::egress_drift:
+  case ec::cancelled: // the run was cancelled before it could answer
     return 409;
   case ec::artifact_too_large:
     return 413;

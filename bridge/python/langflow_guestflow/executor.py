@@ -27,7 +27,9 @@ Runtime options honoured: ``initial_inputs``; ``max_iterations``, ``config``,
 ``outputs`` (vertex ids or display names to harvest, as ``Graph.arun`` passes them);
 ``inputs_components`` / ``types`` (merged into the seam-level inputs, as
 ``Graph._arun_legacy`` does); and this executor's own ``guestflow_timeout_seconds`` (the
-run's wall clock, at most the server's executor limit). ``event_manager``, ``session_id`` and anything else cannot
+run's wall clock, at most the server's executor limit) and ``guestflow_executor`` (``auto``,
+``core`` or ``lfx``: the guest executor; else ``GUESTFLOW_RUNNER_EXECUTOR`` of the worker, else
+the server's setting). ``event_manager``, ``session_id`` and anything else cannot
 cross a process boundary and are dropped with a debug log; ``_``-prefixed keys are ignored.
 
 No per-run state lives on the executor: lfx's registry hands the same instance to every
@@ -41,6 +43,7 @@ import contextlib
 import dataclasses
 import json
 import logging
+import os
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
@@ -62,7 +65,15 @@ MAX_EVENT_LINE = 256 << 20  # a `complete` line carries every harvested output
 CANCEL_TIMEOUT_SECONDS = 5.0
 MAX_REJOINS = 3
 # Keys that shape the request body itself rather than being forwarded.
-_BODY_OPTIONS = ("initial_inputs", "outputs", "inputs_components", "types", "guestflow_timeout_seconds")
+_BODY_OPTIONS = (
+    "initial_inputs",
+    "outputs",
+    "inputs_components",
+    "types",
+    "guestflow_timeout_seconds",
+    "guestflow_executor",
+)
+EXECUTORS = ("auto", "core", "lfx")
 
 
 class GuestflowRunError(RuntimeError):
@@ -223,6 +234,16 @@ def build_run_body(unit: Unit) -> dict[str, Any]:
             msg = f"runtime_options['guestflow_timeout_seconds'] must be a positive integer, got {timeout!r}"
             raise GuestflowRunError("bad_request", msg)
         body["timeout_seconds"] = timeout
+    # The guest executor: this run's option, else the worker's GUESTFLOW_RUNNER_EXECUTOR, else
+    # the server's own setting.
+    executor = opts.get("guestflow_executor")
+    if executor is None:
+        executor = os.environ.get("GUESTFLOW_RUNNER_EXECUTOR", "").strip() or None
+    if executor is not None:
+        if executor not in EXECUTORS:
+            msg = f"the guest executor must be one of {', '.join(EXECUTORS)}, got {executor!r}"
+            raise GuestflowRunError("bad_request", msg)
+        body["executor"] = executor
     return body
 
 

@@ -100,6 +100,7 @@ class ExecutorOverServer(unittest.IsolatedAsyncioTestCase):
         terminal = await _terminal_event(run_id, 10.0)
         self.assertLess(time.monotonic() - started, 10.0)
         self.assertEqual(terminal["type"], "error", terminal)
+        self.assertEqual(terminal["code"], "cancelled", terminal)
 
     async def test_task_cancellation_mid_run_cancels_it(self) -> None:
         seen: list[dict] = []
@@ -118,6 +119,7 @@ class ExecutorOverServer(unittest.IsolatedAsyncioTestCase):
             await asyncio.wait_for(task, 10.0)
         terminal = await _terminal_event(seen[0]["run_id"], 10.0)
         self.assertEqual(terminal["type"], "error", terminal)
+        self.assertEqual(terminal["code"], "cancelled", terminal)
 
     async def test_run_error_event_raises_after_yielding_it(self) -> None:
         unit = Unit(
@@ -131,6 +133,22 @@ class ExecutorOverServer(unittest.IsolatedAsyncioTestCase):
         self.assertEqual(ctx.exception.code, "timeout", ctx.exception)
         self.assertTrue(seen and seen[-1].payload["type"] == "error")
         self.assertFalse(any(isinstance(i, RunComplete) for i in seen))
+
+    async def test_the_terminal_event_says_which_executor_ran(self) -> None:
+        seen = [item async for item in _executor().execute(Unit(graph=_flows.hello_graph().dump(), inputs=[{"input_value": "hi"}]))]
+        complete = seen[-2].payload
+        self.assertEqual(complete["type"], "complete", complete)
+        self.assertIn(complete["executor"], ("core", "lfx"))
+        self.assertTrue(complete["ok"])
+
+    async def test_an_executor_the_guest_lacks_fails_the_run(self) -> None:
+        # The guests here have no lfx: asking for it fails at once, never falling back.
+        unit = Unit(graph=_flows.hello_graph().dump(), runtime_options={"guestflow_executor": "lfx"})
+        with self.assertRaises(GuestflowRunError) as ctx:
+            async for _ in _executor().execute(unit):
+                pass
+        self.assertEqual(ctx.exception.code, "unavailable", ctx.exception)
+        self.assertIn("lfx", ctx.exception.message)
 
     async def test_refused_before_admission_raises_without_events(self) -> None:
         seen: list = []

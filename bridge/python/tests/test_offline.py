@@ -25,7 +25,7 @@ from lfx.utils.sandbox.base import Capabilities, SandboxExecutionError, SandboxU
 
 from langflow_guestflow import _http, _settings
 from langflow_guestflow.backend import _unavailable, capabilities_from_server
-from langflow_guestflow.executor import GuestflowExecutor, build_run_body, rebuild_run_outputs
+from langflow_guestflow.executor import GuestflowExecutor, GuestflowRunError, build_run_body, rebuild_run_outputs
 from tests import _flows
 
 PACKAGE_ROOT = Path(__file__).resolve().parents[1]
@@ -85,6 +85,17 @@ class RunBody(unittest.TestCase):
             Unit(graph={"nodes": [], "edges": []}, runtime_options={"initial_inputs": [{"input_value": "y", "input_type": "chat"}]})
         )
         self.assertEqual(body["runtime_options"]["initial_inputs"], [{"input_value": "y", "type": "chat"}])
+
+    def test_the_executor_option_reaches_the_body(self) -> None:
+        graph = {"nodes": [], "edges": []}
+        self.assertEqual(build_run_body(Unit(graph=graph, runtime_options={"guestflow_executor": "core"}))["executor"], "core")
+        with mock.patch.dict(os.environ, {"GUESTFLOW_RUNNER_EXECUTOR": "lfx"}):
+            self.assertEqual(build_run_body(Unit(graph=graph))["executor"], "lfx")
+        with mock.patch.dict(os.environ, {"GUESTFLOW_RUNNER_EXECUTOR": ""}):
+            self.assertNotIn("executor", build_run_body(Unit(graph=graph)))
+        with self.assertRaises(GuestflowRunError) as ctx:
+            build_run_body(Unit(graph=graph, runtime_options={"guestflow_executor": "fast"}))
+        self.assertEqual(ctx.exception.code, "bad_request")
 
     def test_graph_without_dump_is_rejected(self) -> None:
         with self.assertRaises(TypeError):

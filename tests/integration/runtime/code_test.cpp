@@ -1,19 +1,19 @@
 // `guestflow code` and `guestflow reap` as a user runs them, against the real local
 // control plane (a child process on 127.0.0.1:0) and real guests.
 
+#include "messages/jsend.hpp"
 #include "messages/run.hpp"
 #include "messages/sandbox.hpp"
-#include "messages/jsend.hpp"
 #include "tests/integration/runtime/runtime_fixture.hpp"
-
-#include <gtest/gtest.h>
 
 #include <arpa/inet.h>
 #include <csignal>
 #include <dirent.h>
 #include <fcntl.h>
 #include <fstream>
+#include <gtest/gtest.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <thread>
@@ -45,7 +45,8 @@ protected:
 
   /// A run of this owner whose guest is live (sleeping 10 min); returns its pid.
   pid_t live_run() {
-    auto p = program("sleeps.py", "print('started', flush=True)\nimport time\ntime.sleep(600)\n");
+    auto p =
+        program("sleeps.py", "print('started', flush=True)\nimport time\ntime.sleep(600)\n");
     auto pid = start_code(env(), p);
     EXPECT_TRUE(wait_for_live(1));
     return pid;
@@ -79,8 +80,7 @@ struct loopback_listener {
   int accepted() {
     int n = 0;
     while (int c = ::accept(fd, nullptr, nullptr)) {
-      if (c < 0)
-        break;
+      if (c < 0) break;
       ::close(c);
       ++n;
     }
@@ -93,13 +93,11 @@ int processes_with(const std::string& marker) {
   int n = 0;
   auto* d = ::opendir("/proc");
   while (auto* e = ::readdir(d)) {
-    if (e->d_name[0] < '0' || e->d_name[0] > '9')
-      continue;
+    if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
     std::ifstream in{std::string{"/proc/"} + e->d_name + "/cmdline"};
     std::string cmd{std::istreambuf_iterator<char>{in}, {}};
     for (auto& c : cmd)
-      if (c == '\0')
-        c = ' ';
+      if (c == '\0') c = ' ';
     if (cmd.find(marker) != std::string::npos && cmd.find("guestflow") == std::string::npos)
       ++n;
   }
@@ -163,11 +161,13 @@ TEST_F(code_test, memory_bomb_returns_137_oom) {
 
 TEST_F(code_test, network_off_cannot_reach_a_host_loopback_server) {
   loopback_listener host;
-  auto p = program("p.py",
-                   "import socket, sys\n"
-                   "s = socket.socket()\ns.settimeout(2)\n"
-                   "try:\n    s.connect(('127.0.0.1', " + std::to_string(host.port) + "))\n"
-                   "    print('connected')\nexcept OSError as e:\n    print('refused', e)\n");
+  auto p = program(
+      "p.py", "import socket, sys\n"
+              "s = socket.socket()\ns.settimeout(2)\n"
+              "try:\n    s.connect(('127.0.0.1', " +
+                  std::to_string(host.port) +
+                  "))\n"
+                  "    print('connected')\nexcept OSError as e:\n    print('refused', e)\n");
   auto r = code({p});
   EXPECT_EQ(r.status, 0) << r.stderr_text;
   EXPECT_EQ(r.stdout_text.rfind("refused", 0), 0u) << r.stdout_text;
@@ -191,7 +191,7 @@ TEST_F(code_test, the_cli_allocates_with_jemalloc_one_arena_unless_malloc_conf_s
   auto theirs = cli({"version"}, {{"MALLOC_CONF", "stats_print:true,narenas:3"}});
   EXPECT_EQ(theirs.status, 0);
   EXPECT_NE(theirs.stderr_text.find("opt.narenas: 3\n"), std::string::npos)
-    << theirs.stderr_text;
+      << theirs.stderr_text;
 }
 
 TEST_F(code_test, malformed_runtime_settings_are_refused_before_anything_runs) {
@@ -200,7 +200,7 @@ TEST_F(code_test, malformed_runtime_settings_are_refused_before_anything_runs) {
     auto r = code({p}, {{var, "lots"}});
     EXPECT_EQ(r.status, 125) << var;
     EXPECT_NE(r.stderr_text.find(std::string{"bad_request: "} + var), std::string::npos)
-      << r.stderr_text;
+        << r.stderr_text;
     EXPECT_EQ(r.stdout_text, "");
   }
   EXPECT_TRUE(live_guests().empty());
@@ -218,11 +218,11 @@ TEST_F(code_test, createos_with_network_off_is_refused_before_any_request) {
   auto p = program("p.py", "print(1)\n");
   std::vector<std::string> all{"code", p};
   auto r = control_plane_process::run_to_exit(
-    all,
-    {{"CREATEOS_SANDBOX_API_KEY", "test-key"},
-     {"CREATEOS_SANDBOX_BASE_URL", "https://127.0.0.1:9"},
-     {"GUESTFLOW_STATE_DIR", (dir.path() / "runtime").string()}},
-    60s);
+      all,
+      {{"CREATEOS_SANDBOX_API_KEY", "test-key"},
+       {"CREATEOS_SANDBOX_BASE_URL", "https://127.0.0.1:9"},
+       {"GUESTFLOW_STATE_DIR", (dir.path() / "runtime").string()}},
+      60s);
   EXPECT_EQ(r.status, 125);
   EXPECT_NE(r.stderr_text.find("policy_refused"), std::string::npos) << r.stderr_text;
   EXPECT_NE(r.stderr_text.find("169.254"), std::string::npos) << r.stderr_text;
@@ -232,10 +232,10 @@ TEST_F(code_test, unreachable_control_plane_is_unavailable_never_in_process) {
   auto p = program("p.py", "print('ran somewhere')\n");
   std::vector<std::string> all{"code", p};
   auto r = control_plane_process::run_to_exit(
-    all,
-    {{"GUESTFLOW_CONTROL_PLANE_URL", "http://127.0.0.1:9"},
-     {"GUESTFLOW_STATE_DIR", (dir.path() / "runtime").string()}},
-    120s);
+      all,
+      {{"GUESTFLOW_CONTROL_PLANE_URL", "http://127.0.0.1:9"},
+       {"GUESTFLOW_STATE_DIR", (dir.path() / "runtime").string()}},
+      120s);
   EXPECT_EQ(r.status, 125);
   EXPECT_NE(r.stderr_text.find("unavailable"), std::string::npos) << r.stderr_text;
   EXPECT_EQ(r.stdout_text.find("ran somewhere"), std::string::npos);
@@ -244,14 +244,15 @@ TEST_F(code_test, unreachable_control_plane_is_unavailable_never_in_process) {
 TEST_F(code_test, reap_after_sigkill_leaves_no_guest_and_no_guest_process) {
   auto marker = "gfreapmarker" + std::to_string(::getpid());
   auto p = program("p.py", "import subprocess\n"
-                           "subprocess.Popen(['/bin/sh', '-c', 'sleep 600; echo " + marker
-                             + "'])\nprint('started', flush=True)\n"
+                           "subprocess.Popen(['/bin/sh', '-c', 'sleep 600; echo " +
+                               marker +
+                               "'])\nprint('started', flush=True)\n"
                                "import time\ntime.sleep(600)\n");
   auto pid = start_code(env(), p);
   // Wait (deadline) until the guest and its marker process exist.
   auto deadline = std::chrono::steady_clock::now() + 60s;
-  while (std::chrono::steady_clock::now() < deadline
-         && (live_guests().empty() || processes_with(marker) == 0))
+  while (std::chrono::steady_clock::now() < deadline &&
+         (live_guests().empty() || processes_with(marker) == 0))
     std::this_thread::sleep_for(50ms); // polling interval, not readiness: the loop checks
   ASSERT_EQ(live_guests().size(), 1u);
   ASSERT_GE(processes_with(marker), 1);
@@ -268,8 +269,8 @@ TEST_F(code_test, reap_after_sigkill_leaves_no_guest_and_no_guest_process) {
 TEST_F(code_test, the_state_dir_spelt_another_way_is_the_same_owner) {
   ASSERT_NO_FATAL_FAILURE(orphan_a_guest());
   auto dir_spelt = env().at("GUESTFLOW_STATE_DIR") + "/./";
-  auto r = control_plane_process::run_to_exit(
-    {"reap"}, env({{"GUESTFLOW_STATE_DIR", dir_spelt}}), 120s);
+  auto r = control_plane_process::run_to_exit({"reap"},
+                                              env({{"GUESTFLOW_STATE_DIR", dir_spelt}}), 120s);
   EXPECT_EQ(r.status, 0) << r.stderr_text;
   EXPECT_EQ(r.stdout_text, "deleted 1\n");
   EXPECT_TRUE(live_guests().empty());
@@ -281,6 +282,34 @@ TEST_F(code_test, sigterm_mid_run_deletes_the_guest_before_exiting) {
   int status = 0;
   ::waitpid(pid, &status, 0);
   EXPECT_TRUE(WIFEXITED(status));
+  EXPECT_TRUE(live_guests().empty());
+}
+
+TEST_F(code_test, output_reaches_the_terminal_while_the_program_runs_and_ctrl_c_exits_130) {
+  auto p =
+      program("live.py", "import sys, time\nprint('first', flush=True)\n"
+                         "print('err first', file=sys.stderr, flush=True)\ntime.sleep(600)\n");
+  int out = -1;
+  auto pid = start_cli({"code", "--timeout", "600", p}, env(), &out);
+  ASSERT_GT(pid, 0);
+  std::string seen;
+  auto deadline = std::chrono::steady_clock::now() + 60s;
+  while (seen.find("first\n") == std::string::npos &&
+         std::chrono::steady_clock::now() < deadline) {
+    pollfd fd{out, POLLIN, 0};
+    if (::poll(&fd, 1, 200) <= 0) continue;
+    char chunk[256];
+    auto n = ::read(out, chunk, sizeof chunk);
+    if (n <= 0) break;
+    seen.append(chunk, static_cast<size_t>(n));
+  }
+  EXPECT_EQ(seen, "first\n") << "the first line arrives before the program ends";
+  EXPECT_EQ(::waitpid(pid, nullptr, WNOHANG), 0) << "the program is still running";
+  ::kill(pid, SIGINT);
+  int status = -1;
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  ::close(out);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 130) << status;
   EXPECT_TRUE(live_guests().empty());
 }
 
@@ -301,7 +330,7 @@ TEST_F(code_test, reap_and_start_sweeps_spare_a_live_run_of_the_same_owner) {
   auto r = control_plane_process::run_to_exit({"reap"}, env(), 120s);
   EXPECT_EQ(r.status, 125);
   EXPECT_NE(r.stderr_text.find("another guestflow process"), std::string::npos)
-    << r.stderr_text;
+      << r.stderr_text;
   EXPECT_EQ(r.stdout_text, "");
   EXPECT_EQ(live_guests().size(), 1u);
   // A run that starts meanwhile leaves it alone too, even with no grace period at all.
@@ -318,9 +347,8 @@ TEST_F(code_test, reap_deletes_only_orphans_older_than_asked_and_counts_them) {
   ASSERT_NO_FATAL_FAILURE(orphan_a_guest());
   // The orphan is seconds old: an hour's age spares it, whatever the start-up sweep's
   // grace would be (reap does not sweep at start).
-  auto none = control_plane_process::run_to_exit({"reap", "--older-than", "3600"},
-                                                 env({{"GUESTFLOW_SWEEP_GRACE_SECONDS", "0"}}),
-                                                 120s);
+  auto none = control_plane_process::run_to_exit(
+      {"reap", "--older-than", "3600"}, env({{"GUESTFLOW_SWEEP_GRACE_SECONDS", "0"}}), 120s);
   EXPECT_EQ(none.status, 0) << none.stderr_text;
   EXPECT_EQ(none.stdout_text, "deleted 0\n");
   EXPECT_EQ(live_guests().size(), 1u);
@@ -340,8 +368,7 @@ TEST_F(code_test, embedded_runs_on_one_state_dir_take_turns_and_a_waiting_one_st
   auto exited_within = [](pid_t pid, std::chrono::seconds limit, int* status) {
     auto deadline = std::chrono::steady_clock::now() + limit;
     while (::waitpid(pid, status, WNOHANG) == 0) {
-      if (std::chrono::steady_clock::now() > deadline)
-        return false;
+      if (std::chrono::steady_clock::now() > deadline) return false;
       std::this_thread::sleep_for(20ms); // polling interval: the loop checks the exit
     }
     return true;
@@ -372,10 +399,9 @@ TEST_F(code_test, embedded_runs_on_one_state_dir_take_turns_and_a_waiting_one_st
   ::kill(gives_up, SIGINT);
   int status = -1;
   bool stopped = exited_within(gives_up, 30s, &status);
-  if (!stopped)
-    ::kill(gives_up, SIGKILL), ::waitpid(gives_up, nullptr, 0);
+  if (!stopped) ::kill(gives_up, SIGKILL), ::waitpid(gives_up, nullptr, 0);
   EXPECT_TRUE(stopped) << "Ctrl-C did not stop a CLI waiting for the state dir";
-  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 125);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 130);
   EXPECT_EQ(::waitpid(second, &status, WNOHANG), 0) << "the second run did not wait";
 
   ::kill(first, SIGTERM);
@@ -416,7 +442,7 @@ TEST_F(code_test, a_state_dir_that_cannot_be_made_still_runs_code_but_reap_refus
   EXPECT_EQ(reap.status, 125);
   EXPECT_NE(reap.stderr_text.find("cannot tell whether another guestflow process"),
             std::string::npos)
-    << reap.stderr_text;
+      << reap.stderr_text;
 }
 
 TEST_F(code_test, a_program_on_standard_input_runs_like_a_file) {

@@ -3,8 +3,8 @@
 #include "messages/run.hpp"
 #include "tests/integration/runtime/runtime_fixture.hpp"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
-
 #include <poll.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -19,26 +19,27 @@ std::string example(const std::string& name) {
   return std::string{GUESTFLOW_SOURCE_DIR} + "/examples/flows/" + name + ".json";
 }
 
-std::string node(const std::string& id, const std::string& type, const std::string& template_json) {
-  return R"({"id":")" + id + R"(","data":{"type":")" + type + R"(","node":{"display_name":")"
-         + id + R"(","template":)" + template_json + "}}}";
+std::string node(const std::string& id, const std::string& type,
+                 const std::string& template_json) {
+  return R"({"id":")" + id + R"(","data":{"type":")" + type + R"(","node":{"display_name":")" +
+         id + R"(","template":)" + template_json + "}}}";
 }
 
 std::string edge(const std::string& from, const std::string& output, const std::string& to,
                  const std::string& field) {
-  return R"({"source":")" + from + R"(","target":")" + to
-         + R"(","data":{"sourceHandle":{"name":")" + output
-         + R"("},"targetHandle":{"fieldName":")" + field + R"("}}})";
+  return R"({"source":")" + from + R"(","target":")" + to +
+         R"(","data":{"sourceHandle":{"name":")" + output +
+         R"("},"targetHandle":{"fieldName":")" + field + R"("}}})";
 }
 
 /// ChatInput → PythonREPLComponent(code) → ChatOutput.
 std::string python_flow(const std::string& code_json) {
-  return R"({"nodes":[)" + node("in", "ChatInput", R"({"input_value":{"value":""}})") + ","
-         + node("py", "PythonREPLComponent",
-                R"({"global_imports":{"value":""},"python_code":{"value":)" + code_json + "}}")
-         + "," + node("out", "ChatOutput", R"({"input_value":{"value":""}})")
-         + R"(],"edges":[)" + edge("in", "message", "py", "input_value") + ","
-         + edge("py", "results", "out", "input_value") + "]}";
+  return R"({"nodes":[)" + node("in", "ChatInput", R"({"input_value":{"value":""}})") + "," +
+         node("py", "PythonREPLComponent",
+              R"({"global_imports":{"value":""},"python_code":{"value":)" + code_json + "}}") +
+         "," + node("out", "ChatOutput", R"({"input_value":{"value":""}})") + R"(],"edges":[)" +
+         edge("in", "message", "py", "input_value") + "," +
+         edge("py", "results", "out", "input_value") + "]}";
 }
 
 class run_test : public runtime_fixture {
@@ -48,7 +49,6 @@ protected:
     args.insert(args.begin(), "run");
     return cli(args, std::move(extra));
   }
-
 };
 
 } // namespace
@@ -112,14 +112,12 @@ TEST_F(run_test, events_arrive_while_the_flow_runs) {
   for (;;) {
     pollfd p{out, POLLIN, 0};
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-      deadline - std::chrono::steady_clock::now());
+        deadline - std::chrono::steady_clock::now());
     ASSERT_GT(left.count(), 0) << "no end of stream before the deadline";
-    if (::poll(&p, 1, static_cast<int>(left.count())) <= 0)
-      continue;
+    if (::poll(&p, 1, static_cast<int>(left.count())) <= 0) continue;
     char chunk[4096];
     auto n = ::read(out, chunk, sizeof chunk);
-    if (n <= 0)
-      break;
+    if (n <= 0) break;
     buffer.append(chunk, static_cast<size_t>(n));
     for (auto nl = buffer.find('\n'); nl != std::string::npos; nl = buffer.find('\n')) {
       lines.push_back(buffer.substr(0, nl));
@@ -161,34 +159,180 @@ TEST_F(run_test, missing_edges_is_bad_input) {
 }
 
 TEST_F(run_test, dangling_edge_is_bad_input) {
-  auto f = file("bad.json", R"({"nodes":[)" + node("a", "ChatInput", "{}") + R"(],"edges":[)"
-                              + edge("a", "message", "ghost", "input_value") + "]}");
+  auto f = file("bad.json", R"({"nodes":[)" + node("a", "ChatInput", "{}") + R"(],"edges":[)" +
+                                edge("a", "message", "ghost", "input_value") + "]}");
   auto r = run({f});
   EXPECT_EQ(r.status, 2);
   EXPECT_NE(r.stderr_text.find("ghost"), std::string::npos) << r.stderr_text;
 }
 
 TEST_F(run_test, cycle_is_bad_input_naming_it) {
-  auto f = file("bad.json", R"({"nodes":[)" + node("a", "Prompt", "{}") + ","
-                              + node("b", "Prompt", "{}") + R"(],"edges":[)"
-                              + edge("a", "prompt", "b", "x") + "," + edge("b", "prompt", "a", "y")
-                              + "]}");
+  auto f = file("bad.json", R"({"nodes":[)" + node("a", "Prompt", "{}") + "," +
+                                node("b", "Prompt", "{}") + R"(],"edges":[)" +
+                                edge("a", "prompt", "b", "x") + "," +
+                                edge("b", "prompt", "a", "y") + "]}");
   auto r = run({f});
   EXPECT_EQ(r.status, 2);
   EXPECT_NE(r.stderr_text.find("cycle"), std::string::npos) << r.stderr_text;
   EXPECT_TRUE(live_guests().empty());
 }
 
-TEST_F(run_test, unknown_component_type_fails_its_vertex) {
-  auto f = file("unknown.json", R"({"nodes":[)" + node("in", "ChatInput", "{}") + ","
-                                  + node("llm", "FancyLLM", "{}") + ","
-                                  + node("out", "ChatOutput", "{}") + R"(],"edges":[)"
-                                  + edge("in", "message", "llm", "input_value") + ","
-                                  + edge("llm", "text", "out", "input_value") + "]}");
-  auto r = run({f, "--input", "x"});
+TEST_F(run_test, the_core_executor_refuses_unknown_types_before_any_vertex_runs) {
+  auto f = file("unknown.json", R"({"nodes":[)" + node("in", "ChatInput", "{}") + "," +
+                                    node("llm", "FancyLLM", "{}") + "," +
+                                    node("tool", "FancyTool", "{}") + "," +
+                                    node("out", "ChatOutput", "{}") + R"(],"edges":[)" +
+                                    edge("in", "message", "llm", "input_value") + "," +
+                                    edge("llm", "text", "out", "input_value") + "]}");
+  auto r = run({f, "--input", "x", "--events"});
+  EXPECT_EQ(r.status, 2) << r.stderr_text;
+  EXPECT_EQ(r.stdout_text.find("vertex_"), std::string::npos)
+      << "no vertex ran: " << r.stdout_text;
+  auto last = decode<run_event>(r.stdout_text.substr(0, r.stdout_text.find('\n')));
+  ASSERT_TRUE(last) << r.stdout_text;
+  EXPECT_EQ(last->code, ec::bad_request);
+  EXPECT_EQ(last->executor, "core");
+  for (auto want : {"FancyLLM", "FancyTool", "llm", "tool", "guestflow image add"})
+    EXPECT_NE(last->message.find(want), std::string::npos) << want << " in " << last->message;
+  EXPECT_TRUE(live_guests().empty());
+}
+
+TEST_F(run_test, a_langflow_starter_export_with_a_note_is_refused_by_core_naming_its_model) {
+  // Chat Input → Prompt → OpenAI → Chat Output, plus a canvas note: the export loads, and
+  // the core executor, which has no OpenAI component, says so before anything runs.
+  auto r = run({example("basic_prompting"), "--input", "hi", "--executor", "core", "--json"});
+  EXPECT_EQ(r.status, 2) << r.stderr_text;
+  EXPECT_NE(r.stdout_text.find(R"("error":{"code":"bad_request")"), std::string::npos)
+      << r.stdout_text;
+  EXPECT_NE(r.stdout_text.find("OpenAIModel-Kp3sD"), std::string::npos) << r.stdout_text;
+  EXPECT_NE(r.stdout_text.find(R"("executor":"core")"), std::string::npos) << r.stdout_text;
+  EXPECT_EQ(r.stdout_text.find("note-"), std::string::npos) << "the note is no vertex";
+  EXPECT_TRUE(live_guests().empty());
+}
+
+TEST_F(run_test, an_export_with_a_canvas_note_runs_and_says_which_executor_ran) {
+  auto r = run({example("prompt"), "--input", "Ada", "--json"});
+  ASSERT_EQ(r.status, 0) << r.stderr_text;
+  EXPECT_NE(r.stdout_text.find(R"("executor":"core")"), std::string::npos) << r.stdout_text;
+  EXPECT_EQ(r.stdout_text.find(R"("ok":false)"), std::string::npos) << r.stdout_text;
+  EXPECT_NE(r.stdout_text.find("Say hello to Ada in French."), std::string::npos);
+}
+
+TEST_F(run_test, executor_lfx_without_lfx_in_the_image_fails_at_once_and_never_falls_back) {
+  auto r = run({example("hello"), "--input", "x", "--executor", "lfx", "--events"});
+  EXPECT_EQ(r.status, 1) << r.stderr_text;
+  EXPECT_EQ(r.stdout_text.find("vertex_"), std::string::npos) << r.stdout_text;
+  auto last = decode<run_event>(r.stdout_text.substr(0, r.stdout_text.find('\n')));
+  ASSERT_TRUE(last) << r.stdout_text;
+  EXPECT_EQ(last->code, ec::unavailable) << last->message;
+  EXPECT_NE(last->message.find("lfx"), std::string::npos) << last->message;
+  EXPECT_TRUE(live_guests().empty());
+}
+
+TEST_F(run_test, a_bad_executor_or_output_name_is_bad_input_naming_the_choices) {
+  auto bad_executor = run({example("hello"), "--executor", "fast"});
+  EXPECT_EQ(bad_executor.status, 2);
+  EXPECT_NE(bad_executor.stderr_text.find("auto, core or lfx"), std::string::npos)
+      << bad_executor.stderr_text;
+  auto bad_output = run({example("diamond"), "--input", "x", "--output", "Nope"});
+  EXPECT_EQ(bad_output.status, 2);
+  EXPECT_NE(bad_output.stderr_text.find(R"("Nope" matches no vertex)"), std::string::npos)
+      << bad_output.stderr_text;
+  EXPECT_NE(bad_output.stderr_text.find("ChatOutput"), std::string::npos)
+      << "the output vertices are listed: " << bad_output.stderr_text;
+  EXPECT_TRUE(live_guests().empty());
+}
+
+TEST_F(run_test, unreadable_flows_give_the_os_reason) {
+  auto as_dir = run({dir.path().string()});
+  EXPECT_EQ(as_dir.status, 2);
+  EXPECT_NE(as_dir.stderr_text.find("Is a directory"), std::string::npos) << as_dir.stderr_text;
+  auto missing = run({(dir.path() / "nope.json").string()});
+  EXPECT_EQ(missing.status, 2);
+  EXPECT_NE(missing.stderr_text.find("No such file or directory"), std::string::npos)
+      << missing.stderr_text;
+}
+
+TEST_F(run_test, a_flow_on_standard_input_runs) {
+  // The CLI inherits this process's standard input for the run: point it at the flow.
+  auto flow = ::open(example("hello").c_str(), O_RDONLY | O_CLOEXEC);
+  ASSERT_GE(flow, 0);
+  auto saved = ::dup(0);
+  ::dup2(flow, 0);
+  auto r = run({"-", "--input", "from stdin"});
+  ::dup2(saved, 0);
+  ::close(saved);
+  ::close(flow);
+  ASSERT_EQ(r.status, 0) << r.stderr_text;
+  EXPECT_EQ(r.stdout_text, "from stdin\n");
+}
+
+TEST_F(run_test, a_failed_vertex_is_named_in_the_json_body_and_the_complete_event) {
+  auto f = file("raise.json", python_flow(R"j("raise ValueError('boom')")j"));
+  auto r = run({f, "--input", "x", "--json"});
   EXPECT_EQ(r.status, 1);
-  EXPECT_NE(r.stderr_text.find("✗ llm"), std::string::npos) << r.stderr_text;
-  EXPECT_NE(r.stderr_text.find("FancyLLM"), std::string::npos) << r.stderr_text;
+  EXPECT_NE(r.stdout_text.find(R"("ok":false,"failed":[{"id":"py","name":"py","error":)"),
+            std::string::npos)
+      << r.stdout_text;
+  EXPECT_NE(r.stdout_text.find("boom"), std::string::npos) << r.stdout_text;
+  auto events = run({f, "--input", "x", "--events"});
+  auto last_line = events.stdout_text.substr(
+      events.stdout_text.rfind('\n', events.stdout_text.size() - 2) + 1);
+  auto last = decode<run_event>(last_line.substr(0, last_line.find('\n')));
+  ASSERT_TRUE(last) << events.stdout_text;
+  EXPECT_EQ(last->type, run_event::kind::complete);
+  EXPECT_NE(last_line.find(R"("ok":false)"), std::string::npos) << last_line;
+  EXPECT_EQ(last->failed, (std::vector<std::string>{"py", "out"})) << last_line;
+}
+
+TEST_F(run_test, progress_names_vertices_by_id_where_display_names_repeat) {
+  auto twin = [](const std::string& id) {
+    return R"({"id":")" + id +
+           R"(","data":{"type":"ChatOutput","node":{"display_name":"Reply",)"
+           R"("template":{"input_value":{"value":""}}}}})";
+  };
+  auto f = file("twins.json", R"({"nodes":[)" + node("in", "ChatInput", "{}") + "," +
+                                  twin("r1") + "," + twin("r2") + R"(],"edges":[)" +
+                                  edge("in", "message", "r1", "input_value") + "," +
+                                  edge("in", "message", "r2", "input_value") + "]}");
+  auto r = run({f, "--input", "x"});
+  ASSERT_EQ(r.status, 0) << r.stderr_text;
+  EXPECT_NE(r.stderr_text.find("✓ Reply (r1)"), std::string::npos) << r.stderr_text;
+  EXPECT_NE(r.stderr_text.find("✓ Reply (r2)"), std::string::npos) << r.stderr_text;
+  EXPECT_NE(r.stderr_text.find("✓ in "), std::string::npos) << "unique names stay bare";
+}
+
+TEST_F(run_test, ctrl_c_cancels_the_run_exits_130_and_deletes_the_guest) {
+  int out = -1;
+  auto f = file("sleepy.json", python_flow(R"j("import time\ntime.sleep(120)")j"));
+  auto pid = start_cli({"run", f, "--input", "x", "--events"}, env(), &out);
+  ASSERT_GT(pid, 0);
+  // Once the Python vertex has started, the run is in its guest.
+  std::string seen;
+  auto deadline = std::chrono::steady_clock::now() + 60s;
+  while (seen.find(R"("id":"py")") == std::string::npos &&
+         std::chrono::steady_clock::now() < deadline) {
+    pollfd p{out, POLLIN, 0};
+    if (::poll(&p, 1, 200) <= 0) continue;
+    char chunk[4096];
+    auto n = ::read(out, chunk, sizeof chunk);
+    if (n <= 0) break;
+    seen.append(chunk, static_cast<size_t>(n));
+  }
+  ASSERT_NE(seen.find(R"("id":"py")"), std::string::npos) << seen;
+  ::kill(pid, SIGINT);
+  for (char chunk[4096];;) { // the rest, up to EOF
+    pollfd p{out, POLLIN, 0};
+    if (::poll(&p, 1, 60'000) <= 0) break;
+    auto n = ::read(out, chunk, sizeof chunk);
+    if (n <= 0) break;
+    seen.append(chunk, static_cast<size_t>(n));
+  }
+  ::close(out);
+  int status = -1;
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 130) << status;
+  EXPECT_NE(seen.find(R"("type":"error","code":"cancelled")"), std::string::npos) << seen;
   EXPECT_TRUE(live_guests().empty());
 }
 
@@ -201,8 +345,9 @@ TEST_F(run_test, raising_vertex_fails_the_run) {
 }
 
 TEST_F(run_test, a_flow_printing_100_mb_completes_with_bounded_logs) {
-  auto f = file("loud.json", python_flow(
-                               R"j("for i in range(100):\n    print('x' * 1048576)\nprint('done')")j"));
+  auto f =
+      file("loud.json",
+           python_flow(R"j("for i in range(100):\n    print('x' * 1048576)\nprint('done')")j"));
   auto r = run({f, "--input", "x", "--events"});
   EXPECT_EQ(r.status, 0) << r.stderr_text.substr(0, 2000);
   EXPECT_LT(r.stdout_text.size(), size_t{8} << 20); // the events carry capped logs only
@@ -215,13 +360,15 @@ TEST_F(run_test, a_run_past_its_timeout_ends_in_one_timeout_error) {
   auto r = run({f, "--input", "x", "--timeout", "2", "--events"});
   EXPECT_EQ(r.status, 1);
   ASSERT_FALSE(r.stdout_text.empty());
-  auto last_line = r.stdout_text.substr(r.stdout_text.rfind('\n', r.stdout_text.size() - 2) + 1);
+  auto last_line =
+      r.stdout_text.substr(r.stdout_text.rfind('\n', r.stdout_text.size() - 2) + 1);
   auto last = decode<run_event>(last_line.substr(0, last_line.find('\n')));
   ASSERT_TRUE(last) << r.stdout_text;
   EXPECT_EQ(last->type, run_event::kind::error);
   EXPECT_EQ(last->code, ec::timeout) << last->message;
   size_t terminals = 0;
-  for (size_t at = 0; (at = r.stdout_text.find(R"("type":"complete")", at)) != std::string::npos; ++at)
+  for (size_t at = 0;
+       (at = r.stdout_text.find(R"("type":"complete")", at)) != std::string::npos; ++at)
     ++terminals;
   EXPECT_EQ(terminals, 0u);
   EXPECT_TRUE(live_guests().empty());

@@ -133,7 +133,7 @@ TEST_F(unix_socket_test,
   while (::waitpid(pid, &status, WNOHANG) == 0 && std::chrono::steady_clock::now() < deadline)
     std::this_thread::sleep_for(20ms);
   ASSERT_TRUE(WIFEXITED(status)) << "the CLI did not stop";
-  EXPECT_EQ(WEXITSTATUS(status), 125); // guest_failed: run cancelled
+  EXPECT_EQ(WEXITSTATUS(status), 130); // cancelled
   EXPECT_FALSE(std::filesystem::exists(path));
   // Whatever the run left (nothing, if SIGTERM did its job) goes too.
   auto reap = cli({"reap", "--older-than", "0"}, {{"GUESTFLOW_STATE_DIR", state.string()},

@@ -58,13 +58,12 @@ protected:
   caf::actor start(execution_spec sp, execution_actor* exec_out = nullptr,
                    execution_options opts = {}) {
     auto exec = sys.spawn(execution, cp, rp, std::move(opts));
-    if (exec_out)
-      *exec_out = exec;
+    if (exec_out) *exec_out = exec;
     auto o = out;
     auto caller = sys.spawn([exec, sp, o](caf::event_based_actor* self) {
       self->request(exec, std::chrono::seconds{3600}, run_atom::value, sp)
-        .then([o](execution_report& r) { o->report = std::move(r); },
-              [o](caf::error& e) { o->error = to_failure(e); });
+          .then([o](execution_report& r) { o->report = std::move(r); },
+                [o](caf::error& e) { o->error = to_failure(e); });
     });
     run();
     callers.push_back(caller);
@@ -75,7 +74,7 @@ protected:
     auto st = std::make_shared<reaper_stats>();
     auto probe = sys.spawn([this, st](caf::event_based_actor* self) {
       self->request(rp, std::chrono::seconds{3600}, stats_atom::value)
-        .then([st](reaper_stats& x) { *st = x; }, [](caf::error&) {});
+          .then([st](reaper_stats& x) { *st = x; }, [](caf::error&) {});
     });
     run();
     return *st;
@@ -117,8 +116,8 @@ TEST_F(execution_test, a_caller_that_outlives_the_run_keeps_nothing_of_it) {
   auto caller = sys.spawn([exec, o](caf::event_based_actor* self) -> caf::behavior {
     self->request(exec, std::chrono::seconds{3600}, run_atom::value,
                   spec("gf-b-abc123-llllllllll"))
-      .then([o](execution_report& r) { o->report = std::move(r); },
-            [o](caf::error& e) { o->error = to_failure(e); });
+        .then([o](execution_report& r) { o->report = std::move(r); },
+              [o](caf::error& e) { o->error = to_failure(e); });
     return {[](int) {}}; // stays alive after the answer, like a long-lived surface
   });
   callers.push_back(caller);
@@ -140,11 +139,12 @@ TEST_F(execution_test, a_cancel_before_the_run_creates_nothing) {
   callers.push_back(sys.spawn([exec, o](caf::event_based_actor* self) {
     self->request(exec, std::chrono::seconds{3600}, run_atom::value,
                   spec("gf-b-abc123-nnnnnnnnnn"))
-      .then([o](execution_report& r) { o->report = std::move(r); },
-            [o](caf::error& e) { o->error = to_failure(e); });
+        .then([o](execution_report& r) { o->report = std::move(r); },
+              [o](caf::error& e) { o->error = to_failure(e); });
   }));
   run();
   ASSERT_TRUE(out->error);
+  EXPECT_EQ(out->error->code, ec::cancelled);
   EXPECT_EQ(out->error->message, "run cancelled");
   EXPECT_TRUE(s->log.empty()) << "no call reached the control plane";
   EXPECT_EQ(stats().tracked, 0u);
@@ -285,6 +285,7 @@ TEST_F(execution_test, cancel_during_create_deletes_when_the_create_answers) {
   caf::anon_send(cp, done_atom::value, uint64_t{0}, caf::make_message(c));
   run();
   ASSERT_TRUE(out->error);
+  EXPECT_EQ(out->error->code, ec::cancelled);
   EXPECT_EQ(out->error->message, "run cancelled");
   EXPECT_EQ(deletes(), 1);
   EXPECT_EQ(s->live(), 0u);
@@ -341,9 +342,13 @@ TEST_F(execution_test, failures_while_collecting_files_still_delete_exactly_once
   // The program runs (exit 0), then, in turn: tar fails, the fetch fails, the archive
   // does not unpack.
   std::vector<std::function<void()>> faults{
-    [&] { s->exec_replies = {s->exec_reply, tar_failed}; },
-    [&] { s->calls["fetch"] = {call_script::mode::fail, ec::transient, 1}; },
-    [&] { s->fetch_reply = "not a tar archive"; },
+      [&] {
+        s->exec_replies = {s->exec_reply, tar_failed};
+      },
+      [&] {
+        s->calls["fetch"] = {call_script::mode::fail, ec::transient, 1};
+      },
+      [&] { s->fetch_reply = "not a tar archive"; },
   };
   int i = 0;
   for (auto& fault : faults) {

@@ -113,7 +113,8 @@ TEST(answers, are_the_shapes_api_md_names) {
   EXPECT_EQ(encode_error(failure{ec::timeout, "slow"}, "run-1"),
             R"({"run_id":"run-1","error":{"code":"timeout","message":"slow"}})");
   EXPECT_EQ(encode_cancel_answer("run-1", true), R"({"run_id":"run-1","cancelled":true})");
-  EXPECT_EQ(encode_run_answer("run-1", {}), R"({"run_id":"run-1","outputs":[]})");
+  EXPECT_EQ(encode_run_answer("run-1", run_event{}),
+            R"({"run_id":"run-1","outputs":[],"ok":true})");
   capabilities caps;
   caps.isolation = "namespaces";
   auto c = encode_capabilities(caps, "local");

@@ -342,8 +342,8 @@ TEST_F(coordinator_test, cancel_kills_the_exec_deletes_the_guest_and_ends_with_o
   expect_well_formed(got->events, id);
   auto& last = got->events.back();
   EXPECT_EQ(last.type, ek::error);
-  EXPECT_EQ(last.code, ec::guest_failed);
-  EXPECT_EQ(last.message, "run cancelled: cancelled by the caller");
+  EXPECT_EQ(last.code, ec::cancelled);
+  EXPECT_EQ(last.message, "run cancelled by the caller");
   EXPECT_EQ(got->live_guests_at_terminal, std::vector<size_t>{0});
   EXPECT_EQ(count("cancel"), 1);
   EXPECT_EQ(count("delete sb-1"), 1);
@@ -378,6 +378,7 @@ TEST_F(coordinator_test, disconnect_cancels_only_when_the_last_subscriber_asked_
   ASSERT_TRUE(subscribe(id, 0, late)->value);
   expect_well_formed(late_got->events, id);
   EXPECT_EQ(late_got->events.back().message, "run cancelled: the last subscriber disconnected");
+  EXPECT_EQ(late_got->events.back().code, ec::cancelled);
 }
 
 TEST_F(coordinator_test, admission_queues_then_refuses_at_once_and_starts_the_queue_in_order) {
@@ -546,6 +547,7 @@ TEST_F(coordinator_test, stopping_the_coordinator_cancels_running_runs) {
   caf::anon_send_exit(co, caf::exit_reason::user_shutdown);
   run();
   expect_well_formed(got->events, id);
-  EXPECT_EQ(got->events.back().message, "run cancelled: the coordinator stopped");
+  EXPECT_EQ(got->events.back().message, "run cancelled: the server is shutting down");
+  EXPECT_EQ(got->events.back().code, ec::unavailable);
   EXPECT_EQ(s->live(), 0u);
 }

@@ -208,6 +208,50 @@ TEST(frame_translator, fatal_frame_is_the_error_message) {
   EXPECT_EQ(end.message, "invalid spec: graph.nodes");
 }
 
+TEST(frame_translator, a_fatal_frame_keeps_a_code_a_runner_may_give_and_no_other) {
+  for (auto& [code, want] : std::vector<std::pair<std::string, ec>>{
+           {"bad_request", ec::bad_request},
+           {"unavailable", ec::unavailable},
+           {"oom", ec::guest_failed}, // the host decides timeouts, OOM and cancellation
+           {"cancelled", ec::guest_failed},
+           {"no_such_code", ec::guest_failed},
+       }) {
+    frame_translator t;
+    feed(t, {out(R"({"t":"fatal","error":"e","traceback":"","code":")" + code + "\"}\n")});
+    auto end = t.finish(exited(1));
+    EXPECT_EQ(end.code, want) << code;
+    EXPECT_EQ(end.message, "e");
+  }
+}
+
+TEST(frame_translator, terminal_events_say_which_executor_ran_and_which_vertices_failed) {
+  frame_translator t;
+  feed(
+      t,
+      {out(
+          R"({"t":"note","runner":"guestflow","executor":"lfx","reason":"r"})"
+          "\n"
+          R"({"t":"note","executor":"core"})"
+          "\n"
+          R"({"t":"step","event":{"type":"vertex","id":"A","valid":false,"outputs":{"error":"x"}}})"
+          "\n"
+          R"({"t":"step","event":{"type":"vertex","id":"B","valid":true}})"
+          "\n"
+          R"({"t":"step","event":{"type":"vertex","id":"C","valid":false}})"
+          "\n" +
+          outputs_frame + "\n" + done_line)});
+  auto end = t.finish(exited(0));
+  ASSERT_EQ(end.type, ek::complete);
+  EXPECT_EQ(end.executor, "lfx") << "the first note that names one";
+  EXPECT_EQ(end.failed, (std::vector<std::string>{"A", "C"}));
+  auto failed = t.finish(fail(ec::cancelled, "run cancelled by the caller"));
+  EXPECT_EQ(failed.code, ec::cancelled);
+  EXPECT_EQ(failed.executor, "lfx");
+  EXPECT_EQ(failed.failed.size(), 2u);
+  frame_translator quiet; // a runner that never said
+  EXPECT_EQ(quiet.finish(exited(1)).executor, "");
+}
+
 TEST(frame_translator, timeout_and_oom_outcomes_win_over_frames) {
   frame_translator_options o;
   o.timeout_seconds = 7;

@@ -91,6 +91,7 @@ TEST(executor_settings, defaults_match_the_seed) {
   EXPECT_TRUE(s->pip.empty());
   EXPECT_EQ(s->max_inflight, 10'000u);
   EXPECT_EQ(s->max_queued, 10'000u);
+  EXPECT_EQ(s->executor, "auto");
 }
 
 TEST(executor_settings, reads_every_variable) {
@@ -102,7 +103,8 @@ TEST(executor_settings, reads_every_variable) {
                                   {"CREATEOS_EXECUTOR_INSTALL_LFX", "true"},
                                   {"CREATEOS_EXECUTOR_PIP", "lfx==0.1, langchain-experimental"},
                                   {"GUESTFLOW_MAX_INFLIGHT", "3"},
-                                  {"GUESTFLOW_MAX_QUEUED", "0"}});
+                                  {"GUESTFLOW_MAX_QUEUED", "0"},
+                                  {"GUESTFLOW_RUNNER_EXECUTOR", " lfx "}});
   ASSERT_TRUE(s) << s.error().message;
   EXPECT_EQ(s->shape, "s-2vcpu-4gb");
   EXPECT_EQ(s->timeout_seconds, 90u);
@@ -112,6 +114,7 @@ TEST(executor_settings, reads_every_variable) {
   EXPECT_EQ(s->pip, (std::vector<std::string>{"lfx==0.1", "langchain-experimental"}));
   EXPECT_EQ(s->max_inflight, 3u);
   EXPECT_EQ(s->max_queued, 0u);
+  EXPECT_EQ(s->executor, "lfx");
   auto deny = executor_settings_from_env({{"CREATEOS_EXECUTOR_EGRESS", "240.0.0.0/4"}});
   ASSERT_TRUE(deny);
   EXPECT_EQ(deny->egress, egress_policy::deny_all());
@@ -128,6 +131,7 @@ TEST(executor_settings, malformed_values_are_refused_naming_the_variable) {
            {"CREATEOS_EXECUTOR_PIP", "lfx --index-url=http://evil"},
            {"GUESTFLOW_MAX_INFLIGHT", "0"},
            {"GUESTFLOW_MAX_QUEUED", "-1"},
+           {"GUESTFLOW_RUNNER_EXECUTOR", "fastest"},
        }) {
     auto s = executor_settings_from_env({{key, value}});
     ASSERT_FALSE(s) << key << "=" << value;
@@ -169,7 +173,8 @@ TEST(flow_spec, builds_the_execution_of_a_run) {
   EXPECT_EQ(spec->uploads[0].content,
             R"({"graph":{"nodes":[{"id":"A","data":{"type":"ChatInput"}}],"edges":[]},)"
             R"("inputs":[{"input_value":"hi","type":"any","components":[]}],"outputs":["A"],)"
-            R"("runtime_options":{"max_iterations":3},"install_lfx":true,"pip":["x"]})");
+            R"("runtime_options":{"max_iterations":3},"install_lfx":true,"pip":["x"],)"
+            R"("executor":"auto"})");
   EXPECT_EQ(spec->uploads[1].path, "/workspace/run/lfx_path.py");
   EXPECT_EQ(spec->uploads[2].path, "/workspace/run/runner.py");
   EXPECT_EQ(spec->uploads[2].content, "# runner");
@@ -192,6 +197,36 @@ TEST(flow_spec, caller_timeout_is_used_up_to_the_limit_and_refused_beyond) {
   ASSERT_FALSE(over);
   EXPECT_EQ(over.error().code, ec::bad_request);
   EXPECT_NE(over.error().message.find("CREATEOS_EXECUTOR_TIMEOUT_SECONDS"), std::string::npos);
+}
+
+TEST(flow_spec, the_executor_is_the_callers_else_the_settings) {
+  executor_settings s;
+  s.executor = "core";
+  auto spec = make_flow_spec(request_for(), {}, s, "gf-x-abc123-0123456789", assets);
+  ASSERT_TRUE(spec) << spec.error().message;
+  EXPECT_NE(spec->uploads[0].content.find(R"("executor":"core")"), std::string::npos);
+  auto req = request_for();
+  req.executor = "lfx";
+  spec = make_flow_spec(req, {}, s, "gf-x-abc123-0123456789", assets);
+  ASSERT_TRUE(spec) << spec.error().message;
+  EXPECT_NE(spec->uploads[0].content.find(R"("executor":"lfx")"), std::string::npos);
+}
+
+TEST(flow_spec, an_output_that_names_no_vertex_is_refused_listing_the_output_vertices) {
+  auto req = decode<run_request>(
+      R"({"flow":{"nodes":[{"id":"ChatInput-1","data":{"type":"ChatInput"}},)"
+      R"({"id":"ChatOutput-2","data":{"type":"ChatOutput","node":{"display_name":"Reply"}}},)"
+      R"({"id":"TextOutput-3","data":{"type":"Custom"}}],"edges":[]},)"
+      R"("outputs":["Reply","ChatInput-1","Nope"]})");
+  ASSERT_TRUE(req) << req.error().message;
+  auto spec = make_flow_spec(*req, {}, {}, "gf-x-abc123-0123456789", assets);
+  ASSERT_FALSE(spec);
+  EXPECT_EQ(spec.error().code, ec::bad_request);
+  EXPECT_EQ(spec.error().message,
+            R"(outputs: "Nope" matches no vertex id or display name; the flow's output )"
+            R"(vertices: ChatOutput-2 (Reply), TextOutput-3 (Custom))");
+  req->outputs = {"Reply", "ChatInput-1"}; // by display name and by id
+  EXPECT_TRUE(make_flow_spec(*req, {}, {}, "gf-x-abc123-0123456789", assets));
 }
 
 TEST(flow_spec, a_build_without_the_runner_is_unavailable) {

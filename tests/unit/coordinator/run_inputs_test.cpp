@@ -160,7 +160,7 @@ TEST(guest_spec, encodes_what_the_runner_reads) {
                        R"({"input_value":"hi","type":"chat","components":["a"]},)"
                        R"({"input_value":null,"type":"chat","components":[]}],)"
                        R"("outputs":["ChatOutput-1"],"runtime_options":{},)"
-                       R"("install_lfx":true,"pip":["langchain-experimental"]})");
+                       R"("install_lfx":true,"pip":["langchain-experimental"],"executor":"auto"})");
 }
 
 TEST(json_helpers, type_of_and_error_member) {

@@ -200,7 +200,7 @@ TEST_F(CafSerialization, ErrorsSurviveSerialization) {
 }
 
 TEST(ErrorNames, RoundTripEveryCode) {
-  for (int c = 1; c <= static_cast<int>(ec::guest_failed); ++c) {
+  for (int c = 1; c <= static_cast<int>(last_ec); ++c) {
     auto x = static_cast<ec>(c);
     EXPECT_EQ(ec_from_string(to_string(x)), x);
   }

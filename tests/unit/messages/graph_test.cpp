@@ -86,6 +86,31 @@ TEST(Graph, UnknownExtraFieldsAreIgnored) {
   EXPECT_EQ(g->nodes.size(), 1u);
 }
 
+TEST(Graph, CanvasNotesAndOtherNonComponentNodesAreDropped) {
+  // An exported flow file: the graph under "data", beside name and description; a note
+  // has no data.type (the shape Langflow's starter projects carry).
+  auto g = decode<flow_graph>(
+      R"({"name":"Basic Prompting","description":"d","data":{"nodes":[)"
+      R"({"id":"ChatInput-1","type":"genericNode","data":{"type":"ChatInput","node":{"template":{}}}},)"
+      R"({"id":"note-a","type":"noteNode","data":{"id":"note-a","node":{"description":"# Hi",)"
+      R"("display_name":""},"type":"note"}},)"
+      R"({"id":"note-b","data":{"node":{"description":"no type, no template"}}},)"
+      R"({"id":"ChatOutput-2","type":"genericNode","data":{"type":"ChatOutput","node":{"template":{}}}}],)"
+      R"("edges":[{"source":"ChatInput-1","target":"ChatOutput-2"}],"viewport":{"x":0}}})");
+  ASSERT_TRUE(g) << g.error().message;
+  ASSERT_EQ(g->nodes.size(), 2u);
+  EXPECT_EQ(g->nodes[0].id, "ChatInput-1");
+  EXPECT_EQ(g->nodes[1].id, "ChatOutput-2");
+  EXPECT_EQ(g->payload.text.find("note-"), std::string::npos) << "notes do not reach the guest";
+}
+
+TEST(Graph, ANodeWithATemplateButNoTypeIsStillRefused) {
+  auto g = decode<flow_graph>(
+      R"({"nodes":[{"id":"a","data":{"node":{"template":{}}}}],"edges":[]})");
+  ASSERT_FALSE(g);
+  EXPECT_EQ(g.error().message, "nodes[0].data.type: required");
+}
+
 TEST(Graph, EmptyGraphIsValid) {
   auto g = decode<flow_graph>(R"({"nodes":[],"edges":[]})");
   ASSERT_TRUE(g) << g.error().message;

@@ -111,7 +111,7 @@ TEST(RoundTrip, RunEventEveryKind) {
 }
 
 TEST(RoundTrip, RunEventEveryErrorCode) {
-  for (int c = 1; c <= static_cast<int>(ec::guest_failed); ++c) {
+  for (int c = 1; c <= static_cast<int>(last_ec); ++c) {
     auto e = event_of(run_event::kind::error);
     e.code = static_cast<ec>(c);
     expect_round_trip(e);
@@ -205,9 +205,32 @@ TEST(ByteStable, RunEventsMatchTheDesign) {
             R"("name":"Prompt","error":"KeyError: 'text'"})");
   EXPECT_EQ(encode(event_of(run_event::kind::error)),
             R"({"run_id":"run-7","seq":3,"type":"error","code":"egress_drift",)"
-            R"("message":"guest egress changed"})");
+            R"("message":"guest egress changed","executor":"lfx"})");
+  auto complete = event_of(run_event::kind::complete);
+  complete.run_outputs_list.clear();
+  EXPECT_EQ(encode(complete), R"({"run_id":"run-7","seq":3,"type":"complete","outputs":[],)"
+                              R"("ok":false,"executor":"core","failed":["Prompt-2"]})");
+  complete.failed.clear();
+  complete.executor.clear();
+  EXPECT_EQ(encode(complete),
+            R"({"run_id":"run-7","seq":3,"type":"complete","outputs":[],"ok":true})");
   EXPECT_EQ(encode(event_of(run_event::kind::stdout_line)),
             R"({"run_id":"run-7","seq":3,"type":"stdout","line":"hello from the guest"})");
+}
+
+TEST(ByteStable, TheCliJsonBodyNamesTheExecutorAndTheFailedVertices) {
+  auto complete = event_of(run_event::kind::complete);
+  complete.run_outputs_list.clear();
+  EXPECT_EQ(encode_run_body(complete, {}), R"({"outputs":[],"executor":"core"})");
+  EXPECT_EQ(encode_run_body(complete, {{"Prompt-2", "Prompt", "KeyError: 'text'"}}),
+            R"({"outputs":[],"executor":"core","ok":false,"failed":[{"id":"Prompt-2",)"
+            R"("name":"Prompt","error":"KeyError: 'text'"}]})");
+  auto error = event_of(run_event::kind::error);
+  error.code = ec::cancelled;
+  error.message = "run cancelled by the caller";
+  EXPECT_EQ(encode_run_body(error, {}),
+            R"({"error":{"code":"cancelled","message":"run cancelled by the caller"},)"
+            R"("executor":"lfx"})");
 }
 
 TEST(ByteStable, RawJsonIsInsertedVerbatim) {

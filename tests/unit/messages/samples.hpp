@@ -187,7 +187,8 @@ inline guest_frame frame_of(guest_frame::kind k) {
   f.type = k;
   switch (k) {
   case guest_frame::kind::note:
-    f.line = R"({"t":"note","msg":"lfx 0.1 found"})";
+    f.line = R"({"t":"note","executor":"lfx","msg":"lfx 0.1 found"})";
+    f.executor = "lfx";
     break;
   case guest_frame::kind::vertex_start:
     f.id = "Prompt-2";
@@ -209,6 +210,7 @@ inline guest_frame frame_of(guest_frame::kind k) {
   case guest_frame::kind::fatal:
     f.error = "ValueError: boom";
     f.traceback = "Traceback (most recent call last):\n  ...";
+    f.code = "bad_request";
     break;
   case guest_frame::kind::stdout_line:
     f.line = "user printed {\"t\": this";
@@ -245,10 +247,13 @@ inline run_event event_of(run_event::kind k) {
     break;
   case run_event::kind::complete:
     e.run_outputs_list = {sample_run_outputs()};
+    e.executor = "core";
+    e.failed = {"Prompt-2"};
     break;
   case run_event::kind::error:
     e.code = ec::egress_drift;
     e.message = "guest egress changed";
+    e.executor = "lfx";
     break;
   }
   return e;
