@@ -1,6 +1,7 @@
 // `guestflow run` end to end: example flows and broken ones on the real local control plane.
 
 #include "messages/run.hpp"
+#include "tests/integration/runtime/flows.hpp"
 #include "tests/integration/runtime/runtime_fixture.hpp"
 
 #include <fcntl.h>
@@ -14,33 +15,6 @@ using namespace guestflow::testing;
 using namespace std::chrono_literals;
 
 namespace {
-
-std::string example(const std::string& name) {
-  return std::string{GUESTFLOW_SOURCE_DIR} + "/examples/flows/" + name + ".json";
-}
-
-std::string node(const std::string& id, const std::string& type,
-                 const std::string& template_json) {
-  return R"({"id":")" + id + R"(","data":{"type":")" + type + R"(","node":{"display_name":")" +
-         id + R"(","template":)" + template_json + "}}}";
-}
-
-std::string edge(const std::string& from, const std::string& output, const std::string& to,
-                 const std::string& field) {
-  return R"({"source":")" + from + R"(","target":")" + to +
-         R"(","data":{"sourceHandle":{"name":")" + output +
-         R"("},"targetHandle":{"fieldName":")" + field + R"("}}})";
-}
-
-/// ChatInput → PythonREPLComponent(code) → ChatOutput.
-std::string python_flow(const std::string& code_json) {
-  return R"({"nodes":[)" + node("in", "ChatInput", R"({"input_value":{"value":""}})") + "," +
-         node("py", "PythonREPLComponent",
-              R"({"global_imports":{"value":""},"python_code":{"value":)" + code_json + "}}") +
-         "," + node("out", "ChatOutput", R"({"input_value":{"value":""}})") + R"(],"edges":[)" +
-         edge("in", "message", "py", "input_value") + "," +
-         edge("py", "results", "out", "input_value") + "]}";
-}
 
 class run_test : public runtime_fixture {
 protected:
