@@ -1515,7 +1515,7 @@ class CoreExecutor:
 
 
 def _install_lfx(spec_dir: str, pip_args: list, emitter: Emitter) -> None:
-    """The seed's per-run fallback: pip install lfx (+ extras) into a directory of the run."""
+    """Per-run fallback for an image without lfx: pip install lfx (+ extras) into the run dir."""
     target = os.path.join(spec_dir, "site-packages")
     cmd = [sys.executable, "-m", "pip", "install", "--disable-pip-version-check", "--no-input",
            "--target", target, "lfx", *pip_args]

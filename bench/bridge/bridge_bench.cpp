@@ -1,7 +1,7 @@
 // bench_bridge [--streams N]... [--duration-s S] [--warmup-s S] [--latency-ms N] [--settle-s S]
 //              [--env K=V]... [--smoke] [--out FILE]
 //
-// The bridge's HTTP surface under load (issue 7, "Bench"). Starts `guestflow control-plane
+// The bridge's HTTP surface under load. Starts `guestflow control-plane
 // --simulate-latency-ms N --simulate-exec-stdout bench/bridge/prompt_frames.ndjson` (every
 // call answered after N ms, no guest started; every exec prints what the real runner
 // printed for examples/flows/prompt.json: 3 vertices, so 7 events per run ending with

@@ -2,9 +2,9 @@
 //               [--latency-ms N] [--scheduler sharing|stealing] [--caf-threads N] [--smoke]
 //               [--out FILE]
 //
-// The runtime's own overhead per execution (issue 4, "Bench"). Starts `guestflow
-// control-plane --simulate-latency-ms N` (every call answered after N ms, no guest ever
-// started) as a child, builds an actor system (2 scheduler threads) and a runtime
+// The runtime's own overhead per execution, beyond the control plane's own latency.
+// Starts `guestflow control-plane --simulate-latency-ms N` (every call answered after N
+// ms, no guest ever started) as a child, builds an actor system (2 scheduler threads) and a runtime
 // in-process with a client to it, then for each K runs code executions (create → upload →
 // exec → delete each, through the real execution actors, the reaper and the pooled Beast
 // client) two ways:
