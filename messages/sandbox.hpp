@@ -20,12 +20,12 @@ struct shape {
   uint64_t mem_mib = 0;
   uint64_t default_disk_mib = 0;
   friend bool operator==(const shape& a, const shape& b) {
-    return a.id == b.id && a.vcpu == b.vcpu && a.mem_mib == b.mem_mib
-           && a.default_disk_mib == b.default_disk_mib;
+    return a.id == b.id && a.vcpu == b.vcpu && a.mem_mib == b.mem_mib &&
+           a.default_disk_mib == b.default_disk_mib;
   }
 };
 
-template <class Inspector>
+template<class Inspector>
 typename Inspector::result_type inspect(Inspector& f, shape& x) {
   return f(x.id, x.vcpu, x.mem_mib, x.default_disk_mib);
 }
@@ -39,7 +39,7 @@ struct shape_list {
   }
 };
 
-template <class Inspector>
+template<class Inspector>
 typename Inspector::result_type inspect(Inspector& f, shape_list& x) {
   return f(x.data, x.total);
 }
@@ -73,14 +73,14 @@ struct sandbox_create_request {
   bool ingress_enabled = false;
 
   friend bool operator==(const sandbox_create_request& a, const sandbox_create_request& b) {
-    return a.shape == b.shape && a.rootfs == b.rootfs && a.name == b.name
-           && a.egress == b.egress && a.envs == b.envs
-           && a.auto_pause_after_seconds == b.auto_pause_after_seconds
-           && a.ingress_enabled == b.ingress_enabled;
+    return a.shape == b.shape && a.rootfs == b.rootfs && a.name == b.name &&
+           a.egress == b.egress && a.envs == b.envs &&
+           a.auto_pause_after_seconds == b.auto_pause_after_seconds &&
+           a.ingress_enabled == b.ingress_enabled;
   }
 };
 
-template <class Inspector>
+template<class Inspector>
 typename Inspector::result_type inspect(Inspector& f, sandbox_create_request& x) {
   return f(x.shape, x.rootfs, x.name, x.egress, x.envs, x.auto_pause_after_seconds,
            x.ingress_enabled);
@@ -100,13 +100,13 @@ struct sandbox_created {
   egress_policy egress;
 
   friend bool operator==(const sandbox_created& a, const sandbox_created& b) {
-    return a.id == b.id && a.name == b.name && a.ip == b.ip && a.shape == b.shape
-           && a.rootfs == b.rootfs && a.vcpu == b.vcpu && a.mem_mib == b.mem_mib
-           && a.disk_mib == b.disk_mib && a.spawn_ms == b.spawn_ms && a.egress == b.egress;
+    return a.id == b.id && a.name == b.name && a.ip == b.ip && a.shape == b.shape &&
+           a.rootfs == b.rootfs && a.vcpu == b.vcpu && a.mem_mib == b.mem_mib &&
+           a.disk_mib == b.disk_mib && a.spawn_ms == b.spawn_ms && a.egress == b.egress;
   }
 };
 
-template <class Inspector>
+template<class Inspector>
 typename Inspector::result_type inspect(Inspector& f, sandbox_created& x) {
   return f(x.id, x.name, x.ip, x.shape, x.rootfs, x.vcpu, x.mem_mib, x.disk_mib, x.spawn_ms,
            x.egress);
@@ -126,14 +126,14 @@ struct sandbox_view {
   std::optional<uint32_t> auto_pause_after_seconds;
 
   friend bool operator==(const sandbox_view& a, const sandbox_view& b) {
-    return a.id == b.id && a.name == b.name && a.status == b.status && a.shape == b.shape
-           && a.egress == b.egress && a.envs == b.envs && a.created_at == b.created_at
-           && a.paused_at == b.paused_at && a.last_resumed_at == b.last_resumed_at
-           && a.auto_pause_after_seconds == b.auto_pause_after_seconds;
+    return a.id == b.id && a.name == b.name && a.status == b.status && a.shape == b.shape &&
+           a.egress == b.egress && a.envs == b.envs && a.created_at == b.created_at &&
+           a.paused_at == b.paused_at && a.last_resumed_at == b.last_resumed_at &&
+           a.auto_pause_after_seconds == b.auto_pause_after_seconds;
   }
 };
 
-template <class Inspector>
+template<class Inspector>
 typename Inspector::result_type inspect(Inspector& f, sandbox_view& x) {
   return f(x.id, x.name, x.status, x.shape, x.egress, x.envs, x.created_at, x.paused_at,
            x.last_resumed_at, x.auto_pause_after_seconds);
@@ -148,7 +148,7 @@ struct sandbox_list {
   }
 };
 
-template <class Inspector>
+template<class Inspector>
 typename Inspector::result_type inspect(Inspector& f, sandbox_list& x) {
   return f(x.data, x.total);
 }
@@ -162,7 +162,7 @@ struct sandbox_deleted {
   }
 };
 
-template <class Inspector>
+template<class Inspector>
 typename Inspector::result_type inspect(Inspector& f, sandbox_deleted& x) {
   return f(x.id, x.status);
 }
@@ -175,12 +175,12 @@ struct whoami {
   uint64_t other = 0;
   uint64_t total = 0;
   friend bool operator==(const whoami& a, const whoami& b) {
-    return a.user_id == b.user_id && a.running == b.running && a.paused == b.paused
-           && a.other == b.other && a.total == b.total;
+    return a.user_id == b.user_id && a.running == b.running && a.paused == b.paused &&
+           a.other == b.other && a.total == b.total;
   }
 };
 
-template <class Inspector>
+template<class Inspector>
 typename Inspector::result_type inspect(Inspector& f, whoami& x) {
   return f(x.user_id, x.running, x.paused, x.other, x.total);
 }
@@ -193,7 +193,7 @@ struct egress_body {
   }
 };
 
-template <class Inspector>
+template<class Inspector>
 typename Inspector::result_type inspect(Inspector& f, egress_body& x) {
   return f(x.egress);
 }
@@ -208,7 +208,7 @@ struct exec_request {
   }
 };
 
-template <class Inspector>
+template<class Inspector>
 typename Inspector::result_type inspect(Inspector& f, exec_request& x) {
   return f(x.cmd, x.args);
 }
@@ -222,12 +222,12 @@ struct exec_result {
   std::optional<std::string> error;
   uint64_t exec_ms = 0;
   friend bool operator==(const exec_result& a, const exec_result& b) {
-    return a.stdout_text == b.stdout_text && a.stderr_text == b.stderr_text
-           && a.exit_code == b.exit_code && a.error == b.error && a.exec_ms == b.exec_ms;
+    return a.stdout_text == b.stdout_text && a.stderr_text == b.stderr_text &&
+           a.exit_code == b.exit_code && a.error == b.error && a.exec_ms == b.exec_ms;
   }
 };
 
-template <class Inspector>
+template<class Inspector>
 typename Inspector::result_type inspect(Inspector& f, exec_result& x) {
   return f(x.stdout_text, x.stderr_text, x.exit_code, x.error, x.exec_ms);
 }
@@ -243,7 +243,7 @@ struct exec_stream_line {
   }
 };
 
-template <class Inspector>
+template<class Inspector>
 typename Inspector::result_type inspect(Inspector& f, exec_stream_line& x) {
   return f(x.type, x.text, x.exit_code);
 }
@@ -256,33 +256,50 @@ struct capabilities {
   bool supports_domain_allowlist = false;
   bool link_local_blocked = true;
   uint32_t max_timeout_seconds = 3600;
+  /// The images a create's `rootfs` may name (local control plane: `debian:12` first, then
+  /// the added ones by name); empty when the control plane does not list them (CreateOS).
+  std::vector<std::string> images;
   friend bool operator==(const capabilities& a, const capabilities& b) {
-    return a.isolation == b.isolation && a.supports_deny_all_egress == b.supports_deny_all_egress
-           && a.supports_address_egress_rules == b.supports_address_egress_rules
-           && a.supports_domain_allowlist == b.supports_domain_allowlist
-           && a.link_local_blocked == b.link_local_blocked
-           && a.max_timeout_seconds == b.max_timeout_seconds;
+    return a.isolation == b.isolation &&
+           a.supports_deny_all_egress == b.supports_deny_all_egress &&
+           a.supports_address_egress_rules == b.supports_address_egress_rules &&
+           a.supports_domain_allowlist == b.supports_domain_allowlist &&
+           a.link_local_blocked == b.link_local_blocked &&
+           a.max_timeout_seconds == b.max_timeout_seconds && a.images == b.images;
   }
 };
 
-template <class Inspector>
+template<class Inspector>
 typename Inspector::result_type inspect(Inspector& f, capabilities& x) {
   return f(x.isolation, x.supports_deny_all_egress, x.supports_address_egress_rules,
-           x.supports_domain_allowlist, x.link_local_blocked, x.max_timeout_seconds);
+           x.supports_domain_allowlist, x.link_local_blocked, x.max_timeout_seconds, x.images);
 }
 
-template <> result<shape_list> decode<shape_list>(std::string_view, const decode_limits&);
-template <> result<sandbox_create_request> decode<sandbox_create_request>(std::string_view, const decode_limits&);
-template <> result<sandbox_created> decode<sandbox_created>(std::string_view, const decode_limits&);
-template <> result<sandbox_view> decode<sandbox_view>(std::string_view, const decode_limits&);
-template <> result<sandbox_list> decode<sandbox_list>(std::string_view, const decode_limits&);
-template <> result<sandbox_deleted> decode<sandbox_deleted>(std::string_view, const decode_limits&);
-template <> result<whoami> decode<whoami>(std::string_view, const decode_limits&);
-template <> result<egress_body> decode<egress_body>(std::string_view, const decode_limits&);
-template <> result<exec_request> decode<exec_request>(std::string_view, const decode_limits&);
-template <> result<exec_result> decode<exec_result>(std::string_view, const decode_limits&);
-template <> result<exec_stream_line> decode<exec_stream_line>(std::string_view, const decode_limits&);
-template <> result<capabilities> decode<capabilities>(std::string_view, const decode_limits&);
+template<>
+result<shape_list> decode<shape_list>(std::string_view, const decode_limits&);
+template<>
+result<sandbox_create_request> decode<sandbox_create_request>(std::string_view,
+                                                              const decode_limits&);
+template<>
+result<sandbox_created> decode<sandbox_created>(std::string_view, const decode_limits&);
+template<>
+result<sandbox_view> decode<sandbox_view>(std::string_view, const decode_limits&);
+template<>
+result<sandbox_list> decode<sandbox_list>(std::string_view, const decode_limits&);
+template<>
+result<sandbox_deleted> decode<sandbox_deleted>(std::string_view, const decode_limits&);
+template<>
+result<whoami> decode<whoami>(std::string_view, const decode_limits&);
+template<>
+result<egress_body> decode<egress_body>(std::string_view, const decode_limits&);
+template<>
+result<exec_request> decode<exec_request>(std::string_view, const decode_limits&);
+template<>
+result<exec_result> decode<exec_result>(std::string_view, const decode_limits&);
+template<>
+result<exec_stream_line> decode<exec_stream_line>(std::string_view, const decode_limits&);
+template<>
+result<capabilities> decode<capabilities>(std::string_view, const decode_limits&);
 
 /// Compact, byte-stable JSON of each type (the `data` object, not the envelope).
 std::string encode(const shape_list& x);

@@ -348,6 +348,7 @@ result<capabilities> decode<capabilities>(std::string_view text, const decode_li
     x.link_local_blocked = o.boolean_or("link_local_blocked", true);
     x.max_timeout_seconds =
         static_cast<uint32_t>(o.uint_or("max_timeout_seconds", 3600, UINT32_MAX));
+    x.images = strings_of(o, "images", true);
     return result<capabilities>{std::move(x)};
   });
 }
@@ -487,6 +488,7 @@ std::string encode(const capabilities& x) {
       .field("supports_domain_allowlist", x.supports_domain_allowlist)
       .field("link_local_blocked", x.link_local_blocked)
       .field("max_timeout_seconds", x.max_timeout_seconds)
+      .field("images", x.images)
       .end_object();
   return w.take();
 }
