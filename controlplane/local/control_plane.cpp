@@ -1,6 +1,7 @@
 #include "controlplane/local/control_plane.hpp"
 
 #include "controlplane/local/clock.hpp"
+#include "controlplane/local/guest_exec.hpp"
 #include "controlplane/local/shapes.hpp"
 
 #include <algorithm>
@@ -77,15 +78,20 @@ private:
 
 } // namespace
 
-control_plane::control_plane(guest_backend& backend, record_store& store,
+control_plane::control_plane(guest_backend& backend, record_store& store, image_store& images,
                              control_plane_config cfg, std::vector<guest_record> records)
     : backend_(backend)
     , store_(store)
+    , images_(images)
     , cfg_(cfg) {
   for (auto& r : records) {
     next_seq_ = std::max(next_seq_, r.seq + 1);
     auto id = r.id;
-    guests_.emplace(id, guest{std::move(r)});
+    guest g;
+    g.rec = std::move(r);
+    if (is_live(g.rec.status))
+      if (auto image = images_.resolve(g.rec.rootfs)) g.path_prepend = image->path_prepend;
+    guests_.emplace(id, std::move(g));
   }
 }
 
@@ -101,6 +107,7 @@ capabilities control_plane::caps() {
   c.supports_domain_allowlist = false;
   c.link_local_blocked = true;
   c.max_timeout_seconds = cfg_.max_timeout_seconds;
+  c.images = images_.names();
   return c;
 }
 
@@ -149,19 +156,22 @@ result<sandbox_created> control_plane::create(const sandbox_create_request& req)
   // Validate everything first: nothing below may be refused for caller input.
   auto shp = resolve_shape(req.shape);
   if (!shp) return shp.error();
-  auto rootfs = resolve_rootfs(req.rootfs);
-  if (!rootfs) return rootfs.error();
   if (needs_rules(req.egress) && !backend_.support().nftables) return rules_unavailable();
 
   guest_spec spec;
   spec.id = new_guest_id();
   spec.name = req.name.value_or(spec.id);
   spec.shape_info = *shp;
-  spec.rootfs = *rootfs;
   spec.egress = req.egress;
   spec.envs = req.envs;
   {
     std::lock_guard<std::mutex> lock{mu_};
+    // Resolved under the lock: remove_image() cannot take the image away before this
+    // guest's record names it.
+    auto image = images_.resolve(req.rootfs);
+    if (!image) return image.error();
+    spec.rootfs = image->name;
+    spec.image = image->layout;
     for (const auto& [id, g] : guests_)
       if (is_live(g.rec.status) && g.rec.name == spec.name)
         return conflict("name '" + spec.name + "' is taken by live sandbox " + id +
@@ -179,6 +189,7 @@ result<sandbox_created> control_plane::create(const sandbox_create_request& req)
     g.rec.created_at = now_rfc3339();
     g.rec.runtime.id = spec.id;
     g.rec.seq = next_seq_++;
+    g.path_prepend = image->path_prepend;
     // Persist before building, so a crash mid-create leaves a record reconcile cleans up.
     if (auto ok = save(g); !ok) return ok.error();
     guests_.emplace(spec.id, std::move(g));
@@ -368,6 +379,8 @@ result<std::unique_ptr<running_exec>> control_plane::start_exec(const std::strin
     if (!g) return g.error();
     rt = (*g)->rec.runtime;
     envs = (*g)->rec.envs;
+    if (!(*g)->path_prepend.empty() && !envs.count("PATH"))
+      envs["PATH"] = (*g)->path_prepend + ":" + default_guest_path;
     if (auto s = find_shape((*g)->rec.shape)) mem_mib = s->mem_mib;
     ++(*g)->busy;
     busy = lease(id);
@@ -420,6 +433,46 @@ void control_plane::pause_idle() {
   }
   for (const auto& id : due)
     pause_guest(id, true);
+}
+
+} // namespace guestflow::local
+
+namespace guestflow::local {
+
+result<image_list> control_plane::images() {
+  return images_.list();
+}
+
+result<image_added> control_plane::add_image(const image_add_request& req) {
+  return images_.add(req);
+}
+
+result<image_removed> control_plane::remove_image(const std::string& name) {
+  std::filesystem::path detached;
+  {
+    std::lock_guard<std::mutex> lock{mu_};
+    if (name != builtin_image) {
+      std::string users;
+      size_t n = 0;
+      for (const auto& [id, g] : guests_) {
+        auto st = g.rec.status;
+        if (g.rec.rootfs != name || st == sandbox_status::destroyed ||
+            st == sandbox_status::failed)
+          continue;
+        users += std::string{n++ ? ", " : ""} + id +
+                 (g.rec.name != id ? " (" + g.rec.name + ", " : " (") + status_name(st) + ")";
+      }
+      if (n > 0)
+        return conflict("image in use: '" + name + "' is the rootfs of " + std::to_string(n) +
+                        " sandbox" + (n > 1 ? "es" : "") + " not yet deleted: " + users +
+                        "; delete them first");
+    }
+    auto d = images_.detach(name);
+    if (!d) return d.error();
+    detached = std::move(*d);
+  }
+  images_.purge(detached);
+  return image_removed{name};
 }
 
 } // namespace guestflow::local

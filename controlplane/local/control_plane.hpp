@@ -2,6 +2,7 @@
 
 #include "controlplane/local/guest_backend.hpp"
 #include "controlplane/local/guest_record.hpp"
+#include "controlplane/local/image_store.hpp"
 #include "controlplane/local/record_store.hpp"
 #include "controlplane/local/sandbox_service.hpp"
 
@@ -28,8 +29,8 @@ struct control_plane_config {
 class control_plane final : public sandbox_service {
 public:
   /// `records` are the store's contents after reconcile().
-  control_plane(guest_backend& backend, record_store& store, control_plane_config cfg,
-                std::vector<guest_record> records);
+  control_plane(guest_backend& backend, record_store& store, image_store& images,
+                control_plane_config cfg, std::vector<guest_record> records);
 
   shape_list shapes() override;
   capabilities caps() override;
@@ -47,6 +48,11 @@ public:
   result<guest_file> open_file(const std::string& id, const std::string& path,
                                bool for_write) override;
   void pause_idle() override;
+  result<image_list> images() override;
+  result<image_added> add_image(const image_add_request& req) override;
+  /// Refused (409, "image in use: …" naming them) while a guest that is not destroyed or
+  /// failed has it as its rootfs; a create cannot name it once this has begun.
+  result<image_removed> remove_image(const std::string& name) override;
 
 private:
   using clock = std::chrono::steady_clock;
@@ -55,6 +61,7 @@ private:
     guest_record rec;
     int busy = 0; ///< exec / file calls in progress
     clock::time_point last_activity = clock::now();
+    std::string path_prepend; ///< its image's, first on every command's PATH
   };
 
   /// Finds a guest by id (mutex held), or a 404 failure.
@@ -78,6 +85,7 @@ private:
 
   guest_backend& backend_;
   record_store& store_;
+  image_store& images_;
   control_plane_config cfg_;
   std::mutex mu_;
   std::map<std::string, guest> guests_;

@@ -4,6 +4,7 @@
 #include "controlplane/local/child_setup.hpp"
 #include "controlplane/local/guest_exec.hpp"
 #include "controlplane/local/guest_files.hpp"
+#include "controlplane/local/guest_init.hpp"
 #include "controlplane/local/netns_egress.hpp"
 #include "controlplane/local/sandbox_launch.hpp"
 #include "controlplane/local/seccomp_filter.hpp"
@@ -14,6 +15,7 @@
 #include <cstring>
 #include <fcntl.h>
 #include <mutex>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -58,6 +60,31 @@ failure unusable(const std::string& what, const failure& why) {
   return fail(why.code, what + ": " + why.message);
 }
 
+/// The guest init of image roots as a sealed, read-only memfd: guests can neither change
+/// it nor hold it open for writing (which would make exec fail with ETXTBSY).
+result<unique_fd> sealed_init() {
+  const auto image = guest_init_image();
+  unique_fd rw{::memfd_create("guestflow-init", MFD_CLOEXEC | MFD_ALLOW_SEALING)};
+  if (!rw) return fail(ec::unavailable, std::string{"memfd_create: "} + std::strerror(errno));
+  size_t done = 0;
+  while (done < image.size()) {
+    auto n = ::write(rw.get(), image.data() + done, image.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return fail(ec::unavailable, std::string{"memfd: "} + std::strerror(errno));
+    done += size_t(n);
+  }
+  if (::fcntl(rw.get(), F_ADD_SEALS,
+              F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL) != 0)
+    return fail(ec::unavailable,
+                std::string{"sealing the guest init: "} + std::strerror(errno));
+  unique_fd ro{
+      ::open(("/proc/self/fd/" + std::to_string(rw.get())).c_str(), O_RDONLY | O_CLOEXEC)};
+  if (!ro)
+    return fail(ec::unavailable,
+                std::string{"reopening the guest init: "} + std::strerror(errno));
+  return ro;
+}
+
 } // namespace
 
 struct guest_backend::impl {
@@ -68,6 +95,16 @@ struct guest_backend::impl {
   net_tools tools;
   std::mutex host_net_mu;
   bool host_net_ready = false;
+  std::mutex init_mu;
+  std::optional<result<unique_fd>> init; ///< the sealed guest init, made on first use
+
+  /// The guest init's descriptor (made once, shared by every image guest).
+  result<int> init_fd() {
+    std::lock_guard<std::mutex> lock{init_mu};
+    if (!init) init.emplace(sealed_init());
+    if (!*init) return init->error();
+    return (*init)->get();
+  }
 
   /// The host table is applied once per backend; every guest's own table also rejects the
   /// addresses the host had when its rules were written, so a firewall reload that drops
@@ -114,10 +151,15 @@ const host_support& guest_backend::support() const noexcept {
 result<guest_runtime> guest_backend::create(const guest_spec& spec) {
   auto& cfg = impl_->cfg;
   if (auto ok = check_id(spec.id); !ok) return ok.error();
-  if (spec.rootfs != "debian:12")
+  if (spec.rootfs != "debian:12" && !spec.image)
     return fail(ec::bad_request, "rootfs \"" + spec.rootfs +
                                      "\" is not available here; the local control plane "
-                                     "offers \"debian:12\" (the host's /usr)");
+                                     "offers \"debian:12\" (the host's /usr) and the images "
+                                     "added with `guestflow image add`");
+  if (spec.image)
+    for (const auto& b : spec.image->ro_binds)
+      if (b.empty() || b.front() != '/')
+        return fail(ec::bad_request, "image bind \"" + b + "\" is not an absolute path");
   if (spec.shape_info.mem_mib == 0)
     return fail(ec::bad_request, "shape " + spec.shape_info.id + " has no memory size");
   if (!impl_->layout) return unusable("cgroups", impl_->layout.error());
@@ -179,6 +221,15 @@ result<guest_runtime> guest_backend::create(const guest_spec& spec) {
     req.netns_path = netns_path(net->netns);
   }
   req.workspace = rt.workspace.string();
+  if (spec.image) {
+    req.ro_binds = spec.image->ro_binds;
+    if (!spec.image->root.empty()) {
+      auto fd = impl_->init_fd();
+      if (!fd) return undo(unusable("guest init", fd.error()));
+      req.root = spec.image->root.string();
+      req.init_fd = *fd;
+    }
+  }
   auto init = launch_guest_init(req);
   if (!init) return undo(init.error());
   rt.init_pid = init->pid;
@@ -262,8 +313,7 @@ result<bool> guest_backend::destroy(const guest_runtime& g) {
   std::optional<failure> first;
   if (auto ok = kill_and_remove(g.cgroup_dirs, teardown_timeout); !ok) first = ok.error();
   if (!g.netns.empty())
-    if (auto ok = destroy_guest_net(g.netns); !ok && !first)
-      first = ok.error();
+    if (auto ok = destroy_guest_net(g.netns); !ok && !first) first = ok.error();
   if (!g.workspace.empty()) {
     std::error_code ec_;
     fs::remove_all(g.workspace, ec_);

@@ -4,13 +4,12 @@
 #include "messages/error.hpp"
 #include "messages/sandbox.hpp"
 
-#include <sys/types.h>
-
 #include <cstdint>
 #include <filesystem>
 #include <map>
 #include <optional>
 #include <string>
+#include <sys/types.h>
 #include <vector>
 
 /// The local control plane's guests: a long-lived init inside bubblewrap namespaces,
@@ -22,12 +21,25 @@
 /// sandbox_launch, guest_exec, guest_files, cgroups, netns_egress, seccomp_filter.
 namespace guestflow::local {
 
+/// How an image changes a guest's root (resolved by the image store, image_store.hpp).
+/// Everything else — namespaces, uid, seccomp, cgroups, /proc, /dev, private /tmp, the
+/// writable /workspace, the network — is the same for every image.
+struct image_layout {
+  /// Non-empty: this host directory is the guest's / (read-only) instead of the host's
+  /// /usr layout. It must hold the mountpoints image_import.hpp guarantees.
+  std::filesystem::path root;
+  /// Host directories bound read-only at the same path in the guest.
+  std::vector<std::string> ro_binds;
+};
+
 /// What to build (the validated create request plus the server's choices).
 struct guest_spec {
-  std::string id;       ///< control-plane id, also names cgroups, netns and workspace
+  std::string id; ///< control-plane id, also names cgroups, netns and workspace
   std::string name;
-  shape shape_info;     ///< resolved catalog entry (memory limit = mem_mib)
-  std::string rootfs;   ///< "debian:12" (the host's /usr)
+  shape shape_info;   ///< resolved catalog entry (memory limit = mem_mib)
+  std::string rootfs; ///< "debian:12" (the host's /usr), or the name of `image`
+  /// The image `rootfs` names; required for any rootfs but "debian:12".
+  std::optional<image_layout> image;
   egress_policy egress;
   std::map<std::string, std::string> envs;
 };
@@ -37,7 +49,7 @@ struct guest_spec {
 struct guest_runtime {
   std::string id;
   pid_t init_pid = 0;
-  uint64_t init_start_time = 0; ///< /proc/<pid>/stat field 22: detects pid reuse
+  uint64_t init_start_time = 0;         ///< /proc/<pid>/stat field 22: detects pid reuse
   std::vector<std::string> cgroup_dirs; ///< every cgroup directory created for the guest
   std::string netns;                    ///< netns name, empty when none
   std::filesystem::path workspace;      ///< host directory bound at /workspace
@@ -47,20 +59,20 @@ struct guest_runtime {
 /// A command started inside a guest. The caller owns the fds and must call reap().
 struct exec_process {
   pid_t pid = 0;
-  int pidfd = -1;      ///< readable when the process exits (pidfd_open)
-  int stdout_fd = -1;  ///< read end, O_NONBLOCK | O_CLOEXEC
+  int pidfd = -1;     ///< readable when the process exits (pidfd_open)
+  int stdout_fd = -1; ///< read end, O_NONBLOCK | O_CLOEXEC
   int stderr_fd = -1;
 };
 
 /// Host facts the server reports in /v1/capabilities and checks at create.
 struct host_support {
   bool cgroup_v2 = false;
-  bool nftables = false;  ///< rules (and allow-all with the host protected) can be enforced
+  bool nftables = false; ///< rules (and allow-all with the host protected) can be enforced
   bool seccomp = false;
 };
 
 struct backend_config {
-  std::filesystem::path state_dir;      ///< workspaces live under state_dir/guests/<id>
+  std::filesystem::path state_dir; ///< workspaces live under state_dir/guests/<id>
   uid_t guest_uid = 60000;
   gid_t guest_gid = 60000;
   uint32_t pids_max = 512;

@@ -19,8 +19,7 @@
 namespace guestflow::local {
 namespace {
 
-constexpr const char* default_path =
-    "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+constexpr const char* default_path = default_guest_path;
 
 /// Namespaces entered in this order; the user namespace last (entering it first would
 /// leave X without the capabilities the other setns calls need in their owning namespace).

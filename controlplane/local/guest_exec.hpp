@@ -27,6 +27,11 @@ struct exec_setup {
   const std::vector<sock_filter>* seccomp = nullptr;
 };
 
+/// The PATH of a command unless the guest's envs set one (a python-env image puts its
+/// PREFIX/bin in front: control_plane.cpp).
+inline constexpr const char* default_guest_path =
+    "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+
 /// The environment of a command: a sane PATH and HOME, the guest's envs on top, then
 /// PYTHONUNBUFFERED=1 (output must reach the host before a kill).
 std::vector<std::string> exec_environment(const std::map<std::string, std::string>& envs);

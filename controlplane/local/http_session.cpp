@@ -203,6 +203,15 @@ private:
       if (!req) return send(failure_reply(req.error()));
       return answer([&svc, id, p = req->egress] { return svc.set_egress(id, p); });
     }
+    case endpoint::list_images:
+      return answer([&svc] { return svc.images(); });
+    case endpoint::add_image: {
+      auto req = decode<image_add_request>(body, limits);
+      if (!req) return send(failure_reply(req.error()));
+      return answer([&svc, req = *req] { return svc.add_image(req); });
+    }
+    case endpoint::delete_image:
+      return answer([&svc, id] { return svc.remove_image(id); });
     case endpoint::exec:
       return exec(body, limits);
     case endpoint::get_file:

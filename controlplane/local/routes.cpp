@@ -47,6 +47,8 @@ const std::vector<pattern>& patterns() {
        {{"GET", endpoint::get_egress}, {"PUT", endpoint::put_egress}}},
       {{"v1", "sandboxes", "{}", "pause"}, {{"POST", endpoint::pause}}},
       {{"v1", "sandboxes", "{}", "resume"}, {{"POST", endpoint::resume}}},
+      {{"v1", "images"}, {{"GET", endpoint::list_images}, {"POST", endpoint::add_image}}},
+      {{"v1", "images", "{}"}, {{"DELETE", endpoint::delete_image}}},
   };
   return table;
 }
@@ -145,7 +147,8 @@ route match_route(std::string_view method, std::string_view path) {
 }
 
 bool takes_json_body(endpoint ep) {
-  return ep == endpoint::create_sandbox || ep == endpoint::exec || ep == endpoint::put_egress;
+  return ep == endpoint::create_sandbox || ep == endpoint::exec || ep == endpoint::put_egress ||
+         ep == endpoint::add_image;
 }
 
 result<list_query> parse_list_query(const std::map<std::string, std::string>& query) {

@@ -27,6 +27,9 @@ enum class endpoint : uint8_t {
   put_egress,     ///< PUT /v1/sandboxes/{id}/egress
   pause,          ///< POST /v1/sandboxes/{id}/pause
   resume,         ///< POST /v1/sandboxes/{id}/resume
+  list_images,    ///< GET /v1/images
+  add_image,      ///< POST /v1/images
+  delete_image,   ///< DELETE /v1/images/{name} (the name is the route's id)
 };
 
 /// A request target split into its decoded path and query parameters.

@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <grp.h>
+#include <linux/openat2.h>
 #include <poll.h>
 #include <sched.h>
 #include <sstream>
@@ -24,9 +25,10 @@ namespace {
 
 using clock_type = std::chrono::steady_clock;
 
-// Descriptor numbers as bwrap sees them (arranged in B right before exec).
+// Descriptor numbers as bwrap sees them (arranged in B right before exec). The status pipe
+// comes last: 9 with the host layout, 10 with an image root (9 is then the guest init).
 constexpr int fd_ready = 3, fd_info = 4, fd_seccomp = 5, fd_passwd = 6, fd_group = 7,
-              fd_hosts = 8, fd_status = 9, fd_count = 10;
+              fd_hosts = 8, fd_init = 9;
 
 /// bwrap (running as the guest uid) resolves bind sources with realpath(), so the
 /// workspace must sit on a path the guest uid may traverse — the control plane's state
@@ -34,6 +36,16 @@ constexpr int fd_ready = 3, fd_info = 4, fd_seccomp = 5, fd_passwd = 6, fd_group
 /// mountpoint in a private mount namespace of its own (host mounts never change), and
 /// bwrap binds it from there.
 constexpr const char* workspace_mountpoint = "/run/guestflow/workspace";
+/// The same for an image's root and its read-only binds (ro_mountpoint(i)).
+constexpr const char* rootfs_mountpoint = "/run/guestflow/rootfs";
+constexpr const char* ro_mountpoints = "/run/guestflow/ro";
+
+std::string ro_mountpoint(size_t i) {
+  return std::string{ro_mountpoints} + "/" + std::to_string(i);
+}
+
+/// An image root's init: the memfd bwrap inherits as fd_init (exec'd through /proc).
+const std::string image_init_path = "/proc/self/fd/" + std::to_string(fd_init);
 
 enum step : int32_t {
   step_setsid = 1,
@@ -42,6 +54,8 @@ enum step : int32_t {
   step_netns,
   step_mountns,
   step_workspace,
+  step_image_root,
+  step_ro_bind,
   step_setgroups,
   step_setgid,
   step_setuid,
@@ -64,6 +78,11 @@ std::string step_text(int32_t s) {
     return "making a private mount namespace for the shim";
   case step_workspace:
     return "binding the workspace";
+  case step_image_root:
+    return "binding the image's root";
+  case step_ro_bind:
+    return "binding the image's read-only directories (refused where a path component "
+           "became a symlink since the image was added)";
   case step_setgroups:
     return "clearing supplementary groups";
   case step_setgid:
@@ -154,19 +173,34 @@ std::vector<std::string> bwrap_argv(const launch_request& req,
   if (req.netns_path.empty()) add({"--unshare-net"}); // only lo inside
   add({"--die-with-parent", "--new-session", "--disable-userns", "--clearenv"});
   add({"--hostname", req.hostname});
-  // The root: the host's /usr read-only, the merged-/usr symlinks, private /proc, /dev, /tmp.
-  add({"--ro-bind", "/usr", "/usr"});
-  add({"--symlink", "usr/lib", "/lib", "--symlink", "usr/lib64", "/lib64"});
-  add({"--symlink", "usr/bin", "/bin", "--symlink", "usr/sbin", "/sbin"});
-  add({"--proc", "/proc", "--dev", "/dev", "--perms", "1777", "--tmpfs", "/tmp"});
-  // A synthesized /etc plus public host configuration only (never /etc/ssl/private: the
-  // files API reads as root).
-  add({"--dir", "/etc", "--ro-bind-data", fd(fd_passwd), "/etc/passwd"});
+  const bool image_root = !req.root.empty();
+  if (image_root) {
+    // The root: the image's tree read-only (its own /usr, /bin, /lib, /etc), private /proc,
+    // /dev, /tmp. Its mountpoints exist (image_import.hpp), since nothing can be created in
+    // a read-only root.
+    add({"--ro-bind", rootfs_mountpoint, "/"});
+    add({"--proc", "/proc", "--dev", "/dev", "--perms", "1777", "--tmpfs", "/tmp"});
+    add({"--ro-bind-data", fd(fd_passwd), "/etc/passwd"});
+  } else {
+    // The root: the host's /usr read-only, the merged-/usr symlinks, private /proc, /dev,
+    // /tmp.
+    add({"--ro-bind", "/usr", "/usr"});
+    add({"--symlink", "usr/lib", "/lib", "--symlink", "usr/lib64", "/lib64"});
+    add({"--symlink", "usr/bin", "/bin", "--symlink", "usr/sbin", "/sbin"});
+    add({"--proc", "/proc", "--dev", "/dev", "--perms", "1777", "--tmpfs", "/tmp"});
+    // A synthesized /etc plus public host configuration only (never /etc/ssl/private: the
+    // files API reads as root).
+    add({"--dir", "/etc", "--ro-bind-data", fd(fd_passwd), "/etc/passwd"});
+  }
   add({"--ro-bind-data", fd(fd_group), "/etc/group", "--ro-bind-data", fd(fd_hosts),
        "/etc/hosts"});
-  for (const char* p : {"/etc/ssl/certs", "/etc/nsswitch.conf", "/etc/localtime"})
-    add({"--ro-bind-try", p, p});
+  if (!image_root)
+    for (const char* p : {"/etc/ssl/certs", "/etc/nsswitch.conf", "/etc/localtime"})
+      add({"--ro-bind-try", p, p});
   if (!req.netns_path.empty()) add({"--ro-bind-try", "/etc/resolv.conf", "/etc/resolv.conf"});
+  // After /tmp, so that a directory below /tmp is bound on top of the private tmpfs.
+  for (size_t i = 0; i < req.ro_binds.size(); ++i)
+    add({"--ro-bind", ro_mountpoint(i), req.ro_binds[i]});
   add({"--bind", workspace_mountpoint, "/workspace", "--chdir", "/workspace"});
   add({"--seccomp", fd(fd_seccomp), "--info-fd", fd(fd_info), "--"});
   a.insert(a.end(), command.begin(), command.end());
@@ -190,7 +224,7 @@ std::optional<process_stat> read_process_stat(pid_t pid) {
 }
 
 result<launched_init> launch_guest_init(const launch_request& req) {
-  if (!req.seccomp || req.workspace.empty())
+  if (!req.seccomp || req.workspace.empty() || (!req.root.empty() && req.init_fd < 0))
     return fail(ec::unavailable, "launch_guest_init: incomplete request");
   const auto deadline = clock_type::now() + req.timeout;
 
@@ -234,7 +268,9 @@ result<launched_init> launch_guest_init(const launch_request& req) {
     r->reset(p[0]);
     w->reset(p[1]);
   }
-  const auto argv_strings = bwrap_argv(req, {"/usr/bin/sh", "-c", init_script});
+  const bool image_root = !req.root.empty();
+  const auto argv_strings = image_root ? bwrap_argv(req, {image_init_path})
+                                       : bwrap_argv(req, {"/usr/bin/sh", "-c", init_script});
   std::vector<char*> argv;
   for (const auto& s : argv_strings)
     argv.push_back(const_cast<char*>(s.c_str()));
@@ -243,12 +279,39 @@ result<launched_init> launch_guest_init(const launch_request& req) {
   std::vector<int> procs_fds;
   for (const auto& f : procs)
     procs_fds.push_back(f.get());
-  const int fds[fd_count] = {devnull.get(), devnull.get(),    err_w.get(),   ready_w.get(),
-                             info_w.get(),  seccomp_fd.get(), passwd->get(), group->get(),
-                             hosts->get(),  status_w.get()};
+  const int fd_status = image_root ? fd_init + 1 : fd_init;
+  const int fd_count = fd_status + 1;
+  const int fds[] = {devnull.get(), devnull.get(),
+                     err_w.get(),   ready_w.get(),
+                     info_w.get(),  seccomp_fd.get(),
+                     passwd->get(), group->get(),
+                     hosts->get(),  image_root ? req.init_fd : status_w.get(),
+                     status_w.get()};
   std::error_code mk;
   std::filesystem::create_directories(workspace_mountpoint, mk);
   ::chmod("/run/guestflow", 0755);
+  // Bind sources and their mountpoints (B binds them; nothing is allocated after the fork).
+  // The read-only binds are host directories outside the state dir (a Python environment,
+  // perhaps in a user's home): B opens them without following any symlink and binds what it
+  // opened, so that a directory swapped for a symlink later cannot redirect the bind.
+  struct image_mount {
+    std::string source, mountpoint;
+    bool no_symlinks = false;
+  };
+  std::vector<image_mount> image_mounts;
+  if (image_root) image_mounts.push_back({req.root, rootfs_mountpoint, false});
+  for (size_t i = 0; i < req.ro_binds.size(); ++i)
+    image_mounts.push_back({req.ro_binds[i], ro_mountpoint(i), true});
+  for (const auto& m : image_mounts) {
+    std::filesystem::create_directories(m.mountpoint, mk);
+    if (mk)
+      return fail(ec::unavailable,
+                  "cannot create the mountpoint " + m.mountpoint + ": " + mk.message());
+  }
+  open_how no_symlinks{};
+  no_symlinks.flags = O_PATH | O_DIRECTORY | O_CLOEXEC;
+  no_symlinks.resolve = RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS;
+  if (!req.ro_binds.empty()) ::chmod(ro_mountpoints, 0755);
   const auto& workspace_src = req.workspace;
   const pid_t server = ::getpid();
   const uid_t guest_uid = req.uid;
@@ -274,6 +337,19 @@ result<launched_init> launch_guest_init(const launch_request& req) {
       child::die(sfd, step_mountns);
     if (::mount(workspace_src.c_str(), workspace_mountpoint, nullptr, MS_BIND, nullptr) != 0)
       child::die(sfd, step_workspace);
+    for (const auto& m : image_mounts) {
+      const int step = m.no_symlinks ? step_ro_bind : step_image_root;
+      const char* source = m.source.c_str();
+      char by_fd[32] = "/proc/self/fd/";
+      if (m.no_symlinks) {
+        long fd = ::syscall(SYS_openat2, AT_FDCWD, source, &no_symlinks, sizeof no_symlinks);
+        if (fd < 0) child::die(sfd, step);
+        by_fd[14 + child::format_number(by_fd + 14, fd)] = '\0';
+        source = by_fd; // closed with every other descriptor before bwrap runs
+      }
+      if (::mount(source, m.mountpoint.c_str(), nullptr, MS_BIND | MS_REC, nullptr) != 0)
+        child::die(sfd, step);
+    }
     // Wait for A to be gone (a pidfd pinned while A is provably still our parent), so that
     // bwrap's PR_SET_PDEATHSIG refers to the parent B keeps.
     int afd = int(::syscall(SYS_pidfd_open, self, 0));

@@ -20,6 +20,12 @@
 /// the server's restart; killing it (or the cgroup) takes the sandbox down. Inside, bwrap's
 /// own pid 1 reaps every orphan, and the command (`sh` announcing readiness, then
 /// `exec sleep infinity`) keeps the sandbox alive.
+///
+/// Images (image_store.hpp) change the root and nothing else: a rootfs image's tree is bound
+/// read-only at / instead of the host's /usr (B binds it onto a fixed mountpoint first, as
+/// it does the workspace, so the guest uid need not traverse the state dir), and its init is
+/// the control plane's own static program (guest_init.hpp), passed as a sealed memfd; a
+/// python-env image adds read-only binds of host directories at their own paths.
 namespace guestflow::local {
 
 struct launch_request {
@@ -31,6 +37,14 @@ struct launch_request {
   std::vector<std::string> cgroup_procs; ///< cgroup.procs files to join before bwrap
   std::string netns_path;                ///< join this netns; empty → bwrap --unshare-net
   const std::vector<sock_filter>* seccomp = nullptr;
+  /// Host directory bound read-only at / (a rootfs image; it has the mountpoints /proc,
+  /// /dev, /tmp, /workspace and the files /etc/passwd, group, hosts, resolv.conf). Empty:
+  /// the host's /usr layout.
+  std::string root;
+  /// Host directories bound read-only at the same path in the guest (a python-env image).
+  std::vector<std::string> ro_binds;
+  /// With `root`: a sealed, read-only memfd holding the guest init (guest_init.hpp).
+  int init_fd = -1;
   std::chrono::milliseconds timeout{10000};
 };
 
@@ -45,8 +59,9 @@ result<launched_init> launch_guest_init(const launch_request& req);
 
 /// The bwrap argv for `req` running `command` (used by launch_guest_init, and by benches
 /// to time raw bwrap with exactly the same sandbox). fd numbers are the launcher's: 3 ready
-/// pipe, 4 info pipe, 5 seccomp, 6-8 /etc/passwd, group, hosts; the workspace is expected
-/// at /run/guestflow/workspace (see sandbox_launch.cpp).
+/// pipe, 4 info pipe, 5 seccomp, 6-8 /etc/passwd, group, hosts, 9 the guest init (image
+/// roots only); the workspace is expected at /run/guestflow/workspace, an image root at
+/// /run/guestflow/rootfs and the ro_binds at /run/guestflow/ro/<i> (see sandbox_launch.cpp).
 std::vector<std::string> bwrap_argv(const launch_request& req,
                                     const std::vector<std::string>& command);
 

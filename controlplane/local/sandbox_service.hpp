@@ -2,6 +2,7 @@
 
 #include "controlplane/local/unique_fd.hpp"
 #include "messages/error.hpp"
+#include "messages/image.hpp"
 #include "messages/sandbox.hpp"
 
 #include <chrono>
@@ -117,6 +118,24 @@ public:
   /// Pauses every guest idle past its auto_pause_after_seconds (times the configured
   /// scale). Called periodically by the auto-pause timer.
   virtual void pause_idle() = 0;
+
+  /// `GET /v1/images`: every image a create's `rootfs` may name. Without an image store
+  /// (the simulated domain), only the built-in debian:12.
+  virtual result<image_list> images() {
+    image_info builtin;
+    builtin.name = std::string{builtin_image};
+    builtin.kind = std::string{image_kind_builtin};
+    builtin.source = "the host's /usr";
+    return image_list{{builtin}, 1};
+  }
+  /// `POST /v1/images`: imports an image (blocks for as long as that takes).
+  virtual result<image_added> add_image(const image_add_request&) {
+    return fail(ec::unavailable, "this control plane keeps no images (it is simulated)");
+  }
+  /// `DELETE /v1/images/{name}`: refused while a guest that is not destroyed uses it.
+  virtual result<image_removed> remove_image(const std::string&) {
+    return fail(ec::unavailable, "this control plane keeps no images (it is simulated)");
+  }
 
   /// Bench/test-only: how long every domain call is held before it runs. The transport
   /// waits on a timer, not a worker thread, so thousands of calls can wait at once. Zero

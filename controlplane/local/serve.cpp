@@ -1,6 +1,7 @@
 #include "controlplane/local/serve.hpp"
 
 #include "controlplane/local/auto_pause.hpp"
+#include "controlplane/local/image_store.hpp"
 #include "controlplane/local/reconciler.hpp"
 #include "controlplane/local/record_store.hpp"
 #include "controlplane/local/simulated_control_plane.hpp"
@@ -85,6 +86,7 @@ struct server_instance::impl {
   std::optional<state_lock> lock;
   std::unique_ptr<guest_backend> backend;
   std::unique_ptr<record_store> store;
+  std::unique_ptr<image_store> images;
   std::unique_ptr<sandbox_service> service;
   net::thread_pool workers;
   net::io_context io{1};
@@ -201,8 +203,14 @@ result<std::unique_ptr<server_instance>> server_instance::start(const serve_opti
                report->adopted, report->reaped);
     for (const auto& p : report->problems)
       log().warn("reconcile: {}", p);
-    m->service = std::make_unique<control_plane>(*m->backend, *m->store, opts.domain,
-                                                 std::move(report->records));
+    std::vector<std::string> image_problems;
+    auto images = image_store::open(opts.state_dir, image_problems);
+    if (!images) return images.error();
+    m->images = std::move(*images);
+    for (const auto& p : image_problems)
+      log().warn("{}", p);
+    m->service = std::make_unique<control_plane>(*m->backend, *m->store, *m->images,
+                                                 opts.domain, std::move(report->records));
   }
 
   m->server.emplace(m->io, m->workers, *m->service, opts.http, std::move(acceptors));

@@ -22,7 +22,8 @@ result<shape> resolve_shape(std::string_view id);
 /// The default root layout.
 inline constexpr std::string_view default_rootfs = "debian:12";
 
-/// `rootfs` (absent → debian:12) if this host can provide it, else bad_request.
+/// `rootfs` (absent → debian:12) if it is debian:12, else bad_request: the simulated domain
+/// has no image store (the real one resolves images through image_store.hpp).
 result<std::string> resolve_rootfs(const std::optional<std::string>& rootfs);
 
 } // namespace guestflow::local

@@ -77,6 +77,7 @@ shape_list simulated_control_plane::shapes() {
 capabilities simulated_control_plane::caps() {
   capabilities c;
   c.isolation = "namespaces";
+  c.images = {std::string{builtin_image}}; // no image store: debian:12 only
   return c;
 }
 
