@@ -1,5 +1,4 @@
 #include "controlplane/client/client.hpp"
-
 #include "controlplane/client/endpoint_selection.hpp"
 #include "controlplane/client/error_mapping.hpp"
 #include "controlplane/client/exec_stream.hpp"
@@ -16,27 +15,25 @@ constexpr std::string_view json_type = "application/json";
 
 /// A JSend call that decodes its reply into `T`: the callback lives in the call itself (no
 /// wrapping completion), and a success in the usual exact envelope form is parsed once.
-template <class T>
+template<class T>
 class typed_call final : public http_call {
 public:
   typed_call(std::shared_ptr<transport> t, call_spec s, callback<T> cb)
-    : http_call(std::move(t), std::move(s), {}), cb_(std::move(cb)) {}
+      : http_call(std::move(t), std::move(s), {})
+      , cb_(std::move(cb)) {}
 
 private:
   bool take_data(std::string_view data) override {
     auto r = decode<T>(data);
-    if (!r)
-      return false;
+    if (!r) return false;
     value_ = std::move(*r);
     return true;
   }
 
   void deliver(result<std::string> r) override {
     auto cb = std::move(cb_);
-    if (!r)
-      return cb(std::move(r).error());
-    if (value_)
-      return cb(std::move(*value_));
+    if (!r) return cb(std::move(r).error());
+    if (value_) return cb(std::move(*value_));
     cb(decode_reply<T>(*r, spec().what()));
   }
 
@@ -47,7 +44,9 @@ private:
 /// The client interface on top of http_call: builds each wire request, decodes each reply.
 class beast_client final : public client {
 public:
-  explicit beast_client(std::shared_ptr<transport> t) : client(t->ep()), t_(std::move(t)) {}
+  explicit beast_client(std::shared_ptr<transport> t)
+      : client(t->ep())
+      , t_(std::move(t)) {}
 
   ~beast_client() override { t_->shutdown(); }
 
@@ -62,8 +61,7 @@ public:
   void capabilities_of(millis timeout, callback<capabilities> cb) override {
     if (ep_.kind == provider::createos) // no such endpoint: the facts are known
       return t_->post_or_run([cb = std::move(cb)] { cb(createos_capabilities()); });
-    call<capabilities>(spec(verb::get, "/v1/capabilities", timeout),
-                       std::move(cb));
+    call<capabilities>(spec(verb::get, "/v1/capabilities", timeout), std::move(cb));
   }
 
   void create(const sandbox_create_request& req, millis timeout,
@@ -75,10 +73,8 @@ public:
   }
 
   void get(const std::string& id, millis timeout, callback<sandbox_view> cb) override {
-    if (!checked_id(id, cb))
-      return;
-    call<sandbox_view>(spec(verb::get, sandbox(id), timeout),
-                       std::move(cb));
+    if (!checked_id(id, cb)) return;
+    call<sandbox_view>(spec(verb::get, sandbox(id), timeout), std::move(cb));
   }
 
   void list(const std::string& status, uint32_t limit, uint32_t offset, millis timeout,
@@ -87,34 +83,27 @@ public:
     auto add = [&](std::string_view k, const std::string& v) {
       query += (query.empty() ? "?" : "&") + std::string(k) + "=" + percent_encode(v);
     };
-    if (!status.empty())
-      add("status", status);
-    if (limit > 0)
-      add("limit", std::to_string(limit));
-    if (offset > 0)
-      add("offset", std::to_string(offset));
-    call<sandbox_list>(spec(verb::get, "/v1/sandboxes" + query, timeout),
-                       std::move(cb));
+    if (!status.empty()) add("status", status);
+    if (limit > 0) add("limit", std::to_string(limit));
+    if (offset > 0) add("offset", std::to_string(offset));
+    call<sandbox_list>(spec(verb::get, "/v1/sandboxes" + query, timeout), std::move(cb));
   }
 
   void put_file(const std::string& id, const std::string& path, std::string body,
                 millis timeout, callback<bool> cb) override {
-    if (!checked_id(id, cb) || !checked_path(path, cb))
-      return;
+    if (!checked_id(id, cb) || !checked_path(path, cb)) return;
     auto s = spec(verb::put, files(id, path), timeout);
     s.content_type = "application/octet-stream";
     s.body = std::move(body);
     start(std::move(s), [cb = std::move(cb)](result<std::string> r) {
-      if (!r)
-        return cb(std::move(r).error());
+      if (!r) return cb(std::move(r).error());
       cb(true);
     });
   }
 
   void get_file(const std::string& id, const std::string& path, size_t max_bytes,
                 millis timeout, callback<std::string> cb) override {
-    if (!checked_id(id, cb) || !checked_path(path, cb))
-      return;
+    if (!checked_id(id, cb) || !checked_path(path, cb)) return;
     auto s = spec(verb::get, files(id, path), timeout);
     s.kind = body_kind::raw;
     s.body_cap = max_bytes;
@@ -124,8 +113,7 @@ public:
 
   void exec(const std::string& id, const exec_request& req, millis timeout,
             callback<exec_result> cb) override {
-    if (!checked_id(id, cb))
-      return;
+    if (!checked_id(id, cb)) return;
     auto s = spec(verb::post, sandbox(id) + "/exec", timeout);
     s.idempotent = false;
     with_json(s, encode(req));
@@ -147,48 +135,72 @@ public:
   }
 
   void get_egress(const std::string& id, millis timeout, callback<egress_body> cb) override {
-    if (!checked_id(id, cb))
-      return;
-    call<egress_body>(
-      spec(verb::get, sandbox(id) + "/egress", timeout),
-      std::move(cb));
+    if (!checked_id(id, cb)) return;
+    call<egress_body>(spec(verb::get, sandbox(id) + "/egress", timeout), std::move(cb));
   }
 
   void put_egress(const std::string& id, const egress_policy& egress, millis timeout,
                   callback<egress_body> cb) override {
-    if (!checked_id(id, cb))
-      return;
+    if (!checked_id(id, cb)) return;
     auto s = spec(verb::put, sandbox(id) + "/egress", timeout);
     with_json(s, encode(egress_body{egress}));
     call<egress_body>(std::move(s), std::move(cb));
   }
 
   void pause(const std::string& id, millis timeout, callback<sandbox_view> cb) override {
-    if (!checked_id(id, cb))
-      return;
-    call<sandbox_view>(
-      spec(verb::post, sandbox(id) + "/pause", timeout),
-      std::move(cb));
+    if (!checked_id(id, cb)) return;
+    call<sandbox_view>(spec(verb::post, sandbox(id) + "/pause", timeout), std::move(cb));
   }
 
   void resume(const std::string& id, millis timeout, callback<sandbox_view> cb) override {
-    if (!checked_id(id, cb))
-      return;
-    call<sandbox_view>(
-      spec(verb::post, sandbox(id) + "/resume", timeout),
-      std::move(cb));
+    if (!checked_id(id, cb)) return;
+    call<sandbox_view>(spec(verb::post, sandbox(id) + "/resume", timeout), std::move(cb));
   }
 
   void remove(const std::string& id, millis timeout, callback<sandbox_deleted> cb) override {
-    if (!checked_id(id, cb))
-      return;
-    call<sandbox_deleted>(spec(verb::delete_, sandbox(id), timeout),
-                          std::move(cb));
+    if (!checked_id(id, cb)) return;
+    call<sandbox_deleted>(spec(verb::delete_, sandbox(id), timeout), std::move(cb));
+  }
+
+  void images(millis timeout, callback<image_list> cb) override {
+    if (!local_images(cb)) return;
+    call<image_list>(spec(verb::get, "/v1/images", timeout), std::move(cb));
+  }
+
+  void add_image(const image_add_request& req, millis timeout,
+                 callback<image_added> cb) override {
+    if (!local_images(cb)) return;
+    auto s = spec(verb::post, "/v1/images", timeout);
+    s.idempotent = false;
+    with_json(s, encode(req));
+    call<image_added>(std::move(s), std::move(cb));
+  }
+
+  void remove_image(const std::string& name, millis timeout,
+                    callback<image_removed> cb) override {
+    if (!local_images(cb)) return;
+    if (name.empty())
+      return reject(std::move(cb), fail(ec::bad_request, "image name must not be empty"));
+    call<image_removed>(spec(verb::delete_, "/v1/images/" + percent_encode(name), timeout),
+                        std::move(cb));
   }
 
   void shutdown() override { t_->shutdown(); }
 
 private:
+  /// Images are the local control plane's: CreateOS answers `unavailable` without a request.
+  template<class T>
+  bool local_images(callback<T>& cb) {
+    if (ep_.kind != provider::createos) return true;
+    reject(std::move(cb),
+           fail(ec::unavailable,
+                "guest images are managed by the local control plane; CreateOS has its own "
+                "templates (name one with CREATEOS_SANDBOX_ROOTFS), so `guestflow image` does "
+                "not apply to " +
+                    ep_.base_url));
+    return false;
+  }
+
   /// `path` is encoded and may carry a query; messages name the call without the query.
   call_spec spec(verb method, std::string path, millis timeout) const {
     call_spec s;
@@ -214,25 +226,23 @@ private:
     return sandbox(id) + "/files?path=" + percent_encode(path, /*keep_slash=*/true);
   }
 
-  template <class T>
+  template<class T>
   bool checked_id(const std::string& id, callback<T>& cb) {
-    if (!id.empty())
-      return true;
+    if (!id.empty()) return true;
     reject(std::move(cb), fail(ec::bad_request, "sandbox id must not be empty"));
     return false;
   }
 
-  template <class T>
+  template<class T>
   bool checked_path(const std::string& path, callback<T>& cb) {
     if (!path.empty() && path.front() == '/' && path.find('\0') == std::string::npos)
       return true;
-    reject(std::move(cb),
-           fail(ec::bad_request, "file path must be absolute: '" + path + "'"));
+    reject(std::move(cb), fail(ec::bad_request, "file path must be absolute: '" + path + "'"));
     return false;
   }
 
   /// Completes `cb` with `f` on a client thread, like every other outcome.
-  template <class T>
+  template<class T>
   void reject(callback<T> cb, failure f) {
     t_->post_or_run([cb = std::move(cb), f = std::move(f)]() mutable { cb(std::move(f)); });
   }
@@ -242,7 +252,7 @@ private:
   }
 
   /// A JSend call whose `data` decodes into `T`.
-  template <class T>
+  template<class T>
   void call(call_spec s, callback<T> cb) {
     http_call::launch<typed_call<T>>(t_, std::move(s), std::move(cb));
   }
@@ -252,10 +262,21 @@ private:
 
 } // namespace
 
+void client::images(millis, callback<image_list> cb) {
+  cb(fail(ec::unavailable, "this control-plane client does not manage images"));
+}
+
+void client::add_image(const image_add_request&, millis, callback<image_added> cb) {
+  cb(fail(ec::unavailable, "this control-plane client does not manage images"));
+}
+
+void client::remove_image(const std::string&, millis, callback<image_removed> cb) {
+  cb(fail(ec::unavailable, "this control-plane client does not manage images"));
+}
+
 result<std::shared_ptr<client>> client::make(endpoint ep, client_config cfg) {
   auto t = transport::make(std::move(ep), std::move(cfg));
-  if (!t)
-    return t.error();
+  if (!t) return t.error();
   auto transport = std::move(*t);
   transport->start();
   return std::shared_ptr<client>(std::make_shared<beast_client>(std::move(transport)));

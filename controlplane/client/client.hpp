@@ -1,6 +1,7 @@
 #pragma once
 
 #include "messages/error.hpp"
+#include "messages/image.hpp"
 #include "messages/sandbox.hpp"
 
 #include <chrono>
@@ -40,13 +41,13 @@ struct client_config {
   /// step through create, upload, exec, delete together).
   size_t max_idle_per_endpoint = 16384;
   millis default_timeout{30'000};
-  millis retry_initial{100};   ///< backoff for idempotent calls on `transient`
+  millis retry_initial{100}; ///< backoff for idempotent calls on `transient`
   millis retry_max{5'000};
   size_t max_response_bytes = size_t{64} << 20; ///< body cap for buffered JSON replies
   millis pool_idle_timeout{30'000}; ///< idle pooled connections older than this are closed
 };
 
-template <class T>
+template<class T>
 using callback = std::function<void(result<T>)>;
 
 /// Stream of a `?stream=true` exec: `on_line` for every NDJSON line as it arrives
@@ -71,15 +72,15 @@ public:
 
 /// Error mapping (as the seed plugin does): a 2xx whose envelope is not success, 429, 5xx,
 /// connect/read timeouts, a connection broken mid-exchange → transient; 409 "sandbox is
-/// paused" → paused; 404 → not_found; 400/409/413/422 → bad_request with the server's
-/// message; 401/403 and any other non-2xx → unavailable with the status in the message; a
-/// control plane that cannot be reached (resolve/connect refused) → unavailable "control
-/// plane at URL unreachable: …"; a failed TLS handshake (certificate) → unavailable.
-/// Idempotent calls (GET, DELETE, pause, resume, PUT egress, PUT files) retry transient
-/// and unreachable with jittered exponential backoff inside their deadline; create and
-/// exec never retry — except that a request on a *pooled* connection that fails while
-/// writing, or whose read ends (EOF/reset) before a single response byte, is sent once
-/// more on a fresh connection: that is the server having closed an idle keep-alive
+/// paused" → paused; 409 "image in use: …" → policy_refused; 404 → not_found;
+/// 400/409/413/422 → bad_request with the server's message; 401/403 and any other non-2xx →
+/// unavailable with the status in the message; a control plane that cannot be reached
+/// (resolve/connect refused) → unavailable "control plane at URL unreachable: …"; a failed TLS
+/// handshake (certificate) → unavailable. Idempotent calls (GET, DELETE, pause, resume, PUT
+/// egress, PUT files) retry transient and unreachable with jittered exponential backoff inside
+/// their deadline; create and exec never retry — except that a request on a *pooled* connection
+/// that fails while writing, or whose read ends (EOF/reset) before a single response byte, is
+/// sent once more on a fresh connection: that is the server having closed an idle keep-alive
 /// connection, not an answer; and that a `unix://` control plane whose accept queue is
 /// full (a burst of new connections; nothing was sent) is tried again with backoff, as
 /// transient, inside the deadline.
@@ -129,6 +130,18 @@ public:
   virtual void resume(const std::string& id, millis timeout, callback<sandbox_view> cb) = 0;
   virtual void remove(const std::string& id, millis timeout, callback<sandbox_deleted> cb) = 0;
 
+  /// Guest images of a local control plane (`guestflow image`): `GET /v1/images`, `POST
+  /// /v1/images` (never retried; an import may take minutes: give it the time) and `DELETE
+  /// /v1/images/{name}` (policy_refused "image in use: …" while a guest uses it). CreateOS
+  /// has its own templates: for `provider::createos` these fail with `unavailable` without
+  /// a request. A client that does not implement them (a test double) fails the same way, at
+  /// once on the calling thread.
+  virtual void images(millis timeout, callback<image_list> cb);
+  virtual void add_image(const image_add_request& req, millis timeout,
+                         callback<image_added> cb);
+  virtual void remove_image(const std::string& name, millis timeout,
+                            callback<image_removed> cb);
+
   /// Stops the I/O threads; pending calls complete with `unavailable` (on a client thread,
   /// before shutdown returns unless it is called from a callback). Calls made after
   /// shutdown complete at once with `unavailable` on the calling thread. Idempotent; the
@@ -136,7 +149,8 @@ public:
   virtual void shutdown() = 0;
 
 protected:
-  explicit client(endpoint ep) : ep_(std::move(ep)) {}
+  explicit client(endpoint ep)
+      : ep_(std::move(ep)) {}
   endpoint ep_;
 };
 

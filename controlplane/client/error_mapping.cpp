@@ -7,7 +7,6 @@
 #include <boost/beast/core/error.hpp>
 #include <boost/beast/http/error.hpp>
 #include <boost/beast/http/status.hpp>
-
 #include <chrono>
 
 namespace guestflow::cp {
@@ -26,33 +25,27 @@ std::string status_text(unsigned status) {
 /// The server's own words: the envelope message, else fail data, else a body excerpt.
 std::string server_message(std::string_view body, const result<jsend>& env) {
   if (env) {
-    if (env->message && !env->message->empty())
-      return *env->message;
+    if (env->message && !env->message->empty()) return *env->message;
     if (!env->data.empty() && env->data.text != "null")
       return env->data.text.substr(0, quote_limit);
     return {};
   }
   std::string out(body.substr(0, quote_limit));
   for (auto& c : out)
-    if (static_cast<unsigned char>(c) < 0x20)
-      c = ' ';
+    if (static_cast<unsigned char>(c) < 0x20) c = ' ';
   return out;
 }
 
 bool contains_ci(std::string_view hay, std::string_view needle) {
-  if (needle.size() > hay.size())
-    return false;
+  if (needle.size() > hay.size()) return false;
   for (size_t i = 0; i + needle.size() <= hay.size(); ++i) {
     size_t j = 0;
     for (; j < needle.size(); ++j) {
       char a = hay[i + j];
-      if (a >= 'A' && a <= 'Z')
-        a = static_cast<char>(a - 'A' + 'a');
-      if (a != needle[j])
-        break;
+      if (a >= 'A' && a <= 'Z') a = static_cast<char>(a - 'A' + 'a');
+      if (a != needle[j]) break;
     }
-    if (j == needle.size())
-      return true;
+    if (j == needle.size()) return true;
   }
   return false;
 }
@@ -66,8 +59,7 @@ attempt_outcome outcome(ec code, std::string message, bool retryable) {
 attempt_outcome map_response(unsigned status, std::string_view body, body_kind kind,
                              std::string_view what) {
   auto ok = status >= 200 && status < 300;
-  if (ok && kind == body_kind::raw)
-    return {std::string(body), false};
+  if (ok && kind == body_kind::raw) return {std::string(body), false};
   if (status == 204) // No Content: a success without data
     return {std::string("null"), false};
   auto env = decode<jsend>(body);
@@ -75,23 +67,26 @@ attempt_outcome map_response(unsigned status, std::string_view body, body_kind k
     if (env && env->status == jsend::kind::success)
       return {env->data.empty() ? std::string("null") : env->data.text, false};
     auto msg = server_message(body, env);
-    auto kind_name = !env ? std::string("no JSend envelope")
-                          : env->status == jsend::kind::fail ? std::string("a 'fail' envelope")
-                                                             : std::string("an 'error' envelope");
+    auto kind_name = !env                               ? std::string("no JSend envelope")
+                     : env->status == jsend::kind::fail ? std::string("a 'fail' envelope")
+                                                        : std::string("an 'error' envelope");
     return outcome(ec::transient,
-                   "control plane answered " + std::string(what) + " with " + status_text(status)
-                     + " and " + kind_name + (msg.empty() ? "" : ": " + msg),
+                   "control plane answered " + std::string(what) + " with " +
+                       status_text(status) + " and " + kind_name +
+                       (msg.empty() ? "" : ": " + msg),
                    true);
   }
   auto msg = server_message(body, env);
   auto with_status = [&](std::string_view verb) {
-    return "control plane " + std::string(verb) + " " + std::string(what) + " with "
-           + status_text(status) + (msg.empty() ? "" : ": " + msg);
+    return "control plane " + std::string(verb) + " " + std::string(what) + " with " +
+           status_text(status) + (msg.empty() ? "" : ": " + msg);
   };
   if (status == 404)
     return outcome(ec::not_found, msg.empty() ? std::string(what) + ": not found" : msg, false);
   if (status == 409 && contains_ci(msg, "sandbox is paused"))
     return outcome(ec::paused, msg, false);
+  if (status == 409 && contains_ci(msg, "image in use"))
+    return outcome(ec::policy_refused, msg, false);
   if (status == 400 || status == 409 || status == 413 || status == 422)
     return outcome(ec::bad_request, msg.empty() ? with_status("refused") : msg, false);
   if (status == 429 || (status >= 500 && status < 600))
@@ -103,8 +98,8 @@ attempt_outcome map_response(unsigned status, std::string_view body, body_kind k
 
 std::optional<std::string_view> success_data_of(std::string_view body) {
   constexpr std::string_view head = R"({"status":"success","data":)";
-  if (body.size() <= head.size() + 1 || body.substr(0, head.size()) != head
-      || body.back() != '}')
+  if (body.size() <= head.size() + 1 || body.substr(0, head.size()) != head ||
+      body.back() != '}')
     return std::nullopt;
   return body.substr(head.size(), body.size() - head.size() - 1);
 }
@@ -116,10 +111,10 @@ attempt_outcome map_transport(phase where, const boost::system::error_code& err,
   bool timed_out = err == boost::beast::error::timeout || err == net::error::timed_out;
   if (timed_out)
     return outcome(ec::transient,
-                   std::string(what) + ": control plane at " + std::string(origin)
-                     + " timed out while "
-                     + (where == phase::resolve   ? "resolving"
-                        : where == phase::connect ? "connecting"
+                   std::string(what) + ": control plane at " + std::string(origin) +
+                       " timed out while " +
+                       (where == phase::resolve     ? "resolving"
+                        : where == phase::connect   ? "connecting"
                         : where == phase::handshake ? "in the TLS handshake"
                         : where == phase::write     ? "sending the request"
                                                     : "reading the response"),
@@ -130,11 +125,11 @@ attempt_outcome map_transport(phase where, const boost::system::error_code& err,
     return outcome(ec::unavailable,
                    "control plane at " + std::string(origin) + " unreachable: " + detail, true);
   case phase::handshake:
-    if (err.category() == net::error::get_ssl_category()
-        || err == net::ssl::error::stream_truncated)
+    if (err.category() == net::error::get_ssl_category() ||
+        err == net::ssl::error::stream_truncated)
       return outcome(ec::unavailable,
-                     "TLS handshake with control plane at " + std::string(origin)
-                       + " failed: " + detail,
+                     "TLS handshake with control plane at " + std::string(origin) +
+                         " failed: " + detail,
                      false);
     return outcome(ec::unavailable,
                    "control plane at " + std::string(origin) + " unreachable: " + detail, true);
@@ -143,16 +138,16 @@ attempt_outcome map_transport(phase where, const boost::system::error_code& err,
     break;
   }
   return outcome(ec::transient,
-                 std::string(what) + ": connection to control plane at " + std::string(origin)
-                   + " failed while "
-                   + (where == phase::write ? "sending the request" : "reading the response")
-                   + ": " + detail,
+                 std::string(what) + ": connection to control plane at " + std::string(origin) +
+                     " failed while " +
+                     (where == phase::write ? "sending the request" : "reading the response") +
+                     ": " + detail,
                  true);
 }
 
 failure deadline_failure(std::string_view what, std::chrono::milliseconds timeout) {
-  return fail(ec::transient, std::string(what) + ": no answer within the deadline of "
-                               + std::to_string(timeout.count()) + " ms");
+  return fail(ec::transient, std::string(what) + ": no answer within the deadline of " +
+                                 std::to_string(timeout.count()) + " ms");
 }
 
 } // namespace guestflow::cp

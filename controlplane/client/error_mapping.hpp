@@ -4,7 +4,6 @@
 #include "messages/json.hpp"
 
 #include <boost/system/error_code.hpp>
-
 #include <chrono>
 #include <optional>
 #include <string>
@@ -29,7 +28,8 @@ enum class body_kind : uint8_t { jsend, raw };
 /// Maps a complete response. `what` names the call ("GET /v1/shapes") in messages.
 /// - 2xx: jsend → success envelope's data, any other envelope (or none) → transient;
 ///   raw → the body.
-/// - 404 → not_found; 409 "sandbox is paused" → paused; 400/409/413/422 → bad_request with
+/// - 404 → not_found; 409 "sandbox is paused" → paused; 409 "image in use" →
+///   policy_refused; 400/409/413/422 → bad_request with
 ///   the server's message; 429/5xx → transient (retryable); 401/403/others → unavailable
 ///   with the status in the message.
 attempt_outcome map_response(unsigned status, std::string_view body, body_kind kind,
@@ -57,12 +57,12 @@ failure deadline_failure(std::string_view what, std::chrono::milliseconds timeou
 
 /// Decodes a success envelope's `data` into `T`. A reply that does not fit the wire API is
 /// the control plane's fault, not the caller's: unavailable, not bad_request.
-template <class T>
+template<class T>
 result<T> decode_reply(const std::string& data, std::string_view what) {
   auto r = decode<T>(data);
   if (!r)
-    return fail(ec::unavailable, "control plane sent an unexpected reply to "
-                                   + std::string(what) + ": " + r.error().message);
+    return fail(ec::unavailable, "control plane sent an unexpected reply to " +
+                                     std::string(what) + ": " + r.error().message);
   return r;
 }
 

@@ -62,6 +62,13 @@ public:
   void remove(const std::string& id, millis t, callback<sandbox_deleted> cb) override {
     inner_->remove(id, t, timed(cb));
   }
+  void images(millis t, callback<image_list> cb) override { inner_->images(t, timed(cb)); }
+  void add_image(const image_add_request& req, millis t, callback<image_added> cb) override {
+    inner_->add_image(req, t, timed(cb));
+  }
+  void remove_image(const std::string& name, millis t, callback<image_removed> cb) override {
+    inner_->remove_image(name, t, timed(cb));
+  }
   void shutdown() override { inner_->shutdown(); }
 
 private:
