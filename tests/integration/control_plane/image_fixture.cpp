@@ -147,6 +147,15 @@ sandbox_created image_test::create_on(const std::string& image) {
                 quote_json(image) + "}");
 }
 
+void image_test::refuse_create(const std::string& body, unsigned status,
+                               const std::string& needle) {
+  auto r = call("POST", "/v1/sandboxes", body);
+  if (r.status == 200)
+    if (auto made = decode<sandbox_created>(envelope(r).data.text))
+      created_.push_back(made->id);
+  expect_refusal(r, status, needle);
+}
+
 exec_result image_test::sh(const std::string& id, const std::string& script) {
   return exec(id, "sh", {"-c", script});
 }

@@ -48,6 +48,9 @@ protected:
   std::vector<std::string> image_dirs() const;
   /// A guest on `image` with no network.
   sandbox_created create_on(const std::string& image);
+  /// POST /v1/sandboxes `body`, expected to be refused with `status` and `needle`; a guest
+  /// made anyway (a failing test) is still deleted at TearDown.
+  void refuse_create(const std::string& body, unsigned status, const std::string& needle);
   /// `sh -c script` in guest `id`.
   exec_result sh(const std::string& id, const std::string& script);
 };
