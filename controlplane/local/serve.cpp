@@ -1,11 +1,11 @@
 #include "controlplane/local/serve.hpp"
 
-#include "controlplane/local/auto_pause.hpp"
-#include "controlplane/local/image_store.hpp"
-#include "controlplane/local/reconciler.hpp"
-#include "controlplane/local/record_store.hpp"
-#include "controlplane/local/simulated_control_plane.hpp"
-#include "controlplane/local/state_lock.hpp"
+#include "controlplane/local/service/auto_pause.hpp"
+#include "controlplane/local/images/image_store.hpp"
+#include "controlplane/local/store/reconciler.hpp"
+#include "controlplane/local/store/record_store.hpp"
+#include "controlplane/local/service/simulated_control_plane.hpp"
+#include "controlplane/local/store/state_lock.hpp"
 
 #include <algorithm>
 #include <atomic>

@@ -1,7 +1,7 @@
 #pragma once
 
-#include "controlplane/local/control_plane.hpp"
-#include "controlplane/local/http_server.hpp"
+#include "controlplane/local/service/control_plane.hpp"
+#include "controlplane/local/http/http_server.hpp"
 
 #include <filesystem>
 #include <iosfwd>

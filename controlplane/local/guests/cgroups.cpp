@@ -1,0 +1,309 @@
+#include "controlplane/local/guests/cgroups.hpp"
+
+#include "common/unique_fd.hpp"
+
+#include <cerrno>
+#include <csignal>
+#include <cstring>
+#include <fcntl.h>
+#include <fstream>
+#include <linux/magic.h>
+#include <poll.h>
+#include <sstream>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <sys/syscall.h>
+#include <thread>
+#include <unistd.h>
+
+namespace guestflow::local {
+namespace {
+
+using clock_type = std::chrono::steady_clock;
+
+bool exists(const std::string& path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0;
+}
+
+bool put(const std::string& path, const std::string& value) {
+  unique_fd fd{::open(path.c_str(), O_WRONLY | O_CLOEXEC)};
+  if (!fd) return false;
+  return ::write(fd.get(), value.data(), value.size()) == ssize_t(value.size());
+}
+
+std::string get(const std::string& path) {
+  std::ifstream in{path};
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+std::string trim(std::string s) {
+  while (!s.empty() && (s.back() == '\n' || s.back() == ' '))
+    s.pop_back();
+  return s;
+}
+
+/// Value of `key N` in a flat keyed file (memory.events, memory.oom_control, cgroup.events).
+uint64_t keyed(const std::string& text, const std::string& key) {
+  std::istringstream in{text};
+  std::string k;
+  uint64_t v = 0;
+  while (in >> k >> v)
+    if (k == key) return v;
+  return 0;
+}
+
+/// The directory among `dirs` that holds `file` (the controller's directory in v1).
+std::string dir_with(const std::vector<std::string>& dirs, const std::string& file) {
+  for (const auto& d : dirs)
+    if (exists(d + "/" + file)) return d;
+  return {};
+}
+
+failure sys_error(const std::string& what) {
+  return fail(ec::unavailable, what + ": " + std::strerror(errno));
+}
+
+void sleep_briefly() {
+  std::this_thread::sleep_for(std::chrono::milliseconds(1));
+}
+
+/// The path of `dir` below its hierarchy's mount, as /proc/<pid>/cgroup shows it.
+std::string relative_path(const std::string& dir) {
+  auto guestflow = dir.rfind("/guestflow/");
+  return guestflow == std::string::npos ? dir : dir.substr(guestflow);
+}
+
+/// SIGKILLs `pid` only if it is still a member of the guest's cgroup: the pidfd pins the
+/// process, so a pid reused by an unrelated host process is never signalled.
+void kill_member(pid_t pid, const std::string& rel) {
+  unique_fd pidfd{int(::syscall(SYS_pidfd_open, pid, 0))};
+  if (!pidfd) return;
+  std::ifstream in{"/proc/" + std::to_string(pid) + "/cgroup"};
+  std::string line;
+  bool member = false;
+  while (std::getline(in, line))
+    if (line.size() >= rel.size() + 1 &&
+        line.compare(line.size() - rel.size(), rel.size(), rel) == 0 &&
+        line[line.size() - rel.size() - 1] == ':')
+      member = true;
+  pollfd p{pidfd.get(), POLLIN, 0};
+  if (!member || ::poll(&p, 1, 0) != 0)
+    return; // not ours, or it exited while we looked (the pid may now be someone else's)
+  ::syscall(SYS_pidfd_send_signal, pidfd.get(), SIGKILL, nullptr, 0);
+}
+
+void kill_members(const std::vector<std::string>& dirs) {
+  for (const auto& d : dirs) {
+    auto rel = relative_path(d);
+    for (pid_t pid : cgroup_pids(d))
+      kill_member(pid, rel);
+  }
+}
+
+bool all_empty(const std::vector<std::string>& dirs) {
+  for (const auto& d : dirs)
+    if (!cgroup_pids(d).empty()) return false;
+  return true;
+}
+
+} // namespace
+
+result<cgroup_layout> detect_cgroups(const std::string& fs_root) {
+  cgroup_layout layout;
+  struct statfs sfs;
+  if (::statfs(fs_root.c_str(), &sfs) == 0 && sfs.f_type == CGROUP2_SUPER_MAGIC) {
+    auto controllers = " " + trim(get(fs_root + "/cgroup.controllers")) + " ";
+    for (const char* needed : {"memory", "pids"})
+      if (controllers.find(std::string{" "} + needed + " ") == std::string::npos)
+        return fail(ec::unavailable, std::string{"cgroup v2 lacks the "} + needed +
+                                         " controller; guests need memory and pids limits");
+    layout.v2 = true;
+    layout.v2_root = fs_root;
+    return layout;
+  }
+  // cgroup v1: one hierarchy per controller (possibly co-mounted); read the mount table.
+  std::ifstream in{"/proc/self/mountinfo"};
+  std::string line;
+  while (std::getline(in, line)) {
+    auto sep = line.find(" - ");
+    if (sep == std::string::npos) continue;
+    std::istringstream pre{line.substr(0, sep)}, post{line.substr(sep + 3)};
+    std::string id, parent, devno, root, mount_point, fstype, source, super_opts;
+    pre >> id >> parent >> devno >> root >> mount_point;
+    post >> fstype >> source >> super_opts;
+    if (fstype != "cgroup" || mount_point.rfind(fs_root, 0) != 0) continue;
+    std::istringstream opts{super_opts};
+    std::string opt;
+    while (std::getline(opts, opt, ','))
+      if (opt == "memory" || opt == "pids" || opt == "freezer" || opt == "cpu")
+        layout.v1_mounts.emplace(opt, mount_point);
+  }
+  for (const char* needed : {"memory", "pids", "freezer"})
+    if (!layout.v1_mounts.count(needed))
+      return fail(ec::unavailable, std::string{"no cgroup v1 "} + needed +
+                                       " hierarchy is mounted; guests need memory, pids and "
+                                       "freezer");
+  return layout;
+}
+
+result<std::vector<std::string>> create_guest_cgroups(const cgroup_layout& layout,
+                                                      const std::string& id,
+                                                      const cgroup_limits& limits) {
+  std::vector<std::string> made;
+  auto undo = [&](failure f) -> failure {
+    for (auto i = made.rbegin(); i != made.rend(); ++i)
+      ::rmdir(i->c_str());
+    return f;
+  };
+  auto make = [&](const std::string& parent) -> result<std::string> {
+    if (::mkdir(parent.c_str(), 0755) != 0 && errno != EEXIST)
+      return sys_error("mkdir " + parent);
+    auto dir = parent + "/" + id;
+    if (::mkdir(dir.c_str(), 0755) != 0) return sys_error("mkdir " + dir);
+    made.push_back(dir);
+    return dir;
+  };
+  auto must_put = [&](const std::string& path, const std::string& value) -> result<bool> {
+    if (!put(path, value)) return sys_error("write " + value + " to " + path);
+    return true;
+  };
+
+  if (layout.v2) {
+    // Controllers must be enabled in every ancestor's subtree_control (the root's usually
+    // is on systemd hosts); what is missing shows up as a missing limit file below.
+    const auto parent = layout.v2_root + "/guestflow";
+    for (const char* c : {"+memory", "+pids", "+cpu"})
+      put(layout.v2_root + "/cgroup.subtree_control", c);
+    if (::mkdir(parent.c_str(), 0755) != 0 && errno != EEXIST)
+      return sys_error("mkdir " + parent);
+    for (const char* c : {"+memory", "+pids", "+cpu"})
+      put(parent + "/cgroup.subtree_control", c);
+    auto dir = make(parent);
+    if (!dir) return undo(dir.error());
+    for (auto [file, value] : {std::pair<std::string, std::string>{
+                                   "memory.max", std::to_string(limits.memory_bytes)},
+                               {"pids.max", std::to_string(limits.pids_max)}})
+      if (auto ok = must_put(*dir + "/" + file, value); !ok) return undo(ok.error());
+    put(*dir + "/memory.swap.max", "0");
+    if (limits.vcpu > 0)
+      put(*dir + "/cpu.weight", std::to_string(std::min<uint32_t>(10000, 100 * limits.vcpu)));
+    return made;
+  }
+
+  for (const char* c : {"memory", "pids", "freezer", "cpu"}) {
+    auto m = layout.v1_mounts.find(c);
+    if (m == layout.v1_mounts.end()) continue;
+    auto dir = make(m->second + "/guestflow");
+    if (!dir) return undo(dir.error());
+  }
+  const auto mem = layout.v1_mounts.at("memory") + "/guestflow/" + id;
+  const auto pids = layout.v1_mounts.at("pids") + "/guestflow/" + id;
+  if (auto ok = must_put(mem + "/memory.limit_in_bytes", std::to_string(limits.memory_bytes));
+      !ok)
+    return undo(ok.error());
+  put(mem + "/memory.memsw.limit_in_bytes",
+      std::to_string(limits.memory_bytes)); // no swap either
+  if (auto ok = must_put(pids + "/pids.max", std::to_string(limits.pids_max)); !ok)
+    return undo(ok.error());
+  if (auto cpu = layout.v1_mounts.find("cpu"); cpu != layout.v1_mounts.end() && limits.vcpu > 0)
+    put(cpu->second + "/guestflow/" + id + "/cpu.shares", std::to_string(1024 * limits.vcpu));
+  return made;
+}
+
+std::vector<std::string> procs_files(const std::vector<std::string>& dirs) {
+  std::vector<std::string> out;
+  for (const auto& d : dirs)
+    out.push_back(d + "/cgroup.procs");
+  return out;
+}
+
+result<bool> set_frozen(const std::vector<std::string>& dirs, bool frozen,
+                        std::chrono::milliseconds timeout) {
+  const auto deadline = clock_type::now() + timeout;
+  if (auto v1 = dir_with(dirs, "freezer.state"); !v1.empty()) {
+    const std::string want = frozen ? "FROZEN" : "THAWED";
+    const auto file = v1 + "/freezer.state";
+    for (;;) {
+      if (!put(file, want)) return sys_error("write " + want + " to " + file);
+      if (trim(get(file)) == want) return true;
+      if (clock_type::now() > deadline)
+        return fail(ec::unavailable, "the guest did not reach " + want + " in time");
+      sleep_briefly();
+    }
+  }
+  if (auto v2 = dir_with(dirs, "cgroup.freeze"); !v2.empty()) {
+    if (!put(v2 + "/cgroup.freeze", frozen ? "1" : "0"))
+      return sys_error("write cgroup.freeze in " + v2);
+    while (keyed(get(v2 + "/cgroup.events"), "frozen") != (frozen ? 1U : 0U)) {
+      if (clock_type::now() > deadline)
+        return fail(ec::unavailable, std::string{"the guest did not "} +
+                                         (frozen ? "freeze" : "thaw") + " in time");
+      sleep_briefly();
+    }
+    return true;
+  }
+  return fail(ec::not_found, "the guest has no freezer cgroup (already destroyed?)");
+}
+
+bool is_frozen(const std::vector<std::string>& dirs) {
+  if (auto v1 = dir_with(dirs, "freezer.state"); !v1.empty())
+    return trim(get(v1 + "/freezer.state")) != "THAWED";
+  if (auto v2 = dir_with(dirs, "cgroup.freeze"); !v2.empty())
+    return trim(get(v2 + "/cgroup.freeze")) == "1";
+  return false;
+}
+
+uint64_t oom_kill_count(const std::vector<std::string>& dirs) {
+  if (auto v1 = dir_with(dirs, "memory.oom_control"); !v1.empty())
+    return keyed(get(v1 + "/memory.oom_control"), "oom_kill");
+  if (auto v2 = dir_with(dirs, "memory.events"); !v2.empty())
+    return keyed(get(v2 + "/memory.events"), "oom_kill");
+  return 0;
+}
+
+std::vector<pid_t> cgroup_pids(const std::string& dir) {
+  std::vector<pid_t> out;
+  std::ifstream in{dir + "/cgroup.procs"};
+  pid_t pid;
+  while (in >> pid)
+    out.push_back(pid);
+  return out;
+}
+
+result<bool> kill_and_remove(const std::vector<std::string>& dirs,
+                             std::chrono::milliseconds timeout) {
+  std::vector<std::string> live;
+  for (const auto& d : dirs)
+    if (exists(d)) live.push_back(d);
+  if (live.empty()) return true;
+  const auto deadline = clock_type::now() + timeout;
+
+  if (auto v2 = dir_with(live, "cgroup.kill"); !v2.empty()) {
+    put(v2 + "/cgroup.kill", "1"); // atomic: includes whatever forks meanwhile
+  } else {
+    // A frozen cgroup cannot fork, so the snapshot of its members is complete; SIGKILL is
+    // delivered once thawed.
+    const bool froze = bool(set_frozen(live, true, std::chrono::milliseconds(2000)));
+    kill_members(live);
+    if (froze || is_frozen(live)) set_frozen(live, false, std::chrono::milliseconds(2000));
+  }
+  while (!all_empty(live)) {
+    if (clock_type::now() > deadline)
+      return fail(ec::unavailable, "processes of the guest survive SIGKILL (cgroup " + live[0] +
+                                       " is not empty)");
+    kill_members(live);
+    sleep_briefly();
+  }
+  for (const auto& d : live) {
+    while (::rmdir(d.c_str()) != 0 && errno != ENOENT) {
+      if (errno != EBUSY || clock_type::now() > deadline) return sys_error("rmdir " + d);
+      sleep_briefly();
+    }
+  }
+  return true;
+}
+
+} // namespace guestflow::local

@@ -1,0 +1,329 @@
+#include "controlplane/local/guests/guest_backend.hpp"
+
+#include "controlplane/local/guests/cgroups.hpp"
+#include "controlplane/local/guests/child_setup.hpp"
+#include "controlplane/local/guests/guest_exec.hpp"
+#include "controlplane/local/guests/guest_files.hpp"
+#include "controlplane/local/guests/guest_init.hpp"
+#include "controlplane/local/network/netns_egress.hpp"
+#include "controlplane/local/guests/sandbox_launch.hpp"
+#include "controlplane/local/guests/seccomp_filter.hpp"
+#include "common/unique_fd.hpp"
+
+#include <cerrno>
+#include <csignal>
+#include <cstring>
+#include <fcntl.h>
+#include <mutex>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+namespace guestflow::local {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr auto teardown_timeout = std::chrono::seconds(10);
+constexpr auto freezer_timeout = std::chrono::seconds(5);
+
+/// Ids name cgroups, a netns, an interface's record and a directory: keep them boring.
+result<bool> check_id(const std::string& id) {
+  if (id.empty() || id.size() > 64 || id[0] == '-')
+    return fail(ec::bad_request, "guest id must be 1-64 characters and not start with '-'");
+  for (char c : id)
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_'))
+      return fail(ec::bad_request, "guest id may only contain [A-Za-z0-9_-]");
+  return true;
+}
+
+/// A record read back from the store must only ever point at this guest's own resources:
+/// destroy() kills and deletes whatever it names.
+result<bool> check_owned(const guest_runtime& g, const fs::path& state_dir) {
+  if (auto ok = check_id(g.id); !ok) return ok;
+  for (const auto& d : g.cgroup_dirs)
+    if (d.size() < g.id.size() + 11 ||
+        d.compare(d.size() - g.id.size() - 11, std::string::npos, "/guestflow/" + g.id) != 0)
+      return fail(ec::bad_request, "guest record names a foreign cgroup: " + d);
+  if (!g.netns.empty() && g.netns != netns_name(g.id))
+    return fail(ec::bad_request, "guest record names a foreign netns: " + g.netns);
+  if (!g.workspace.empty() &&
+      g.workspace.lexically_normal() !=
+          (state_dir / "guests" / g.id / "workspace").lexically_normal())
+    return fail(ec::bad_request,
+                "guest record names a foreign workspace: " + g.workspace.string());
+  return true;
+}
+
+failure unusable(const std::string& what, const failure& why) {
+  return fail(why.code, what + ": " + why.message);
+}
+
+/// The guest init of image roots as a sealed, read-only memfd: guests can neither change
+/// it nor hold it open for writing (which would make exec fail with ETXTBSY).
+result<unique_fd> sealed_init() {
+  const auto image = guest_init_image();
+  unique_fd rw{::memfd_create("guestflow-init", MFD_CLOEXEC | MFD_ALLOW_SEALING)};
+  if (!rw) return fail(ec::unavailable, std::string{"memfd_create: "} + std::strerror(errno));
+  size_t done = 0;
+  while (done < image.size()) {
+    auto n = ::write(rw.get(), image.data() + done, image.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return fail(ec::unavailable, std::string{"memfd: "} + std::strerror(errno));
+    done += size_t(n);
+  }
+  if (::fcntl(rw.get(), F_ADD_SEALS,
+              F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL) != 0)
+    return fail(ec::unavailable,
+                std::string{"sealing the guest init: "} + std::strerror(errno));
+  unique_fd ro{
+      ::open(("/proc/self/fd/" + std::to_string(rw.get())).c_str(), O_RDONLY | O_CLOEXEC)};
+  if (!ro)
+    return fail(ec::unavailable,
+                std::string{"reopening the guest init: "} + std::strerror(errno));
+  return ro;
+}
+
+} // namespace
+
+struct guest_backend::impl {
+  backend_config cfg;
+  host_support support;
+  result<cgroup_layout> layout{fail(ec::unavailable, "cgroups not detected")};
+  result<std::vector<sock_filter>> seccomp{fail(ec::unavailable, "seccomp not built")};
+  net_tools tools;
+  std::mutex host_net_mu;
+  bool host_net_ready = false;
+  std::mutex init_mu;
+  std::optional<result<unique_fd>> init; ///< the sealed guest init, made on first use
+
+  /// The guest init's descriptor (made once, shared by every image guest).
+  result<int> init_fd() {
+    std::lock_guard<std::mutex> lock{init_mu};
+    if (!init) init.emplace(sealed_init());
+    if (!*init) return init->error();
+    return (*init)->get();
+  }
+
+  /// The host table is applied once per backend; every guest's own table also rejects the
+  /// addresses the host had when its rules were written, so a firewall reload that drops
+  /// the host table does not open the host to running guests.
+  result<bool> ensure_host_net() {
+    std::lock_guard<std::mutex> lock{host_net_mu};
+    if (host_net_ready) return true;
+    auto ok = ensure_host_egress(tools);
+    host_net_ready = bool(ok);
+    return ok;
+  }
+
+  /// An O_PATH handle on the guest's root, proven to be the recorded init's.
+  result<unique_fd> guest_root(const guest_runtime& g) const {
+    unique_fd root{::open(("/proc/" + std::to_string(g.init_pid) + "/root").c_str(),
+                          O_PATH | O_DIRECTORY | O_CLOEXEC)};
+    auto st = read_process_stat(g.init_pid);
+    if (!root || !st || st->start_time != g.init_start_time || st->state == 'Z')
+      return fail(ec::guest_failed, "the sandbox's init is not running");
+    return root;
+  }
+};
+
+guest_backend::guest_backend(backend_config cfg)
+    : impl_(new impl) {
+  impl_->cfg = std::move(cfg);
+  impl_->tools.ip = impl_->cfg.ip;
+  impl_->tools.nft = impl_->cfg.nft;
+  impl_->layout = detect_cgroups();
+  impl_->seccomp = build_guest_seccomp();
+  impl_->support.cgroup_v2 = impl_->layout && impl_->layout->v2;
+  impl_->support.seccomp = bool(impl_->seccomp);
+  impl_->support.nftables = egress_rules_supported(impl_->tools);
+}
+
+guest_backend::~guest_backend() {
+  delete impl_;
+}
+
+const host_support& guest_backend::support() const noexcept {
+  return impl_->support;
+}
+
+result<guest_runtime> guest_backend::create(const guest_spec& spec) {
+  auto& cfg = impl_->cfg;
+  if (auto ok = check_id(spec.id); !ok) return ok.error();
+  if (spec.rootfs != "debian:12" && !spec.image)
+    return fail(ec::bad_request, "rootfs \"" + spec.rootfs +
+                                     "\" is not available here; the local control plane "
+                                     "offers \"debian:12\" (the host's /usr) and the images "
+                                     "added with `guestflow image add`");
+  if (spec.image)
+    for (const auto& b : spec.image->ro_binds)
+      if (b.empty() || b.front() != '/')
+        return fail(ec::bad_request, "image bind \"" + b + "\" is not an absolute path");
+  if (spec.shape_info.mem_mib == 0)
+    return fail(ec::bad_request, "shape " + spec.shape_info.id + " has no memory size");
+  if (!impl_->layout) return unusable("cgroups", impl_->layout.error());
+  if (!impl_->seccomp) return unusable("seccomp", impl_->seccomp.error());
+  const bool networked = spec.egress.mode != egress_policy::kind::deny_all;
+  if (networked) {
+    if (auto ok = check_enforceable(spec.egress); !ok) return ok.error();
+    if (!impl_->support.nftables)
+      return fail(ec::unavailable,
+                  "egress rules cannot be enforced on this host (nftables unavailable); the "
+                  "sandbox would run with an open network, so it is refused — use egress "
+                  "[\"240.0.0.0/4\"] (no network) or install nftables");
+  }
+  const auto hostname = spec.name.empty() ? spec.id : spec.name;
+  if (hostname.size() > 64)
+    return fail(ec::bad_request, "guest name is too long for a hostname (max 64)");
+
+  const auto guest_dir = cfg.state_dir / "guests" / spec.id;
+  std::error_code ec_;
+  fs::create_directories(cfg.state_dir / "guests", ec_);
+  if (::mkdir(guest_dir.c_str(), 0700) != 0)
+    return fail(errno == EEXIST ? ec::bad_request : ec::unavailable,
+                "cannot create " + guest_dir.string() + ": " + std::strerror(errno));
+
+  guest_runtime rt;
+  rt.id = spec.id;
+  rt.workspace = guest_dir / "workspace";
+  auto undo = [&](failure f) -> failure {
+    destroy(rt);
+    return f;
+  };
+  if (::mkdir(rt.workspace.c_str(), 0755) != 0 ||
+      ::chown(rt.workspace.c_str(), cfg.guest_uid, cfg.guest_gid) != 0)
+    return undo(fail(ec::unavailable, "cannot create the workspace " + rt.workspace.string() +
+                                          ": " + std::strerror(errno)));
+
+  cgroup_limits limits;
+  limits.memory_bytes = spec.shape_info.mem_mib << 20;
+  limits.pids_max = cfg.pids_max;
+  limits.vcpu = spec.shape_info.vcpu;
+  auto dirs = create_guest_cgroups(*impl_->layout, spec.id, limits);
+  if (!dirs) return undo(unusable("cgroups", dirs.error()));
+  rt.cgroup_dirs = *dirs;
+
+  launch_request req;
+  req.bwrap = cfg.bwrap;
+  req.hostname = hostname;
+  req.uid = cfg.guest_uid;
+  req.gid = cfg.guest_gid;
+  req.cgroup_procs = procs_files(rt.cgroup_dirs);
+  req.seccomp = &*impl_->seccomp;
+  if (networked) {
+    if (auto ok = impl_->ensure_host_net(); !ok)
+      return undo(unusable("host network", ok.error()));
+    rt.netns = netns_name(spec.id); // recorded first: a half-built netns is removed too
+    auto net = create_guest_net(impl_->tools, spec.id, spec.egress);
+    if (!net) return undo(unusable("guest network", net.error()));
+    rt.ip = net->guest_ip;
+    req.netns_path = netns_path(net->netns);
+  }
+  req.workspace = rt.workspace.string();
+  if (spec.image) {
+    req.ro_binds = spec.image->ro_binds;
+    if (!spec.image->root.empty()) {
+      auto fd = impl_->init_fd();
+      if (!fd) return undo(unusable("guest init", fd.error()));
+      req.root = spec.image->root.string();
+      req.init_fd = *fd;
+    }
+  }
+  auto init = launch_guest_init(req);
+  if (!init) return undo(init.error());
+  rt.init_pid = init->pid;
+  rt.init_start_time = init->start_time;
+  return rt;
+}
+
+bool guest_backend::alive(const guest_runtime& g) const {
+  if (g.init_pid <= 0) return false;
+  auto st = read_process_stat(g.init_pid);
+  return st && st->start_time == g.init_start_time && st->state != 'Z' && st->state != 'X';
+}
+
+result<exec_process> guest_backend::start_exec(const guest_runtime& g, const exec_request& req,
+                                               const std::map<std::string, std::string>& envs) {
+  if (!alive(g)) return fail(ec::guest_failed, "the sandbox's init is not running");
+  if (is_frozen(g.cgroup_dirs)) return fail(ec::paused, "sandbox is paused");
+  if (!impl_->seccomp) return unusable("seccomp", impl_->seccomp.error());
+  exec_setup setup;
+  setup.uid = impl_->cfg.guest_uid;
+  setup.gid = impl_->cfg.guest_gid;
+  setup.cgroup_procs = procs_files(g.cgroup_dirs);
+  setup.seccomp = &*impl_->seccomp;
+  return spawn_in_guest(g, req, envs, setup);
+}
+
+void guest_backend::kill_exec(const exec_process& p) {
+  if (p.pid <= 0) return;
+  ::kill(-p.pid, SIGKILL); // the session/process group the command leads
+  if (p.pidfd >= 0) ::syscall(SYS_pidfd_send_signal, p.pidfd, SIGKILL, nullptr, 0);
+}
+
+int guest_backend::reap(exec_process& p) {
+  int code = -1;
+  if (p.pid > 0) code = child::exit_code_of(child::wait_for(p.pid));
+  for (int* fd : {&p.pidfd, &p.stdout_fd, &p.stderr_fd}) {
+    if (*fd >= 0) ::close(*fd);
+    *fd = -1;
+  }
+  p.pid = 0;
+  return code;
+}
+
+result<bool> guest_backend::pause(const guest_runtime& g) {
+  return set_frozen(g.cgroup_dirs, true, freezer_timeout);
+}
+
+result<bool> guest_backend::resume(const guest_runtime& g) {
+  return set_frozen(g.cgroup_dirs, false, freezer_timeout);
+}
+
+uint64_t guest_backend::oom_kills(const guest_runtime& g) const {
+  return oom_kill_count(g.cgroup_dirs);
+}
+
+result<bool> guest_backend::set_egress(const guest_runtime& g, const egress_policy& egress) {
+  if (auto ok = check_enforceable(egress); !ok) return ok;
+  if (g.netns.empty()) {
+    if (egress.mode == egress_policy::kind::deny_all)
+      return true; // already has no network at all
+    return fail(ec::bad_request,
+                "this sandbox was created with egress [\"240.0.0.0/4\"] (no network at all); "
+                "its egress cannot be widened — create a new sandbox with the egress you need");
+  }
+  if (!impl_->support.nftables)
+    return fail(ec::unavailable, "nftables is unavailable; egress rules cannot be changed");
+  return apply_guest_rules(impl_->tools, g.netns, egress);
+}
+
+result<int> guest_backend::open_file(const guest_runtime& g, const std::string& path,
+                                     bool for_write) {
+  if (auto parts = split_guest_path(path); !parts) return parts.error();
+  auto root = impl_->guest_root(g);
+  if (!root) return root.error();
+  return open_guest_file(root->get(), path, for_write, impl_->cfg.guest_uid,
+                         impl_->cfg.guest_gid);
+}
+
+result<bool> guest_backend::destroy(const guest_runtime& g) {
+  if (auto ok = check_owned(g, impl_->cfg.state_dir); !ok) return ok;
+  std::optional<failure> first;
+  if (auto ok = kill_and_remove(g.cgroup_dirs, teardown_timeout); !ok) first = ok.error();
+  if (!g.netns.empty())
+    if (auto ok = destroy_guest_net(g.netns); !ok && !first) first = ok.error();
+  if (!g.workspace.empty()) {
+    std::error_code ec_;
+    fs::remove_all(g.workspace, ec_);
+    if (ec_ && !first)
+      first =
+          fail(ec::unavailable, "cannot remove " + g.workspace.string() + ": " + ec_.message());
+    ::rmdir(g.workspace.parent_path().c_str()); // the guest's directory, now empty
+  }
+  if (first) return *first;
+  return true;
+}
+
+} // namespace guestflow::local

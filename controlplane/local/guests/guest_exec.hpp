@@ -1,0 +1,45 @@
+#pragma once
+
+#include "controlplane/local/guests/guest_backend.hpp"
+
+#include <linux/filter.h>
+#include <map>
+#include <string>
+#include <vector>
+
+/// Running a command inside a live guest.
+///
+/// The server forks X, which joins the guest's cgroups (writes "0" to each cgroup.procs),
+/// enters the net, ipc, uts, cgroup, pid and mount namespaces of the guest's init, chroots
+/// to the init's root (opened as /proc/<init>/root before any setns), clears supplementary
+/// groups and enters the guest's user namespace last (as host root it has every capability
+/// in the guest's namespaces, but only until it enters the user namespace). X then forks Y
+/// with CLONE_PARENT, so Y is the server's child (pidfd, exit status) while living in the
+/// guest's pid namespace. Y starts a session (its own process group for kill_exec), drops
+/// the bounding set and every capability, becomes the guest uid/gid, sets no_new_privs,
+/// loads the guest's seccomp filter and execs `cmd` from the guest's PATH, cwd /workspace.
+namespace guestflow::local {
+
+struct exec_setup {
+  uid_t uid = 60000;
+  gid_t gid = 60000;
+  std::vector<std::string> cgroup_procs;
+  const std::vector<sock_filter>* seccomp = nullptr;
+};
+
+/// The PATH of a command unless the guest's envs set one (a python-env image puts its
+/// PREFIX/bin in front: control_plane.cpp).
+inline constexpr const char* default_guest_path =
+    "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+
+/// The environment of a command: a sane PATH and HOME, the guest's envs on top, then
+/// PYTHONUNBUFFERED=1 (output must reach the host before a kill).
+std::vector<std::string> exec_environment(const std::map<std::string, std::string>& envs);
+
+/// Starts the command; see the namespace comment. A command that is not found exits 127
+/// (126 if not executable) with a message on stderr. Setup failures are errors.
+result<exec_process> spawn_in_guest(const guest_runtime& g, const exec_request& req,
+                                    const std::map<std::string, std::string>& envs,
+                                    const exec_setup& setup);
+
+} // namespace guestflow::local

@@ -1,0 +1,189 @@
+#include "controlplane/local/guests/guest_files.hpp"
+
+#include "common/unique_fd.hpp"
+
+#include <cerrno>
+#include <climits>
+#include <cstring>
+#include <fcntl.h>
+#include <linux/magic.h>
+#include <linux/openat2.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+namespace guestflow::local {
+namespace {
+
+constexpr uint64_t in_guest = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS;
+
+/// openat2 that retries the EAGAIN the kernel returns when a concurrent rename or mount
+/// might have let a lookup escape (it never lets it).
+int open_in(int dirfd, const std::string& path, uint64_t flags, uint64_t mode = 0) {
+  open_how how{};
+  how.flags = flags | O_CLOEXEC;
+  how.mode = mode;
+  how.resolve = in_guest;
+  for (int attempt = 0;; ++attempt) {
+    long fd = ::syscall(SYS_openat2, dirfd, path.c_str(), &how, sizeof how);
+    if (fd >= 0 || errno != EAGAIN || attempt == 8) return int(fd);
+  }
+}
+
+std::string quoted(const std::string& p) {
+  return "\"" + p + "\"";
+}
+
+failure refused(const std::string& path, const std::string& why) {
+  return fail(ec::bad_request, "path " + quoted(path) + " " + why);
+}
+
+/// Maps an errno from resolving or opening `path` onto the wire errors.
+failure path_error(const std::string& path, int err) {
+  switch (err) {
+  case ENOENT:
+    return fail(ec::not_found, "no such file in the sandbox: " + quoted(path));
+  case ENOTDIR:
+    return refused(path, "has a component that is not a directory");
+  case EISDIR:
+    return refused(path, "is a directory, not a file");
+  case ELOOP:
+    return refused(path, "goes through too many symlinks or a /proc magic link");
+  case EROFS:
+    return refused(path, "is on a read-only part of the sandbox (/usr and the system "
+                         "directories are read-only; write below /workspace or /tmp)");
+  case EXDEV:
+    return refused(path, "leaves the sandbox's root");
+  case ENAMETOOLONG:
+    return refused(path, "is too long");
+  default:
+    return refused(path, std::string{"cannot be opened: "} + std::strerror(err));
+  }
+}
+
+/// Only plain files on ordinary filesystems: never a device, FIFO or socket (opening one
+/// as host root could block or act on a device), nothing in procfs/sysfs.
+result<bool> check_plain_file(int fd, const std::string& path) {
+  struct stat st;
+  if (::fstat(fd, &st) != 0) return path_error(path, errno);
+  if (S_ISDIR(st.st_mode)) return path_error(path, EISDIR);
+  if (!S_ISREG(st.st_mode))
+    return refused(path, "is not a regular file (devices, FIFOs and sockets are refused)");
+  struct statfs sfs;
+  if (::fstatfs(fd, &sfs) != 0) return path_error(path, errno);
+  if (sfs.f_type == PROC_SUPER_MAGIC || sfs.f_type == SYSFS_MAGIC ||
+      sfs.f_type == CGROUP_SUPER_MAGIC || sfs.f_type == CGROUP2_SUPER_MAGIC ||
+      sfs.f_type == DEBUGFS_MAGIC || sfs.f_type == SECURITYFS_MAGIC)
+    return refused(path, "is in a kernel pseudo-filesystem (/proc, /sys), which the files "
+                         "API does not serve");
+  return true;
+}
+
+/// Reopens an O_PATH fd for real I/O: the inode checked above is the inode opened, whatever
+/// the guest renames meanwhile.
+result<int> reopen(int path_fd, int flags, const std::string& path) {
+  auto proc = "/proc/self/fd/" + std::to_string(path_fd);
+  int fd = ::open(proc.c_str(), flags | O_CLOEXEC | O_NOCTTY);
+  if (fd < 0) return path_error(path, errno);
+  return fd;
+}
+
+std::string prefix_of(const std::vector<std::string>& parts, size_t n) {
+  std::string p;
+  for (size_t i = 0; i < n; ++i)
+    p += "/" + parts[i];
+  return p.empty() ? "/" : p;
+}
+
+/// Resolves (creating as needed) the parent directory of the last component.
+result<unique_fd> make_parents(int root_fd, const std::vector<std::string>& parts,
+                               const std::string& path, uid_t uid, gid_t gid) {
+  unique_fd dir{open_in(root_fd, "/", O_PATH | O_DIRECTORY)};
+  if (!dir) return path_error(path, errno);
+  for (size_t i = 0; i + 1 < parts.size(); ++i) {
+    const auto prefix = prefix_of(parts, i + 1);
+    for (int attempt = 0;; ++attempt) {
+      unique_fd next{open_in(root_fd, prefix, O_PATH | O_DIRECTORY)};
+      if (next) {
+        dir = std::move(next);
+        break;
+      }
+      if (errno != ENOENT || attempt == 2)
+        return attempt == 2 ? refused(path, "has a component that is a dangling symlink")
+                            : path_error(path, errno);
+      // The component names one entry of a directory resolved inside the guest: creating
+      // it there cannot land outside.
+      if (::mkdirat(dir.get(), parts[i].c_str(), 0755) == 0)
+        ::fchownat(dir.get(), parts[i].c_str(), uid, gid, AT_SYMLINK_NOFOLLOW);
+      else if (errno != EEXIST)
+        return path_error(path, errno);
+    }
+  }
+  return dir;
+}
+
+} // namespace
+
+result<std::vector<std::string>> split_guest_path(const std::string& path) {
+  if (path.find('\0') != std::string::npos)
+    return fail(ec::bad_request, "path contains a NUL byte");
+  if (path.empty() || path[0] != '/')
+    return fail(ec::bad_request, "path " + quoted(path) +
+                                     " is not absolute; give the full "
+                                     "path inside the sandbox, e.g. /workspace/data.csv");
+  if (path.size() >= PATH_MAX) return refused(path, "is too long");
+  std::vector<std::string> parts;
+  size_t at = 1;
+  while (at <= path.size()) {
+    auto slash = path.find('/', at);
+    auto part = path.substr(at, slash == std::string::npos ? std::string::npos : slash - at);
+    if (part == "..") return refused(path, "contains a '..' component");
+    if (part == ".") return refused(path, "contains a '.' component");
+    if (!part.empty()) parts.push_back(part);
+    if (slash == std::string::npos) break;
+    at = slash + 1;
+  }
+  if (parts.empty()) return refused(path, "names the root directory, not a file");
+  return parts;
+}
+
+result<int> open_guest_file(int root_fd, const std::string& path, bool for_write, uid_t uid,
+                            gid_t gid) {
+  auto parts = split_guest_path(path);
+  if (!parts) return parts.error();
+  const auto clean = prefix_of(*parts, parts->size());
+
+  if (!for_write) {
+    unique_fd p{open_in(root_fd, clean, O_PATH)};
+    if (!p) return path_error(path, errno);
+    if (auto ok = check_plain_file(p.get(), path); !ok) return ok.error();
+    return reopen(p.get(), O_RDONLY, path);
+  }
+
+  auto parent = make_parents(root_fd, *parts, path, uid, gid);
+  if (!parent) return parent.error();
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    unique_fd p{open_in(root_fd, clean, O_PATH)};
+    if (p) {
+      if (auto ok = check_plain_file(p.get(), path); !ok) return ok.error();
+      auto fd = reopen(p.get(), O_WRONLY | O_TRUNC, path);
+      if (fd) [[maybe_unused]]
+        int rc = ::fchown(*fd, uid, gid);
+      return fd;
+    }
+    if (errno != ENOENT) return path_error(path, errno);
+    // New file: created in the resolved parent, never through a symlink (O_EXCL fails on
+    // one, and the next round follows it inside the guest instead).
+    unique_fd fd{
+        open_in(parent->get(), parts->back(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0644)};
+    if (fd) {
+      [[maybe_unused]] int rc = ::fchown(fd.get(), uid, gid);
+      return fd.release();
+    }
+    if (errno != EEXIST) return path_error(path, errno);
+  }
+  return refused(path, "is a dangling symlink");
+}
+
+} // namespace guestflow::local

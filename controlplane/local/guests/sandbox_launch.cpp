@@ -1,0 +1,398 @@
+#include "controlplane/local/guests/sandbox_launch.hpp"
+
+#include "controlplane/local/guests/child_setup.hpp"
+#include "controlplane/local/guests/seccomp_filter.hpp"
+#include "common/unique_fd.hpp"
+
+#include <cerrno>
+#include <cstring>
+#include <fcntl.h>
+#include <filesystem>
+#include <fstream>
+#include <grp.h>
+#include <linux/openat2.h>
+#include <poll.h>
+#include <sched.h>
+#include <sstream>
+#include <sys/mman.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+namespace guestflow::local {
+namespace {
+
+using clock_type = std::chrono::steady_clock;
+
+// Descriptor numbers as bwrap sees them (arranged in B right before exec). The status pipe
+// comes last: 9 with the host layout, 10 with an image root (9 is then the guest init).
+constexpr int fd_ready = 3, fd_info = 4, fd_seccomp = 5, fd_passwd = 6, fd_group = 7,
+              fd_hosts = 8, fd_init = 9;
+
+/// bwrap (running as the guest uid) resolves bind sources with realpath(), so the
+/// workspace must sit on a path the guest uid may traverse — the control plane's state
+/// dir need not be. B therefore binds the workspace onto this fixed, world-traversable
+/// mountpoint in a private mount namespace of its own (host mounts never change), and
+/// bwrap binds it from there.
+constexpr const char* workspace_mountpoint = "/run/guestflow/workspace";
+/// The same for an image's root and its read-only binds (ro_mountpoint(i)).
+constexpr const char* rootfs_mountpoint = "/run/guestflow/rootfs";
+constexpr const char* ro_mountpoints = "/run/guestflow/ro";
+
+std::string ro_mountpoint(size_t i) {
+  return std::string{ro_mountpoints} + "/" + std::to_string(i);
+}
+
+/// An image root's init: the memfd bwrap inherits as fd_init (exec'd through /proc).
+const std::string image_init_path = "/proc/self/fd/" + std::to_string(fd_init);
+
+enum step : int32_t {
+  step_setsid = 1,
+  step_fork_shim,
+  step_cgroup,
+  step_netns,
+  step_mountns,
+  step_workspace,
+  step_image_root,
+  step_ro_bind,
+  step_setgroups,
+  step_setgid,
+  step_setuid,
+  step_subreaper,
+  step_fds,
+  step_exec,
+};
+
+std::string step_text(int32_t s) {
+  switch (s) {
+  case step_setsid:
+    return "setsid";
+  case step_fork_shim:
+    return "forking the guest's shim";
+  case step_cgroup:
+    return "joining the guest's cgroups";
+  case step_netns:
+    return "joining the guest's network namespace";
+  case step_mountns:
+    return "making a private mount namespace for the shim";
+  case step_workspace:
+    return "binding the workspace";
+  case step_image_root:
+    return "binding the image's root";
+  case step_ro_bind:
+    return "binding the image's read-only directories (refused where a path component "
+           "became a symlink since the image was added)";
+  case step_setgroups:
+    return "clearing supplementary groups";
+  case step_setgid:
+    return "switching to the guest gid";
+  case step_setuid:
+    return "switching to the guest uid";
+  case step_subreaper:
+    return "the control plane is a child subreaper, so the guest would die with it";
+  case step_fds:
+    return "arranging file descriptors";
+  default:
+    return "exec bwrap";
+  }
+}
+
+/// The sandbox's command: tell the launcher setup is done, close that pipe (the guest must
+/// not keep it), then wait forever. bwrap's pid 1 reaps orphans; this only keeps it alive.
+constexpr const char* init_script = "echo >&3; exec 3>&- /usr/bin/sleep infinity";
+
+result<unique_fd> memfd_with(const char* name, const std::string& content) {
+  unique_fd fd{::memfd_create(name, MFD_CLOEXEC)};
+  if (!fd || ::write(fd.get(), content.data(), content.size()) != ssize_t(content.size()) ||
+      ::lseek(fd.get(), 0, SEEK_SET) != 0)
+    return fail(ec::unavailable, std::string{"memfd: "} + std::strerror(errno));
+  return fd;
+}
+
+/// Reads a pipe until EOF (or `max` bytes), within the deadline.
+std::optional<std::string> read_all(int fd, clock_type::time_point deadline,
+                                    size_t max = 4096) {
+  std::string out;
+  char buf[1024];
+  for (;;) {
+    auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - clock_type::now());
+    if (left.count() <= 0) return std::nullopt;
+    pollfd p{fd, POLLIN, 0};
+    int rc = ::poll(&p, 1, int(left.count()));
+    if (rc < 0 && errno != EINTR) return std::nullopt;
+    if (rc <= 0) continue;
+    auto n = ::read(fd, buf, sizeof buf);
+    if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
+    if (n <= 0) return out;
+    out.append(buf, size_t(n));
+    if (out.size() >= max) return out;
+  }
+}
+
+/// What bwrap said on stderr (non-blocking: whatever is there).
+std::string drain(int fd) {
+  ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK);
+  std::string out;
+  char buf[1024];
+  ssize_t n;
+  while (out.size() < 8192 && (n = ::read(fd, buf, sizeof buf)) > 0)
+    out.append(buf, size_t(n));
+  while (!out.empty() && (out.back() == '\n' || out.back() == ' '))
+    out.pop_back();
+  return out;
+}
+
+std::optional<pid_t> parse_child_pid(const std::string& info) {
+  auto key = info.find("\"child-pid\"");
+  if (key == std::string::npos) return std::nullopt;
+  auto colon = info.find(':', key);
+  if (colon == std::string::npos) return std::nullopt;
+  char* end = nullptr;
+  long v = std::strtol(info.c_str() + colon + 1, &end, 10);
+  if (end == info.c_str() + colon + 1 || v <= 0) return std::nullopt;
+  return pid_t(v);
+}
+
+failure launch_failed(const std::string& what, int err_fd) {
+  auto said = drain(err_fd);
+  return fail(ec::unavailable, "starting the guest failed: " + what +
+                                   (said.empty() ? std::string{} : " (bwrap: " + said + ")"));
+}
+
+} // namespace
+
+std::vector<std::string> bwrap_argv(const launch_request& req,
+                                    const std::vector<std::string>& command) {
+  const auto fd = [](int n) { return std::to_string(n); };
+  std::vector<std::string> a{req.bwrap};
+  auto add = [&a](std::initializer_list<std::string> args) { a.insert(a.end(), args); };
+  add({"--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts",
+       "--unshare-cgroup"});
+  if (req.netns_path.empty()) add({"--unshare-net"}); // only lo inside
+  add({"--die-with-parent", "--new-session", "--disable-userns", "--clearenv"});
+  add({"--hostname", req.hostname});
+  const bool image_root = !req.root.empty();
+  if (image_root) {
+    // The root: the image's tree read-only (its own /usr, /bin, /lib, /etc), private /proc,
+    // /dev, /tmp. Its mountpoints exist (image_import.hpp), since nothing can be created in
+    // a read-only root.
+    add({"--ro-bind", rootfs_mountpoint, "/"});
+    add({"--proc", "/proc", "--dev", "/dev", "--perms", "1777", "--tmpfs", "/tmp"});
+    add({"--ro-bind-data", fd(fd_passwd), "/etc/passwd"});
+  } else {
+    // The root: the host's /usr read-only, the merged-/usr symlinks, private /proc, /dev,
+    // /tmp.
+    add({"--ro-bind", "/usr", "/usr"});
+    add({"--symlink", "usr/lib", "/lib", "--symlink", "usr/lib64", "/lib64"});
+    add({"--symlink", "usr/bin", "/bin", "--symlink", "usr/sbin", "/sbin"});
+    add({"--proc", "/proc", "--dev", "/dev", "--perms", "1777", "--tmpfs", "/tmp"});
+    // A synthesized /etc plus public host configuration only (never /etc/ssl/private: the
+    // files API reads as root).
+    add({"--dir", "/etc", "--ro-bind-data", fd(fd_passwd), "/etc/passwd"});
+  }
+  add({"--ro-bind-data", fd(fd_group), "/etc/group", "--ro-bind-data", fd(fd_hosts),
+       "/etc/hosts"});
+  if (!image_root)
+    for (const char* p : {"/etc/ssl/certs", "/etc/nsswitch.conf", "/etc/localtime"})
+      add({"--ro-bind-try", p, p});
+  if (!req.netns_path.empty()) add({"--ro-bind-try", "/etc/resolv.conf", "/etc/resolv.conf"});
+  // After /tmp, so that a directory below /tmp is bound on top of the private tmpfs.
+  for (size_t i = 0; i < req.ro_binds.size(); ++i)
+    add({"--ro-bind", ro_mountpoint(i), req.ro_binds[i]});
+  add({"--bind", workspace_mountpoint, "/workspace", "--chdir", "/workspace"});
+  add({"--seccomp", fd(fd_seccomp), "--info-fd", fd(fd_info), "--"});
+  a.insert(a.end(), command.begin(), command.end());
+  return a;
+}
+
+std::optional<process_stat> read_process_stat(pid_t pid) {
+  std::ifstream in{"/proc/" + std::to_string(pid) + "/stat"};
+  std::string line;
+  if (!std::getline(in, line)) return std::nullopt;
+  auto close = line.rfind(')');
+  if (close == std::string::npos) return std::nullopt;
+  std::istringstream rest{line.substr(close + 1)};
+  process_stat st;
+  std::string field;
+  rest >> st.state >> st.ppid;
+  for (int i = 5; i < 22 && rest >> field; ++i) {
+  }
+  if (!(rest >> st.start_time)) return std::nullopt;
+  return st;
+}
+
+result<launched_init> launch_guest_init(const launch_request& req) {
+  if (!req.seccomp || req.workspace.empty() || (!req.root.empty() && req.init_fd < 0))
+    return fail(ec::unavailable, "launch_guest_init: incomplete request");
+  const auto deadline = clock_type::now() + req.timeout;
+
+  // Everything the children need exists before the fork.
+  auto sec = seccomp_memfd(*req.seccomp);
+  if (!sec) return sec.error();
+  unique_fd seccomp_fd{*sec};
+  const auto uid = std::to_string(req.uid), gid = std::to_string(req.gid);
+  auto passwd =
+      memfd_with("passwd", "root:x:0:0:root:/root:/bin/sh\nguest:x:" + uid + ":" + gid +
+                               ":guest:/workspace:/bin/sh\nnobody:x:65534:65534:"
+                               "nobody:/nonexistent:/usr/sbin/nologin\n");
+  auto group = memfd_with("group", "root:x:0:\nguest:x:" + gid + ":\nnogroup:x:65534:\n");
+  auto hosts = memfd_with("hosts", "127.0.0.1\tlocalhost\n127.0.1.1\t" + req.hostname +
+                                       "\n::1\tlocalhost ip6-localhost ip6-loopback\n");
+  if (!passwd || !group || !hosts)
+    return fail(ec::unavailable, "cannot prepare the guest's /etc");
+  unique_fd devnull{::open("/dev/null", O_RDWR | O_CLOEXEC)};
+  if (!devnull) return fail(ec::unavailable, std::string{"/dev/null: "} + std::strerror(errno));
+  std::vector<unique_fd> procs;
+  for (const auto& p : req.cgroup_procs) {
+    procs.emplace_back(::open(p.c_str(), O_WRONLY | O_CLOEXEC));
+    if (!procs.back())
+      return fail(ec::unavailable, "cannot open " + p + ": " + std::strerror(errno));
+  }
+  unique_fd netns;
+  if (!req.netns_path.empty()) {
+    netns.reset(::open(req.netns_path.c_str(), O_RDONLY | O_CLOEXEC));
+    if (!netns)
+      return fail(ec::unavailable,
+                  "cannot open " + req.netns_path + ": " + std::strerror(errno));
+  }
+  int p[2];
+  unique_fd ready_r, ready_w, info_r, info_w, err_r, err_w, status_r, status_w;
+  for (auto [r, w] : {std::pair{&ready_r, &ready_w},
+                      {&info_r, &info_w},
+                      {&err_r, &err_w},
+                      {&status_r, &status_w}}) {
+    if (::pipe2(p, O_CLOEXEC) != 0)
+      return fail(ec::unavailable, std::string{"pipe: "} + std::strerror(errno));
+    r->reset(p[0]);
+    w->reset(p[1]);
+  }
+  const bool image_root = !req.root.empty();
+  const auto argv_strings = image_root ? bwrap_argv(req, {image_init_path})
+                                       : bwrap_argv(req, {"/usr/bin/sh", "-c", init_script});
+  std::vector<char*> argv;
+  for (const auto& s : argv_strings)
+    argv.push_back(const_cast<char*>(s.c_str()));
+  argv.push_back(nullptr);
+  char* envp[] = {nullptr};
+  std::vector<int> procs_fds;
+  for (const auto& f : procs)
+    procs_fds.push_back(f.get());
+  const int fd_status = image_root ? fd_init + 1 : fd_init;
+  const int fd_count = fd_status + 1;
+  const int fds[] = {devnull.get(), devnull.get(),
+                     err_w.get(),   ready_w.get(),
+                     info_w.get(),  seccomp_fd.get(),
+                     passwd->get(), group->get(),
+                     hosts->get(),  image_root ? req.init_fd : status_w.get(),
+                     status_w.get()};
+  std::error_code mk;
+  std::filesystem::create_directories(workspace_mountpoint, mk);
+  ::chmod("/run/guestflow", 0755);
+  // Bind sources and their mountpoints (B binds them; nothing is allocated after the fork).
+  // The read-only binds are host directories outside the state dir (a Python environment,
+  // perhaps in a user's home): B opens them without following any symlink and binds what it
+  // opened, so that a directory swapped for a symlink later cannot redirect the bind.
+  struct image_mount {
+    std::string source, mountpoint;
+    bool no_symlinks = false;
+  };
+  std::vector<image_mount> image_mounts;
+  if (image_root) image_mounts.push_back({req.root, rootfs_mountpoint, false});
+  for (size_t i = 0; i < req.ro_binds.size(); ++i)
+    image_mounts.push_back({req.ro_binds[i], ro_mountpoint(i), true});
+  for (const auto& m : image_mounts) {
+    std::filesystem::create_directories(m.mountpoint, mk);
+    if (mk)
+      return fail(ec::unavailable,
+                  "cannot create the mountpoint " + m.mountpoint + ": " + mk.message());
+  }
+  open_how no_symlinks{};
+  no_symlinks.flags = O_PATH | O_DIRECTORY | O_CLOEXEC;
+  no_symlinks.resolve = RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS;
+  if (!req.ro_binds.empty()) ::chmod(ro_mountpoints, 0755);
+  const auto& workspace_src = req.workspace;
+  const pid_t server = ::getpid();
+  const uid_t guest_uid = req.uid;
+  const gid_t guest_gid = req.gid;
+  const int netns_fd = netns.get();
+  const int sfd = status_w.get();
+
+  pid_t a = ::fork();
+  if (a < 0) return fail(ec::unavailable, std::string{"fork: "} + std::strerror(errno));
+  if (a == 0) {
+    // A: a new session, then the shim B, then gone.
+    if (::setsid() < 0) child::die(sfd, step_setsid);
+    const pid_t self = ::getpid();
+    pid_t b = ::fork();
+    if (b < 0) child::die(sfd, step_fork_shim);
+    if (b > 0) ::_exit(0);
+    // B: still root; join the guest's cgroups and netns.
+    for (int f : procs_fds)
+      if (::write(f, "0", 1) != 1) child::die(sfd, step_cgroup);
+    if (netns_fd >= 0 && ::setns(netns_fd, CLONE_NEWNET) != 0) child::die(sfd, step_netns);
+    if (::unshare(CLONE_NEWNS) != 0 ||
+        ::mount(nullptr, "/", nullptr, MS_SLAVE | MS_REC, nullptr) != 0)
+      child::die(sfd, step_mountns);
+    if (::mount(workspace_src.c_str(), workspace_mountpoint, nullptr, MS_BIND, nullptr) != 0)
+      child::die(sfd, step_workspace);
+    for (const auto& m : image_mounts) {
+      const int step = m.no_symlinks ? step_ro_bind : step_image_root;
+      const char* source = m.source.c_str();
+      char by_fd[32] = "/proc/self/fd/";
+      if (m.no_symlinks) {
+        long fd = ::syscall(SYS_openat2, AT_FDCWD, source, &no_symlinks, sizeof no_symlinks);
+        if (fd < 0) child::die(sfd, step);
+        by_fd[14 + child::format_number(by_fd + 14, fd)] = '\0';
+        source = by_fd; // closed with every other descriptor before bwrap runs
+      }
+      if (::mount(source, m.mountpoint.c_str(), nullptr, MS_BIND | MS_REC, nullptr) != 0)
+        child::die(sfd, step);
+    }
+    // Wait for A to be gone (a pidfd pinned while A is provably still our parent), so that
+    // bwrap's PR_SET_PDEATHSIG refers to the parent B keeps.
+    int afd = int(::syscall(SYS_pidfd_open, self, 0));
+    while (::getppid() == self) {
+      pollfd pf{afd, POLLIN, 0};
+      ::poll(afd >= 0 ? &pf : nullptr, afd >= 0 ? 1 : 0, afd >= 0 ? 100 : 1);
+    }
+    if (afd >= 0) ::close(afd);
+    if (::getppid() == server && server != 1) { // as a container's pid 1 it is init anyway
+      errno = 0;
+      child::die(sfd, step_subreaper);
+    }
+    if (::setgroups(0, nullptr) != 0) child::die(sfd, step_setgroups);
+    if (::setresgid(guest_gid, guest_gid, guest_gid) != 0) child::die(sfd, step_setgid);
+    if (::setresuid(guest_uid, guest_uid, guest_uid) != 0) child::die(sfd, step_setuid);
+    if (!child::arrange_fds(fds, fd_count, fd_status)) child::die(sfd, step_fds);
+    child::reset_signals();
+    ::execve(argv[0], argv.data(), envp);
+    child::die(fd_status, step_exec);
+  }
+  // The children hold the write ends now; EOFs below mean "they are done with them".
+  for (auto* w : {&ready_w, &info_w, &err_w, &status_w})
+    w->reset();
+  child::wait_for(a);
+
+  auto reports = child::collect(status_r.get(), deadline);
+  if (!reports) return reports.error();
+  for (const auto& r : *reports)
+    if (r.step != 0)
+      return fail(ec::unavailable,
+                  "starting the guest failed: " + step_text(r.step) +
+                      (r.error ? std::string{": "} + std::strerror(r.error) : std::string{}));
+  auto info = read_all(info_r.get(), deadline);
+  if (!info) return launch_failed("bwrap did not report its sandbox in time", err_r.get());
+  auto pid = parse_child_pid(*info);
+  if (!pid) return launch_failed("bwrap exited before creating the sandbox", err_r.get());
+  auto ready = read_all(ready_r.get(), deadline, 1);
+  if (!ready) return launch_failed("the sandbox did not become ready in time", err_r.get());
+  if (ready->empty()) return launch_failed("the sandbox exited during setup", err_r.get());
+  auto st = read_process_stat(*pid);
+  if (!st || st->state == 'Z' || st->state == 'X')
+    return launch_failed("the sandbox's init exited right after setup", err_r.get());
+  return launched_init{*pid, st->start_time};
+}
+
+} // namespace guestflow::local

@@ -1,0 +1,182 @@
+#include "controlplane/local/http/exec_pump.hpp"
+
+#include <boost/asio/dispatch.hpp>
+#include <boost/asio/post.hpp>
+#include <fcntl.h>
+
+namespace guestflow::local {
+
+namespace net = boost::asio;
+using error_code = boost::system::error_code;
+
+namespace {
+
+/// The pump owns duplicates, so that running_exec::finish() may close the originals.
+int dup_fd(int fd) {
+  return fd >= 0 ? ::fcntl(fd, F_DUPFD_CLOEXEC, 0) : -1;
+}
+
+} // namespace
+
+std::string stream_line(exec_stream_line::kind kind, std::string text, int32_t code) {
+  exec_stream_line l;
+  l.type = kind;
+  l.text = std::move(text);
+  l.exit_code = code;
+  return encode(l);
+}
+
+exec_pump::exec_pump(net::any_io_executor io, net::thread_pool& workers,
+                     std::unique_ptr<running_exec> run, exec_limits limits,
+                     std::chrono::steady_clock::time_point started, emit_fn emit, done_fn done)
+    : io_(io)
+    , worker_(net::make_strand(workers.get_executor()))
+    , run_(std::move(run))
+    , limits_(limits)
+    , started_(started)
+    , emit_(std::move(emit))
+    , done_(std::move(done))
+    , out_(io)
+    , err_(io)
+    , exit_(io)
+    , grace_(io) {
+  out_.cap = limits_.max_stdout_bytes;
+  err_.cap = limits_.max_stderr_bytes;
+  err_.is_stderr = true;
+}
+
+void exec_pump::start() {
+  for (auto* c : {&out_, &err_}) {
+    int fd = dup_fd(c->is_stderr ? run_->stderr_fd() : run_->stdout_fd());
+    if (fd < 0) continue; // no such pipe: counts as closed
+    c->sd.assign(fd);
+    c->open = true;
+    read(*c);
+  }
+  int xfd = dup_fd(run_->exit_fd());
+  if (xfd < 0) {
+    exited_ = true; // cannot watch: rely on the pipes' EOF, finish() waits for the exit
+  } else {
+    exit_.assign(xfd);
+    exit_.async_wait(net::posix::stream_descriptor::wait_read,
+                     [self = shared_from_this()](error_code) { self->on_exit(); });
+  }
+  maybe_finish();
+}
+
+void exec_pump::read(channel& c) {
+  c.sd.async_read_some(net::buffer(c.buf),
+                       [self = shared_from_this(), &c](error_code ec, size_t n) {
+                         if (ec) {
+                           self->deliver(c, {}, true);
+                           return;
+                         }
+                         self->deliver(c, std::string_view{c.buf.data(), n}, false);
+                       });
+}
+
+void exec_pump::deliver(channel& c, std::string_view bytes, bool eof) {
+  std::string text;
+  std::vector<std::string> lines;
+  bool was_truncated = c.truncated;
+  if (!c.truncated) {
+    auto room = c.cap - std::min(c.cap, c.total);
+    text = c.utf8.feed(bytes.substr(0, std::min<uint64_t>(room, bytes.size())));
+    if (bytes.size() > room) {
+      c.truncated = true;
+      text += c.utf8.flush(); // a cut sequence becomes U+FFFD
+    } else if (eof) {
+      text += c.utf8.flush();
+    }
+  }
+  c.total += bytes.size();
+  auto kind =
+      c.is_stderr ? exec_stream_line::kind::stderr_chunk : exec_stream_line::kind::stdout_chunk;
+  bool newly_truncated = c.truncated && !was_truncated;
+  if (emit_) {
+    if (!text.empty()) lines.push_back(stream_line(kind, std::move(text)));
+    if (newly_truncated)
+      lines.push_back(stream_line(exec_stream_line::kind::error,
+                                  std::string{c.is_stderr ? "stderr" : "stdout"} +
+                                      " truncated at " + std::to_string(c.cap) + " bytes"));
+  } else {
+    c.kept += text;
+  }
+  if (eof) {
+    c.open = false;
+    error_code ignored;
+    c.sd.close(ignored);
+    emit_lines(std::move(lines), [self = shared_from_this()] { self->maybe_finish(); });
+    return;
+  }
+  emit_lines(std::move(lines), [self = shared_from_this(), &c] { self->read(c); });
+}
+
+void exec_pump::emit_lines(std::vector<std::string> lines, std::function<void()> then) {
+  if (lines.empty()) {
+    then();
+    return;
+  }
+  auto first = std::move(lines.front());
+  lines.erase(lines.begin());
+  emit_(std::move(first), [self = shared_from_this(), lines = std::move(lines),
+                           then = std::move(then)]() mutable {
+    self->emit_lines(std::move(lines), std::move(then));
+  });
+}
+
+void exec_pump::on_exit() {
+  exited_ = true;
+  if (out_.open || err_.open) {
+    // A grandchild may hold the pipes open: stop waiting for EOF after the grace period.
+    grace_.expires_after(limits_.exit_grace);
+    grace_.async_wait([self = shared_from_this()](error_code ec) {
+      if (ec) return;
+      error_code ignored;
+      for (auto* c : {&self->out_, &self->err_})
+        if (c->open) c->sd.cancel(ignored); // the pending read completes and closes the channel
+    });
+  }
+  maybe_finish();
+}
+
+void exec_pump::maybe_finish() {
+  if (finishing_ || !exited_ || out_.open || err_.open) return;
+  finishing_ = true;
+  grace_.cancel();
+  error_code ignored;
+  exit_.close(ignored);
+  net::post(worker_, [self = shared_from_this()] {
+    auto outcome = self->run_->finish();
+    net::post(self->io_, [self, outcome = std::move(outcome)] {
+      exec_result r;
+      r.exit_code = outcome.exit_code;
+      r.exec_ms = static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                            std::chrono::steady_clock::now() - self->started_)
+                                            .count());
+      std::string error;
+      auto add = [&error](const std::string& e) { error += (error.empty() ? "" : "; ") + e; };
+      if (!self->emit_) { // streaming already said it when it happened
+        for (auto* c : {&self->out_, &self->err_})
+          if (c->truncated)
+            add(std::string{c->is_stderr ? "stderr" : "stdout"} + " truncated at " +
+                std::to_string(c->cap) + " bytes");
+        r.stdout_text = std::move(self->out_.kept);
+        r.stderr_text = std::move(self->err_.kept);
+      }
+      if (outcome.error) add(*outcome.error);
+      if (!error.empty()) r.error = std::move(error);
+      self->done_(std::move(r));
+    });
+  });
+}
+
+void exec_pump::client_gone() {
+  net::dispatch(io_, [self = shared_from_this()] {
+    if (self->killed_ || self->finishing_) return;
+    self->killed_ = true;
+    net::post(self->worker_, [self] { self->run_->kill(); });
+  });
+}
+
+} // namespace guestflow::local

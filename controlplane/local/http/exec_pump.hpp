@@ -1,0 +1,91 @@
+#pragma once
+
+#include "controlplane/local/service/sandbox_service.hpp"
+#include "controlplane/local/http/utf8_repair.hpp"
+
+#include <array>
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/posix/stream_descriptor.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/strand.hpp>
+#include <boost/asio/thread_pool.hpp>
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+
+namespace guestflow::local {
+
+/// One NDJSON line of a streamed exec (without the '\n').
+std::string stream_line(exec_stream_line::kind kind, std::string text = {}, int32_t code = 0);
+
+struct exec_limits {
+  uint64_t max_stdout_bytes = uint64_t{16} << 20;
+  uint64_t max_stderr_bytes = uint64_t{1} << 20;
+  /// After the command exited, how long a grandchild may keep its stdout/stderr open
+  /// before the pump stops waiting for EOF.
+  std::chrono::milliseconds exit_grace{2000};
+};
+
+/// Drives one running_exec on the I/O thread without blocking it: reads both pipes as
+/// output arrives (repairing UTF-8, capping each stream: past the cap output is drained
+/// and discarded, so memory stays bounded), waits for the exit fd, then reaps the command
+/// on a worker thread. Buffered mode accumulates (up to the caps); streaming mode hands
+/// each chunk out as an NDJSON line and reads on only once the line was written
+/// (backpressure: a slow client slows the command, never grows the server's memory).
+class exec_pump : public std::enable_shared_from_this<exec_pump> {
+public:
+  /// Streaming: one NDJSON line (no '\n'); call `written` once the client took it.
+  using emit_fn = std::function<void(std::string line, std::function<void()> written)>;
+  /// Buffered: the full result; streaming: exit code and the error not yet emitted.
+  using done_fn = std::function<void(exec_result)>;
+
+  exec_pump(boost::asio::any_io_executor io, boost::asio::thread_pool& workers,
+            std::unique_ptr<running_exec> run, exec_limits limits,
+            std::chrono::steady_clock::time_point started, emit_fn emit, done_fn done);
+
+  /// Begins reading; `emit` empty means buffered mode.
+  void start();
+
+  /// The client went away (or the server stops): SIGKILL the command; the pump still
+  /// drains and reaps it, and `done` still runs.
+  void client_gone();
+
+private:
+  struct channel {
+    explicit channel(boost::asio::any_io_executor io)
+        : sd(io) {}
+    boost::asio::posix::stream_descriptor sd;
+    bool is_stderr = false;
+    bool open = false;
+    bool truncated = false;
+    uint64_t total = 0;
+    uint64_t cap = 0;
+    utf8_repair utf8;
+    std::string kept; ///< buffered mode
+    std::array<char, 64 * 1024> buf{};
+  };
+
+  void read(channel& c);
+  void deliver(channel& c, std::string_view bytes, bool eof);
+  void emit_lines(std::vector<std::string> lines, std::function<void()> then);
+  void on_exit();
+  void maybe_finish();
+
+  boost::asio::any_io_executor io_;
+  boost::asio::strand<boost::asio::thread_pool::executor_type> worker_;
+  std::unique_ptr<running_exec> run_;
+  exec_limits limits_;
+  std::chrono::steady_clock::time_point started_;
+  emit_fn emit_;
+  done_fn done_;
+  channel out_;
+  channel err_;
+  boost::asio::posix::stream_descriptor exit_;
+  boost::asio::steady_timer grace_;
+  bool exited_ = false;
+  bool finishing_ = false;
+  bool killed_ = false;
+};
+
+} // namespace guestflow::local

@@ -1,0 +1,638 @@
+#include "controlplane/local/http/http_session.hpp"
+
+#include "controlplane/local/http/replies.hpp"
+#include "controlplane/local/http/routes.hpp"
+#include "messages/jsend.hpp"
+#include "messages/json.hpp"
+#include "messages/secret.hpp"
+
+#include <algorithm>
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/write.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <cerrno>
+#include <cstring>
+#include <deque>
+#include <optional>
+#include <sys/stat.h>
+#include <unistd.h>
+
+namespace guestflow::local {
+
+namespace beast = boost::beast;
+namespace http = beast::http;
+namespace net = boost::asio;
+using stream_protocol = net::generic::stream_protocol;
+using error_code = boost::system::error_code;
+using steady = std::chrono::steady_clock;
+
+namespace {
+
+/// Beast 1.74 speaks boost::string_view.
+std::string_view sv(beast::string_view s) {
+  return {s.data(), s.size()};
+}
+
+constexpr size_t file_chunk = 256 * 1024;
+constexpr size_t max_pipelined = 64 * 1024; ///< bytes a client may send during an exec
+
+/// A guest file being sent: the open file, its size, the chunk in flight.
+struct download {
+  guest_file file;
+  uint64_t size = 0;
+  uint64_t sent = 0;
+  std::vector<char> chunk;
+};
+
+result<bool> write_all(int fd, const char* data, size_t n) {
+  while (n > 0) {
+    auto w = ::write(fd, data, n);
+    if (w < 0 && errno == EINTR) continue;
+    if (w < 0)
+      return fail(ec::unavailable,
+                  std::string{"writing the file failed: "} + std::strerror(errno));
+    data += w;
+    n -= static_cast<size_t>(w);
+  }
+  return true;
+}
+
+bool expects_continue(const http::request<http::empty_body>& req) {
+  return beast::iequals(req[http::field::expect], "100-continue");
+}
+
+class session : public std::enable_shared_from_this<session> {
+public:
+  session(stream_protocol::socket socket, http_context& ctx)
+      : stream_(std::move(socket))
+      , ctx_(ctx)
+      , hb_(stream_.get_executor())
+      , latency_(stream_.get_executor()) {}
+
+  void run() { read_header(); }
+
+private:
+  // ---- request cycle -------------------------------------------------------------------
+
+  void read_header() {
+    head_.emplace();
+    head_->header_limit(16 * 1024);
+    head_->body_limit(std::numeric_limits<uint64_t>::max()); // each route sets its own
+    stream_.expires_after(ctx_.options.idle_timeout);
+    http::async_read_header(
+        stream_, buf_, *head_,
+        [self = shared_from_this()](error_code ec, size_t) { self->on_header(ec); });
+  }
+
+  void on_header(error_code ec) {
+    if (ec) return shutdown();
+    auto& req = head_->get();
+    version_ = req.version();
+    keep_alive_ = req.keep_alive();
+    // An early reply (before the body was read) must close a connection with a body.
+    has_body_ = head_->chunked() || head_->content_length().value_or(0) > 0;
+    const auto& key = ctx_.options.api_key;
+    if (!key.empty() && !same_secret(sv(req["X-Api-Key"]), key))
+      return send({401, jsend_error("missing or wrong X-Api-Key header", 401)}, has_body_);
+    auto target = parse_target(sv(req.target()));
+    if (!target) return send(failure_reply(target.error()), has_body_);
+    target_ = std::move(*target);
+    route_ = match_route(sv(req.method_string()), target_.path);
+    if (route_.kind == route::outcome::not_found)
+      return send(failure_reply(404, "no endpoint " + std::string{sv(req.method_string())} +
+                                         " " + target_.path + " in the wire API v1"),
+                  has_body_);
+    if (route_.kind == route::outcome::method_not_allowed)
+      return send(failure_reply(405, "method " + std::string{sv(req.method_string())} +
+                                         " is not allowed on " + target_.path + "; use " +
+                                         route_.allow),
+                  has_body_, route_.allow);
+    if (route_.ep == endpoint::put_file)
+      return after_latency([self = shared_from_this()] { self->put_file(); });
+    auto limit = ctx_.options.max_json_bytes;
+    if (auto len = head_->content_length(); len && *len > limit)
+      return send(too_large(*len, limit), true);
+    bool cont = expects_continue(req);
+    body_.emplace(std::move(*head_));
+    body_->body_limit(limit);
+    after_continue(cont, [self = shared_from_this()] {
+      self->stream_.expires_after(self->ctx_.options.idle_timeout);
+      http::async_read(self->stream_, self->buf_, *self->body_,
+                       [self](error_code ec, size_t) { self->on_body(ec); });
+    });
+  }
+
+  void on_body(error_code ec) {
+    if (ec == http::error::body_limit)
+      return send(too_large(0, ctx_.options.max_json_bytes), true);
+    if (ec) return shutdown();
+    auto body = std::move(body_->get().body());
+    body_.reset();
+    after_latency(
+        [self = shared_from_this(), body = std::move(body)] { self->dispatch(body); });
+  }
+
+  /// Runs `next` (which calls the domain) after the simulated domain's latency, waited on
+  /// a timer so that waiting requests hold no worker thread; at once for real guests.
+  template<class Next>
+  void after_latency(Next next) {
+    auto wait = ctx_.service.simulated_latency();
+    if (wait.count() <= 0) return next();
+    latency_.expires_after(wait);
+    latency_.async_wait([self = shared_from_this(), next = std::move(next)](error_code ec) {
+      if (ec) return self->shutdown();
+      next();
+    });
+  }
+
+  static reply too_large(uint64_t got, uint64_t limit) {
+    std::string what =
+        got ? "request body of " + std::to_string(got) + " bytes" : "request body";
+    return failure_reply(413, what + " exceeds the limit of " + std::to_string(limit) +
+                                  " bytes; send less");
+  }
+
+  /// Answers `Expect: 100-continue` before the body is read.
+  void after_continue(bool expected, std::function<void()> next) {
+    if (!expected) return next();
+    auto res =
+        std::make_shared<http::response<http::empty_body>>(http::status::continue_, version_);
+    http::async_write(stream_, *res,
+                      [self = shared_from_this(), res, next](error_code ec, size_t) {
+                        if (ec) return self->shutdown();
+                        next();
+                      });
+  }
+
+  void dispatch(const std::string& body) {
+    auto& svc = ctx_.service;
+    auto id = route_.id;
+    decode_limits limits;
+    limits.max_bytes = ctx_.options.max_json_bytes;
+    switch (route_.ep) {
+    case endpoint::shapes:
+      return answer([&svc] { return result<shape_list>{svc.shapes()}; });
+    case endpoint::capabilities:
+      return answer([&svc] { return result<capabilities>{svc.caps()}; });
+    case endpoint::whoami:
+      return answer([&svc] { return result<whoami>{svc.who()}; });
+    case endpoint::list_sandboxes: {
+      auto q = parse_list_query(target_.query);
+      if (!q) return send(failure_reply(q.error()));
+      return answer([&svc, q = *q] { return svc.list(q); });
+    }
+    case endpoint::create_sandbox: {
+      auto req = decode<sandbox_create_request>(body, limits);
+      if (!req) return send(failure_reply(req.error()));
+      return answer([&svc, req = *req] { return svc.create(req); });
+    }
+    case endpoint::get_sandbox:
+      return answer([&svc, id] { return svc.view(id); });
+    case endpoint::delete_sandbox:
+      return answer([&svc, id] { return svc.destroy(id); });
+    case endpoint::pause:
+      return answer([&svc, id] { return svc.pause(id); });
+    case endpoint::resume:
+      return answer([&svc, id] { return svc.resume(id); });
+    case endpoint::get_egress:
+      return answer([&svc, id] { return svc.egress(id); });
+    case endpoint::put_egress: {
+      auto req = decode<egress_body>(body, limits);
+      if (!req) return send(failure_reply(req.error()));
+      return answer([&svc, id, p = req->egress] { return svc.set_egress(id, p); });
+    }
+    case endpoint::list_images:
+      return answer([&svc] { return svc.images(); });
+    case endpoint::add_image: {
+      auto req = decode<image_add_request>(body, limits);
+      if (!req) return send(failure_reply(req.error()));
+      return answer([&svc, req = *req] { return svc.add_image(req); });
+    }
+    case endpoint::delete_image:
+      return answer([&svc, id] { return svc.remove_image(id); });
+    case endpoint::exec:
+      return exec(body, limits);
+    case endpoint::get_file:
+      return get_file();
+    case endpoint::put_file:
+      break; // handled before the body is read
+    }
+  }
+
+  /// Runs `work` on a worker thread, then `then(result)` back on this session's executor.
+  template<class Work, class Then>
+  void offload(Work work, Then then) {
+    net::post(ctx_.workers, [self = shared_from_this(), work = std::move(work),
+                             then = std::move(then)]() mutable {
+      auto r = work();
+      net::post(
+          self->stream_.get_executor(),
+          [self, r = std::move(r), then = std::move(then)]() mutable { then(std::move(r)); });
+    });
+  }
+
+  /// Offloads a domain call and answers with its JSend-wrapped encoding.
+  template<class Work>
+  void answer(Work work) {
+    offload(std::move(work), [self = shared_from_this()](auto r) {
+      if (!r) return self->send(failure_reply(r.error()));
+      self->send(success_reply(encode(*r)));
+    });
+  }
+
+  /// Sends a JSON reply. `close`: the request body may be unread, so the connection ends.
+  void send(reply r, bool close = false, const std::string& allow = {}) {
+    auto res = std::make_shared<http::response<http::string_body>>(
+        static_cast<http::status>(r.status), version_);
+    res->set(http::field::content_type, "application/json");
+    if (!allow.empty()) res->set(http::field::allow, allow);
+    res->keep_alive(keep_alive_ && !close);
+    res->body() = std::move(r.body);
+    res->prepare_payload();
+    stream_.expires_after(ctx_.options.idle_timeout);
+    http::async_write(stream_, *res,
+                      [self = shared_from_this(), res, close](error_code ec, size_t) {
+                        if (ec) return self->shutdown();
+                        if (close) return self->linger();
+                        if (!res->keep_alive()) return self->shutdown();
+                        self->read_header();
+                      });
+  }
+
+  /// After an early reply the client may still be sending the body: closing now would
+  /// reset the connection and lose the reply. So stop sending, discard what arrives
+  /// (into a fixed scratch buffer: nothing is kept) until EOF or a short deadline.
+  void linger() {
+    error_code ignored;
+    stream_.socket().shutdown(net::socket_base::shutdown_send, ignored);
+    if (!linger_deadline_) linger_deadline_ = steady::now() + std::chrono::seconds{5};
+    if (steady::now() >= *linger_deadline_) return shutdown();
+    scratch_.resize(16 * 1024);
+    stream_.expires_at(*linger_deadline_);
+    stream_.async_read_some(net::buffer(scratch_),
+                            [self = shared_from_this()](error_code ec, size_t) {
+                              if (ec) return self->shutdown();
+                              self->linger();
+                            });
+  }
+
+  void shutdown() {
+    error_code ignored;
+    stream_.socket().shutdown(net::socket_base::shutdown_both, ignored);
+    stream_.socket().close(ignored);
+  }
+
+  // ---- exec ----------------------------------------------------------------------------
+
+  void exec(const std::string& body, const decode_limits& limits) {
+    auto req = decode<exec_request>(body, limits);
+    if (!req) return send(failure_reply(req.error()));
+    auto streaming = parse_stream_flag(target_.query);
+    if (!streaming) return send(failure_reply(streaming.error()));
+    auto started = steady::now();
+    offload(
+        [&svc = ctx_.service, id = route_.id, req = *req] { return svc.start_exec(id, req); },
+        [self = shared_from_this(), streaming = *streaming,
+         started](result<std::unique_ptr<running_exec>> r) {
+          if (!r) return self->send(failure_reply(r.error()));
+          self->run_exec(std::move(*r), streaming, started);
+        });
+  }
+
+  void run_exec(std::unique_ptr<running_exec> run, bool streaming, steady::time_point started) {
+    streaming_ = streaming;
+    gone_ = false;
+    exec_finished_ = false;
+    exec_pump::emit_fn emit;
+    if (streaming)
+      emit = [self = shared_from_this()](std::string line, std::function<void()> written) {
+        self->enqueue(std::move(line) + "\n", std::move(written));
+      };
+    pump_ = std::make_shared<exec_pump>(
+        stream_.get_executor(), ctx_.workers, std::move(run), ctx_.options.exec, started,
+        std::move(emit),
+        [self = shared_from_this()](exec_result r) { self->exec_done(std::move(r)); });
+    ctx_.track(pump_);
+    stream_.expires_never(); // the command may run for hours; the watch detects a gone client
+    if (streaming) {
+      auto res = std::make_shared<http::response<http::empty_body>>(http::status::ok, version_);
+      res->set(http::field::content_type, "application/x-ndjson");
+      res->chunked(true);
+      res->keep_alive(keep_alive_);
+      auto sr = std::make_shared<http::response_serializer<http::empty_body>>(*res);
+      writing_ = true;
+      write_started_ = steady::now();
+      http::async_write_header(stream_, *sr,
+                               [self = shared_from_this(), res, sr](error_code ec, size_t) {
+                                 self->writing_ = false;
+                                 if (ec) self->lost_client();
+                                 self->write_next();
+                               });
+      heartbeat();
+    }
+    watch_client();
+    pump_->start();
+  }
+
+  /// Keeps a read pending on the socket while a command runs: EOF or an error means the
+  /// client went away, and the command is killed.
+  void watch_client() {
+    watching_ = true;
+    stream_.async_read_some(
+        buf_.prepare(4096), [self = shared_from_this()](error_code ec, size_t n) {
+          self->watching_ = false;
+          if (!ec) {
+            self->buf_.commit(n); // a pipelined request: keep it for after the exec
+            if (self->buf_.size() > max_pipelined)
+              self->lost_client();
+            else if (!self->exec_finished_)
+              return self->watch_client();
+          } else if (ec != net::error::operation_aborted) {
+            self->lost_client();
+          }
+          if (auto then = std::exchange(self->after_watch_, nullptr)) then();
+        });
+  }
+
+  /// Ends the watch, then runs `then` (with no operation pending on the socket).
+  void stop_watch(std::function<void()> then) {
+    exec_finished_ = true;
+    if (!watching_) return then();
+    after_watch_ = std::move(then);
+    error_code ignored;
+    stream_.socket().cancel(ignored);
+  }
+
+  void lost_client() {
+    if (gone_) return;
+    gone_ = true;
+    if (pump_) pump_->client_gone();
+  }
+
+  void heartbeat() {
+    hb_.expires_after(ctx_.options.heartbeat);
+    hb_.async_wait([self = shared_from_this()](error_code ec) {
+      if (ec || self->exec_finished_) return;
+      if (self->writing_ &&
+          steady::now() - self->write_started_ > self->ctx_.options.write_timeout) {
+        self->lost_client(); // the client stopped reading
+        error_code ignored;
+        self->stream_.socket().close(ignored);
+      } else if (!self->writing_ && self->outq_.empty()) {
+        self->enqueue(stream_line(exec_stream_line::kind::heartbeat) + "\n", nullptr);
+      }
+      self->heartbeat();
+    });
+  }
+
+  struct pending_line {
+    std::string data;
+    std::function<void()> written;
+    bool last = false;
+  };
+
+  void enqueue(std::string data, std::function<void()> written, bool last = false) {
+    outq_.push_back({std::move(data), std::move(written), last});
+    write_next();
+  }
+
+  void write_next() {
+    if (writing_ || outq_.empty()) return;
+    if (gone_) { // nobody reads: tell the producers their lines are done, keep draining
+      auto q = std::move(outq_);
+      outq_.clear();
+      for (auto& l : q)
+        if (l.written) l.written();
+      return;
+    }
+    writing_ = true;
+    write_started_ = steady::now();
+    auto handler = [self = shared_from_this()](error_code ec, size_t) {
+      self->writing_ = false;
+      auto line = std::move(self->outq_.front());
+      self->outq_.pop_front();
+      if (ec) self->lost_client();
+      if (line.written) line.written();
+      self->write_next();
+    };
+    auto& front = outq_.front();
+    if (front.last)
+      net::async_write(stream_, http::make_chunk_last(), std::move(handler));
+    else
+      net::async_write(stream_, http::make_chunk(net::buffer(front.data)), std::move(handler));
+  }
+
+  void exec_done(exec_result r) {
+    hb_.cancel();
+    if (!streaming_) {
+      return stop_watch([self = shared_from_this(), r = std::move(r)] {
+        self->end_exec();
+        if (self->gone_) return self->shutdown();
+        self->send(success_reply(encode(r)));
+      });
+    }
+    if (r.error) enqueue(stream_line(exec_stream_line::kind::error, *r.error) + "\n", nullptr);
+    enqueue(stream_line(exec_stream_line::kind::exit_code, {}, r.exit_code) + "\n", nullptr);
+    enqueue(
+        {},
+        [self = shared_from_this()] {
+          self->stop_watch([self] {
+            self->end_exec();
+            if (self->gone_ || !self->keep_alive_) return self->shutdown();
+            self->read_header();
+          });
+        },
+        true);
+  }
+
+  void end_exec() {
+    pump_.reset();
+    outq_.clear();
+  }
+
+  // ---- files ---------------------------------------------------------------------------
+
+  std::optional<std::string> file_path() {
+    auto i = target_.query.find("path");
+    if (i == target_.query.end() || i->second.empty()) return std::nullopt;
+    return i->second;
+  }
+
+  static reply missing_path() {
+    return failure_reply(400, "path: the query parameter ?path=/absolute/path/in/guest is "
+                              "required");
+  }
+
+  void get_file() {
+    auto path = file_path();
+    if (!path) return send(missing_path());
+    offload(
+        [&svc = ctx_.service, id = route_.id,
+         path = *path]() -> result<std::shared_ptr<download>> {
+          auto f = svc.open_file(id, path, false);
+          if (!f) return f.error();
+          struct stat st {};
+          if (::fstat(f->fd.get(), &st) != 0)
+            return fail(ec::unavailable, std::string{"stat failed: "} + std::strerror(errno));
+          if (!S_ISREG(st.st_mode))
+            return fail(ec::bad_request, "path: " + path + " is not a regular file");
+          auto d = std::make_shared<download>();
+          d->file = std::move(*f);
+          d->size = static_cast<uint64_t>(st.st_size);
+          return d;
+        },
+        [self = shared_from_this()](result<std::shared_ptr<download>> r) {
+          if (!r) return self->send(failure_reply(r.error()));
+          self->send_file(*r);
+        });
+  }
+
+  void send_file(std::shared_ptr<download> d) {
+    auto res = std::make_shared<http::response<http::empty_body>>(http::status::ok, version_);
+    res->set(http::field::content_type, "application/octet-stream");
+    res->content_length(d->size);
+    res->keep_alive(keep_alive_);
+    auto sr = std::make_shared<http::response_serializer<http::empty_body>>(*res);
+    stream_.expires_after(ctx_.options.idle_timeout);
+    http::async_write_header(stream_, *sr,
+                             [self = shared_from_this(), res, sr, d](error_code ec, size_t) {
+                               if (ec) return self->shutdown();
+                               self->send_file_chunk(d);
+                             });
+  }
+
+  void send_file_chunk(std::shared_ptr<download> d) {
+    if (d->sent == d->size) {
+      d.reset(); // closes the file, ends the activity
+      return keep_alive_ ? read_header() : shutdown();
+    }
+    offload(
+        [d]() -> result<bool> {
+          d->chunk.resize(std::min<uint64_t>(file_chunk, d->size - d->sent));
+          auto n = ::read(d->file.fd.get(), d->chunk.data(), d->chunk.size());
+          if (n <= 0) // the file shrank or failed under us: the promised length cannot be kept
+            return fail(ec::unavailable, "file changed while being read");
+          d->chunk.resize(static_cast<size_t>(n));
+          return true;
+        },
+        [self = shared_from_this(), d](result<bool> r) {
+          if (!r) return self->shutdown();
+          self->stream_.expires_after(self->ctx_.options.idle_timeout);
+          net::async_write(self->stream_, net::buffer(d->chunk),
+                           [self, d](error_code ec, size_t) {
+                             if (ec) return self->shutdown();
+                             d->sent += d->chunk.size();
+                             self->send_file_chunk(d);
+                           });
+        });
+  }
+
+  void put_file() {
+    auto limit = ctx_.options.max_file_bytes;
+    if (auto len = head_->content_length(); len && *len > limit)
+      return send(too_large(*len, limit), true);
+    auto path = file_path();
+    if (!path) return send(missing_path(), has_body_);
+    offload([&svc = ctx_.service, id = route_.id,
+             path = *path] { return svc.open_file(id, path, true); },
+            [self = shared_from_this(), path = *path](result<guest_file> r) {
+              if (!r) return self->send(failure_reply(r.error()), self->has_body_);
+              self->receive_file(std::make_shared<guest_file>(std::move(*r)), path);
+            });
+  }
+
+  void receive_file(std::shared_ptr<guest_file> f, const std::string& path) {
+    bool cont = expects_continue(head_->get());
+    upload_.emplace(std::move(*head_));
+    upload_->body_limit(ctx_.options.max_file_bytes);
+    // Sized to the body when its length is known (a program is a few KiB; most uploads
+    // are far below the chunk) and not zero-filled: the reads overwrite it.
+    auto len = upload_->content_length();
+    chunk_size_ =
+        static_cast<size_t>(len ? std::clamp<uint64_t>(*len, 1, file_chunk) : file_chunk);
+    chunk_.reset(new char[chunk_size_]);
+    received_ = 0;
+    after_continue(cont, [self = shared_from_this(), f, path] { self->read_upload(f, path); });
+  }
+
+  void read_upload(std::shared_ptr<guest_file> f, const std::string& path) {
+    if (upload_->is_done()) return upload_done(f, path);
+    auto& body = upload_->get().body();
+    body.data = chunk_.get();
+    body.size = chunk_size_;
+    stream_.expires_after(ctx_.options.idle_timeout);
+    http::async_read(
+        stream_, buf_, *upload_, [self = shared_from_this(), f, path](error_code ec, size_t) {
+          if (ec == http::error::need_buffer) ec = {};
+          if (ec == http::error::body_limit) { // a chunked body grew past the limit
+            return self->offload([f] { return result<bool>{::ftruncate(f->fd.get(), 0) == 0}; },
+                                 [self](result<bool>) {
+                                   self->send(too_large(0, self->ctx_.options.max_file_bytes),
+                                              true);
+                                 });
+          }
+          if (ec) return self->shutdown();
+          auto n = self->chunk_size_ - self->upload_->get().body().size;
+          if (n == 0) return self->read_upload(f, path);
+          self->offload(
+              [f, data = self->chunk_.get(), n] { return write_all(f->fd.get(), data, n); },
+              [self, f, path, n](result<bool> w) {
+                if (!w) return self->send(failure_reply(w.error()), true);
+                self->received_ += n;
+                self->read_upload(f, path);
+              });
+        });
+  }
+
+  void upload_done(std::shared_ptr<guest_file> f, const std::string& path) {
+    f.reset(); // closes the file, ends the activity
+    upload_.reset();
+    chunk_.reset(); // an idle keep-alive session keeps no upload buffer
+    chunk_size_ = 0;
+    send(success_reply("{\"path\":" + quote_json(path) +
+                       ",\"size\":" + std::to_string(received_) + "}"));
+  }
+
+  /// TCP or a Unix socket: Beast's timeouts work on either.
+  beast::basic_stream<stream_protocol> stream_;
+  beast::flat_buffer buf_;
+  http_context& ctx_;
+  std::optional<http::request_parser<http::empty_body>> head_;
+  std::optional<http::request_parser<http::string_body>> body_;
+  std::optional<http::request_parser<http::buffer_body>> upload_;
+  unsigned version_ = 11;
+  bool keep_alive_ = true;
+  bool has_body_ = false;
+  request_target target_;
+  route route_;
+
+  // exec
+  std::shared_ptr<exec_pump> pump_;
+  bool streaming_ = false;
+  bool gone_ = false;
+  bool exec_finished_ = false;
+  bool watching_ = false;
+  std::function<void()> after_watch_;
+  net::steady_timer hb_;
+  net::steady_timer latency_; ///< simulated domain only (after_latency)
+  std::deque<pending_line> outq_;
+  bool writing_ = false;
+  steady::time_point write_started_;
+
+  // uploads
+  std::unique_ptr<char[]> chunk_; ///< upload buffer, `chunk_size_` bytes, while a PUT runs
+  size_t chunk_size_ = 0;
+  std::vector<char> scratch_;
+  std::optional<steady::time_point> linger_deadline_;
+  uint64_t received_ = 0;
+};
+
+} // namespace
+
+void serve_connection(stream_protocol::socket socket, http_context& ctx) {
+  std::make_shared<session>(std::move(socket), ctx)->run();
+}
+
+} // namespace guestflow::local

@@ -1,0 +1,478 @@
+#include "controlplane/local/service/control_plane.hpp"
+
+#include "controlplane/local/service/clock.hpp"
+#include "controlplane/local/guests/guest_exec.hpp"
+#include "controlplane/local/service/shapes.hpp"
+
+#include <algorithm>
+#include <chrono>
+
+namespace guestflow::local {
+namespace {
+
+std::string status_name(sandbox_status s) {
+  return std::string{to_string(s)};
+}
+
+/// The egress modes that need nftables: everything but deny-all (allow-all still needs the
+/// rules that keep the host's loopback, the control plane and 169.254/16 out of reach).
+bool needs_rules(const egress_policy& p) {
+  return p.mode != egress_policy::kind::deny_all;
+}
+
+failure rules_unavailable() {
+  return fail(ec::unavailable,
+              "egress rules cannot be enforced on this host (nftables unavailable); use egress "
+              "[\"240.0.0.0/4\"] (no network) or install nftables");
+}
+
+/// A command started by the backend; finish() reaps it and turns an OOM kill into an error.
+class guest_command final : public running_exec {
+public:
+  guest_command(guest_backend& backend, guest_runtime rt, exec_process p, activity_lease lease,
+                uint64_t oom_before, uint64_t mem_mib, std::function<void(std::string)> on_oom)
+      : backend_(backend)
+      , rt_(std::move(rt))
+      , p_(p)
+      , lease_(std::move(lease))
+      , oom_before_(oom_before)
+      , mem_mib_(mem_mib)
+      , on_oom_(std::move(on_oom)) {}
+
+  ~guest_command() override {
+    if (!finished_) {
+      backend_.kill_exec(p_);
+      backend_.reap(p_);
+    }
+  }
+
+  int stdout_fd() const override { return p_.stdout_fd; }
+  int stderr_fd() const override { return p_.stderr_fd; }
+  int exit_fd() const override { return p_.pidfd; }
+  void kill() override {
+    if (!finished_) backend_.kill_exec(p_);
+  }
+
+  exec_outcome finish() override {
+    exec_outcome out;
+    out.exit_code = backend_.reap(p_);
+    finished_ = true;
+    if (out.exit_code == 137 && backend_.oom_kills(rt_) > oom_before_) {
+      out.error = "out of memory (memory limit " + std::to_string(mem_mib_) + " MiB)";
+      on_oom_(*out.error);
+    }
+    lease_.reset();
+    return out;
+  }
+
+private:
+  guest_backend& backend_;
+  guest_runtime rt_;
+  exec_process p_;
+  activity_lease lease_;
+  uint64_t oom_before_;
+  uint64_t mem_mib_;
+  std::function<void(std::string)> on_oom_;
+  bool finished_ = false;
+};
+
+} // namespace
+
+control_plane::control_plane(guest_backend& backend, record_store& store, image_store& images,
+                             control_plane_config cfg, std::vector<guest_record> records)
+    : backend_(backend)
+    , store_(store)
+    , images_(images)
+    , cfg_(cfg) {
+  for (auto& r : records) {
+    next_seq_ = std::max(next_seq_, r.seq + 1);
+    auto id = r.id;
+    guest g;
+    g.rec = std::move(r);
+    if (is_live(g.rec.status))
+      if (auto image = images_.resolve(g.rec.rootfs)) g.path_prepend = image->path_prepend;
+    guests_.emplace(id, std::move(g));
+  }
+}
+
+shape_list control_plane::shapes() {
+  return shape_catalog();
+}
+
+capabilities control_plane::caps() {
+  capabilities c;
+  c.isolation = "namespaces";
+  c.supports_deny_all_egress = true;
+  c.supports_address_egress_rules = backend_.support().nftables;
+  c.supports_domain_allowlist = false;
+  c.link_local_blocked = true;
+  c.max_timeout_seconds = cfg_.max_timeout_seconds;
+  c.images = images_.names();
+  return c;
+}
+
+whoami control_plane::who() {
+  std::lock_guard<std::mutex> lock{mu_};
+  std::vector<const guest_record*> recs;
+  for (const auto& [id, g] : guests_)
+    recs.push_back(&g.rec);
+  return count_guests(recs);
+}
+
+result<control_plane::guest*> control_plane::find(const std::string& id) {
+  auto i = guests_.find(id);
+  if (i == guests_.end()) return fail(ec::not_found, "no sandbox with id '" + id + "'");
+  return &i->second;
+}
+
+result<control_plane::guest*> control_plane::find_usable(const std::string& id) {
+  auto g = find(id);
+  if (!g) return g;
+  auto s = (*g)->rec.status;
+  if (s == sandbox_status::paused || s == sandbox_status::pausing)
+    return fail(ec::paused, "sandbox is paused");
+  if (s != sandbox_status::running)
+    return conflict("sandbox is " + status_name(s) +
+                    "; only a running sandbox runs commands "
+                    "and serves files");
+  return g;
+}
+
+result<bool> control_plane::save(const guest& g) {
+  return store_.put(g.rec);
+}
+
+activity_lease control_plane::lease(const std::string& id) {
+  return activity_lease{[this, id] {
+    std::lock_guard<std::mutex> lock{mu_};
+    if (auto i = guests_.find(id); i != guests_.end()) {
+      --i->second.busy;
+      i->second.last_activity = clock::now();
+    }
+  }};
+}
+
+result<sandbox_created> control_plane::create(const sandbox_create_request& req) {
+  // Validate everything first: nothing below may be refused for caller input.
+  auto shp = resolve_shape(req.shape);
+  if (!shp) return shp.error();
+  if (needs_rules(req.egress) && !backend_.support().nftables) return rules_unavailable();
+
+  guest_spec spec;
+  spec.id = new_guest_id();
+  spec.name = req.name.value_or(spec.id);
+  spec.shape_info = *shp;
+  spec.egress = req.egress;
+  spec.envs = req.envs;
+  {
+    std::lock_guard<std::mutex> lock{mu_};
+    // Resolved under the lock: remove_image() cannot take the image away before this
+    // guest's record names it.
+    auto image = images_.resolve(req.rootfs);
+    if (!image) return image.error();
+    spec.rootfs = image->name;
+    spec.image = image->layout;
+    for (const auto& [id, g] : guests_)
+      if (is_live(g.rec.status) && g.rec.name == spec.name)
+        return conflict("name '" + spec.name + "' is taken by live sandbox " + id +
+                        "; choose another name or delete that sandbox");
+    guest g;
+    g.rec.id = spec.id;
+    g.rec.name = spec.name;
+    g.rec.status = sandbox_status::creating;
+    g.rec.shape = shp->id;
+    g.rec.rootfs = spec.rootfs;
+    g.rec.egress = spec.egress;
+    g.rec.envs = spec.envs;
+    g.rec.auto_pause_after_seconds = req.auto_pause_after_seconds;
+    g.rec.ingress_enabled = req.ingress_enabled;
+    g.rec.created_at = now_rfc3339();
+    g.rec.runtime.id = spec.id;
+    g.rec.seq = next_seq_++;
+    g.path_prepend = image->path_prepend;
+    // Persist before building, so a crash mid-create leaves a record reconcile cleans up.
+    if (auto ok = save(g); !ok) return ok.error();
+    guests_.emplace(spec.id, std::move(g));
+  }
+
+  auto started = std::chrono::steady_clock::now();
+  auto rt = backend_.create(spec);
+  auto spawn_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                      std::chrono::steady_clock::now() - started)
+                      .count();
+
+  std::lock_guard<std::mutex> lock{mu_};
+  auto& g = guests_.at(spec.id);
+  if (!rt) {
+    // The backend removed what it built; forget the guest entirely (no partial guest).
+    store_.erase(spec.id);
+    guests_.erase(spec.id);
+    return rt.error();
+  }
+  g.rec.runtime = *rt;
+  g.rec.status = sandbox_status::running;
+  g.last_activity = clock::now();
+  if (auto ok = save(g); !ok) {
+    backend_.destroy(*rt);
+    store_.erase(spec.id);
+    guests_.erase(spec.id);
+    return ok.error();
+  }
+  sandbox_created out;
+  out.id = spec.id;
+  out.name = spec.name;
+  out.ip = rt->ip;
+  out.shape = shp->id;
+  out.rootfs = spec.rootfs;
+  out.vcpu = shp->vcpu;
+  out.mem_mib = shp->mem_mib;
+  out.disk_mib = shp->default_disk_mib;
+  out.spawn_ms = static_cast<uint64_t>(spawn_ms);
+  out.egress = spec.egress;
+  return out;
+}
+
+result<noted_view> control_plane::view(const std::string& id) {
+  std::lock_guard<std::mutex> lock{mu_};
+  auto g = find(id);
+  if (!g) return g.error();
+  return noted_view{to_view((*g)->rec), (*g)->rec.note};
+}
+
+result<sandbox_list> control_plane::list(const list_query& q) {
+  std::lock_guard<std::mutex> lock{mu_};
+  std::vector<const guest_record*> recs;
+  for (const auto& [id, g] : guests_)
+    recs.push_back(&g.rec);
+  std::sort(recs.begin(), recs.end(),
+            [](const guest_record* a, const guest_record* b) { return a->seq < b->seq; });
+  return list_page(recs, q);
+}
+
+result<sandbox_deleted> control_plane::destroy(const std::string& id) {
+  guest_runtime rt;
+  {
+    std::lock_guard<std::mutex> lock{mu_};
+    auto g = find(id);
+    if (!g) return g.error();
+    auto& rec = (*g)->rec;
+    switch (rec.status) {
+    case sandbox_status::destroyed:
+    case sandbox_status::failed: // reconcile already removed its leftovers
+      return sandbox_deleted{id, sandbox_status::destroyed};
+    case sandbox_status::destroying:
+      return sandbox_deleted{id, sandbox_status::destroying};
+    case sandbox_status::creating:
+    case sandbox_status::pausing:
+    case sandbox_status::resuming:
+      return conflict("sandbox is " + status_name(rec.status) + "; retry the delete");
+    default:
+      break;
+    }
+    rec.status = sandbox_status::destroying;
+    if (auto ok = save(**g); !ok) return ok.error();
+    rt = rec.runtime;
+  }
+  auto done = backend_.destroy(rt);
+  std::lock_guard<std::mutex> lock{mu_};
+  auto& g = guests_.at(id);
+  g.rec.status = done ? sandbox_status::destroyed : sandbox_status::error;
+  if (!done) g.rec.note = "destroy failed: " + done.error().message;
+  if (auto ok = save(g); !ok) return ok.error();
+  if (!done)
+    return fail(ec::unavailable, "destroy of " + id + " failed (" + done.error().message +
+                                     "); retry the delete");
+  return sandbox_deleted{id, sandbox_status::destroyed};
+}
+
+result<sandbox_view> control_plane::pause(const std::string& id) {
+  return pause_guest(id, false);
+}
+
+result<sandbox_view> control_plane::pause_guest(const std::string& id, bool only_if_idle) {
+  return transition(
+      id, {sandbox_status::running, sandbox_status::pausing, sandbox_status::paused},
+      only_if_idle, [this](const guest_runtime& rt) { return backend_.pause(rt); },
+      [](guest& g) { g.rec.paused_at = now_rfc3339(); });
+}
+
+result<sandbox_view> control_plane::resume(const std::string& id) {
+  return transition(
+      id, {sandbox_status::paused, sandbox_status::resuming, sandbox_status::running}, false,
+      [this](const guest_runtime& rt) { return backend_.resume(rt); },
+      [](guest& g) {
+        g.rec.last_resumed_at = now_rfc3339();
+        g.last_activity = clock::now();
+      });
+}
+
+result<sandbox_view>
+control_plane::transition(const std::string& id, const steps& s, bool only_if_idle,
+                          const std::function<result<bool>(const guest_runtime&)>& op,
+                          const std::function<void(guest&)>& arrived) {
+  guest_runtime rt;
+  {
+    std::lock_guard<std::mutex> lock{mu_};
+    auto g = find(id);
+    if (!g) return g.error();
+    auto& rec = (*g)->rec;
+    if (rec.status == s.to) return to_view(rec); // idempotent
+    if (rec.status != s.from)
+      return conflict("sandbox is " + status_name(rec.status) + "; only a " +
+                      status_name(s.from) + " sandbox can become " + status_name(s.to));
+    if (only_if_idle && (*g)->busy > 0) return conflict("sandbox is busy");
+    rec.status = s.via;
+    rt = rec.runtime;
+  }
+  auto done = op(rt);
+  std::lock_guard<std::mutex> lock{mu_};
+  auto& g = guests_.at(id);
+  if (!done) {
+    g.rec.status = s.from;
+    return done.error();
+  }
+  g.rec.status = s.to;
+  arrived(g);
+  if (auto ok = save(g); !ok) return ok.error();
+  return to_view(g.rec);
+}
+
+result<egress_body> control_plane::egress(const std::string& id) {
+  std::lock_guard<std::mutex> lock{mu_};
+  auto g = find(id);
+  if (!g) return g.error();
+  return egress_body{(*g)->rec.egress};
+}
+
+result<egress_body> control_plane::set_egress(const std::string& id, const egress_policy& p) {
+  if (needs_rules(p) && !backend_.support().nftables) return rules_unavailable();
+  guest_runtime rt;
+  {
+    std::lock_guard<std::mutex> lock{mu_};
+    auto g = find(id);
+    if (!g) return g.error();
+    auto s = (*g)->rec.status;
+    if (s != sandbox_status::running && s != sandbox_status::paused)
+      return conflict("sandbox is " + status_name(s) +
+                      "; egress can change only on a running "
+                      "or paused sandbox");
+    rt = (*g)->rec.runtime;
+  }
+  auto done = backend_.set_egress(rt, p);
+  if (!done) return done.error();
+  std::lock_guard<std::mutex> lock{mu_};
+  auto& g = guests_.at(id);
+  g.rec.egress = p;
+  if (auto ok = save(g); !ok) return ok.error();
+  return egress_body{p};
+}
+
+result<std::unique_ptr<running_exec>> control_plane::start_exec(const std::string& id,
+                                                                const exec_request& req) {
+  guest_runtime rt;
+  std::map<std::string, std::string> envs;
+  uint64_t mem_mib = 0;
+  activity_lease busy;
+  {
+    std::lock_guard<std::mutex> lock{mu_};
+    auto g = find_usable(id);
+    if (!g) return g.error();
+    rt = (*g)->rec.runtime;
+    envs = (*g)->rec.envs;
+    if (!(*g)->path_prepend.empty() && !envs.count("PATH"))
+      envs["PATH"] = (*g)->path_prepend + ":" + default_guest_path;
+    if (auto s = find_shape((*g)->rec.shape)) mem_mib = s->mem_mib;
+    ++(*g)->busy;
+    busy = lease(id);
+  }
+  auto oom_before = backend_.oom_kills(rt);
+  auto p = backend_.start_exec(rt, req, envs);
+  if (!p) return p.error();
+  return std::unique_ptr<running_exec>{
+      new guest_command(backend_, rt, *p, std::move(busy), oom_before, mem_mib,
+                        [this, id](std::string note) { record_note(id, std::move(note)); })};
+}
+
+result<guest_file> control_plane::open_file(const std::string& id, const std::string& path,
+                                            bool for_write) {
+  guest_runtime rt;
+  activity_lease busy;
+  {
+    std::lock_guard<std::mutex> lock{mu_};
+    auto g = find_usable(id);
+    if (!g) return g.error();
+    rt = (*g)->rec.runtime;
+    ++(*g)->busy;
+    busy = lease(id);
+  }
+  auto fd = backend_.open_file(rt, path, for_write);
+  if (!fd) return fd.error();
+  return guest_file{unique_fd{*fd}, std::move(busy)};
+}
+
+void control_plane::record_note(const std::string& id, std::string note) {
+  std::lock_guard<std::mutex> lock{mu_};
+  if (auto i = guests_.find(id); i != guests_.end()) {
+    i->second.rec.note = std::move(note);
+    save(i->second);
+  }
+}
+
+void control_plane::pause_idle() {
+  std::vector<std::string> due;
+  {
+    std::lock_guard<std::mutex> lock{mu_};
+    auto now = clock::now();
+    for (const auto& [id, g] : guests_) {
+      if (g.rec.status != sandbox_status::running || !g.rec.auto_pause_after_seconds ||
+          g.busy > 0)
+        continue;
+      auto idle = std::chrono::duration<double>(now - g.last_activity).count();
+      if (idle >= *g.rec.auto_pause_after_seconds * cfg_.auto_pause_scale) due.push_back(id);
+    }
+  }
+  for (const auto& id : due)
+    pause_guest(id, true);
+}
+
+} // namespace guestflow::local
+
+namespace guestflow::local {
+
+result<image_list> control_plane::images() {
+  return images_.list();
+}
+
+result<image_added> control_plane::add_image(const image_add_request& req) {
+  return images_.add(req);
+}
+
+result<image_removed> control_plane::remove_image(const std::string& name) {
+  std::filesystem::path detached;
+  {
+    std::lock_guard<std::mutex> lock{mu_};
+    if (name != builtin_image) {
+      std::string users;
+      size_t n = 0;
+      for (const auto& [id, g] : guests_) {
+        auto st = g.rec.status;
+        if (g.rec.rootfs != name || st == sandbox_status::destroyed ||
+            st == sandbox_status::failed)
+          continue;
+        users += std::string{n++ ? ", " : ""} + id +
+                 (g.rec.name != id ? " (" + g.rec.name + ", " : " (") + status_name(st) + ")";
+      }
+      if (n > 0)
+        return conflict("image in use: '" + name + "' is the rootfs of " + std::to_string(n) +
+                        " sandbox" + (n > 1 ? "es" : "") + " not yet deleted: " + users +
+                        "; delete them first");
+    }
+    auto d = images_.detach(name);
+    if (!d) return d.error();
+    detached = std::move(*d);
+  }
+  images_.purge(detached);
+  return image_removed{name};
+}
+
+} // namespace guestflow::local

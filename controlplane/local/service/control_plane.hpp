@@ -1,0 +1,95 @@
+#pragma once
+
+#include "controlplane/local/guests/guest_backend.hpp"
+#include "controlplane/local/store/guest_record.hpp"
+#include "controlplane/local/images/image_store.hpp"
+#include "controlplane/local/store/record_store.hpp"
+#include "controlplane/local/service/sandbox_service.hpp"
+
+#include <chrono>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace guestflow::local {
+
+struct control_plane_config {
+  /// Multiplies every auto_pause_after_seconds (test-only: 0.01 makes 60 s into 0.6 s).
+  double auto_pause_scale = 1.0;
+  /// Reported in capabilities: the longest `timeout N` the runtime should wrap a command in.
+  uint32_t max_timeout_seconds = 3600;
+};
+
+/// The real domain: guest records (write-through to the record store) and the backend
+/// that builds the guests. Thread-safe: one mutex guards the records; backend calls run
+/// outside it, with the guest parked in a transitional status (creating, pausing,
+/// resuming, destroying) so that concurrent calls see a consistent state.
+class control_plane final : public sandbox_service {
+public:
+  /// `records` are the store's contents after reconcile().
+  control_plane(guest_backend& backend, record_store& store, image_store& images,
+                control_plane_config cfg, std::vector<guest_record> records);
+
+  shape_list shapes() override;
+  capabilities caps() override;
+  whoami who() override;
+  result<sandbox_created> create(const sandbox_create_request& req) override;
+  result<noted_view> view(const std::string& id) override;
+  result<sandbox_list> list(const list_query& q) override;
+  result<sandbox_deleted> destroy(const std::string& id) override;
+  result<sandbox_view> pause(const std::string& id) override;
+  result<sandbox_view> resume(const std::string& id) override;
+  result<egress_body> egress(const std::string& id) override;
+  result<egress_body> set_egress(const std::string& id, const egress_policy& p) override;
+  result<std::unique_ptr<running_exec>> start_exec(const std::string& id,
+                                                   const exec_request& req) override;
+  result<guest_file> open_file(const std::string& id, const std::string& path,
+                               bool for_write) override;
+  void pause_idle() override;
+  result<image_list> images() override;
+  result<image_added> add_image(const image_add_request& req) override;
+  /// Refused (409, "image in use: …" naming them) while a guest that is not destroyed or
+  /// failed has it as its rootfs; a create cannot name it once this has begun.
+  result<image_removed> remove_image(const std::string& name) override;
+
+private:
+  using clock = std::chrono::steady_clock;
+
+  struct guest {
+    guest_record rec;
+    int busy = 0; ///< exec / file calls in progress
+    clock::time_point last_activity = clock::now();
+    std::string path_prepend; ///< its image's, first on every command's PATH
+  };
+
+  /// Finds a guest by id (mutex held), or a 404 failure.
+  result<guest*> find(const std::string& id);
+  /// Finds a guest that can run code now (mutex held): 404, 409 paused, 409 not running.
+  result<guest*> find_usable(const std::string& id);
+  /// Persists `g` (mutex held).
+  result<bool> save(const guest& g);
+  activity_lease lease(const std::string& id);
+  result<sandbox_view> pause_guest(const std::string& id, bool only_if_idle);
+
+  /// A status change through a transitional status: `from` → `via` (mutex held), the
+  /// backend `op` (mutex free), then `to` and `arrived` — or back to `from` on failure.
+  struct steps {
+    sandbox_status from, via, to;
+  };
+  result<sandbox_view> transition(const std::string& id, const steps& s, bool only_if_idle,
+                                  const std::function<result<bool>(const guest_runtime&)>& op,
+                                  const std::function<void(guest&)>& arrived);
+  void record_note(const std::string& id, std::string note);
+
+  guest_backend& backend_;
+  record_store& store_;
+  image_store& images_;
+  control_plane_config cfg_;
+  std::mutex mu_;
+  std::map<std::string, guest> guests_;
+  int64_t next_seq_ = 1;
+};
+
+} // namespace guestflow::local

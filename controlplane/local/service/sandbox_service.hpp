@@ -1,0 +1,153 @@
+#pragma once
+
+#include "common/unique_fd.hpp"
+#include "messages/error.hpp"
+#include "messages/image.hpp"
+#include "messages/sandbox.hpp"
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+
+/// The domain layer of the local control plane: the wire API's operations with no HTTP in
+/// sight. Two implementations: `control_plane` (real guests) and `simulated_control_plane`
+/// (no guests, a fixed latency per call: for measuring the runtime's own overhead).
+/// Every method may block (backend, SQLite): the transport calls them from worker threads.
+namespace guestflow::local {
+
+/// Keeps a guest "in use" while alive: auto-pause never pauses a guest with a lease out.
+/// Releasing the last lease stamps the guest's last activity.
+class activity_lease {
+public:
+  activity_lease() = default;
+  explicit activity_lease(std::function<void()> release)
+      : release_(std::move(release)) {}
+  activity_lease(activity_lease&& o) noexcept
+      : release_(std::exchange(o.release_, nullptr)) {}
+  activity_lease& operator=(activity_lease&& o) noexcept {
+    if (this != &o) {
+      reset();
+      release_ = std::exchange(o.release_, nullptr);
+    }
+    return *this;
+  }
+  activity_lease(const activity_lease&) = delete;
+  activity_lease& operator=(const activity_lease&) = delete;
+  ~activity_lease() { reset(); }
+
+  void reset() {
+    if (auto f = std::exchange(release_, nullptr)) f();
+  }
+
+private:
+  std::function<void()> release_;
+};
+
+/// A file of a guest opened for one files call; closing it ends the activity.
+struct guest_file {
+  unique_fd fd;
+  activity_lease lease;
+};
+
+/// How a command ended, as far as the domain knows (the transport adds output-cap notes).
+struct exec_outcome {
+  int32_t exit_code = 0;
+  std::optional<std::string> error; ///< e.g. "out of memory (memory limit 64 MiB)"
+};
+
+/// A command running in a guest, driven by the transport: it watches the three fds
+/// without blocking, then calls finish() on a worker thread.
+class running_exec {
+public:
+  virtual ~running_exec() = default;
+  /// O_NONBLOCK read end; EOF when the command closed it. -1: none (read as closed).
+  virtual int stdout_fd() const = 0;
+  virtual int stderr_fd() const = 0;
+  /// Becomes readable once the command exited. -1: none (finish() alone tells the exit).
+  virtual int exit_fd() const = 0;
+  /// SIGKILLs the command (its client went away). Cheap; safe after exit.
+  virtual void kill() = 0;
+  /// Reaps the command and closes its fds (blocking until it exited); ends the activity.
+  virtual exec_outcome finish() = 0;
+};
+
+/// `GET /v1/sandboxes` filters.
+struct list_query {
+  std::optional<sandbox_status> status;
+  uint64_t limit = 100;
+  uint64_t offset = 0;
+};
+
+/// A view plus the guest's last notable event ("note"), which the wire view struct has no
+/// field for; the transport adds it to `GET /v1/sandboxes/{id}` as `"note"`.
+struct noted_view {
+  sandbox_view view;
+  std::string note;
+};
+
+class sandbox_service {
+public:
+  virtual ~sandbox_service() = default;
+
+  virtual shape_list shapes() = 0;
+  virtual capabilities caps() = 0;
+  virtual whoami who() = 0;
+
+  /// Validates everything before touching state; returns once the guest runs.
+  virtual result<sandbox_created> create(const sandbox_create_request& req) = 0;
+  virtual result<noted_view> view(const std::string& id) = 0;
+  virtual result<sandbox_list> list(const list_query& q) = 0;
+  virtual result<sandbox_deleted> destroy(const std::string& id) = 0;
+  virtual result<sandbox_view> pause(const std::string& id) = 0;
+  virtual result<sandbox_view> resume(const std::string& id) = 0;
+  virtual result<egress_body> egress(const std::string& id) = 0;
+  virtual result<egress_body> set_egress(const std::string& id, const egress_policy& p) = 0;
+
+  /// Starts `req` in a running guest (409 paused / not running, 404 unknown).
+  virtual result<std::unique_ptr<running_exec>> start_exec(const std::string& id,
+                                                           const exec_request& req) = 0;
+
+  /// Opens `path` inside the guest for reading or (truncating) writing.
+  virtual result<guest_file> open_file(const std::string& id, const std::string& path,
+                                       bool for_write) = 0;
+
+  /// Pauses every guest idle past its auto_pause_after_seconds (times the configured
+  /// scale). Called periodically by the auto-pause timer.
+  virtual void pause_idle() = 0;
+
+  /// `GET /v1/images`: every image a create's `rootfs` may name. Without an image store
+  /// (the simulated domain), only the built-in debian:12.
+  virtual result<image_list> images() {
+    image_info builtin;
+    builtin.name = std::string{builtin_image};
+    builtin.kind = std::string{image_kind_builtin};
+    builtin.source = "the host's /usr";
+    return image_list{{builtin}, 1};
+  }
+  /// `POST /v1/images`: imports an image (blocks for as long as that takes).
+  virtual result<image_added> add_image(const image_add_request&) {
+    return fail(ec::unavailable, "this control plane keeps no images (it is simulated)");
+  }
+  /// `DELETE /v1/images/{name}`: refused while a guest that is not destroyed uses it.
+  virtual result<image_removed> remove_image(const std::string&) {
+    return fail(ec::unavailable, "this control plane keeps no images (it is simulated)");
+  }
+
+  /// Bench/test-only: how long every domain call is held before it runs. The transport
+  /// waits on a timer, not a worker thread, so thousands of calls can wait at once. Zero
+  /// (no wait) for real guests.
+  virtual std::chrono::milliseconds simulated_latency() const { return {}; }
+};
+
+/// Conflicts with the guest's current state (a taken name, a paused or destroyed guest)
+/// are 409 on the wire. messages/error.hpp has no `conflict` code, so the domain reports
+/// them as `ec::paused` ("sandbox is paused") or `ec::policy_refused` (everything else).
+inline failure conflict(std::string message) {
+  return fail(ec::policy_refused, std::move(message));
+}
+
+} // namespace guestflow::local

@@ -1,0 +1,56 @@
+#pragma once
+
+#include "controlplane/local/guests/guest_backend.hpp"
+#include "messages/egress.hpp"
+#include "messages/sandbox.hpp"
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace guestflow::local {
+
+/// Everything the control plane knows about one guest; one row of the record store.
+/// Env values are kept (exec needs them), which is why the store file is 0600.
+struct guest_record {
+  std::string id;
+  std::string name;
+  sandbox_status status = sandbox_status::creating;
+  std::string shape; ///< catalog id
+  std::string rootfs;
+  egress_policy egress;
+  std::map<std::string, std::string> envs;
+  std::optional<uint32_t> auto_pause_after_seconds;
+  bool ingress_enabled = false;
+  std::string created_at; ///< RFC 3339 UTC
+  std::optional<std::string> paused_at;
+  std::optional<std::string> last_resumed_at;
+  std::string note;      ///< last notable event, e.g. "out of memory (memory limit 64 MiB)"
+  guest_runtime runtime; ///< empty init_pid until the backend built the guest
+  int64_t seq = 0;       ///< creation order (list order)
+};
+
+/// States in which a guest may still own processes, cgroups or a name.
+inline bool is_live(sandbox_status s) {
+  return s != sandbox_status::destroyed && s != sandbox_status::failed &&
+         s != sandbox_status::error;
+}
+
+/// Wire view of a record (env names only, never values).
+sandbox_view to_view(const guest_record& r);
+
+} // namespace guestflow::local
+
+namespace guestflow::local {
+
+struct list_query;
+
+/// One page of `records` (creation order) matching `q`, with the total before paging.
+sandbox_list list_page(const std::vector<const guest_record*>& records, const list_query& q);
+
+/// `GET /v1/whoami` counts over every guest that is not destroyed.
+whoami count_guests(const std::vector<const guest_record*>& records);
+
+} // namespace guestflow::local

@@ -1,0 +1,28 @@
+#pragma once
+
+#include "controlplane/local/guests/guest_backend.hpp"
+#include "controlplane/local/store/guest_record.hpp"
+#include "controlplane/local/store/record_store.hpp"
+
+#include <string>
+#include <vector>
+
+namespace guestflow::local {
+
+/// What a start-up reconcile did, for the log.
+struct reconcile_report {
+  std::vector<guest_record> records; ///< the store's contents afterwards
+  size_t adopted = 0;                ///< running or paused guests taken over again
+  size_t reaped = 0;                 ///< live records whose init was gone → failed
+  std::vector<std::string> problems; ///< leftovers that could not be removed
+};
+
+/// Brings the records in line with the host after a (re)start. Guests are not the
+/// server's children, so they outlive it; here each live record is checked:
+/// - init still running (pid and start time) → adopted as is; paused stays paused;
+///   a guest caught mid-pause/resume is driven to paused/running;
+/// - init gone, or the record was mid-create → `failed`, leftovers removed;
+/// - mid-destroy → destroyed again (idempotent), then `destroyed`.
+result<reconcile_report> reconcile(record_store& store, guest_backend& backend);
+
+} // namespace guestflow::local

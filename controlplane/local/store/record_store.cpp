@@ -1,0 +1,245 @@
+#include "controlplane/local/store/record_store.hpp"
+
+#include <cstring>
+#include <fcntl.h>
+#include <sqlite3.h>
+#include <sstream>
+#include <sys/stat.h>
+#include <unistd.h>
+
+namespace guestflow::local {
+namespace {
+
+constexpr const char* schema = R"sql(
+CREATE TABLE IF NOT EXISTS guests (
+  id TEXT PRIMARY KEY,
+  seq INTEGER NOT NULL,
+  name TEXT NOT NULL,
+  status TEXT NOT NULL,
+  shape TEXT NOT NULL,
+  rootfs TEXT NOT NULL,
+  egress TEXT NOT NULL,          -- canonical rules, one per line ("*" = allow all)
+  auto_pause INTEGER,            -- NULL: never
+  ingress INTEGER NOT NULL,
+  created_at TEXT NOT NULL,
+  paused_at TEXT,
+  last_resumed_at TEXT,
+  note TEXT NOT NULL,
+  init_pid INTEGER NOT NULL,
+  init_start_time INTEGER NOT NULL,
+  cgroup_dirs TEXT NOT NULL,     -- one directory per line
+  netns TEXT NOT NULL,
+  workspace TEXT NOT NULL,
+  ip TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS guest_envs (
+  guest_id TEXT NOT NULL REFERENCES guests(id) ON DELETE CASCADE,
+  key TEXT NOT NULL,
+  value TEXT NOT NULL,
+  PRIMARY KEY (guest_id, key)
+);
+)sql";
+
+failure db_failure(sqlite3* db, const char* what) {
+  return fail(ec::unavailable,
+              std::string{"record store: "} + what + ": " + sqlite3_errmsg(db));
+}
+
+/// Prepared statement that finalizes itself.
+struct stmt {
+  sqlite3_stmt* s = nullptr;
+  stmt(sqlite3* db, const char* sql) { sqlite3_prepare_v2(db, sql, -1, &s, nullptr); }
+  ~stmt() { sqlite3_finalize(s); }
+  explicit operator bool() const { return s != nullptr; }
+  void text(int i, const std::string& v) {
+    sqlite3_bind_text(s, i, v.data(), static_cast<int>(v.size()), SQLITE_TRANSIENT);
+  }
+  void opt_text(int i, const std::optional<std::string>& v) {
+    if (v)
+      text(i, *v);
+    else
+      sqlite3_bind_null(s, i);
+  }
+  void integer(int i, int64_t v) { sqlite3_bind_int64(s, i, v); }
+  std::string col_text(int i) {
+    auto p = sqlite3_column_text(s, i);
+    return p ? std::string{reinterpret_cast<const char*>(p),
+                           static_cast<size_t>(sqlite3_column_bytes(s, i))}
+             : std::string{};
+  }
+  std::optional<std::string> col_opt_text(int i) {
+    if (sqlite3_column_type(s, i) == SQLITE_NULL) return std::nullopt;
+    return col_text(i);
+  }
+};
+
+std::string join_lines(const std::vector<std::string>& v) {
+  std::string out;
+  for (const auto& x : v) {
+    if (!out.empty()) out.push_back('\n');
+    out += x;
+  }
+  return out;
+}
+
+std::vector<std::string> split_lines(const std::string& s) {
+  std::vector<std::string> out;
+  std::istringstream in{s};
+  for (std::string line; std::getline(in, line);)
+    if (!line.empty()) out.push_back(line);
+  return out;
+}
+
+} // namespace
+
+result<std::unique_ptr<record_store>> record_store::open(const std::filesystem::path& file) {
+  // Create the file 0600 ourselves: it holds env values. SQLite gives -wal/-shm the same mode.
+  int fd = ::open(file.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  if (fd < 0)
+    return fail(ec::unavailable, "cannot open " + file.string() + ": " + std::strerror(errno));
+  ::fchmod(fd, 0600);
+  ::close(fd);
+  sqlite3* db = nullptr;
+  if (sqlite3_open_v2(file.c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_FULLMUTEX,
+                      nullptr) != SQLITE_OK) {
+    auto f = db_failure(db, "open");
+    sqlite3_close(db);
+    return f;
+  }
+  std::unique_ptr<record_store> store{new record_store(db)};
+  sqlite3_busy_timeout(db, 5000);
+  for (const char* sql : {"PRAGMA journal_mode=WAL", "PRAGMA synchronous=NORMAL",
+                          "PRAGMA foreign_keys=ON", schema})
+    if (auto r = store->exec(sql); !r) return r.error();
+  return store;
+}
+
+record_store::~record_store() {
+  sqlite3_close(db_);
+}
+
+result<bool> record_store::exec(const char* sql) {
+  char* err = nullptr;
+  if (sqlite3_exec(db_, sql, nullptr, nullptr, &err) != SQLITE_OK) {
+    std::string msg = err ? err : "unknown error";
+    sqlite3_free(err);
+    return fail(ec::unavailable, "record store: " + msg);
+  }
+  return true;
+}
+
+result<bool> record_store::put(const guest_record& r) {
+  if (auto t = exec("BEGIN IMMEDIATE"); !t) return t;
+  auto rollback = [&](failure f) -> result<bool> {
+    exec("ROLLBACK");
+    return f;
+  };
+  {
+    stmt s{db_, "INSERT OR REPLACE INTO guests (id, seq, name, status, shape, rootfs, egress, "
+                "auto_pause, ingress, created_at, paused_at, last_resumed_at, note, init_pid, "
+                "init_start_time, cgroup_dirs, netns, workspace, ip) VALUES "
+                "(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"};
+    if (!s) return rollback(db_failure(db_, "prepare"));
+    s.text(1, r.id);
+    s.integer(2, r.seq);
+    s.text(3, r.name);
+    s.text(4, std::string{to_string(r.status)});
+    s.text(5, r.shape);
+    s.text(6, r.rootfs);
+    s.text(7, join_lines(to_strings(r.egress)));
+    if (r.auto_pause_after_seconds)
+      s.integer(8, *r.auto_pause_after_seconds);
+    else
+      sqlite3_bind_null(s.s, 8);
+    s.integer(9, r.ingress_enabled ? 1 : 0);
+    s.text(10, r.created_at);
+    s.opt_text(11, r.paused_at);
+    s.opt_text(12, r.last_resumed_at);
+    s.text(13, r.note);
+    s.integer(14, r.runtime.init_pid);
+    s.integer(15, static_cast<int64_t>(r.runtime.init_start_time));
+    s.text(16, join_lines(r.runtime.cgroup_dirs));
+    s.text(17, r.runtime.netns);
+    s.text(18, r.runtime.workspace.string());
+    s.text(19, r.runtime.ip);
+    if (sqlite3_step(s.s) != SQLITE_DONE) return rollback(db_failure(db_, "insert guest"));
+  }
+  {
+    stmt del{db_, "DELETE FROM guest_envs WHERE guest_id = ?"};
+    del.text(1, r.id);
+    if (sqlite3_step(del.s) != SQLITE_DONE) return rollback(db_failure(db_, "clear envs"));
+  }
+  for (const auto& [k, v] : r.envs) {
+    stmt s{db_, "INSERT INTO guest_envs (guest_id, key, value) VALUES (?,?,?)"};
+    s.text(1, r.id);
+    s.text(2, k);
+    s.text(3, v);
+    if (sqlite3_step(s.s) != SQLITE_DONE) return rollback(db_failure(db_, "insert env"));
+  }
+  return exec("COMMIT");
+}
+
+result<bool> record_store::erase(const std::string& id) {
+  stmt s{db_, "DELETE FROM guests WHERE id = ?"};
+  s.text(1, id);
+  if (sqlite3_step(s.s) != SQLITE_DONE) return db_failure(db_, "delete guest");
+  return true;
+}
+
+result<std::vector<guest_record>> record_store::load_all() {
+  std::vector<guest_record> out;
+  stmt s{db_, "SELECT id, seq, name, status, shape, rootfs, egress, auto_pause, ingress, "
+              "created_at, paused_at, last_resumed_at, note, init_pid, init_start_time, "
+              "cgroup_dirs, netns, workspace, ip FROM guests ORDER BY seq"};
+  if (!s) return db_failure(db_, "prepare");
+  int rc;
+  while ((rc = sqlite3_step(s.s)) == SQLITE_ROW) {
+    guest_record r;
+    r.id = s.col_text(0);
+    r.seq = sqlite3_column_int64(s.s, 1);
+    r.name = s.col_text(2);
+    auto status = sandbox_status_from_string(s.col_text(3));
+    if (!status)
+      return fail(ec::unavailable, "record store: guest " + r.id + " has unknown status '" +
+                                       s.col_text(3) + "'");
+    r.status = *status;
+    r.shape = s.col_text(4);
+    r.rootfs = s.col_text(5);
+    auto egress = parse_egress(split_lines(s.col_text(6)));
+    if (!egress)
+      return fail(ec::unavailable, "record store: guest " + r.id +
+                                       " has unreadable egress: " + egress.error().message);
+    r.egress = *egress;
+    if (sqlite3_column_type(s.s, 7) != SQLITE_NULL)
+      r.auto_pause_after_seconds = static_cast<uint32_t>(sqlite3_column_int64(s.s, 7));
+    r.ingress_enabled = sqlite3_column_int64(s.s, 8) != 0;
+    r.created_at = s.col_text(9);
+    r.paused_at = s.col_opt_text(10);
+    r.last_resumed_at = s.col_opt_text(11);
+    r.note = s.col_text(12);
+    r.runtime.id = r.id;
+    r.runtime.init_pid = static_cast<pid_t>(sqlite3_column_int64(s.s, 13));
+    r.runtime.init_start_time = static_cast<uint64_t>(sqlite3_column_int64(s.s, 14));
+    r.runtime.cgroup_dirs = split_lines(s.col_text(15));
+    r.runtime.netns = s.col_text(16);
+    r.runtime.workspace = s.col_text(17);
+    r.runtime.ip = s.col_text(18);
+    out.push_back(std::move(r));
+  }
+  if (rc != SQLITE_DONE) return db_failure(db_, "load guests");
+  stmt e{db_, "SELECT guest_id, key, value FROM guest_envs"};
+  while ((rc = sqlite3_step(e.s)) == SQLITE_ROW) {
+    auto id = e.col_text(0);
+    for (auto& r : out)
+      if (r.id == id) r.envs.emplace(e.col_text(1), e.col_text(2));
+  }
+  if (rc != SQLITE_DONE) return db_failure(db_, "load envs");
+  return out;
+}
+
+int64_t record_store::next_seq() {
+  stmt s{db_, "SELECT COALESCE(MAX(seq), 0) + 1 FROM guests"};
+  return sqlite3_step(s.s) == SQLITE_ROW ? sqlite3_column_int64(s.s, 0) : 1;
+}
+
+} // namespace guestflow::local
