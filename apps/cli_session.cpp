@@ -4,9 +4,9 @@
 #include "actors/guest_names.hpp"
 #include "actors/system_settings.hpp"
 #include "apps/wait_turn.hpp"
+#include "common/unique_fd.hpp"
 #include "controlplane/client/observed_client.hpp"
 #include "controlplane/local/embedded.hpp"
-#include "controlplane/local/unique_fd.hpp"
 #include "messages/type_ids.hpp"
 
 #include <caf/event_based_actor.hpp>
@@ -67,7 +67,7 @@ result<std::string> read_bytes(const std::string& path) {
                                      ": " + std::strerror(err));
   };
   if (fd < 0) return why(errno);
-  local::unique_fd owned{fd};
+  unique_fd owned{fd};
   std::string out;
   char chunk[65536];
   for (;;) {

@@ -16,7 +16,7 @@ std::optional<result<owner_lease>> owner_lease::try_take(const std::string& stat
   auto path = (std::filesystem::path{state_dir} / ("owner-" + owner + ".lock")).string();
   // Read-only is enough for flock, and 0644 lets another user of a shared state dir (same
   // owner id) take the lease too.
-  local::unique_fd fd{::open(path.c_str(), O_RDONLY | O_CREAT | O_CLOEXEC, 0644)};
+  unique_fd fd{::open(path.c_str(), O_RDONLY | O_CREAT | O_CLOEXEC, 0644)};
   if (!fd)
     return result<owner_lease>{
         fail(ec::unavailable, "cannot open " + path + ": " + std::strerror(errno))};

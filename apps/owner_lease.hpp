@@ -1,6 +1,6 @@
 #pragma once
 
-#include "controlplane/local/unique_fd.hpp"
+#include "common/unique_fd.hpp"
 #include "messages/error.hpp"
 
 #include <optional>
@@ -32,11 +32,11 @@ public:
   const std::string& path() const { return path_; }
 
 private:
-  owner_lease(local::unique_fd fd, std::string path)
+  owner_lease(unique_fd fd, std::string path)
       : fd_(std::move(fd))
       , path_(std::move(path)) {}
 
-  local::unique_fd fd_; ///< closing it releases the lock
+  unique_fd fd_; ///< closing it releases the lock
   std::string path_;
 };
 

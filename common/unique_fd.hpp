@@ -3,7 +3,7 @@
 #include <unistd.h>
 #include <utility>
 
-namespace guestflow::local {
+namespace guestflow {
 
 /// Owns a file descriptor; closes it once.
 class unique_fd {
@@ -36,4 +36,4 @@ private:
   int fd_ = -1;
 };
 
-} // namespace guestflow::local
+} // namespace guestflow

@@ -1,23 +1,16 @@
 #include "controlplane/client/url.hpp"
 
-#include <boost/asio/ip/address.hpp>
+#include "common/numbers.hpp"
+#include "common/text.hpp"
 
 #include <algorithm>
+#include <boost/asio/ip/address.hpp>
 
 namespace guestflow::cp {
 namespace {
 
 bool ascii_alnum(unsigned char c) {
   return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
-}
-
-std::string lower(std::string_view s) {
-  std::string out(s);
-  std::transform(out.begin(), out.end(), out.begin(),
-                 [](unsigned char c) {
-                   return static_cast<char>(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c);
-                 });
-  return out;
 }
 
 failure bad_url(std::string_view text, std::string_view why) {
@@ -28,8 +21,7 @@ failure bad_url(std::string_view text, std::string_view why) {
 } // namespace
 
 std::string base_url::origin() const {
-  if (!socket_path.empty())
-    return "unix://" + socket_path;
+  if (!socket_path.empty()) return "unix://" + socket_path;
   return std::string(tls ? "https://" : "http://") + host_header;
 }
 
@@ -44,8 +36,7 @@ result<base_url> parse_base_url(std::string_view text) {
     // sun_path holds 108 bytes with the terminating NUL.
     if (rest.empty() || rest.front() != '/')
       return bad_url(text, "a Unix socket path must be absolute (unix:///run/cp.sock)");
-    if (rest.size() > 107)
-      return bad_url(text, "a Unix socket path must be at most 107 bytes");
+    if (rest.size() > 107) return bad_url(text, "a Unix socket path must be at most 107 bytes");
     for (unsigned char c : rest)
       if (c < 0x20 || c == 0x7f || c == '?' || c == '#')
         return bad_url(text, "the socket path must be printable, without query or fragment");
@@ -69,46 +60,40 @@ result<base_url> parse_base_url(std::string_view text) {
   std::string_view port_part;
   if (!authority.empty() && authority.front() == '[') {
     auto close = authority.find(']');
-    if (close == std::string_view::npos)
-      return bad_url(text, "unterminated IPv6 literal");
+    if (close == std::string_view::npos) return bad_url(text, "unterminated IPv6 literal");
     host_part = authority.substr(1, close - 1);
     auto after = authority.substr(close + 1);
     if (!after.empty()) {
       if (after.front() != ':')
         return bad_url(text, "unexpected characters after IPv6 literal");
       port_part = after.substr(1);
-      if (port_part.empty())
-        return bad_url(text, "empty port");
+      if (port_part.empty()) return bad_url(text, "empty port");
     }
     boost::system::error_code err;
     auto addr = boost::asio::ip::make_address_v6(std::string(host_part), err);
-    if (err || addr.scope_id() != 0)
-      return bad_url(text, "invalid IPv6 literal");
+    if (err || addr.scope_id() != 0) return bad_url(text, "invalid IPv6 literal");
   } else {
     auto colon = authority.find(':');
     host_part = authority.substr(0, colon);
     if (colon != std::string_view::npos) {
       port_part = authority.substr(colon + 1);
-      if (port_part.empty())
-        return bad_url(text, "empty port");
+      if (port_part.empty()) return bad_url(text, "empty port");
     }
     for (unsigned char c : host_part)
       if (!(ascii_alnum(c) || c == '-' || c == '.' || c == '_'))
         return bad_url(text, "invalid character in host name");
   }
-  if (host_part.empty())
-    return bad_url(text, "empty host");
+  if (host_part.empty()) return bad_url(text, "empty host");
   u.host = lower(host_part);
   u.port = u.tls ? 443 : 80;
   if (!port_part.empty()) {
-    if (port_part.size() > 5
-        || !std::all_of(port_part.begin(), port_part.end(),
-                        [](unsigned char c) { return c >= '0' && c <= '9'; }))
+    if (port_part.size() > 5 ||
+        !std::all_of(port_part.begin(), port_part.end(),
+                     [](unsigned char c) { return c >= '0' && c <= '9'; }))
       return bad_url(text, "port must be a number 1-65535");
-    auto port = std::stoul(std::string(port_part));
-    if (port == 0 || port > 65535)
-      return bad_url(text, "port must be a number 1-65535");
-    u.port = static_cast<uint16_t>(port);
+    auto port = parse_uint_as<uint16_t>(port_part, 1);
+    if (!port) return bad_url(text, "port must be a number 1-65535");
+    u.port = *port;
   }
   while (!path.empty() && path.back() == '/')
     path.remove_suffix(1);
@@ -118,8 +103,7 @@ result<base_url> parse_base_url(std::string_view text) {
   u.prefix = std::string(path);
   bool v6 = u.host.find(':') != std::string::npos;
   u.host_header = v6 ? "[" + u.host + "]" : u.host;
-  if (u.port != (u.tls ? 443 : 80))
-    u.host_header += ":" + std::to_string(u.port);
+  if (u.port != (u.tls ? 443 : 80)) u.host_header += ":" + std::to_string(u.port);
   return u;
 }
 
@@ -131,8 +115,7 @@ bool is_ip_literal(std::string_view host) {
 
 bool is_loopback_host(std::string_view host) {
   auto h = lower(host);
-  if (h == "localhost" || h == "localhost.")
-    return true;
+  if (h == "localhost" || h == "localhost.") return true;
   boost::system::error_code err;
   auto addr = boost::asio::ip::make_address(h, err);
   return !err && is_loopback_address(addr);
@@ -140,11 +123,10 @@ bool is_loopback_host(std::string_view host) {
 
 bool is_loopback_address(const boost::asio::ip::address& a) {
   namespace ip = boost::asio::ip;
-  if (a.is_v4())
-    return a.to_v4().to_bytes()[0] == 127;
+  if (a.is_v4()) return a.to_v4().to_bytes()[0] == 127;
   auto v6 = a.to_v6();
-  return v6.is_loopback()
-         || (v6.is_v4_mapped() && ip::make_address_v4(ip::v4_mapped, v6).to_bytes()[0] == 127);
+  return v6.is_loopback() ||
+         (v6.is_v4_mapped() && ip::make_address_v4(ip::v4_mapped, v6).to_bytes()[0] == 127);
 }
 
 std::string percent_encode(std::string_view s, bool keep_slash) {
@@ -152,8 +134,8 @@ std::string percent_encode(std::string_view s, bool keep_slash) {
   std::string out;
   out.reserve(s.size());
   for (unsigned char c : s) {
-    if (ascii_alnum(c) || c == '-' || c == '.' || c == '_' || c == '~'
-        || (keep_slash && c == '/')) {
+    if (ascii_alnum(c) || c == '-' || c == '.' || c == '_' || c == '~' ||
+        (keep_slash && c == '/')) {
       out.push_back(static_cast<char>(c));
     } else {
       out.push_back('%');

@@ -1,10 +1,11 @@
 #include "controlplane/local/serve.hpp"
 
-#include "controlplane/local/service/auto_pause.hpp"
+#include "controlplane/local/http/http_server.hpp"
 #include "controlplane/local/images/image_store.hpp"
+#include "controlplane/local/service/auto_pause.hpp"
+#include "controlplane/local/service/simulated_control_plane.hpp"
 #include "controlplane/local/store/reconciler.hpp"
 #include "controlplane/local/store/record_store.hpp"
-#include "controlplane/local/service/simulated_control_plane.hpp"
 #include "controlplane/local/store/state_lock.hpp"
 
 #include <algorithm>
@@ -23,23 +24,11 @@ namespace guestflow::local {
 namespace net = boost::asio;
 using tcp = net::ip::tcp;
 
-result<tcp::endpoint> parse_listen(const std::string& listen) {
-  auto colon = listen.rfind(':');
-  if (colon == std::string::npos)
-    return fail(ec::bad_request, "--listen: expected HOST:PORT, got '" + listen + "'");
-  auto host = listen.substr(0, colon);
-  auto port_text = listen.substr(colon + 1);
-  if (host.size() >= 2 && host.front() == '[' && host.back() == ']')
-    host = host.substr(1, host.size() - 2);
-  if (host == "localhost") host = "127.0.0.1";
-  unsigned port = 0;
-  auto [p, e] = std::from_chars(port_text.data(), port_text.data() + port_text.size(), port);
-  if (e != std::errc{} || p != port_text.data() + port_text.size() || port > 65535)
-    return fail(ec::bad_request, "--listen: bad port '" + port_text + "'");
-  boost::system::error_code bad;
-  auto addr = net::ip::make_address(host, bad);
-  if (bad) return fail(ec::bad_request, "--listen: '" + host + "' is not an IP address");
-  return tcp::endpoint{addr, static_cast<uint16_t>(port)};
+result<net_address> parse_listen(const std::string& listen) {
+  std::string why;
+  auto a = parse_host_port(listen, &why);
+  if (!a) return fail(ec::bad_request, "--listen: " + why);
+  return *a;
 }
 
 namespace {
@@ -127,11 +116,11 @@ uint16_t server_instance::port() const noexcept {
 }
 
 result<std::unique_ptr<server_instance>> server_instance::start(const serve_options& opts) {
-  auto endpoint = parse_listen(opts.listen);
-  if (!endpoint) return endpoint.error();
-  if (!endpoint->address().is_loopback() && opts.http.api_key.empty())
+  auto address = parse_listen(opts.listen);
+  if (!address) return address.error();
+  if (!address->loopback && opts.http.api_key.empty())
     return fail(ec::policy_refused, "refusing to listen on non-loopback address " +
-                                        endpoint->address().to_string() +
+                                        address->host +
                                         " without an API key; pass --api-key KEY or set "
                                         "GUESTFLOW_CONTROL_PLANE_KEY, or listen on 127.0.0.1");
   if (!opts.simulate_latency_ms && opts.state_dir.empty())
@@ -163,7 +152,8 @@ result<std::unique_ptr<server_instance>> server_instance::start(const serve_opti
       if (!l) return l.error();
       m->lock.emplace(std::move(*l));
     }
-    acceptors.push_back(listen_on(m->io, *endpoint));
+    acceptors.push_back(
+        listen_on(m->io, tcp::endpoint{net::ip::make_address(address->host), address->port}));
   } catch (const std::exception& e) {
     return fail(ec::unavailable, "cannot listen on " + opts.listen + ": " + e.what());
   }
@@ -218,9 +208,7 @@ result<std::unique_ptr<server_instance>> server_instance::start(const serve_opti
                         sweep_period(opts.domain.auto_pause_scale));
   m->server->start();
   m->auto_pause->start();
-  auto host = endpoint->address().is_v6() ? "[" + endpoint->address().to_string() + "]"
-                                          : endpoint->address().to_string();
-  m->url = "http://" + host + ":" + std::to_string(port);
+  m->url = "http://" + address->url_host() + ":" + std::to_string(port);
   m->port = port;
   return std::unique_ptr<server_instance>{new server_instance(std::move(m))};
 }

@@ -1,7 +1,9 @@
 #pragma once
 
+#include "common/net_address.hpp"
+#include "controlplane/local/http/http_options.hpp"
 #include "controlplane/local/service/control_plane.hpp"
-#include "controlplane/local/http/http_server.hpp"
+#include "messages/error.hpp"
 
 #include <filesystem>
 #include <iosfwd>
@@ -33,9 +35,9 @@ struct serve_options {
   std::optional<std::string> nft_path;
 };
 
-/// `HOST:PORT` (`[V6]:PORT`, `localhost` = 127.0.0.1) as an endpoint; bad_request naming
+/// `HOST:PORT` (`[V6]:PORT`, `localhost` = 127.0.0.1) as an address; bad_request naming
 /// `--listen` otherwise. Shared by every command that listens.
-result<boost::asio::ip::tcp::endpoint> parse_listen(const std::string& listen);
+result<net_address> parse_listen(const std::string& listen);
 
 /// A started control plane: state dir locked, port bound, records reconciled with the
 /// host. run() serves on the calling thread until stop() (callable from any thread);

@@ -1,5 +1,6 @@
 #include "controlplane/local/guests/cgroups.hpp"
 
+#include "common/text.hpp"
 #include "common/unique_fd.hpp"
 
 #include <cerrno>
@@ -37,12 +38,6 @@ std::string get(const std::string& path) {
   std::stringstream ss;
   ss << in.rdbuf();
   return ss.str();
-}
-
-std::string trim(std::string s) {
-  while (!s.empty() && (s.back() == '\n' || s.back() == ' '))
-    s.pop_back();
-  return s;
 }
 
 /// Value of `key N` in a flat keyed file (memory.events, memory.oom_control, cgroup.events).
@@ -112,10 +107,19 @@ bool all_empty(const std::vector<std::string>& dirs) {
 } // namespace
 
 result<cgroup_layout> detect_cgroups(const std::string& fs_root) {
-  cgroup_layout layout;
   struct statfs sfs;
-  if (::statfs(fs_root.c_str(), &sfs) == 0 && sfs.f_type == CGROUP2_SUPER_MAGIC) {
-    auto controllers = " " + trim(get(fs_root + "/cgroup.controllers")) + " ";
+  const bool cgroup2 =
+      ::statfs(fs_root.c_str(), &sfs) == 0 && sfs.f_type == CGROUP2_SUPER_MAGIC;
+  std::ifstream mountinfo;
+  if (!cgroup2) mountinfo.open("/proc/self/mountinfo");
+  return cgroup_layout_at(fs_root, cgroup2, mountinfo);
+}
+
+result<cgroup_layout> cgroup_layout_at(const std::string& fs_root, bool cgroup2,
+                                       std::istream& in) {
+  cgroup_layout layout;
+  if (cgroup2) {
+    auto controllers = " " + std::string{trim(get(fs_root + "/cgroup.controllers"))} + " ";
     for (const char* needed : {"memory", "pids"})
       if (controllers.find(std::string{" "} + needed + " ") == std::string::npos)
         return fail(ec::unavailable, std::string{"cgroup v2 lacks the "} + needed +
@@ -125,7 +129,6 @@ result<cgroup_layout> detect_cgroups(const std::string& fs_root) {
     return layout;
   }
   // cgroup v1: one hierarchy per controller (possibly co-mounted); read the mount table.
-  std::ifstream in{"/proc/self/mountinfo"};
   std::string line;
   while (std::getline(in, line)) {
     auto sep = line.find(" - ");
@@ -147,6 +150,15 @@ result<cgroup_layout> detect_cgroups(const std::string& fs_root) {
                                        " hierarchy is mounted; guests need memory, pids and "
                                        "freezer");
   return layout;
+}
+
+std::vector<std::string> guest_cgroup_dirs(const cgroup_layout& layout, const std::string& id) {
+  if (layout.v2) return {layout.v2_root + "/guestflow/" + id};
+  std::vector<std::string> out;
+  for (const char* c : {"memory", "pids", "freezer", "cpu"})
+    if (auto m = layout.v1_mounts.find(c); m != layout.v1_mounts.end())
+      out.push_back(m->second + "/guestflow/" + id);
+  return out;
 }
 
 result<std::vector<std::string>> create_guest_cgroups(const cgroup_layout& layout,

@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <iosfwd>
 #include <map>
 #include <string>
 #include <sys/types.h>
@@ -22,6 +23,16 @@ struct cgroup_layout {
 
 /// Finds the mounts; fails (ec::unavailable) when memory, pids or the freezer are missing.
 result<cgroup_layout> detect_cgroups(const std::string& fs_root = "/sys/fs/cgroup");
+
+/// detect_cgroups without asking the kernel: `fs_root` is a cgroup2 mount when `cgroup2`,
+/// else the v1 hierarchies below it are read from `mountinfo` (/proc/self/mountinfo's
+/// format). What lets a test lay out a fake root like either version on any host.
+result<cgroup_layout> cgroup_layout_at(const std::string& fs_root, bool cgroup2,
+                                       std::istream& mountinfo);
+
+/// The directories a guest's cgroups have under `layout`, whether they exist or not (v1: one
+/// per mounted controller, memory first; v2: one).
+std::vector<std::string> guest_cgroup_dirs(const cgroup_layout& layout, const std::string& id);
 
 struct cgroup_limits {
   uint64_t memory_bytes = 0;

@@ -1,7 +1,8 @@
 #pragma once
 
-#include "controlplane/local/service/sandbox_service.hpp"
+#include "controlplane/local/http/http_options.hpp"
 #include "controlplane/local/http/utf8_repair.hpp"
+#include "controlplane/local/service/sandbox_service.hpp"
 
 #include <array>
 #include <boost/asio/any_io_executor.hpp>
@@ -18,14 +19,6 @@ namespace guestflow::local {
 
 /// One NDJSON line of a streamed exec (without the '\n').
 std::string stream_line(exec_stream_line::kind kind, std::string text = {}, int32_t code = 0);
-
-struct exec_limits {
-  uint64_t max_stdout_bytes = uint64_t{16} << 20;
-  uint64_t max_stderr_bytes = uint64_t{1} << 20;
-  /// After the command exited, how long a grandchild may keep its stdout/stderr open
-  /// before the pump stops waiting for EOF.
-  std::chrono::milliseconds exit_grace{2000};
-};
 
 /// Drives one running_exec on the I/O thread without blocking it: reads both pipes as
 /// output arrives (repairing UTF-8, capping each stream: past the cap output is drained

@@ -1,6 +1,7 @@
 #pragma once
 
 #include "controlplane/local/http/exec_pump.hpp"
+#include "controlplane/local/http/http_options.hpp"
 #include "controlplane/local/service/sandbox_service.hpp"
 
 #include <boost/asio/generic/stream_protocol.hpp>
@@ -15,16 +16,6 @@
 #include <vector>
 
 namespace guestflow::local {
-
-struct http_options {
-  std::string api_key;                          ///< empty: no authentication
-  uint64_t max_json_bytes = uint64_t{1} << 20;  ///< JSON request bodies
-  uint64_t max_file_bytes = uint64_t{64} << 20; ///< PUT …/files bodies
-  exec_limits exec;                             ///< output caps per exec call
-  std::chrono::milliseconds heartbeat{5000};    ///< streamed exec `{"hb":true}` interval
-  std::chrono::seconds idle_timeout{120};       ///< a request must arrive / be sent within
-  std::chrono::seconds write_timeout{60};       ///< a streamed line must leave within
-};
 
 /// What every connection shares: the domain, the worker pool that runs its blocking
 /// calls, the options, and the live execs (killed when the server stops).

@@ -18,6 +18,7 @@
 #include <optional>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <variant>
 
 namespace guestflow::local {
 
@@ -109,8 +110,8 @@ private:
                                          " is not allowed on " + target_.path + "; use " +
                                          route_.allow),
                   has_body_, route_.allow);
-    if (route_.ep == endpoint::put_file)
-      return after_latency([self = shared_from_this()] { self->put_file(); });
+    if (route_.target->body == body_mode::streamed)
+      return after_latency([self = shared_from_this()] { self->streamed_request(); });
     auto limit = ctx_.options.max_json_bytes;
     if (auto len = head_->content_length(); len && *len > limit)
       return send(too_large(*len, limit), true);
@@ -130,8 +131,9 @@ private:
     if (ec) return shutdown();
     auto body = std::move(body_->get().body());
     body_.reset();
-    after_latency(
-        [self = shared_from_this(), body = std::move(body)] { self->dispatch(body); });
+    after_latency([self = shared_from_this(), body = std::move(body)] {
+      self->carry_out(self->call_handler(body));
+    });
   }
 
   /// Runs `next` (which calls the domain) after the simulated domain's latency, waited on
@@ -166,59 +168,30 @@ private:
                       });
   }
 
-  void dispatch(const std::string& body) {
-    auto& svc = ctx_.service;
-    auto id = route_.id;
-    decode_limits limits;
-    limits.max_bytes = ctx_.options.max_json_bytes;
-    switch (route_.ep) {
-    case endpoint::shapes:
-      return answer([&svc] { return result<shape_list>{svc.shapes()}; });
-    case endpoint::capabilities:
-      return answer([&svc] { return result<capabilities>{svc.caps()}; });
-    case endpoint::whoami:
-      return answer([&svc] { return result<whoami>{svc.who()}; });
-    case endpoint::list_sandboxes: {
-      auto q = parse_list_query(target_.query);
-      if (!q) return send(failure_reply(q.error()));
-      return answer([&svc, q = *q] { return svc.list(q); });
-    }
-    case endpoint::create_sandbox: {
-      auto req = decode<sandbox_create_request>(body, limits);
-      if (!req) return send(failure_reply(req.error()));
-      return answer([&svc, req = *req] { return svc.create(req); });
-    }
-    case endpoint::get_sandbox:
-      return answer([&svc, id] { return svc.view(id); });
-    case endpoint::delete_sandbox:
-      return answer([&svc, id] { return svc.destroy(id); });
-    case endpoint::pause:
-      return answer([&svc, id] { return svc.pause(id); });
-    case endpoint::resume:
-      return answer([&svc, id] { return svc.resume(id); });
-    case endpoint::get_egress:
-      return answer([&svc, id] { return svc.egress(id); });
-    case endpoint::put_egress: {
-      auto req = decode<egress_body>(body, limits);
-      if (!req) return send(failure_reply(req.error()));
-      return answer([&svc, id, p = req->egress] { return svc.set_egress(id, p); });
-    }
-    case endpoint::list_images:
-      return answer([&svc] { return svc.images(); });
-    case endpoint::add_image: {
-      auto req = decode<image_add_request>(body, limits);
-      if (!req) return send(failure_reply(req.error()));
-      return answer([&svc, req = *req] { return svc.add_image(req); });
-    }
-    case endpoint::delete_image:
-      return answer([&svc, id] { return svc.remove_image(id); });
-    case endpoint::exec:
-      return exec(body, limits);
-    case endpoint::get_file:
-      return get_file();
-    case endpoint::put_file:
-      break; // handled before the body is read
-    }
+  action call_handler(std::string_view body) {
+    return route_.target->handle(
+        handler_request{route_.id, target_.query, body, ctx_.service, ctx_.options});
+  }
+
+  /// Does what the route's handler asked: answer, call the domain, run a command, send or
+  /// receive a file.
+  void carry_out(action a) {
+    std::visit([this](auto& step) { perform(std::move(step)); }, a);
+  }
+
+  void perform(reply r) { send(std::move(r)); }
+
+  void perform(domain_call call) {
+    offload(std::move(call.run),
+            [self = shared_from_this()](reply r) { self->send(std::move(r)); });
+  }
+
+  void perform(exec_call call) { exec(std::move(call)); }
+
+  void perform(file_download d) { get_file(std::move(d)); }
+
+  void perform(file_upload) { // a handler's mistake: only a streamed request takes its body
+    send(failure_reply(500, "this endpoint's handler cannot take a body it was given"));
   }
 
   /// Runs `work` on a worker thread, then `then(result)` back on this session's executor.
@@ -230,15 +203,6 @@ private:
       net::post(
           self->stream_.get_executor(),
           [self, r = std::move(r), then = std::move(then)]() mutable { then(std::move(r)); });
-    });
-  }
-
-  /// Offloads a domain call and answers with its JSend-wrapped encoding.
-  template<class Work>
-  void answer(Work work) {
-    offload(std::move(work), [self = shared_from_this()](auto r) {
-      if (!r) return self->send(failure_reply(r.error()));
-      self->send(success_reply(encode(*r)));
     });
   }
 
@@ -286,19 +250,13 @@ private:
 
   // ---- exec ----------------------------------------------------------------------------
 
-  void exec(const std::string& body, const decode_limits& limits) {
-    auto req = decode<exec_request>(body, limits);
-    if (!req) return send(failure_reply(req.error()));
-    auto streaming = parse_stream_flag(target_.query);
-    if (!streaming) return send(failure_reply(streaming.error()));
+  void exec(exec_call call) {
     auto started = steady::now();
-    offload(
-        [&svc = ctx_.service, id = route_.id, req = *req] { return svc.start_exec(id, req); },
-        [self = shared_from_this(), streaming = *streaming,
-         started](result<std::unique_ptr<running_exec>> r) {
-          if (!r) return self->send(failure_reply(r.error()));
-          self->run_exec(std::move(*r), streaming, started);
-        });
+    offload(std::move(call.start), [self = shared_from_this(), streaming = call.streaming,
+                                    started](result<std::unique_ptr<running_exec>> r) {
+      if (!r) return self->send(failure_reply(r.error()));
+      self->run_exec(std::move(*r), streaming, started);
+    });
   }
 
   void run_exec(std::unique_ptr<running_exec> run, bool streaming, steady::time_point started) {
@@ -454,39 +412,14 @@ private:
 
   // ---- files ---------------------------------------------------------------------------
 
-  std::optional<std::string> file_path() {
-    auto i = target_.query.find("path");
-    if (i == target_.query.end() || i->second.empty()) return std::nullopt;
-    return i->second;
-  }
-
-  static reply missing_path() {
-    return failure_reply(400, "path: the query parameter ?path=/absolute/path/in/guest is "
-                              "required");
-  }
-
-  void get_file() {
-    auto path = file_path();
-    if (!path) return send(missing_path());
-    offload(
-        [&svc = ctx_.service, id = route_.id,
-         path = *path]() -> result<std::shared_ptr<download>> {
-          auto f = svc.open_file(id, path, false);
-          if (!f) return f.error();
-          struct stat st {};
-          if (::fstat(f->fd.get(), &st) != 0)
-            return fail(ec::unavailable, std::string{"stat failed: "} + std::strerror(errno));
-          if (!S_ISREG(st.st_mode))
-            return fail(ec::bad_request, "path: " + path + " is not a regular file");
-          auto d = std::make_shared<download>();
-          d->file = std::move(*f);
-          d->size = static_cast<uint64_t>(st.st_size);
-          return d;
-        },
-        [self = shared_from_this()](result<std::shared_ptr<download>> r) {
-          if (!r) return self->send(failure_reply(r.error()));
-          self->send_file(*r);
-        });
+  void get_file(file_download d) {
+    offload(std::move(d.open), [self = shared_from_this()](result<opened_file> r) {
+      if (!r) return self->send(failure_reply(r.error()));
+      auto sending = std::make_shared<download>();
+      sending->file = std::move(r->file);
+      sending->size = r->size;
+      self->send_file(std::move(sending));
+    });
   }
 
   void send_file(std::shared_ptr<download> d) {
@@ -529,15 +462,21 @@ private:
         });
   }
 
-  void put_file() {
+  /// A request whose body the handler streams (file_upload): the length cap is checked
+  /// before the handler runs; anything else the handler answers closes the connection if
+  /// the body was not read.
+  void streamed_request() {
     auto limit = ctx_.options.max_file_bytes;
     if (auto len = head_->content_length(); len && *len > limit)
       return send(too_large(*len, limit), true);
-    auto path = file_path();
-    if (!path) return send(missing_path(), has_body_);
-    offload([&svc = ctx_.service, id = route_.id,
-             path = *path] { return svc.open_file(id, path, true); },
-            [self = shared_from_this(), path = *path](result<guest_file> r) {
+    auto a = call_handler({});
+    auto* up = std::get_if<file_upload>(&a);
+    if (!up) {
+      if (auto* r = std::get_if<reply>(&a)) return send(std::move(*r), has_body_);
+      return send(failure_reply(500, "a streamed request's handler must take its body"), true);
+    }
+    offload(std::move(up->open),
+            [self = shared_from_this(), path = std::move(up->path)](result<guest_file> r) {
               if (!r) return self->send(failure_reply(r.error()), self->has_body_);
               self->receive_file(std::make_shared<guest_file>(std::move(*r)), path);
             });

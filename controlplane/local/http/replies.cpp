@@ -1,31 +1,14 @@
 #include "controlplane/local/http/replies.hpp"
 
+#include "messages/http_status.hpp"
 #include "messages/jsend.hpp"
 #include "messages/json.hpp"
 
 namespace guestflow::local {
 
-unsigned http_status(ec code) {
-  switch (code) {
-  case ec::bad_request:
-    return 400;
-  case ec::not_found:
-    return 404;
-  case ec::paused:
-  case ec::policy_refused:
-  case ec::egress_drift:
-    return 409;
-  case ec::artifact_too_large:
-    return 413;
-  case ec::unavailable:
-  case ec::transient:
-  case ec::capacity:
-    return 503;
-  case ec::timeout:
-    return 504;
-  default:
-    return 500;
-  }
+unsigned wire_status(ec code) {
+  if (code == ec::policy_refused) return 409;
+  return http_status(code);
 }
 
 reply failure_reply(unsigned status, std::string_view message) {
@@ -34,7 +17,7 @@ reply failure_reply(unsigned status, std::string_view message) {
 }
 
 reply failure_reply(const failure& f) {
-  return failure_reply(http_status(f.code), f.message);
+  return failure_reply(wire_status(f.code), f.message);
 }
 
 reply success_reply(std::string_view data_json) {

@@ -14,9 +14,12 @@ struct reply {
   std::string body; ///< JSON
 };
 
-/// bad_request 400 · not_found 404 · paused/policy_refused(conflict)/egress_drift 409 ·
-/// artifact_too_large 413 · unavailable/transient/capacity 503 · timeout 504 · others 500.
-unsigned http_status(ec code);
+/// The status of an answer carrying `code`: guestflow's one table (messages/http_status.hpp),
+/// except where the CreateOS wire API this control plane speaks gives a status another
+/// meaning. There 403 refuses the caller's credentials (the client reports "check the API
+/// key"), so `policy_refused` (an image in use) stays 409 Conflict, which the client maps
+/// back to policy_refused by its message; every other code has the shared table's status.
+unsigned wire_status(ec code);
 
 reply failure_reply(const failure& f);
 reply failure_reply(unsigned status, std::string_view message);

@@ -1,7 +1,11 @@
 #include "controlplane/local/http/routes.hpp"
 
-#include <charconv>
-#include <vector>
+#include "common/numbers.hpp"
+#include "messages/json.hpp"
+
+#include <cerrno>
+#include <cstring>
+#include <sys/stat.h>
 
 namespace guestflow::local {
 namespace {
@@ -13,57 +17,151 @@ int hex_value(char c) {
   return -1;
 }
 
-std::vector<std::string_view> split_path(std::string_view path) {
-  std::vector<std::string_view> out;
-  size_t i = 1; // path starts with '/'
-  while (i <= path.size()) {
-    auto j = path.find('/', i);
-    if (j == std::string_view::npos) j = path.size();
-    out.push_back(path.substr(i, j - i));
-    i = j + 1;
-  }
-  return out;
-}
-
-/// Table row: a path pattern ("{}" = id) and the endpoint per method.
-struct pattern {
-  std::vector<std::string_view> segments;
-  std::vector<std::pair<std::string_view, endpoint>> methods;
-};
-
-const std::vector<pattern>& patterns() {
-  static const std::vector<pattern> table = {
-      {{"v1", "shapes"}, {{"GET", endpoint::shapes}}},
-      {{"v1", "capabilities"}, {{"GET", endpoint::capabilities}}},
-      {{"v1", "whoami"}, {{"GET", endpoint::whoami}}},
-      {{"v1", "sandboxes"},
-       {{"GET", endpoint::list_sandboxes}, {"POST", endpoint::create_sandbox}}},
-      {{"v1", "sandboxes", "{}"},
-       {{"GET", endpoint::get_sandbox}, {"DELETE", endpoint::delete_sandbox}}},
-      {{"v1", "sandboxes", "{}", "exec"}, {{"POST", endpoint::exec}}},
-      {{"v1", "sandboxes", "{}", "files"},
-       {{"GET", endpoint::get_file}, {"PUT", endpoint::put_file}}},
-      {{"v1", "sandboxes", "{}", "egress"},
-       {{"GET", endpoint::get_egress}, {"PUT", endpoint::put_egress}}},
-      {{"v1", "sandboxes", "{}", "pause"}, {{"POST", endpoint::pause}}},
-      {{"v1", "sandboxes", "{}", "resume"}, {{"POST", endpoint::resume}}},
-      {{"v1", "images"}, {{"GET", endpoint::list_images}, {"POST", endpoint::add_image}}},
-      {{"v1", "images", "{}"}, {{"DELETE", endpoint::delete_image}}},
-  };
-  return table;
-}
-
 result<uint64_t> parse_count(const std::map<std::string, std::string>& q, const char* key,
                              uint64_t fallback, uint64_t max) {
   auto i = q.find(key);
   if (i == q.end()) return fallback;
-  uint64_t v = 0;
-  const auto& s = i->second;
-  auto [p, err] = std::from_chars(s.data(), s.data() + s.size(), v);
-  if (err != std::errc{} || p != s.data() + s.size() || v > max)
+  auto v = parse_uint(i->second, 0, max);
+  if (!v)
     return fail(ec::bad_request, std::string{key} + ": expected an integer from 0 to " +
-                                     std::to_string(max) + ", got '" + s + "'");
-  return v;
+                                     std::to_string(max) + ", got '" + i->second + "'");
+  return *v;
+}
+
+// ---- handlers --------------------------------------------------------------------------
+
+decode_limits json_limits(const handler_request& r) {
+  decode_limits limits;
+  limits.max_bytes = r.options.max_json_bytes;
+  return limits;
+}
+
+/// A domain call whose result is answered with its JSend-wrapped encoding.
+template<class Work>
+domain_call answer(Work work) {
+  return {[work = std::move(work)]() -> reply {
+    auto r = work();
+    if (!r) return failure_reply(r.error());
+    return success_reply(encode(*r));
+  }};
+}
+
+/// A handler whose request is a JSON body of type `Body`, refused with 400 when it does not
+/// decode; `call(service, id, body)` is the domain call.
+template<class Body, class Call>
+handler with_json(Call call) {
+  return {body_mode::whole, [call](const handler_request& r) -> action {
+            auto body = decode<Body>(r.body, json_limits(r));
+            if (!body) return failure_reply(body.error());
+            return answer([&svc = r.service, id = r.id, body = std::move(*body), call] {
+              return call(svc, id, body);
+            });
+          }};
+}
+
+/// A handler of a domain call on the route's {id} alone.
+template<class Call>
+handler on_id(Call call) {
+  return {body_mode::whole, [call](const handler_request& r) -> action {
+            return answer([&svc = r.service, id = r.id, call] { return call(svc, id); });
+          }};
+}
+
+std::optional<std::string> file_path(const handler_request& r) {
+  auto i = r.query.find("path");
+  if (i == r.query.end() || i->second.empty()) return std::nullopt;
+  return i->second;
+}
+
+reply missing_path() {
+  return failure_reply(400, "path: the query parameter ?path=/absolute/path/in/guest is "
+                            "required");
+}
+
+action get_file(const handler_request& r) {
+  auto path = file_path(r);
+  if (!path) return missing_path();
+  return file_download{[&svc = r.service, id = r.id, path = *path]() -> result<opened_file> {
+    auto f = svc.open_file(id, path, false);
+    if (!f) return f.error();
+    struct stat st {};
+    if (::fstat(f->fd.get(), &st) != 0)
+      return fail(ec::unavailable, std::string{"stat failed: "} + std::strerror(errno));
+    if (!S_ISREG(st.st_mode))
+      return fail(ec::bad_request, "path: " + path + " is not a regular file");
+    return opened_file{std::move(*f), static_cast<uint64_t>(st.st_size)};
+  }};
+}
+
+action put_file(const handler_request& r) {
+  auto path = file_path(r);
+  if (!path) return missing_path();
+  return file_upload{
+      [&svc = r.service, id = r.id, path = *path] { return svc.open_file(id, path, true); },
+      *path};
+}
+
+action exec(const handler_request& r) {
+  auto req = decode<exec_request>(r.body, json_limits(r));
+  if (!req) return failure_reply(req.error());
+  auto streaming = parse_stream_flag(r.query);
+  if (!streaming) return failure_reply(streaming.error());
+  return exec_call{
+      [&svc = r.service, id = r.id, req = std::move(*req)] { return svc.start_exec(id, req); },
+      *streaming};
+}
+
+route_table make_wire_api_routes() {
+  using svc = sandbox_service;
+  route_table t;
+  auto plain = [](auto work) {
+    return handler{body_mode::whole, [work](const handler_request& r) -> action {
+                     return answer([&s = r.service, work] { return work(s); });
+                   }};
+  };
+  t.add("GET", "/v1/shapes", endpoint::shapes,
+        plain([](svc& s) { return result<shape_list>{s.shapes()}; }));
+  t.add("GET", "/v1/capabilities", endpoint::capabilities,
+        plain([](svc& s) { return result<capabilities>{s.caps()}; }));
+  t.add("GET", "/v1/whoami", endpoint::whoami,
+        plain([](svc& s) { return result<whoami>{s.who()}; }));
+  t.add("GET", "/v1/sandboxes", endpoint::list_sandboxes,
+        {body_mode::whole, [](const handler_request& r) -> action {
+           auto q = parse_list_query(r.query);
+           if (!q) return failure_reply(q.error());
+           return answer([&s = r.service, q = *q] { return s.list(q); });
+         }});
+  t.add("POST", "/v1/sandboxes", endpoint::create_sandbox,
+        with_json<sandbox_create_request>(
+            [](svc& s, const std::string&, const sandbox_create_request& b) {
+              return s.create(b);
+            }));
+  t.add("GET", "/v1/sandboxes/{id}", endpoint::get_sandbox,
+        on_id([](svc& s, const std::string& id) { return s.view(id); }));
+  t.add("DELETE", "/v1/sandboxes/{id}", endpoint::delete_sandbox,
+        on_id([](svc& s, const std::string& id) { return s.destroy(id); }));
+  t.add("POST", "/v1/sandboxes/{id}/exec", endpoint::exec, {body_mode::whole, exec});
+  t.add("GET", "/v1/sandboxes/{id}/files", endpoint::get_file, {body_mode::whole, get_file});
+  t.add("PUT", "/v1/sandboxes/{id}/files", endpoint::put_file, {body_mode::streamed, put_file});
+  t.add("GET", "/v1/sandboxes/{id}/egress", endpoint::get_egress,
+        on_id([](svc& s, const std::string& id) { return s.egress(id); }));
+  t.add("PUT", "/v1/sandboxes/{id}/egress", endpoint::put_egress,
+        with_json<egress_body>([](svc& s, const std::string& id, const egress_body& b) {
+          return s.set_egress(id, b.egress);
+        }));
+  t.add("POST", "/v1/sandboxes/{id}/pause", endpoint::pause,
+        on_id([](svc& s, const std::string& id) { return s.pause(id); }));
+  t.add("POST", "/v1/sandboxes/{id}/resume", endpoint::resume,
+        on_id([](svc& s, const std::string& id) { return s.resume(id); }));
+  t.add("GET", "/v1/images", endpoint::list_images, plain([](svc& s) { return s.images(); }));
+  t.add(
+      "POST", "/v1/images", endpoint::add_image,
+      with_json<image_add_request>([](svc& s, const std::string&, const image_add_request& b) {
+        return s.add_image(b);
+      }));
+  t.add("DELETE", "/v1/images/{id}", endpoint::delete_image,
+        on_id([](svc& s, const std::string& id) { return s.remove_image(id); }));
+  return t;
 }
 
 } // namespace
@@ -115,42 +213,6 @@ result<request_target> parse_target(std::string_view target) {
   return out;
 }
 
-route match_route(std::string_view method, std::string_view path) {
-  auto segs = split_path(path);
-  if (!segs.empty() && segs.back().empty()) segs.pop_back(); // tolerate one trailing slash
-  for (const auto& p : patterns()) {
-    if (p.segments.size() != segs.size()) continue;
-    route r;
-    bool same = true;
-    for (size_t i = 0; i < segs.size() && same; ++i) {
-      if (p.segments[i] == "{}") {
-        same = !segs[i].empty();
-        r.id = std::string{segs[i]};
-      } else {
-        same = p.segments[i] == segs[i];
-      }
-    }
-    if (!same) continue;
-    for (const auto& [m, ep] : p.methods) {
-      if (!r.allow.empty()) r.allow += ", ";
-      r.allow += m;
-      if (m == method) {
-        r.kind = route::outcome::found;
-        r.ep = ep;
-        return r;
-      }
-    }
-    r.kind = route::outcome::method_not_allowed;
-    return r;
-  }
-  return {};
-}
-
-bool takes_json_body(endpoint ep) {
-  return ep == endpoint::create_sandbox || ep == endpoint::exec || ep == endpoint::put_egress ||
-         ep == endpoint::add_image;
-}
-
 result<list_query> parse_list_query(const std::map<std::string, std::string>& query) {
   list_query q;
   if (auto i = query.find("status"); i != query.end() && !i->second.empty()) {
@@ -168,6 +230,15 @@ result<list_query> parse_list_query(const std::map<std::string, std::string>& qu
   q.limit = *limit;
   q.offset = *offset;
   return q;
+}
+
+const route_table& wire_api_routes() {
+  static const route_table table = make_wire_api_routes();
+  return table;
+}
+
+route match_route(std::string_view method, std::string_view path) {
+  return wire_api_routes().match(method, path);
 }
 
 result<bool> parse_stream_flag(const std::map<std::string, std::string>& query) {

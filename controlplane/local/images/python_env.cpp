@@ -1,5 +1,7 @@
 #include "controlplane/local/images/python_env.hpp"
 
+#include "common/text.hpp"
+
 #include <algorithm>
 #include <fstream>
 #include <optional>
@@ -29,12 +31,6 @@ std::optional<std::string> reserved(const fs::path& p) {
   return std::nullopt;
 }
 
-std::string trim(std::string s) {
-  auto b = s.find_first_not_of(" \t\r");
-  auto e = s.find_last_not_of(" \t\r");
-  return b == std::string::npos ? std::string{} : s.substr(b, e - b + 1);
-}
-
 /// `home` of PREFIX/pyvenv.cfg, if there is one.
 std::optional<std::string> venv_home(const fs::path& prefix) {
   std::ifstream in{prefix / "pyvenv.cfg"};
@@ -42,7 +38,7 @@ std::optional<std::string> venv_home(const fs::path& prefix) {
   for (std::string line; std::getline(in, line);) {
     auto eq = line.find('=');
     if (eq != std::string::npos && trim(line.substr(0, eq)) == "home")
-      return trim(line.substr(eq + 1));
+      return std::string{trim(line.substr(eq + 1))};
   }
   return std::nullopt;
 }

@@ -118,6 +118,19 @@ sandbox_create_request some_create() {
   return sandbox_create_request{"s", {}, {}, {}, {}, {}, false};
 }
 
+/// Returns once every call made on `c` before it met the full queue at least once. The
+/// client runs a lane's calls in order on the lane's one thread (io_threads = 1, the
+/// default), and a call's first connect happens inside the handler that begins it; so a
+/// probe call begun afterwards — refused by the same full queue, and ended by its 1 ms
+/// deadline — answers only after the earlier calls were refused. No sleep, no guessing.
+void wait_until_refused(guestflow::cp::client& c) {
+  auto probe = expect<sandbox_view>();
+  c.get("probe", 1ms, probe->cb());
+  auto r = probe->get();
+  ASSERT_FALSE(r) << "the queue was not full: the probe got an answer";
+  EXPECT_EQ(r.error().code, ec::transient) << r.error().message;
+}
+
 } // namespace
 
 TEST_F(cp_client, a_full_unix_accept_queue_is_busy_transient_after_retrying) {
@@ -142,7 +155,7 @@ TEST_F(cp_client, a_create_refused_by_a_full_unix_queue_is_sent_once_it_drains) 
   auto c = make_client(at(busy.url()), fast_config());
   auto k = expect<sandbox_created>();
   c->create(some_create(), 5s, k->cb());
-  std::this_thread::sleep_for(100ms); // let it meet the full queue (not a readiness wait)
+  wait_until_refused(*c); // the create was refused once: its retry is what gets it in
   busy.serve_once(created_json);
   auto r = k->get();
   ASSERT_TRUE(r) << r.error().message;
@@ -168,7 +181,7 @@ TEST_F(cp_client, a_call_waiting_on_a_full_unix_queue_gets_the_next_released_con
   busy.fill();
   auto b = expect<sandbox_created>();
   c->create(some_create(), 10s, b->cb());
-  std::this_thread::sleep_for(100ms); // let B meet the full queue (not a readiness wait)
+  wait_until_refused(*c); // B met the full queue and waits (backoff 1.5–3 s)
   // A's answer frees its keep-alive connection: B's request must come on it at once, not
   // after B's own backoff.
   timeval within{1, 0};

@@ -1,6 +1,6 @@
 // Guest images on the real control plane with real guests: a rootfs (directory, tar, gzip
 // tar) is the guest's read-only /, hostile archives are sanitised or refused as documented
-// (controlplane/local/image_import.hpp), a Python environment's python3 is the guest's,
+// (controlplane/local/images/image_import.hpp), a Python environment's python3 is the guest's,
 // and images are listed, refused while in use, and kept across restarts.
 #include "tests/integration/control_plane/image_fixture.hpp"
 

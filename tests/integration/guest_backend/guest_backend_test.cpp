@@ -1,11 +1,11 @@
 // Real guests on the local guest backend: bubblewrap namespaces, cgroups, seccomp, netns
 // egress. Each TEST is its own ctest entry with its own state dir.
 
-#include "controlplane/local/cgroups.hpp"
-#include "controlplane/local/guest_backend.hpp"
-#include "controlplane/local/host_command.hpp"
-#include "controlplane/local/netns_egress.hpp"
-#include "controlplane/local/sandbox_launch.hpp"
+#include "controlplane/local/guests/cgroups.hpp"
+#include "controlplane/local/guests/guest_backend.hpp"
+#include "controlplane/local/guests/host_command.hpp"
+#include "controlplane/local/guests/sandbox_launch.hpp"
+#include "controlplane/local/network/netns_egress.hpp"
 #include "tests/integration/guest_backend/test_guest.hpp"
 #include "tests/integration/guest_backend/test_network.hpp"
 
@@ -75,6 +75,17 @@ protected:
   void require_network() {
     if (!network_tests_possible() || !backend->support().nftables)
       GTEST_SKIP() << "nftables/ip unavailable";
+  }
+
+  /// None of the guest's cgroup directories exists, wherever this host's cgroup version
+  /// puts them (the paths come from the detected layout, not from a v1 assumption).
+  void expect_no_cgroups(const std::string& id) {
+    auto layout = detect_cgroups();
+    ASSERT_TRUE(layout) << layout.error().message;
+    auto dirs = guest_cgroup_dirs(*layout, id);
+    ASSERT_FALSE(dirs.empty());
+    for (const auto& d : dirs)
+      EXPECT_FALSE(exists(d)) << d;
   }
 
   temp_dir dir;
@@ -543,8 +554,7 @@ TEST_F(GuestBackend, FailedCreateRemovesEverythingItMade) {
       EXPECT_EQ(g.error().code, ec::unavailable);
       EXPECT_NE(g.error().message.find("bwrap"), std::string::npos) << g.error().message;
       EXPECT_FALSE(exists((dir.path / "guests" / spec.id).string()));
-      for (const char* c : {"memory", "pids", "freezer", "cpu"})
-        EXPECT_FALSE(exists(std::string{"/sys/fs/cgroup/"} + c + "/guestflow/" + spec.id));
+      expect_no_cgroups(spec.id);
       EXPECT_FALSE(exists(netns_path(netns_name(spec.id))));
       auto links = run_command({"/usr/sbin/ip", "-o", "link", "show"});
       ASSERT_TRUE(links);
@@ -564,7 +574,7 @@ TEST_F(GuestBackend, EgressRulesFailClosedWithoutNftables) {
     EXPECT_EQ(g.error().code, ec::unavailable) << g.error().message;
     EXPECT_FALSE(exists(netns_path(netns_name(spec.id))));
     EXPECT_FALSE(exists((dir.path / "guests" / spec.id).string()));
-    EXPECT_FALSE(exists("/sys/fs/cgroup/memory/guestflow/" + spec.id));
+    expect_no_cgroups(spec.id);
   }
   auto g = create(make_spec()); // deny-all needs no rules
   EXPECT_EQ(run(*backend, g, {"true"}).exit_code, 0);

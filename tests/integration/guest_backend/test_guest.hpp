@@ -1,6 +1,6 @@
 #pragma once
 
-#include "controlplane/local/guest_backend.hpp"
+#include "controlplane/local/guests/guest_backend.hpp"
 
 #include <chrono>
 #include <filesystem>

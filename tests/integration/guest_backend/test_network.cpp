@@ -1,6 +1,6 @@
 #include "tests/integration/guest_backend/test_network.hpp"
 
-#include "controlplane/local/host_command.hpp"
+#include "controlplane/local/guests/host_command.hpp"
 
 #include <arpa/inet.h>
 #include <fcntl.h>

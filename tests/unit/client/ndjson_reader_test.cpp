@@ -1,8 +1,7 @@
 #include "controlplane/client/ndjson_reader.hpp"
 
-#include <gtest/gtest.h>
-
 #include <algorithm>
+#include <gtest/gtest.h>
 #include <random>
 #include <string>
 #include <vector>
@@ -39,8 +38,8 @@ TEST(cp_client_ndjson, random_chunkings_reassemble_exactly) {
   std::vector<std::string> expected;
   std::string stream;
   for (int i = 0; i < 200; ++i) {
-    std::string line = R"({"stdout":")" + std::string(static_cast<size_t>(i % 37), 'x')
-                       + std::to_string(i) + "\"}";
+    std::string line = R"({"stdout":")" + std::string(static_cast<size_t>(i % 37), 'x') +
+                       std::to_string(i) + "\"}";
     expected.push_back(line);
     stream += line + (i % 3 == 0 ? "\r\n" : "\n");
   }
@@ -99,18 +98,22 @@ TEST(cp_client_ndjson, line_over_the_cap_fails_and_stays_failed) {
   EXPECT_EQ(c.lines.size(), 2u);
 }
 
-TEST(cp_client_ndjson, nine_bytes_without_cr_fail_at_the_newline_or_finish) {
+// The shared splitter (common/line_assembler.hpp) refuses a ninth byte that is not a '\r'
+// as it arrives — it can no longer end a line within the cap — instead of at the newline or
+// at the end: the same lines are refused, sooner, and nothing is delivered either way.
+TEST(cp_client_ndjson, nine_bytes_without_cr_fail_as_they_arrive) {
   {
     ndjson_reader r(8);
     collected c;
-    EXPECT_TRUE(r.feed("123456789", c.fn()));
+    EXPECT_FALSE(r.feed("123456789", c.fn()));
     EXPECT_FALSE(r.feed("\n", c.fn()));
     EXPECT_TRUE(c.lines.empty());
   }
   {
     ndjson_reader r(8);
     collected c;
-    EXPECT_TRUE(r.feed("123456789", c.fn()));
+    EXPECT_TRUE(r.feed("12345678", c.fn())); // the cap, still a line
+    EXPECT_FALSE(r.feed("9", c.fn()));
     EXPECT_FALSE(r.finish(c.fn()));
   }
 }

@@ -1,7 +1,7 @@
-// The rootfs import policy (controlplane/local/image_import.hpp), case by case, on archives
-// built byte by byte: what is sanitised, what is refused, what is dropped, and that nothing
-// ever lands outside the image.
-#include "controlplane/local/image_import.hpp"
+// The rootfs import policy (controlplane/local/images/image_import.hpp), case by case, on
+// archives built byte by byte: what is sanitised, what is refused, what is dropped, and that
+// nothing ever lands outside the image.
+#include "controlplane/local/images/image_import.hpp"
 #include "tests/unit/control_plane_local/tar_writer.hpp"
 
 #include <cstdlib>

@@ -1,7 +1,7 @@
-// The image store (controlplane/local/image_store.hpp): records that survive a reopen,
+// The image store (controlplane/local/images/image_store.hpp): records that survive a reopen,
 // names, refusals that leave nothing behind, python environments, and the image codecs.
-#include "controlplane/local/image_store.hpp"
-#include "controlplane/local/routes.hpp"
+#include "controlplane/local/http/routes.hpp"
+#include "controlplane/local/images/image_store.hpp"
 #include "tests/unit/control_plane_local/tar_writer.hpp"
 
 #include <cstdlib>

@@ -1,4 +1,4 @@
-#include "controlplane/local/record_store.hpp"
+#include "controlplane/local/store/record_store.hpp"
 
 #include <cstdlib>
 #include <gtest/gtest.h>

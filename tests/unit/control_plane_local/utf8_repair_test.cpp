@@ -1,4 +1,4 @@
-#include "controlplane/local/utf8_repair.hpp"
+#include "controlplane/local/http/utf8_repair.hpp"
 
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-// The init of a guest whose root is an image (controlplane/local/sandbox_launch.cpp): the
+// The init of a guest whose root is an image (controlplane/local/guests/sandbox_launch.cpp): the
 // image may have no shell and no `sleep`, so the control plane brings its own program. It
 // is freestanding (no libc, a few KiB, static) and reaches bwrap as a sealed memfd that
 // bwrap runs as /proc/self/fd/N. It does what the host layout's `sh -c 'echo >&3; exec 3>&-
