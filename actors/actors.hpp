@@ -141,6 +141,24 @@ using run_subscriber_actor = caf::typed_actor<
     /// One event of a run.
     caf::reacts_to<run_event>>;
 
+// -- the bridge: actors on behalf of the HTTP server's I/O threads (bridge/server) ---------
+
+/// The run subscriber of one bridge connection (actors/run_relay.hpp): the same interface
+/// as run_subscriber_actor, so the coordinator and flow_run stream to it directly. Quits
+/// after the terminal event, or at the first event after its connection is gone — which
+/// the run sees as that subscriber's disconnect.
+using run_relay_actor = caf::typed_actor<
+    /// One event of the run: encoded here (off the I/O thread) and handed to the connection.
+    caf::reacts_to<run_event>>;
+
+/// Makes one request on behalf of a thread that never waits on an actor (the bridge's I/O
+/// threads): spawned per request with its destination, time limit and callback
+/// (actors/ask.hpp); hands the callback the answer or the failure, then quits.
+template<class... Request>
+using ask_actor = caf::typed_actor<
+    /// The request: sent once to the destination, within the time limit.
+    caf::reacts_to<Request...>>;
+
 /// One whole-flow run: listener of its execution, frame → event translation, the bounded
 /// replay buffer, the subscribers and cancellation. Spawned by the coordinator at admission;
 /// stays joinable for a retention period after its terminal event, then quits.

@@ -1,0 +1,34 @@
+#include "actors/run_relay.hpp"
+
+#include <caf/exit_reason.hpp>
+#include <type_traits>
+
+namespace guestflow {
+
+static_assert(std::is_same_v<run_relay_actor, run_subscriber_actor>,
+              "a relay is subscribed to runs as it is");
+
+run_relay_actor::behavior_type
+run_relay(run_relay_actor::stateful_pointer<run_relay_state> self,
+          std::weak_ptr<run_event_sink> sink, bool lines) {
+  self->state.sink = std::move(sink);
+  self->state.lines = lines;
+  return {[self](run_event& e) {
+    auto sink = self->state.sink.lock();
+    if (!sink) {
+      self->quit(caf::exit_reason::user_shutdown);
+      return;
+    }
+    auto terminal = e.terminal();
+    std::string line;
+    if (self->state.lines) {
+      line = encode(e);
+      line += '\n';
+    }
+    sink->deliver(std::move(line),
+                  terminal ? std::optional<run_event>{std::move(e)} : std::nullopt);
+    if (terminal) self->quit();
+  }};
+}
+
+} // namespace guestflow
