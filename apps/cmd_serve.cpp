@@ -3,7 +3,7 @@
 #include "apps/cli_session.hpp"
 #include "apps/command.hpp"
 #include "bridge/server/server.hpp"
-#include "controlplane/local/serve.hpp"
+#include "common/net_address.hpp"
 
 #include <charconv>
 #include <condition_variable>
@@ -107,17 +107,17 @@ int run_serve(const std::vector<std::string>& argv) {
     return 2;
   }
   auto env = cp::process_environment();
-  auto listen = local::parse_listen(a.get("listen").value_or("127.0.0.1:8470"));
+  std::string why;
+  auto listen = parse_host_port(a.get("listen").value_or("127.0.0.1:8470"), &why);
   if (!listen) {
-    report_failure("serve", listen.error());
+    report_failure("serve", fail(ec::bad_request, "--listen: " + why));
     return 2;
   }
   auto token = a.get("token").value_or(env.count("GUESTFLOW_TOKEN") ? env["GUESTFLOW_TOKEN"]
                                                                     : std::string{});
-  if (token.empty() && !listen->address().is_loopback()) {
+  if (token.empty() && !listen->loopback) {
     report_failure("serve", fail(ec::policy_refused,
-                                 "refusing to listen on non-loopback address " +
-                                     listen->address().to_string() +
+                                 "refusing to listen on non-loopback address " + listen->host +
                                      " without a token; pass --token or GUESTFLOW_TOKEN"));
     return 2;
   }
@@ -145,14 +145,10 @@ int run_serve(const std::vector<std::string>& argv) {
     srv.emplace(svc, stats, std::move(*opts), *listen);
   } catch (const std::exception& e) {
     return report_failure(
-        "serve", fail(ec::unavailable,
-                      "cannot listen on " + listen->address().to_string() + ": " + e.what()));
+        "serve", fail(ec::unavailable, "cannot listen on " + listen->host + ": " + e.what()));
   }
   srv->start();
-  auto where = srv->local_endpoint();
-  auto host = where.address().to_string();
-  if (where.address().is_v6()) host = "[" + host + "]";
-  std::cout << "listening on http://" << host << ':' << where.port() << std::endl;
+  std::cout << "listening on http://" << srv->local_address().to_string() << std::endl;
   wait_for_signal(watch);
   srv.reset(); // no new runs; open streams end
   return 0;    // the session drains the reaper: every ephemeral guest is deleted

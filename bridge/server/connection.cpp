@@ -1,6 +1,9 @@
-#include "bridge/server/server.hpp"
-#include "bridge/server/status.hpp"
+#include "bridge/server/connection.hpp"
+
+#include "actors/run_relay.hpp"
+#include "bridge/server/exchange.hpp"
 #include "messages/bridge.hpp"
+#include "messages/http_status.hpp"
 #include "messages/secret.hpp"
 #include "messages/type_ids.hpp"
 
@@ -12,7 +15,6 @@
 #include <boost/beast/http.hpp>
 #include <caf/exit_reason.hpp>
 #include <caf/send.hpp>
-#include <caf/typed_event_based_actor.hpp>
 #include <deque>
 #include <limits>
 #include <optional>
@@ -52,18 +54,12 @@ std::string chunk_size_line(size_t n) {
   return std::string(buf, static_cast<size_t>(len));
 }
 
-class connection;
-
-/// The run subscriber of one connection: encodes each event on the actor's thread (so the
-/// I/O thread only writes) and hands it to the connection's strand; quits after the
-/// terminal event or once the connection is gone — which the run sees as a disconnect.
-run_subscriber_actor::behavior_type relay(run_subscriber_actor::pointer self,
-                                          std::weak_ptr<connection> conn, bool lines);
-
-/// One HTTP connection. Requests are read one at a time; a run's answer (streamed or
-/// collected) ends the connection (`Connection: close`), so a socket read can watch for
-/// the client going away while the run goes on.
-class connection : public std::enable_shared_from_this<connection> {
+/// One HTTP connection: the transport only. Requests are read one at a time and handed to
+/// the route table's handler (bridge/server/surfaces/), which answers through the exchange
+/// interface; a run's answer (streamed or collected) ends the connection (`Connection:
+/// close`), so a socket read can watch for the client going away while the run goes on.
+/// The run's relay (actors/run_relay.hpp) delivers its events here as a run_event_sink.
+class connection final : public exchange, public run_event_sink {
 public:
   connection(tcp::socket socket, server_context& ctx)
       : stream_(std::move(socket))
@@ -78,167 +74,30 @@ public:
 
   void run() { read_header(); }
 
+  // ---- run_event_sink -------------------------------------------------------------------
+
   /// From the relay, on an actor thread: one event, encoded when the answer is a stream.
-  void deliver(std::string line, std::optional<run_event> terminal) {
-    net::post(stream_.get_executor(), [self = shared_from_this(), line = std::move(line),
+  void deliver(std::string line, std::optional<run_event> terminal) override {
+    net::post(stream_.get_executor(), [self = shared(), line = std::move(line),
                                        terminal = std::move(terminal)]() mutable {
       self->on_event(std::move(line), std::move(terminal));
     });
   }
 
-private:
-  enum class answer : uint8_t { plain, stream, collect };
+  // ---- exchange -------------------------------------------------------------------------
 
-  // ---- request cycle --------------------------------------------------------------------
+  const route_params& params() const override { return params_; }
 
-  void read_header() {
-    parser_.emplace();
-    parser_->header_limit(16 * 1024);
-    // Set after the header: a length over the cap is then refused after the token check.
-    parser_->body_limit(std::numeric_limits<uint64_t>::max());
-    stream_.expires_after(ctx_.opts.client_timeout);
-    http::async_read_header(
-        stream_, buf_, *parser_,
-        [self = shared_from_this()](error_code ec, size_t) { self->on_header(ec); });
-  }
+  std::string take_body() override { return std::move(parser_->get().body()); }
 
-  void on_header(error_code ec) {
-    if (ec) return close();
-    auto& req = parser_->get();
-    version_ = req.version();
-    keep_alive_ = req.keep_alive();
-    auto method = sv(req.method_string());
-    auto target = sv(req.target());
-    auto r = match_route(method, target);
-    if (!r) return refuse(r.error());
-    route_ = std::move(*r);
-    if (route_->kind == route::outcome::not_found) {
-      auto what = std::string{method} + " " + std::string{target.substr(0, target.find('?'))};
-      route_.reset();
-      return refuse(fail(ec::not_found, "no endpoint " + what + " (see bridge/API.md)"));
-    }
-    if (route_->kind == route::outcome::method_not_allowed) {
-      allow_ = route_->allow;
-      auto f = fail(ec::bad_request, "method " + std::string{method} + " is not allowed on " +
-                                         std::string{target} + "; use " + allow_);
-      route_.reset();
-      return refuse(f, 405);
-    }
-    if (route_->ep != endpoint::healthz && !ctx_.opts.token.empty() &&
-        !authorized(sv(req[http::field::authorization]), ctx_.opts.token))
-      return refuse(fail(ec::policy_refused, "missing or wrong bearer token "
-                                             "(Authorization: Bearer <GUESTFLOW_TOKEN>)"),
-                    401);
-    auto limit = ctx_.opts.max_body_bytes;
-    if (auto len = parser_->content_length(); len && *len > limit)
-      return refuse(too_large(limit), 413);
-    if (parser_->is_done()) return dispatch();
-    parser_->body_limit(limit);
-    auto read_body = [self = shared_from_this()] {
-      self->stream_.expires_after(self->ctx_.opts.client_timeout);
-      http::async_read(self->stream_, self->buf_, *self->parser_,
-                       [self](error_code ec, size_t) { self->on_body(ec); });
-    };
-    if (!beast::iequals(req[http::field::expect], "100-continue")) return read_body();
-    static constexpr std::string_view continue_line = "HTTP/1.1 100 Continue\r\n\r\n";
-    stream_.expires_after(ctx_.opts.client_timeout);
-    net::async_write(stream_, net::buffer(continue_line.data(), continue_line.size()),
-                     [self = shared_from_this(), read_body](error_code ec, size_t) {
-                       if (ec) return self->close();
-                       read_body();
-                     });
-  }
-
-  void on_body(error_code ec) {
-    if (ec == http::error::body_limit) return refuse(too_large(ctx_.opts.max_body_bytes), 413);
-    if (ec) return close();
-    dispatch();
-  }
-
-  static failure too_large(uint64_t limit) {
-    return fail(ec::bad_request, "request body exceeds the limit of " + std::to_string(limit) +
-                                     " bytes (GUESTFLOW_MAX_BODY_BYTES)");
-  }
-
-  void dispatch() {
-    auto body = std::move(parser_->get().body());
+  decode_limits body_limits() const override {
     decode_limits limits;
     limits.max_bytes = ctx_.opts.max_body_bytes;
-    auto& svc = ctx_.svc;
-    switch (route_->ep) {
-    case endpoint::healthz:
-      return respond(200, R"({"status":"ok"})");
-    case endpoint::capabilities:
-      return respond(200, encode_capabilities(svc.config().provider.caps, svc.provider_name()));
-    case endpoint::metrics:
-      return svc.stats(hop<runtime_stats>([](connection& c, result<runtime_stats> r) {
-        if (!r) return c.refuse(r.error());
-        c.respond(200, c.ctx_.stats.render(*r, c.ctx_.opts.cp_latency),
-                  "text/plain; version=0.0.4; charset=utf-8");
-      }));
-    case endpoint::sandbox_run: {
-      auto call = decode<sandbox_call>(body, limits);
-      if (!call) return refuse(call.error());
-      return svc.sandbox_run(
-          *call, hop<sandbox_result>([](connection& c, auto r) { c.answer_with(r); }));
-    }
-    case endpoint::component_run: {
-      auto call = decode<component_call>(body, limits);
-      if (!call) return refuse(call.error());
-      return svc.component_run(
-          *call, hop<component_answer>([](connection& c, auto r) { c.answer_with(r); }));
-    }
-    case endpoint::cancel_run: {
-      auto id = route_->run_id;
-      return svc.cancel(id, hop<bool>([id](connection& c, result<bool> r) {
-                          if (!r) return c.refuse(r.error());
-                          c.respond(200, encode_cancel_answer(id, *r));
-                        }));
-    }
-    case endpoint::start_run: {
-      auto req = decode<run_request>(body, limits);
-      if (!req) return refuse(req.error());
-      begin_run(req->stream ? answer::stream : answer::collect);
-      return svc.start_run(std::move(*req), relay_,
-                           hop<std::string>([](connection& c, result<std::string> id) {
-                             c.on_admitted(std::move(id));
-                           }));
-    }
-    case endpoint::run_events: {
-      begin_run(answer::stream);
-      auto id = route_->run_id;
-      return svc.subscribe(id, route_->from_seq, relay_,
-                           hop<uint64_t>([id](connection& c, result<uint64_t> r) {
-                             if (!r) return c.on_admitted(r.error());
-                             c.on_admitted(id);
-                           }));
-    }
-    }
-  }
-
-  /// An answer of the service, hopped back onto this connection's strand.
-  template<class T, class F>
-  reply<T> hop(F f) {
-    return [self = shared_from_this(), f](result<T> r) {
-      net::post(self->stream_.get_executor(),
-                [self, f, r = std::move(r)]() mutable { f(*self, std::move(r)); });
-    };
-  }
-
-  template<class T>
-  void answer_with(const result<T>& r) {
-    if (!r) return refuse(r.error());
-    respond(200, encode(*r));
-  }
-
-  // ---- plain answers --------------------------------------------------------------------
-
-  void refuse(const failure& f, unsigned status = 0) {
-    respond(status ? status : http_status(f.code), encode_error(f, run_id_));
+    return limits;
   }
 
   void respond(unsigned status, std::string body,
-               std::string_view content_type = "application/json") {
+               std::string_view content_type = "application/json") override {
     if (route_) ctx_.stats.answered(route_->ep, status);
     auto res = std::make_shared<http::response<http::string_body>>(
         static_cast<http::status>(status), version_);
@@ -255,37 +114,26 @@ private:
     res->body() = std::move(body);
     res->prepare_payload();
     stream_.expires_after(ctx_.opts.client_timeout);
-    http::async_write(stream_, *res, [self = shared_from_this(), res](error_code ec, size_t) {
+    http::async_write(stream_, *res, [self = shared(), res](error_code ec, size_t) {
       if (ec) return self->close();
       if (!res->keep_alive()) return self->linger_close();
-      self->route_.reset();
+      self->route_ = nullptr;
       self->read_header();
     });
   }
 
-  // ---- runs -----------------------------------------------------------------------------
+  void refuse(const failure& f) override { refuse(f, 0); }
 
   /// Spawns the relay and starts watching for the client to go away.
-  void begin_run(answer mode) {
-    mode_ = mode;
-    relay_ = ctx_.svc.system().spawn(relay, weak_from_this(), mode == answer::stream);
+  run_subscriber_actor begin_run(run_answer mode) override {
+    mode_ = mode == run_answer::stream ? answer::stream : answer::collect;
+    std::weak_ptr<run_event_sink> sink = shared();
+    relay_ = ctx_.svc.system().spawn(run_relay, std::move(sink), mode == run_answer::stream);
     watch();
+    return relay_;
   }
 
-  /// A read that only notices the client closing (a run's answer ends the connection, so
-  /// anything else the client sends is discarded). Before the answer is out, that closing
-  /// is a disconnect: close() stops the relay, which the run sees.
-  void watch() {
-    watching_ = true;
-    stream_.socket().async_read_some(net::buffer(scratch_),
-                                     [self = shared_from_this()](error_code ec, size_t) {
-                                       if (!ec) return self->watch();
-                                       self->watching_ = false;
-                                       self->close();
-                                     });
-  }
-
-  void on_admitted(result<std::string> id) {
+  void admitted(result<std::string> id) override {
     if (!id) {
       stop_relay();
       return refuse(id.error());
@@ -306,12 +154,119 @@ private:
     tick();
   }
 
+private:
+  enum class answer : uint8_t { plain, stream, collect };
+
+  std::shared_ptr<connection> shared() {
+    return std::static_pointer_cast<connection>(shared_from_this());
+  }
+
+  void post(std::function<void(exchange&)> f) override {
+    net::post(stream_.get_executor(), [self = shared(), f = std::move(f)] { f(*self); });
+  }
+
+  // ---- request cycle --------------------------------------------------------------------
+
+  void read_header() {
+    parser_.emplace();
+    parser_->header_limit(16 * 1024);
+    // Set after the header: a length over the cap is then refused after the token check.
+    parser_->body_limit(std::numeric_limits<uint64_t>::max());
+    stream_.expires_after(ctx_.opts.client_timeout);
+    http::async_read_header(stream_, buf_, *parser_,
+                            [self = shared()](error_code ec, size_t) { self->on_header(ec); });
+  }
+
+  void on_header(error_code ec) {
+    if (ec) return close();
+    auto& req = parser_->get();
+    version_ = req.version();
+    keep_alive_ = req.keep_alive();
+    auto method = sv(req.method_string());
+    auto target = sv(req.target());
+    auto r = ctx_.routes.match(method, target);
+    if (!r) return refuse(r.error());
+    if (r->kind == route_match::outcome::not_found) {
+      auto what = std::string{method} + " " + std::string{target.substr(0, target.find('?'))};
+      return refuse(fail(ec::not_found, "no endpoint " + what + " (see bridge/API.md)"));
+    }
+    if (r->kind == route_match::outcome::method_not_allowed) {
+      allow_ = r->allow;
+      return refuse(fail(ec::bad_request, "method " + std::string{method} +
+                                              " is not allowed on " + std::string{target} +
+                                              "; use " + allow_),
+                    405);
+    }
+    route_ = r->target;
+    params_ = std::move(r->params);
+    if (!route_->open && !ctx_.opts.token.empty() &&
+        !authorized(sv(req[http::field::authorization]), ctx_.opts.token))
+      return refuse(fail(ec::policy_refused, "missing or wrong bearer token "
+                                             "(Authorization: Bearer <GUESTFLOW_TOKEN>)"),
+                    401);
+    auto limit = ctx_.opts.max_body_bytes;
+    if (auto len = parser_->content_length(); len && *len > limit)
+      return refuse(too_large(limit), 413);
+    if (parser_->is_done()) return dispatch();
+    parser_->body_limit(limit);
+    auto read_body = [self = shared()] {
+      self->stream_.expires_after(self->ctx_.opts.client_timeout);
+      http::async_read(self->stream_, self->buf_, *self->parser_,
+                       [self](error_code ec, size_t) { self->on_body(ec); });
+    };
+    if (!beast::iequals(req[http::field::expect], "100-continue")) return read_body();
+    static constexpr std::string_view continue_line = "HTTP/1.1 100 Continue\r\n\r\n";
+    stream_.expires_after(ctx_.opts.client_timeout);
+    net::async_write(stream_, net::buffer(continue_line.data(), continue_line.size()),
+                     [self = shared(), read_body](error_code ec, size_t) {
+                       if (ec) return self->close();
+                       read_body();
+                     });
+  }
+
+  void on_body(error_code ec) {
+    if (ec == http::error::body_limit) return refuse(too_large(ctx_.opts.max_body_bytes), 413);
+    if (ec) return close();
+    dispatch();
+  }
+
+  static failure too_large(uint64_t limit) {
+    return fail(ec::bad_request, "request body exceeds the limit of " + std::to_string(limit) +
+                                     " bytes (GUESTFLOW_MAX_BODY_BYTES)");
+  }
+
+  /// Hands the request to its route's handler, which answers through this exchange.
+  void dispatch() { route_->handler(*this, ctx_); }
+
+  // ---- plain answers --------------------------------------------------------------------
+
+  /// The error answer for `f`; `status` overrides the table for the transport's own
+  /// refusals (401, 405, 413).
+  void refuse(const failure& f, unsigned status) {
+    respond(status ? status : http_status(f.code), encode_error(f, run_id_));
+  }
+
+  // ---- runs -----------------------------------------------------------------------------
+
+  /// A read that only notices the client closing (a run's answer ends the connection, so
+  /// anything else the client sends is discarded). Before the answer is out, that closing
+  /// is a disconnect: close() stops the relay, which the run sees.
+  void watch() {
+    watching_ = true;
+    stream_.socket().async_read_some(net::buffer(scratch_),
+                                     [self = shared()](error_code ec, size_t) {
+                                       if (!ec) return self->watch();
+                                       self->watching_ = false;
+                                       self->close();
+                                     });
+  }
+
   /// A blank line after a quiet heartbeat period (a vertex computing for minutes): it
   /// keeps proxies from timing the stream out and lets the client tell a quiet run from a
   /// dead server. NDJSON readers skip blank lines.
   void tick() {
     heartbeat_.expires_after(ctx_.opts.heartbeat);
-    heartbeat_.async_wait([self = shared_from_this()](error_code ec) {
+    heartbeat_.async_wait([self = shared()](error_code ec) {
       if (ec || self->closed_ || self->finished_) return;
       if (!self->wrote_since_tick_ && !self->writing_ && self->lines_.empty()) {
         self->lines_.push_back("\n");
@@ -384,14 +339,13 @@ private:
     write_started_ = std::chrono::steady_clock::now();
     wrote_since_tick_ = true;
     stream_.expires_after(ctx_.opts.client_timeout);
-    net::async_write(stream_, net::buffer(out_),
-                     [self = shared_from_this()](error_code ec, size_t) {
-                       self->writing_ = false;
-                       if (ec == beast::error::timeout) self->ctx_.stats.dropped_slow_client();
-                       if (ec) return self->close();
-                       if (self->finished_) return self->linger_close();
-                       self->pump();
-                     });
+    net::async_write(stream_, net::buffer(out_), [self = shared()](error_code ec, size_t) {
+      self->writing_ = false;
+      if (ec == beast::error::timeout) self->ctx_.stats.dropped_slow_client();
+      if (ec) return self->close();
+      if (self->finished_) return self->linger_close();
+      self->pump();
+    });
   }
 
   // ---- teardown -------------------------------------------------------------------------
@@ -412,7 +366,7 @@ private:
     error_code ignored;
     stream_.socket().shutdown(tcp::socket::shutdown_send, ignored);
     linger_.expires_after(ctx_.opts.client_timeout);
-    linger_.async_wait([self = shared_from_this()](error_code ec) {
+    linger_.async_wait([self = shared()](error_code ec) {
       if (!ec) self->close();
     });
     if (!watching_) watch();
@@ -433,7 +387,8 @@ private:
   server_context& ctx_;
   beast::flat_buffer buf_;
   std::optional<http::request_parser<http::string_body>> parser_;
-  std::optional<route> route_;
+  const route* route_ = nullptr; ///< the matched route, until its answer is written
+  route_params params_;
   unsigned version_ = 11;
   bool keep_alive_ = true;
   std::string allow_;
@@ -459,26 +414,6 @@ private:
   net::steady_timer heartbeat_;
   std::array<char, 512> scratch_{};
 };
-
-run_subscriber_actor::behavior_type relay(run_subscriber_actor::pointer self,
-                                          std::weak_ptr<connection> conn, bool lines) {
-  return {[self, conn, lines](run_event& e) {
-    auto c = conn.lock();
-    if (!c) {
-      self->quit(caf::exit_reason::user_shutdown);
-      return;
-    }
-    auto terminal = e.terminal();
-    std::string line;
-    if (lines) {
-      line = encode(e);
-      line += '\n';
-    }
-    c->deliver(std::move(line),
-               terminal ? std::optional<run_event>{std::move(e)} : std::nullopt);
-    if (terminal) self->quit();
-  }};
-}
 
 } // namespace
 

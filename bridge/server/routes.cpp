@@ -1,50 +1,73 @@
 #include "bridge/server/routes.hpp"
 
+#include <algorithm>
 #include <charconv>
+#include <stdexcept>
 
 namespace guestflow::bridge {
 
 namespace {
 
-constexpr std::string_view runs_prefix = "/v1/runs/";
+/// The segments of a path or pattern between its slashes ("/a/b" → "", "a", "b"); empty
+/// segments are kept, so "/v1/runs/" and "/v1/runs" differ.
+std::vector<std::string_view> segments(std::string_view path) {
+  std::vector<std::string_view> out;
+  for (;;) {
+    auto slash = path.find('/');
+    out.push_back(path.substr(0, slash));
+    if (slash == std::string_view::npos) return out;
+    path.remove_prefix(slash + 1);
+  }
+}
 
-/// Run ids are the coordinator's own ([0-9a-z-]); anything else names no run.
-bool plausible_id(std::string_view id) {
-  if (id.empty() || id.size() > 64) return false;
-  for (char c : id)
+bool is_param(std::string_view segment) {
+  return segment.size() > 2 && segment.front() == '{' && segment.back() == '}';
+}
+
+/// What a `{name}` segment takes: run ids are the coordinator's own ([0-9a-z-]); anything
+/// else names nothing (and keeps `..`, `%2F` and the like out of every handler).
+bool plausible_segment(std::string_view s) {
+  if (s.empty() || s.size() > 64) return false;
+  for (char c : s)
     if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
           c == '-' || c == '_'))
       return false;
   return true;
 }
 
-route found(endpoint ep, std::string id = {}) {
-  route r;
-  r.ep = ep;
-  r.run_id = std::move(id);
-  return r;
+/// Whether `path` fits `pattern`; the `{name}` segments it read go to `params`.
+bool fits(std::string_view pattern, const std::vector<std::string_view>& path,
+          std::vector<std::pair<std::string, std::string>>* params) {
+  auto want = segments(pattern);
+  if (want.size() != path.size()) return false;
+  for (size_t i = 0; i < want.size(); ++i) {
+    if (!is_param(want[i])) {
+      if (want[i] != path[i]) return false;
+      continue;
+    }
+    if (!plausible_segment(path[i])) return false;
+    if (params)
+      params->emplace_back(std::string{want[i].substr(1, want[i].size() - 2)},
+                           std::string{path[i]});
+  }
+  return true;
 }
 
-route not_allowed(std::string allow) {
-  route r;
-  r.kind = route::outcome::method_not_allowed;
-  r.allow = std::move(allow);
-  return r;
-}
-
-/// `from_seq=N` (other parameters are ignored, as HTTP APIs do).
-result<uint64_t> from_seq_of(std::string_view query) {
+/// The first `name=N` of the query (other parameters are ignored, as HTTP APIs do).
+result<uint64_t> query_number(std::string_view query, std::string_view name) {
   while (!query.empty()) {
     auto amp = query.find('&');
     auto param = query.substr(0, amp);
     query = amp == std::string_view::npos ? std::string_view{} : query.substr(amp + 1);
-    constexpr std::string_view key = "from_seq=";
-    if (param.compare(0, key.size(), key) != 0) continue;
-    auto digits = param.substr(key.size());
+    if (param.size() <= name.size() || param.compare(0, name.size(), name) != 0 ||
+        param[name.size()] != '=')
+      continue;
+    auto digits = param.substr(name.size() + 1);
     uint64_t n = 0;
     auto [end, err] = std::from_chars(digits.data(), digits.data() + digits.size(), n);
     if (digits.empty() || err != std::errc{} || end != digits.data() + digits.size())
-      return fail(ec::bad_request, "from_seq: expected a non-negative integer, got '" +
+      return fail(ec::bad_request, std::string{name} +
+                                       ": expected a non-negative integer, got '" +
                                        std::string{digits} + "'");
     return n;
   }
@@ -53,41 +76,62 @@ result<uint64_t> from_seq_of(std::string_view query) {
 
 } // namespace
 
-result<route> match_route(std::string_view method, std::string_view target) {
-  auto q = target.find('?');
-  auto path = target.substr(0, q);
-  auto query = q == std::string_view::npos ? std::string_view{} : target.substr(q + 1);
-  auto only = [&](std::string_view m, endpoint ep, std::string id = {}) {
-    return method == m ? found(ep, std::move(id)) : not_allowed(std::string{m});
-  };
-  if (path == "/v1/runs") return only("POST", endpoint::start_run);
-  if (path == "/v1/sandbox/run") return only("POST", endpoint::sandbox_run);
-  if (path == "/v1/components/run") return only("POST", endpoint::component_run);
-  if (path == "/v1/capabilities") return only("GET", endpoint::capabilities);
-  if (path == "/healthz") return only("GET", endpoint::healthz);
-  if (path == "/metrics") return only("GET", endpoint::metrics);
-  if (path.compare(0, runs_prefix.size(), runs_prefix) == 0) {
-    auto rest = path.substr(runs_prefix.size());
-    constexpr std::string_view events = "/events";
-    if (rest.size() > events.size() &&
-        rest.compare(rest.size() - events.size(), events.size(), events) == 0) {
-      auto id = rest.substr(0, rest.size() - events.size());
-      if (plausible_id(id)) {
-        auto r = only("GET", endpoint::run_events, std::string{id});
-        if (r.kind == route::outcome::found) {
-          auto from = from_seq_of(query);
-          if (!from) return from.error();
-          r.from_seq = *from;
-        }
-        return r;
-      }
-    } else if (plausible_id(rest)) {
-      return only("DELETE", endpoint::cancel_run, std::string{rest});
-    }
-  }
+std::string_view route_params::path(std::string_view name) const noexcept {
+  for (auto& [k, v] : path_)
+    if (k == name) return v;
+  return {};
+}
+
+uint64_t route_params::number(std::string_view name) const noexcept {
+  for (auto& [k, v] : numbers_)
+    if (k == name) return v;
+  return 0;
+}
+
+route& route_table::add(std::string method, std::string pattern, endpoint ep,
+                        route_handler handler) {
+  for (auto& r : routes_)
+    if (r.method == method && r.pattern == pattern)
+      throw std::logic_error("route registered twice: " + method + " " + pattern);
   route r;
-  r.kind = route::outcome::not_found;
-  return r;
+  r.method = std::move(method);
+  r.pattern = std::move(pattern);
+  r.ep = ep;
+  r.handler = std::move(handler);
+  routes_.push_back(std::move(r));
+  return routes_.back();
+}
+
+result<route_match> route_table::match(std::string_view method, std::string_view target) const {
+  auto q = target.find('?');
+  auto path = segments(target.substr(0, q));
+  auto query = q == std::string_view::npos ? std::string_view{} : target.substr(q + 1);
+  std::vector<std::string_view> allowed; // the methods of the patterns that fit the path
+  for (auto& r : routes_) {
+    if (r.method != method) {
+      if (fits(r.pattern, path, nullptr) &&
+          std::find(allowed.begin(), allowed.end(), r.method) == allowed.end())
+        allowed.push_back(r.method);
+      continue;
+    }
+    route_match found;
+    if (!fits(r.pattern, path, &found.params.path_)) continue;
+    found.kind = route_match::outcome::found;
+    found.target = &r;
+    for (auto& name : r.query_numbers) {
+      auto n = query_number(query, name);
+      if (!n) return n.error();
+      found.params.numbers_.emplace_back(name, *n);
+    }
+    return found;
+  }
+  route_match m;
+  for (auto method_name : allowed) {
+    m.kind = route_match::outcome::method_not_allowed;
+    if (!m.allow.empty()) m.allow += ", ";
+    m.allow += method_name;
+  }
+  return m;
 }
 
 std::string_view label(endpoint ep) noexcept {

@@ -1,57 +1,90 @@
 #include "bridge/server/server.hpp"
 
+#include "bridge/server/connection.hpp"
+#include "bridge/server/surfaces/surfaces.hpp"
+
+#include <algorithm>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/address.hpp>
 #include <boost/asio/strand.hpp>
+#include <thread>
+#include <utility> // before the Asio headers (see CONTRIBUTING)
+#include <vector>
 
 namespace guestflow::bridge {
 
 namespace net = boost::asio;
 using tcp = net::ip::tcp;
 
-server::server(service& svc, metrics& stats, server_options opts, const tcp::endpoint& endpoint)
-    : ctx_{svc, stats, std::move(opts)}
-    , acceptor_(io_, endpoint, /*reuse_address=*/true) {}
+struct server::impl {
+  impl(service& svc, metrics& stats, server_options opts, const net_address& listen,
+       const route_table& routes)
+      : ctx{svc, stats, std::move(opts), routes}
+      , acceptor(io, tcp::endpoint{net::ip::make_address(listen.host), listen.port},
+                 /*reuse_address=*/true) {}
+
+  void accept() {
+    acceptor.async_accept(net::make_strand(io),
+                          [this](boost::system::error_code ec, tcp::socket socket) {
+                            if (ec == net::error::operation_aborted || !acceptor.is_open())
+                              return;
+                            if (!ec) {
+                              // A stream writes its head, then events as they happen:
+                              // Nagle would hold each small chunk for the client's
+                              // delayed ACK (40 ms).
+                              boost::system::error_code ignored;
+                              socket.set_option(tcp::no_delay(true), ignored);
+                              serve_connection(std::move(socket), ctx);
+                            }
+                            accept();
+                          });
+  }
+
+  server_context ctx; ///< first: connections still pending in io use it as io goes away
+  net::io_context io;
+  tcp::acceptor acceptor;
+  std::vector<std::thread> threads;
+  bool stopped = false;
+};
+
+server::server(service& svc, metrics& stats, server_options opts, const net_address& listen)
+    : server(svc, stats, std::move(opts), listen, api_routes()) {}
+
+server::server(service& svc, metrics& stats, server_options opts, const net_address& listen,
+               const route_table& routes)
+    : impl_(std::make_unique<impl>(svc, stats, std::move(opts), listen, routes)) {}
 
 server::~server() {
   stop();
 }
 
-tcp::endpoint server::local_endpoint() const {
-  return acceptor_.local_endpoint();
+net_address server::local_address() const {
+  auto ep = impl_->acceptor.local_endpoint();
+  net_address out;
+  out.host = ep.address().to_string();
+  out.port = ep.port();
+  out.v6 = ep.address().is_v6();
+  out.loopback = ep.address().is_loopback();
+  return out;
 }
 
 void server::start() {
-  accept();
-  for (unsigned i = 0; i < std::max(1u, ctx_.opts.io_threads); ++i)
-    threads_.emplace_back([this] { io_.run(); });
-}
-
-void server::accept() {
-  acceptor_.async_accept(net::make_strand(io_),
-                         [this](boost::system::error_code ec, tcp::socket socket) {
-                           if (ec == net::error::operation_aborted || !acceptor_.is_open())
-                             return;
-                           if (!ec) {
-                             // A stream writes its head, then events as they happen: Nagle
-                             // would hold each small chunk for the client's delayed ACK (40
-                             // ms).
-                             boost::system::error_code ignored;
-                             socket.set_option(tcp::no_delay(true), ignored);
-                             serve_connection(std::move(socket), ctx_);
-                           }
-                           accept();
-                         });
+  impl_->accept();
+  for (unsigned i = 0; i < std::max(1u, impl_->ctx.opts.io_threads); ++i)
+    impl_->threads.emplace_back([this] { impl_->io.run(); });
 }
 
 void server::stop() {
-  if (stopped_) return;
-  stopped_ = true;
-  io_.stop();
-  for (auto& t : threads_)
+  auto& s = *impl_;
+  if (s.stopped) return;
+  s.stopped = true;
+  s.io.stop();
+  for (auto& t : s.threads)
     if (t.joinable()) t.join();
-  threads_.clear();
+  s.threads.clear();
   boost::system::error_code ignored;
-  acceptor_.close(ignored); // no thread runs io_ any more
-  // Connections still waiting in io_ go when io_ does (their relays are stopped then).
+  s.acceptor.close(ignored); // no thread runs io any more
+  // Connections still waiting in io go when io does (their relays are stopped then).
 }
 
 } // namespace guestflow::bridge

@@ -1,16 +1,14 @@
 #pragma once
 
 #include "bridge/server/metrics.hpp"
+#include "bridge/server/routes.hpp"
 #include "bridge/server/service.hpp"
+#include "common/net_address.hpp"
 
-#include <boost/asio/io_context.hpp>
-#include <boost/asio/ip/tcp.hpp>
 #include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
-#include <thread>
-#include <vector>
 
 namespace guestflow::bridge {
 
@@ -21,32 +19,37 @@ struct server_options {
   size_t stream_backlog_bytes = size_t{8} << 20; ///< a stream's unsent bytes before a drop
   std::chrono::seconds heartbeat{15};            ///< GUESTFLOW_STREAM_HEARTBEAT_SECONDS
   unsigned io_threads = 1;                       ///< GUESTFLOW_SERVE_IO_THREADS
-  const call_latency* cp_latency = nullptr;  ///< rendered in /metrics when set
+  const call_latency* cp_latency = nullptr;      ///< rendered in /metrics when set
 };
 
-/// What every connection shares.
+/// What every connection and every route handler shares.
 struct server_context {
   service& svc;
   metrics& stats;
   server_options opts;
+  const route_table& routes;
 };
 
 /// The transport layer: accepts on its own I/O threads and serves bridge/API.md with one
-/// Beast session per connection. Every domain call is asynchronous (the service answers
-/// on an actor thread; the session hops back onto its strand), so a thousand open streams
-/// cost sockets and buffers, not threads.
+/// Beast session per connection, each request handed to the route table's handler. Every
+/// domain call is asynchronous (the service answers on an actor thread; the session hops
+/// back onto its strand), so a thousand open streams cost sockets and buffers, not threads.
+/// Asio and Beast stay in the .cpp files: this header is what apps/ includes.
 class server {
 public:
-  /// Binds `endpoint` (port 0 picks one); throws boost::system::system_error on failure.
-  server(service& svc, metrics& stats, server_options opts,
-         const boost::asio::ip::tcp::endpoint& endpoint);
+  /// Binds `listen` (port 0 picks one) and serves `routes` (default: every route of
+  /// bridge/API.md); throws a std::runtime_error (a boost::system::system_error saying why)
+  /// when it cannot.
+  server(service& svc, metrics& stats, server_options opts, const net_address& listen);
+  server(service& svc, metrics& stats, server_options opts, const net_address& listen,
+         const route_table& routes);
   ~server();
 
   server(const server&) = delete;
   server& operator=(const server&) = delete;
 
   /// The bound address (the real port).
-  boost::asio::ip::tcp::endpoint local_endpoint() const;
+  net_address local_address() const;
 
   /// Starts accepting on `io_threads` threads.
   void start();
@@ -55,16 +58,8 @@ public:
   void stop();
 
 private:
-  void accept();
-
-  server_context ctx_; ///< first: connections still pending in io_ use it as io_ goes away
-  boost::asio::io_context io_;
-  boost::asio::ip::tcp::acceptor acceptor_;
-  std::vector<std::thread> threads_;
-  bool stopped_ = false;
+  struct impl;
+  std::unique_ptr<impl> impl_;
 };
-
-/// Serves one accepted connection until it closes (the session keeps itself alive).
-void serve_connection(boost::asio::ip::tcp::socket socket, server_context& ctx);
 
 } // namespace guestflow::bridge

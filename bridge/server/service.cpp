@@ -5,8 +5,6 @@
 #include "actors/guest_names.hpp"
 #include "messages/type_ids.hpp"
 
-#include <caf/event_based_actor.hpp>
-
 namespace guestflow::bridge {
 
 namespace {
@@ -15,18 +13,6 @@ using namespace std::chrono_literals;
 
 /// Admission and subscription answer at once; a stalled coordinator is `unavailable`.
 const caf::duration admin_timeout{30s};
-
-/// One request to `dest` from a short-lived actor; `done` gets the answer or the failure.
-/// The actor lives exactly as long as the request is outstanding.
-template<class T, class Handle, class... Ts>
-void ask(caf::actor_system& sys, const Handle& dest, caf::duration limit, reply<T> done,
-         Ts... xs) {
-  sys.spawn([dest, limit, done = std::move(done), xs...](caf::event_based_actor* self) {
-    self->request(dest, limit, xs...)
-        .then([done](T& x) { done(std::move(x)); },
-              [done](caf::error& e) { done(to_failure(e)); });
-  });
-}
 
 /// The execution's time box plus room for create and delete.
 caf::duration run_limit(uint32_t timeout_seconds) {
@@ -49,19 +35,19 @@ std::string_view service::provider_name() const noexcept {
 
 void service::start_run(run_request req, run_subscriber_actor relay, reply<std::string> done) {
   auto cancel_on_disconnect = req.cancel_on_disconnect;
-  ask<std::string>(system(), rt_.coordinator(), admin_timeout, std::move(done), run_atom::value,
-                   std::move(req), std::move(relay), cancel_on_disconnect);
+  ask_for<std::string>(system(), rt_.coordinator(), admin_timeout, std::move(done),
+                       run_atom::value, std::move(req), std::move(relay), cancel_on_disconnect);
 }
 
 void service::subscribe(std::string id, uint64_t from_seq, run_subscriber_actor relay,
                         reply<uint64_t> done) {
-  ask<uint64_t>(system(), rt_.coordinator(), admin_timeout, std::move(done),
-                subscribe_atom::value, std::move(id), from_seq, std::move(relay), false);
+  ask_for<uint64_t>(system(), rt_.coordinator(), admin_timeout, std::move(done),
+                    subscribe_atom::value, std::move(id), from_seq, std::move(relay), false);
 }
 
 void service::cancel(std::string id, reply<bool> done) {
-  ask<bool>(system(), rt_.coordinator(), admin_timeout, std::move(done), cancel_atom::value,
-            std::move(id));
+  ask_for<bool>(system(), rt_.coordinator(), admin_timeout, std::move(done), cancel_atom::value,
+                std::move(id));
 }
 
 policy::sandbox_settings service::settings_for(std::optional<uint32_t> timeout,
@@ -85,7 +71,7 @@ void service::sandbox_run(const sandbox_call& call, reply<sandbox_result> done) 
   }();
   if (!spec) return done(spec.error());
   auto limit = run_limit(spec->timeout_seconds);
-  ask<execution_report>(
+  ask_for<execution_report>(
       system(), rt_.spawn_execution(), limit,
       reply<execution_report>{[done = std::move(done)](result<execution_report> r) {
         if (!r) return done(r.error());
@@ -111,7 +97,7 @@ void service::component_run(const component_call& call, reply<component_answer> 
   if (!plan) return done(plan.error());
   auto limit = run_limit(plan->spec.timeout_seconds);
   auto reusable = plan->reusable;
-  ask<execution_report>(
+  ask_for<execution_report>(
       system(), rt_.spawn_component(*plan), limit,
       reply<execution_report>{[done = std::move(done), reusable](result<execution_report> r) {
         if (!r) return done(r.error());
@@ -125,18 +111,18 @@ void service::stats(reply<runtime_stats> done) {
   // Two asks, joined: the reaper's answer completes what the coordinator's began.
   auto& sys = system();
   auto reaper = rt_.reaper();
-  ask<coordinator_stats>(
+  ask_for<coordinator_stats>(
       sys, rt_.coordinator(), admin_timeout,
-      reply<coordinator_stats>{
-          [&sys, reaper, done = std::move(done)](result<coordinator_stats> c) {
-            if (!c) return done(c.error());
-            ask<reaper_stats>(sys, reaper, admin_timeout,
+      reply<coordinator_stats>{[&sys, reaper,
+                                done = std::move(done)](result<coordinator_stats> c) {
+        if (!c) return done(c.error());
+        ask_for<reaper_stats>(sys, reaper, admin_timeout,
                               reply<reaper_stats>{[runs = *c, done](result<reaper_stats> g) {
                                 if (!g) return done(g.error());
                                 done(runtime_stats{runs, *g});
                               }},
                               stats_atom::value);
-          }},
+      }},
       stats_atom::value);
 }
 

@@ -1,5 +1,6 @@
 #pragma once
 
+#include "actors/ask.hpp"
 #include "actors/runtime.hpp"
 #include "actors/sandbox_policy.hpp"
 #include "messages/bridge.hpp"
@@ -16,7 +17,7 @@ namespace guestflow::bridge {
 
 /// Called once with the answer, on an actor thread: the transport hops it to its own.
 template<class T>
-using reply = std::function<void(result<T>)>;
+using reply = answer_callback<T>;
 
 /// What the service needs to know besides the runtime, fixed at start-up.
 struct service_config {
@@ -34,7 +35,8 @@ struct runtime_stats {
 };
 
 /// The bridge's domain side: turns decoded HTTP bodies into runs of the runtime's actors
-/// without blocking (each answer arrives through a `reply`). Thread-safe.
+/// without blocking: each call is one ask actor (actors/ask.hpp), and its answer arrives
+/// through a `reply`. Thread-safe.
 class service {
 public:
   service(runtime& rt, service_config cfg);

@@ -1,0 +1,58 @@
+#pragma once
+
+#include "bridge/server/routes.hpp"
+#include "bridge/server/service.hpp"
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+
+namespace guestflow::bridge {
+
+/// How a run's answer is given: NDJSON events as they happen, or one JSON answer at the end.
+enum class run_answer : uint8_t { stream, collect };
+
+/// One request as a route handler sees it: what was asked, and the means to answer. The
+/// connection implements it (connection.cpp), so a handler never touches the transport.
+/// Every member runs on the connection's strand; an answer of the service, which arrives on
+/// an actor thread, comes back onto it through `then`.
+class exchange : public std::enable_shared_from_this<exchange> {
+public:
+  virtual ~exchange() = default;
+
+  /// What the matched route read from the target (`{id}`, `from_seq`).
+  virtual const route_params& params() const = 0;
+  /// The request body, moved out (call once).
+  virtual std::string take_body() = 0;
+  /// What a body decoder may accept (the server's body cap).
+  virtual decode_limits body_limits() const = 0;
+
+  /// A plain answer.
+  virtual void respond(unsigned status, std::string body,
+                       std::string_view content_type = "application/json") = 0;
+  /// The error answer for `f`: `{"error":…}` with the status of messages/http_status.hpp.
+  virtual void refuse(const failure& f) = 0;
+
+  /// Starts a run's answer: spawns the relay that takes the run's events to this
+  /// connection and watches for the client going away. Subscribe the returned relay.
+  virtual run_subscriber_actor begin_run(run_answer mode) = 0;
+  /// The run begun with begin_run was admitted as `id` (the answer starts), or refused.
+  virtual void admitted(result<std::string> id) = 0;
+
+  /// A service callback that runs `f(exchange&, result<T>)` on this exchange's strand; it
+  /// keeps the connection alive until then.
+  template<class T, class F>
+  reply<T> then(F f) {
+    return [self = shared_from_this(), f](result<T> r) {
+      self->post([f, r = std::move(r)](exchange& ex) mutable { f(ex, std::move(r)); });
+    };
+  }
+
+protected:
+  /// Runs `f` on the connection's strand; callable from any thread.
+  virtual void post(std::function<void(exchange&)> f) = 0;
+};
+
+} // namespace guestflow::bridge

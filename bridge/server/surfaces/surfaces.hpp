@@ -1,0 +1,25 @@
+#pragma once
+
+// Each surface of bridge/API.md registers its own routes, from its own file here.
+
+#include "bridge/server/routes.hpp"
+
+namespace guestflow::bridge {
+
+/// POST /v1/runs, GET /v1/runs/{id}/events, DELETE /v1/runs/{id} (runs.cpp).
+void add_run_routes(route_table& t);
+/// POST /v1/sandbox/run (sandbox.cpp).
+void add_sandbox_routes(route_table& t);
+/// POST /v1/components/run (components.cpp).
+void add_component_routes(route_table& t);
+/// GET /v1/capabilities (capabilities.cpp).
+void add_capabilities_routes(route_table& t);
+/// GET /healthz, the one route without the token (health.cpp).
+void add_health_routes(route_table& t);
+/// GET /metrics (metrics.cpp).
+void add_metrics_routes(route_table& t);
+
+/// Every route of bridge/API.md, built once.
+const route_table& api_routes();
+
+} // namespace guestflow::bridge
