@@ -42,11 +42,6 @@ void single(std::string& out, const char* name, const char* type, const char* he
   sample(out, name, v);
 }
 
-constexpr ec all_codes[] = {
-    ec::bad_request, ec::policy_refused, ec::unavailable,        ec::transient, ec::paused,
-    ec::not_found,   ec::egress_drift,   ec::artifact_too_large, ec::timeout,   ec::oom,
-    ec::capacity,    ec::guest_failed};
-
 } // namespace
 
 void metrics::answered(endpoint ep, unsigned status) noexcept {
@@ -76,9 +71,11 @@ std::string metrics::render(const runtime_stats& rt, const call_latency* cp) {
   family(out, "guestflow_runs_total", "counter",
          "Flow runs whose terminal event reached a bridge client, by outcome.");
   sample(out, "guestflow_runs_total{outcome=\"complete\"}", outcomes_[0].load());
-  for (auto code : all_codes)
-    sample(out, "guestflow_runs_total{outcome=\"" + std::string{to_string(code)} + "\"}",
-           outcomes_[static_cast<size_t>(code)].load());
+  for (size_t i = 1; i < outcomes; ++i)
+    sample(out,
+           "guestflow_runs_total{outcome=\"" + std::string{to_string(static_cast<ec>(i))} +
+               "\"}",
+           outcomes_[i].load());
 
   single(out, "guestflow_guests_created_total", "counter", "Ephemeral guests created.",
          rt.guests.created);

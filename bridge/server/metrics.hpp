@@ -35,8 +35,8 @@ public:
 
 private:
   static constexpr size_t status_classes = 3; ///< 2xx, 4xx, 5xx
-  static constexpr size_t endpoints = 8;
-  static constexpr size_t outcomes = 13; ///< complete + every ec
+  static constexpr size_t endpoints = endpoint_count;
+  static constexpr size_t outcomes = 1 + static_cast<size_t>(last_ec); ///< complete + every ec
 
   std::array<std::atomic<uint64_t>, endpoints * status_classes> requests_{};
   std::array<std::atomic<uint64_t>, outcomes> outcomes_{};

@@ -65,3 +65,21 @@ TEST(metrics, render_the_runtime_and_bridge_counters_as_prometheus_text) {
   // Without an observed client there is no histogram at all (not an empty one).
   EXPECT_EQ(m.render(rt, nullptr).find("controlplane_call_seconds"), std::string::npos);
 }
+
+TEST(metrics, count_every_terminal_outcome_including_the_last_code) {
+  metrics m;
+  for (auto i = 1; i <= static_cast<int>(last_ec); ++i) {
+    run_event e;
+    e.type = run_event::kind::error;
+    e.code = static_cast<ec>(i);
+    m.finished(e);
+  }
+  auto text = m.render(runtime_stats{}, nullptr);
+  for (auto i = 1; i <= static_cast<int>(last_ec); ++i) {
+    auto line = "guestflow_runs_total{outcome=\"" + std::string{to_string(static_cast<ec>(i))} +
+                "\"} 1";
+    EXPECT_TRUE(has_line(text, line)) << line << " not in\n" << text;
+  }
+  // cancelled (the last code) was once past the end of the counters and never reported.
+  EXPECT_TRUE(has_line(text, "guestflow_runs_total{outcome=\"cancelled\"} 1")) << text;
+}
