@@ -1,8 +1,10 @@
 #include "controlplane/local/guests/sandbox_launch.hpp"
 
+#include "common/numbers.hpp"
+#include "common/text.hpp"
+#include "common/unique_fd.hpp"
 #include "controlplane/local/guests/child_setup.hpp"
 #include "controlplane/local/guests/seccomp_filter.hpp"
-#include "common/unique_fd.hpp"
 
 #include <cerrno>
 #include <cstring>
@@ -149,10 +151,15 @@ std::optional<pid_t> parse_child_pid(const std::string& info) {
   if (key == std::string::npos) return std::nullopt;
   auto colon = info.find(':', key);
   if (colon == std::string::npos) return std::nullopt;
-  char* end = nullptr;
-  long v = std::strtol(info.c_str() + colon + 1, &end, 10);
-  if (end == info.c_str() + colon + 1 || v <= 0) return std::nullopt;
-  return pid_t(v);
+  // The value: the run of digits after the colon (and any blanks), e.g. `"child-pid": 42,`.
+  auto start = info.find_first_not_of(blanks, colon + 1);
+  if (start == std::string::npos) return std::nullopt;
+  auto end = info.find_first_not_of("0123456789", start);
+  auto digits =
+      std::string_view{info}.substr(start, end == std::string::npos ? end : end - start);
+  auto v = parse_uint(digits, 1, uint64_t(std::numeric_limits<pid_t>::max()));
+  if (!v) return std::nullopt;
+  return pid_t(*v);
 }
 
 failure launch_failed(const std::string& what, int err_fd) {
