@@ -1,14 +1,14 @@
 #include "controlplane/local/guests/guest_backend.hpp"
 
+#include "common/unique_fd.hpp"
 #include "controlplane/local/guests/cgroups.hpp"
 #include "controlplane/local/guests/child_setup.hpp"
 #include "controlplane/local/guests/guest_exec.hpp"
 #include "controlplane/local/guests/guest_files.hpp"
 #include "controlplane/local/guests/guest_init.hpp"
-#include "controlplane/local/network/netns_egress.hpp"
 #include "controlplane/local/guests/sandbox_launch.hpp"
 #include "controlplane/local/guests/seccomp_filter.hpp"
-#include "common/unique_fd.hpp"
+#include "controlplane/local/network/netns_egress.hpp"
 
 #include <cerrno>
 #include <csignal>

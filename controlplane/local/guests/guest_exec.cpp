@@ -1,8 +1,8 @@
 #include "controlplane/local/guests/guest_exec.hpp"
 
+#include "common/unique_fd.hpp"
 #include "controlplane/local/guests/child_setup.hpp"
 #include "controlplane/local/guests/sandbox_launch.hpp"
-#include "common/unique_fd.hpp"
 
 #include <cerrno>
 #include <csignal>

@@ -1,7 +1,7 @@
 #include "controlplane/local/guests/host_command.hpp"
 
-#include "controlplane/local/guests/child_setup.hpp"
 #include "common/unique_fd.hpp"
+#include "controlplane/local/guests/child_setup.hpp"
 
 #include <cerrno>
 #include <csignal>

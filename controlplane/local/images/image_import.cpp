@@ -1,7 +1,7 @@
 #include "controlplane/local/images/image_import.hpp"
 
-#include "controlplane/local/images/tar_reader.hpp"
 #include "common/unique_fd.hpp"
+#include "controlplane/local/images/tar_reader.hpp"
 
 #include <algorithm>
 #include <cerrno>

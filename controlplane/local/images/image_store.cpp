@@ -1,9 +1,9 @@
 #include "controlplane/local/images/image_store.hpp"
 
-#include "controlplane/local/service/clock.hpp"
+#include "common/unique_fd.hpp"
 #include "controlplane/local/images/image_import.hpp"
 #include "controlplane/local/images/python_env.hpp"
-#include "common/unique_fd.hpp"
+#include "controlplane/local/service/clock.hpp"
 
 #include <cerrno>
 #include <cstdio>

@@ -1,8 +1,8 @@
 #include "controlplane/local/network/netns_egress.hpp"
 
+#include "common/unique_fd.hpp"
 #include "controlplane/local/guests/host_command.hpp"
 #include "controlplane/local/network/nft_apply.hpp"
-#include "common/unique_fd.hpp"
 
 #include <algorithm>
 #include <arpa/inet.h>

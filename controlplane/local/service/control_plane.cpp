@@ -1,7 +1,7 @@
 #include "controlplane/local/service/control_plane.hpp"
 
-#include "controlplane/local/service/clock.hpp"
 #include "controlplane/local/guests/guest_exec.hpp"
+#include "controlplane/local/service/clock.hpp"
 #include "controlplane/local/service/shapes.hpp"
 
 #include <algorithm>

@@ -1,10 +1,10 @@
 #pragma once
 
 #include "controlplane/local/guests/guest_backend.hpp"
-#include "controlplane/local/store/guest_record.hpp"
 #include "controlplane/local/images/image_store.hpp"
-#include "controlplane/local/store/record_store.hpp"
 #include "controlplane/local/service/sandbox_service.hpp"
+#include "controlplane/local/store/guest_record.hpp"
+#include "controlplane/local/store/record_store.hpp"
 
 #include <chrono>
 #include <functional>

@@ -1,7 +1,7 @@
 #pragma once
 
-#include "controlplane/local/store/guest_record.hpp"
 #include "controlplane/local/service/sandbox_service.hpp"
+#include "controlplane/local/store/guest_record.hpp"
 
 #include <chrono>
 #include <map>

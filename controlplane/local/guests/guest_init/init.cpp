@@ -1,5 +1,5 @@
-// The init of a guest whose root is an image (controlplane/local/guests/sandbox_launch.cpp): the
-// image may have no shell and no `sleep`, so the control plane brings its own program. It
+// The init of a guest whose root is an image (controlplane/local/guests/sandbox_launch.cpp):
+// the image may have no shell and no `sleep`, so the control plane brings its own program. It
 // is freestanding (no libc, a few KiB, static) and reaches bwrap as a sealed memfd that
 // bwrap runs as /proc/self/fd/N. It does what the host layout's `sh -c 'echo >&3; exec 3>&-
 // sleep infinity'` does: say "set up" on fd 3, close every inherited descriptor (the pipe
