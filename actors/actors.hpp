@@ -30,12 +30,9 @@ using fetch_atom = caf::atom_constant<caf::atom("fetch")>;
 using exec_atom = caf::atom_constant<caf::atom("exec")>;
 using stream_atom = caf::atom_constant<caf::atom("stream")>;
 using cancel_atom = caf::atom_constant<caf::atom("cancel")>;
-using pause_atom = caf::atom_constant<caf::atom("pause")>;
 using resume_atom = caf::atom_constant<caf::atom("resume")>;
 using delete_atom = caf::atom_constant<caf::atom("delete")>;
 using egress_atom = caf::atom_constant<caf::atom("egress")>;
-using shapes_atom = caf::atom_constant<caf::atom("shapes")>;
-using caps_atom = caf::atom_constant<caf::atom("caps")>;
 using done_atom = caf::atom_constant<caf::atom("done")>;
 using run_atom = caf::atom_constant<caf::atom("run")>;
 using track_atom = caf::atom_constant<caf::atom("track")>;
@@ -82,18 +79,12 @@ using controlplane_actor = caf::typed_actor<
                     exec_sink_actor>::with<int32_t>,
     /// Cancels the stream feeding this sink (the server kills the command).
     caf::reacts_to<cancel_atom, exec_sink_actor>,
-    /// POST …/pause.
-    caf::replies_to<pause_atom, std::string>::with<sandbox_view>,
     /// POST …/resume.
     caf::replies_to<resume_atom, std::string>::with<sandbox_view>,
     /// DELETE /v1/sandboxes/{id}.
     caf::replies_to<delete_atom, std::string>::with<sandbox_deleted>,
     /// GET …/egress.
     caf::replies_to<egress_atom, std::string>::with<egress_body>,
-    /// PUT …/egress.
-    caf::replies_to<egress_atom, std::string, egress_policy>::with<egress_body>,
-    /// GET /v1/shapes.
-    caf::replies_to<shapes_atom>::with<shape_list>,
     /// Internal: a client completion (call id, value or caf::error) hops onto the actor.
     caf::reacts_to<done_atom, uint64_t, caf::message>>;
 
@@ -230,5 +221,19 @@ using guest_registry_actor = caf::typed_actor<
     /// max(created_at, last_resumed_at, paused_at)) that no run of this runtime holds;
     /// replies how many were deleted.
     caf::replies_to<sweep_atom, uint32_t>::with<uint64_t>>;
+
+// -- the CLI: hand-offs between the actors and its blocking main thread -------------------
+
+/// A run subscriber whose events a blocking thread takes (the CLI's `run` printing loop);
+/// the same interface as run_subscriber_actor, so the coordinator streams to it directly.
+using event_handoff_actor = caf::typed_actor<
+    /// One event of a run, queued for the thread in arrival (= seq) order.
+    caf::reacts_to<run_event>>;
+
+/// The sender, on someone else's behalf (`caf::send_as`), of the CLI's start-up sweep: its
+/// answer ends the wait for it (an error answer too) and the waiter quits.
+using sweep_waiter_actor = caf::typed_actor<
+    /// The sweep's answer, how many orphans it deleted: the owner's lease is shared again.
+    caf::reacts_to<uint64_t>>;
 
 } // namespace guestflow

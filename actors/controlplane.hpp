@@ -4,7 +4,6 @@
 #include "controlplane/client/client.hpp"
 
 #include <caf/stateful_actor.hpp>
-
 #include <functional>
 #include <memory>
 #include <unordered_map>
@@ -14,7 +13,7 @@ namespace guestflow {
 /// Deadlines of the calls the runtime makes (host-side backstops, not guest limits).
 struct controlplane_timeouts {
   cp::millis create{120'000};
-  cp::millis query{30'000}; ///< get, list, egress, shapes, pause, resume
+  cp::millis query{30'000}; ///< get, list, egress, resume
   cp::millis files{120'000};
   cp::millis remove{60'000};
 };

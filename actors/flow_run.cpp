@@ -1,9 +1,10 @@
 #include "actors/flow_run.hpp"
 
+#include "actors/caf_bridge.hpp"
+
 #include <algorithm>
 #include <caf/event_based_actor.hpp>
 #include <caf/exit_reason.hpp>
-#include <caf/mailbox_element.hpp>
 #include <caf/send.hpp>
 #include <spdlog/spdlog.h>
 
@@ -13,22 +14,15 @@ namespace {
 using self_ptr = flow_run_actor::stateful_pointer<flow_run_state>;
 using phase = flow_run_state::phase;
 
-/// Enqueues one shared message: fan-out to N subscribers copies no event.
-void deliver(self_ptr self, const run_subscriber_actor& to, const caf::message& msg) {
-  auto dest = caf::actor_cast<caf::strong_actor_ptr>(to);
-  if (dest)
-    dest->enqueue(caf::strong_actor_ptr{self->ctrl()}, caf::make_message_id(), msg,
-                  self->context());
-}
-
-/// Stamps `e` with run id and seq, buffers it and sends it to every subscriber.
+/// Stamps `e` with run id and seq, buffers it and sends it to every subscriber: one shared
+/// message, so that fan-out to N subscribers copies no event.
 void publish(self_ptr self, run_event e) {
   auto& st = self->state;
   auto& stamped = st.log.append(std::move(e), st.run_id);
   if (st.subs.empty()) return;
-  auto msg = caf::make_message(stamped);
+  caf_bridge::shared_message<run_event> msg{stamped};
   for (auto& s : st.subs)
-    if (s.from <= stamped.seq) deliver(self, s.handle, msg);
+    if (s.from <= stamped.seq) caf_bridge::enqueue_shared(self, s.handle, msg);
 }
 
 /// The single terminal event; then the slot is freed and the run waits for late joiners.

@@ -2,6 +2,7 @@
 
 #include "actors/executor_settings.hpp"
 #include "actors/guest_names.hpp"
+#include "actors/sweep_waiter.hpp"
 #include "actors/system_settings.hpp"
 #include "apps/wait_turn.hpp"
 #include "common/unique_fd.hpp"
@@ -9,7 +10,6 @@
 #include "controlplane/local/embedded.hpp"
 #include "messages/type_ids.hpp"
 
-#include <caf/event_based_actor.hpp>
 #include <caf/scoped_actor.hpp>
 #include <caf/send.hpp>
 #include <cerrno>
@@ -193,16 +193,7 @@ result<std::unique_ptr<session>> session::open(const cp::env_map& env, signal_wa
     // Alone: the lease stays exclusive until the sweep has listed, so that no sibling
     // starts (and creates) in between; the sweep goes on in the background.
     auto* lease = &*s->lease_; // outlives the actor system (declared before it)
-    s->sweep_waiter_ = s->sys_->spawn([lease](caf::event_based_actor* self) -> caf::behavior {
-      self->set_error_handler([self, lease](caf::error&) { // the sweep failed: share anyway
-        lease->share();
-        self->quit();
-      });
-      return {[self, lease](uint64_t) {
-        lease->share();
-        self->quit();
-      }};
-    });
+    s->sweep_waiter_ = s->sys_->spawn(sweep_waiter, [lease] { lease->share(); });
     // Sent from here, so the sweep is in the reaper's mailbox before any later drain (which
     // then waits for it); its answer goes to the waiter.
     caf::send_as(s->sweep_waiter_, s->rt_->reaper(), sweep_atom::value,

@@ -7,7 +7,6 @@
 #include "controlplane/client/endpoint_selection.hpp"
 #include "messages/call_latency.hpp"
 
-#include <caf/actor.hpp>
 #include <caf/actor_system.hpp>
 #include <caf/actor_system_config.hpp>
 #include <caf/duration.hpp>
@@ -80,7 +79,7 @@ private:
   signal_watch& watch_;
   std::optional<owner_lease> lease_; ///< released last, once the reaper has drained
   std::string no_lease_;             ///< why there is none (sweeps refuse then)
-  caf::actor sweep_waiter_;          ///< shares the lease again once the start sweep listed
+  sweep_waiter_actor sweep_waiter_;  ///< shares the lease again once the start sweep listed
   std::unique_ptr<local::embedded_control_plane> embedded_;
   std::unique_ptr<caf::actor_system_config> cfg_;
   std::unique_ptr<caf::actor_system> sys_;

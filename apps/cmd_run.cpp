@@ -1,13 +1,13 @@
+#include "actors/event_handoff.hpp"
 #include "apps/args.hpp"
 #include "apps/cli_session.hpp"
 #include "apps/command.hpp"
+#include "common/numbers.hpp"
 #include "messages/flow_run.hpp"
 #include "messages/result_text.hpp"
 
 #include <caf/scoped_actor.hpp>
 #include <caf/send.hpp>
-#include <condition_variable>
-#include <deque>
 #include <iostream>
 #include <map>
 
@@ -38,34 +38,6 @@ Exit status: 0 success, 1 a vertex or the run failed, 2 bad input, 130 cancelled
 Executor settings: CREATEOS_EXECUTOR_SHAPE (s-4vcpu-8gb), CREATEOS_EXECUTOR_TIMEOUT_SECONDS
 (600), CREATEOS_EXECUTOR_EGRESS (*), CREATEOS_EXECUTOR_ROOTFS, CREATEOS_EXECUTOR_INSTALL_LFX,
 CREATEOS_EXECUTOR_PIP, GUESTFLOW_RUNNER_EXECUTOR (auto).)usage";
-
-/// Events handed from the subscriber actor to the printing thread, in order.
-struct event_queue {
-  std::mutex mu;
-  std::condition_variable cv;
-  std::deque<run_event> events;
-
-  void push(run_event e) {
-    {
-      std::lock_guard<std::mutex> guard{mu};
-      events.push_back(std::move(e));
-    }
-    cv.notify_one();
-  }
-
-  run_event pop() {
-    std::unique_lock<std::mutex> guard{mu};
-    cv.wait(guard, [this] { return !events.empty(); });
-    auto e = std::move(events.front());
-    events.pop_front();
-    return e;
-  }
-};
-
-run_subscriber_actor::behavior_type subscriber(run_subscriber_actor::pointer,
-                                               std::shared_ptr<event_queue> q) {
-  return {[q](run_event& e) { q->push(std::move(e)); }};
-}
 
 /// How progress lines name vertices: the display name, with the id beside it where two
 /// vertices share a display name.
@@ -128,13 +100,13 @@ int run_flow(const std::vector<std::string>& argv) {
   if (auto input = a.get("input")) req.inputs = raw_json{quote_json(*input)};
   req.outputs = a.all("output");
   if (auto t = a.get("timeout")) {
-    char* end = nullptr;
-    auto v = std::strtoul(t->c_str(), &end, 10);
-    if (t->empty() || *end != '\0' || v == 0 || v > 86'400) {
-      std::cerr << "guestflow run: --timeout expects seconds (1..86400), got '" << *t << "'\n";
+    auto v = parse_uint_as<uint32_t>(*t, 1, 86'400);
+    if (!v) {
+      std::cerr << "guestflow run: " << uint_refusal("--timeout", *t, 1, 86'400)
+                << " (seconds)\n";
       return 2;
     }
-    req.timeout_seconds = static_cast<uint32_t>(v);
+    req.timeout_seconds = *v;
   }
   if (auto ex = a.get("executor")) {
     if (!is_executor_name(*ex)) {
@@ -149,8 +121,8 @@ int run_flow(const std::vector<std::string>& argv) {
   auto s = session::open(env, watch);
   if (!s) return report_failure("run", s.error());
   auto& rt = (*s)->rt();
-  auto queue = std::make_shared<event_queue>();
-  auto sub = rt.system().spawn(subscriber, queue);
+  auto queue = std::make_shared<run_event_queue>();
+  auto sub = rt.system().spawn(event_handoff, queue);
   caf::scoped_actor self{rt.system()};
   std::optional<result<std::string>> id;
   self->request(rt.coordinator(), std::chrono::seconds{60}, run_atom::value, std::move(req),
