@@ -5,7 +5,6 @@
 #include "actors/guest_names.hpp"
 
 #include <algorithm>
-#include <charconv>
 
 namespace guestflow {
 namespace {
@@ -36,18 +35,9 @@ uint32_t reusable_auto_pause(uint32_t timeout_seconds) {
 }
 
 result<uint64_t> artifact_cap_from_env(const policy::env_map& env) {
-  constexpr uint64_t fallback = uint64_t{5} << 20;
-  auto i = env.find("GUESTFLOW_ARTIFACT_CAP_BYTES");
-  if (i == env.end() || i->second.empty()) return fallback;
-  const auto& v = i->second;
-  uint64_t n = 0;
-  auto [end, err] = std::from_chars(v.data(), v.data() + v.size(), n);
-  if (err != std::errc{} || end != v.data() + v.size() || n < 1 || n > (uint64_t{1} << 30))
-    return fail(ec::bad_request,
-                "GUESTFLOW_ARTIFACT_CAP_BYTES: expected bytes in 1..1073741824, "
-                "got '" +
-                    v + "'");
-  return n;
+  auto cap = policy::env_uint(env, "GUESTFLOW_ARTIFACT_CAP_BYTES", 1, uint64_t{1} << 30);
+  if (!cap) return cap.error();
+  return cap->value_or(uint64_t{5} << 20);
 }
 
 result<component_plan> make_component_spec(const component_request& req,

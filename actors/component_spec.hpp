@@ -60,7 +60,8 @@ result<component_plan> make_component_spec(const component_request& req,
 /// max(60, timeout + 60), capped at the wire maximum of 86400.
 uint32_t reusable_auto_pause(uint32_t timeout_seconds);
 
-/// GUESTFLOW_ARTIFACT_CAP_BYTES (default 5 MiB, 1 byte … 1 GiB); bad_request if malformed.
+/// GUESTFLOW_ARTIFACT_CAP_BYTES (default 5 MiB when unset or blank, 1 byte … 1 GiB);
+/// bad_request naming it if malformed (policy::env_uint's rule).
 result<uint64_t> artifact_cap_from_env(const policy::env_map& env);
 
 } // namespace guestflow

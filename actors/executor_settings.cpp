@@ -1,30 +1,9 @@
 #include "actors/executor_settings.hpp"
 
-#include <algorithm>
-#include <charconv>
+#include "common/text.hpp"
 
 namespace guestflow {
 namespace {
-
-constexpr std::string_view blanks = " \t\r\n";
-
-std::string_view trim(std::string_view s) {
-  auto b = s.find_first_not_of(blanks);
-  if (b == std::string_view::npos) return {};
-  return s.substr(b, s.find_last_not_of(blanks) - b + 1);
-}
-
-/// Splits on any of `seps`, trimming blanks and dropping empty items.
-std::vector<std::string> split(std::string_view text, std::string_view seps) {
-  std::vector<std::string> out;
-  size_t i = 0;
-  while (i <= text.size()) {
-    auto j = std::min(text.find_first_of(seps, i), text.size());
-    if (auto item = trim(text.substr(i, j - i)); !item.empty()) out.emplace_back(item);
-    i = j + 1;
-  }
-  return out;
-}
 
 /// One variable at a time; the first malformed one wins.
 class env_reader {

@@ -1,6 +1,6 @@
 #pragma once
 
-#include "actors/line_assembler.hpp"
+#include "common/line_assembler.hpp"
 #include "messages/execution.hpp"
 #include "messages/flow_run.hpp"
 #include "messages/run.hpp"

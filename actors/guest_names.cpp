@@ -1,6 +1,6 @@
 #include "actors/guest_names.hpp"
 
-#include <cctype>
+#include "common/text.hpp"
 
 namespace guestflow::names {
 namespace {
@@ -25,13 +25,9 @@ bool valid_char(char c) {
 std::string owner_id(std::string_view env_owner, std::string_view host_name,
                      std::string_view state_dir) {
   std::string out;
-  for (char c : env_owner) {
-    auto l = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    if (valid_char(l) && out.size() < 6)
-      out.push_back(l);
-  }
-  if (!env_owner.empty() && out.size() == 6)
-    return out;
+  for (char c : lower(env_owner))
+    if (valid_char(c) && out.size() < 6) out.push_back(c);
+  if (!env_owner.empty() && out.size() == 6) return out;
   // A short or odd GUESTFLOW_OWNER still yields 6 valid chars, derived from what was given.
   auto h = env_owner.empty() ? fnv1a(state_dir, fnv1a(host_name)) : fnv1a(env_owner);
   out.clear();
@@ -59,11 +55,9 @@ std::optional<parsed_name> parse(std::string_view name) {
   if (name.size() != 22 || name.substr(0, 3) != "gf-" || name[4] != '-' || name[11] != '-')
     return std::nullopt;
   auto k = name[3];
-  if (k != 'b' && k != 'x' && k != 'c')
-    return std::nullopt;
+  if (k != 'b' && k != 'x' && k != 'c') return std::nullopt;
   for (size_t i = 5; i < 22; ++i)
-    if (i != 11 && !valid_char(name[i]))
-      return std::nullopt;
+    if (i != 11 && !valid_char(name[i])) return std::nullopt;
   return parsed_name{static_cast<guest_kind>(k), std::string{name.substr(5, 6)}};
 }
 
@@ -98,11 +92,9 @@ std::string reusable(std::string_view flow_id, std::string_view component_id,
 }
 
 bool is_reusable(std::string_view name) {
-  if (name.size() != 22 || name.substr(0, 5) != "gf-c-")
-    return false;
+  if (name.size() != 22 || name.substr(0, 5) != "gf-c-") return false;
   for (size_t i = 5; i < name.size(); ++i)
-    if (!valid_char(name[i]))
-      return false;
+    if (!valid_char(name[i])) return false;
   return true;
 }
 

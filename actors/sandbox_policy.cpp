@@ -1,49 +1,35 @@
 #include "actors/sandbox_policy.hpp"
 
+#include "common/numbers.hpp"
+#include "common/text.hpp"
+
 #include <algorithm>
-#include <cctype>
-#include <charconv>
 
 namespace guestflow::policy {
 namespace {
 
-std::string lower(std::string s) {
-  for (auto& c : s)
-    c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return s;
-}
-
-std::string trim(const std::string& s) {
-  auto b = s.find_first_not_of(" \t\r\n");
-  if (b == std::string::npos)
-    return {};
-  auto e = s.find_last_not_of(" \t\r\n");
-  return s.substr(b, e - b + 1);
-}
-
-const std::string* lookup(const env_map& env, const char* key) {
+/// The value with blanks trimmed; nullopt when unset or blank.
+std::optional<std::string> lookup(const env_map& env, const char* key) {
   auto i = env.find(key);
-  return i == env.end() || trim(i->second).empty() ? nullptr : &i->second;
+  if (i == env.end() || trim(i->second).empty()) return std::nullopt;
+  return std::string{trim(i->second)};
 }
 
-template <class T>
+template<class T>
 std::optional<failure> read_uint(const env_map& env, const char* key, T& out, T min, T max) {
   auto v = env_uint(env, key, min, max);
-  if (!v)
-    return v.error();
-  if (*v)
-    out = static_cast<T>(**v);
+  if (!v) return v.error();
+  if (*v) out = static_cast<T>(**v);
   return std::nullopt;
 }
 
 std::optional<failure> read_bool(const env_map& env, const char* key, bool& out) {
   auto v = lookup(env, key);
-  if (!v)
-    return std::nullopt;
+  if (!v) return std::nullopt;
   auto b = parse_bool(*v);
   if (!b)
     return fail(ec::bad_request,
-                std::string{key} + ": expected true or false, got '" + trim(*v) + "'");
+                std::string{key} + ": expected true or false, got '" + *v + "'");
   out = *b;
   return std::nullopt;
 }
@@ -56,59 +42,39 @@ provider_info createos_provider() {
 
 std::optional<bool> parse_bool(const std::string& text) {
   auto t = lower(trim(text));
-  if (t == "true" || t == "1" || t == "yes" || t == "on")
-    return true;
-  if (t == "false" || t == "0" || t == "no" || t == "off")
-    return false;
+  if (t == "true" || t == "1" || t == "yes" || t == "on") return true;
+  if (t == "false" || t == "0" || t == "no" || t == "off") return false;
   return std::nullopt;
 }
 
 result<std::optional<uint64_t>> env_uint(const env_map& env, const char* key, uint64_t min,
                                          uint64_t max) {
   auto v = lookup(env, key);
-  if (!v)
-    return std::optional<uint64_t>{};
-  auto text = trim(*v);
-  uint64_t parsed = 0;
-  auto [end, err] = std::from_chars(text.data(), text.data() + text.size(), parsed);
-  if (err != std::errc{} || end != text.data() + text.size() || parsed < min || parsed > max)
-    return fail(ec::bad_request, std::string{key} + ": expected an integer in "
-                                   + std::to_string(min) + ".." + std::to_string(max)
-                                   + ", got '" + text + "'");
-  return std::optional<uint64_t>{parsed};
+  if (!v) return std::optional<uint64_t>{};
+  auto parsed = parse_uint(*v, min, max);
+  if (!parsed) return fail(ec::bad_request, uint_refusal(key, *v, min, max));
+  return std::optional<uint64_t>{*parsed};
 }
 
 result<sandbox_settings> settings_from_env(const env_map& env) {
   sandbox_settings s;
-  if (auto e = read_uint<uint32_t>(env, "LANGFLOW_SANDBOX_TIMEOUT_SECONDS", s.timeout_seconds, 1,
-                                   86'400))
+  if (auto e = read_uint<uint32_t>(env, "LANGFLOW_SANDBOX_TIMEOUT_SECONDS", s.timeout_seconds,
+                                   1, 86'400))
     return *e;
   if (auto e = read_uint<uint64_t>(env, "LANGFLOW_SANDBOX_MEMORY_MB", s.memory_mb, 1,
                                    uint64_t{1} << 22))
     return *e;
-  if (auto e = read_bool(env, "LANGFLOW_SANDBOX_ALLOW_NETWORK", s.allow_network))
-    return *e;
+  if (auto e = read_bool(env, "LANGFLOW_SANDBOX_ALLOW_NETWORK", s.allow_network)) return *e;
   if (auto e = read_bool(env, "LANGFLOW_SANDBOX_CREATEOS_ACCEPT_EGRESS_EXCEPTIONS",
                          s.accept_egress_exceptions))
     return *e;
-  if (auto v = lookup(env, "LANGFLOW_SANDBOX_ALLOWED_DOMAINS")) {
-    std::string item;
-    for (char c : *v + ",") {
-      if (c == ',' || c == ' ' || c == '\n') {
-        if (!item.empty())
-          s.allowed_domains.push_back(item);
-        item.clear();
-      } else {
-        item.push_back(c);
-      }
-    }
-  }
-  if (auto v = lookup(env, "CREATEOS_SANDBOX_ROOTFS"))
-    s.rootfs = trim(*v);
-  if (auto v = lookup(env, "GUESTFLOW_SHAPE"))
-    s.pinned_shape = trim(*v);
-  if (auto v = lookup(env, "CREATEOS_SANDBOX_SHAPE"); v && lower(trim(*v)) != "auto")
-    s.pinned_shape = trim(*v);
+  // Comma- or blank-separated, as Langflow reads it.
+  if (auto v = lookup(env, "LANGFLOW_SANDBOX_ALLOWED_DOMAINS"))
+    s.allowed_domains = split(*v, std::string{","} + std::string{blanks});
+  if (auto v = lookup(env, "CREATEOS_SANDBOX_ROOTFS")) s.rootfs = *v;
+  if (auto v = lookup(env, "GUESTFLOW_SHAPE")) s.pinned_shape = *v;
+  if (auto v = lookup(env, "CREATEOS_SANDBOX_SHAPE"); v && lower(*v) != "auto")
+    s.pinned_shape = *v;
   return s;
 }
 
@@ -121,11 +87,10 @@ result<egress_policy> admit(const sandbox_settings& s, const provider_info& p) {
                 "LANGFLOW_SANDBOX_ALLOW_NETWORK=false for a restricted network");
   if (s.timeout_seconds > p.caps.max_timeout_seconds)
     return fail(ec::policy_refused,
-                "LANGFLOW_SANDBOX_TIMEOUT_SECONDS=" + std::to_string(s.timeout_seconds)
-                  + " exceeds the provider's maximum of "
-                  + std::to_string(p.caps.max_timeout_seconds) + " seconds");
-  if (s.allow_network)
-    return egress_policy::allow_all();
+                "LANGFLOW_SANDBOX_TIMEOUT_SECONDS=" + std::to_string(s.timeout_seconds) +
+                    " exceeds the provider's maximum of " +
+                    std::to_string(p.caps.max_timeout_seconds) + " seconds");
+  if (s.allow_network) return egress_policy::allow_all();
   if (!p.caps.supports_deny_all_egress)
     return fail(ec::policy_refused, "network is off, but this provider cannot deny egress");
   if (!p.caps.link_local_blocked && !s.accept_egress_exceptions)
@@ -140,34 +105,31 @@ result<shape> pick_shape(const shape_list& catalog, uint64_t memory_mb, uint64_t
                          const std::optional<std::string>& pinned) {
   if (pinned) {
     for (const auto& s : catalog.data)
-      if (s.id == *pinned)
-        return s;
+      if (s.id == *pinned) return s;
     std::string known;
     for (const auto& s : catalog.data)
       known += (known.empty() ? "" : ", ") + s.id;
-    return fail(ec::bad_request, "shape '" + *pinned + "' is not in the catalog (" + known + ")");
+    return fail(ec::bad_request,
+                "shape '" + *pinned + "' is not in the catalog (" + known + ")");
   }
   auto need = std::max(memory_mb, floor_mib);
   const shape* best = nullptr;
   for (const auto& s : catalog.data)
-    if (s.mem_mib >= need
-        && (!best || s.mem_mib < best->mem_mib
-            || (s.mem_mib == best->mem_mib && s.vcpu < best->vcpu)))
+    if (s.mem_mib >= need && (!best || s.mem_mib < best->mem_mib ||
+                              (s.mem_mib == best->mem_mib && s.vcpu < best->vcpu)))
       best = &s;
   if (!best)
-    return fail(ec::capacity, "no shape in the catalog has " + std::to_string(need)
-                                + " MiB of memory or more");
+    return fail(ec::capacity, "no shape in the catalog has " + std::to_string(need) +
+                                  " MiB of memory or more");
   return *best;
 }
 
 result<placement> place(const sandbox_settings& s, const provider_info& p,
                         const shape_list& catalog) {
   auto egress = admit(s, p);
-  if (!egress)
-    return egress.error();
+  if (!egress) return egress.error();
   auto sh = pick_shape(catalog, s.memory_mb, p.memory_floor_mib, s.pinned_shape);
-  if (!sh)
-    return sh.error();
+  if (!sh) return sh.error();
   return placement{std::move(*egress), std::move(*sh), s.rootfs ? s.rootfs : p.default_rootfs};
 }
 

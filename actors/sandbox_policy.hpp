@@ -21,7 +21,7 @@ using env_map = cp::env_map;
 struct provider_info {
   cp::provider kind = cp::provider::local;
   capabilities caps;
-  uint64_t memory_floor_mib = 256; ///< CreateOS 4096 (seed), local configurable
+  uint64_t memory_floor_mib = 256;           ///< CreateOS 4096 (seed), local configurable
   std::optional<std::string> default_rootfs; ///< CreateOS "devbox:1" (seed); local: none
 };
 
@@ -31,9 +31,9 @@ provider_info createos_provider();
 
 /// Langflow's `LANGFLOW_SANDBOX_*` settings plus the provider's own.
 struct sandbox_settings {
-  uint32_t timeout_seconds = 30;    ///< LANGFLOW_SANDBOX_TIMEOUT_SECONDS
-  uint64_t memory_mb = 192;         ///< LANGFLOW_SANDBOX_MEMORY_MB (a floor, not the size)
-  bool allow_network = false;       ///< LANGFLOW_SANDBOX_ALLOW_NETWORK
+  uint32_t timeout_seconds = 30; ///< LANGFLOW_SANDBOX_TIMEOUT_SECONDS
+  uint64_t memory_mb = 192;      ///< LANGFLOW_SANDBOX_MEMORY_MB (a floor, not the size)
+  bool allow_network = false;    ///< LANGFLOW_SANDBOX_ALLOW_NETWORK
   std::vector<std::string> allowed_domains; ///< LANGFLOW_SANDBOX_ALLOWED_DOMAINS (refused)
   bool accept_egress_exceptions = false; ///< LANGFLOW_SANDBOX_CREATEOS_ACCEPT_EGRESS_EXCEPTIONS
   std::optional<std::string> rootfs;     ///< CREATEOS_SANDBOX_ROOTFS
@@ -47,8 +47,9 @@ result<sandbox_settings> settings_from_env(const env_map& env);
 /// Parses a boolean setting the way Langflow does ("true/1/yes/on", "false/0/no/off").
 std::optional<bool> parse_bool(const std::string& text);
 
-/// An integer setting in [min, max]: nullopt when unset or blank, bad_request naming the
-/// variable when it is anything else.
+/// An integer setting in [min, max] under parse_uint's rule (common/numbers.hpp): nullopt
+/// when unset or blank, bad_request naming the variable (uint_refusal) when it is anything
+/// else. Every integer read from the environment goes through here.
 result<std::optional<uint64_t>> env_uint(const env_map& env, const char* key, uint64_t min,
                                          uint64_t max);
 

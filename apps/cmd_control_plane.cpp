@@ -1,10 +1,11 @@
 #include "apps/args.hpp"
 #include "apps/command.hpp"
+#include "common/numbers.hpp"
 #include "controlplane/local/serve.hpp"
 
-#include <charconv>
 #include <cstdlib>
 #include <iostream>
+#include <limits>
 
 namespace guestflow::cli {
 namespace {
@@ -44,16 +45,18 @@ Test and bench only (not for production use):
                          bench/bridge/prompt_frames.ndjson, a guest runner's frames, so that
                          whole-flow runs complete; default: no output))";
 
+/// A numeric flag into `out` (left alone when the flag is absent); false after saying why.
 template<class T>
 bool parse_number(const cli::args& a, const std::string& flag, T& out) {
   auto v = a.get(flag);
   if (!v) return true;
-  auto [p, e] = std::from_chars(v->data(), v->data() + v->size(), out);
-  if (e != std::errc{} || p != v->data() + v->size()) {
-    std::cerr << "guestflow control-plane: --" << flag << ": expected a number, got '" << *v
-              << "'\n";
+  auto n = parse_uint_as<T>(*v);
+  if (!n) {
+    std::cerr << "guestflow control-plane: "
+              << uint_refusal("--" + flag, *v, 0, std::numeric_limits<T>::max()) << '\n';
     return false;
   }
+  out = *n;
   return true;
 }
 

@@ -1,8 +1,9 @@
 #include "apps/args.hpp"
 #include "apps/cli_session.hpp"
 #include "apps/command.hpp"
+#include "common/numbers.hpp"
 
-#include <charconv>
+#include <cstdint>
 #include <iostream>
 
 namespace guestflow::cli {
@@ -24,16 +25,6 @@ never delete a reusable guest themselves: it outlives the flow run by design, au
 bounds its cost, and this is how it goes away (a guest refused for egress drift too).
 Prints how many were deleted.)";
 
-std::optional<uint32_t> seconds(const std::optional<std::string>& v) {
-  uint32_t out = 0;
-  if (!v)
-    return out;
-  auto [p, e] = std::from_chars(v->data(), v->data() + v->size(), out);
-  if (e != std::errc{} || p != v->data() + v->size() || v->empty())
-    return std::nullopt;
-  return out;
-}
-
 int run_reap(const std::vector<std::string>& argv) {
   signal_watch watch;
   args a{{"older-than", "idle-longer-than"}, {"reusable"}};
@@ -45,32 +36,31 @@ int run_reap(const std::vector<std::string>& argv) {
   bool reusable = a.has("reusable");
   if (reusable ? (!a.has("idle-longer-than") || a.has("older-than"))
                : a.has("idle-longer-than")) {
-    std::cerr << "guestflow reap: --reusable goes with --idle-longer-than S (and only with it)\n"
-              << usage << '\n';
+    std::cerr
+        << "guestflow reap: --reusable goes with --idle-longer-than S (and only with it)\n"
+        << usage << '\n';
     return 2;
   }
   auto flag = reusable ? "idle-longer-than" : "older-than";
-  auto s_value = seconds(a.get(flag));
+  // Seconds; --older-than may be left out (0: every orphan).
+  auto text = a.get(flag).value_or("0");
+  auto s_value = parse_uint_as<uint32_t>(text);
   if (!s_value) {
-    std::cerr << "guestflow reap: --" << flag << " expects seconds, got '" << *a.get(flag)
-              << "'\n";
+    std::cerr << "guestflow reap: "
+              << uint_refusal(std::string{"--"} + flag, text, 0, UINT32_MAX) << " (seconds)\n";
     return 2;
   }
   // No sweep at start: reap deletes what it is asked to, and counts it.
-  auto s =
-    session::open(cp::process_environment(), watch, nullptr, session::start_sweep::off);
-  if (!s)
-    return report_failure("reap", s.error());
+  auto s = session::open(cp::process_environment(), watch, nullptr, session::start_sweep::off);
+  if (!s) return report_failure("reap", s.error());
   if (reusable) {
     auto n = (*s)->sweep_reusable(*s_value);
-    if (!n)
-      return report_failure("reap", n.error());
+    if (!n) return report_failure("reap", n.error());
     std::cout << "deleted " << *n << '\n';
     return 0;
   }
   auto n = (*s)->sweep(*s_value);
-  if (!n)
-    return report_failure("reap", n.error());
+  if (!n) return report_failure("reap", n.error());
   auto pending = (*s)->drain();
   std::cout << "deleted " << (*n - std::min(*n, pending)) << '\n';
   if (pending > 0) {
@@ -80,8 +70,8 @@ int run_reap(const std::vector<std::string>& argv) {
   return 0;
 }
 
-const registrar reg{{"reap", "delete orphaned ephemeral guests, or idle reusable ones", usage,
-                     run_reap}};
+const registrar reg{
+    {"reap", "delete orphaned ephemeral guests, or idle reusable ones", usage, run_reap}};
 
 } // namespace
 } // namespace guestflow::cli

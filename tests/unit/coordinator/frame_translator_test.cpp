@@ -1,5 +1,6 @@
 // Guest output → run events, without a scheduler: line assembly across chunk boundaries,
-// the line cap, truncated last lines, every frame kind and every way a run can end.
+// the line cap, truncated last lines, every frame kind and every way a run can end. (The
+// line splitter on its own: tests/unit/helpers/line_assembler_test.cpp.)
 
 #include "actors/frame_translator.hpp"
 
@@ -9,50 +10,6 @@ namespace guestflow {
 namespace {
 
 using ek = run_event::kind;
-
-std::vector<std::string> lines_of(line_assembler& a,
-                                  std::initializer_list<std::string> chunks) {
-  std::vector<std::string> out;
-  for (auto& c : chunks)
-    a.feed(c, [&](std::string_view l) { out.emplace_back(l); });
-  return out;
-}
-
-TEST(line_assembler, joins_lines_across_any_chunk_boundaries) {
-  line_assembler a{64};
-  auto got = lines_of(a, {"ab", "c\nde", "f\n\ng", "h\r\n", "\n"});
-  EXPECT_EQ(got, (std::vector<std::string>{"abc", "def", "", "gh", ""}));
-  EXPECT_EQ(a.pending(), 0u);
-}
-
-TEST(line_assembler, byte_by_byte_equals_one_chunk) {
-  std::string text = "{\"t\":\"note\"}\nhello\n{\"t\":\"done\"}\n";
-  line_assembler whole{64}, bytes{64};
-  std::vector<std::string> a, b;
-  whole.feed(text, [&](std::string_view l) { a.emplace_back(l); });
-  for (char c : text)
-    bytes.feed(std::string_view{&c, 1}, [&](std::string_view l) { b.emplace_back(l); });
-  EXPECT_EQ(a, b);
-  EXPECT_EQ(a.size(), 3u);
-}
-
-TEST(line_assembler, a_line_over_the_cap_stops_it_without_buffering_it) {
-  line_assembler a{8};
-  std::vector<std::string> got;
-  auto on = [&](std::string_view l) { got.emplace_back(l); };
-  EXPECT_TRUE(a.feed("12345678\n1234", on)); // exactly the cap is fine
-  EXPECT_FALSE(a.feed("56789", on));         // 9 bytes without a newline: over
-  EXPECT_TRUE(a.overflowed());
-  EXPECT_EQ(a.pending(), 0u);         // nothing kept
-  EXPECT_FALSE(a.feed("\nok\n", on)); // and nothing more is delivered
-  EXPECT_EQ(got, std::vector<std::string>{"12345678"});
-}
-
-TEST(line_assembler, a_partial_last_line_is_pending) {
-  line_assembler a{64};
-  lines_of(a, {"one\ntw"});
-  EXPECT_EQ(a.pending(), 2u);
-}
 
 exec_stream_line out(std::string s) {
   return {exec_stream_line::kind::stdout_chunk, std::move(s), 0};
