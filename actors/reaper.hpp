@@ -4,7 +4,6 @@
 
 #include <caf/stateful_actor.hpp>
 #include <caf/typed_response_promise.hpp>
-
 #include <chrono>
 #include <string>
 #include <unordered_map>
@@ -13,7 +12,7 @@
 namespace guestflow {
 
 struct reaper_options {
-  std::string owner;                         ///< this runtime's owner id (names.hpp)
+  std::string owner; ///< this runtime's owner id (names.hpp)
   std::chrono::milliseconds retry_initial{500};
   std::chrono::milliseconds retry_max{30'000};
   /// How long a name whose create answer was lost is looked for before it is given up.
@@ -43,7 +42,10 @@ struct reaper_state {
   /// a lookup, not a scan of every tracked guest (thousands in flight).
   std::unordered_multimap<caf::actor_addr, const std::string*> owned;
   reaper_stats stats;
+  /// The earliest tick on its way, if any: a retry due sooner schedules its own (the later
+  /// one then arrives to nothing due), so no retry waits for another's longer backoff.
   bool tick_scheduled = false;
+  std::chrono::steady_clock::time_point tick_at;
   bool lookup_in_flight = false;
   /// Sweeps whose list has not answered yet: a drain waits for what they will owe (else a
   /// short CLI run would exit in the middle of its start-up sweep).

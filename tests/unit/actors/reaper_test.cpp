@@ -35,12 +35,12 @@ protected:
     s->guests.push_back({"sb-" + std::to_string(++s->next_id), name, created_at, 0});
   }
 
-  template <class R, class... Ts>
+  template<class R, class... Ts>
   std::optional<R> ask(Ts... xs) {
     auto out = std::make_shared<std::optional<R>>();
     sys.spawn([this, out, xs...](caf::event_based_actor* self) {
       self->request(rp, std::chrono::seconds{3600}, xs...)
-        .then([out](R& r) { *out = r; }, [](caf::error&) {});
+          .then([out](R& r) { *out = r; }, [](caf::error&) {});
     });
     run();
     return *out;
@@ -50,12 +50,12 @@ protected:
 } // namespace
 
 TEST_F(reaper_test, sweep_deletes_only_its_own_old_untracked_ephemeral_guests) {
-  add_guest("gf-b-abc123-old0000000", "2020-01-01T00:00:00Z"); // ours, old → deleted
+  add_guest("gf-b-abc123-old0000000", "2020-01-01T00:00:00Z");     // ours, old → deleted
   add_guest("gf-x-abc123-old1111111", "2020-01-01T00:00:00.123Z"); // ours, old → deleted
-  add_guest("gf-b-zzz999-old2222222", "2020-01-01T00:00:00Z"); // another runtime's
-  add_guest("gf-c-abc123-reuse00000", "2020-01-01T00:00:00Z"); // reusable: never swept
-  add_guest("gf-b-abc123-new3333333", "2999-01-01T00:00:00Z"); // too young
-  add_guest("my-own-sandbox", "2020-01-01T00:00:00Z");         // not guestflow's at all
+  add_guest("gf-b-zzz999-old2222222", "2020-01-01T00:00:00Z");     // another runtime's
+  add_guest("gf-c-abc123-reuse00000", "2020-01-01T00:00:00Z");     // reusable: never swept
+  add_guest("gf-b-abc123-new3333333", "2999-01-01T00:00:00Z");     // too young
+  add_guest("my-own-sandbox", "2020-01-01T00:00:00Z");             // not guestflow's at all
   auto n = ask<uint64_t>(sweep_atom::value, uint32_t{60});
   ASSERT_TRUE(n);
   EXPECT_EQ(*n, 2u);
@@ -111,13 +111,13 @@ TEST_F(reaper_test, drain_waits_for_a_sweep_still_listing) {
   auto deleted_when_drained = std::make_shared<std::optional<int>>();
   sys.spawn([this, deleted_when_drained](caf::event_based_actor* self) {
     self->request(rp, std::chrono::seconds{3600}, sweep_atom::value, uint32_t{60})
-      .then([](uint64_t) {}, [](caf::error&) {});
+        .then([](uint64_t) {}, [](caf::error&) {});
     self->request(rp, std::chrono::seconds{3600}, drain_atom::value)
-      .then(
-        [this, deleted_when_drained](uint64_t) {
-          *deleted_when_drained = s->deletes_of_name("gf-b-abc123-orphan0000");
-        },
-        [](caf::error&) {});
+        .then(
+            [this, deleted_when_drained](uint64_t) {
+              *deleted_when_drained = s->deletes_of_name("gf-b-abc123-orphan0000");
+            },
+            [](caf::error&) {});
   });
   run();
   ASSERT_TRUE(*deleted_when_drained);
@@ -137,7 +137,7 @@ TEST_F(reaper_test, drain_answers_at_its_deadline_with_what_is_still_pending) {
   auto out = std::make_shared<std::optional<uint64_t>>();
   sys.spawn([this, out](caf::event_based_actor* self) {
     self->request(rp, std::chrono::seconds{3600}, drain_atom::value)
-      .then([out](uint64_t n) { *out = n; }, [](caf::error&) {});
+        .then([out](uint64_t n) { *out = n; }, [](caf::error&) {});
   });
   run();
   EXPECT_FALSE(*out);
@@ -168,6 +168,60 @@ TEST_F(reaper_test, lost_create_that_never_materializes_is_given_up_after_the_wa
   EXPECT_EQ(s->deletes_of_name("gf-b-abc123-ghost00000"), 1);
   st = ask<reaper_stats>(stats_atom::value);
   EXPECT_EQ(st->pending, 0u);
+}
+
+TEST_F(reaper_test, failed_deletes_counts_failed_deletes_only) {
+  // A name whose create answer was lost is looked up by listing; a list that fails is not a
+  // failed delete.
+  add_guest("gf-b-abc123-lost000000", "2020-01-01T00:00:00Z");
+  s->calls["list"] = {call_script::mode::fail, ec::unavailable, 1};
+  sys.spawn([this](caf::event_based_actor* self) {
+    self->send(rp, reap_atom::value, std::string{"gf-b-abc123-lost000000"});
+  });
+  run();
+  EXPECT_EQ(s->count("list"), 1);
+  EXPECT_EQ(s->count("delete"), 0);
+  auto st = ask<reaper_stats>(stats_atom::value);
+  ASSERT_TRUE(st);
+  EXPECT_EQ(st->failed_deletes, 0u);
+  EXPECT_EQ(st->pending, 1u);
+  // The lookup is retried and finds it; its first delete fails (counted), the next works.
+  s->calls["delete"] = {call_script::mode::fail, ec::unavailable, 1};
+  for (int i = 0; i < 20 && s->live() > 0; ++i)
+    advance(1s);
+  EXPECT_EQ(s->deletes_of_name("gf-b-abc123-lost000000"), 1);
+  EXPECT_EQ(s->count("delete"), 2);
+  st = ask<reaper_stats>(stats_atom::value);
+  ASSERT_TRUE(st);
+  EXPECT_EQ(st->failed_deletes, 1u);
+  EXPECT_EQ(st->pending, 0u);
+}
+
+TEST_F(reaper_test, a_retry_due_sooner_is_not_held_back_by_a_later_one) {
+  // A: a lost create nobody ever sees; every lookup round doubles its wait up to the
+  // 30 s cap (rounds at 1, 3, 7, 15, 31 s; the next one is due at 61 s).
+  sys.spawn([this](caf::event_based_actor* self) {
+    self->send(rp, reap_atom::value, std::string{"gf-b-abc123-never00000"});
+  });
+  run();
+  for (auto wait : {1s, 2s, 4s, 8s, 16s})
+    advance(wait);
+  ASSERT_EQ(s->count("list"), 6); // the first lookup and five rounds: A now waits 30 s
+  // B: known id, its delete fails once and is due again after 1 s — not after A's 30 s.
+  add_guest("gf-b-abc123-soon000000", "2020-01-01T00:00:00Z");
+  s->calls["delete"] = {call_script::mode::fail, ec::unavailable, 1};
+  sys.spawn([this](caf::event_based_actor* self) {
+    self->send(rp, track_atom::value, std::string{"gf-b-abc123-soon000000"});
+    self->send(rp, created_atom::value, std::string{"gf-b-abc123-soon000000"},
+               std::string{"sb-1"});
+    self->send(rp, reap_atom::value, std::string{"gf-b-abc123-soon000000"});
+  });
+  run();
+  EXPECT_EQ(s->count("delete"), 1);
+  EXPECT_EQ(s->deletes_of_name("gf-b-abc123-soon000000"), 0);
+  advance(2s);
+  EXPECT_EQ(s->deletes_of_name("gf-b-abc123-soon000000"), 1);
+  EXPECT_EQ(s->count("list"), 6); // A's own round is still to come
 }
 
 TEST(rfc3339, parses_utc_forms_and_refuses_others) {
