@@ -3,6 +3,7 @@
 // deadline — and fails transient, naming the busy server, if the queue never drains.
 #include "messages/sandbox.hpp"
 #include "tests/integration/client/client_fixture.hpp"
+#include "tests/support/temp_dir.hpp"
 
 #include <cerrno>
 #include <cstdio>
@@ -48,9 +49,7 @@ void answer(int fd, const std::string& data) {
 class full_listener {
 public:
   explicit full_listener(bool fill_now = true) {
-    char tmpl[] = "/tmp/gf-unix-XXXXXX";
-    dir_ = ::mkdtemp(tmpl);
-    path_ = dir_ + "/cp.sock";
+    path_ = (dir_.path() / "cp.sock").string();
     fd_ = ::socket(AF_UNIX, SOCK_STREAM, 0);
     auto a = address();
     EXPECT_EQ(::bind(fd_, reinterpret_cast<const sockaddr*>(&a), sizeof a), 0);
@@ -82,7 +81,6 @@ public:
       ::close(c);
     ::close(fd_);
     ::unlink(path_.c_str());
-    ::rmdir(dir_.c_str());
   }
 
   std::string url() const { return "unix://" + path_; }
@@ -111,7 +109,8 @@ private:
     return a;
   }
 
-  std::string dir_, path_;
+  test_support::temp_dir dir_{"gf-unix"}; ///< removed last, with the socket in it
+  std::string path_;
   int fd_ = -1;
   std::vector<int> fillers_;
   std::thread server_;

@@ -25,18 +25,6 @@ std::string unique_token(const std::string& prefix) {
          std::to_string(counter++);
 }
 
-temp_dir::temp_dir() {
-  char tmpl[] = "/tmp/gf-backend-test-XXXXXX";
-  char* p = ::mkdtemp(tmpl);
-  if (p == nullptr) std::abort();
-  path = p;
-}
-
-temp_dir::~temp_dir() {
-  std::error_code ec;
-  std::filesystem::remove_all(path, ec);
-}
-
 guest_spec make_spec(uint64_t mem_mib, egress_policy egress) {
   guest_spec s;
   s.id = unique_token("t");
@@ -45,10 +33,6 @@ guest_spec make_spec(uint64_t mem_mib, egress_policy egress) {
   s.rootfs = "debian:12";
   s.egress = std::move(egress);
   return s;
-}
-
-void poll_pause() {
-  ::poll(nullptr, 0, 2);
 }
 
 bool read_for(int fd, std::string& into, std::chrono::milliseconds wait) {

@@ -1,6 +1,8 @@
 #pragma once
 
 #include "controlplane/local/guests/guest_backend.hpp"
+#include "tests/support/eventually.hpp"
+#include "tests/support/temp_dir.hpp"
 
 #include <chrono>
 #include <filesystem>
@@ -19,12 +21,8 @@ using namespace std::chrono_literals;
 /// A unique token (per process and call) for ids and argv markers.
 std::string unique_token(const std::string& prefix);
 
-/// A temporary state directory removed at destruction.
-struct temp_dir {
-  temp_dir();
-  ~temp_dir();
-  std::filesystem::path path;
-};
+using test_support::eventually;
+using test_support::temp_dir;
 
 /// A deny-all (no network) debian:12 guest spec with `mem_mib` of memory.
 guest_spec make_spec(uint64_t mem_mib = 256, egress_policy egress = egress_policy::deny_all());
@@ -47,20 +45,6 @@ bool read_for(int fd, std::string& into, std::chrono::milliseconds wait);
 
 /// Host pids whose /proc/<pid>/cmdline contains `marker`.
 std::vector<pid_t> pids_with_marker(const std::string& marker);
-
-/// One short pause between polls (the only waiting primitive the tests use).
-void poll_pause();
-
-/// Polls `pred` until true or the deadline; returns the last value.
-template<class Pred>
-bool eventually(Pred pred, std::chrono::milliseconds timeout = 10s) {
-  auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (!pred()) {
-    if (std::chrono::steady_clock::now() > deadline) return pred();
-    poll_pause();
-  }
-  return true;
-}
 
 /// A TCP listener on the host that greets every connection with `greeting\n`.
 class tcp_server {

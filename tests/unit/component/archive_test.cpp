@@ -3,11 +3,11 @@
 
 #include "actors/artifact_archive.hpp"
 #include "tar_builder.hpp"
-
-#include <gtest/gtest.h>
+#include "tests/support/temp_dir.hpp"
 
 #include <filesystem>
 #include <fstream>
+#include <gtest/gtest.h>
 #include <random>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -26,8 +26,7 @@ returned_files ok(const std::string& archive) {
 
 const returned_file* find(const returned_files& f, const std::string& path) {
   for (auto& x : f.files)
-    if (x.path == path)
-      return &x;
+    if (x.path == path) return &x;
   return nullptr;
 }
 
@@ -38,15 +37,6 @@ std::string bytes_of(size_t n, unsigned seed) {
   return out;
 }
 
-struct scratch_dir {
-  std::filesystem::path path;
-  scratch_dir() {
-    char tmpl[] = "/tmp/gf-archive-test-XXXXXX";
-    path = ::mkdtemp(tmpl);
-  }
-  ~scratch_dir() { std::filesystem::remove_all(path); }
-};
-
 std::string slurp(const std::filesystem::path& p) {
   std::ifstream in{p, std::ios::binary};
   return {std::istreambuf_iterator<char>{in}, {}};
@@ -55,9 +45,9 @@ std::string slurp(const std::filesystem::path& p) {
 } // namespace
 
 TEST(archive, regular_files_come_back_byte_exact) {
-  auto a = tar_entry({"./", '5'}) + tar_entry({"./a.txt", '0', "hello\n"})
-           + tar_entry({"./dir/", '5'}) + tar_entry({"./dir/b.bin", '0', bytes_of(1500, 7)})
-           + tar_entry({"./empty", '0', ""}) + end_of_archive();
+  auto a = tar_entry({"./", '5'}) + tar_entry({"./a.txt", '0', "hello\n"}) +
+           tar_entry({"./dir/", '5'}) + tar_entry({"./dir/b.bin", '0', bytes_of(1500, 7)}) +
+           tar_entry({"./empty", '0', ""}) + end_of_archive();
   auto f = ok(a);
   ASSERT_EQ(f.files.size(), 3u);
   EXPECT_EQ(f.files[0], (returned_file{"a.txt", 6, "hello\n"}));
@@ -71,10 +61,11 @@ TEST(archive, regular_files_come_back_byte_exact) {
 
 TEST(archive, names_keep_spaces_newlines_and_utf8) {
   // In the ustar name field itself and through pax `path` records.
-  auto a = tar_entry({"trailing ", '0', "1"}) + tar_entry({" leading", '0', "2"})
-           + tar_entry({"new\nline", '0', "3"})
-           + pax_entry({{"path", "p\xc3\xa4x/\xe2\x9c\x93 tick\n"}}) + tar_entry({"ignored", '0', "4"})
-           + tar_entry({"tab\there\r", '0', "5"}) + end_of_archive();
+  auto a = tar_entry({"trailing ", '0', "1"}) + tar_entry({" leading", '0', "2"}) +
+           tar_entry({"new\nline", '0', "3"}) +
+           pax_entry({{"path", "p\xc3\xa4x/\xe2\x9c\x93 tick\n"}}) +
+           tar_entry({"ignored", '0', "4"}) + tar_entry({"tab\there\r", '0', "5"}) +
+           end_of_archive();
   auto f = ok(a);
   ASSERT_EQ(f.files.size(), 5u);
   EXPECT_EQ(f.files[0].path, "trailing ");
@@ -98,9 +89,9 @@ TEST(archive, long_names_via_pax_prefix_and_gnu) {
   tar_member gnu_file{"truncated", '0', "g"};
   gnu_file.gnu_magic = true;
   gnu_file.prefix = "not-a-prefix-in-gnu-format";
-  auto a = pax_entry({{"path", deep}, {"mtime", "1700000000.5"}, {"atime", "1"}})
-           + tar_entry({"short", '0', "p"}) + tar_entry(ustar_split) + tar_entry(gnu_long)
-           + tar_entry(gnu_file) + end_of_archive();
+  auto a = pax_entry({{"path", deep}, {"mtime", "1700000000.5"}, {"atime", "1"}}) +
+           tar_entry({"short", '0', "p"}) + tar_entry(ustar_split) + tar_entry(gnu_long) +
+           tar_entry(gnu_file) + end_of_archive();
   auto f = ok(a);
   ASSERT_EQ(f.files.size(), 3u);
   EXPECT_EQ(f.files[0].path, deep);
@@ -109,12 +100,12 @@ TEST(archive, long_names_via_pax_prefix_and_gnu) {
 }
 
 TEST(archive, escaping_members_links_and_devices_are_dropped_and_reported) {
-  auto a = tar_entry({"../../etc/x", '0', "evil"}) + tar_entry({"/etc/passwd", '0', "evil"})
-           + tar_entry({"./a/../../b", '0', "evil"}) + tar_entry({"a/..b", '0', "fine"})
-           + tar_entry({"link", '2', "", "/etc/shadow"}) + tar_entry({"hard", '1', "", "a/..b"})
-           + tar_entry({"fifo", '6'}) + tar_entry({"tty", '3'}) + tar_entry({"disk", '4'})
-           + pax_entry({{"path", "../pax-escape"}}) + tar_entry({"x", '0', "evil"})
-           + tar_entry({"weird", 'Z', "data"}) + end_of_archive();
+  auto a = tar_entry({"../../etc/x", '0', "evil"}) + tar_entry({"/etc/passwd", '0', "evil"}) +
+           tar_entry({"./a/../../b", '0', "evil"}) + tar_entry({"a/..b", '0', "fine"}) +
+           tar_entry({"link", '2', "", "/etc/shadow"}) + tar_entry({"hard", '1', "", "a/..b"}) +
+           tar_entry({"fifo", '6'}) + tar_entry({"tty", '3'}) + tar_entry({"disk", '4'}) +
+           pax_entry({{"path", "../pax-escape"}}) + tar_entry({"x", '0', "evil"}) +
+           tar_entry({"weird", 'Z', "data"}) + end_of_archive();
   auto f = ok(a);
   ASSERT_EQ(f.files.size(), 1u);
   EXPECT_EQ(f.files[0].path, "a/..b");
@@ -137,8 +128,8 @@ TEST(archive, escaping_members_links_and_devices_are_dropped_and_reported) {
 TEST(archive, a_later_member_replaces_an_earlier_one_and_pax_size_wins) {
   tar_member big{"big", '0', std::string(700, 'b')};
   big.size_field = octal(0, 12); // the header says 0; the pax record says 700
-  auto a = tar_entry({"same", '0', "old"}) + tar_entry({"same", '0', "new"})
-           + pax_entry({{"size", "700"}}) + tar_entry(big) + end_of_archive();
+  auto a = tar_entry({"same", '0', "old"}) + tar_entry({"same", '0', "new"}) +
+           pax_entry({{"size", "700"}}) + tar_entry(big) + end_of_archive();
   auto f = ok(a);
   ASSERT_EQ(f.files.size(), 2u);
   EXPECT_EQ(f.files[0].bytes, "new");
@@ -186,9 +177,9 @@ TEST(archive, garbage_numeric_fields_and_checksums_are_errors) {
 
 TEST(archive, malformed_pax_records_are_errors) {
   auto member = tar_entry({"a", '0', "x"}) + end_of_archive();
-  for (std::string data : {std::string("99 path=a\n"), std::string("5 pa\n"),
-                           std::string("x path=a\n"), std::string("10 path=a "),
-                           std::string("10 =nokey\n")}) {
+  for (std::string data :
+       {std::string("99 path=a\n"), std::string("5 pa\n"), std::string("x path=a\n"),
+        std::string("10 path=a "), std::string("10 =nokey\n")}) {
     tar_member pax{"pax", 'x', data};
     auto r = artifacts::unpack(tar_entry(pax) + member);
     EXPECT_FALSE(r) << data;
@@ -205,46 +196,54 @@ TEST(archive, random_bytes_and_mutations_never_crash) {
       c = static_cast<char>(rng());
     (void)artifacts::unpack(junk);
   }
-  auto valid = pax_entry({{"path", "p\n x"}, {"size", "600"}})
-               + tar_entry({"f", '0', std::string(600, 'q')})
-               + tar_entry({"L", 'L', "longname"}) + tar_entry({"g", '0', "gg"})
-               + pax_entry({{"comment", "hi"}}, 'g') + tar_entry({"l", '2', "", "t"})
-               + end_of_archive();
+  auto valid = pax_entry({{"path", "p\n x"}, {"size", "600"}}) +
+               tar_entry({"f", '0', std::string(600, 'q')}) +
+               tar_entry({"L", 'L', "longname"}) + tar_entry({"g", '0', "gg"}) +
+               pax_entry({{"comment", "hi"}}, 'g') + tar_entry({"l", '2', "", "t"}) +
+               end_of_archive();
   ASSERT_TRUE(artifacts::unpack(valid));
+  size_t accepted = 0;      // decoded: the mutation left a readable archive
+  size_t past_checksum = 0; // refused by a decoder after the header checksum held
   for (int i = 0; i < 20000; ++i) {
     auto m = valid;
     for (int k = 0, n = 1 + static_cast<int>(rng() % 8); k < n; ++k)
       m[rng() % m.size()] = static_cast<char>(rng());
-    if (rng() % 4 == 0)
-      m.resize(rng() % m.size());
+    if (rng() % 4 == 0) m.resize(rng() % m.size());
     auto r = artifacts::unpack(m);
     if (r) {
+      ++accepted;
       for (auto& f : r->files)
         EXPECT_EQ(f.size, f.bytes.size());
+    } else if (r.error().message.find("checksum") == std::string::npos) {
+      ++past_checksum;
     }
   }
+  // The guard: mutations must keep reaching the decoders behind the checksum (sizes, pax
+  // records, long names, the end marker) and, often enough, decode; a corpus whose
+  // mutations all died at the first header's checksum would test nothing else.
+  EXPECT_GT(accepted, 1000u) << "mutations no longer produce archives that decode";
+  EXPECT_GT(past_checksum, 1000u) << "mutations no longer reach past the header checksum";
 }
 
 TEST(archive, reads_what_gnu_tar_writes) {
-  if (::access("/usr/bin/tar", X_OK) != 0)
-    GTEST_SKIP() << "no /usr/bin/tar on this host";
-  scratch_dir d;
-  auto src = d.path / "artifacts";
+  if (::access("/usr/bin/tar", X_OK) != 0) GTEST_SKIP() << "no /usr/bin/tar on this host";
+  test_support::temp_dir d{"gf-archive-test"};
+  auto src = d.path() / "artifacts";
   std::filesystem::create_directories(src / "n\xc3\xa9sted" / "deeper");
   std::map<std::string, std::string> want{
-    {"plain.txt", "plain\n"},
-    {"with space ", bytes_of(3000, 1)},
-    {"new\nline.bin", bytes_of(10, 2)},
-    {"n\xc3\xa9sted/deeper/" + std::string(180, 'z') + ".dat", bytes_of(70000, 3)},
+      {"plain.txt", "plain\n"},
+      {"with space ", bytes_of(3000, 1)},
+      {"new\nline.bin", bytes_of(10, 2)},
+      {"n\xc3\xa9sted/deeper/" + std::string(180, 'z') + ".dat", bytes_of(70000, 3)},
   };
   for (auto& [path, bytes] : want)
     std::ofstream{src / path, std::ios::binary} << bytes;
   std::filesystem::create_symlink("/etc/passwd", src / "link");
-  auto archive = d.path / "out.tar";
+  auto archive = d.path() / "out.tar";
   pid_t pid = ::fork();
   if (pid == 0) {
-    ::execl("/usr/bin/tar", "tar", "-C", src.c_str(), "-cf", archive.c_str(), "--format=pax", ".",
-            nullptr);
+    ::execl("/usr/bin/tar", "tar", "-C", src.c_str(), "-cf", archive.c_str(), "--format=pax",
+            ".", nullptr);
     ::_exit(127);
   }
   int status = 0;
@@ -262,30 +261,29 @@ TEST(archive, reads_what_gnu_tar_writes) {
 }
 
 TEST(write_under, writes_nested_files_and_never_leaves_the_directory) {
-  scratch_dir d;
-  auto out = (d.path / "out" / "deeper").string();
-  std::vector<returned_file> files{{"a.txt", 1, "a"},
-                                   {"sub dir/new\nline ", 3, "xyz"},
-                                   {"u\xcc\x88/f", 0, ""}};
+  test_support::temp_dir d{"gf-archive-test"};
+  auto out = (d.path() / "out" / "deeper").string();
+  std::vector<returned_file> files{
+      {"a.txt", 1, "a"}, {"sub dir/new\nline ", 3, "xyz"}, {"u\xcc\x88/f", 0, ""}};
   auto n = artifacts::write_under(out, files);
   ASSERT_TRUE(n) << n.error().message;
   EXPECT_EQ(*n, 3u);
-  EXPECT_EQ(slurp(d.path / "out/deeper/a.txt"), "a");
-  EXPECT_EQ(slurp(d.path / "out/deeper/sub dir/new\nline "), "xyz");
-  EXPECT_TRUE(std::filesystem::exists(d.path / "out/deeper/u\xcc\x88/f"));
+  EXPECT_EQ(slurp(d.path() / "out/deeper/a.txt"), "a");
+  EXPECT_EQ(slurp(d.path() / "out/deeper/sub dir/new\nline "), "xyz");
+  EXPECT_TRUE(std::filesystem::exists(d.path() / "out/deeper/u\xcc\x88/f"));
 
   for (auto bad : {"../escape", "/abs", "a/../../x", ""}) {
     auto r = artifacts::write_under(out, {{bad, 1, "!"}});
     EXPECT_FALSE(r) << bad;
   }
-  EXPECT_FALSE(std::filesystem::exists(d.path / "out/escape"));
+  EXPECT_FALSE(std::filesystem::exists(d.path() / "out/escape"));
   // A symbolic link planted inside the directory does not redirect a write.
-  std::filesystem::create_directories(d.path / "outside");
-  std::filesystem::create_directory_symlink(d.path / "outside", d.path / "out/deeper/link");
+  std::filesystem::create_directories(d.path() / "outside");
+  std::filesystem::create_directory_symlink(d.path() / "outside", d.path() / "out/deeper/link");
   auto r = artifacts::write_under(out, {{"link/x", 1, "!"}});
   ASSERT_FALSE(r);
-  EXPECT_FALSE(std::filesystem::exists(d.path / "outside/x"));
-  std::filesystem::create_symlink(d.path / "outside/target", d.path / "out/deeper/leaf");
+  EXPECT_FALSE(std::filesystem::exists(d.path() / "outside/x"));
+  std::filesystem::create_symlink(d.path() / "outside/target", d.path() / "out/deeper/leaf");
   EXPECT_FALSE(artifacts::write_under(out, {{"leaf", 1, "!"}}));
-  EXPECT_FALSE(std::filesystem::exists(d.path / "outside/target"));
+  EXPECT_FALSE(std::filesystem::exists(d.path() / "outside/target"));
 }
