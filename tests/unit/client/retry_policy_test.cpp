@@ -1,7 +1,6 @@
 #include "controlplane/client/retry_policy.hpp"
 
 #include <gtest/gtest.h>
-
 #include <set>
 
 using namespace guestflow::cp;
@@ -56,7 +55,14 @@ TEST(cp_client_retry_policy, retry_after_raises_the_wait_and_can_forbid_the_retr
 }
 
 TEST(cp_client_retry_policy, degenerate_settings_still_wait) {
-  retry_policy p(milliseconds{0}, milliseconds{0}, 9);
-  EXPECT_GE(p.delay(0).count(), 0);
-  EXPECT_LE(p.delay(30).count(), 1);
+  // initial = max = 0 is raised to 1 ms, and the jitter's lower half must not take it back
+  // to 0: every retry waits exactly 1 ms, whatever the seed and the attempt.
+  for (uint64_t seed = 0; seed < 100; ++seed) {
+    retry_policy p(milliseconds{0}, milliseconds{0}, seed);
+    for (unsigned attempt : {0u, 1u, 30u}) {
+      auto d = p.delay(attempt).count();
+      EXPECT_GE(d, 1) << "seed " << seed << ", attempt " << attempt;
+      EXPECT_LE(d, 1) << "seed " << seed << ", attempt " << attempt;
+    }
+  }
 }
