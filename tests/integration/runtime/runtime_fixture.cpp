@@ -2,10 +2,10 @@
 
 #include "messages/jsend.hpp"
 #include "tests/integration/control_plane/http_client.hpp"
+#include "tests/support/eventually.hpp"
 
 #include <fcntl.h>
 #include <fstream>
-#include <thread>
 #include <unistd.h>
 
 namespace guestflow::testing {
@@ -17,8 +17,7 @@ void runtime_fixture::SetUp() {
 }
 
 void runtime_fixture::TearDown() {
-  if (!cp)
-    return;
+  if (!cp) return;
   http_client http{cp->port()};
   for (auto& g : live_guests())
     http.call("DELETE", "/v1/sandboxes/" + g.id);
@@ -26,7 +25,8 @@ void runtime_fixture::TearDown() {
 
 std::map<std::string, std::string>
 runtime_fixture::env(std::map<std::string, std::string> extra) const {
-  extra.emplace("GUESTFLOW_CONTROL_PLANE_URL", "http://127.0.0.1:" + std::to_string(cp->port()));
+  extra.emplace("GUESTFLOW_CONTROL_PLANE_URL",
+                "http://127.0.0.1:" + std::to_string(cp->port()));
   extra.emplace("GUESTFLOW_STATE_DIR", (dir.path() / "runtime").string());
   return extra;
 }
@@ -47,8 +47,7 @@ pid_t runtime_fixture::start_cli(const std::vector<std::string>& args,
                                  const std::map<std::string, std::string>& vars,
                                  int* stdout_fd) {
   int out[2] = {-1, -1};
-  if (stdout_fd && ::pipe2(out, O_CLOEXEC) != 0)
-    return -1;
+  if (stdout_fd && ::pipe2(out, O_CLOEXEC) != 0) return -1;
   pid_t pid = ::fork();
   if (pid == 0) {
     for (auto& [k, v] : vars)
@@ -72,13 +71,7 @@ pid_t runtime_fixture::start_cli(const std::vector<std::string>& args,
 }
 
 bool runtime_fixture::wait_for_live(size_t n) const {
-  auto deadline = std::chrono::steady_clock::now() + 60s;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (live_guests().size() == n)
-      return true;
-    std::this_thread::sleep_for(20ms); // poll interval; the deadline bounds the wait
-  }
-  return false;
+  return test_support::eventually([&] { return live_guests().size() == n; }, 60s, 20ms);
 }
 
 std::vector<sandbox_view> runtime_fixture::live_guests() const {

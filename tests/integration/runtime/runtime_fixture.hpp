@@ -5,10 +5,10 @@
 
 #include "messages/sandbox.hpp"
 #include "tests/integration/control_plane/control_plane_process.hpp"
-
-#include <gtest/gtest.h>
+#include "tests/support/temp_dir.hpp"
 
 #include <chrono>
+#include <gtest/gtest.h>
 #include <map>
 #include <memory>
 #include <string>
@@ -19,7 +19,7 @@ namespace guestflow::testing {
 
 class runtime_fixture : public ::testing::Test {
 protected:
-  temp_dir dir;
+  test_support::temp_dir dir{"guestflow-cp-test"};
   std::unique_ptr<control_plane_process> cp;
 
   void SetUp() override;
