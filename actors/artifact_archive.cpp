@@ -39,23 +39,20 @@ std::string text(std::string_view hdr, field f) {
 }
 
 failure malformed(size_t offset, const std::string& what) {
-  return fail(ec::guest_failed, "artifact archive is malformed at byte " + std::to_string(offset)
-                                  + ": " + what);
+  return fail(ec::guest_failed,
+              "artifact archive is malformed at byte " + std::to_string(offset) + ": " + what);
 }
 
 /// A numeric header field: octal digits after optional spaces, ended by NUL/space only, or
 /// GNU base-256 (high bit of the first byte). nullopt for anything else.
 std::optional<uint64_t> number(std::string_view v) {
-  if (v.empty())
-    return std::nullopt;
+  if (v.empty()) return std::nullopt;
   auto first = static_cast<unsigned char>(v[0]);
   if (first & 0x80) {
-    if (first == 0xff)
-      return std::nullopt; // negative
+    if (first == 0xff) return std::nullopt; // negative
     uint64_t n = first & 0x7f;
     for (size_t i = 1; i < v.size(); ++i) {
-      if (n >> 56)
-        return std::nullopt; // would overflow
+      if (n >> 56) return std::nullopt; // would overflow
       n = (n << 8) | static_cast<unsigned char>(v[i]);
     }
     return n;
@@ -66,29 +63,24 @@ std::optional<uint64_t> number(std::string_view v) {
   uint64_t n = 0;
   size_t digits = 0;
   for (; i < v.size() && v[i] >= '0' && v[i] <= '7'; ++i, ++digits) {
-    if (n >> 60)
-      return std::nullopt;
+    if (n >> 60) return std::nullopt;
     n = n * 8 + static_cast<uint64_t>(v[i] - '0');
   }
-  if (digits == 0)
-    return std::nullopt;
+  if (digits == 0) return std::nullopt;
   for (; i < v.size(); ++i)
-    if (v[i] != '\0' && v[i] != ' ')
-      return std::nullopt;
+    if (v[i] != '\0' && v[i] != ' ') return std::nullopt;
   return n;
 }
 
 bool all_zero(std::string_view b) {
   for (char c : b)
-    if (c != '\0')
-      return false;
+    if (c != '\0') return false;
   return true;
 }
 
 bool checksum_ok(std::string_view hdr) {
   auto stored = number(raw(hdr, f_chksum));
-  if (!stored)
-    return false;
+  if (!stored) return false;
   uint64_t unsigned_sum = 0;
   int64_t signed_sum = 0; // some old tars summed signed chars
   for (size_t i = 0; i < block; ++i) {
@@ -142,8 +134,7 @@ std::optional<failure> parse_pax(std::string_view data, size_t offset, pending* 
         if (value.empty() || value.size() > 19)
           return malformed(offset + i, "pax size is not a number");
         for (char c : value) {
-          if (c < '0' || c > '9')
-            return malformed(offset + i, "pax size is not a number");
+          if (c < '0' || c > '9') return malformed(offset + i, "pax size is not a number");
           n = n * 10 + static_cast<uint64_t>(c - '0');
         }
         apply->size = n;
@@ -187,21 +178,16 @@ std::string strip_dot_slash(std::string p) {
 } // namespace
 
 std::string unsafe_path_reason(std::string_view path) {
-  if (path.empty())
-    return "empty path";
-  if (path.find('\0') != std::string_view::npos)
-    return "path contains a NUL byte";
-  if (path[0] == '/')
-    return "absolute path escapes the directory";
+  if (path.empty()) return "empty path";
+  if (path.find('\0') != std::string_view::npos) return "path contains a NUL byte";
+  if (path[0] == '/') return "absolute path escapes the directory";
   size_t at = 0;
   for (;;) {
     auto slash = path.find('/', at);
-    auto comp = path.substr(at, slash == std::string_view::npos ? std::string_view::npos
-                                                                : slash - at);
-    if (comp == "..")
-      return "path escapes the directory";
-    if (slash == std::string_view::npos)
-      return {};
+    auto comp =
+        path.substr(at, slash == std::string_view::npos ? std::string_view::npos : slash - at);
+    if (comp == "..") return "path escapes the directory";
+    if (slash == std::string_view::npos) return {};
     at = slash + 1;
   }
 }
@@ -215,8 +201,9 @@ result<returned_files> unpack(std::string_view archive, const archive_limits& li
   for (;;) {
     if (archive.size() - at < block)
       return at == archive.size()
-               ? malformed(at, "the archive ends without an end-of-archive marker (truncated)")
-               : malformed(at, "the archive ends inside a header (truncated)");
+                 ? malformed(at,
+                             "the archive ends without an end-of-archive marker (truncated)")
+                 : malformed(at, "the archive ends inside a header (truncated)");
     auto hdr = archive.substr(at, block);
     if (all_zero(hdr)) {
       // End of archive: a zero block followed by another one (or, leniently, the end).
@@ -226,11 +213,9 @@ result<returned_files> unpack(std::string_view archive, const archive_limits& li
     }
     if (++members > limits.max_members)
       return malformed(at, "more than " + std::to_string(limits.max_members) + " members");
-    if (!checksum_ok(hdr))
-      return malformed(at, "bad header checksum");
+    if (!checksum_ok(hdr)) return malformed(at, "bad header checksum");
     auto header_size = number(raw(hdr, f_size));
-    if (!header_size)
-      return malformed(at + f_size.at, "the size field is not a number");
+    if (!header_size) return malformed(at + f_size.at, "the size field is not a number");
     char type = hdr[f_type.at];
     bool meta_member = type == 'x' || type == 'g' || type == 'L' || type == 'K';
     uint64_t size = meta_member ? *header_size : meta.size.value_or(*header_size);
@@ -238,22 +223,19 @@ result<returned_files> unpack(std::string_view archive, const archive_limits& li
     auto special = link_or_special(type);
     bool has_data = !(special || type == '5');
     uint64_t data_len = has_data ? size : 0;
-    if (data_len > archive.size() - data_at
-        || padded(data_len) > archive.size() - data_at)
+    if (data_len > archive.size() - data_at || padded(data_len) > archive.size() - data_at)
       return malformed(at, "a member runs past the end of the archive (truncated)");
     auto data = archive.substr(data_at, static_cast<size_t>(data_len));
     auto next = data_at + static_cast<size_t>(padded(data_len));
 
     if (meta_member) {
       if (size > limits.max_meta_bytes)
-        return malformed(at, "an extended header larger than "
-                               + std::to_string(limits.max_meta_bytes) + " bytes");
+        return malformed(at, "an extended header larger than " +
+                                 std::to_string(limits.max_meta_bytes) + " bytes");
       if (type == 'x') {
-        if (auto err = parse_pax(data, data_at, &meta))
-          return *err;
+        if (auto err = parse_pax(data, data_at, &meta)) return *err;
       } else if (type == 'g') {
-        if (auto err = parse_pax(data, data_at, nullptr))
-          return *err;
+        if (auto err = parse_pax(data, data_at, nullptr)) return *err;
       } else {
         auto value = std::string{data.substr(0, data.find('\0'))};
         (type == 'L' ? meta.path : meta.linkpath) = std::move(value);
@@ -268,11 +250,10 @@ result<returned_files> unpack(std::string_view archive, const archive_limits& li
       path = *meta.path;
     } else {
       path = text(hdr, f_name);
-      bool posix = raw(hdr, f_magic) == std::string_view{"ustar\0", 6}
-                   && raw(hdr, f_version) == "00";
+      bool posix =
+          raw(hdr, f_magic) == std::string_view{"ustar\0", 6} && raw(hdr, f_version) == "00";
       auto prefix = posix ? text(hdr, f_prefix) : std::string{};
-      if (!prefix.empty())
-        path = prefix + "/" + path;
+      if (!prefix.empty()) path = prefix + "/" + path;
     }
     auto sparse = meta.sparse || type == 'S';
     meta = pending{};
@@ -281,8 +262,7 @@ result<returned_files> unpack(std::string_view archive, const archive_limits& li
     auto rel = strip_dot_slash(path);
     if (type == '5' || ((type == '0' || type == '\0') && !rel.empty() && rel.back() == '/'))
       continue; // directories are implied by the files' paths
-    if (rel.empty() || rel == ".")
-      continue;
+    if (rel.empty() || rel == ".") continue;
     if (special) {
       out.dropped.push_back({path, special});
       continue;
@@ -315,8 +295,7 @@ namespace {
 struct fd_guard {
   int fd = -1;
   ~fd_guard() {
-    if (fd >= 0)
-      ::close(fd);
+    if (fd >= 0) ::close(fd);
   }
 };
 
@@ -330,15 +309,13 @@ failure refused(const std::string& dir, const std::string& path, const std::stri
 result<size_t> write_under(const std::string& dir, const std::vector<returned_file>& files) {
   std::error_code fs_err;
   std::filesystem::create_directories(dir, fs_err);
-  if (fs_err)
-    return fail(ec::bad_request, "cannot create " + dir + ": " + fs_err.message());
+  if (fs_err) return fail(ec::bad_request, "cannot create " + dir + ": " + fs_err.message());
   fd_guard root{::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC)};
   if (root.fd < 0)
     return fail(ec::bad_request, "cannot open " + dir + ": " + std::strerror(errno));
   size_t written = 0;
   for (const auto& f : files) {
-    if (auto why = unsafe_path_reason(f.path); !why.empty())
-      return refused(dir, f.path, why);
+    if (auto why = unsafe_path_reason(f.path); !why.empty()) return refused(dir, f.path, why);
     // Walk the parents one component at a time, never following a symbolic link.
     fd_guard cur{::dup(root.fd)};
     size_t at = 0;
@@ -351,33 +328,31 @@ result<size_t> write_under(const std::string& dir, const std::vector<returned_fi
       }
       auto comp = f.path.substr(at, slash - at);
       at = slash + 1;
-      if (comp.empty() || comp == ".")
-        continue;
+      if (comp.empty() || comp == ".") continue;
       if (::mkdirat(cur.fd, comp.c_str(), 0755) != 0 && errno != EEXIST)
         return refused(dir, f.path, std::string{"mkdir: "} + std::strerror(errno));
-      int next = ::openat(cur.fd, comp.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+      int next =
+          ::openat(cur.fd, comp.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
       if (next < 0)
         return refused(dir, f.path,
                        errno == ELOOP || errno == ENOTDIR
-                         ? std::string{"a parent is not a directory (or is a symbolic link)"}
-                         : std::string{std::strerror(errno)});
+                           ? std::string{"a parent is not a directory (or is a symbolic link)"}
+                           : std::string{std::strerror(errno)});
       ::close(cur.fd);
       cur.fd = next;
     }
-    if (leaf.empty() || leaf == ".")
-      return refused(dir, f.path, "the path names a directory");
+    if (leaf.empty() || leaf == ".") return refused(dir, f.path, "the path names a directory");
     fd_guard out{::openat(cur.fd, leaf.c_str(),
                           O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644)};
     if (out.fd < 0)
-      return refused(dir, f.path, errno == ELOOP ? std::string{"it is a symbolic link"}
-                                                 : std::string{std::strerror(errno)});
+      return refused(dir, f.path,
+                     errno == ELOOP ? std::string{"it is a symbolic link"}
+                                    : std::string{std::strerror(errno)});
     size_t done = 0;
     while (done < f.bytes.size()) {
       auto n = ::write(out.fd, f.bytes.data() + done, f.bytes.size() - done);
-      if (n < 0 && errno == EINTR)
-        continue;
-      if (n <= 0)
-        return refused(dir, f.path, std::string{"write: "} + std::strerror(errno));
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) return refused(dir, f.path, std::string{"write: "} + std::strerror(errno));
       done += static_cast<size_t>(n);
     }
     ++written;

@@ -8,7 +8,7 @@
 #include <string_view>
 #include <vector>
 
-/// Returned files (seed 000, "Returned files"): the guest tars /workspace/artifacts, the
+/// Returned files (the component surface's): the guest tars /workspace/artifacts, the
 /// host fetches the archive with a cap that binds during the transfer, and this plain tar
 /// reader unpacks it in memory. Everything in the archive is untrusted guest output.
 namespace guestflow::artifacts {
@@ -22,13 +22,13 @@ struct archive_limits {
 /// (`path`, `linkpath`, `size`; global headers are validated and ignored) and GNU long
 /// names ('L'/'K'). Regular files become rows with their path byte-exact (leading "./"
 /// removed, nothing else: no trimming, no splitting on anything but the archive's own
-/// structure — seed 003's bug); directories are implied by the paths. Dropped and reported
-/// with the reason: members whose path is absolute or has a ".." component, symbolic and
-/// hard links, devices, fifos, sparse and unknown member types. A later member with the
-/// same path replaces the earlier one, as extraction would.
-/// Fails (guest_failed, with the offset) on a bad header checksum, a malformed numeric or
-/// pax field, a member that runs past the end, a missing end-of-archive marker (a
-/// truncated archive), or more than the limits allow. Never reads outside `archive`.
+/// structure: names with edge whitespace survive); directories are implied by the paths.
+/// Dropped and reported with the reason: members whose path is absolute or has a ".."
+/// component, symbolic and hard links, devices, fifos, sparse and unknown member types. A later
+/// member with the same path replaces the earlier one, as extraction would. Fails
+/// (guest_failed, with the offset) on a bad header checksum, a malformed numeric or pax field,
+/// a member that runs past the end, a missing end-of-archive marker (a truncated archive), or
+/// more than the limits allow. Never reads outside `archive`.
 result<returned_files> unpack(std::string_view archive, const archive_limits& limits = {});
 
 /// The reason `path` (relative to the artifacts directory) may not be written under a

@@ -19,19 +19,20 @@ uint32_t backstop_auto_pause(uint32_t timeout_seconds) {
   return static_cast<uint32_t>(std::clamp<uint64_t>(want, 60, 86'400));
 }
 
-result<execution_spec> make_code_spec(const code_request& req, const policy::sandbox_settings& s,
+result<execution_spec> make_code_spec(const code_request& req,
+                                      const policy::sandbox_settings& s,
                                       const policy::provider_info& provider,
                                       const shape_list& catalog, std::string guest_name,
                                       std::mt19937_64& rng) {
   for (const auto& [key, value] : req.env) {
-    if (key.empty() || key.find('=') != std::string::npos || key.find('\0') != std::string::npos)
+    if (key.empty() || key.find('=') != std::string::npos ||
+        key.find('\0') != std::string::npos)
       return fail(ec::bad_request, "env: invalid variable name '" + key + "'");
     if (value.find('\0') != std::string::npos)
       return fail(ec::bad_request, "env." + key + ": value contains a NUL byte");
   }
   auto where = policy::place(s, provider, catalog);
-  if (!where)
-    return where.error();
+  if (!where) return where.error();
   auto path = "/workspace/main_" + random_hex(rng) + ".py";
   execution_spec spec;
   spec.name = guest_name;

@@ -20,7 +20,8 @@ struct code_request {
 /// program goes to /workspace/main_<hex>.py and runs under `timeout --signal=KILL N`;
 /// auto_pause_after_seconds = max(60, timeout + 120) is the backstop for a guest this
 /// process fails to delete. Nothing here talks to the control plane.
-result<execution_spec> make_code_spec(const code_request& req, const policy::sandbox_settings& s,
+result<execution_spec> make_code_spec(const code_request& req,
+                                      const policy::sandbox_settings& s,
                                       const policy::provider_info& provider,
                                       const shape_list& catalog, std::string guest_name,
                                       std::mt19937_64& rng);

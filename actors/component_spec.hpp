@@ -11,7 +11,7 @@
 #include <string_view>
 #include <vector>
 
-/// The component surface's spec builder (seed 000, "The CreateOS Sandbox component"): a
+/// The component surface's spec builder (Langflow's CreateOS Sandbox component): a
 /// command or Python program run in a guest that may survive across runs, with files
 /// handed back. Nothing here talks to the control plane.
 namespace guestflow {

@@ -6,8 +6,8 @@
 #include <optional>
 #include <string>
 
-/// The egress guard of reusable guests (seed 000: "A guest whose egress drifted after
-/// creation is refused outright rather than reused"). The network policy is part of a
+/// The egress guard of reusable guests: a guest whose egress drifted after
+/// creation is refused outright rather than reused. The network policy is part of a
 /// reusable guest's name (names::reusable), so the name *promises* a policy; a guest that
 /// reports anything else was changed behind our back.
 namespace guestflow::egress_guard {

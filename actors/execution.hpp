@@ -4,7 +4,6 @@
 
 #include <caf/stateful_actor.hpp>
 #include <caf/typed_response_promise.hpp>
-
 #include <chrono>
 #include <memory>
 #include <optional>
@@ -30,7 +29,7 @@ struct execution_options {
   std::chrono::seconds call_timeout{150}; ///< CAF-level backstop on every other call
   size_t stdout_cap = size_t{16} << 20;   ///< streamed output kept when there is no listener
   size_t stderr_cap = size_t{1} << 20;
-  exec_sink_actor listener;               ///< receives streamed lines instead, if set
+  exec_sink_actor listener; ///< receives streamed lines instead, if set
   /// Set: the guest is reusable (component surface) — acquired from the registry (adopted
   /// or created there, egress checked, running) instead of created, and released to it
   /// instead of deleted; the reaper never hears of it. What the runtime put into the guest

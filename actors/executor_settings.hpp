@@ -12,7 +12,7 @@
 
 namespace guestflow {
 
-/// The whole-flow executor's settings (seed 000, "The whole-flow executor") and the
+/// The whole-flow executor's settings (Langflow's whole-flow executor seam) and the
 /// coordinator's admission limits. Read from an environment map so that tests and the CLI
 /// share one parser; actors never call getenv.
 struct executor_settings {

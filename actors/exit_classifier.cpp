@@ -6,14 +6,10 @@ namespace guestflow {
 
 classified_exit classify_exit(int32_t raw_exit, const std::optional<std::string>& error,
                               uint64_t elapsed_ms, uint32_t timeout_seconds) {
-  if (raw_exit == 124)
-    return {-1, ec::timeout};
-  if (raw_exit != 137)
-    return {raw_exit, std::nullopt};
-  if (error && error->find("out of memory") != std::string::npos)
-    return {137, ec::oom};
-  if (elapsed_ms >= uint64_t{timeout_seconds} * 1000)
-    return {-1, ec::timeout};
+  if (raw_exit == 124) return {-1, ec::timeout};
+  if (raw_exit != 137) return {raw_exit, std::nullopt};
+  if (error && error->find("out of memory") != std::string::npos) return {137, ec::oom};
+  if (elapsed_ms >= uint64_t{timeout_seconds} * 1000) return {-1, ec::timeout};
   return {137, ec::oom};
 }
 

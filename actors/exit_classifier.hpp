@@ -14,8 +14,8 @@ namespace guestflow {
 /// authoritative wall clock: it exits 124, or 137 when KILL takes timeout(1)'s process
 /// group with it. 137 before the limit ran out is the memory cgroup's OOM kill.
 struct classified_exit {
-  int32_t exit_code = 0;      ///< -1 for a timeout (lfx's convention), else the raw code
-  std::optional<ec> outcome;  ///< ec::timeout or ec::oom
+  int32_t exit_code = 0;     ///< -1 for a timeout (lfx's convention), else the raw code
+  std::optional<ec> outcome; ///< ec::timeout or ec::oom
 };
 
 classified_exit classify_exit(int32_t raw_exit, const std::optional<std::string>& error,

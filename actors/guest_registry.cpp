@@ -6,7 +6,6 @@
 
 #include <caf/event_based_actor.hpp>
 #include <caf/send.hpp>
-
 #include <ctime>
 
 namespace guestflow {
@@ -16,8 +15,8 @@ using self_ptr = guest_registry_actor::stateful_pointer<guest_registry_state>;
 using slot = guest_registry_state::slot;
 
 bool gone(sandbox_status s) {
-  return s == sandbox_status::destroyed || s == sandbox_status::destroying
-         || s == sandbox_status::failed;
+  return s == sandbox_status::destroyed || s == sandbox_status::destroying ||
+         s == sandbox_status::failed;
 }
 
 void start(self_ptr self, const std::string& name);
@@ -26,19 +25,16 @@ void start(self_ptr self, const std::string& name);
 /// next run in line gets its turn.
 void next(self_ptr self, const std::string& name) {
   auto& sl = self->state.slots[name];
-  if (!sl.queue.empty())
-    sl.queue.pop_front();
+  if (!sl.queue.empty()) sl.queue.pop_front();
   sl.active = false;
   sl.granted = false;
-  if (!sl.queue.empty())
-    start(self, name);
+  if (!sl.queue.empty()) start(self, name);
 }
 
 void refuse(self_ptr self, const std::string& name, const failure& f) {
   auto& sl = self->state.slots[name];
   auto& head = sl.queue.front();
-  if (!head.abandoned)
-    head.rp.deliver(make_error(f.code, f.message));
+  if (!head.abandoned) head.rp.deliver(make_error(f.code, f.message));
   next(self, name);
 }
 
@@ -46,8 +42,7 @@ void grant(self_ptr self, const std::string& name, reusable_guest g) {
   auto& sl = self->state.slots[name];
   sl.known_id = g.id;
   auto& head = sl.queue.front();
-  if (head.abandoned)
-    return next(self, name); // its run is gone: nobody would ever release it
+  if (head.abandoned) return next(self, name); // its run is gone: nobody would ever release it
   sl.granted = true;
   head.rp.deliver(std::move(g));
 }
@@ -59,29 +54,28 @@ void adopt(self_ptr self, const std::string& name, sandbox_view v) {
   st.slots[name].known_id = v.id;
   if (v.status == sandbox_status::error)
     return refuse(self, name,
-                  fail(ec::unavailable, "reusable guest " + name + " (" + v.id
-                                          + ") is in state error; delete it with "
+                  fail(ec::unavailable, "reusable guest " + name + " (" + v.id +
+                                            ") is in state error; delete it with "
                                             "`guestflow reap --reusable`"));
   self->request(st.cp, st.opts.call_timeout, egress_atom::value, v.id)
-    .then(
-      [self, name, v](egress_body& reported) {
-        auto& head = self->state.slots[name].queue.front();
-        if (auto drift = egress_guard::check(name, v.id, head.req.egress, reported.egress))
-          return refuse(self, name, *drift);
-        if (v.status == sandbox_status::running)
-          return grant(self, name, reusable_guest{v.id, name, false, false});
-        self
-          ->request(self->state.lifecycle, self->state.opts.call_timeout * 2,
-                    ensure_atom::value, v.id)
-          .then(
-            [self, name, v](sandbox_view& now) {
-              grant(self, name,
-                    reusable_guest{now.id, name, false,
-                                   v.status != sandbox_status::creating});
-            },
-            [self, name](caf::error& err) { refuse(self, name, to_failure(err)); });
-      },
-      [self, name](caf::error& err) { refuse(self, name, to_failure(err)); });
+      .then(
+          [self, name, v](egress_body& reported) {
+            auto& head = self->state.slots[name].queue.front();
+            if (auto drift = egress_guard::check(name, v.id, head.req.egress, reported.egress))
+              return refuse(self, name, *drift);
+            if (v.status == sandbox_status::running)
+              return grant(self, name, reusable_guest{v.id, name, false, false});
+            self->request(self->state.lifecycle, self->state.opts.call_timeout * 2,
+                          ensure_atom::value, v.id)
+                .then(
+                    [self, name, v](sandbox_view& now) {
+                      grant(self, name,
+                            reusable_guest{now.id, name, false,
+                                           v.status != sandbox_status::creating});
+                    },
+                    [self, name](caf::error& err) { refuse(self, name, to_failure(err)); });
+          },
+          [self, name](caf::error& err) { refuse(self, name, to_failure(err)); });
 }
 
 /// Lists the guests and adopts the live one named `name`; when there is none, creates it
@@ -92,112 +86,106 @@ void create(self_ptr self, const std::string& name) {
   auto& st = self->state;
   auto req = st.slots[name].queue.front().req;
   self->request(st.cp, st.opts.create_timeout, create_atom::value, req)
-    .then(
-      [self, name](sandbox_created& c) {
-        auto& head = self->state.slots[name].queue.front();
-        self->state.slots[name].known_id = c.id;
-        if (auto drift = egress_guard::check(name, c.id, head.req.egress, c.egress))
-          return refuse(self, name, *drift);
-        grant(self, name, reusable_guest{c.id, name, true, false});
-      },
-      [self, name](caf::error& err) {
-        // Most likely another process created the name first (409 "name … is taken"):
-        // whatever the control plane said, a live guest under the name is the winner.
-        find(self, name, to_failure(err));
-      });
+      .then(
+          [self, name](sandbox_created& c) {
+            auto& head = self->state.slots[name].queue.front();
+            self->state.slots[name].known_id = c.id;
+            if (auto drift = egress_guard::check(name, c.id, head.req.egress, c.egress))
+              return refuse(self, name, *drift);
+            grant(self, name, reusable_guest{c.id, name, true, false});
+          },
+          [self, name](caf::error& err) {
+            // Most likely another process created the name first (409 "name … is taken"):
+            // whatever the control plane said, a live guest under the name is the winner.
+            find(self, name, to_failure(err));
+          });
 }
 
 void find(self_ptr self, const std::string& name, std::optional<failure> create_failed) {
   auto& st = self->state;
   self->request(st.cp, st.opts.call_timeout, list_atom::value, std::string{})
-    .then(
-      [self, name, create_failed](sandbox_list& all) {
-        for (auto& v : all.data)
-          if (v.name == name && !gone(v.status))
-            return adopt(self, name, std::move(v));
-        if (create_failed)
-          return refuse(self, name, *create_failed);
-        create(self, name);
-      },
-      [self, name, create_failed](caf::error& err) {
-        refuse(self, name, create_failed ? *create_failed : to_failure(err));
-      });
+      .then(
+          [self, name, create_failed](sandbox_list& all) {
+            for (auto& v : all.data)
+              if (v.name == name && !gone(v.status)) return adopt(self, name, std::move(v));
+            if (create_failed) return refuse(self, name, *create_failed);
+            create(self, name);
+          },
+          [self, name, create_failed](caf::error& err) {
+            refuse(self, name, create_failed ? *create_failed : to_failure(err));
+          });
 }
 
 void start(self_ptr self, const std::string& name) {
   auto& sl = self->state.slots[name];
   sl.active = true;
   sl.granted = false;
-  if (sl.known_id.empty())
-    return find(self, name, std::nullopt);
+  if (sl.known_id.empty()) return find(self, name, std::nullopt);
   // The id seen last time is only a hint: GET it, and fall back to a lookup by name.
   self->request(self->state.cp, self->state.opts.call_timeout, get_atom::value, sl.known_id)
-    .then(
-      [self, name](sandbox_view& v) {
-        if (v.name == name && !gone(v.status))
-          return adopt(self, name, std::move(v));
-        self->state.slots[name].known_id.clear();
-        find(self, name, std::nullopt);
-      },
-      [self, name](caf::error&) {
-        self->state.slots[name].known_id.clear();
-        find(self, name, std::nullopt);
-      });
+      .then(
+          [self, name](sandbox_view& v) {
+            if (v.name == name && !gone(v.status)) return adopt(self, name, std::move(v));
+            self->state.slots[name].known_id.clear();
+            find(self, name, std::nullopt);
+          },
+          [self, name](caf::error&) {
+            self->state.slots[name].known_id.clear();
+            find(self, name, std::nullopt);
+          });
 }
 
 void sweep(self_ptr self, uint32_t idle_s, caf::typed_response_promise<uint64_t> rp) {
   auto& st = self->state;
   self->request(st.cp, st.opts.call_timeout, list_atom::value, std::string{})
-    .then(
-      [self, idle_s, rp](sandbox_list& all) mutable {
-        auto now = static_cast<int64_t>(std::time(nullptr));
-        std::vector<std::string> doomed;
-        for (auto& v : all.data) {
-          if (!names::is_reusable(v.name) || gone(v.status))
-            continue;
-          if (auto i = self->state.slots.find(v.name);
-              i != self->state.slots.end() && i->second.active)
-            continue; // a run of this runtime holds or is about to hold it
-          auto idle = idle_seconds(v, now);
-          if (idle && *idle > static_cast<int64_t>(idle_s))
-            doomed.push_back(v.id);
-        }
-        if (doomed.empty()) {
-          rp.deliver(uint64_t{0});
-          return;
-        }
-        struct tally {
-          size_t left;
-          uint64_t deleted = 0;
-          std::string errors;
-        };
-        auto t = std::make_shared<tally>(tally{doomed.size(), 0, {}});
-        auto done = [t, rp]() mutable {
-          if (--t->left > 0)
-            return;
-          if (t->errors.empty())
-            rp.deliver(t->deleted);
-          else
-            rp.deliver(make_error(ec::unavailable, "deleted " + std::to_string(t->deleted)
-                                                     + "; could not delete:" + t->errors));
-        };
-        for (auto& id : doomed)
-          self->request(self->state.cp, self->state.opts.call_timeout, delete_atom::value, id)
-            .then(
-              [t, done](sandbox_deleted&) mutable {
-                ++t->deleted;
-                done();
-              },
-              [t, done, id](caf::error& err) mutable {
-                auto f = to_failure(err);
-                if (f.code == ec::not_found)
-                  ++t->deleted; // gone already: what the sweep wanted
-                else
-                  t->errors += " " + id + " (" + f.message + ")";
-                done();
-              });
-      },
-      [rp](caf::error& err) mutable { rp.deliver(std::move(err)); });
+      .then(
+          [self, idle_s, rp](sandbox_list& all) mutable {
+            auto now = static_cast<int64_t>(std::time(nullptr));
+            std::vector<std::string> doomed;
+            for (auto& v : all.data) {
+              if (!names::is_reusable(v.name) || gone(v.status)) continue;
+              if (auto i = self->state.slots.find(v.name);
+                  i != self->state.slots.end() && i->second.active)
+                continue; // a run of this runtime holds or is about to hold it
+              auto idle = idle_seconds(v, now);
+              if (idle && *idle > static_cast<int64_t>(idle_s)) doomed.push_back(v.id);
+            }
+            if (doomed.empty()) {
+              rp.deliver(uint64_t{0});
+              return;
+            }
+            struct tally {
+              size_t left;
+              uint64_t deleted = 0;
+              std::string errors;
+            };
+            auto t = std::make_shared<tally>(tally{doomed.size(), 0, {}});
+            auto done = [t, rp]() mutable {
+              if (--t->left > 0) return;
+              if (t->errors.empty())
+                rp.deliver(t->deleted);
+              else
+                rp.deliver(make_error(ec::unavailable, "deleted " + std::to_string(t->deleted) +
+                                                           "; could not delete:" + t->errors));
+            };
+            for (auto& id : doomed)
+              self->request(self->state.cp, self->state.opts.call_timeout, delete_atom::value,
+                            id)
+                  .then(
+                      [t, done](sandbox_deleted&) mutable {
+                        ++t->deleted;
+                        done();
+                      },
+                      [t, done, id](caf::error& err) mutable {
+                        auto f = to_failure(err);
+                        if (f.code == ec::not_found)
+                          ++t->deleted; // gone already: what the sweep wanted
+                        else
+                          t->errors += " " + id + " (" + f.message + ")";
+                        done();
+                      });
+          },
+          [rp](caf::error& err) mutable { rp.deliver(std::move(err)); });
 }
 
 } // namespace
@@ -205,16 +193,13 @@ void sweep(self_ptr self, uint32_t idle_s, caf::typed_response_promise<uint64_t>
 std::optional<int64_t> idle_seconds(const sandbox_view& v, int64_t now_s) {
   std::optional<int64_t> last;
   auto take = [&](const std::optional<std::string>& ts) {
-    if (!ts)
-      return;
-    if (auto t = parse_rfc3339(*ts); t && (!last || *t > *last))
-      last = t;
+    if (!ts) return;
+    if (auto t = parse_rfc3339(*ts); t && (!last || *t > *last)) last = t;
   };
   take(v.created_at);
   take(v.last_resumed_at);
   take(v.paused_at);
-  if (!last)
-    return std::nullopt;
+  if (!last) return std::nullopt;
   return now_s - *last;
 }
 
@@ -227,8 +212,7 @@ guest_registry(guest_registry_actor::stateful_pointer<guest_registry_state> self
   self->set_down_handler([self](caf::down_msg& dm) {
     std::vector<std::string> release;
     for (auto& [name, sl] : self->state.slots) {
-      if (sl.queue.empty())
-        continue;
+      if (sl.queue.empty()) continue;
       auto& head = sl.queue.front();
       if (head.who == dm.source) {
         if (sl.granted)
@@ -244,42 +228,41 @@ guest_registry(guest_registry_actor::stateful_pointer<guest_registry_state> self
       next(self, name);
   });
   return {
-    [self](acquire_atom, sandbox_create_request& req)
-      -> caf::typed_response_promise<reusable_guest> {
-      auto sender = self->current_sender();
-      auto rp = self->make_response_promise<caf::typed_response_promise<reusable_guest>>();
-      if (!req.name || !names::is_reusable(*req.name)) {
-        rp.deliver(make_error(ec::bad_request,
-                              "acquire needs a reusable guest name (gf-c-…), got '"
-                                + req.name.value_or("") + "'"));
+      [self](acquire_atom,
+             sandbox_create_request& req) -> caf::typed_response_promise<reusable_guest> {
+        auto sender = self->current_sender();
+        auto rp = self->make_response_promise<caf::typed_response_promise<reusable_guest>>();
+        if (!req.name || !names::is_reusable(*req.name)) {
+          rp.deliver(make_error(ec::bad_request,
+                                "acquire needs a reusable guest name (gf-c-…), got '" +
+                                    req.name.value_or("") + "'"));
+          return rp;
+        }
+        auto name = *req.name;
+        guest_registry_state::waiter w{std::move(req), rp, {}, false};
+        if (sender) {
+          w.who = caf::actor_cast<caf::actor_addr>(sender);
+          self->monitor(sender);
+        }
+        auto& sl = self->state.slots[name];
+        sl.queue.push_back(std::move(w));
+        if (!sl.active) start(self, name);
         return rp;
-      }
-      auto name = *req.name;
-      guest_registry_state::waiter w{std::move(req), rp, {}, false};
-      if (sender) {
-        w.who = caf::actor_cast<caf::actor_addr>(sender);
-        self->monitor(sender);
-      }
-      auto& sl = self->state.slots[name];
-      sl.queue.push_back(std::move(w));
-      if (!sl.active)
-        start(self, name);
-      return rp;
-    },
-    [self](release_atom, std::string& name) {
-      auto i = self->state.slots.find(name);
-      if (i == self->state.slots.end() || !i->second.granted || i->second.queue.empty())
-        return;
-      auto sender = self->current_sender();
-      if (!sender || i->second.queue.front().who != caf::actor_cast<caf::actor_addr>(sender))
-        return; // only the holder releases
-      next(self, name);
-    },
-    [self](sweep_atom, uint32_t idle_s) {
-      auto rp = self->make_response_promise<caf::typed_response_promise<uint64_t>>();
-      sweep(self, idle_s, rp);
-      return rp;
-    },
+      },
+      [self](release_atom, std::string& name) {
+        auto i = self->state.slots.find(name);
+        if (i == self->state.slots.end() || !i->second.granted || i->second.queue.empty())
+          return;
+        auto sender = self->current_sender();
+        if (!sender || i->second.queue.front().who != caf::actor_cast<caf::actor_addr>(sender))
+          return; // only the holder releases
+        next(self, name);
+      },
+      [self](sweep_atom, uint32_t idle_s) {
+        auto rp = self->make_response_promise<caf::typed_response_promise<uint64_t>>();
+        sweep(self, idle_s, rp);
+        return rp;
+      },
   };
 }
 

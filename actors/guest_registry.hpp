@@ -4,7 +4,6 @@
 
 #include <caf/stateful_actor.hpp>
 #include <caf/typed_response_promise.hpp>
-
 #include <chrono>
 #include <deque>
 #include <string>

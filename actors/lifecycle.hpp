@@ -4,7 +4,6 @@
 
 #include <caf/stateful_actor.hpp>
 #include <caf/typed_response_promise.hpp>
-
 #include <chrono>
 #include <string>
 #include <unordered_map>
@@ -38,7 +37,8 @@ struct lifecycle_state {
 /// See lifecycle_actor (actors.hpp): GET → running: done; paused → one
 /// resume, then poll; creating / pausing / resuming → poll; error, failed, destroying,
 /// destroyed → unavailable. Past the deadline → transient with the last status seen.
-lifecycle_actor::behavior_type lifecycle(lifecycle_actor::stateful_pointer<lifecycle_state> self,
-                                         controlplane_actor cp, lifecycle_options opts);
+lifecycle_actor::behavior_type
+lifecycle(lifecycle_actor::stateful_pointer<lifecycle_state> self, controlplane_actor cp,
+          lifecycle_options opts);
 
 } // namespace guestflow

@@ -21,8 +21,8 @@ std::optional<failure> check_forwarded(const json_member& m) {
     return fail(ec::bad_request, "runtime_options." + m.key + ": expected " + expected +
                                      ", got " + m.value.text.substr(0, 64));
   };
-  if (m.key == "max_iterations"
-      && (t != json_type::integer || m.value.text[0] == '-' || m.value.text == "0"))
+  if (m.key == "max_iterations" &&
+      (t != json_type::integer || m.value.text[0] == '-' || m.value.text == "0"))
     return bad("a positive integer");
   if (m.key == "config" && t != json_type::object) return bad("an object");
   if ((m.key == "reset_output_values" || m.key == "fallback_to_env_vars") &&

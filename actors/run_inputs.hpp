@@ -16,7 +16,7 @@ struct normalized_inputs {
   std::vector<std::string> ignored; ///< unknown and `_`-prefixed keys
 };
 
-/// Normalizes a caller's inputs the way seed 000 describes lfx's executor seam: caller
+/// Normalizes a caller's inputs the way lfx's executor seam passes them: caller
 /// inputs arrive as `runtime_options.initial_inputs` (Coordinator.stream passes
 /// `inputs=[]`) or as `inputs`; both are accepted, whichever is non-empty, and when both
 /// are given they must agree (otherwise bad_request: no silent choice). Each may be a

@@ -7,7 +7,9 @@ namespace guestflow {
 
 runtime::runtime(caf::actor_system& sys, std::shared_ptr<cp::client> client,
                  runtime_options opts)
-  : sys_(sys), client_(std::move(client)), opts_(std::move(opts)) {
+    : sys_(sys)
+    , client_(std::move(client))
+    , opts_(std::move(opts)) {
   opts_.reaper.owner = opts_.owner;
   cp_ = sys_.spawn(guestflow::controlplane, client_, opts_.timeouts);
   reaper_ = sys_.spawn(guestflow::reaper, cp_, opts_.reaper);
@@ -36,22 +38,19 @@ execution_actor runtime::spawn_component(const component_plan& plan) const {
     opts.registry = registry_;
     opts.lifecycle = lifecycle_;
   }
-  if (plan.collect)
-    opts.collect = std::make_shared<const collect_options>(*plan.collect);
+  if (plan.collect) opts.collect = std::make_shared<const collect_options>(*plan.collect);
   return spawn_execution(std::move(opts));
 }
 
 void runtime::stop() {
-  if (stopped_)
-    return;
+  if (stopped_) return;
   stopped_ = true;
   caf::anon_send_exit(registry_, caf::exit_reason::user_shutdown);
   caf::anon_send_exit(lifecycle_, caf::exit_reason::user_shutdown);
   caf::anon_send_exit(coordinator_, caf::exit_reason::user_shutdown);
   caf::anon_send_exit(reaper_, caf::exit_reason::user_shutdown);
   caf::anon_send_exit(cp_, caf::exit_reason::user_shutdown);
-  if (client_)
-    client_->shutdown();
+  if (client_) client_->shutdown();
 }
 
 } // namespace guestflow

@@ -9,7 +9,6 @@
 #include "actors/reaper.hpp"
 
 #include <caf/actor_system.hpp>
-
 #include <memory>
 #include <string>
 

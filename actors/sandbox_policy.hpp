@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
-/// The policy gate and shape choice for the sandbox-backend surface, with the seed's
-/// settings and their meaning (seed 000: "Configuration", "Shapes", "Network semantics").
+/// The policy gate and shape choice for the sandbox-backend surface, with Langflow's
+/// sandbox settings and their meaning (configuration, shapes, network semantics).
 namespace guestflow::policy {
 
 using env_map = cp::env_map;
@@ -21,11 +21,11 @@ using env_map = cp::env_map;
 struct provider_info {
   cp::provider kind = cp::provider::local;
   capabilities caps;
-  uint64_t memory_floor_mib = 256;           ///< CreateOS 4096 (seed), local configurable
-  std::optional<std::string> default_rootfs; ///< CreateOS "devbox:1" (seed); local: none
+  uint64_t memory_floor_mib = 256;           ///< CreateOS 4096, local configurable
+  std::optional<std::string> default_rootfs; ///< CreateOS "devbox:1"; local: none
 };
 
-/// CreateOS as measured in seed 000 (cp::createos_capabilities) with its 4096 MiB floor:
+/// CreateOS as measured (cp::createos_capabilities) with its 4096 MiB floor:
 /// a fresh guest importing numpy or pandas needs it.
 provider_info createos_provider();
 

@@ -3,8 +3,8 @@
 namespace guestflow::cli {
 
 args::args(std::set<std::string> valued, std::set<std::string> switches)
-  : valued_(std::move(valued)), switches_(std::move(switches)) {
-}
+    : valued_(std::move(valued))
+    , switches_(std::move(switches)) {}
 
 std::optional<std::string> args::parse(const std::vector<std::string>& argv) {
   for (size_t i = 0; i < argv.size(); ++i) {
@@ -24,8 +24,7 @@ std::optional<std::string> args::parse(const std::vector<std::string>& argv) {
       body.resize(eq);
     }
     if (switches_.count(body)) {
-      if (inline_value)
-        return "--" + body + " takes no value";
+      if (inline_value) return "--" + body + " takes no value";
       values_.emplace(body, "");
     } else if (valued_.count(body)) {
       if (inline_value) {
@@ -44,8 +43,7 @@ std::optional<std::string> args::parse(const std::vector<std::string>& argv) {
 
 std::optional<std::string> args::get(const std::string& flag) const {
   auto range = values_.equal_range(flag);
-  if (range.first == range.second)
-    return std::nullopt;
+  if (range.first == range.second) return std::nullopt;
   return std::prev(range.second)->second;
 }
 

@@ -29,7 +29,8 @@ registrar::registrar(command c) {
 
 const std::vector<command>& commands() {
   auto& t = table();
-  std::sort(t.begin(), t.end(), [](const command& a, const command& b) { return a.name < b.name; });
+  std::sort(t.begin(), t.end(),
+            [](const command& a, const command& b) { return a.name < b.name; });
   return t;
 }
 
@@ -45,8 +46,7 @@ int main(int argc, char** argv) {
     return print_help(std::cout);
   std::string_view name = argv[1];
   for (const auto& c : commands()) {
-    if (c.name != name)
-      continue;
+    if (c.name != name) continue;
     std::vector<std::string> rest(argv + 2, argv + argc);
     if (!rest.empty() && (rest[0] == "--help" || rest[0] == "-h")) {
       std::cout << c.usage << '\n';

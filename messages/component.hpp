@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-/// Value types of the component surface (seed 000, "The CreateOS Sandbox component"): a
+/// Value types of the component surface (Langflow's CreateOS Sandbox component): a
 /// reusable guest handed out by the registry, and the files a run hands back.
 namespace guestflow {
 
@@ -19,12 +19,11 @@ struct reusable_guest {
   bool created = false; ///< this acquire created it (else it was adopted)
   bool resumed = false; ///< it was paused (or pausing/resuming) and was brought back
   friend bool operator==(const reusable_guest& a, const reusable_guest& b) {
-    return a.id == b.id && a.name == b.name && a.created == b.created
-           && a.resumed == b.resumed;
+    return a.id == b.id && a.name == b.name && a.created == b.created && a.resumed == b.resumed;
   }
 };
 
-template <class Inspector>
+template<class Inspector>
 typename Inspector::result_type inspect(Inspector& f, reusable_guest& x) {
   return f(x.id, x.name, x.created, x.resumed);
 }
@@ -40,7 +39,7 @@ struct returned_file {
   }
 };
 
-template <class Inspector>
+template<class Inspector>
 typename Inspector::result_type inspect(Inspector& f, returned_file& x) {
   return f(x.path, x.size, x.bytes);
 }
@@ -55,7 +54,7 @@ struct dropped_member {
   }
 };
 
-template <class Inspector>
+template<class Inspector>
 typename Inspector::result_type inspect(Inspector& f, dropped_member& x) {
   return f(x.path, x.reason);
 }
@@ -72,7 +71,7 @@ struct returned_files {
   }
 };
 
-template <class Inspector>
+template<class Inspector>
 typename Inspector::result_type inspect(Inspector& f, returned_files& x) {
   return f(x.files, x.dropped, x.error);
 }

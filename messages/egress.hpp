@@ -23,7 +23,7 @@ struct egress_rule {
   }
 };
 
-template <class Inspector>
+template<class Inspector>
 typename Inspector::result_type inspect(Inspector& f, egress_rule& x) {
   return f(x.v6, x.address, x.prefix, x.port);
 }
@@ -44,7 +44,7 @@ struct egress_policy {
   friend bool operator!=(const egress_policy& a, const egress_policy& b) { return !(a == b); }
 };
 
-template <class Inspector>
+template<class Inspector>
 typename Inspector::result_type inspect(Inspector& f, egress_policy& x) {
   return f(x.mode, x.rules);
 }

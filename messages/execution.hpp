@@ -20,27 +20,27 @@ struct upload {
   }
 };
 
-template <class Inspector>
+template<class Inspector>
 typename Inspector::result_type inspect(Inspector& f, upload& x) {
   return f(x.path, x.content);
 }
 
 /// Everything one execution actor needs to own one guest's lifecycle end to end.
 struct execution_spec {
-  std::string name;               ///< guest name, known (and tracked) before create
-  sandbox_create_request create;  ///< `create.name == name`
+  std::string name;              ///< guest name, known (and tracked) before create
+  sandbox_create_request create; ///< `create.name == name`
   std::vector<upload> uploads;
-  exec_request command;           ///< already wrapped in `timeout --signal=KILL N`
-  uint32_t timeout_seconds = 30;  ///< the guest's own wall clock (timeout(1))
-  bool stream = false;            ///< streamed exec: lines go to the execution's sink
+  exec_request command;          ///< already wrapped in `timeout --signal=KILL N`
+  uint32_t timeout_seconds = 30; ///< the guest's own wall clock (timeout(1))
+  bool stream = false;           ///< streamed exec: lines go to the execution's sink
   friend bool operator==(const execution_spec& a, const execution_spec& b) {
-    return a.name == b.name && a.create == b.create && a.uploads == b.uploads
-           && a.command == b.command && a.timeout_seconds == b.timeout_seconds
-           && a.stream == b.stream;
+    return a.name == b.name && a.create == b.create && a.uploads == b.uploads &&
+           a.command == b.command && a.timeout_seconds == b.timeout_seconds &&
+           a.stream == b.stream;
   }
 };
 
-template <class Inspector>
+template<class Inspector>
 typename Inspector::result_type inspect(Inspector& f, execution_spec& x) {
   return f(x.name, x.create, x.uploads, x.command, x.timeout_seconds, x.stream);
 }
@@ -58,31 +58,31 @@ struct execution_report {
   /// Reusable guests: the registry adopted an earlier run's guest instead of creating one.
   bool reused = false;
   friend bool operator==(const execution_report& a, const execution_report& b) {
-    return a.guest_id == b.guest_id && a.name == b.name && a.result == b.result
-           && a.outcome == b.outcome && a.total_ms == b.total_ms && a.files == b.files
-           && a.reused == b.reused;
+    return a.guest_id == b.guest_id && a.name == b.name && a.result == b.result &&
+           a.outcome == b.outcome && a.total_ms == b.total_ms && a.files == b.files &&
+           a.reused == b.reused;
   }
 };
 
-template <class Inspector>
+template<class Inspector>
 typename Inspector::result_type inspect(Inspector& f, execution_report& x) {
   return f(x.guest_id, x.name, x.result, x.outcome, x.total_ms, x.files, x.reused);
 }
 
 /// Guaranteed-deletion bookkeeping (the reaper's counters).
 struct reaper_stats {
-  uint64_t tracked = 0;         ///< names currently owned by a live execution
-  uint64_t created = 0;         ///< creates reported
-  uint64_t deleted = 0;         ///< confirmed deletes (by owners or by the reaper)
-  uint64_t pending = 0;         ///< deletes the reaper still owes
-  uint64_t failed_deletes = 0;  ///< delete attempts that failed (each retried)
+  uint64_t tracked = 0;        ///< names currently owned by a live execution
+  uint64_t created = 0;        ///< creates reported
+  uint64_t deleted = 0;        ///< confirmed deletes (by owners or by the reaper)
+  uint64_t pending = 0;        ///< deletes the reaper still owes
+  uint64_t failed_deletes = 0; ///< delete attempts that failed (each retried)
   friend bool operator==(const reaper_stats& a, const reaper_stats& b) {
-    return a.tracked == b.tracked && a.created == b.created && a.deleted == b.deleted
-           && a.pending == b.pending && a.failed_deletes == b.failed_deletes;
+    return a.tracked == b.tracked && a.created == b.created && a.deleted == b.deleted &&
+           a.pending == b.pending && a.failed_deletes == b.failed_deletes;
   }
 };
 
-template <class Inspector>
+template<class Inspector>
 typename Inspector::result_type inspect(Inspector& f, reaper_stats& x) {
   return f(x.tracked, x.created, x.deleted, x.pending, x.failed_deletes);
 }

@@ -25,7 +25,7 @@ struct raw_json {
   friend bool operator!=(const raw_json& a, const raw_json& b) { return !(a == b); }
 };
 
-template <class Inspector>
+template<class Inspector>
 typename Inspector::result_type inspect(Inspector& f, raw_json& x) {
   return f(x.text);
 }
@@ -39,7 +39,7 @@ std::string quote_json(std::string_view s);
 /// Decodes a whole document into `T`. Total: returns a value or an `ec::bad_request`
 /// failure naming the offending field ("nodes[3].data.type: expected string"); never
 /// throws, never crashes on any byte string. Specialized per message type in its header.
-template <class T>
+template<class T>
 result<T> decode(std::string_view text, const decode_limits& limits = {});
 
 } // namespace guestflow

@@ -8,12 +8,10 @@ std::vector<std::string> output_texts(const std::vector<run_outputs>& outs) {
   std::vector<std::string> texts;
   for (const auto& run : outs) {
     for (const auto& data : run.outputs) {
-      if (!data || data->results.empty())
-        continue;
+      if (!data || data->results.empty()) continue;
       rapidjson::Document doc;
       doc.Parse(data->results.text.data(), data->results.text.size());
-      if (doc.HasParseError() || !doc.IsObject())
-        continue;
+      if (doc.HasParseError() || !doc.IsObject()) continue;
       for (const auto& member : doc.GetObject()) {
         const auto& v = member.value;
         if (v.IsString()) {

@@ -4,9 +4,9 @@
 //
 // The runtime's own overhead per execution, beyond the control plane's own latency.
 // Starts `guestflow control-plane --simulate-latency-ms N` (every call answered after N
-// ms, no guest ever started) as a child, builds an actor system (2 scheduler threads) and a runtime
-// in-process with a client to it, then for each K runs code executions (create → upload →
-// exec → delete each, through the real execution actors, the reaper and the pooled Beast
+// ms, no guest ever started) as a child, builds an actor system (2 scheduler threads) and a
+// runtime in-process with a client to it, then for each K runs code executions (create → upload
+// → exec → delete each, through the real execution actors, the reaper and the pooled Beast
 // client) two ways:
 //   sustained: K kept in flight, each finished run launching the next; measured over R·K
 //     completions (R = --rounds, default 2) once the first 2K have finished (the steady

@@ -2,10 +2,9 @@
 
 #include "controlplane/client/url.hpp"
 
+#include <cerrno>
 #include <openssl/ssl.h>
 #include <openssl/x509v3.h>
-
-#include <cerrno>
 #include <sys/socket.h>
 
 namespace guestflow::cp {
@@ -32,15 +31,13 @@ connection::connection(net::io_context& ioc, net::ssl::context& ctx, const std::
 }
 
 char* connection::tls_buffer() {
-  if (!tls_buf_)
-    tls_buf_.reset(new char[tls_buffer_size]);
+  if (!tls_buf_) tls_buf_.reset(new char[tls_buffer_size]);
   return tls_buf_.get();
 }
 
 bool connection::looks_alive() {
   auto& s = sock();
-  if (!s.is_open() || !pending.empty())
-    return false;
+  if (!s.is_open() || !pending.empty()) return false;
   // One non-blocking peek (this runs before every pooled request). EAGAIN: nothing to
   // read, peer silent — the healthy idle state. Anything else (EOF, reset, or unsolicited
   // bytes) means the connection cannot carry a clean exchange.
@@ -52,8 +49,7 @@ bool connection::looks_alive() {
 void connection::close() noexcept {
   boost::system::error_code err;
   auto& s = sock();
-  if (!s.is_open())
-    return;
+  if (!s.is_open()) return;
   s.shutdown(net::socket_base::shutdown_both, err);
   s.close(err);
 }

@@ -10,20 +10,17 @@ std::unique_ptr<connection> connection_pool::acquire() {
     std::unique_ptr<connection> c;
     {
       std::lock_guard<std::mutex> lock(mtx_);
-      if (idle_.empty())
-        return nullptr;
+      if (idle_.empty()) return nullptr;
       c = std::move(idle_.back());
       idle_.pop_back();
     }
-    if (now - c->idle_since < idle_timeout_ && c->looks_alive())
-      return c;
+    if (now - c->idle_since < idle_timeout_ && c->looks_alive()) return c;
     c->close();
   }
 }
 
 void connection_pool::release(std::unique_ptr<connection> c) {
-  if (!c)
-    return;
+  if (!c) return;
   auto now = std::chrono::steady_clock::now();
   c->idle_since = now;
   std::vector<std::unique_ptr<connection>> doomed;
@@ -35,11 +32,9 @@ void connection_pool::release(std::unique_ptr<connection> c) {
       ++stale;
     std::move(idle_.begin(), stale, std::back_inserter(doomed));
     idle_.erase(idle_.begin(), stale);
-    if (!closed_ && idle_.size() < max_idle_)
-      idle_.push_back(std::move(c));
+    if (!closed_ && idle_.size() < max_idle_) idle_.push_back(std::move(c));
   }
-  if (c)
-    doomed.push_back(std::move(c));
+  if (c) doomed.push_back(std::move(c));
   for (auto& d : doomed)
     d->close();
 }

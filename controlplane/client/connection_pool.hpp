@@ -15,7 +15,8 @@ namespace guestflow::cp {
 class connection_pool {
 public:
   connection_pool(size_t max_idle, std::chrono::milliseconds idle_timeout)
-    : max_idle_(max_idle), idle_timeout_(idle_timeout) {}
+      : max_idle_(max_idle)
+      , idle_timeout_(idle_timeout) {}
 
   /// An idle connection that still looks alive, or null (then the caller opens one).
   std::unique_ptr<connection> acquire();

@@ -10,24 +10,22 @@ namespace {
 /// The value of `name` with surrounding whitespace removed; empty when unset.
 std::string setting(const env_map& env, const std::string& name) {
   auto i = env.find(name);
-  if (i == env.end())
-    return {};
+  if (i == env.end()) return {};
   const auto& v = i->second;
   auto first = v.find_first_not_of(" \t\r\n");
-  if (first == std::string::npos)
-    return {};
+  if (first == std::string::npos) return {};
   auto last = v.find_last_not_of(" \t\r\n");
   return v.substr(first, last - first + 1);
 }
 
 result<endpoint_choice> checked(endpoint ep, const char* variable) {
   auto url = parse_base_url(ep.base_url);
-  if (!url)
-    return fail(ec::bad_request, std::string(variable) + ": " + url.error().message);
+  if (!url) return fail(ec::bad_request, std::string(variable) + ": " + url.error().message);
   if (!url->tls && !is_loopback_host(url->host))
-    return fail(ec::policy_refused,
-                std::string(variable) + ": plain http is only allowed to a loopback host; use "
-                  "https for " + url->host);
+    return fail(ec::policy_refused, std::string(variable) +
+                                        ": plain http is only allowed to a loopback host; use "
+                                        "https for " +
+                                        url->host);
   return endpoint_choice{std::move(ep)};
 }
 
@@ -46,13 +44,11 @@ result<endpoint_choice> select_endpoint(const env_map& env) {
     return checked(std::move(ep), "GUESTFLOW_CONTROL_PLANE_URL");
   }
   auto key = setting(env, "CREATEOS_SANDBOX_API_KEY");
-  if (key.empty())
-    key = setting(env, "CREATEOS_API_KEY");
+  if (key.empty()) key = setting(env, "CREATEOS_API_KEY");
   if (!key.empty()) {
     endpoint ep;
     ep.base_url = setting(env, "CREATEOS_SANDBOX_BASE_URL");
-    if (ep.base_url.empty())
-      ep.base_url = std::string(createos_default_url);
+    if (ep.base_url.empty()) ep.base_url = std::string(createos_default_url);
     ep.api_key = key;
     ep.kind = provider::createos;
     return checked(std::move(ep), "CREATEOS_SANDBOX_BASE_URL");

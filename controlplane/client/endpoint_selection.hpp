@@ -33,10 +33,10 @@ using env_map = std::map<std::string, std::string>;
 /// non-loopback host → policy_refused — so a bad setting fails before any guest is asked for.
 result<endpoint_choice> select_endpoint(const env_map& env);
 
-/// The CreateOS default base URL (seed 000).
+/// The CreateOS default base URL.
 inline constexpr std::string_view createos_default_url = "https://api.sb.createos.sh";
 
-/// What CreateOS is known to do (seed 000): hardware-virtualized, deny-all and address rules
+/// What CreateOS is known to do: hardware-virtualized, deny-all and address rules
 /// enforced, hostname rules NOT enforced, 169.254.0.0/16 reachable. It has no server-side
 /// exec timeout (the runtime wraps commands in timeout(1)); the cap is what the
 /// auto-pause backstop allows: auto_pause_after_seconds ≤ 86400 must exceed timeout + 120.

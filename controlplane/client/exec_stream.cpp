@@ -2,9 +2,8 @@
 
 #include "controlplane/client/ndjson_reader.hpp"
 
-#include <spdlog/spdlog.h>
-
 #include <atomic>
+#include <spdlog/spdlog.h>
 
 namespace guestflow::cp {
 namespace {
@@ -22,20 +21,18 @@ struct stream_state {
   std::string what;
 
   void on_line(std::string_view line) {
-    if (bad_line)
-      return;
+    if (bad_line) return;
     decode_limits limits;
     limits.max_bytes = max_line + 1;
     auto l = decode<exec_stream_line>(line, limits);
     if (!l) {
-      bad_line = fail(ec::unavailable,
-                      what + ": control plane sent a malformed stream line: " + l.error().message);
+      bad_line =
+          fail(ec::unavailable,
+               what + ": control plane sent a malformed stream line: " + l.error().message);
       return;
     }
-    if (l->type == exec_stream_line::kind::exit_code)
-      exit_code = l->exit_code;
-    if (!cbs.on_line)
-      return;
+    if (l->type == exec_stream_line::kind::exit_code) exit_code = l->exit_code;
+    if (!cbs.on_line) return;
     try {
       cbs.on_line(std::move(*l));
     } catch (const std::exception& e) {
@@ -48,25 +45,22 @@ struct stream_state {
   std::optional<failure> feed(std::string_view bytes) {
     started = true;
     if (!reader.feed(bytes, [this](std::string_view l) { on_line(l); }))
-      return fail(ec::unavailable, what + ": a stream line is longer than "
-                                     + std::to_string(max_line) + " bytes");
+      return fail(ec::unavailable, what + ": a stream line is longer than " +
+                                       std::to_string(max_line) + " bytes");
     return bad_line;
   }
 
   result<int32_t> outcome(result<std::string> r) {
-    if (cancelled)
-      return fail(ec::transient, "cancelled");
+    if (cancelled) return fail(ec::transient, "cancelled");
     if (r) {
       // The body ended cleanly: an unterminated last line still counts.
       if (!reader.finish([this](std::string_view l) { on_line(l); }))
-        return fail(ec::unavailable, what + ": a stream line is longer than "
-                                       + std::to_string(max_line) + " bytes");
-      if (bad_line)
-        return *bad_line;
+        return fail(ec::unavailable, what + ": a stream line is longer than " +
+                                         std::to_string(max_line) + " bytes");
+      if (bad_line) return *bad_line;
     }
     // Once the exit code arrived, the command's outcome is known whatever happens next.
-    if (exit_code)
-      return *exit_code;
+    if (exit_code) return *exit_code;
     if (!r) {
       if (started && r.error().code == ec::transient)
         return fail(ec::transient, "stream ended without exit code: " + r.error().message);
@@ -79,12 +73,12 @@ struct stream_state {
 class handle final : public stream_handle {
 public:
   handle(std::shared_ptr<stream_state> st, std::weak_ptr<http_call> call)
-    : st_(std::move(st)), call_(std::move(call)) {}
+      : st_(std::move(st))
+      , call_(std::move(call)) {}
 
   void cancel() override {
     st_->cancelled = true;
-    if (auto c = call_.lock())
-      c->abort(fail(ec::transient, "cancelled"));
+    if (auto c = call_.lock()) c->abort(fail(ec::transient, "cancelled"));
   }
 
 private:
@@ -113,8 +107,7 @@ std::shared_ptr<stream_handle> start_exec_stream(std::shared_ptr<transport> t, c
     auto out = st->outcome(std::move(r));
     auto on_done = std::move(st->cbs.on_done);
     st->cbs.on_line = nullptr;
-    if (on_done)
-      on_done(std::move(out));
+    if (on_done) on_done(std::move(out));
   };
   auto call = http_call::start(std::move(t), std::move(spec), std::move(done), std::move(sink));
   return std::make_shared<handle>(std::move(st), call);

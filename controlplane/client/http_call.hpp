@@ -9,7 +9,6 @@
 #include <boost/asio/ip/basic_resolver.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/beast/http/verb.hpp>
-
 #include <functional>
 #include <memory>
 #include <optional>
@@ -71,7 +70,7 @@ public:
                                           completion done, body_sink sink = {});
 
   /// Starts a call of type `Call` (a subclass that completes itself, see `deliver`).
-  template <class Call, class... Args>
+  template<class Call, class... Args>
   static std::shared_ptr<Call> launch(std::shared_ptr<transport> t, call_spec spec,
                                       Args&&... args) {
     auto c = std::make_shared<Call>(std::move(t), std::move(spec), std::forward<Args>(args)...);
@@ -102,7 +101,8 @@ private:
   using tcp = boost::asio::ip::tcp;
   using clock = std::chrono::steady_clock;
   using executor = boost::asio::io_context::executor_type;
-  using timer = boost::asio::basic_waitable_timer<clock, boost::asio::wait_traits<clock>, executor>;
+  using timer =
+      boost::asio::basic_waitable_timer<clock, boost::asio::wait_traits<clock>, executor>;
   using resolver = boost::asio::ip::basic_resolver<tcp, executor>;
 
   static void run(const std::shared_ptr<http_call>& c);

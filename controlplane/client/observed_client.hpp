@@ -1,7 +1,7 @@
 #pragma once
 
-#include "messages/call_latency.hpp"
 #include "controlplane/client/client.hpp"
+#include "messages/call_latency.hpp"
 
 #include <memory>
 

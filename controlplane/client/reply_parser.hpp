@@ -1,7 +1,6 @@
 #pragma once
 
 #include <boost/beast/http/basic_parser.hpp>
-
 #include <chrono>
 #include <cstdint>
 #include <optional>

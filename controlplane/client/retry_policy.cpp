@@ -5,7 +5,9 @@
 namespace guestflow::cp {
 
 retry_policy::retry_policy(millis initial, millis max, uint64_t seed)
-  : initial_(std::max(initial, millis{1})), max_(std::max(max, initial_)), rng_{seed} {}
+    : initial_(std::max(initial, millis{1}))
+    , max_(std::max(max, initial_))
+    , rng_{seed} {}
 
 uint64_t retry_policy::random_seed() {
   thread_local std::mt19937_64 seeds{std::random_device{}()};
@@ -21,14 +23,12 @@ retry_policy::millis retry_policy::delay(unsigned attempt) {
   return millis{jitter(rng_)};
 }
 
-std::optional<retry_policy::millis>
-retry_policy::next(clock::time_point now, clock::time_point deadline,
-                   std::optional<millis> retry_after) {
+std::optional<retry_policy::millis> retry_policy::next(clock::time_point now,
+                                                       clock::time_point deadline,
+                                                       std::optional<millis> retry_after) {
   auto wait = delay(attempt_);
-  if (retry_after)
-    wait = std::max(wait, *retry_after);
-  if (now + wait >= deadline)
-    return std::nullopt;
+  if (retry_after) wait = std::max(wait, *retry_after);
+  if (now + wait >= deadline) return std::nullopt;
   ++attempt_;
   return wait;
 }

@@ -2,11 +2,10 @@
 
 #include "controlplane/client/http_call.hpp"
 
+#include <algorithm>
 #include <boost/asio/post.hpp>
 #include <openssl/ssl.h>
 #include <spdlog/spdlog.h>
-
-#include <algorithm>
 
 namespace guestflow::cp {
 
@@ -15,13 +14,12 @@ namespace ssl = boost::asio::ssl;
 
 result<std::shared_ptr<transport>> transport::make(endpoint ep, client_config cfg) {
   auto url = parse_base_url(ep.base_url);
-  if (!url)
-    return url.error();
+  if (!url) return url.error();
   if (!url->tls && url->socket_path.empty() && !is_loopback_host(url->host))
     return fail(ec::policy_refused,
                 "plain http to the control plane is only allowed for loopback hosts; use "
-                "https://"
-                  + url->host_header);
+                "https://" +
+                    url->host_header);
   if (cfg.io_threads == 0)
     return fail(ec::bad_request, "client_config.io_threads must be at least 1");
   if (cfg.default_timeout.count() <= 0)
@@ -34,22 +32,24 @@ result<std::shared_ptr<transport>> transport::make(endpoint ep, client_config cf
       if (t->ep_.verify_tls) {
         ctx.set_verify_mode(ssl::verify_peer);
         ctx.set_default_verify_paths();
-        if (!t->ep_.ca_pem.empty())
-          ctx.add_certificate_authority(net::buffer(t->ep_.ca_pem));
+        if (!t->ep_.ca_pem.empty()) ctx.add_certificate_authority(net::buffer(t->ep_.ca_pem));
       } else {
         spdlog::warn("control plane {}: TLS peer verification is OFF", t->url_.origin());
         ctx.set_verify_mode(ssl::verify_none);
       }
       t->tls_.emplace(std::move(ctx));
     } catch (const boost::system::system_error& e) {
-      return fail(ec::unavailable, "cannot set up TLS for " + t->url_.origin() + ": " + e.what());
+      return fail(ec::unavailable,
+                  "cannot set up TLS for " + t->url_.origin() + ": " + e.what());
     }
   }
   return t;
 }
 
 transport::transport(endpoint ep, client_config cfg, base_url url)
-  : ep_(std::move(ep)), cfg_(std::move(cfg)), url_(std::move(url)) {
+    : ep_(std::move(ep))
+    , cfg_(std::move(cfg))
+    , url_(std::move(url)) {
   for (size_t i = 0; i < cfg_.io_threads; ++i) {
     auto lane = std::make_unique<io_lane>();
     // Each lane keeps its share of the idle connections.
@@ -62,8 +62,7 @@ transport::transport(endpoint ep, client_config cfg, base_url url)
 transport::~transport() {
   // Only reached once no handler holds us: the threads have left run() already.
   for (auto& l : lanes_)
-    if (l->thread.joinable())
-      l->thread.detach();
+    if (l->thread.joinable()) l->thread.detach();
 }
 
 void transport::start() {
@@ -91,13 +90,11 @@ call_links& transport::links_of(http_call* c) {
 
 bool transport::enroll(const std::shared_ptr<http_call>& c) {
   std::lock_guard<std::mutex> lock(mtx_);
-  if (stopping_)
-    return false;
+  if (stopping_) return false;
   auto& links = links_of(c.get());
   links.prev = nullptr;
   links.next = calls_;
-  if (calls_)
-    links_of(calls_).prev = c.get();
+  if (calls_) links_of(calls_).prev = c.get();
   calls_ = c.get();
   net::post(c->lane_->ioc, [c] { c->begin(); });
   return true;
@@ -110,8 +107,7 @@ void transport::withdraw(http_call* c) {
     links_of(links.prev).next = links.next;
   else if (calls_ == c)
     calls_ = links.next;
-  if (links.next)
-    links_of(links.next).prev = links.prev;
+  if (links.next) links_of(links.next).prev = links.prev;
   links = {};
 }
 
@@ -120,12 +116,10 @@ void transport::shutdown() {
   std::vector<std::thread> threads;
   {
     std::lock_guard<std::mutex> lock(mtx_);
-    if (stopping_)
-      return;
+    if (stopping_) return;
     stopping_ = true;
     for (auto* c = calls_; c; c = links_of(c).next)
-      if (auto s = c->weak_from_this().lock())
-        live.push_back(std::move(s));
+      if (auto s = c->weak_from_this().lock()) live.push_back(std::move(s));
     for (auto& l : lanes_)
       threads.push_back(std::move(l->thread));
   }
@@ -144,8 +138,7 @@ void transport::shutdown() {
   for (auto& t : threads)
     inside = inside || t.get_id() == me;
   for (auto& t : threads) {
-    if (!t.joinable())
-      continue;
+    if (!t.joinable()) continue;
     // A thread cannot join itself, nor wait for siblings that wait for its handler.
     if (inside)
       t.detach();
@@ -175,8 +168,7 @@ void transport::post_or_run(std::function<void()> f) {
 }
 
 std::unique_ptr<connection> transport::open_connection(io_lane& lane) {
-  if (tls_)
-    return std::make_unique<connection>(lane.ioc, *tls_, url_.host, ep_.verify_tls);
+  if (tls_) return std::make_unique<connection>(lane.ioc, *tls_, url_.host, ep_.verify_tls);
   return std::make_unique<connection>(lane.ioc);
 }
 

@@ -4,11 +4,10 @@
 #include "controlplane/client/connection_pool.hpp"
 #include "controlplane/client/url.hpp"
 
+#include <atomic>
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ssl/context.hpp>
-
-#include <atomic>
 #include <deque>
 #include <functional>
 #include <memory>
@@ -25,7 +24,8 @@ class http_call;
 /// stay on one lane from start to finish, so every handler of a call runs on one thread
 /// and none needs a strand; a plain connection reads into the lane's one buffer.
 struct io_lane {
-  io_lane() : ioc(1) {}
+  io_lane()
+      : ioc(1) {}
   boost::asio::io_context ioc;
   std::optional<connection_pool> pool;
   std::optional<boost::asio::executor_work_guard<boost::asio::io_context::executor_type>> work;

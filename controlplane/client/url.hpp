@@ -3,7 +3,6 @@
 #include "messages/error.hpp"
 
 #include <boost/asio/ip/address.hpp>
-
 #include <cstdint>
 #include <string>
 #include <string_view>

@@ -8,24 +8,17 @@ namespace {
 class embedded_impl final : public embedded_control_plane {
 public:
   explicit embedded_impl(std::unique_ptr<server_instance> server)
-    : server_(std::move(server)), thread_([this] { server_->run(); }) {
-  }
+      : server_(std::move(server))
+      , thread_([this] { server_->run(); }) {}
 
-  ~embedded_impl() override {
-    stop();
-  }
+  ~embedded_impl() override { stop(); }
 
-  const std::string& unix_url() const noexcept override {
-    return server_->unix_url();
-  }
+  const std::string& unix_url() const noexcept override { return server_->unix_url(); }
 
-  const std::string& url() const noexcept override {
-    return server_->url();
-  }
+  const std::string& url() const noexcept override { return server_->url(); }
 
   void stop() override {
-    if (!thread_.joinable())
-      return;
+    if (!thread_.joinable()) return;
     server_->stop();
     thread_.join();
   }
@@ -40,8 +33,7 @@ private:
 result<std::unique_ptr<embedded_control_plane>>
 embedded_control_plane::start(const serve_options& opts) {
   auto started = server_instance::start(opts);
-  if (!started)
-    return started.error();
+  if (!started) return started.error();
   return std::unique_ptr<embedded_control_plane>{new embedded_impl(std::move(*started))};
 }
 

@@ -1,17 +1,17 @@
 // Every call of the wire API against a real loopback server: the request the server sees
 // (method, path, query, headers, body) and the decoded reply.
-#include "tests/integration/client/client_fixture.hpp"
-
 #include "messages/sandbox.hpp"
+#include "tests/integration/client/client_fixture.hpp"
 
 using namespace gft;
 using namespace guestflow;
 
 TEST_F(cp_client, shapes_decodes_and_sends_key_and_user_agent) {
   srv->route("GET", "/v1/shapes", [](exchange& ex) {
-    ex.success(R"({"data":[{"id":"s-1vcpu-256mb","vcpu":1,"mem_mib":256,"default_disk_mib":1024},)"
-               R"({"id":"s-4vcpu-8gb","vcpu":4,"mem_mib":8192,"default_disk_mib":4096}],)"
-               R"("pagination":{"total":2}})");
+    ex.success(
+        R"({"data":[{"id":"s-1vcpu-256mb","vcpu":1,"mem_mib":256,"default_disk_mib":1024},)"
+        R"({"id":"s-4vcpu-8gb","vcpu":4,"mem_mib":8192,"default_disk_mib":4096}],)"
+        R"("pagination":{"total":2}})");
   });
   auto o = expect<shape_list>();
   cl->shapes(5s, o->cb());
@@ -102,12 +102,11 @@ TEST_F(cp_client, create_sends_the_request_and_decodes_the_guest) {
 }
 
 TEST_F(cp_client, get_and_list_with_query_parameters) {
-  srv->route("GET", "/v1/sandboxes/sb%2F1", [](exchange& ex) {
-    ex.success(view_json("sb/1", "paused"));
-  });
+  srv->route("GET", "/v1/sandboxes/sb%2F1",
+             [](exchange& ex) { ex.success(view_json("sb/1", "paused")); });
   srv->route("GET", "/v1/sandboxes", [](exchange& ex) {
-    ex.success("{\"data\":[" + view_json("a", "running") + "," + view_json("b", "paused")
-               + "],\"pagination\":{\"total\":7}}");
+    ex.success("{\"data\":[" + view_json("a", "running") + "," + view_json("b", "paused") +
+               "],\"pagination\":{\"total\":7}}");
   });
   auto g = expect<sandbox_view>();
   cl->get("sb/1", 5s, g->cb()); // ids are percent-encoded as one path segment
@@ -298,8 +297,7 @@ TEST_F(cp_client, localhost_name_is_plain_http_ok) {
   srv->route("GET", "/v1/whoami", [](exchange& ex) {
     ex.success(R"({"user_id":"u","stats":{"running":0,"paused":0,"other":0,"total":0}})");
   });
-  auto c = make_client(at("http://localhost:" + std::to_string(srv->port())),
-                       fast_config());
+  auto c = make_client(at("http://localhost:" + std::to_string(srv->port())), fast_config());
   ASSERT_NE(c, nullptr);
   auto o = expect<whoami>();
   c->who(5s, o->cb());

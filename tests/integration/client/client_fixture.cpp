@@ -10,11 +10,9 @@ void cp_client::SetUp() {
 }
 
 void cp_client::TearDown() {
-  if (cl)
-    cl->shutdown();
+  if (cl) cl->shutdown();
   cl.reset();
-  if (srv)
-    srv->stop();
+  if (srv) srv->stop();
 }
 
 guestflow::cp::client_config cp_client::fast_config() const {
@@ -25,14 +23,15 @@ guestflow::cp::client_config cp_client::fast_config() const {
   return cfg;
 }
 
-std::shared_ptr<guestflow::cp::client> cp_client::make_client(guestflow::cp::endpoint ep,
-                                                                guestflow::cp::client_config cfg) {
+std::shared_ptr<guestflow::cp::client>
+cp_client::make_client(guestflow::cp::endpoint ep, guestflow::cp::client_config cfg) {
   auto c = guestflow::cp::client::make(std::move(ep), cfg);
   EXPECT_TRUE(c) << (c ? "" : c.error().message);
   return c ? *c : nullptr;
 }
 
-std::shared_ptr<guestflow::cp::client> cp_client::make_client(guestflow::cp::client_config cfg) {
+std::shared_ptr<guestflow::cp::client>
+cp_client::make_client(guestflow::cp::client_config cfg) {
   guestflow::cp::endpoint ep;
   ep.base_url = srv->url();
   ep.api_key = "test-key";
@@ -56,10 +55,10 @@ std::string error_body(std::string_view message, int code) {
 }
 
 std::string view_json(std::string_view id, std::string_view status) {
-  return R"({"id":")" + std::string(id) + R"(","name":"gf-b-abc123-0123456789","status":")"
-         + std::string(status)
-         + R"(","shape":"s-1vcpu-256mb","egress":["*"],"envs":["A"],)"
-           R"("created_at":"2025-01-02T03:04:05Z","auto_pause_after_seconds":300})";
+  return R"({"id":")" + std::string(id) + R"(","name":"gf-b-abc123-0123456789","status":")" +
+         std::string(status) +
+         R"(","shape":"s-1vcpu-256mb","egress":["*"],"envs":["A"],)"
+         R"("created_at":"2025-01-02T03:04:05Z","auto_pause_after_seconds":300})";
 }
 
 } // namespace gft

@@ -3,11 +3,10 @@
 #include "controlplane/client/client.hpp"
 #include "tests/integration/client/loopback_server.hpp"
 
-#include <gtest/gtest.h>
-
 #include <atomic>
 #include <chrono>
 #include <future>
+#include <gtest/gtest.h>
 #include <memory>
 #include <thread>
 
@@ -20,7 +19,7 @@ using guestflow::result;
 
 /// Captures the one completion of a call: its value, how often the callback ran (must be
 /// exactly once) and on which thread.
-template <class T>
+template<class T>
 struct outcome : std::enable_shared_from_this<outcome<T>> {
   std::promise<result<T>> promise;
   std::future<result<T>> future = promise.get_future();
@@ -30,8 +29,7 @@ struct outcome : std::enable_shared_from_this<outcome<T>> {
   guestflow::cp::callback<T> cb() {
     return [self = this->shared_from_this()](result<T> r) {
       self->thread = std::this_thread::get_id();
-      if (self->calls.fetch_add(1) == 0)
-        self->promise.set_value(std::move(r));
+      if (self->calls.fetch_add(1) == 0) self->promise.set_value(std::move(r));
     };
   }
 
@@ -45,7 +43,7 @@ struct outcome : std::enable_shared_from_this<outcome<T>> {
   }
 };
 
-template <class T>
+template<class T>
 std::shared_ptr<outcome<T>> expect() {
   return std::make_shared<outcome<T>>();
 }

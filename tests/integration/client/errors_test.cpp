@@ -1,8 +1,7 @@
 // Error mapping, retries and deadlines against a real server: what is retried (idempotent
 // calls on transient), what never is (create, exec), and that every call ends in time.
-#include "tests/integration/client/client_fixture.hpp"
-
 #include "messages/sandbox.hpp"
+#include "tests/integration/client/client_fixture.hpp"
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
@@ -25,29 +24,28 @@ handler flaky(unsigned status, std::string body, int failures, std::string ok_da
 
 const std::string view_running = view_json("sb-1", "running");
 const std::string created_json =
-  R"({"id":"sb-1","name":"n","ip":"10.0.0.2","shape":"s","rootfs":"r","vcpu":1,"mem_mib":256,)"
-  R"("disk_mib":1,"spawn_ms":1,"egress":["*"]})";
+    R"({"id":"sb-1","name":"n","ip":"10.0.0.2","shape":"s","rootfs":"r","vcpu":1,"mem_mib":256,)"
+    R"("disk_mib":1,"spawn_ms":1,"egress":["*"]})";
 
 /// A port nothing listens on (bound once, then closed).
 uint16_t closed_port() {
   boost::asio::io_context ioc;
   boost::asio::ip::tcp::acceptor a(
-    ioc, boost::asio::ip::tcp::endpoint(boost::asio::ip::make_address("127.0.0.1"), 0));
+      ioc, boost::asio::ip::tcp::endpoint(boost::asio::ip::make_address("127.0.0.1"), 0));
   return a.local_endpoint().port();
 }
 
 } // namespace
 
 TEST_F(cp_client, idempotent_calls_retry_429_and_503_until_success) {
-  srv->route("GET", "/v1/sandboxes/sb-1",
-             flaky(503, error_body("busy", 503), 2, view_running));
-  srv->route("DELETE", "/v1/sandboxes/sb-1",
-             flaky(429, error_body("slow down", 429), 1, R"({"id":"sb-1","status":"destroyed"})"));
+  srv->route("GET", "/v1/sandboxes/sb-1", flaky(503, error_body("busy", 503), 2, view_running));
+  srv->route(
+      "DELETE", "/v1/sandboxes/sb-1",
+      flaky(429, error_body("slow down", 429), 1, R"({"id":"sb-1","status":"destroyed"})"));
   srv->route("POST", "/v1/sandboxes/sb-1/pause",
              flaky(503, "", 1, view_json("sb-1", "paused")));
   srv->route("POST", "/v1/sandboxes/sb-1/resume", flaky(502, "", 1, view_running));
-  srv->route("PUT", "/v1/sandboxes/sb-1/egress",
-             flaky(500, "", 1, R"({"egress":["*"]})"));
+  srv->route("PUT", "/v1/sandboxes/sb-1/egress", flaky(500, "", 1, R"({"egress":["*"]})"));
   srv->route("PUT", "/v1/sandboxes/sb-1/files", flaky(503, "", 1, "null"));
   auto g = expect<sandbox_view>();
   cl->get("sb-1", 5s, g->cb());
@@ -177,12 +175,12 @@ TEST_F(cp_client, a_success_in_another_envelope_form_decodes_the_same) {
   // valid form (members reordered, spaced, extra members) goes through the full envelope
   // check and gives the same value.
   const std::string data =
-    R"({"user_id":"u","stats":{"running":1,"paused":0,"other":0,"total":1}})";
-  auto bodies = std::make_shared<std::vector<std::string>>(std::vector<std::string>{
-    R"({"status":"success","data":)" + data + "}",
-    R"({"data":)" + data + R"(,"status":"success"})",
-    R"({"status":"success","data":)" + data + R"(,"x":{"y":2}})",
-    R"( {"status": "success", "data": )" + data + "} "});
+      R"({"user_id":"u","stats":{"running":1,"paused":0,"other":0,"total":1}})";
+  auto bodies = std::make_shared<std::vector<std::string>>(
+      std::vector<std::string>{R"({"status":"success","data":)" + data + "}",
+                               R"({"data":)" + data + R"(,"status":"success"})",
+                               R"({"status":"success","data":)" + data + R"(,"x":{"y":2}})",
+                               R"( {"status": "success", "data": )" + data + "} "});
   auto next = std::make_shared<std::atomic<size_t>>(0);
   srv->route("GET", "/v1/whoami",
              [bodies, next](exchange& ex) { ex.respond(200, (*bodies)[next->fetch_add(1)]); });
@@ -226,8 +224,7 @@ TEST_F(cp_client, a_success_whose_data_does_not_fit_is_unavailable) {
 
 TEST_F(cp_client, connection_refused_is_unavailable_after_the_deadline) {
   auto port = closed_port();
-  auto c = make_client(at("http://127.0.0.1:" + std::to_string(port)),
-                       fast_config());
+  auto c = make_client(at("http://127.0.0.1:" + std::to_string(port)), fast_config());
   auto started = std::chrono::steady_clock::now();
   auto g = expect<sandbox_view>();
   c->get("sb-1", 500ms, g->cb());
@@ -235,10 +232,10 @@ TEST_F(cp_client, connection_refused_is_unavailable_after_the_deadline) {
   auto took = std::chrono::steady_clock::now() - started;
   ASSERT_FALSE(r);
   EXPECT_EQ(r.error().code, ec::unavailable);
-  EXPECT_NE(r.error().message.find("control plane at http://127.0.0.1:" + std::to_string(port)
-                                   + " unreachable"),
+  EXPECT_NE(r.error().message.find("control plane at http://127.0.0.1:" + std::to_string(port) +
+                                   " unreachable"),
             std::string::npos)
-    << r.error().message;
+      << r.error().message;
   EXPECT_GE(took, 100ms); // it kept retrying inside the deadline instead of giving up at once
   // create is not retried, but is the same failure.
   auto k = expect<sandbox_created>();

@@ -18,8 +18,7 @@ TEST_F(cp_client, get_file_cap_binds_during_a_chunked_transfer) {
     ex.begin_chunked(200, "application/octet-stream");
     std::string piece(256 * 1024, 'z');
     for (size_t sent = 0; sent < 20 * mib; sent += piece.size())
-      if (!ex.chunk(piece))
-        return;
+      if (!ex.chunk(piece)) return;
     ex.end_chunked();
     finished_sending = true;
   });
@@ -41,8 +40,7 @@ TEST_F(cp_client, get_file_cap_checks_content_length_up_front) {
     ex.begin_sized(200, 20 * mib);
     std::string piece(mib, 'z');
     for (int i = 0; i < 20; ++i)
-      if (!ex.raw(piece))
-        return;
+      if (!ex.raw(piece)) return;
     finished_sending = true;
   });
   auto o = expect<std::string>();
@@ -89,8 +87,7 @@ TEST_F(cp_client, oversized_json_reply_is_refused_during_the_read) {
     ex.chunk("{\"status\":\"success\",\"data\":{\"data\":[");
     std::string filler(64 * 1024, ' ');
     for (int i = 0; i < 64; ++i)
-      if (!ex.chunk(filler))
-        return;
+      if (!ex.chunk(filler)) return;
     ex.chunk("],\"pagination\":{\"total\":0}}}");
     ex.end_chunked();
   });

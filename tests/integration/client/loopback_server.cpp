@@ -14,7 +14,6 @@
 #include <boost/beast/http/write.hpp>
 #include <openssl/pem.h>
 #include <openssl/x509v3.h>
-
 #include <optional>
 #include <stdexcept>
 #include <sys/socket.h>
@@ -56,7 +55,8 @@ class connection_io {
 public:
   virtual ~connection_io() = default;
   virtual bool handshake() = 0;
-  virtual bool read(http::request_parser<http::string_body>& p, boost::beast::flat_buffer& b) = 0;
+  virtual bool read(http::request_parser<http::string_body>& p,
+                    boost::beast::flat_buffer& b) = 0;
   virtual bool write_response(http::response<http::string_body>& res) = 0;
   virtual bool write_header(http::response<http::empty_body>& res) = 0;
   virtual bool write_bytes(net::const_buffer b) = 0;
@@ -70,8 +70,7 @@ public:
   void shut() {
     std::lock_guard<std::mutex> lock(mtx_);
     error_code ignored;
-    if (!closed_)
-      socket().shutdown(tcp::socket::shutdown_both, ignored);
+    if (!closed_) socket().shutdown(tcp::socket::shutdown_both, ignored);
   }
 
   /// Closes the socket; later shut() calls do nothing.
@@ -92,11 +91,12 @@ private:
 
 namespace {
 
-template <class Stream>
+template<class Stream>
 class io_impl final : public connection_io {
 public:
-  template <class... Args>
-  explicit io_impl(Args&&... args) : s_(std::forward<Args>(args)...) {}
+  template<class... Args>
+  explicit io_impl(Args&&... args)
+      : s_(std::forward<Args>(args)...) {}
 
   bool handshake() override {
     if constexpr (std::is_same_v<Stream, tcp::socket>) {
@@ -159,8 +159,7 @@ private:
 
 std::string lower(std::string s) {
   for (auto& c : s)
-    if (c >= 'A' && c <= 'Z')
-      c = static_cast<char>(c - 'A' + 'a');
+    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
   return s;
 }
 
@@ -170,8 +169,7 @@ std::string lower(std::string s) {
 // exchange
 
 bool exchange::note(bool ok) {
-  if (!ok)
-    ++io_.server->write_failures_;
+  if (!ok) ++io_.server->write_failures_;
   io_.server->changed();
   return ok;
 }
@@ -250,9 +248,11 @@ struct loopback_server::impl {
   uint64_t version = 0;
 };
 
-loopback_server::loopback_server() : loopback_server(options{}) {}
+loopback_server::loopback_server()
+    : loopback_server(options{}) {}
 
-loopback_server::loopback_server(options opts) : impl_(std::make_unique<impl>()) {
+loopback_server::loopback_server(options opts)
+    : impl_(std::make_unique<impl>()) {
   tls_ = opts.tls;
   if (tls_) {
     impl_->tls.emplace(ssl::context::tls_server);
@@ -318,8 +318,7 @@ bool loopback_server::wait_until(const std::function<bool()>& pred,
   std::unique_lock<std::mutex> lock(impl_->mtx);
   for (;;) {
     lock.unlock();
-    if (pred())
-      return true;
+    if (pred()) return true;
     lock.lock();
     auto seen = impl_->version;
     if (!impl_->cv.wait_until(lock, deadline, [&] { return impl_->version != seen; }))
@@ -332,10 +331,8 @@ void loopback_server::accept_loop() {
     tcp::socket sock(impl_->ioc);
     error_code ec;
     impl_->acceptor.accept(sock, ec);
-    if (stopping_)
-      return;
-    if (ec)
-      continue;
+    if (stopping_) return;
+    if (ec) continue;
     ++accepted_;
     std::shared_ptr<connection_io> io;
     if (tls_)
@@ -366,8 +363,7 @@ void loopback_server::serve(size_t index, std::shared_ptr<connection_io> io) {
   for (size_t nth = 0; !stopping_; ++nth) {
     http::request_parser<http::string_body> parser;
     parser.body_limit(size_t{64} << 20);
-    if (!io->read(parser, buffer))
-      break;
+    if (!io->read(parser, buffer)) break;
     auto& msg = parser.get();
     http_request req;
     req.method = std::string(msg.method_string());
@@ -387,18 +383,16 @@ void loopback_server::serve(size_t index, std::shared_ptr<connection_io> io) {
       impl_->requests.push_back(req);
       ++impl_->version;
       auto r = impl_->routes.find({req.method, req.path});
-      if (r != impl_->routes.end())
-        h = r->second;
+      if (r != impl_->routes.end()) h = r->second;
     }
     impl_->cv.notify_all();
     exchange ex(req, *io);
     if (h)
       h(ex);
     else
-      ex.respond(404, R"({"status":"fail","data":{"message":"no route )" + req.method + " "
-                        + req.path + "\"}}");
-    if (!ex.responded() || ex.closed() || !ex.keep_alive() || !msg.keep_alive())
-      break;
+      ex.respond(404, R"({"status":"fail","data":{"message":"no route )" + req.method + " " +
+                          req.path + "\"}}");
+    if (!ex.responded() || ex.closed() || !ex.keep_alive() || !msg.keep_alive()) break;
   }
   io->close();
   ++closed_;
@@ -406,8 +400,7 @@ void loopback_server::serve(size_t index, std::shared_ptr<connection_io> io) {
 }
 
 void loopback_server::stop() {
-  if (stopping_.exchange(true))
-    return;
+  if (stopping_.exchange(true)) return;
   {
     // Wake the blocking accept with one last connection.
     net::io_context ioc;
@@ -428,8 +421,7 @@ void loopback_server::stop() {
         g->cv_.notify_all();
       }
     for (auto& w : impl_->live)
-      if (auto io = w.lock())
-        io->shut();
+      if (auto io = w.lock()) io->shut();
     workers.swap(impl_->workers);
   }
   for (auto& t : workers)
@@ -442,8 +434,7 @@ void loopback_server::stop() {
 self_signed make_self_signed(const std::string& subject_alt_names) {
   auto fail = [](const char* what) { throw std::runtime_error(what); };
   std::unique_ptr<EVP_PKEY, decltype(&EVP_PKEY_free)> key(EVP_EC_gen("P-256"), EVP_PKEY_free);
-  if (!key)
-    fail("EVP_EC_gen");
+  if (!key) fail("EVP_EC_gen");
   std::unique_ptr<X509, decltype(&X509_free)> x(X509_new(), X509_free);
   X509_set_version(x.get(), 2);
   ASN1_INTEGER_set(X509_get_serialNumber(x.get()), 4242);
@@ -452,22 +443,22 @@ self_signed make_self_signed(const std::string& subject_alt_names) {
   X509_set_pubkey(x.get(), key.get());
   auto* name = X509_get_subject_name(x.get());
   X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_ASC,
-                             reinterpret_cast<const unsigned char*>("guestflow test"), -1, -1, 0);
+                             reinterpret_cast<const unsigned char*>("guestflow test"), -1, -1,
+                             0);
   X509_set_issuer_name(x.get(), name);
   X509V3_CTX ctx;
   X509V3_set_ctx_nodb(&ctx);
   X509V3_set_ctx(&ctx, x.get(), x.get(), nullptr, nullptr, 0);
-  for (auto [nid, value] : {std::pair<int, std::string>{NID_subject_alt_name, subject_alt_names},
-                            {NID_basic_constraints, "critical,CA:TRUE"},
-                            {NID_key_usage, "critical,digitalSignature,keyCertSign"}}) {
+  for (auto [nid, value] :
+       {std::pair<int, std::string>{NID_subject_alt_name, subject_alt_names},
+        {NID_basic_constraints, "critical,CA:TRUE"},
+        {NID_key_usage, "critical,digitalSignature,keyCertSign"}}) {
     auto* ext = X509V3_EXT_conf_nid(nullptr, &ctx, nid, value.c_str());
-    if (!ext)
-      fail("X509V3_EXT_conf_nid");
+    if (!ext) fail("X509V3_EXT_conf_nid");
     X509_add_ext(x.get(), ext, -1);
     X509_EXTENSION_free(ext);
   }
-  if (!X509_sign(x.get(), key.get(), EVP_sha256()))
-    fail("X509_sign");
+  if (!X509_sign(x.get(), key.get(), EVP_sha256())) fail("X509_sign");
   auto pem = [](auto write) {
     std::unique_ptr<BIO, decltype(&BIO_free)> bio(BIO_new(BIO_s_mem()), BIO_free);
     write(bio.get());

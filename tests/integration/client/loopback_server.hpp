@@ -43,7 +43,7 @@ struct http_request {
   std::string query;  ///< after '?', still encoded
   std::string body;
   std::map<std::string, std::string> headers; ///< lower-case names
-  size_t connection = 0;     ///< index of the connection (accept order, from 0)
+  size_t connection = 0;        ///< index of the connection (accept order, from 0)
   size_t nth_on_connection = 0; ///< 0 for the first request of a connection
 
   /// A header's value ("" when absent); `name` in lower case.
@@ -58,7 +58,9 @@ class connection_io;
 /// One request being answered. Every write reports whether it reached the socket.
 class exchange {
 public:
-  exchange(const http_request& r, connection_io& io) : req(r), io_(io) {}
+  exchange(const http_request& r, connection_io& io)
+      : req(r)
+      , io_(io) {}
 
   const http_request& req;
 

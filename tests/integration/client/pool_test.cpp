@@ -1,8 +1,7 @@
 // The keep-alive pool: reuse, and the one resend allowed when a pooled connection turns
 // out to be closed by the server before it answered a single byte.
-#include "tests/integration/client/client_fixture.hpp"
-
 #include "messages/sandbox.hpp"
+#include "tests/integration/client/client_fixture.hpp"
 
 using namespace gft;
 using namespace guestflow;
@@ -10,10 +9,10 @@ using namespace guestflow;
 namespace {
 
 const std::string who_json =
-  R"({"user_id":"u","stats":{"running":0,"paused":0,"other":0,"total":0}})";
+    R"({"user_id":"u","stats":{"running":0,"paused":0,"other":0,"total":0}})";
 const std::string created_json =
-  R"({"id":"sb-1","name":"n","ip":"10.0.0.2","shape":"s","rootfs":"r","vcpu":1,"mem_mib":256,)"
-  R"("disk_mib":1,"spawn_ms":1,"egress":["*"]})";
+    R"({"id":"sb-1","name":"n","ip":"10.0.0.2","shape":"s","rootfs":"r","vcpu":1,"mem_mib":256,)"
+    R"("disk_mib":1,"spawn_ms":1,"egress":["*"]})";
 
 sandbox_create_request minimal() {
   sandbox_create_request r;
@@ -65,8 +64,7 @@ TEST_F(cp_client, stale_pooled_connection_is_resent_once_on_a_fresh_one) {
   // where the server closes an idle keep-alive connection as the request arrives).
   srv->route("GET", "/v1/whoami", [](exchange& ex) { ex.success(who_json); });
   srv->route("POST", "/v1/sandboxes", [](exchange& ex) {
-    if (ex.req.connection == 0 && ex.req.nth_on_connection > 0)
-      return ex.close_now();
+    if (ex.req.connection == 0 && ex.req.nth_on_connection > 0) return ex.close_now();
     ex.success(created_json);
   });
   auto o = expect<whoami>();
@@ -115,8 +113,9 @@ TEST_F(cp_client, the_resend_happens_once_at_most) {
 }
 
 TEST_F(cp_client, connection_close_responses_are_not_pooled) {
-  srv->route("GET", "/v1/whoami",
-             [](exchange& ex) { ex.respond(200, "{\"status\":\"success\",\"data\":" + who_json + "}", {}, false); });
+  srv->route("GET", "/v1/whoami", [](exchange& ex) {
+    ex.respond(200, "{\"status\":\"success\",\"data\":" + who_json + "}", {}, false);
+  });
   for (int i = 0; i < 3; ++i) {
     auto o = expect<whoami>();
     cl->who(5s, o->cb());
@@ -126,7 +125,8 @@ TEST_F(cp_client, connection_close_responses_are_not_pooled) {
 }
 
 TEST_F(cp_client, failed_answers_still_keep_the_connection) {
-  srv->route("GET", "/v1/sandboxes/x", [](exchange& ex) { ex.respond(404, fail_body("no x")); });
+  srv->route("GET", "/v1/sandboxes/x",
+             [](exchange& ex) { ex.respond(404, fail_body("no x")); });
   for (int i = 0; i < 3; ++i) {
     auto o = expect<sandbox_view>();
     cl->get("x", 5s, o->cb());

@@ -1,8 +1,7 @@
 // Streamed exec: lines are delivered while the body is still arriving, reassembled across
 // chunk boundaries, and the stream ends exactly once — exit code, failure, or cancel.
-#include "tests/integration/client/client_fixture.hpp"
-
 #include "messages/sandbox.hpp"
+#include "tests/integration/client/client_fixture.hpp"
 
 #include <mutex>
 
@@ -27,8 +26,7 @@ struct stream_probe {
         std::lock_guard<std::mutex> lock(mtx);
         lines.push_back(l);
       }
-      if (on_each)
-        on_each(l);
+      if (on_each) on_each(l);
     };
     cbs.on_done = done->cb();
     return cbs;
@@ -62,10 +60,10 @@ TEST_F(cp_client, stream_lines_arrive_before_the_stream_ends) {
   });
   stream_probe probe;
   probe.on_each = [&](const exec_stream_line& l) {
-    if (l.type == exec_stream_line::kind::stdout_chunk)
-      observed->open();
+    if (l.type == exec_stream_line::kind::stdout_chunk) observed->open();
   };
-  auto h = cl->exec_stream("sb-1", exec_request{"python3", {"main.py"}}, 10s, probe.callbacks());
+  auto h =
+      cl->exec_stream("sb-1", exec_request{"python3", {"main.py"}}, 10s, probe.callbacks());
   auto r = probe.done->get();
   ASSERT_TRUE(r) << r.error().message;
   EXPECT_EQ(*r, 0);
@@ -85,8 +83,9 @@ TEST_F(cp_client, stream_lines_arrive_before_the_stream_ends) {
 TEST_F(cp_client, stream_lines_split_across_chunks_reassemble) {
   srv->route("POST", stream_path, [](exchange& ex) {
     ex.begin_chunked(200);
-    for (auto piece : {"{\"std", "out\":\"hel", "lo\"}", "\r", "\n{\"stdout\":\"x\"}\n{\"exit_co",
-                       "de\":7}"}) // the last line has no terminator
+    for (auto piece :
+         {"{\"std", "out\":\"hel", "lo\"}", "\r", "\n{\"stdout\":\"x\"}\n{\"exit_co",
+          "de\":7}"}) // the last line has no terminator
       ex.chunk(piece);
     ex.end_chunked();
   });
@@ -128,7 +127,7 @@ TEST_F(cp_client, stream_connection_closed_mid_body_is_transient) {
   ASSERT_FALSE(r);
   EXPECT_EQ(r.error().code, ec::transient);
   EXPECT_EQ(r.error().message.rfind("stream ended without exit code", 0), 0u)
-    << r.error().message;
+      << r.error().message;
   EXPECT_EQ(probe.snapshot().size(), 1u); // the cut line is not delivered
   EXPECT_EQ(srv->hits("POST", stream_path), 1u);
 }
@@ -140,8 +139,7 @@ TEST_F(cp_client, stream_cancel_closes_the_connection_and_ends_once) {
     ex.chunk("{\"stdout\":\"started\"}\n");
     // Heartbeats until the client hangs up (a write fails): the server notices the cancel.
     for (int i = 0; i < 1'000'000; ++i)
-      if (!ex.chunk("{\"hb\":true}\n"))
-        return;
+      if (!ex.chunk("{\"hb\":true}\n")) return;
     finished_sending = true;
   });
   stream_probe probe;
@@ -203,8 +201,7 @@ TEST_F(cp_client, stream_line_over_16_mib_fails) {
     ex.chunk("{\"stdout\":\"");
     std::string mib(size_t{1} << 20, 'x');
     for (int i = 0; i < 20; ++i)
-      if (!ex.chunk(mib))
-        return;
+      if (!ex.chunk(mib)) return;
     ex.chunk("\"}\n{\"exit_code\":0}\n");
     ex.end_chunked();
   });

@@ -8,7 +8,7 @@ using namespace guestflow;
 namespace {
 
 const std::string who_json =
-  R"({"user_id":"tls","stats":{"running":0,"paused":0,"other":0,"total":0}})";
+    R"({"user_id":"tls","stats":{"running":0,"paused":0,"other":0,"total":0}})";
 
 class cp_client_tls : public cp_client {
 protected:
@@ -23,14 +23,12 @@ protected:
 
   void TearDown() override {
     cp_client::TearDown();
-    if (tls_srv)
-      tls_srv->stop();
+    if (tls_srv) tls_srv->stop();
   }
 
   result<whoami> who(cp::endpoint ep) {
     auto c = make_client(std::move(ep), fast_config());
-    if (!c)
-      return fail(ec::bad_request, "no client");
+    if (!c) return fail(ec::bad_request, "no client");
     auto o = expect<whoami>();
     c->who(5s, o->cb());
     return o->get();

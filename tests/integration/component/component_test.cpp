@@ -9,12 +9,11 @@
 #include "tests/integration/control_plane/http_client.hpp"
 #include "tests/integration/runtime/runtime_fixture.hpp"
 
-#include <gtest/gtest.h>
-
 #include <algorithm>
 #include <csignal>
 #include <fcntl.h>
 #include <fstream>
+#include <gtest/gtest.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <thread>
@@ -78,8 +77,7 @@ public:
     rusage ru{};
     for (;;) {
       auto r = ::wait4(pid_, &st, WNOHANG, &ru);
-      if (r == pid_)
-        break;
+      if (r == pid_) break;
       if (std::chrono::steady_clock::now() > deadline) {
         ::kill(pid_, SIGKILL);
         ::wait4(pid_, &st, 0, &ru);
@@ -116,11 +114,10 @@ std::string pattern(size_t n, unsigned seed) {
 }
 
 /// The same in the guest's Python.
-constexpr const char* py_pattern =
-  "def pattern(n, seed):\n"
-  "    block = bytes((i + seed) % 251 for i in range(251))\n"
-  "    reps = n // 251 + 1\n"
-  "    return (block * reps)[:n]\n";
+constexpr const char* py_pattern = "def pattern(n, seed):\n"
+                                   "    block = bytes((i + seed) % 251 for i in range(251))\n"
+                                   "    reps = n // 251 + 1\n"
+                                   "    return (block * reps)[:n]\n";
 
 const char* counter_program = "import fcntl\n"
                               "with open('/workspace/count', 'a+') as f:\n"
@@ -154,10 +151,10 @@ protected:
 
   /// One keyed run of the counter program.
   cli_child::outcome count(const std::string& component_id, bool network = false) {
-    std::vector<std::string> a{"--flow-id", "flow-1", "--component-id", component_id,
-                               "--reuse", "flow", "--python", program("count.py", counter_program)};
-    if (network)
-      a.push_back("--allow-network");
+    std::vector<std::string> a{
+        "--flow-id", "flow-1", "--component-id", component_id,
+        "--reuse",   "flow",   "--python",       program("count.py", counter_program)};
+    if (network) a.push_back("--allow-network");
     return component(a);
   }
 
@@ -185,8 +182,7 @@ protected:
   std::vector<sandbox_view> reusable_guests() {
     std::vector<sandbox_view> out;
     for (auto& v : live_guests())
-      if (v.name.rfind("gf-c-", 0) == 0)
-        out.push_back(v);
+      if (v.name.rfind("gf-c-", 0) == 0) out.push_back(v);
     return out;
   }
 
@@ -199,7 +195,8 @@ protected:
 
 } // namespace
 
-TEST_F(component_test, run_count_1_2_3_on_one_guest_across_runtimes_and_a_control_plane_restart) {
+TEST_F(component_test,
+       run_count_1_2_3_on_one_guest_across_runtimes_and_a_control_plane_restart) {
   auto r1 = count("counter");
   ASSERT_EQ(r1.status, 0) << r1.err;
   EXPECT_EQ(r1.out, "1\n");
@@ -267,8 +264,9 @@ TEST_F(component_test, drifted_egress_is_refused_and_the_guest_left_in_place) {
 
 TEST_F(component_test, two_concurrent_clis_for_one_key_share_one_guest) {
   auto p = program("count.py", counter_program);
-  std::vector<std::string> args{"component", "--flow-id", "flow-1", "--component-id", "race",
-                                "--reuse",   "flow",      "--python", p};
+  std::vector<std::string> args{"component",      "--flow-id", "flow-1",
+                                "--component-id", "race",      "--reuse",
+                                "flow",           "--python",  p};
   cli_child a{args, env(), dir.path()};
   cli_child b{args, env(), dir.path()};
   auto ra = a.wait();
@@ -287,11 +285,11 @@ TEST_F(component_test, returned_files_come_back_byte_exact_with_any_name) {
     std::string path;
     size_t size;
   };
-  std::vector<want> small{{"plain.txt", 1024},
-                          {"with space ", 100},
-                          {"new\nline", 10},
-                          {"\xc3\xbcn\xc3\xaf/\xe3\x83\x95\xe3\x82\xa1\xe3\x82\xa4\xe3\x83\xab.bin",
-                           333}};
+  std::vector<want> small{
+      {"plain.txt", 1024},
+      {"with space ", 100},
+      {"new\nline", 10},
+      {"\xc3\xbcn\xc3\xaf/\xe3\x83\x95\xe3\x82\xa1\xe3\x82\xa4\xe3\x83\xab.bin", 333}};
   std::string code = std::string{"import os\n"} + py_pattern;
   for (size_t i = 0; i < small.size(); ++i) {
     std::string quoted;
@@ -300,30 +298,34 @@ TEST_F(component_test, returned_files_come_back_byte_exact_with_any_name) {
       std::snprintf(buf, sizeof buf, "\\x%02x", c);
       quoted += buf;
     }
-    code += "p = os.path.join('/workspace/artifacts', b'" + quoted + "'.decode())\n"
+    code += "p = os.path.join('/workspace/artifacts', b'" + quoted +
+            "'.decode())\n"
             "os.makedirs(os.path.dirname(p), exist_ok=True)\n"
-            "open(p, 'wb').write(pattern(" + std::to_string(small[i].size) + ", "
-            + std::to_string(i) + "))\n";
+            "open(p, 'wb').write(pattern(" +
+            std::to_string(small[i].size) + ", " + std::to_string(i) + "))\n";
   }
   code += "print('written')\n";
   auto out = dir.path() / "returned";
-  auto r = component({"--flow-id", "f", "--component-id", "files", "--return-files", out.string(),
-                      "--python", program("files.py", code)});
+  auto r = component({"--flow-id", "f", "--component-id", "files", "--return-files",
+                      out.string(), "--python", program("files.py", code)});
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_EQ(r.out, "written\n");
   for (size_t i = 0; i < small.size(); ++i)
-    EXPECT_EQ(cli_child::slurp(out / small[i].path), pattern(small[i].size, i)) << small[i].path;
+    EXPECT_EQ(cli_child::slurp(out / small[i].path), pattern(small[i].size, i))
+        << small[i].path;
   EXPECT_TRUE(live_guests().empty()); // reuse none: an ephemeral guest, deleted
 
   // 4.9 MiB comes back whole: the 5 MiB cap is on the archive, and this one fits.
   const size_t big = 49 * (size_t{1} << 20) / 10;
   auto big_out = dir.path() / "big";
-  auto rb = component({"--flow-id", "f", "--component-id", "files", "--return-files",
-                       big_out.string(), "--python",
-                       program("big.py", std::string{"import os\n"} + py_pattern
-                                           + "os.makedirs('/workspace/artifacts/d d', exist_ok=True)\n"
-                                             "open('/workspace/artifacts/d d/big \\n.bin', 'wb')"
-                                             ".write(pattern(" + std::to_string(big) + ", 9))\n")});
+  auto rb = component(
+      {"--flow-id", "f", "--component-id", "files", "--return-files", big_out.string(),
+       "--python",
+       program("big.py", std::string{"import os\n"} + py_pattern +
+                             "os.makedirs('/workspace/artifacts/d d', exist_ok=True)\n"
+                             "open('/workspace/artifacts/d d/big \\n.bin', 'wb')"
+                             ".write(pattern(" +
+                             std::to_string(big) + ", 9))\n")});
   ASSERT_EQ(rb.status, 0) << rb.err;
   auto got = cli_child::slurp(big_out / "d d" / "big \n.bin");
   EXPECT_EQ(got.size(), big);
@@ -334,8 +336,10 @@ TEST_F(component_test, over_the_cap_is_artifact_too_large_with_bounded_memory) {
   auto writer = [&](size_t bytes, const std::string& name) {
     return program(name, "import os\nos.makedirs('/workspace/artifacts', exist_ok=True)\n"
                          "with open('/workspace/artifacts/blob', 'wb') as f:\n"
-                         "    f.write(os.urandom(" + std::to_string(bytes) + "))\n"
-                         "print('blob written')\n");
+                         "    f.write(os.urandom(" +
+                             std::to_string(bytes) +
+                             "))\n"
+                             "print('blob written')\n");
   };
   auto small = component({"--flow-id", "f", "--component-id", "rss", "--return-files",
                           (dir.path() / "s").string(), "--python", writer(1024, "s.py")});
@@ -390,12 +394,12 @@ while not os.path.exists('/workspace/.swapper-ready') and time.time() < deadline
 print('armed')
 )";
   auto out = dir.path() / "a" / "b" / "returned";
-  auto r = component({"--flow-id", "f", "--component-id", "evil", "--return-files", out.string(),
-                      "--python", program("evil.py", code)});
+  auto r = component({"--flow-id", "f", "--component-id", "evil", "--return-files",
+                      out.string(), "--python", program("evil.py", code)});
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_EQ(r.out, "armed\n");
   EXPECT_NE(r.err.find("dropped '../../etc/x': path escapes the directory"), std::string::npos)
-    << r.err;
+      << r.err;
   EXPECT_NE(r.err.find("dropped '/abs'"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("dropped 'link': symbolic link"), std::string::npos) << r.err;
   EXPECT_EQ(cli_child::slurp(out / "ok.txt"), "ok");

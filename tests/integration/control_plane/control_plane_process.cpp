@@ -108,7 +108,7 @@ control_plane_process::control_plane_process(const std::filesystem::path& state_
 control_plane_process::control_plane_process(const std::vector<std::string>& argv,
                                              const std::map<std::string, std::string>& env,
                                              std::filesystem::path stderr_file)
-  : stderr_file_(std::move(stderr_file)) {
+    : stderr_file_(std::move(stderr_file)) {
   start(argv, env);
 }
 

@@ -61,7 +61,8 @@ public:
                              std::chrono::seconds timeout = std::chrono::seconds{30});
 
 private:
-  void start(const std::vector<std::string>& argv, const std::map<std::string, std::string>& env);
+  void start(const std::vector<std::string>& argv,
+             const std::map<std::string, std::string>& env);
 
   pid_t pid_ = -1;
   int stdout_fd_ = -1;

@@ -51,7 +51,7 @@ bool exists(const std::string& p) {
 }
 
 /// A backend on a fresh state dir; destroys every guest it made, whatever the test did.
-class GuestBackend : public ::testing::Test {
+class guest_backend_test : public ::testing::Test {
 protected:
   void SetUp() override {
     if (::geteuid() != 0) GTEST_SKIP() << "guests need root (cgroups, namespaces)";
@@ -114,7 +114,7 @@ protected:
   std::vector<guest_runtime> made;
 };
 
-TEST_F(GuestBackend, CreateExecDestroy) {
+TEST_F(guest_backend_test, create_exec_destroy) {
   auto g = create(make_spec());
   ASSERT_GT(g.init_pid, 0);
   EXPECT_TRUE(backend->alive(g));
@@ -136,7 +136,7 @@ TEST_F(GuestBackend, CreateExecDestroy) {
   EXPECT_FALSE(backend->start_exec(g, {"true", {}}, {}));
 }
 
-TEST_F(GuestBackend, ConcurrentGuestsFromManyThreads) {
+TEST_F(guest_backend_test, concurrent_guests_from_many_threads) {
   // The server calls the backend from worker threads: forks race with pipes being created
   // elsewhere. No child may keep another command's pipe open (EOF would never come).
   std::vector<std::thread> threads;
@@ -162,7 +162,7 @@ TEST_F(GuestBackend, ConcurrentGuestsFromManyThreads) {
     EXPECT_EQ(e, "");
 }
 
-TEST_F(GuestBackend, ExitCodesAndStderr) {
+TEST_F(guest_backend_test, exit_codes_and_stderr) {
   auto g = create(make_spec());
   auto r = run(*backend, g, {"sh", "-c", "echo out; echo oops >&2; exit 3"});
   EXPECT_EQ(r.exit_code, 3);
@@ -186,7 +186,7 @@ TEST_F(GuestBackend, ExitCodesAndStderr) {
   EXPECT_EQ(r.exit_code, 137);
 }
 
-TEST_F(GuestBackend, EnvironmentAndWorkingDirectory) {
+TEST_F(guest_backend_test, environment_and_working_directory) {
   auto spec = make_spec();
   auto g = create(spec);
   auto r = run(*backend, g, {"env"}, {{"FOO", "bar baz"}, {"PATH", "/usr/bin:/bin"}});
@@ -205,7 +205,7 @@ TEST_F(GuestBackend, EnvironmentAndWorkingDirectory) {
   EXPECT_EQ(r.out, spec.name + "\n");
 }
 
-TEST_F(GuestBackend, RunsAsUnprivilegedUidWithoutCapabilities) {
+TEST_F(guest_backend_test, runs_as_unprivileged_uid_without_capabilities) {
   auto g = create(make_spec());
   for (const char* who : {"self", "1"}) { // the command, and the sandbox's init
     auto r = run(*backend, g, {"cat", std::string{"/proc/"} + who + "/status"});
@@ -242,7 +242,7 @@ TEST_F(GuestBackend, RunsAsUnprivilegedUidWithoutCapabilities) {
   EXPECT_EQ(fds, (std::vector<std::string>{"0", "1", "2"}));
 }
 
-TEST_F(GuestBackend, FilesRoundTrip) {
+TEST_F(guest_backend_test, files_round_trip) {
   auto g = create(make_spec());
   auto w = backend->open_file(g, "/workspace/sub/dir/a.txt", true);
   ASSERT_TRUE(w) << w.error().message;
@@ -272,7 +272,7 @@ TEST_F(GuestBackend, FilesRoundTrip) {
   EXPECT_EQ(r.out, "x");
 }
 
-TEST_F(GuestBackend, FilesRefuseEscapes) {
+TEST_F(guest_backend_test, files_refuse_escapes) {
   auto g = create(make_spec());
   // A host file outside the guest, and symlinks inside the guest that point at it.
   const auto secret = dir.path() / "host-secret.txt";
@@ -329,7 +329,7 @@ TEST_F(GuestBackend, FilesRefuseEscapes) {
   EXPECT_EQ(slurp(secret.string()), "host secret");
 }
 
-TEST_F(GuestBackend, MemoryLimitOomKills) {
+TEST_F(guest_backend_test, memory_limit_oom_kills) {
   auto g = create(make_spec(64));
   EXPECT_EQ(backend->oom_kills(g), 0U);
   auto r = run(*backend, g, {"python3", "-c", "x = b'a' * (200 << 20); print(len(x))"});
@@ -340,7 +340,7 @@ TEST_F(GuestBackend, MemoryLimitOomKills) {
   EXPECT_EQ(r.exit_code, 0);
 }
 
-TEST_F(GuestBackend, ForkBombContainedAndKilled) {
+TEST_F(guest_backend_test, fork_bomb_contained_and_killed) {
   cfg.pids_max = 64;
   backend = std::make_unique<guest_backend>(cfg);
   auto g = create(make_spec(256));
@@ -364,7 +364,7 @@ TEST_F(GuestBackend, ForkBombContainedAndKilled) {
     EXPECT_FALSE(exists(d));
 }
 
-TEST_F(GuestBackend, DoubleForkedDaemonGoneAfterDestroy) {
+TEST_F(guest_backend_test, double_forked_daemon_gone_after_destroy) {
   auto g = create(make_spec());
   const auto marker = unique_token("daemon-");
   const char* code = R"(import os, sys, time
@@ -401,7 +401,7 @@ print("parent done")
     EXPECT_FALSE(exists(d));
 }
 
-TEST_F(GuestBackend, KillExecKillsTheCommandsTree) {
+TEST_F(guest_backend_test, kill_exec_kills_the_commands_tree) {
   auto g = create(make_spec());
   const auto marker = unique_token("tree-");
   auto p = backend->start_exec(
@@ -418,7 +418,7 @@ TEST_F(GuestBackend, KillExecKillsTheCommandsTree) {
   EXPECT_TRUE(backend->alive(g));
 }
 
-TEST_F(GuestBackend, PauseFreezesAndResumeContinues) {
+TEST_F(guest_backend_test, pause_freezes_and_resume_continues) {
   auto g = create(make_spec());
   auto p = backend->start_exec(
       g,
@@ -459,7 +459,7 @@ TEST_F(GuestBackend, PauseFreezesAndResumeContinues) {
     EXPECT_FALSE(exists(d));
 }
 
-TEST_F(GuestBackend, SeccompBlocksNamespaceAndKernelSurface) {
+TEST_F(guest_backend_test, seccomp_blocks_namespace_and_kernel_surface) {
   auto g = create(make_spec());
   const char* code = R"(import ctypes, errno, os, socket
 libc = ctypes.CDLL(None, use_errno=True)
@@ -485,7 +485,7 @@ except OSError as e:
   EXPECT_NE(r.exit_code, 0);
 }
 
-TEST_F(GuestBackend, GuestSurvivesItsCreatorsDeath) {
+TEST_F(guest_backend_test, guest_survives_its_creators_death) {
   int p[2];
   ASSERT_EQ(::pipe(p), 0);
   auto spec = make_spec();
@@ -539,7 +539,7 @@ TEST_F(GuestBackend, GuestSurvivesItsCreatorsDeath) {
   EXPECT_TRUE(eventually([&] { return !backend->alive(g); }));
 }
 
-TEST_F(GuestBackend, RefusesWhatItCannotBuildAndLeavesNothing) {
+TEST_F(guest_backend_test, refuses_what_it_cannot_build_and_leaves_nothing) {
   auto spec = make_spec();
   spec.rootfs = "alpine:3";
   auto g = backend->create(spec);
@@ -562,11 +562,11 @@ TEST_F(GuestBackend, RefusesWhatItCannotBuildAndLeavesNothing) {
   EXPECT_EQ(d.error().code, ec::bad_request);
 }
 
-TEST_F(GuestBackend, FailedCreateRemovesEverythingItMade) {
+TEST_F(guest_backend_test, failed_create_removes_everything_it_made) {
   failed_creates_leave_nothing(egress_policy::deny_all());
 }
 
-TEST_F(GuestBackend, FailedCreateWithANetworkRemovesItsNamespaceToo) {
+TEST_F(guest_backend_test, failed_create_with_a_network_removes_its_namespace_too) {
   // The allow-all half (a netns exists when bwrap fails): skipped, saying why, where it
   // cannot run — never passed silently.
   if (!network_tests_possible() || !backend->support().nftables)
@@ -574,7 +574,7 @@ TEST_F(GuestBackend, FailedCreateWithANetworkRemovesItsNamespaceToo) {
   failed_creates_leave_nothing(egress_policy::allow_all());
 }
 
-TEST_F(GuestBackend, EgressRulesFailClosedWithoutNftables) {
+TEST_F(guest_backend_test, egress_rules_fail_closed_without_nftables) {
   cfg.nft = "/nonexistent/nft";
   backend = std::make_unique<guest_backend>(cfg);
   EXPECT_FALSE(backend->support().nftables);
@@ -591,7 +591,7 @@ TEST_F(GuestBackend, EgressRulesFailClosedWithoutNftables) {
   EXPECT_EQ(run(*backend, g, {"true"}).exit_code, 0);
 }
 
-TEST_F(GuestBackend, DenyAllGuestHasNoNetwork) {
+TEST_F(guest_backend_test, deny_all_guest_has_no_network) {
   auto host = tcp_server::on("127.0.0.1", "host");
   ASSERT_TRUE(host);
   auto g = create(make_spec());
@@ -606,7 +606,7 @@ TEST_F(GuestBackend, DenyAllGuestHasNoNetwork) {
   EXPECT_TRUE(backend->set_egress(g, egress_policy::deny_all()));
 }
 
-TEST_F(GuestBackend, AllowAllGuestCannotReachTheHostOrLinkLocal) {
+TEST_F(guest_backend_test, allow_all_guest_cannot_reach_the_host_or_link_local) {
   require_network();
   auto loopback = tcp_server::on("127.0.0.1", "host");
   ASSERT_TRUE(loopback);
@@ -644,7 +644,7 @@ TEST_F(GuestBackend, AllowAllGuestCannotReachTheHostOrLinkLocal) {
   EXPECT_EQ(r.out, "") << "no IPv6 in the guest";
 }
 
-TEST_F(GuestBackend, RulesAllowOnlyTheListedAddress) {
+TEST_F(guest_backend_test, rules_allow_only_the_listed_address) {
   require_network();
   auto net = test_netns::make();
   ASSERT_TRUE(net);
@@ -674,7 +674,7 @@ TEST_F(GuestBackend, RulesAllowOnlyTheListedAddress) {
   EXPECT_EQ(probe(*backend, g, net->addr_a, a->port()), "OK a");
 }
 
-TEST_F(GuestBackend, SetEgressChangesReachability) {
+TEST_F(guest_backend_test, set_egress_changes_reachability) {
   require_network();
   auto net = test_netns::make();
   ASSERT_TRUE(net);

@@ -8,7 +8,6 @@
 #include <caf/actor_system.hpp>
 #include <caf/actor_system_config.hpp>
 #include <caf/scheduler/test_coordinator.hpp>
-
 #include <gtest/gtest.h>
 
 namespace guestflow::test {
@@ -25,8 +24,8 @@ class deterministic : public ::testing::Test {
 protected:
   deterministic_config cfg;
   caf::actor_system sys{cfg};
-  caf::scheduler::test_coordinator& sched
-    = dynamic_cast<caf::scheduler::test_coordinator&>(sys.scheduler());
+  caf::scheduler::test_coordinator& sched =
+      dynamic_cast<caf::scheduler::test_coordinator&>(sys.scheduler());
 
   /// Runs every enqueued job until nothing is left.
   void run() { sched.run(); }

@@ -156,8 +156,8 @@ TEST(exit_classifier, maps_timeout_and_oom) {
 TEST(exit_classifier, wraps_commands_in_timeout_kill) {
   auto r = with_timeout(7, "python3", {"/workspace/main_ab.py"});
   EXPECT_EQ(r.cmd, "timeout");
-  EXPECT_EQ(r.args,
-            (std::vector<std::string>{"--signal=KILL", "7", "python3", "/workspace/main_ab.py"}));
+  EXPECT_EQ(r.args, (std::vector<std::string>{"--signal=KILL", "7", "python3",
+                                              "/workspace/main_ab.py"}));
 }
 
 TEST(settings, integer_settings_are_unset_when_blank_and_refused_when_malformed) {

@@ -9,7 +9,6 @@
 
 #include <caf/stateful_actor.hpp>
 #include <caf/typed_response_promise.hpp>
-
 #include <deque>
 #include <map>
 #include <memory>
@@ -30,12 +29,15 @@ struct fake_guest {
   fake_guest() = default;
   fake_guest(std::string i, std::string n, std::string created = "2020-01-01T00:00:00Z",
              int del = 0)
-    : id(std::move(i)), name(std::move(n)), created_at(std::move(created)), deletes(del) {}
+      : id(std::move(i))
+      , name(std::move(n))
+      , created_at(std::move(created))
+      , deletes(del) {}
 
   std::string id;
   std::string name;
   std::string created_at = "2020-01-01T00:00:00Z";
-  int deletes = 0; ///< successful deletes of this guest
+  int deletes = 0;                                 ///< successful deletes of this guest
   sandbox_status status = sandbox_status::running; ///< until deleted
   egress_policy egress;                            ///< as created (or changed by the test)
   std::optional<std::string> paused_at;
@@ -45,10 +47,10 @@ struct fake_guest {
 struct script {
   /// by op: create put exec stream delete list get resume egress fetch
   std::map<std::string, call_script> calls;
-  exec_result exec_reply;                   ///< what a successful exec returns
-  std::deque<exec_result> exec_replies;     ///< answered first, one per successful exec
-  std::vector<exec_request> exec_cmds;      ///< every exec's request, in order
-  std::string fetch_reply;                  ///< what a successful fetch returns (cap applies)
+  exec_result exec_reply;               ///< what a successful exec returns
+  std::deque<exec_result> exec_replies; ///< answered first, one per successful exec
+  std::vector<exec_request> exec_cmds;  ///< every exec's request, in order
+  std::string fetch_reply;              ///< what a successful fetch returns (cap applies)
   /// A resume leaves the guest in this state (running; `resuming` to make the caller poll).
   sandbox_status resume_to = sandbox_status::running;
   /// Another process's guest that appears just before the next create is handled (it won

@@ -1,8 +1,7 @@
 #include "controlplane/client/endpoint_selection.hpp"
 
-#include <gtest/gtest.h>
-
 #include <cstdlib>
+#include <gtest/gtest.h>
 
 using namespace guestflow;
 using namespace guestflow::cp;
@@ -12,8 +11,7 @@ namespace {
 /// The selected endpoint (by value: the result is usually a temporary).
 endpoint remote(const result<endpoint_choice>& r) {
   EXPECT_TRUE(r) << (r ? "" : r.error().message);
-  if (!r || !std::holds_alternative<endpoint>(*r))
-    return {};
+  if (!r || !std::holds_alternative<endpoint>(*r)) return {};
   return std::get<endpoint>(*r);
 }
 
@@ -59,14 +57,15 @@ TEST(cp_client_endpoint_selection, createos_falls_back_to_createos_api_key) {
   auto ep = remote(select_endpoint({{"CREATEOS_API_KEY", "k2"}}));
   EXPECT_EQ(ep.api_key, "k2");
   EXPECT_EQ(ep.kind, provider::createos);
-  auto both = remote(
-    select_endpoint({{"CREATEOS_API_KEY", "k2"}, {"CREATEOS_SANDBOX_API_KEY", "k1"}}));
+  auto both =
+      remote(select_endpoint({{"CREATEOS_API_KEY", "k2"}, {"CREATEOS_SANDBOX_API_KEY", "k1"}}));
   EXPECT_EQ(both.api_key, "k1");
 }
 
 TEST(cp_client_endpoint_selection, createos_base_url_override) {
-  auto ep = remote(select_endpoint(
-    {{"CREATEOS_SANDBOX_API_KEY", "k"}, {"CREATEOS_SANDBOX_BASE_URL", "https://staging.example/"}}));
+  auto ep =
+      remote(select_endpoint({{"CREATEOS_SANDBOX_API_KEY", "k"},
+                              {"CREATEOS_SANDBOX_BASE_URL", "https://staging.example/"}}));
   EXPECT_EQ(ep.base_url, "https://staging.example/");
   EXPECT_EQ(ep.kind, provider::createos);
 }
@@ -81,8 +80,9 @@ TEST(cp_client_endpoint_selection, bad_urls_fail_before_any_guest) {
   auto plain = select_endpoint({{"GUESTFLOW_CONTROL_PLANE_URL", "http://cp.example:80"}});
   ASSERT_FALSE(plain);
   EXPECT_EQ(plain.error().code, ec::policy_refused);
-  auto createos_plain = select_endpoint(
-    {{"CREATEOS_SANDBOX_API_KEY", "k"}, {"CREATEOS_SANDBOX_BASE_URL", "http://api.sb.createos.sh"}});
+  auto createos_plain =
+      select_endpoint({{"CREATEOS_SANDBOX_API_KEY", "k"},
+                       {"CREATEOS_SANDBOX_BASE_URL", "http://api.sb.createos.sh"}});
   ASSERT_FALSE(createos_plain);
   EXPECT_EQ(createos_plain.error().code, ec::policy_refused);
   auto malformed = select_endpoint({{"GUESTFLOW_CONTROL_PLANE_URL", "127.0.0.1:80"}});

@@ -1,5 +1,4 @@
 #include "controlplane/client/error_mapping.hpp"
-
 #include "messages/jsend.hpp"
 #include "messages/sandbox.hpp"
 
@@ -46,46 +45,46 @@ TEST(cp_client_error_mapping, raw_success_is_the_body_and_no_content_is_null) {
 
 TEST(cp_client_error_mapping, status_and_envelope_table) {
   const std::vector<row> table = {
-    {200, R"({"status":"fail","data":{"message":"nope"}})", ec::transient, true, "nope"},
-    {200, R"({"status":"error","message":"boom","code":500})", ec::transient, true, "boom"},
-    {200, "<html>proxy</html>", ec::transient, true, "no JSend envelope"},
-    {201, R"({"status":"fail","data":{"message":"x"}})", ec::transient, true, "201"},
-    {429, R"({"status":"error","message":"slow down","code":429})", ec::transient, true,
-     "429"},
-    {500, "", ec::transient, true, "500 Internal Server Error"},
-    {502, "bad gateway", ec::transient, true, "502"},
-    {503, R"({"status":"error","message":"busy","code":503})", ec::transient, true, "busy"},
-    {599, "", ec::transient, true, "599"},
-    {404, R"({"status":"fail","data":{"message":"sandbox abc not found"}})", ec::not_found,
-     false, "sandbox abc not found"},
-    {404, "", ec::not_found, false, "not found"},
-    {409, R"({"status":"fail","data":{"message":"sandbox is paused"}})", ec::paused, false,
-     "sandbox is paused"},
-    {409, R"({"status":"error","message":"Sandbox is paused","code":409})", ec::paused, false,
-     "paused"},
-    {409, R"({"status":"fail","data":{"message":"name already in use"}})", ec::bad_request,
-     false, "name already in use"},
-    {400, R"({"status":"fail","data":{"message":"shape is required"}})", ec::bad_request,
-     false, "shape is required"},
-    {413, R"({"status":"fail","data":{"message":"file too large"}})", ec::bad_request, false,
-     "file too large"},
-    {422, R"({"status":"fail","data":{"message":"bad egress rule"}})", ec::bad_request, false,
-     "bad egress rule"},
-    {401, R"({"status":"error","message":"invalid api key","code":401})", ec::unavailable,
-     false, "401"},
-    {403, "", ec::unavailable, false, "403 Forbidden"},
-    {405, "", ec::unavailable, false, "405"},
-    {302, "", ec::unavailable, false, "302"},
-    {418, "", ec::unavailable, false, "418"},
+      {200, R"({"status":"fail","data":{"message":"nope"}})", ec::transient, true, "nope"},
+      {200, R"({"status":"error","message":"boom","code":500})", ec::transient, true, "boom"},
+      {200, "<html>proxy</html>", ec::transient, true, "no JSend envelope"},
+      {201, R"({"status":"fail","data":{"message":"x"}})", ec::transient, true, "201"},
+      {429, R"({"status":"error","message":"slow down","code":429})", ec::transient, true,
+       "429"},
+      {500, "", ec::transient, true, "500 Internal Server Error"},
+      {502, "bad gateway", ec::transient, true, "502"},
+      {503, R"({"status":"error","message":"busy","code":503})", ec::transient, true, "busy"},
+      {599, "", ec::transient, true, "599"},
+      {404, R"({"status":"fail","data":{"message":"sandbox abc not found"}})", ec::not_found,
+       false, "sandbox abc not found"},
+      {404, "", ec::not_found, false, "not found"},
+      {409, R"({"status":"fail","data":{"message":"sandbox is paused"}})", ec::paused, false,
+       "sandbox is paused"},
+      {409, R"({"status":"error","message":"Sandbox is paused","code":409})", ec::paused, false,
+       "paused"},
+      {409, R"({"status":"fail","data":{"message":"name already in use"}})", ec::bad_request,
+       false, "name already in use"},
+      {400, R"({"status":"fail","data":{"message":"shape is required"}})", ec::bad_request,
+       false, "shape is required"},
+      {413, R"({"status":"fail","data":{"message":"file too large"}})", ec::bad_request, false,
+       "file too large"},
+      {422, R"({"status":"fail","data":{"message":"bad egress rule"}})", ec::bad_request, false,
+       "bad egress rule"},
+      {401, R"({"status":"error","message":"invalid api key","code":401})", ec::unavailable,
+       false, "401"},
+      {403, "", ec::unavailable, false, "403 Forbidden"},
+      {405, "", ec::unavailable, false, "405"},
+      {302, "", ec::unavailable, false, "302"},
+      {418, "", ec::unavailable, false, "418"},
   };
   for (const auto& r : table) {
     auto o = map_response(r.status, r.body, body_kind::jsend, what);
     ASSERT_FALSE(o.value) << r.status << " " << r.body;
-    EXPECT_EQ(o.value.error().code, r.code) << r.status << " " << r.body << " → "
-                                            << o.value.error().message;
+    EXPECT_EQ(o.value.error().code, r.code)
+        << r.status << " " << r.body << " → " << o.value.error().message;
     EXPECT_EQ(o.retryable, r.retryable) << r.status << " " << r.body;
     EXPECT_NE(o.value.error().message.find(r.message_part), std::string::npos)
-      << r.status << " " << r.body << " → " << o.value.error().message;
+        << r.status << " " << r.body << " → " << o.value.error().message;
   }
 }
 
@@ -159,7 +158,6 @@ TEST(cp_client_error_mapping, success_data_of_only_takes_the_exact_envelope_form
   for (std::string_view body :
        {R"({"data":{"id":"sb-1"},"status":"success"})", R"({ "status":"success","data":1})",
         R"({"status":"success","data":)", R"({"status":"success","data":})",
-        R"({"status":"fail","data":{"message":"m"}})", R"({"status":"success","data":1} )",
-        ""})
+        R"({"status":"fail","data":{"message":"m"}})", R"({"status":"success","data":1} )", ""})
     EXPECT_FALSE(success_data_of(body)) << body;
 }

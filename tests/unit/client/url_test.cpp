@@ -1,7 +1,6 @@
 #include "controlplane/client/url.hpp"
 
 #include <gtest/gtest.h>
-
 #include <string>
 #include <vector>
 
@@ -50,9 +49,10 @@ TEST(cp_client_url, parses_unix_socket_paths) {
   EXPECT_EQ(u->prefix, "");
   EXPECT_EQ(u->origin(), "unix:///run/guestflow/cp.sock");
   EXPECT_TRUE(parse_base_url("UNIX:///" + std::string(106, 'a'))) << "107 bytes fit sun_path";
-  for (std::string bad : std::vector<std::string>{
-         "unix://", "unix://run/cp.sock", "unix://./cp.sock", "unix:///" + std::string(107, 'a'),
-         "unix:///run/cp.sock?x=1", "unix:///run/cp.sock#f", "unix:///run/c\np.sock"}) {
+  for (std::string bad :
+       std::vector<std::string>{"unix://", "unix://run/cp.sock", "unix://./cp.sock",
+                                "unix:///" + std::string(107, 'a'), "unix:///run/cp.sock?x=1",
+                                "unix:///run/cp.sock#f", "unix:///run/c\np.sock"}) {
     auto r = parse_base_url(bad);
     ASSERT_FALSE(r) << bad;
     EXPECT_EQ(r.error().code, ec::bad_request) << bad;
@@ -60,11 +60,10 @@ TEST(cp_client_url, parses_unix_socket_paths) {
 }
 
 TEST(cp_client_url, refuses_malformed_urls) {
-  for (auto bad : {"", "127.0.0.1:80", "ftp://host", "http://", "http://:80",
-                   "http://host:0", "http://host:65536", "http://host:12a", "http://host:",
-                   "http://user:pw@host", "http://host/?q=1", "http://host/#f",
-                   "http://[::1", "http://[::1]x", "http://[zz::1]:80", "http://ho st",
-                   "http://host/pa th"}) {
+  for (auto bad : {"", "127.0.0.1:80", "ftp://host", "http://", "http://:80", "http://host:0",
+                   "http://host:65536", "http://host:12a", "http://host:",
+                   "http://user:pw@host", "http://host/?q=1", "http://host/#f", "http://[::1",
+                   "http://[::1]x", "http://[zz::1]:80", "http://ho st", "http://host/pa th"}) {
     auto u = parse_base_url(bad);
     EXPECT_FALSE(u) << bad;
     if (!u) {

@@ -13,7 +13,6 @@
 
 #include <caf/event_based_actor.hpp>
 #include <caf/send.hpp>
-
 #include <ctime>
 
 using namespace guestflow;
@@ -89,12 +88,11 @@ protected:
     auto out = std::make_shared<run_outcome>();
     auto exec = sys.spawn(execution, cp, rp, std::move(opts));
     execs.push_back(exec);
-    if (exec_out)
-      *exec_out = exec;
+    if (exec_out) *exec_out = exec;
     auto caller = sys.spawn([exec, sp, out](caf::event_based_actor* self) {
       self->request(exec, std::chrono::seconds{3600}, run_atom::value, sp)
-        .then([out](execution_report& r) { out->report = std::move(r); },
-              [out](caf::error& e) { out->error = to_failure(e); });
+          .then([out](execution_report& r) { out->report = std::move(r); },
+                [out](caf::error& e) { out->error = to_failure(e); });
     });
     callers.push_back(caller);
     run();
@@ -118,8 +116,7 @@ protected:
   /// Log index of the first line equal to `line` (or the log's size).
   size_t at(const std::string& line) const {
     for (size_t i = 0; i < s->log.size(); ++i)
-      if (s->log[i] == line)
-        return i;
+      if (s->log[i] == line) return i;
     return s->log.size();
   }
 };
@@ -153,8 +150,8 @@ TEST_F(component_test, reusable_guest_survives_the_run_and_the_next_run_adopts_i
   // The reaper never heard of it: nothing to delete at shutdown either.
   auto st = std::make_shared<reaper_stats>();
   sys.spawn([this, st](caf::event_based_actor* self) {
-    self->request(rp, std::chrono::seconds{3600}, stats_atom::value).then([st](reaper_stats& x) { *st = x; },
-                                                  [](caf::error&) {});
+    self->request(rp, std::chrono::seconds{3600}, stats_atom::value)
+        .then([st](reaper_stats& x) { *st = x; }, [](caf::error&) {});
   });
   run();
   EXPECT_EQ(st->tracked, 0u);
@@ -296,8 +293,8 @@ TEST_F(component_test, the_registry_refuses_names_that_are_not_reusable) {
 
 TEST_F(component_test, returned_files_come_back_and_the_archive_is_removed) {
   s->exec_replies = {exec_result{"out\n", "", 3, std::nullopt, 1}, exec_result{}};
-  s->fetch_reply = tar_entry({"./", '5'}) + tar_entry({"./a b.txt ", '0', "A"})
-                   + tar_entry({"../../etc/x", '0', "evil"}) + end_of_archive();
+  s->fetch_reply = tar_entry({"./", '5'}) + tar_entry({"./a b.txt ", '0', "A"}) +
+                   tar_entry({"../../etc/x", '0', "evil"}) + end_of_archive();
   auto opts = reusable();
   opts.collect = collect();
   auto r = start(spec(), opts);
@@ -312,10 +309,10 @@ TEST_F(component_test, returned_files_come_back_and_the_archive_is_removed) {
   ASSERT_EQ(f.dropped.size(), 1u);
   EXPECT_EQ(f.dropped[0].path, "../../etc/x");
   ASSERT_EQ(s->exec_cmds.size(), 3u);
-  EXPECT_EQ(s->exec_cmds[1].args,
-            (std::vector<std::string>{"--signal=KILL", "120", "tar", "-C", "/workspace/artifacts",
-                                      "-cf", "/workspace/.gf-artifacts-t.tar", "--format=pax",
-                                      "."}));
+  EXPECT_EQ(
+      s->exec_cmds[1].args,
+      (std::vector<std::string>{"--signal=KILL", "120", "tar", "-C", "/workspace/artifacts",
+                                "-cf", "/workspace/.gf-artifacts-t.tar", "--format=pax", "."}));
   EXPECT_EQ(s->count("fetch sb-1 /workspace/.gf-artifacts-t.tar"), 1);
   EXPECT_EQ(s->exec_cmds[2], (exec_request{"rm",
                                            {"-f", "--", "/workspace/main_00.py",
@@ -379,7 +376,8 @@ TEST_F(component_test, sweep_deletes_idle_reusable_guests_only) {
   auto n = std::make_shared<std::optional<result<uint64_t>>>();
   sys.spawn([this, n](caf::event_based_actor* self) {
     self->request(reg, std::chrono::seconds{3600}, sweep_atom::value, uint32_t{3600})
-      .then([n](uint64_t x) { n->emplace(x); }, [n](caf::error& e) { n->emplace(to_failure(e)); });
+        .then([n](uint64_t x) { n->emplace(x); },
+              [n](caf::error& e) { n->emplace(to_failure(e)); });
   });
   run();
   ASSERT_TRUE(*n && **n);

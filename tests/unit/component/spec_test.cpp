@@ -42,7 +42,7 @@ TEST(reusable_names, are_deterministic_22_chars_and_part_of_the_identity) {
   for (char c : a.substr(5))
     EXPECT_TRUE((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9')) << a;
   EXPECT_EQ(a, names::reusable("flow-1", "comp-1", "none"));
-  EXPECT_NE(a, names::reusable("flow-1", "comp-1", "*"));  // egress is identity
+  EXPECT_NE(a, names::reusable("flow-1", "comp-1", "*")); // egress is identity
   EXPECT_NE(a, names::reusable("flow-2", "comp-1", "none"));
   EXPECT_NE(a, names::reusable("flow-1", "comp-2", "none"));
   EXPECT_NE(names::reusable("ab", "c", "none"), names::reusable("a", "bc", "none"));
@@ -60,8 +60,8 @@ TEST(component_spec, reuse_flow_names_the_guest_by_key_and_pauses_just_above_the
   policy::sandbox_settings s;
   s.timeout_seconds = 45;
   std::mt19937_64 rng{7};
-  auto p = make_component_spec(python_request(reuse_mode::flow), s, local(), catalog(), "abc123",
-                               5 << 20, rng);
+  auto p = make_component_spec(python_request(reuse_mode::flow), s, local(), catalog(),
+                               "abc123", 5 << 20, rng);
   ASSERT_TRUE(p) << p.error().message;
   EXPECT_TRUE(p->reusable);
   EXPECT_EQ(p->spec.name, names::reusable("flow-1", "CustomComponent-abc", "none"));
@@ -73,8 +73,8 @@ TEST(component_spec, reuse_flow_names_the_guest_by_key_and_pauses_just_above_the
   EXPECT_EQ(p->spec.uploads[0].content, "print(1)\n");
   EXPECT_EQ(p->spec.uploads[0].path.rfind("/workspace/main_", 0), 0u);
   EXPECT_EQ(p->spec.command.cmd, "timeout");
-  EXPECT_EQ(p->spec.command.args,
-            (std::vector<std::string>{"--signal=KILL", "45", "python3", p->spec.uploads[0].path}));
+  EXPECT_EQ(p->spec.command.args, (std::vector<std::string>{"--signal=KILL", "45", "python3",
+                                                            p->spec.uploads[0].path}));
   EXPECT_FALSE(p->collect);
   EXPECT_EQ(reusable_auto_pause(1), 61u);
   EXPECT_EQ(reusable_auto_pause(0), 60u);
@@ -91,8 +91,8 @@ TEST(component_spec, reuse_flow_names_the_guest_by_key_and_pauses_just_above_the
 TEST(component_spec, reuse_none_is_an_ephemeral_guest_of_this_owner) {
   policy::sandbox_settings s;
   std::mt19937_64 rng{7};
-  auto p = make_component_spec(python_request(reuse_mode::none), s, local(), catalog(), "abc123",
-                               5 << 20, rng);
+  auto p = make_component_spec(python_request(reuse_mode::none), s, local(), catalog(),
+                               "abc123", 5 << 20, rng);
   ASSERT_TRUE(p);
   EXPECT_FALSE(p->reusable);
   auto parsed = names::parse(p->spec.name);
@@ -121,11 +121,13 @@ TEST(component_spec, a_command_runs_as_is_and_return_files_prepares_the_director
   EXPECT_EQ(p->spec.command.cmd, "/bin/sh");
   ASSERT_EQ(p->spec.command.args.size(), 9u);
   EXPECT_EQ(p->spec.command.args[0], "-c");
-  EXPECT_NE(p->spec.command.args[1].find("mkdir -p -- /workspace/artifacts"), std::string::npos);
+  EXPECT_NE(p->spec.command.args[1].find("mkdir -p -- /workspace/artifacts"),
+            std::string::npos);
   EXPECT_NE(p->spec.command.args[1].find("exec \"$@\""), std::string::npos);
-  EXPECT_EQ(std::vector<std::string>(p->spec.command.args.begin() + 3, p->spec.command.args.end()),
-            (std::vector<std::string>{"timeout", "--signal=KILL", "10", "sh", "-c",
-                                      "echo 'a b' > x"}));
+  EXPECT_EQ(
+      std::vector<std::string>(p->spec.command.args.begin() + 3, p->spec.command.args.end()),
+      (std::vector<std::string>{"timeout", "--signal=KILL", "10", "sh", "-c",
+                                "echo 'a b' > x"}));
 }
 
 TEST(component_spec, bad_input_and_policy_refusals_change_nothing) {
@@ -158,7 +160,8 @@ TEST(component_spec, artifact_cap_setting) {
 }
 
 TEST(egress_guard, refuses_anything_but_the_promised_policy) {
-  EXPECT_FALSE(egress_guard::check("n", "id", egress_policy::deny_all(), egress_policy::deny_all()));
+  EXPECT_FALSE(
+      egress_guard::check("n", "id", egress_policy::deny_all(), egress_policy::deny_all()));
   auto drift = egress_guard::check("gf-c-x", "sb-1", egress_policy::deny_all(),
                                    egress_policy::allow_all());
   ASSERT_TRUE(drift);

@@ -15,7 +15,10 @@ namespace guestflow::test {
 struct tar_member {
   tar_member() = default;
   tar_member(std::string n, char t = '0', std::string d = {}, std::string link = {})
-    : name(std::move(n)), type(t), data(std::move(d)), linkname(std::move(link)) {}
+      : name(std::move(n))
+      , type(t)
+      , data(std::move(d))
+      , linkname(std::move(link)) {}
 
   std::string name;
   char type = '0';

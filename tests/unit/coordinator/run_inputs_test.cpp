@@ -1,4 +1,4 @@
-// Caller input normalization (seed 000): every accepted form, both sources, the
+// Caller input normalization: every accepted form, both sources, the
 // forwarded / dropped / ignored runtime options, and the refusals.
 
 #include "actors/run_inputs.hpp"
@@ -134,7 +134,7 @@ TEST(run_inputs, refuses_malformed_inputs_naming_the_field) {
            {"", R"([1])", "runtime_options: expected object"},
            {"", R"({"max_iterations":"5"})", "runtime_options.max_iterations"},
            {"", R"({"max_iterations":-1})", "runtime_options.max_iterations"},
-         {"", R"({"max_iterations":0})", "runtime_options.max_iterations"},
+           {"", R"({"max_iterations":0})", "runtime_options.max_iterations"},
            {"", R"({"max_iterations":1.5})", "runtime_options.max_iterations"},
            {"", R"({"config":[]})", "runtime_options.config"},
            {"", R"({"reset_output_values":"yes"})", "runtime_options.reset_output_values"},
@@ -156,11 +156,12 @@ TEST(guest_spec, encodes_what_the_runner_reads) {
   g.outputs = {"ChatOutput-1"};
   g.install_lfx = true;
   g.pip = {"langchain-experimental"};
-  EXPECT_EQ(encode(g), R"({"graph":{"nodes":[],"edges":[]},"inputs":[)"
-                       R"({"input_value":"hi","type":"chat","components":["a"]},)"
-                       R"({"input_value":null,"type":"chat","components":[]}],)"
-                       R"("outputs":["ChatOutput-1"],"runtime_options":{},)"
-                       R"("install_lfx":true,"pip":["langchain-experimental"],"executor":"auto"})");
+  EXPECT_EQ(encode(g),
+            R"({"graph":{"nodes":[],"edges":[]},"inputs":[)"
+            R"({"input_value":"hi","type":"chat","components":["a"]},)"
+            R"({"input_value":null,"type":"chat","components":[]}],)"
+            R"("outputs":["ChatOutput-1"],"runtime_options":{},)"
+            R"("install_lfx":true,"pip":["langchain-experimental"],"executor":"auto"})");
 }
 
 TEST(json_helpers, type_of_and_error_member) {

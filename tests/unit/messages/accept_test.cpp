@@ -14,9 +14,9 @@ struct good_input {
   std::string input;
 };
 
-class Accepted : public ::testing::TestWithParam<good_input> {};
+class accepted : public ::testing::TestWithParam<good_input> {};
 
-TEST_P(Accepted, Decodes) {
+TEST_P(accepted, decodes) {
   auto& row = GetParam();
   auto dec = test::decoders().find(row.decoder);
   ASSERT_NE(dec, test::decoders().end());
@@ -25,7 +25,7 @@ TEST_P(Accepted, Decodes) {
 }
 
 INSTANTIATE_TEST_SUITE_P(
-    Table, Accepted,
+    table, accepted,
     ::testing::Values(
         good_input{"CreateMinimal", "create", R"({"shape":"s"})"},
         good_input{"CreateUnknownFieldsIgnored", "create",
@@ -64,7 +64,7 @@ INSTANTIATE_TEST_SUITE_P(
                    R"({"outputs":[{"inputs":null,"outputs":[null]}]})"}),
     [](const ::testing::TestParamInfo<good_input>& info) { return info.param.name; });
 
-TEST(Accept, EgressWireModes) {
+TEST(accept, egress_wire_modes) {
   auto mode = [](std::string egress) {
     auto r = decode<egress_body>(R"({"egress":)" + egress + "}");
     EXPECT_TRUE(r) << egress << ": " << r.error().message;
@@ -81,7 +81,7 @@ TEST(Accept, EgressWireModes) {
   EXPECT_EQ(absent->egress, egress_policy::allow_all());
 }
 
-TEST(Accept, CreateRequestValues) {
+TEST(accept, create_request_values) {
   auto r = decode<sandbox_create_request>(
       R"({"shape":"s-1","rootfs":"devbox:1","name":"lf-1","egress":["1.2.3.4:443"],)"
       R"("envs":{"A":"1"},"auto_pause_after_seconds":600,"ingress_enabled":true})");
@@ -95,7 +95,7 @@ TEST(Accept, CreateRequestValues) {
   EXPECT_TRUE(r->ingress_enabled);
 }
 
-TEST(Accept, StreamLineKinds) {
+TEST(accept, stream_line_kinds) {
   using k = exec_stream_line::kind;
   auto line = [](const char* text) { return *decode<exec_stream_line>(text); };
   EXPECT_EQ(line(R"({"stdout":"a"})").type, k::stdout_chunk);
@@ -106,7 +106,7 @@ TEST(Accept, StreamLineKinds) {
   EXPECT_EQ(line(R"({"hb":true})").type, k::heartbeat);
 }
 
-TEST(Accept, ListTotalsDefaultToThePageSize) {
+TEST(accept, list_totals_default_to_the_page_size) {
   auto r = decode<shape_list>(R"({"data":[{"id":"a"},{"id":"b","vcpu":2}]})");
   ASSERT_TRUE(r) << r.error().message;
   EXPECT_EQ(r->total, 2u);
@@ -117,7 +117,7 @@ TEST(Accept, ListTotalsDefaultToThePageSize) {
   EXPECT_EQ(paged->total, 40u);
 }
 
-TEST(Accept, ExtremeIntegersAtTheirBounds) {
+TEST(accept, extreme_integers_at_their_bounds) {
   auto r = decode<whoami>(R"({"user_id":"u","stats":{"running":18446744073709551615}})");
   ASSERT_TRUE(r) << r.error().message;
   EXPECT_EQ(r->running, UINT64_MAX);
@@ -129,7 +129,7 @@ TEST(Accept, ExtremeIntegersAtTheirBounds) {
   EXPECT_EQ(j->code, INT64_MIN);
 }
 
-TEST(Accept, DefaultLimitsAllowLargeDocuments) {
+TEST(accept, default_limits_allow_large_documents) {
   // 8 MiB of stdout in one exec result is fine under the 64 MiB default.
   std::string big(8 << 20, 'x');
   auto r = decode<exec_result>(R"({"result":{"stdout":")" + big + R"(","exit_code":0}})");

@@ -21,7 +21,7 @@ namespace {
 
 using namespace guestflow::test;
 
-class CafSerialization : public ::testing::Test {
+class caf_serialization : public ::testing::Test {
 protected:
   static void SetUpTestSuite() {
     cfg_ = std::make_unique<caf::actor_system_config>();
@@ -69,34 +69,34 @@ private:
   static inline std::unique_ptr<caf::actor_system> sys_;
 };
 
-TEST_F(CafSerialization, EveryTypeInTheBlockDefaultConstructed) {
+TEST_F(caf_serialization, every_type_in_the_block_default_constructed) {
   constexpr auto n = caf::id_block::guestflow::end - caf::id_block::guestflow::begin;
   static_assert(n >= 26, "the guestflow block lost types");
   every_default(std::make_integer_sequence<caf::type_id_t, n>{});
 }
 
-TEST_F(CafSerialization, Failure) {
+TEST_F(caf_serialization, failure) {
   expect_round_trip(failure{ec::egress_drift, "guest egress changed"});
 }
 
-TEST_F(CafSerialization, RawJson) {
+TEST_F(caf_serialization, raw_json) {
   expect_round_trip(raw_json{R"({"a":[1,2]})"});
 }
 
-TEST_F(CafSerialization, EgressRuleAndPolicy) {
+TEST_F(caf_serialization, egress_rule_and_policy) {
   expect_round_trip(rule("[2001:db8::/32]:443"));
   expect_round_trip(rule("10.0.0.0/8"));
   expect_round_trip(some_rules());
   expect_round_trip(egress_policy::deny_all());
 }
 
-TEST_F(CafSerialization, ShapesAndLists) {
+TEST_F(caf_serialization, shapes_and_lists) {
   expect_round_trip(sample_shape());
   expect_round_trip(sample_shape_list());
   expect_round_trip(sample_list());
 }
 
-TEST_F(CafSerialization, SandboxLifecycle) {
+TEST_F(caf_serialization, sandbox_lifecycle) {
   expect_round_trip(sample_create());
   expect_round_trip(sample_created());
   expect_round_trip(sample_view());
@@ -106,7 +106,7 @@ TEST_F(CafSerialization, SandboxLifecycle) {
   expect_round_trip(sample_capabilities());
 }
 
-TEST_F(CafSerialization, Exec) {
+TEST_F(caf_serialization, exec) {
   expect_round_trip(sample_exec_request());
   expect_round_trip(sample_exec_result());
   expect_round_trip(sample_stream_line(exec_stream_line::kind::stderr_chunk));
@@ -114,19 +114,19 @@ TEST_F(CafSerialization, Exec) {
   expect_round_trip(sample_sandbox_result());
 }
 
-TEST_F(CafSerialization, Jsend) {
+TEST_F(caf_serialization, jsend) {
   for (auto k : {jsend::kind::success, jsend::kind::fail, jsend::kind::error})
     expect_round_trip(sample_jsend(k));
 }
 
-TEST_F(CafSerialization, Graph) {
+TEST_F(caf_serialization, graph) {
   auto g = sample_graph();
   expect_round_trip(g.nodes.at(0));
   expect_round_trip(g.edges.at(1));
   expect_round_trip(g);
 }
 
-TEST_F(CafSerialization, RunTypes) {
+TEST_F(caf_serialization, run_types) {
   expect_round_trip(sample_result_data());
   expect_round_trip(sample_run_outputs());
   for (auto k : {guest_frame::kind::step, guest_frame::kind::outputs, guest_frame::kind::fatal})
@@ -136,7 +136,7 @@ TEST_F(CafSerialization, RunTypes) {
     expect_round_trip(event_of(k));
 }
 
-TEST_F(CafSerialization, ExecutionTypes) {
+TEST_F(caf_serialization, execution_types) {
   execution_spec spec;
   spec.name = "lf-exec-1";
   spec.create = sample_create();
@@ -155,7 +155,7 @@ TEST_F(CafSerialization, ExecutionTypes) {
   expect_round_trip(reaper_stats{1, 2, 3, 4, 5});
 }
 
-TEST_F(CafSerialization, TruncatedBufferIsAnErrorNotACrash) {
+TEST_F(caf_serialization, truncated_buffer_is_an_error_not_a_crash) {
   std::vector<char> buf;
   caf::binary_serializer sink{sys(), buf};
   auto x = sample_view();
@@ -168,7 +168,7 @@ TEST_F(CafSerialization, TruncatedBufferIsAnErrorNotACrash) {
   }
 }
 
-TEST_F(CafSerialization, ErrorsCarryCodeAndMessage) {
+TEST_F(caf_serialization, errors_carry_code_and_message) {
   auto err = make_error(ec::timeout, "ran past 30 s");
   EXPECT_EQ(err.category(), error_category);
   EXPECT_EQ(to_failure(err), (failure{ec::timeout, "ran past 30 s"}));
@@ -179,7 +179,7 @@ TEST_F(CafSerialization, ErrorsCarryCodeAndMessage) {
   EXPECT_NE(rendered.find("ran past 30 s"), std::string::npos) << rendered;
 }
 
-TEST_F(CafSerialization, CafOwnErrorsMapToTransientOrUnavailable) {
+TEST_F(caf_serialization, caf_own_errors_map_to_transient_or_unavailable) {
   auto timeout = to_failure(caf::make_error(caf::sec::request_timeout));
   EXPECT_EQ(timeout.code, ec::transient);
   EXPECT_FALSE(timeout.message.empty());
@@ -188,7 +188,7 @@ TEST_F(CafSerialization, CafOwnErrorsMapToTransientOrUnavailable) {
   EXPECT_FALSE(down.message.empty());
 }
 
-TEST_F(CafSerialization, ErrorsSurviveSerialization) {
+TEST_F(caf_serialization, errors_survive_serialization) {
   auto err = make_error(ec::policy_refused, "hostname egress refused");
   std::vector<char> buf;
   caf::binary_serializer sink{sys(), buf};
@@ -199,7 +199,7 @@ TEST_F(CafSerialization, ErrorsSurviveSerialization) {
   EXPECT_EQ(to_failure(back), (failure{ec::policy_refused, "hostname egress refused"}));
 }
 
-TEST(ErrorNames, RoundTripEveryCode) {
+TEST(error_names, round_trip_every_code) {
   for (int c = 1; c <= static_cast<int>(last_ec); ++c) {
     auto x = static_cast<ec>(c);
     EXPECT_EQ(ec_from_string(to_string(x)), x);

@@ -14,9 +14,9 @@ struct good_rule {
   std::string canonical;
 };
 
-class EgressRule : public ::testing::TestWithParam<good_rule> {};
+class egress_rule : public ::testing::TestWithParam<good_rule> {};
 
-TEST_P(EgressRule, ParsesToItsCanonicalForm) {
+TEST_P(egress_rule, parses_to_its_canonical_form) {
   auto r = parse_egress_rule(GetParam().input);
   ASSERT_TRUE(r) << r.error().message;
   EXPECT_EQ(to_string(*r), GetParam().canonical);
@@ -26,7 +26,7 @@ TEST_P(EgressRule, ParsesToItsCanonicalForm) {
 }
 
 INSTANTIATE_TEST_SUITE_P(
-    Grammar, EgressRule,
+    grammar, egress_rule,
     ::testing::Values(
         good_rule{"1.2.3.4", "1.2.3.4"}, good_rule{"1.2.3.4/32", "1.2.3.4"},
         good_rule{"10.0.0.0/8", "10.0.0.0/8"}, good_rule{"0.0.0.0/0", "0.0.0.0/0"},
@@ -43,7 +43,7 @@ INSTANTIATE_TEST_SUITE_P(
       return name + "_" + std::to_string(info.index);
     });
 
-TEST(Egress, RuleFields) {
+TEST(egress, rule_fields) {
   auto r = parse_egress_rule("[2001:db8::/32]:443");
   ASSERT_TRUE(r);
   EXPECT_TRUE(r->v6);
@@ -60,7 +60,7 @@ TEST(Egress, RuleFields) {
   EXPECT_EQ(v4->address[1], 168);
 }
 
-TEST(Egress, HostnamesAreRefusedWithTheReason) {
+TEST(egress, hostnames_are_refused_with_the_reason) {
   for (auto host :
        {"pypi.org", "*.pypi.org", "pypi.org:443", "localhost", "[example.com]:80"}) {
     auto r = parse_egress_rule(host);
@@ -73,19 +73,19 @@ TEST(Egress, HostnamesAreRefusedWithTheReason) {
   }
 }
 
-TEST(Egress, HexLookingIpv6IsNotAHostname) {
+TEST(egress, hex_looking_ipv6_is_not_a_hostname) {
   auto r = parse_egress_rule("fe80::abcd");
   ASSERT_TRUE(r) << r.error().message;
   EXPECT_TRUE(r->v6);
 }
 
-TEST(Egress, HostBitsAreAnErrorNotMasked) {
+TEST(egress, host_bits_are_an_error_not_masked) {
   auto r = parse_egress_rule("192.168.1.7/24");
   ASSERT_FALSE(r);
   EXPECT_NE(r.error().message.find("192.168.1.0/24"), std::string::npos) << r.error().message;
 }
 
-TEST(Egress, PolicyModes) {
+TEST(egress, policy_modes) {
   EXPECT_EQ(*parse_egress({}), egress_policy::allow_all());
   EXPECT_EQ(*parse_egress({"*"}), egress_policy::allow_all());
   EXPECT_EQ(*parse_egress({"*", "*"}), egress_policy::allow_all());
@@ -97,7 +97,7 @@ TEST(Egress, PolicyModes) {
   EXPECT_EQ(rules->rules.size(), 2u);
 }
 
-TEST(Egress, RulesAreSortedAndDeduplicated) {
+TEST(egress, rules_are_sorted_and_deduplicated) {
   auto p = parse_egress({"10.0.0.0/8", "::1", "1.2.3.4:80", "10.0.0.0/8", "1.2.3.4"});
   ASSERT_TRUE(p) << p.error().message;
   EXPECT_EQ(to_strings(*p),
@@ -107,14 +107,14 @@ TEST(Egress, RulesAreSortedAndDeduplicated) {
   EXPECT_EQ(*p, *q) << "order of the input does not matter";
 }
 
-TEST(Egress, ErrorsNameTheFieldAndIndex) {
+TEST(egress, errors_name_the_field_and_index) {
   auto p = parse_egress({"1.2.3.4", "nope.example"}, "CREATEOS_EXECUTOR_EGRESS");
   ASSERT_FALSE(p);
   EXPECT_EQ(p.error().message.rfind("CREATEOS_EXECUTOR_EGRESS[1]: ", 0), 0u)
       << p.error().message;
 }
 
-TEST(Egress, WireListsOfEachMode) {
+TEST(egress, wire_lists_of_each_mode) {
   EXPECT_EQ(to_strings(egress_policy::allow_all()), std::vector<std::string>{"*"});
   EXPECT_EQ(to_strings(egress_policy::deny_all()), std::vector<std::string>{"240.0.0.0/4"});
   egress_policy empty_rules{egress_policy::kind::rules, {}};
@@ -122,7 +122,7 @@ TEST(Egress, WireListsOfEachMode) {
       << "a rule list that allows nothing fails closed, never [] (= allow all)";
 }
 
-TEST(Egress, FingerprintsAreStableAndDistinct) {
+TEST(egress, fingerprints_are_stable_and_distinct) {
   auto a = *parse_egress({"10.0.0.0/8", "1.2.3.4"});
   auto b = *parse_egress({"1.2.3.4", "10.0.0.0/8"});
   EXPECT_EQ(fingerprint(a), fingerprint(b));

@@ -14,9 +14,9 @@ struct user_line {
   std::string line;
 };
 
-class NotAFrame : public ::testing::TestWithParam<user_line> {};
+class not_a_frame : public ::testing::TestWithParam<user_line> {};
 
-TEST_P(NotAFrame, IsUserOutputWithTheRawLine) {
+TEST_P(not_a_frame, is_user_output_with_the_raw_line) {
   auto f = decode_frame(GetParam().line);
   ASSERT_TRUE(f) << f.error().message;
   EXPECT_EQ(f->type, guest_frame::kind::stdout_line);
@@ -24,7 +24,7 @@ TEST_P(NotAFrame, IsUserOutputWithTheRawLine) {
 }
 
 INSTANTIATE_TEST_SUITE_P(
-    Lines, NotAFrame,
+    lines, not_a_frame,
     ::testing::Values(user_line{"PlainText", "hello world"}, user_line{"Empty", ""},
                       user_line{"JsonArray", R"([{"t":"done"}])"},
                       user_line{"JsonNumber", "42"}, user_line{"NoT", R"({"x":1})"},
@@ -37,14 +37,14 @@ INSTANTIATE_TEST_SUITE_P(
                       user_line{"EmbeddedNul", "a\0b"s}),
     [](const ::testing::TestParamInfo<user_line>& info) { return info.param.name; });
 
-TEST(Frame, InvalidUtf8UserOutputIsReplacedNotRefused) {
+TEST(frame, invalid_utf8_user_output_is_replaced_not_refused) {
   auto f = decode_frame("caf\xe9 latin-1");
   ASSERT_TRUE(f);
   EXPECT_EQ(f->type, guest_frame::kind::stdout_line);
   EXPECT_EQ(f->line, "caf\xEF\xBF\xBD latin-1");
 }
 
-TEST(Frame, KnownFramesDecode) {
+TEST(frame, known_frames_decode) {
   auto start = decode_frame(R"({"t":"vertex_start","id":"Prompt-2","name":"Prompt"})");
   ASSERT_TRUE(start);
   EXPECT_EQ(start->type, guest_frame::kind::vertex_start);
@@ -72,27 +72,27 @@ TEST(Frame, KnownFramesDecode) {
   EXPECT_EQ(fatal->traceback, "tb");
 }
 
-TEST(Frame, FloatDurationsAreRounded) {
+TEST(frame, float_durations_are_rounded) {
   auto step =
       decode_frame(R"({"t":"step","event":{"type":"vertex","id":"a","duration_ms":12.6}})");
   ASSERT_TRUE(step) << step.error().message;
   EXPECT_EQ(step->duration_ms, 13u);
 }
 
-TEST(Frame, NoteKeepsTheCanonicalFrame) {
+TEST(frame, note_keeps_the_canonical_frame) {
   auto note = decode_frame(R"({ "t" : "note", "lfx" : "0.1" })");
   ASSERT_TRUE(note);
   EXPECT_EQ(note->type, guest_frame::kind::note);
   EXPECT_EQ(note->line, R"({"t":"note","lfx":"0.1"})");
 }
 
-TEST(Frame, UnknownStepKindIsANoteNotAnError) {
+TEST(frame, unknown_step_kind_is_a_note_not_an_error) {
   auto f = decode_frame(R"({"t":"step","event":{"type":"message","text":"hi"}})");
   ASSERT_TRUE(f) << f.error().message;
   EXPECT_EQ(f->type, guest_frame::kind::note);
 }
 
-TEST(Frame, OutputsFrameCarriesRunOutputs) {
+TEST(frame, outputs_frame_carries_run_outputs) {
   auto f = decode_frame(
       R"({"t":"outputs","run_outputs":[{"inputs":{"input_value":"hi"},"outputs":[null,)"
       R"({"results":{"m":1},"timedelta":0.5,"duration":"0.5s","component_display_name":"Out",)"
@@ -111,7 +111,7 @@ TEST(Frame, OutputsFrameCarriesRunOutputs) {
   EXPECT_EQ(ro.outputs[1]->component_id, "o-1");
 }
 
-TEST(Frame, LargeButAllowedLineStillParses) {
+TEST(frame, large_but_allowed_line_still_parses) {
   std::string big = R"({"t":"fatal","error":")" + std::string(1 << 20, 'x') + R"("})";
   auto f = decode_frame(big);
   ASSERT_TRUE(f);
@@ -119,7 +119,7 @@ TEST(Frame, LargeButAllowedLineStillParses) {
   EXPECT_EQ(f->error.size(), size_t{1} << 20);
 }
 
-TEST(RunEvent, TerminalKinds) {
+TEST(run_event, terminal_kinds) {
   using k = run_event::kind;
   for (auto kind : {k::vertex_started, k::vertex_built, k::vertex_failed, k::stdout_line})
     EXPECT_FALSE(test::event_of(kind).terminal());

@@ -164,7 +164,7 @@ void check_all(std::string_view input) {
   }
 }
 
-TEST(Fuzz, MutatedDocumentsNeverCrashAndStayStable) {
+TEST(fuzz, mutated_documents_never_crash_and_stay_stable) {
   std::mt19937 rng{20240501};
   auto seeds = corpus();
   for (auto& s : seeds)
@@ -177,7 +177,7 @@ TEST(Fuzz, MutatedDocumentsNeverCrashAndStayStable) {
   EXPECT_GT(accepted, 400u) << "mutations no longer reach the field decoders";
 }
 
-TEST(Fuzz, RandomBytesNeverCrash) {
+TEST(fuzz, random_bytes_never_crash) {
   std::mt19937 rng{7};
   static const char alphabet[] = "{}[]\":,.-+eE0123456789 tfnrul\\a\xff\x80\x00";
   for (int i = 0; i < 1500; ++i) {
@@ -188,7 +188,7 @@ TEST(Fuzz, RandomBytesNeverCrash) {
   }
 }
 
-TEST(Fuzz, EgressRulesFromNoise) {
+TEST(fuzz, egress_rules_from_noise) {
   std::mt19937 rng{99};
   static const char alphabet[] = "0123456789abcdef:./[]*%x ";
   for (int i = 0; i < 3000; ++i) {
@@ -206,7 +206,7 @@ TEST(Fuzz, EgressRulesFromNoise) {
   }
 }
 
-TEST(Fuzz, PathologicalShapesAreRefusedQuickly) {
+TEST(fuzz, pathological_shapes_are_refused_quickly) {
   decode_limits limits;
   for (auto depth : {127u, 128u, 129u, 100000u}) {
     std::string arr(depth, '[');

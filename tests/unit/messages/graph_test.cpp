@@ -26,7 +26,7 @@ flow_graph chain(std::vector<std::string> ids, std::vector<std::pair<int, int>> 
   return g;
 }
 
-TEST(Graph, ExtractsNodesFromALangflowExport) {
+TEST(graph, extracts_nodes_from_a_langflow_export) {
   auto g = sample_graph();
   ASSERT_EQ(g.nodes.size(), 4u);
   auto& in = g.nodes[0];
@@ -44,7 +44,7 @@ TEST(Graph, ExtractsNodesFromALangflowExport) {
   EXPECT_EQ(g.nodes[3].display_name, "note");
 }
 
-TEST(Graph, HandlesMayBeObjectsOrOeEncodedStrings) {
+TEST(graph, handles_may_be_objects_or_oe_encoded_strings) {
   auto g = sample_graph();
   ASSERT_EQ(g.edges.size(), 3u);
   EXPECT_EQ(g.edges[0].source_output, "message");
@@ -55,7 +55,7 @@ TEST(Graph, HandlesMayBeObjectsOrOeEncodedStrings) {
   EXPECT_EQ(g.edges[2].target_field, "");
 }
 
-TEST(Graph, UnparseableHandleStringsLeaveNamesEmpty) {
+TEST(graph, unparseable_handle_strings_leave_names_empty) {
   auto g = decode<flow_graph>(
       R"({"nodes":[{"id":"a","data":{"type":"A"}},{"id":"b","data":{"type":"B"}}],)"
       R"("edges":[{"source":"a","target":"b","data":{"sourceHandle":"{œnameœ:",)"
@@ -65,7 +65,7 @@ TEST(Graph, UnparseableHandleStringsLeaveNamesEmpty) {
   EXPECT_EQ(g->edges[0].target_field, "");
 }
 
-TEST(Graph, PayloadKeepsEverythingTheGuestNeeds) {
+TEST(graph, payload_keeps_everything_the_guest_needs) {
   auto g = sample_graph();
   auto payload = parse_raw_json(g.payload.text);
   ASSERT_TRUE(payload);
@@ -78,7 +78,7 @@ TEST(Graph, PayloadKeepsEverythingTheGuestNeeds) {
       << "only nodes and edges travel";
 }
 
-TEST(Graph, UnknownExtraFieldsAreIgnored) {
+TEST(graph, unknown_extra_fields_are_ignored) {
   auto g = decode<flow_graph>(
       R"({"nodes":[{"id":"a","data":{"type":"A","extra":{"deep":[1]}},"position":{"x":1}}],)"
       R"("edges":[],"viewport":null,"is_component":false})");
@@ -86,7 +86,7 @@ TEST(Graph, UnknownExtraFieldsAreIgnored) {
   EXPECT_EQ(g->nodes.size(), 1u);
 }
 
-TEST(Graph, CanvasNotesAndOtherNonComponentNodesAreDropped) {
+TEST(graph, canvas_notes_and_other_non_component_nodes_are_dropped) {
   // An exported flow file: the graph under "data", beside name and description; a note
   // has no data.type (the shape Langflow's starter projects carry).
   auto g = decode<flow_graph>(
@@ -104,33 +104,33 @@ TEST(Graph, CanvasNotesAndOtherNonComponentNodesAreDropped) {
   EXPECT_EQ(g->payload.text.find("note-"), std::string::npos) << "notes do not reach the guest";
 }
 
-TEST(Graph, ANodeWithATemplateButNoTypeIsStillRefused) {
+TEST(graph, a_node_with_a_template_but_no_type_is_still_refused) {
   auto g = decode<flow_graph>(
       R"({"nodes":[{"id":"a","data":{"node":{"template":{}}}}],"edges":[]})");
   ASSERT_FALSE(g);
   EXPECT_EQ(g.error().message, "nodes[0].data.type: required");
 }
 
-TEST(Graph, EmptyGraphIsValid) {
+TEST(graph, empty_graph_is_valid) {
   auto g = decode<flow_graph>(R"({"nodes":[],"edges":[]})");
   ASSERT_TRUE(g) << g.error().message;
   EXPECT_TRUE(topological_order(*g).empty());
 }
 
-TEST(Graph, TopologicalOrderBreaksTiesByIndex) {
+TEST(graph, topological_order_breaks_ties_by_index) {
   // d -> a, c -> a, b standalone: ready set {b, c, d} taken in index order.
   auto g = chain({"a", "b", "c", "d"}, {{3, 0}, {2, 0}});
   ASSERT_TRUE(validate(g));
   EXPECT_EQ(ids_in_order(g), (std::vector<std::string>{"b", "c", "d", "a"}));
 }
 
-TEST(Graph, TopologicalOrderOfTheSample) {
+TEST(graph, topological_order_of_the_sample) {
   auto g = sample_graph();
   EXPECT_EQ(ids_in_order(g),
             (std::vector<std::string>{"ChatInput-1", "Prompt-2", "ChatOutput-3", "Note-4"}));
 }
 
-TEST(Graph, TopologicalOrderIsDeterministicOnADiamond) {
+TEST(graph, topological_order_is_deterministic_on_a_diamond) {
   auto g = chain({"sink", "left", "right", "src"}, {{3, 1}, {3, 2}, {1, 0}, {2, 0}});
   ASSERT_TRUE(validate(g));
   auto first = topological_order(g);
@@ -139,14 +139,14 @@ TEST(Graph, TopologicalOrderIsDeterministicOnADiamond) {
   EXPECT_EQ(ids_in_order(g), (std::vector<std::string>{"src", "left", "right", "sink"}));
 }
 
-TEST(Graph, MultiEdgesBetweenTheSamePairAreAllowed) {
+TEST(graph, multi_edges_between_the_same_pair_are_allowed) {
   auto g = chain({"a", "b"}, {{0, 1}, {0, 1}});
   auto v = validate(g);
   ASSERT_TRUE(v) << v.error().message;
   EXPECT_EQ(ids_in_order(*v), (std::vector<std::string>{"a", "b"}));
 }
 
-TEST(Graph, ValidateRefusesEditsThatBreakInvariants) {
+TEST(graph, validate_refuses_edits_that_break_invariants) {
   auto g = sample_graph();
   g.edges.push_back(graph_edge{"ChatOutput-3", "ChatInput-1", "", ""});
   auto v = validate(g);
@@ -160,7 +160,7 @@ TEST(Graph, ValidateRefusesEditsThatBreakInvariants) {
             R"(nodes[1].id: duplicate node id "a" (first at nodes[0]))");
 }
 
-TEST(Graph, ValidateKeepsAnExistingPayload) {
+TEST(graph, validate_keeps_an_existing_payload) {
   auto g = sample_graph();
   auto v = validate(g);
   ASSERT_TRUE(v);

@@ -7,7 +7,7 @@
 namespace guestflow {
 namespace {
 
-TEST(Jsend, SuccessKeepsDataCanonical) {
+TEST(jsend, success_keeps_data_canonical) {
   auto j = decode<jsend>(R"({"status":"success","data": {"id" : "sb-1", "n":[1, 2]}})");
   ASSERT_TRUE(j) << j.error().message;
   EXPECT_EQ(j->status, jsend::kind::success);
@@ -16,7 +16,7 @@ TEST(Jsend, SuccessKeepsDataCanonical) {
   EXPECT_FALSE(j->code.has_value());
 }
 
-TEST(Jsend, FailTakesTheMessageFromData) {
+TEST(jsend, fail_takes_the_message_from_data) {
   auto j = decode<jsend>(R"({"status":"fail","data":{"message":"name taken","name":"x"}})");
   ASSERT_TRUE(j) << j.error().message;
   EXPECT_EQ(j->status, jsend::kind::fail);
@@ -29,7 +29,7 @@ TEST(Jsend, FailTakesTheMessageFromData) {
   EXPECT_FALSE(non_string->message.has_value());
 }
 
-TEST(Jsend, ErrorCarriesMessageAndCode) {
+TEST(jsend, error_carries_message_and_code) {
   auto j = decode<jsend>(R"({"status":"error","message":"sandbox is paused","code":409})");
   ASSERT_TRUE(j) << j.error().message;
   EXPECT_EQ(j->status, jsend::kind::error);
@@ -40,7 +40,7 @@ TEST(Jsend, ErrorCarriesMessageAndCode) {
   EXPECT_FALSE(no_code->code.has_value());
 }
 
-TEST(Jsend, HelpersDecodeBack) {
+TEST(jsend, helpers_decode_back) {
   auto s = decode<jsend>(jsend_success(R"([1,2])"));
   ASSERT_TRUE(s);
   EXPECT_EQ(s->data.text, "[1,2]");

@@ -347,9 +347,9 @@ std::vector<bad_input> table() {
   };
 }
 
-class Malformed : public ::testing::TestWithParam<bad_input> {};
+class malformed : public ::testing::TestWithParam<bad_input> {};
 
-TEST_P(Malformed, IsBadRequestNamingTheField) {
+TEST_P(malformed, is_bad_request_naming_the_field) {
   auto& row = GetParam();
   auto& decoders = test::decoders();
   auto dec = decoders.find(row.decoder);
@@ -365,12 +365,12 @@ TEST_P(Malformed, IsBadRequestNamingTheField) {
       << "missing \"" << row.fragment << "\" in: " << err->message;
 }
 
-INSTANTIATE_TEST_SUITE_P(Table, Malformed, ::testing::ValuesIn(table()),
+INSTANTIATE_TEST_SUITE_P(table, malformed, ::testing::ValuesIn(table()),
                          [](const ::testing::TestParamInfo<bad_input>& info) {
                            return info.param.name;
                          });
 
-TEST(MalformedTable, HasAtLeastFortyRowsWithUniqueNames) {
+TEST(malformed_table, has_at_least_forty_rows_with_unique_names) {
   auto rows = table();
   EXPECT_GE(rows.size(), 40u);
   std::set<std::string> names;

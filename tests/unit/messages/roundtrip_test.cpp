@@ -20,12 +20,12 @@ void expect_round_trip(const T& x) {
   EXPECT_EQ(encode(x), bytes) << "encoding the same value twice differs";
 }
 
-TEST(RoundTrip, ShapeList) {
+TEST(round_trip, shape_list) {
   expect_round_trip(sample_shape_list());
   expect_round_trip(shape_list{});
 }
 
-TEST(RoundTrip, SandboxCreateRequest) {
+TEST(round_trip, sandbox_create_request) {
   expect_round_trip(sample_create());
   sandbox_create_request minimal;
   minimal.shape = "s";
@@ -34,64 +34,64 @@ TEST(RoundTrip, SandboxCreateRequest) {
   expect_round_trip(minimal);
 }
 
-TEST(RoundTrip, SandboxCreated) {
+TEST(round_trip, sandbox_created) {
   expect_round_trip(sample_created());
 }
 
-TEST(RoundTrip, SandboxView) {
+TEST(round_trip, sandbox_view) {
   expect_round_trip(sample_view());
   expect_round_trip(sample_list().data[1]);
 }
 
-TEST(RoundTrip, SandboxList) {
+TEST(round_trip, sandbox_list) {
   expect_round_trip(sample_list());
 }
 
-TEST(RoundTrip, SandboxDeleted) {
+TEST(round_trip, sandbox_deleted) {
   expect_round_trip(sample_deleted());
 }
 
-TEST(RoundTrip, Whoami) {
+TEST(round_trip, whoami) {
   expect_round_trip(sample_whoami());
 }
 
-TEST(RoundTrip, EgressBody) {
+TEST(round_trip, egress_body) {
   expect_round_trip(sample_egress_body());
   expect_round_trip(egress_body{egress_policy::allow_all()});
   expect_round_trip(egress_body{egress_policy::deny_all()});
 }
 
-TEST(RoundTrip, ExecRequest) {
+TEST(round_trip, exec_request) {
   expect_round_trip(sample_exec_request());
   expect_round_trip(exec_request{"true", {}});
 }
 
-TEST(RoundTrip, ExecResult) {
+TEST(round_trip, exec_result) {
   expect_round_trip(sample_exec_result());
   expect_round_trip(exec_result{"", "", 0, std::nullopt, 0});
 }
 
-TEST(RoundTrip, ExecStreamLineEveryKind) {
+TEST(round_trip, exec_stream_line_every_kind) {
   using k = exec_stream_line::kind;
   for (auto kind : {k::stdout_chunk, k::stderr_chunk, k::error, k::exit_code, k::heartbeat})
     expect_round_trip(sample_stream_line(kind));
 }
 
-TEST(RoundTrip, Capabilities) {
+TEST(round_trip, capabilities) {
   expect_round_trip(sample_capabilities());
   expect_round_trip(capabilities{});
 }
 
-TEST(RoundTrip, JsendEveryStatus) {
+TEST(round_trip, jsend_every_status) {
   for (auto k : {jsend::kind::success, jsend::kind::fail, jsend::kind::error})
     expect_round_trip(sample_jsend(k));
 }
 
-TEST(RoundTrip, FlowGraphDecodedFromLangflowExport) {
+TEST(round_trip, flow_graph_decoded_from_langflow_export) {
   expect_round_trip(sample_graph());
 }
 
-TEST(RoundTrip, FlowGraphBuiltInCode) {
+TEST(round_trip, flow_graph_built_in_code) {
   flow_graph g;
   graph_node a{"a", "ChatInput", "Chat Input", {{"input_value", raw_json{R"("hi")"}}}, {}};
   graph_node b{"b", "ChatOutput", "ChatOutput", {}, raw_json{R"([{"name":"message"}])"}};
@@ -103,14 +103,14 @@ TEST(RoundTrip, FlowGraphBuiltInCode) {
   expect_round_trip(*v);
 }
 
-TEST(RoundTrip, RunEventEveryKind) {
+TEST(round_trip, run_event_every_kind) {
   using k = run_event::kind;
   for (auto kind : {k::vertex_started, k::vertex_built, k::vertex_failed, k::stdout_line,
                     k::complete, k::error})
     expect_round_trip(event_of(kind));
 }
 
-TEST(RoundTrip, RunEventEveryErrorCode) {
+TEST(round_trip, run_event_every_error_code) {
   for (int c = 1; c <= static_cast<int>(last_ec); ++c) {
     auto e = event_of(run_event::kind::error);
     e.code = static_cast<ec>(c);
@@ -118,11 +118,11 @@ TEST(RoundTrip, RunEventEveryErrorCode) {
   }
 }
 
-TEST(RoundTrip, SandboxResult) {
+TEST(round_trip, sandbox_result) {
   expect_round_trip(sample_sandbox_result());
 }
 
-TEST(RoundTrip, RunOutputsBodyCarriesResultData) {
+TEST(round_trip, run_outputs_body_carries_result_data) {
   std::vector<run_outputs> body{sample_run_outputs(), run_outputs{}};
   auto bytes = encode(body);
   auto back = decode_run_outputs(bytes);
@@ -131,7 +131,7 @@ TEST(RoundTrip, RunOutputsBodyCarriesResultData) {
   EXPECT_EQ(encode(*back), bytes);
 }
 
-TEST(RoundTrip, GuestFrameEveryKind) {
+TEST(round_trip, guest_frame_every_kind) {
   using k = guest_frame::kind;
   for (auto kind :
        {k::note, k::vertex_start, k::step, k::outputs, k::done, k::fatal, k::stdout_line}) {
@@ -144,7 +144,7 @@ TEST(RoundTrip, GuestFrameEveryKind) {
   }
 }
 
-TEST(RoundTrip, RawJsonIsCanonicalAndIdempotent) {
+TEST(round_trip, raw_json_is_canonical_and_idempotent) {
   auto r =
       parse_raw_json(" { \"b\" : [1, 2.50, -0, 1E2, true, null], \"a\" : \"\\u00e9\\n\" } ");
   ASSERT_TRUE(r) << r.error().message;
@@ -154,7 +154,7 @@ TEST(RoundTrip, RawJsonIsCanonicalAndIdempotent) {
   EXPECT_EQ(*again, *r);
 }
 
-TEST(RoundTrip, QuoteJsonEscapesLikeTheWriter) {
+TEST(round_trip, quote_json_escapes_like_the_writer) {
   EXPECT_EQ(quote_json("a\"b\\c\n\x01"), R"("a\"b\\c\n\u0001")");
   EXPECT_EQ(quote_json(std::string_view{"a\0b", 3}), R"("a\u0000b")");
   auto parsed = parse_raw_json(quote_json("tab\there é"));
@@ -164,7 +164,7 @@ TEST(RoundTrip, QuoteJsonEscapesLikeTheWriter) {
 
 // -- byte stability: the exact wire bytes, member order = declaration order ------------
 
-TEST(ByteStable, ExecResultWireForm) {
+TEST(byte_stable, exec_result_wire_form) {
   EXPECT_EQ(
       encode(exec_result{"o", "e", 3, std::string{"cut"}, 12}),
       R"({"result":{"stdout":"o","stderr":"e","exit_code":3,"error":"cut"},"exec_ms":12})");
@@ -172,7 +172,7 @@ TEST(ByteStable, ExecResultWireForm) {
             R"({"result":{"stdout":"o","stderr":"e","exit_code":3},"exec_ms":12})");
 }
 
-TEST(ByteStable, StreamLines) {
+TEST(byte_stable, stream_lines) {
   using k = exec_stream_line::kind;
   EXPECT_EQ(encode(exec_stream_line{k::stdout_chunk, "a", 0}), R"({"stdout":"a"})");
   EXPECT_EQ(encode(exec_stream_line{k::stderr_chunk, "b", 0}), R"({"stderr":"b"})");
@@ -181,7 +181,7 @@ TEST(ByteStable, StreamLines) {
   EXPECT_EQ(encode(exec_stream_line{k::heartbeat, "", 0}), R"({"hb":true})");
 }
 
-TEST(ByteStable, CreateRequestOmitsAbsentOptionals) {
+TEST(byte_stable, create_request_omits_absent_optionals) {
   sandbox_create_request x;
   x.shape = "s-1";
   EXPECT_EQ(encode(x), R"({"shape":"s-1","egress":["*"],"envs":{},"ingress_enabled":false})");
@@ -193,13 +193,13 @@ TEST(ByteStable, CreateRequestOmitsAbsentOptionals) {
                        R"("auto_pause_after_seconds":60,"ingress_enabled":false})");
 }
 
-TEST(ByteStable, ListsCarryPagination) {
+TEST(byte_stable, lists_carry_pagination) {
   EXPECT_EQ(encode(shape_list{{sample_shape()}, 1}),
             R"({"data":[{"id":"s-1vcpu-256mb","vcpu":1,"mem_mib":256,)"
             R"("default_disk_mib":2048}],"pagination":{"total":1}})");
 }
 
-TEST(ByteStable, RunEventsMatchTheDesign) {
+TEST(byte_stable, run_events_match_the_design) {
   EXPECT_EQ(encode(event_of(run_event::kind::vertex_failed)),
             R"({"run_id":"run-7","seq":3,"type":"vertex_failed","id":"Prompt-2",)"
             R"("name":"Prompt","error":"KeyError: 'text'"})");
@@ -218,7 +218,7 @@ TEST(ByteStable, RunEventsMatchTheDesign) {
             R"({"run_id":"run-7","seq":3,"type":"stdout","line":"hello from the guest"})");
 }
 
-TEST(ByteStable, TheCliJsonBodyNamesTheExecutorAndTheFailedVertices) {
+TEST(byte_stable, the_cli_json_body_names_the_executor_and_the_failed_vertices) {
   auto complete = event_of(run_event::kind::complete);
   complete.run_outputs_list.clear();
   EXPECT_EQ(encode_run_body(complete, {}), R"({"outputs":[],"executor":"core"})");
@@ -233,7 +233,7 @@ TEST(ByteStable, TheCliJsonBodyNamesTheExecutorAndTheFailedVertices) {
             R"("executor":"lfx"})");
 }
 
-TEST(ByteStable, RawJsonIsInsertedVerbatim) {
+TEST(byte_stable, raw_json_is_inserted_verbatim) {
   auto e = event_of(run_event::kind::vertex_built);
   e.outputs = raw_json{R"({"z":1,"a":[null]})"};
   EXPECT_EQ(encode(e), R"({"run_id":"run-7","seq":3,"type":"vertex_built","id":"Prompt-2",)"
@@ -241,7 +241,7 @@ TEST(ByteStable, RawJsonIsInsertedVerbatim) {
                        R"("outputs":{"z":1,"a":[null]},"logs":"ok"})");
 }
 
-TEST(ByteStable, SandboxResultAndJsendHelpers) {
+TEST(byte_stable, sandbox_result_and_jsend_helpers) {
   EXPECT_EQ(encode(sandbox_result{"o", "e", 137, 5}),
             R"({"stdout":"o","stderr":"e","exit_code":137,"execution_time_ms":5})");
   EXPECT_EQ(jsend_success(R"({"a":1})"), R"({"status":"success","data":{"a":1}})");
@@ -250,7 +250,7 @@ TEST(ByteStable, SandboxResultAndJsendHelpers) {
   EXPECT_EQ(jsend_error("boom", 500), R"({"status":"error","message":"boom","code":500})");
 }
 
-TEST(ByteStable, GraphPayloadIsCanonicalAcrossFormatting) {
+TEST(byte_stable, graph_payload_is_canonical_across_formatting) {
   auto wrapped = decode<flow_graph>(sample_graph_json(true));
   auto bare = decode<flow_graph>(sample_graph_json(false));
   ASSERT_TRUE(wrapped) << wrapped.error().message;
@@ -260,7 +260,7 @@ TEST(ByteStable, GraphPayloadIsCanonicalAcrossFormatting) {
   EXPECT_EQ(wrapped->payload.text.find('\n'), std::string::npos) << "payload is compact";
 }
 
-TEST(ByteStable, InvalidUtf8InValuesIsReplacedSoOutputAlwaysDecodes) {
+TEST(byte_stable, invalid_utf8_in_values_is_replaced_so_output_always_decodes) {
   run_event e = event_of(run_event::kind::stdout_line);
   e.line = "bad \xff\xfe bytes \xc0\xaf";
   auto bytes = encode(e);
@@ -269,7 +269,7 @@ TEST(ByteStable, InvalidUtf8InValuesIsReplacedSoOutputAlwaysDecodes) {
   EXPECT_EQ(back->line, "bad \xEF\xBF\xBD\xEF\xBF\xBD bytes \xEF\xBF\xBD\xEF\xBF\xBD");
 }
 
-TEST(ByteStable, NonFiniteTimedeltaEncodesAsNull) {
+TEST(byte_stable, non_finite_timedelta_encodes_as_null) {
   auto r = sample_result_data();
   r.timedelta = std::numeric_limits<double>::infinity();
   run_outputs ro;
