@@ -19,7 +19,8 @@ retry_policy::millis retry_policy::delay(unsigned attempt) {
   for (unsigned i = 0; i < attempt && d < max_.count(); ++i)
     d *= 2;
   d = std::min<int64_t>(d, max_.count());
-  std::uniform_int_distribution<int64_t> jitter(d / 2, d);
+  // The lower half of the jitter never reaches 0: every retry waits at least 1 ms.
+  std::uniform_int_distribution<int64_t> jitter(std::max<int64_t>(d / 2, 1), d);
   return millis{jitter(rng_)};
 }
 
