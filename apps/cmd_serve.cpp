@@ -5,7 +5,6 @@
 #include "bridge/server/server.hpp"
 #include "common/net_address.hpp"
 
-#include <charconv>
 #include <condition_variable>
 #include <iostream>
 #include <mutex>
@@ -36,18 +35,13 @@ GUESTFLOW_SERVE_IO_THREADS (1); the control plane as for every command; Langflow
 LANGFLOW_SANDBOX_* as the defaults of /v1/sandbox/run and /v1/components/run; the executor's
 CREATEOS_EXECUTOR_* and GUESTFLOW_MAX_INFLIGHT / GUESTFLOW_MAX_QUEUED for runs.)";
 
-/// An unsigned setting from the environment within [lo, hi]; bad_request naming it.
+/// An unsigned setting from the environment within [lo, hi] (policy::env_uint's rule);
+/// `fallback` when unset, bad_request naming it when malformed.
 template<class T>
 result<T> env_number(const cp::env_map& env, const char* name, T fallback, T lo, T hi) {
-  auto i = env.find(name);
-  if (i == env.end() || i->second.empty()) return fallback;
-  T v{};
-  auto& s = i->second;
-  auto [p, e] = std::from_chars(s.data(), s.data() + s.size(), v);
-  if (e != std::errc{} || p != s.data() + s.size() || v < lo || v > hi)
-    return fail(ec::bad_request, std::string{name} + ": expected " + std::to_string(lo) + ".." +
-                                     std::to_string(hi) + ", got '" + s + "'");
-  return v;
+  auto v = policy::env_uint(env, name, lo, hi);
+  if (!v) return v.error();
+  return v->has_value() ? static_cast<T>(**v) : fallback;
 }
 
 result<bridge::server_options> server_options_from(const cp::env_map& env, std::string token) {
