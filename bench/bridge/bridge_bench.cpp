@@ -24,6 +24,7 @@
 #include "messages/sandbox.hpp"
 #include "tests/integration/control_plane/control_plane_process.hpp"
 #include "tests/integration/control_plane/http_client.hpp"
+#include "tests/support/temp_dir.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -314,7 +315,7 @@ int main(int argc, char** argv) {
     target.body = R"({"flow":)" + slurp(flow_path) +
                   R"(,"inputs":{"input_value":"hello","type":"chat"},"stream":true})";
 
-    testing::temp_dir dir;
+    test_support::temp_dir dir{"guestflow-bench"};
     testing::control_plane_process cp{dir.path() / "cp-state",
                                       {"--simulate-latency-ms", std::to_string(latency_ms),
                                        "--simulate-exec-stdout", frames_path}};

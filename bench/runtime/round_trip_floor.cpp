@@ -13,13 +13,13 @@
 // connection's stale-check peek, Asio's epoll re-arm), to price them.
 #include "bench/fd_limit.hpp"
 #include "bench/load_flags.hpp"
+#include "tests/support/temp_dir.hpp"
 
 #include <algorithm>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <cstring>
-#include <filesystem>
 #include <queue>
 #include <stdexcept>
 #include <string>
@@ -246,10 +246,8 @@ int main(int argc, char** argv) {
                   : "");
   std::printf("%8s %10s %14s %8s\n", "inflight", "runs/s", "CPU us/run", "kernel");
   for (auto k : inflight) {
-    auto dir = std::filesystem::temp_directory_path() /
-               ("gf-floor-" + std::to_string(::getpid()) + "-" + std::to_string(k));
-    std::filesystem::create_directories(dir);
-    auto path = (dir / "echo.sock").string();
+    guestflow::test_support::temp_dir dir{"gf-floor"};
+    auto path = (dir.path() / "echo.sock").string();
     int lfd = listen_unix(path);
     std::fflush(stdout); // or the child would print it again
     pid_t server = ::fork();
@@ -266,7 +264,6 @@ int main(int argc, char** argv) {
     }
     int status = 0;
     ::waitpid(server, &status, 0);
-    std::filesystem::remove_all(dir);
     std::printf("%8zu %10.0f %14.1f %7.0f%%\n", k, f.runs_per_s, f.cpu_us_per_run,
                 100 * f.sys_share);
   }

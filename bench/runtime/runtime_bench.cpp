@@ -36,6 +36,7 @@
 #include "controlplane/client/client.hpp"
 #include "messages/type_ids.hpp"
 #include "tests/integration/control_plane/control_plane_process.hpp"
+#include "tests/support/temp_dir.hpp"
 
 #include <algorithm>
 #include <atomic>
@@ -562,7 +563,7 @@ int main(int argc, char** argv) {
 
   try {
     auto fd_limit = bench::raise_fd_limit(); // 10,000 runs: up to 10,000 connections
-    guestflow::testing::temp_dir dir;
+    guestflow::test_support::temp_dir dir{"guestflow-bench"};
     auto socket_path = dir.path() / "cp.sock";
     guestflow::testing::control_plane_process server{dir.path() / "state",
                                                      {"--simulate-latency-ms",

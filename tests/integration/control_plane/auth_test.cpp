@@ -43,7 +43,7 @@ TEST_F(control_plane_auth, key_from_the_environment) {
 }
 
 TEST_F(control_plane_auth, non_loopback_address_without_a_key_is_refused) {
-  temp_dir other;
+  test_support::temp_dir other{"guestflow-cp-test"};
   auto o = control_plane_process::run_to_exit(
       {"control-plane", "--listen", "0.0.0.0:0", "--state-dir", (other.path() / "s").string()},
       {{"GUESTFLOW_CONTROL_PLANE_KEY", ""}});

@@ -6,7 +6,7 @@
 #include <signal.h>
 #include <sstream>
 #include <stdexcept>
-#include <stdlib.h>
+#include <stdlib.h> // setenv
 #include <sys/wait.h>
 #include <thread>
 #include <unistd.h>
@@ -84,17 +84,6 @@ std::optional<std::string> read_line(int fd, std::chrono::steady_clock::time_poi
 
 } // namespace
 
-temp_dir::temp_dir() {
-  char tmpl[] = "/tmp/guestflow-cp-test.XXXXXX";
-  if (!::mkdtemp(tmpl)) throw std::runtime_error("mkdtemp failed");
-  path_ = tmpl;
-}
-
-temp_dir::~temp_dir() {
-  std::error_code ignored;
-  std::filesystem::remove_all(path_, ignored);
-}
-
 control_plane_process::control_plane_process(const std::filesystem::path& state_dir,
                                              const std::vector<std::string>& args,
                                              const std::map<std::string, std::string>& env) {
@@ -157,7 +146,7 @@ control_plane_process::outcome
 control_plane_process::run_to_exit(const std::vector<std::string>& args,
                                    const std::map<std::string, std::string>& env,
                                    std::chrono::seconds timeout) {
-  temp_dir tmp;
+  test_support::temp_dir tmp{"guestflow-cp-run"};
   auto err_file = tmp.path() / "stderr";
   int out_fd = -1;
   auto pid = spawn(args, env, out_fd, err_file);

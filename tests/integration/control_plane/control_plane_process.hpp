@@ -1,5 +1,7 @@
 #pragma once
 
+#include "tests/support/temp_dir.hpp"
+
 #include <chrono>
 #include <filesystem>
 #include <map>
@@ -11,18 +13,9 @@
 /// The real `guestflow control-plane` as a child process, for tests and benches.
 namespace guestflow::testing {
 
-/// A directory under /tmp removed (recursively) on destruction.
-class temp_dir {
-public:
-  temp_dir();
-  ~temp_dir();
-  temp_dir(const temp_dir&) = delete;
-  temp_dir& operator=(const temp_dir&) = delete;
-  const std::filesystem::path& path() const { return path_; }
-
-private:
-  std::filesystem::path path_;
-};
+/// Kept for bench/local, which names the harness's temp_dir; new code names
+/// tests/support's directly.
+using temp_dir = test_support::temp_dir;
 
 class control_plane_process {
 public:

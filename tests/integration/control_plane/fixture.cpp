@@ -2,7 +2,6 @@
 
 #include <fstream>
 #include <sstream>
-#include <thread>
 
 namespace guestflow::testing {
 
@@ -106,15 +105,6 @@ std::vector<int> guest_pids(const std::string& id) {
     if (ss.str().find(id) != std::string::npos) pids.push_back(std::stoi(name));
   }
   return pids;
-}
-
-bool eventually(const std::function<bool()>& pred, std::chrono::milliseconds deadline) {
-  auto end = std::chrono::steady_clock::now() + deadline;
-  for (;;) {
-    if (pred()) return true;
-    if (std::chrono::steady_clock::now() >= end) return pred();
-    std::this_thread::sleep_for(std::chrono::milliseconds{25}); // poll interval
-  }
 }
 
 size_t control_plane_test::workspace_count() const {

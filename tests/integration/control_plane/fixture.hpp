@@ -5,9 +5,9 @@
 #include "messages/sandbox.hpp"
 #include "tests/integration/control_plane/control_plane_process.hpp"
 #include "tests/integration/control_plane/http_client.hpp"
+#include "tests/support/eventually.hpp"
+#include "tests/support/temp_dir.hpp"
 
-#include <chrono>
-#include <functional>
 #include <gtest/gtest.h>
 #include <memory>
 #include <string>
@@ -18,9 +18,7 @@ namespace guestflow::testing {
 /// Host pids whose cgroup path names the guest (its processes, seen from the host).
 std::vector<int> guest_pids(const std::string& id);
 
-/// Polls `pred` until true or the deadline; returns its last value.
-bool eventually(const std::function<bool()>& pred,
-                std::chrono::milliseconds deadline = std::chrono::seconds{15});
+using test_support::eventually;
 
 /// One real control plane per test, on 127.0.0.1:0 with a fresh state dir. TearDown
 /// deletes every guest the test created (whatever failed), then stops the server.
@@ -73,7 +71,7 @@ protected:
   size_t workspace_count() const;
   uint64_t sandbox_total();
 
-  temp_dir dir_;
+  test_support::temp_dir dir_{"guestflow-cp-test"};
   std::filesystem::path state_dir_;
   std::string api_key_;
   std::unique_ptr<control_plane_process> cp_;

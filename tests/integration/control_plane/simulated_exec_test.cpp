@@ -72,7 +72,7 @@ protected:
     return encode(req);
   }
 
-  temp_dir dir_;
+  test_support::temp_dir dir_{"guestflow-cp-test"};
   std::filesystem::path file_;
   std::string canned_;
   std::unique_ptr<control_plane_process> cp_;
@@ -121,7 +121,7 @@ TEST_F(simulated_exec, streamed_exec_returns_the_file_as_stdout_chunks_then_exit
 }
 
 TEST(simulated_exec_refusal, an_unreadable_file_or_no_simulation_is_refused_at_start) {
-  temp_dir dir;
+  test_support::temp_dir dir{"guestflow-cp-test"};
   auto missing = (dir.path() / "missing.ndjson").string();
   auto o = control_plane_process::run_to_exit({"control-plane", "--listen", "127.0.0.1:0",
                                                "--simulate-latency-ms", "1",

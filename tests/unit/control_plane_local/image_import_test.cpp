@@ -2,6 +2,7 @@
 // archives built byte by byte: what is sanitised, what is refused, what is dropped, and that
 // nothing ever lands outside the image.
 #include "controlplane/local/images/image_import.hpp"
+#include "tests/support/temp_dir.hpp"
 #include "tests/unit/control_plane_local/tar_writer.hpp"
 
 #include <cstdlib>
@@ -21,26 +22,17 @@ using testing::make_tar;
 using testing::symlink_entry;
 using testing::tar_entry;
 
-struct scratch {
-  fs::path dir;
-  scratch() {
-    char t[] = "/tmp/guestflow-import.XXXXXX";
-    dir = ::mkdtemp(t);
-  }
-  ~scratch() { fs::remove_all(dir); }
-};
-
 class image_import : public ::testing::Test {
 protected:
   void SetUp() override {
-    dest = s.dir / "image";
+    dest = s.path() / "image";
     fs::create_directory(dest);
-    outside = s.dir / "outside";
+    outside = s.path() / "outside";
     fs::create_directory(outside);
   }
 
   fs::path write(const std::string& name, const std::string& bytes) {
-    auto p = s.dir / name;
+    auto p = s.path() / name;
     std::ofstream{p, std::ios::binary} << bytes;
     return p;
   }
@@ -66,7 +58,7 @@ protected:
     EXPECT_NE(r.error().message.find(needle), std::string::npos) << r.error().message;
   }
 
-  scratch s;
+  test_support::temp_dir s{"guestflow-import"};
   fs::path dest, outside;
 };
 
@@ -81,11 +73,11 @@ TEST_F(image_import, absolute_member_paths_land_inside_the_image) {
 }
 
 TEST_F(image_import, dot_dot_is_refused_and_writes_nothing_outside) {
-  auto rel = fs::path{"a/b/../../../outside/dotdot"}; // dest/.. is s.dir
+  auto rel = fs::path{"a/b/../../../outside/dotdot"}; // dest/.. is s.path()
   expect_refused(import_tar({dir_entry("a/"), file_entry(rel.string(), "x")}), "..");
   EXPECT_FALSE(fs::exists(outside / "dotdot"));
   expect_refused(import_tar({file_entry("../escape", "x")}), "\"../escape\"");
-  EXPECT_FALSE(fs::exists(s.dir / "escape"));
+  EXPECT_FALSE(fs::exists(s.path() / "escape"));
 }
 
 TEST_F(image_import, nothing_is_written_through_a_symlink) {
@@ -210,7 +202,7 @@ TEST_F(image_import, malformed_archives_are_refused) {
   auto full = make_tar({file_entry("big", std::string(5000, 'z'))});
   expect_refused(import_rootfs(write("cut.tar", full.substr(0, 2048)), dest), "truncated");
   expect_refused(import_tar({{"sparse", 'S', {}, {}, 0644}}), "sparse");
-  expect_refused(import_rootfs(s.dir / "missing.tar", dest), "does not exist");
+  expect_refused(import_rootfs(s.path() / "missing.tar", dest), "does not exist");
 }
 
 bool have_tool(const std::string& tool) {
@@ -223,7 +215,7 @@ TEST_F(image_import, compressed_archives_by_magic_bytes) {
   for (std::string tool : {"gzip", "xz", "zstd", "bzip2"}) {
     if (!have_tool(tool)) continue;
     ++tried;
-    auto out = s.dir / ("c.tar." + tool);
+    auto out = s.path() / ("c.tar." + tool);
     ASSERT_EQ(std::system((tool + " -c " + tar.string() + " > " + out.string()).c_str()), 0);
     fs::remove_all(dest);
     fs::create_directory(dest);
@@ -238,7 +230,7 @@ TEST_F(image_import, compressed_archives_by_magic_bytes) {
 }
 
 TEST_F(image_import, a_directory_source_follows_the_same_policy) {
-  auto src = s.dir / "src";
+  auto src = s.path() / "src";
   fs::create_directories(src / "usr/bin");
   std::ofstream{src / "usr/bin/tool"} << "#!/bin/sh\n";
   ::chmod((src / "usr/bin/tool").c_str(), 04755);
@@ -262,9 +254,9 @@ TEST_F(image_import, a_directory_source_follows_the_same_policy) {
   EXPECT_TRUE(fs::is_directory(dest / "workspace"));
 
   // A directory holding the destination would be copied into itself.
-  auto inner = s.dir / "src" / "state";
+  auto inner = s.path() / "src" / "state";
   fs::create_directories(inner);
-  expect_refused(import_rootfs(s.dir / "src", inner), "state dir");
+  expect_refused(import_rootfs(s.path() / "src", inner), "state dir");
 }
 
 } // namespace

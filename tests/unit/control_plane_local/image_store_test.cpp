@@ -2,6 +2,7 @@
 // names, refusals that leave nothing behind, python environments, and the image codecs.
 #include "controlplane/local/http/routes.hpp"
 #include "controlplane/local/images/image_store.hpp"
+#include "tests/support/temp_dir.hpp"
 #include "tests/unit/control_plane_local/tar_writer.hpp"
 
 #include <cstdlib>
@@ -14,20 +15,11 @@ namespace {
 
 namespace fs = std::filesystem;
 
-struct scratch {
-  fs::path dir;
-  scratch() {
-    char t[] = "/tmp/guestflow-images.XXXXXX";
-    dir = ::mkdtemp(t);
-  }
-  ~scratch() { fs::remove_all(dir); }
-};
-
 class image_store_test : public ::testing::Test {
 protected:
   void SetUp() override {
-    state = s.dir / "state";
-    rootfs = s.dir / "tree";
+    state = s.path() / "state";
+    rootfs = s.path() / "tree";
     fs::create_directories(rootfs / "usr/bin");
     std::ofstream{rootfs / "marker"} << "image";
     reopen();
@@ -57,7 +49,7 @@ protected:
     return r;
   }
 
-  scratch s;
+  test_support::temp_dir s{"guestflow-images"};
   fs::path state, rootfs;
   std::vector<std::string> problems;
   std::unique_ptr<image_store> store;
@@ -124,7 +116,7 @@ TEST_F(image_store_test, bad_taken_and_builtin_names_are_refused) {
 }
 
 TEST_F(image_store_test, a_refused_import_leaves_nothing_behind) {
-  auto hostile = s.dir / "hostile.tar";
+  auto hostile = s.path() / "hostile.tar";
   std::ofstream{hostile, std::ios::binary}
       << testing::make_tar({testing::file_entry("a/big", std::string(100000, 'x')),
                             testing::file_entry("../../escape", "x")});
@@ -155,7 +147,7 @@ TEST_F(image_store_test, leftovers_of_a_crash_are_removed_at_open) {
 class python_env_test : public image_store_test {
 protected:
   fs::path venv() {
-    auto dir = s.dir / "venv";
+    auto dir = s.path() / "venv";
     auto cmd = "/usr/bin/python3 -m venv --without-pip " + dir.string();
     if (std::system(cmd.c_str()) != 0) return {};
     return dir;
@@ -196,10 +188,10 @@ TEST_F(python_env_test, a_venv_is_bound_at_its_path_with_its_bin_first) {
 
 TEST_F(python_env_test, a_venv_of_an_interpreter_outside_usr_binds_that_installation) {
   // A base installation of our own: bin/python3 → the host's interpreter.
-  auto base = s.dir / "base";
+  auto base = s.path() / "base";
   fs::create_directories(base / "bin");
   fs::create_symlink("/usr/bin/python3", base / "bin" / "python3");
-  auto prefix = s.dir / "venv2";
+  auto prefix = s.path() / "venv2";
   fs::create_directories(prefix / "bin");
   fs::create_symlink(base / "bin" / "python3", prefix / "bin" / "python3");
   fs::create_symlink("python3", prefix / "bin" / "python");
@@ -214,21 +206,21 @@ TEST_F(python_env_test, a_venv_of_an_interpreter_outside_usr_binds_that_installa
 }
 
 TEST_F(python_env_test, bad_prefixes_are_refused) {
-  expect_refused(s.dir / "missing", "does not exist");
-  std::ofstream{s.dir / "file"} << "x";
-  expect_refused(s.dir / "file", "not a directory");
-  fs::create_directories(s.dir / "empty");
-  expect_refused(s.dir / "empty", "bin/python");
-  fs::create_directories(s.dir / "noexec/bin");
-  std::ofstream{s.dir / "noexec/bin/python"} << "x";
-  ::chmod((s.dir / "noexec/bin/python").c_str(), 0644);
-  expect_refused(s.dir / "noexec", "not executable");
+  expect_refused(s.path() / "missing", "does not exist");
+  std::ofstream{s.path() / "file"} << "x";
+  expect_refused(s.path() / "file", "not a directory");
+  fs::create_directories(s.path() / "empty");
+  expect_refused(s.path() / "empty", "bin/python");
+  fs::create_directories(s.path() / "noexec/bin");
+  std::ofstream{s.path() / "noexec/bin/python"} << "x";
+  ::chmod((s.path() / "noexec/bin/python").c_str(), 0644);
+  expect_refused(s.path() / "noexec", "not executable");
   expect_refused("/", "root");
-  fs::create_directories(s.dir / "gone/bin");
-  fs::create_symlink("/usr/bin/python3", s.dir / "gone/bin/python");
-  fs::create_symlink("/usr/bin/python3", s.dir / "gone/bin/python3");
-  std::ofstream{s.dir / "gone/pyvenv.cfg"} << "home = /nonexistent/bin\n";
-  expect_refused(s.dir / "gone", "home");
+  fs::create_directories(s.path() / "gone/bin");
+  fs::create_symlink("/usr/bin/python3", s.path() / "gone/bin/python");
+  fs::create_symlink("/usr/bin/python3", s.path() / "gone/bin/python3");
+  std::ofstream{s.path() / "gone/pyvenv.cfg"} << "home = /nonexistent/bin\n";
+  expect_refused(s.path() / "gone", "home");
 }
 
 TEST(image_codecs, add_requests_take_one_absolute_source_and_a_valid_name) {

@@ -1,24 +1,15 @@
 #include "controlplane/local/store/record_store.hpp"
+#include "tests/support/temp_dir.hpp"
 
-#include <cstdlib>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
 namespace guestflow::local {
 namespace {
 
-struct scratch {
-  std::filesystem::path dir;
-  scratch() {
-    char t[] = "/tmp/guestflow-store.XXXXXX";
-    dir = ::mkdtemp(t);
-  }
-  ~scratch() { std::filesystem::remove_all(dir); }
-};
-
 TEST(local_record_store, round_trips_records_across_reopen) {
-  scratch s;
-  auto file = s.dir / "control-plane.db";
+  test_support::temp_dir s{"guestflow-store"};
+  auto file = s.path() / "control-plane.db";
   guest_record r;
   r.id = "sb-0123456789abcdef";
   r.name = "keeper";
