@@ -1,11 +1,12 @@
 #include "messages/egress.hpp"
 
+#include "common/numbers.hpp"
+#include "common/text.hpp"
 #include "messages/json.hpp"
 
 #include <algorithm>
 #include <arpa/inet.h>
 #include <cctype>
-#include <charconv>
 #include <tuple>
 
 namespace guestflow {
@@ -13,12 +14,13 @@ namespace {
 
 constexpr std::string_view deny_all_rule = "240.0.0.0/4";
 
+/// A port or prefix length inside a rule: common/numbers' rule, but bare — no blanks around
+/// it (they would sit inside the rule) and no more digits than 65535 has.
 bool parse_decimal(std::string_view s, unsigned max, unsigned& out) {
-  if (s.empty() || s.size() > 5) return false;
-  for (char c : s)
-    if (c < '0' || c > '9') return false;
-  auto r = std::from_chars(s.data(), s.data() + s.size(), out);
-  return r.ec == std::errc{} && r.ptr == s.data() + s.size() && out <= max;
+  if (s.size() > 5 || trim(s).size() != s.size()) return false;
+  auto v = parse_uint_as<unsigned>(s, 0, max);
+  if (v) out = *v;
+  return v.has_value();
 }
 
 bool looks_like_hostname(std::string_view s) {

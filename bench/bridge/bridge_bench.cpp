@@ -19,6 +19,7 @@
 // event, `complete`, after the canned events; seq gapless; the server stops cleanly).
 #include "bench/bridge/load_client.hpp"
 #include "bench/fd_limit.hpp"
+#include "bench/load_flags.hpp"
 #include "messages/jsend.hpp"
 #include "messages/run.hpp"
 #include "messages/sandbox.hpp"
@@ -274,7 +275,7 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--streams" && i + 1 < argc)
-      levels.push_back(std::stoul(argv[++i]));
+      levels.push_back(uint_flag<size_t>(a, argv[++i], 1));
     else if (a == "--duration-s" && i + 1 < argc)
       duration_s = std::stod(argv[++i]);
     else if (a == "--warmup-s" && i + 1 < argc)
@@ -282,7 +283,7 @@ int main(int argc, char** argv) {
     else if (a == "--settle-s" && i + 1 < argc)
       settle_s = std::stod(argv[++i]);
     else if (a == "--latency-ms" && i + 1 < argc)
-      latency_ms = static_cast<uint32_t>(std::stoul(argv[++i]));
+      latency_ms = uint_flag<uint32_t>(a, argv[++i]);
     else if (a == "--env" && i + 1 < argc &&
              std::string{argv[i + 1]}.find('=') != std::string::npos) {
       std::string kv = argv[++i];

@@ -11,6 +11,7 @@
 // figures are the runtime's own overhead, not a guest's.
 #include "actors/coordinator.hpp"
 #include "actors/reaper.hpp"
+#include "bench/load_flags.hpp"
 #include "tests/unit/actors/scripted_controlplane.hpp"
 
 #include <atomic>
@@ -22,6 +23,7 @@
 #include <condition_variable>
 #include <cstdio>
 #include <cstring>
+#include <limits>
 #include <memory>
 #include <mutex>
 #include <stdexcept>
@@ -188,15 +190,19 @@ double runs_per_second(int runs) {
 int main(int argc, char** argv) {
   int vertices = 20'000;
   int runs = 2'000;
+  auto count = [](std::string_view flag, std::string_view text) {
+    return static_cast<int>(
+        bench::uint_flag<uint32_t>(flag, text, 1, std::numeric_limits<int>::max()));
+  };
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--smoke") {
       vertices = 500;
       runs = 50;
     } else if (a == "--vertices" && i + 1 < argc) {
-      vertices = std::stoi(argv[++i]);
+      vertices = count(a, argv[++i]);
     } else if (a == "--runs" && i + 1 < argc) {
-      runs = std::stoi(argv[++i]);
+      runs = count(a, argv[++i]);
     } else {
       std::fprintf(stderr, "usage: bench_coordinator [--vertices N] [--runs N] [--smoke]\n");
       return 2;

@@ -8,6 +8,7 @@
 // and this codec adds per run to the round trips that bench_round_trip_floor prices. Together
 // they estimate the floor of a single-threaded, run-to-completion client (no actor hop per
 // call).
+#include "bench/load_flags.hpp"
 #include "controlplane/client/error_mapping.hpp"
 #include "controlplane/client/http_call.hpp"
 #include "messages/jsend.hpp"
@@ -91,7 +92,7 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--runs" && i + 1 < argc)
-      runs = std::stoul(argv[++i]);
+      runs = bench::uint_flag<size_t>(a, argv[++i], 1);
     else if (a == "--smoke")
       runs = 1'000;
     else {

@@ -536,9 +536,9 @@ int main(int argc, char** argv) {
     else if (a == "--scheduler" && i + 1 < argc)
       policy = argv[++i];
     else if (a == "--caf-threads" && i + 1 < argc)
-      caf_threads = std::stoul(argv[++i]);
+      caf_threads = bench::uint_flag<size_t>(a, argv[++i]);
     else if (a == "--max-idle" && i + 1 < argc)
-      max_idle = std::stoul(argv[++i]);
+      max_idle = bench::uint_flag<size_t>(a, argv[++i]);
     else if (a == "--transport" && i + 1 < argc &&
              (std::string{argv[i + 1]} == "unix" || std::string{argv[i + 1]} == "tcp" ||
               std::string{argv[i + 1]} == "memory"))

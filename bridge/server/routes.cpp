@@ -1,7 +1,9 @@
 #include "bridge/server/routes.hpp"
 
+#include "common/numbers.hpp"
+
 #include <algorithm>
-#include <charconv>
+#include <limits>
 #include <stdexcept>
 
 namespace guestflow::bridge {
@@ -63,13 +65,9 @@ result<uint64_t> query_number(std::string_view query, std::string_view name) {
         param[name.size()] != '=')
       continue;
     auto digits = param.substr(name.size() + 1);
-    uint64_t n = 0;
-    auto [end, err] = std::from_chars(digits.data(), digits.data() + digits.size(), n);
-    if (digits.empty() || err != std::errc{} || end != digits.data() + digits.size())
-      return fail(ec::bad_request, std::string{name} +
-                                       ": expected a non-negative integer, got '" +
-                                       std::string{digits} + "'");
-    return n;
+    if (auto n = parse_uint(digits)) return *n;
+    return fail(ec::bad_request,
+                uint_refusal(name, digits, 0, std::numeric_limits<uint64_t>::max()));
   }
   return uint64_t{0};
 }

@@ -1,5 +1,6 @@
 #include "controlplane/client/endpoint_selection.hpp"
 
+#include "common/text.hpp"
 #include "controlplane/client/url.hpp"
 
 extern char** environ;
@@ -7,15 +8,11 @@ extern char** environ;
 namespace guestflow::cp {
 namespace {
 
-/// The value of `name` with surrounding whitespace removed; empty when unset.
+/// The value of `name` with surrounding blanks removed; empty when unset.
 std::string setting(const env_map& env, const std::string& name) {
   auto i = env.find(name);
   if (i == env.end()) return {};
-  const auto& v = i->second;
-  auto first = v.find_first_not_of(" \t\r\n");
-  if (first == std::string::npos) return {};
-  auto last = v.find_last_not_of(" \t\r\n");
-  return v.substr(first, last - first + 1);
+  return std::string{trim(i->second)};
 }
 
 result<endpoint_choice> checked(endpoint ep, const char* variable) {

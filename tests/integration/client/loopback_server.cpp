@@ -1,5 +1,7 @@
 #include "tests/integration/client/loopback_server.hpp"
 
+#include "common/text.hpp"
+
 #include <boost/asio/connect.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
@@ -156,12 +158,6 @@ public:
 private:
   Stream s_;
 };
-
-std::string lower(std::string s) {
-  for (auto& c : s)
-    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
-  return s;
-}
 
 } // namespace
 
@@ -373,7 +369,7 @@ void loopback_server::serve(size_t index, std::shared_ptr<connection_io> io) {
     req.query = q == std::string::npos ? "" : req.target.substr(q + 1);
     req.body = msg.body();
     for (const auto& f : msg)
-      req.headers[lower(std::string(f.name_string()))] = std::string(f.value());
+      req.headers[guestflow::lower(std::string(f.name_string()))] = std::string(f.value());
     req.connection = index;
     req.nth_on_connection = nth;
     handler h;

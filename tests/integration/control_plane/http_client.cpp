@@ -1,5 +1,6 @@
 #include "tests/integration/control_plane/http_client.hpp"
 
+#include "common/text.hpp"
 #include "controlplane/client/url.hpp"
 
 #include <boost/asio/connect.hpp>
@@ -7,7 +8,6 @@
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
-#include <cctype>
 #include <stdexcept>
 
 namespace guestflow::testing {
@@ -30,12 +30,8 @@ error_code run(net::io_context& io) {
 template<class Fields>
 std::map<std::string, std::string> lower_headers(const Fields& f) {
   std::map<std::string, std::string> out;
-  for (const auto& h : f) {
-    std::string name{h.name_string()};
-    for (auto& c : name)
-      c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    out[name] = std::string{h.value()};
-  }
+  for (const auto& h : f)
+    out[lower(std::string{h.name_string()})] = std::string{h.value()};
   return out;
 }
 

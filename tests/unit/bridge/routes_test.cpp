@@ -64,7 +64,7 @@ TEST(routes, read_from_seq_and_refuse_a_malformed_one) {
                 ->params.number("from_seq"),
             0u);
   EXPECT_EQ(match_route("GET", "/v1/runs/run-1/events?from_seq=1x").error().message,
-            "from_seq: expected a non-negative integer, got '1x'");
+            "from_seq: expected an integer in 0..18446744073709551615, got '1x'");
 }
 
 TEST(routes, tell_an_unknown_path_from_a_wrong_method) {
