@@ -1,12 +1,13 @@
 #include "tests/integration/bridge/bridge_fixture.hpp"
 
+#include "tests/support/eventually.hpp"
+
 #include <arpa/inet.h>
 #include <chrono>
 #include <fstream>
 #include <netinet/in.h>
 #include <sstream>
 #include <sys/socket.h>
-#include <thread>
 
 namespace guestflow::testing {
 
@@ -81,14 +82,12 @@ double bridge_fixture::metric(const std::string& name) const {
 }
 
 bool bridge_fixture::wait_until_no_guest_is_owed() const {
-  auto deadline = std::chrono::steady_clock::now() + 60s;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (metric("guestflow_guests_tracked") == 0 &&
-        metric("guestflow_guests_pending_delete") == 0)
-      return true;
-    std::this_thread::sleep_for(20ms); // poll interval; the deadline bounds the wait
-  }
-  return false;
+  return test_support::eventually(
+      [&] {
+        return metric("guestflow_guests_tracked") == 0 &&
+               metric("guestflow_guests_pending_delete") == 0;
+      },
+      60s, 20ms);
 }
 
 } // namespace guestflow::testing

@@ -2,9 +2,9 @@
 // cancellation, dropped clients, many streams at once, and shutdown.
 
 #include "tests/integration/bridge/bridge_fixture.hpp"
+#include "tests/support/eventually.hpp"
 
 #include <set>
-#include <thread>
 
 using namespace guestflow;
 using namespace guestflow::testing;
@@ -124,10 +124,8 @@ TEST_F(runs_test, a_dropped_stream_leaves_the_run_going_unless_it_asked_otherwis
   ASSERT_TRUE(cancelled->next_line(60s));
   cancelled->disconnect();
   // Joining now would make the joiner the run's last subscriber: wait for the end first.
-  auto deadline = std::chrono::steady_clock::now() + 60s;
-  while (metric("guestflow_runs_finished_total") < 2 &&
-         std::chrono::steady_clock::now() < deadline)
-    std::this_thread::sleep_for(20ms); // poll interval; the deadline bounds the wait
+  test_support::eventually([&] { return metric("guestflow_runs_finished_total") >= 2; }, 60s,
+                           20ms);
   auto after = stream("GET", "/v1/runs/" + cancelled_id + "/events");
   auto ended = drain(*after);
   ASSERT_FALSE(ended.empty());
@@ -196,14 +194,12 @@ TEST_F(runs_test, a_client_that_never_reads_holds_neither_its_connection_nor_its
     ASSERT_GT(n, 0);
     sent += static_cast<size_t>(n);
   }
-  auto deadline = std::chrono::steady_clock::now() + 60s;
-  auto settled = [&] {
-    return metric("guestflow_runs_finished_total") == 1 &&
-           metric("guestflow_streams_open") == 0;
-  };
-  while (!settled() && std::chrono::steady_clock::now() < deadline)
-    std::this_thread::sleep_for(20ms); // poll interval; the deadline bounds the wait
-  ASSERT_TRUE(settled());
+  ASSERT_TRUE(test_support::eventually(
+      [&] {
+        return metric("guestflow_runs_finished_total") == 1 &&
+               metric("guestflow_streams_open") == 0;
+      },
+      60s, 20ms));
   std::string got(4096, '\0'); // the head is first in what the kernel kept for us
   auto n = ::read(fd, got.data(), got.size());
   ::close(fd);

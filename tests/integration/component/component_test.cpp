@@ -8,6 +8,7 @@
 #include "tests/integration/control_plane/control_plane_process.hpp"
 #include "tests/integration/control_plane/http_client.hpp"
 #include "tests/integration/runtime/runtime_fixture.hpp"
+#include "tests/support/eventually.hpp"
 
 #include <algorithm>
 #include <csignal>
@@ -16,7 +17,6 @@
 #include <gtest/gtest.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
-#include <thread>
 #include <unistd.h>
 
 using namespace guestflow;
@@ -72,18 +72,12 @@ public:
   /// Waits (deadline) for the exit; the child is killed if it overstays.
   outcome wait(std::chrono::seconds timeout = 120s) {
     outcome o;
-    auto deadline = std::chrono::steady_clock::now() + timeout;
     int st = 0;
     rusage ru{};
-    for (;;) {
-      auto r = ::wait4(pid_, &st, WNOHANG, &ru);
-      if (r == pid_) break;
-      if (std::chrono::steady_clock::now() > deadline) {
-        ::kill(pid_, SIGKILL);
-        ::wait4(pid_, &st, 0, &ru);
-        break;
-      }
-      std::this_thread::sleep_for(20ms); // polling interval for the exit, not readiness
+    if (!test_support::eventually([&] { return ::wait4(pid_, &st, WNOHANG, &ru) == pid_; },
+                                  timeout, 20ms)) {
+      ::kill(pid_, SIGKILL);
+      ::wait4(pid_, &st, 0, &ru);
     }
     done_ = true;
     o.status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
@@ -425,12 +419,7 @@ TEST_F(component_test, reap_reusable_deletes_only_guests_idle_longer_than_asked)
   EXPECT_EQ(reusable_guests().size(), 1u);
   // Idle longer than 0 s: true once a second has passed since its creation.
   std::string said;
-  auto deadline = std::chrono::steady_clock::now() + 20s;
-  while (std::chrono::steady_clock::now() < deadline && said != "deleted 1\n") {
-    said = reap("0").out;
-    if (said != "deleted 1\n")
-      std::this_thread::sleep_for(200ms); // polling interval, the loop checks the outcome
-  }
+  test_support::eventually([&] { return (said = reap("0").out) == "deleted 1\n"; }, 20s, 200ms);
   EXPECT_EQ(said, "deleted 1\n");
   EXPECT_TRUE(reusable_guests().empty());
 }

@@ -1,5 +1,7 @@
 #include "tests/integration/control_plane/control_plane_process.hpp"
 
+#include "tests/support/eventually.hpp"
+
 #include <fcntl.h>
 #include <fstream>
 #include <poll.h>
@@ -8,7 +10,6 @@
 #include <stdexcept>
 #include <stdlib.h> // setenv
 #include <sys/wait.h>
-#include <thread>
 #include <unistd.h>
 
 namespace guestflow::testing {
@@ -54,15 +55,19 @@ pid_t spawn(const std::vector<std::string>& args, const std::map<std::string, st
 
 /// Waits for `pid` up to `timeout`; nullopt if it still runs.
 std::optional<int> wait_for(pid_t pid, std::chrono::milliseconds timeout) {
-  auto deadline = std::chrono::steady_clock::now() + timeout;
-  for (;;) {
-    int st = 0;
-    auto r = ::waitpid(pid, &st, WNOHANG);
-    if (r == pid) return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-    if (r < 0) return -1;
-    if (std::chrono::steady_clock::now() >= deadline) return std::nullopt;
-    std::this_thread::sleep_for(10ms); // polling a child's exit, bounded by the deadline
-  }
+  std::optional<int> status;
+  test_support::eventually(
+      [&] {
+        int st = 0;
+        auto r = ::waitpid(pid, &st, WNOHANG);
+        if (r == pid)
+          status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+        else if (r < 0)
+          status = -1;
+        return status.has_value();
+      },
+      timeout, 10ms);
+  return status;
 }
 
 /// Reads one line from `fd` before `deadline`; nullopt on EOF or timeout.

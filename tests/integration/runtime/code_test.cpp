@@ -5,6 +5,7 @@
 #include "messages/run.hpp"
 #include "messages/sandbox.hpp"
 #include "tests/integration/runtime/runtime_fixture.hpp"
+#include "tests/support/eventually.hpp"
 
 #include <arpa/inet.h>
 #include <csignal>
@@ -13,10 +14,8 @@
 #include <fstream>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
-#include <poll.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
-#include <thread>
 #include <unistd.h>
 
 using namespace guestflow;
@@ -250,10 +249,8 @@ TEST_F(code_test, reap_after_sigkill_leaves_no_guest_and_no_guest_process) {
                                "import time\ntime.sleep(600)\n");
   auto pid = start_code(env(), p);
   // Wait (deadline) until the guest and its marker process exist.
-  auto deadline = std::chrono::steady_clock::now() + 60s;
-  while (std::chrono::steady_clock::now() < deadline &&
-         (live_guests().empty() || processes_with(marker) == 0))
-    std::this_thread::sleep_for(50ms); // polling interval, not readiness: the loop checks
+  test_support::eventually([&] { return !live_guests().empty() && processes_with(marker) > 0; },
+                           60s, 50ms);
   ASSERT_EQ(live_guests().size(), 1u);
   ASSERT_GE(processes_with(marker), 1);
   ::kill(pid, SIGKILL);
@@ -293,16 +290,10 @@ TEST_F(code_test, output_reaches_the_terminal_while_the_program_runs_and_ctrl_c_
   auto pid = start_cli({"code", "--timeout", "600", p}, env(), &out);
   ASSERT_GT(pid, 0);
   std::string seen;
-  auto deadline = std::chrono::steady_clock::now() + 60s;
-  while (seen.find("first\n") == std::string::npos &&
-         std::chrono::steady_clock::now() < deadline) {
-    pollfd fd{out, POLLIN, 0};
-    if (::poll(&fd, 1, 200) <= 0) continue;
-    char chunk[256];
-    auto n = ::read(out, chunk, sizeof chunk);
-    if (n <= 0) break;
-    seen.append(chunk, static_cast<size_t>(n));
-  }
+  read_stream(out, [&](std::string_view chunk) {
+    seen.append(chunk);
+    return seen.find("first\n") != std::string::npos;
+  });
   EXPECT_EQ(seen, "first\n") << "the first line arrives before the program ends";
   EXPECT_EQ(::waitpid(pid, nullptr, WNOHANG), 0) << "the program is still running";
   ::kill(pid, SIGINT);
@@ -366,21 +357,16 @@ TEST_F(code_test, embedded_runs_on_one_state_dir_take_turns_and_a_waiting_one_st
   auto long_run = program("long.py", "import time\ntime.sleep(600)\n");
   auto short_run = program("short.py", "print('second')\n");
   auto exited_within = [](pid_t pid, std::chrono::seconds limit, int* status) {
-    auto deadline = std::chrono::steady_clock::now() + limit;
-    while (::waitpid(pid, status, WNOHANG) == 0) {
-      if (std::chrono::steady_clock::now() > deadline) return false;
-      std::this_thread::sleep_for(20ms); // polling interval: the loop checks the exit
-    }
-    return true;
+    return test_support::eventually([&] { return ::waitpid(pid, status, WNOHANG) != 0; }, limit,
+                                    20ms);
   };
   auto first = start_cli({"code", "--timeout", "600", long_run}, vars);
   ASSERT_GT(first, 0);
   // Its embedded control plane serves a socket in the state dir once it holds the dir.
   auto sock = std::filesystem::path{state} / "control-plane.sock";
-  auto deadline = std::chrono::steady_clock::now() + 60s;
-  while (!std::filesystem::exists(sock) && std::chrono::steady_clock::now() < deadline)
-    std::this_thread::sleep_for(20ms); // polling interval: the loop checks the condition
-  ASSERT_TRUE(std::filesystem::exists(sock));
+  ASSERT_TRUE(
+      test_support::eventually([&] { return std::filesystem::exists(sock); }, 60s, 20ms))
+      << sock;
 
   int second_out = -1;
   auto second = start_cli({"code", short_run}, vars, &second_out);
@@ -393,9 +379,7 @@ TEST_F(code_test, embedded_runs_on_one_state_dir_take_turns_and_a_waiting_one_st
         return (std::stoull(line.substr(7), nullptr, 16) & (1ull << (SIGINT - 1))) != 0;
     return false;
   };
-  deadline = std::chrono::steady_clock::now() + 60s;
-  while (!handles_sigint(gives_up) && std::chrono::steady_clock::now() < deadline)
-    std::this_thread::sleep_for(20ms); // polling interval: the loop checks the condition
+  test_support::eventually([&] { return handles_sigint(gives_up); }, 60s, 20ms);
   ::kill(gives_up, SIGINT);
   int status = -1;
   bool stopped = exited_within(gives_up, 30s, &status);

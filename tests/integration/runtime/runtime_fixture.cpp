@@ -6,6 +6,7 @@
 
 #include <fcntl.h>
 #include <fstream>
+#include <poll.h>
 #include <unistd.h>
 
 namespace guestflow::testing {
@@ -68,6 +69,26 @@ pid_t runtime_fixture::start_cli(const std::vector<std::string>& args,
     *stdout_fd = out[0];
   }
   return pid;
+}
+
+runtime_fixture::stream_end
+runtime_fixture::read_stream(int fd, const std::function<bool(std::string_view)>& on_chunk,
+                             std::chrono::milliseconds deadline) {
+  auto end = stream_end::deadline;
+  test_support::eventually(
+      [&] {
+        pollfd p{fd, POLLIN, 0};
+        if (::poll(&p, 1, 100) <= 0) return false; // waits for data; eventually bounds it all
+        char chunk[4096];
+        auto n = ::read(fd, chunk, sizeof chunk);
+        if (n <= 0)
+          end = stream_end::eof;
+        else if (on_chunk({chunk, static_cast<size_t>(n)}))
+          end = stream_end::enough;
+        return end != stream_end::deadline;
+      },
+      deadline, 0ms);
+  return end;
 }
 
 bool runtime_fixture::wait_for_live(size_t n) const {

@@ -8,10 +8,12 @@
 #include "tests/support/temp_dir.hpp"
 
 #include <chrono>
+#include <functional>
 #include <gtest/gtest.h>
 #include <map>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <sys/types.h>
 #include <vector>
 
@@ -41,6 +43,13 @@ protected:
   static pid_t start_cli(const std::vector<std::string>& args,
                          const std::map<std::string, std::string>& vars,
                          int* stdout_fd = nullptr);
+
+  /// How read_stream stopped.
+  enum class stream_end { enough, eof, deadline };
+  /// Hands what `fd` yields, chunk by chunk, to `on_chunk` until it returns true (it has
+  /// seen enough), the stream ends, or `deadline` passes.
+  static stream_end read_stream(int fd, const std::function<bool(std::string_view)>& on_chunk,
+                                std::chrono::milliseconds deadline = std::chrono::seconds{60});
 
   /// Polls (deadline) until the control plane has `n` live guests.
   bool wait_for_live(size_t n) const;

@@ -1,6 +1,7 @@
 // The local control plane's Unix socket (`control-plane --unix-socket PATH`): the same wire
 // API without the TCP stack, for clients on this host (`unix:///PATH` as the URL).
 #include "tests/integration/runtime/runtime_fixture.hpp"
+#include "tests/support/eventually.hpp"
 
 #include <csignal>
 #include <filesystem>
@@ -9,10 +10,10 @@
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <sys/wait.h>
-#include <thread>
 #include <unistd.h>
 
 using namespace guestflow::testing;
+using guestflow::test_support::eventually;
 using namespace std::chrono_literals;
 
 namespace {
@@ -120,18 +121,14 @@ TEST_F(unix_socket_test,
       start_cli({"code", "--timeout", "600", p}, {{"GUESTFLOW_STATE_DIR", state.string()}});
   ASSERT_GT(pid, 0);
   struct stat st {};
-  auto deadline = std::chrono::steady_clock::now() + 60s;
-  while (::lstat(path.c_str(), &st) != 0 && std::chrono::steady_clock::now() < deadline)
-    std::this_thread::sleep_for(20ms); // polling interval: the loop checks the condition
+  eventually([&] { return ::lstat(path.c_str(), &st) == 0; }, 60s, 20ms);
   ASSERT_TRUE(S_ISSOCK(st.st_mode)) << path << " never appeared";
   EXPECT_EQ(st.st_mode & 0777, 0600u);
   // A SIGTERM while the CLI is still starting (the socket is up, the run may not be): it
   // must not be lost — the run is cancelled (before or after its create), the socket goes.
   ::kill(pid, SIGTERM);
   int status = -1;
-  deadline = std::chrono::steady_clock::now() + 120s;
-  while (::waitpid(pid, &status, WNOHANG) == 0 && std::chrono::steady_clock::now() < deadline)
-    std::this_thread::sleep_for(20ms);
+  eventually([&] { return ::waitpid(pid, &status, WNOHANG) != 0; }, 120s, 20ms);
   ASSERT_TRUE(WIFEXITED(status)) << "the CLI did not stop";
   EXPECT_EQ(WEXITSTATUS(status), 130); // cancelled
   EXPECT_FALSE(std::filesystem::exists(path));
