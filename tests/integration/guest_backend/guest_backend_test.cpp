@@ -72,9 +72,11 @@ protected:
     return *g;
   }
 
-  void require_network() {
-    if (!network_tests_possible() || !backend->support().nftables)
-      GTEST_SKIP() << "nftables/ip unavailable";
+  /// Whether the networked cases can run here. A test checks it in its own body: GTEST_SKIP
+  /// returns from the function it is written in, so a skip inside a helper would let the
+  /// test go on.
+  bool network_available() const {
+    return network_tests_possible() && backend->support().nftables;
   }
 
   /// A create whose bwrap fails before exec, or after exec once cgroups (and, with a network,
@@ -569,7 +571,7 @@ TEST_F(guest_backend_test, failed_create_removes_everything_it_made) {
 TEST_F(guest_backend_test, failed_create_with_a_network_removes_its_namespace_too) {
   // The allow-all half (a netns exists when bwrap fails): skipped, saying why, where it
   // cannot run — never passed silently.
-  if (!network_tests_possible() || !backend->support().nftables)
+  if (!network_available())
     GTEST_SKIP() << "needs root, /usr/sbin/ip and a working nft to make a guest network";
   failed_creates_leave_nothing(egress_policy::allow_all());
 }
@@ -607,7 +609,7 @@ TEST_F(guest_backend_test, deny_all_guest_has_no_network) {
 }
 
 TEST_F(guest_backend_test, allow_all_guest_cannot_reach_the_host_or_link_local) {
-  require_network();
+  if (!network_available()) GTEST_SKIP() << "nftables/ip unavailable";
   auto loopback = tcp_server::on("127.0.0.1", "host");
   ASSERT_TRUE(loopback);
   auto net = test_netns::make();
@@ -645,7 +647,7 @@ TEST_F(guest_backend_test, allow_all_guest_cannot_reach_the_host_or_link_local) 
 }
 
 TEST_F(guest_backend_test, rules_allow_only_the_listed_address) {
-  require_network();
+  if (!network_available()) GTEST_SKIP() << "nftables/ip unavailable";
   auto net = test_netns::make();
   ASSERT_TRUE(net);
   auto a = net->serve(net->addr_a, "a");
@@ -675,7 +677,7 @@ TEST_F(guest_backend_test, rules_allow_only_the_listed_address) {
 }
 
 TEST_F(guest_backend_test, set_egress_changes_reachability) {
-  require_network();
+  if (!network_available()) GTEST_SKIP() << "nftables/ip unavailable";
   auto net = test_netns::make();
   ASSERT_TRUE(net);
   auto a = net->serve(net->addr_a, "a");
