@@ -1,48 +1,156 @@
-// bench_control_plane [--iterations N] [--warmup N] [--simulate-latency-ms N]
+// bench_control_plane [--iterations N] [--warmup N] [--concurrency LIST]
+//                     [--first-output-runs N] [--quick] [--out FILE] [--note TEXT]
 //
-// Starts `guestflow control-plane` on 127.0.0.1:0 with a temp state dir, then N times:
-// create (deny-all egress, as bwrap --unshare-net) → exec `true` → delete, timing
-// create-to-first-output (POST /v1/sandboxes sent → exec reply received). In the same
-// run, N times the raw `setpriv … bwrap <the backend's namespace flags> true` it is
-// built on. Prints median/p99 of both and their ratio (target ≤ 2×).
+// What a guest costs on the local control plane, beside what the same sandbox costs with
+// nothing around it, all measured in ONE run on the same machine (ratios only compare
+// figures of the same run).
+//
+// The lifecycle: a real `guestflow control-plane` (127.0.0.1:0, temp state dir) is asked,
+// over loopback HTTP, to create a guest (deny-all egress, as the runtime asks by default),
+// PUT prog.py (one line: print('hello')) through the files API, exec `python3 prog.py`
+// (buffered; stdout checked), and delete it. C client threads (--concurrency, default
+// 1,8,32) each run lifecycles back to back, every request on its own connection, until the
+// load's N have finished (--iterations, default 160, after --warmup unmeasured ones,
+// default 16). Each load runs twice: on a plain control plane, and on a second one started
+// with `--warm-pool s-1vcpu-256mb=C` (guests built ahead; the bench waits until the pool
+// is full before and after the measured window, so the window pays for its refills).
+// A build without --warm-pool prints "pool: not available in this build" instead.
+//
+// The floors, at the same concurrency: bwrap with the backend's own argv
+// (controlplane/local/guests/sandbox_launch.hpp's bwrap_argv: namespaces, root, /etc,
+// seccomp, workspace bind) running `true`, and running `python3 -c 'print(1)'`, started
+// from this process as the guest uid (setgroups/setresgid/setresuid in the child, what
+// `setpriv` would do, without exec'ing setpriv), stdout read to the end.
+//
+// Per load: runs/s (N / the window's wall time), p50/p99 latency per run, and CPU per run:
+// - floors: getrusage(RUSAGE_CHILDREN) delta / N;
+// - lifecycles, split by process: the control plane (/proc/<pid>/stat utime+stime), its
+//   helpers (children: the spawn helper, exec'd commands, host commands — reaped ones and
+//   live ones), and the guests. Guests are orphaned on purpose (not the control plane's
+//   children); this bench makes itself their subreaper, so every guest's process tree is
+//   reaped here and wait4 gives its CPU. The cgroup view (the `guestflow` parent's
+//   cpu.stat usage_usec on v2, cpuacct.usage on v1 when cpuacct shares a hierarchy the
+//   guests join) is printed beside it when readable, "n/a" otherwise; it is host-wide
+//   (other control planes' guests count) and overlaps the helpers column.
+// Time to first output, as `guestflow code` sees it: the runtime library (bench/local/
+// first_output.hpp) runs a one-line program built by make_code_spec, streamed, against
+// each control plane, sequentially (--first-output-runs, default 40; with the pool, each
+// run starts once the pool is full again): run sent → first stdout chunk.
+//
+// Goals, each printed with its ratio and met/MISSED: (1) lifecycle runs/s at 8 concurrent
+// ≥ 0.80 × raw bwrap+python3 runs/s at 8; (2) CPU per lifecycle (control plane + helpers +
+// guests) ≤ 1.3 × raw bwrap+python3 CPU per run, at each concurrency; (3) with the pool,
+// first output p50 ≤ 10 ms; without it, ≤ 1.3 × raw bwrap+python3 p50 at concurrency 1.
+//
+// Reproduce (root: guests need cgroups and the guest uid; ~3 minutes on 2 cores):
+//   cmake --build BUILD --target bench_control_plane guestflow
+//   BUILD/bench/local/bench_control_plane --out bench/results/control_plane.txt
+// --quick: 8 runs per load at 1 and 8 concurrent, 5 first-output runs (the ctest smoke
+// test, bench_control_plane_smoke: checks every path works, asserts no timing).
+#include "bench/load_flags.hpp"
+#include "bench/local/first_output.hpp"
+#include "bench/local/process_cpu.hpp"
+#include "bench/local/raw_sandbox.hpp"
+#include "common/numbers.hpp"
+#include "common/text.hpp"
 #include "messages/jsend.hpp"
 #include "messages/sandbox.hpp"
 #include "tests/integration/control_plane/control_plane_process.hpp"
 #include "tests/integration/control_plane/http_client.hpp"
+#include "tests/support/temp_dir.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
-#include <cstring>
+#include <fstream>
 #include <iostream>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <sstream>
 #include <stdexcept>
 #include <string>
-#include <sys/wait.h>
-#include <unistd.h>
+#include <sys/resource.h>
+#include <thread>
 #include <vector>
 
 using namespace guestflow;
 using namespace guestflow::testing;
-using clock_type = std::chrono::steady_clock;
+using namespace std::chrono_literals;
+using steady = std::chrono::steady_clock;
 
 namespace {
 
-double ms_since(clock_type::time_point t0) {
-  return std::chrono::duration<double, std::milli>(clock_type::now() - t0).count();
+constexpr double throughput_floor = 0.80; ///< goal 1: ≥ this × raw bwrap+python3 runs/s
+constexpr size_t throughput_at = 8;
+constexpr double cpu_ceiling = 1.3;           ///< goal 2: ≤ this × raw bwrap+python3 CPU/run
+constexpr double pooled_first_output_ms = 10; ///< goal 3, with the pool: p50 ≤ this
+constexpr double unpooled_first_output_x = 1.3; ///< goal 3, without: ≤ this × raw p50 at 1
+constexpr const char* guest_shape = "s-1vcpu-256mb";
+const std::vector<std::string> raw_true = {"/usr/bin/true"};
+const std::vector<std::string> raw_python = {"/usr/bin/python3", "-c", "print(1)"};
+
+double ms_between(steady::time_point a, steady::time_point b) {
+  return std::chrono::duration<double, std::milli>(b - a).count();
 }
 
-struct stats {
-  double median = 0, p99 = 0, min = 0;
+double percentile(std::vector<double> v, double q) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v[std::min(v.size() - 1,
+                    static_cast<size_t>(q * static_cast<double>(v.size() - 1) + 0.5))];
+}
+
+// -- the load driver ----------------------------------------------------------------------
+
+/// One run's time, and its steps' (lifecycles: create, put, exec, delete).
+struct run_times {
+  double total_ms = 0;
+  std::vector<double> steps_ms;
 };
 
-stats summarize(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  if (v.empty()) return {};
-  auto at = [&](double q) {
-    return v[std::min(v.size() - 1, static_cast<size_t>(q * (v.size() - 1) + 0.5))];
-  };
-  return {at(0.5), at(0.99), v.front()};
+struct load_times {
+  double wall_s = 0;
+  std::vector<run_times> runs;
+};
+
+/// `c` threads run `one` back to back until `total` runs have finished. The first failure
+/// stops every thread and is rethrown here.
+template<class One>
+load_times closed_loop(size_t c, size_t total, One one) {
+  std::atomic<size_t> next{0};
+  std::atomic<bool> stop{false};
+  std::mutex mu;
+  std::string first_error;
+  load_times out;
+  out.runs.resize(total);
+  std::vector<std::thread> threads;
+  const auto t0 = steady::now();
+  for (size_t t = 0; t < c; ++t)
+    threads.emplace_back([&] {
+      for (size_t i; !stop && (i = next.fetch_add(1)) < total;) {
+        try {
+          const auto start = steady::now();
+          out.runs[i].steps_ms = one();
+          out.runs[i].total_ms = ms_between(start, steady::now());
+        } catch (const std::exception& e) {
+          std::lock_guard<std::mutex> lock{mu};
+          if (first_error.empty()) first_error = e.what();
+          stop = true;
+        }
+      }
+    });
+  for (auto& t : threads)
+    t.join();
+  out.wall_s = ms_between(t0, steady::now()) / 1e3;
+  if (!first_error.empty()) throw std::runtime_error(first_error);
+  return out;
 }
+
+// -- the control plane's side -------------------------------------------------------------
 
 std::string data_of(const http_reply& r, const char* what) {
   auto env = decode<jsend>(r.body);
@@ -52,136 +160,549 @@ std::string data_of(const http_reply& r, const char* what) {
   return env->data.text;
 }
 
-/// The raw launch the backend wraps: same namespaces and mounts, no cgroups, no records.
-double raw_bwrap_true() {
-  std::vector<std::string> args = {"/usr/bin/setpriv",
-                                   "--reuid=60000",
-                                   "--regid=60000",
-                                   "--clear-groups",
-                                   "/usr/bin/bwrap",
-                                   "--unshare-user",
-                                   "--unshare-pid",
-                                   "--unshare-ipc",
-                                   "--unshare-uts",
-                                   "--unshare-cgroup",
-                                   "--unshare-net",
-                                   "--die-with-parent",
-                                   "--new-session",
-                                   "--disable-userns",
-                                   "--clearenv",
-                                   "--ro-bind",
-                                   "/usr",
-                                   "/usr",
-                                   "--symlink",
-                                   "usr/lib",
-                                   "/lib",
-                                   "--symlink",
-                                   "usr/lib64",
-                                   "/lib64",
-                                   "--symlink",
-                                   "usr/bin",
-                                   "/bin",
-                                   "--symlink",
-                                   "usr/sbin",
-                                   "/sbin",
-                                   "--proc",
-                                   "/proc",
-                                   "--dev",
-                                   "/dev",
-                                   "--perms",
-                                   "1777",
-                                   "--tmpfs",
-                                   "/tmp",
-                                   "--chdir",
-                                   "/",
-                                   "--",
-                                   "/usr/bin/true"};
-  std::vector<char*> argv;
-  for (auto& a : args)
-    argv.push_back(a.data());
-  argv.push_back(nullptr);
-  auto t0 = clock_type::now();
-  pid_t pid = ::fork();
-  if (pid == 0) {
-    ::execv(argv[0], argv.data());
-    ::_exit(127);
+/// create → put prog.py → exec `python3 prog.py` → delete, each request on its own
+/// connection. Returns the four steps' times; a failure after create still deletes.
+std::vector<double> lifecycle(uint16_t port) {
+  http_client client{port};
+  std::vector<double> steps;
+  auto t = steady::now();
+  auto step_done = [&] {
+    auto now = steady::now();
+    steps.push_back(ms_between(t, now));
+    t = now;
+  };
+  auto created =
+      decode<sandbox_created>(data_of(client.call("POST", "/v1/sandboxes",
+                                                  std::string{R"({"shape":")"} + guest_shape +
+                                                      R"(","egress":["240.0.0.0/4"]})"),
+                                      "create"));
+  if (!created) throw std::runtime_error("create: " + created.error().message);
+  step_done();
+  const auto base = "/v1/sandboxes/" + created->id;
+  try {
+    data_of(client.call("PUT", base + "/files?path=/workspace/prog.py", "print('hello')\n"),
+            "put prog.py");
+    step_done();
+    auto r = decode<exec_result>(
+        data_of(client.call("POST", base + "/exec", R"({"cmd":"python3","args":["prog.py"]})"),
+                "exec"));
+    if (!r || r->exit_code != 0 || r->stdout_text != "hello\n")
+      throw std::runtime_error("exec python3 prog.py: " +
+                               (r ? "exit " + std::to_string(r->exit_code) + ", stdout '" +
+                                        r->stdout_text + "', stderr '" + r->stderr_text + "'"
+                                  : r.error().message));
+    step_done();
+  } catch (...) {
+    try {
+      client.call("DELETE", base);
+    } catch (...) {
+    }
+    throw;
   }
-  int st = 0;
-  ::waitpid(pid, &st, 0);
-  auto ms = ms_since(t0);
-  if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
-    throw std::runtime_error("raw bwrap true failed (status " + std::to_string(st) + ")");
-  return ms;
+  data_of(client.call("DELETE", base), "delete");
+  step_done();
+  return steps;
+}
+
+/// Deletes every sandbox the control plane still has (after a failure: no guest outlives
+/// the bench). Returns how many.
+size_t delete_leftovers(uint16_t port) {
+  http_client client{port};
+  auto list = decode<sandbox_list>(data_of(client.call("GET", "/v1/sandboxes"), "list"));
+  if (!list) throw std::runtime_error("list: " + list.error().message);
+  size_t n = 0;
+  for (const auto& s : list->data)
+    if (s.status != sandbox_status::destroyed && s.status != sandbox_status::failed) {
+      client.call("DELETE", "/v1/sandboxes/" + s.id);
+      ++n;
+    }
+  return n;
+}
+
+struct pool_counts {
+  uint64_t target = 0, ready = 0, creating = 0;
+};
+
+/// The sum of every `"key":N` in `json` (GET /v1/pool's flat objects; RapidJSON stays in
+/// messages/).
+std::optional<uint64_t> sum_of(const std::string& json, const std::string& key) {
+  const auto quoted = "\"" + key + "\":";
+  uint64_t sum = 0;
+  bool seen = false;
+  for (auto at = json.find(quoted); at != std::string::npos; at = json.find(quoted, at + 1)) {
+    auto start = at + quoted.size();
+    auto end = json.find_first_not_of("0123456789", start);
+    auto v = parse_uint(std::string_view{json}.substr(start, end - start));
+    if (!v) return std::nullopt;
+    sum += *v;
+    seen = true;
+  }
+  return seen || json.find("\"pools\":[]") != std::string::npos ? std::optional{sum}
+                                                                : std::nullopt;
+}
+
+pool_counts pool_of(uint16_t port) {
+  http_client client{port};
+  auto data = data_of(client.call("GET", "/v1/pool"), "GET /v1/pool");
+  auto target = sum_of(data, "target"), ready = sum_of(data, "ready"),
+       creating = sum_of(data, "creating");
+  if (!target || !ready || !creating)
+    throw std::runtime_error("GET /v1/pool: unexpected data " + data);
+  return {*target, *ready, *creating};
+}
+
+/// Polls (deadline) until every pool holds its target and builds nothing.
+void wait_for_full_pool(uint16_t port, std::chrono::seconds limit = 120s) {
+  const auto deadline = steady::now() + limit;
+  for (;;) {
+    auto p = pool_of(port);
+    if (p.target > 0 && p.ready >= p.target && p.creating == 0) return;
+    if (steady::now() > deadline)
+      throw std::runtime_error("the warm pool did not fill in time: ready " +
+                               std::to_string(p.ready) + " of " + std::to_string(p.target));
+    std::this_thread::sleep_for(5ms);
+  }
+}
+
+/// Whether this build's `guestflow control-plane` takes --warm-pool (its usage names it).
+bool accepts_warm_pool() {
+  auto help = control_plane_process::run_to_exit({"control-plane", "--help"});
+  return (help.stdout_text + help.stderr_text).find("--warm-pool") != std::string::npos;
+}
+
+/// Cumulative CPU seconds of one control plane's side, split by process.
+struct cp_cpu {
+  double cp = 0, helpers = 0, guests = 0;
+  size_t reaped = 0; ///< orphaned guest processes reaped here so far
+  std::optional<double> cgroup;
+};
+
+// -- results ------------------------------------------------------------------------------
+
+struct load_result {
+  std::string what; ///< "raw true", "raw python3", "lifecycle", "lifecycle+pool"
+  size_t c = 0;
+  size_t runs = 0;
+  double wall_s = 0, runs_per_s = 0, p50 = 0, p99 = 0;
+  double cpu_ms = 0; ///< per run: raw RUSAGE_CHILDREN; lifecycles cp + helpers + guests
+  double cp_ms = 0, helpers_ms = 0, guests_ms = 0;
+  std::optional<double> cgroup_ms;
+  std::vector<double> step_p50; ///< lifecycles: create, put, exec, delete
+  size_t guests_reaped = 0;
+};
+
+void fill_latency(load_result& r, const load_times& t) {
+  std::vector<double> total;
+  for (auto& run : t.runs)
+    total.push_back(run.total_ms);
+  r.runs = t.runs.size();
+  r.wall_s = t.wall_s;
+  r.runs_per_s = static_cast<double>(r.runs) / t.wall_s;
+  r.p50 = percentile(total, 0.50);
+  r.p99 = percentile(total, 0.99);
+  if (t.runs.empty() || t.runs.front().steps_ms.empty()) return;
+  for (size_t s = 0; s < t.runs.front().steps_ms.size(); ++s) {
+    std::vector<double> v;
+    for (auto& run : t.runs)
+      v.push_back(run.steps_ms[s]);
+    r.step_p50.push_back(percentile(v, 0.50));
+  }
+}
+
+double children_cpu_now() {
+  rusage ru{};
+  ::getrusage(RUSAGE_CHILDREN, &ru);
+  auto sec = [](const timeval& t) { return static_cast<double>(t.tv_sec) + t.tv_usec / 1e6; };
+  return sec(ru.ru_utime) + sec(ru.ru_stime);
+}
+
+std::string ratio_line(double measured, double limit, bool at_least) {
+  char buf[96];
+  bool met = at_least ? measured >= limit : measured <= limit;
+  std::snprintf(buf, sizeof(buf), "%.2fx (%s %.2fx): %s", measured,
+                at_least ? ">=" : "<=", limit, met ? "met" : "MISSED");
+  return buf;
+}
+
+std::string shell_line(const std::string& cmd) {
+  std::string out;
+  if (FILE* p = ::popen(cmd.c_str(), "r")) {
+    char buf[256];
+    while (std::fgets(buf, sizeof(buf), p))
+      out += buf;
+    ::pclose(p);
+  }
+  return std::string{trim(out)};
+}
+
+std::string load_average() {
+  std::ifstream in{"/proc/loadavg"};
+  std::string a, b, c;
+  in >> a >> b >> c;
+  return a + " " + b + " " + c;
+}
+
+struct options {
+  size_t iterations = 160, warmup = 16, first_output_runs = 40;
+  std::vector<size_t> concurrency = {1, 8, 32};
+  bool quick = false;
+  std::string out;
+  std::string note; ///< a first line for the report (what the machine was doing)
+};
+
+constexpr const char* usage =
+    "usage: bench_control_plane [--iterations N] [--warmup N] [--concurrency LIST]\n"
+    "                           [--first-output-runs N] [--quick] [--out FILE] [--note TEXT]\n"
+    "  --iterations N         measured lifecycles (and floor runs) per load, default 160\n"
+    "  --warmup N             unmeasured runs before each load, default 16\n"
+    "  --concurrency LIST     client threads per load, comma-separated, default 1,8,32\n"
+    "  --first-output-runs N  runtime runs per control plane for time to first output, "
+    "default 40\n"
+    "  --quick                smoke: 8 runs per load at 1,8, 2 warm-up, 5 first-output runs\n"
+    "  --out FILE             also write the report to FILE\n"
+    "  --note TEXT            a first line for the report (e.g. \"busy machine: ...\")\n";
+
+/// Parses the flags; nullopt (after saying why) for anything it does not take. Integers
+/// go through bench::uint_flag (common/numbers' rule: a refusal ends the bench, status 2).
+std::optional<options> parse_flags(int argc, char** argv) {
+  options o;
+  bool iterations_set = false, warmup_set = false, concurrency_set = false,
+       first_output_set = false;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    const bool valued = i + 1 < argc;
+    if (a == "--iterations" && valued) {
+      o.iterations = bench::uint_flag<size_t>(a, argv[++i], 1, 100'000);
+      iterations_set = true;
+    } else if (a == "--warmup" && valued) {
+      o.warmup = bench::uint_flag<size_t>(a, argv[++i], 0, 100'000);
+      warmup_set = true;
+    } else if (a == "--first-output-runs" && valued) {
+      o.first_output_runs = bench::uint_flag<size_t>(a, argv[++i], 1, 10'000);
+      first_output_set = true;
+    } else if (a == "--concurrency" && valued) {
+      std::string list = argv[++i];
+      o.concurrency.clear();
+      for (const auto& part : split(list, ","))
+        o.concurrency.push_back(bench::uint_flag<size_t>(a, part, 1, 64)); // the pool's cap
+      if (o.concurrency.empty()) {
+        std::cerr << "--concurrency: expected a comma-separated list of integers in 1..64, "
+                     "got '"
+                  << list << "'\n";
+        return std::nullopt;
+      }
+      concurrency_set = true;
+    } else if (a == "--out" && valued) {
+      o.out = argv[++i];
+    } else if (a == "--note" && valued) {
+      o.note = argv[++i];
+    } else if (a == "--quick") {
+      o.quick = true;
+    } else {
+      std::cerr << "bench_control_plane: unknown argument or missing value: '" << a << "'\n"
+                << usage;
+      return std::nullopt;
+    }
+  }
+  if (o.quick) { // explicit flags still win
+    if (!iterations_set) o.iterations = 8;
+    if (!warmup_set) o.warmup = 2;
+    if (!concurrency_set) o.concurrency = {1, 8};
+    if (!first_output_set) o.first_output_runs = 5;
+  }
+  return o;
 }
 
 } // namespace
 
 int main(int argc, char** argv) {
-  int iterations = 50, warmup = 3;
-  std::vector<std::string> server_args;
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    if (a == "--iterations" && i + 1 < argc)
-      iterations = std::stoi(argv[++i]);
-    else if (a == "--warmup" && i + 1 < argc)
-      warmup = std::stoi(argv[++i]);
-    else if (a == "--simulate-latency-ms" && i + 1 < argc)
-      server_args = {"--simulate-latency-ms", argv[++i]};
-    else {
-      std::cerr << "usage: bench_control_plane [--iterations N] [--warmup N] "
-                   "[--simulate-latency-ms N]\n";
-      return 2;
-    }
-  }
+  auto parsed = parse_flags(argc, argv);
+  if (!parsed) return 2;
+  const options opt = *parsed;
+  std::ostringstream report;
+  auto say = [&](const std::string& line) {
+    std::cout << line << '\n' << std::flush;
+    report << line << '\n';
+  };
+  // Declared before the control planes: their state outlives them, also on failure.
+  std::optional<test_support::temp_dir> dir;
+  std::unique_ptr<control_plane_process> plain, pooled;
   try {
-    temp_dir dir;
-    control_plane_process cp{dir.path() / "state", server_args};
-    http_client client{cp.port()};
-    std::vector<double> first_output, spawn, exec_ms, destroy, raw;
-    for (int i = 0; i < warmup + iterations; ++i) {
-      auto t0 = clock_type::now();
-      auto created = decode<sandbox_created>(
-          data_of(client.call("POST", "/v1/sandboxes",
-                              R"({"shape":"s-1vcpu-256mb","egress":["240.0.0.0/4"]})"),
-                  "create"));
-      if (!created) throw std::runtime_error("create: " + created.error().message);
-      auto t1 = clock_type::now();
-      auto r = decode<exec_result>(
-          data_of(client.call("POST", "/v1/sandboxes/" + created->id + "/exec",
-                              R"({"cmd":"/usr/bin/true"})"),
-                  "exec"));
-      auto to_output = ms_since(t0);
-      auto exec_took = ms_since(t1);
-      if (!r || r->exit_code != 0) throw std::runtime_error("exec true did not exit 0");
-      auto t2 = clock_type::now();
-      data_of(client.call("DELETE", "/v1/sandboxes/" + created->id), "delete");
-      auto destroy_took = ms_since(t2);
-      auto raw_took = raw_bwrap_true(); // interleaved: same machine state for both
-      if (i < warmup) continue;
-      first_output.push_back(to_output);
-      spawn.push_back(static_cast<double>(created->spawn_ms));
-      exec_ms.push_back(exec_took);
-      destroy.push_back(destroy_took);
-      raw.push_back(raw_took);
-    }
-    auto print = [](const char* name, const stats& s) {
-      std::printf("%-34s median %8.2f ms   p99 %8.2f ms   min %8.2f ms\n", name, s.median,
-                  s.p99, s.min);
+    // First, before any control plane exists: the guests it orphans must come here.
+    bench::orphan_reaper reaper;
+    dir.emplace("guestflow-bench-cp");
+    bench::raw_sandbox raw;
+    const bool pool_available = accepts_warm_pool();
+    const auto load_at_start = load_average();
+    std::string cgroup_why;
+    const bool cgroup_readable = bench::guest_cgroup_cpu_s(&cgroup_why).has_value();
+
+    plain = std::make_unique<control_plane_process>(dir->path() / "state-plain");
+    std::set<pid_t> ours{plain->pid()};
+    auto sample_cp = [&](const control_plane_process& cp) {
+      reaper.drain(ours);
+      cp_cpu s;
+      if (auto t = bench::read_proc_times(cp.pid())) s.cp = t->self_s;
+      s.helpers = bench::children_cpu_s(cp.pid());
+      s.guests = reaper.reaped_cpu_s();
+      s.reaped = reaper.reaped();
+      s.cgroup = bench::guest_cgroup_cpu_s(nullptr);
+      return s;
     };
-    auto fo = summarize(first_output), rw = summarize(raw);
-    std::printf("control plane create→exec(true)→delete, %d iterations (%d warm-up)%s\n",
-                iterations, warmup, server_args.empty() ? "" : " [SIMULATED domain]");
-    print("create-to-first-output", fo);
-    print("  create (server spawn_ms)", summarize(spawn));
-    print("  exec true (client-side)", summarize(exec_ms));
-    print("  delete (client-side)", summarize(destroy));
-    print("raw setpriv+bwrap … true", rw);
-    std::printf(
-        "ratio create-to-first-output / raw bwrap: median %.2fx  p99 %.2fx  (target <= 2x)\n",
-        fo.median / rw.median, fo.p99 / rw.p99);
-    return cp.stop() == 0 ? 0 : 1;
+
+    std::vector<load_result> results;
+    auto progress = [](const std::string& what, size_t c) {
+      std::cerr << "bench_control_plane: " << what << " at " << c << " concurrent\n";
+    };
+    auto raw_load = [&](const char* what, const std::vector<std::string>& cmd,
+                        const std::string& expected, size_t c) {
+      progress(what, c);
+      auto one = [&] {
+        raw.run(cmd, expected);
+        return std::vector<double>{};
+      };
+      closed_loop(c, opt.warmup, one);
+      const double before = children_cpu_now();
+      auto t = closed_loop(c, opt.iterations, one);
+      load_result r;
+      r.what = what;
+      r.c = c;
+      fill_latency(r, t);
+      r.cpu_ms = (children_cpu_now() - before) * 1e3 / static_cast<double>(r.runs);
+      results.push_back(r);
+    };
+    auto lifecycle_load = [&](const char* what, const control_plane_process& cp, size_t c,
+                              bool with_pool) {
+      progress(what, c);
+      const auto port = cp.port();
+      auto one = [port] { return lifecycle(port); };
+      closed_loop(c, opt.warmup, one);
+      if (with_pool) wait_for_full_pool(port);
+      auto before = sample_cp(cp);
+      auto t = closed_loop(c, opt.iterations, one);
+      // The window pays for the guests its runs took from the pool.
+      if (with_pool) wait_for_full_pool(port);
+      auto after = sample_cp(cp);
+      load_result r;
+      r.what = what;
+      r.c = c;
+      fill_latency(r, t);
+      const double n = static_cast<double>(r.runs);
+      r.cp_ms = (after.cp - before.cp) * 1e3 / n;
+      r.helpers_ms = (after.helpers - before.helpers) * 1e3 / n;
+      r.guests_ms = (after.guests - before.guests) * 1e3 / n;
+      r.cpu_ms = r.cp_ms + r.helpers_ms + r.guests_ms;
+      if (after.cgroup && before.cgroup)
+        r.cgroup_ms = (*after.cgroup - *before.cgroup) * 1e3 / n;
+      r.guests_reaped = after.reaped - before.reaped;
+      results.push_back(r);
+    };
+
+    std::optional<bench::first_output_samples> first_plain, first_pooled;
+    for (size_t c : opt.concurrency) {
+      if (pool_available) {
+        pooled = std::make_unique<control_plane_process>(
+            dir->path() / ("state-pool-" + std::to_string(c)),
+            std::vector<std::string>{"--warm-pool",
+                                     std::string{guest_shape} + "=" + std::to_string(c)});
+        ours.insert(pooled->pid());
+        wait_for_full_pool(pooled->port());
+      }
+      raw_load("raw bwrap true", raw_true, "", c);
+      raw_load("raw bwrap python3", raw_python, "1\n", c);
+      lifecycle_load("lifecycle", *plain, c, false);
+      if (pooled) lifecycle_load("lifecycle+pool", *pooled, c, true);
+      if (c == 1) {
+        progress("first output through the runtime", 1);
+        first_plain = bench::measure_first_output(plain->port(), 2, opt.first_output_runs, {});
+        if (pooled) {
+          auto port = pooled->port();
+          first_pooled = bench::measure_first_output(port, 2, opt.first_output_runs,
+                                                     [port] { wait_for_full_pool(port); });
+        }
+      }
+      if (pooled) {
+        delete_leftovers(pooled->port());
+        if (pooled->stop() != 0) // SIGTERM: the pool deletes its guests
+          throw std::runtime_error("the pooled control plane did not stop cleanly: " +
+                                   pooled->stderr_text());
+        ours.erase(pooled->pid());
+        pooled.reset();
+        reaper.drain(ours);
+      }
+    }
+    if (auto n = delete_leftovers(plain->port()))
+      throw std::runtime_error(std::to_string(n) + " guests were left after the loads");
+    const auto load_at_end = load_average();
+
+    // -- the report -----------------------------------------------------------------------
+    char line[512];
+    if (!opt.note.empty()) say(opt.note);
+    say("bench_control_plane: the local control plane's guest lifecycle against raw bwrap, "
+        "one run");
+    auto commit = shell_line("git -C " GUESTFLOW_SOURCE_DIR " rev-parse --short HEAD");
+    auto dirty = shell_line("git -C " GUESTFLOW_SOURCE_DIR
+                            " status --porcelain --untracked-files=no | wc -l");
+    say("source: commit " + (commit.empty() ? std::string{"unknown"} : commit) +
+        (dirty.empty() || dirty == "0" ? std::string{}
+                                       : " + uncommitted changes in " + dirty + " files") +
+        "; " + std::to_string(std::thread::hardware_concurrency()) + " cores; load average " +
+        load_at_start + " at start, " + load_at_end + " at end");
+    std::snprintf(line, sizeof(line),
+                  "per load: %zu measured runs after %zu warm-up; lifecycle = create "
+                  "(%s, deny-all) -> PUT prog.py -> exec python3 prog.py -> delete",
+                  opt.iterations, opt.warmup, guest_shape);
+    say(line);
+    say(pool_available ? std::string{"pool: a second control plane per concurrency C with "
+                                     "--warm-pool "} +
+                             guest_shape + "=C, full before and after each window"
+                       : "pool: not available in this build");
+    say("guest CPU: reaped by this bench as subreaper (wait4); cgroup view: " +
+        (cgroup_readable ? std::string{"readable (host-wide guestflow/ parent)"}
+                         : "n/a (" + cgroup_why + ")"));
+    say("");
+    std::snprintf(line, sizeof(line), "%-18s %4s %5s %7s %8s %8s %9s %8s %8s %8s %8s", "load",
+                  "conc", "runs", "runs/s", "p50 ms", "p99 ms", "CPU ms/r", "cp", "helpers",
+                  "guests", "cgroup");
+    say(line);
+    for (auto& r : results) {
+      bool lc = r.what.rfind("lifecycle", 0) == 0;
+      char split[128] = "";
+      if (lc) {
+        char cg[16] = "n/a";
+        if (r.cgroup_ms) std::snprintf(cg, sizeof(cg), "%.2f", *r.cgroup_ms);
+        std::snprintf(split, sizeof(split), " %8.2f %8.2f %8.2f %8s", r.cp_ms, r.helpers_ms,
+                      r.guests_ms, cg);
+      }
+      std::snprintf(line, sizeof(line), "%-18s %4zu %5zu %7.1f %8.1f %8.1f %9.2f%s",
+                    r.what.c_str(), r.c, r.runs, r.runs_per_s, r.p50, r.p99, r.cpu_ms, split);
+      say(line);
+    }
+    say("(CPU ms/r: CPU per run. raw rows: this process's reaped children (getrusage). "
+        "lifecycle rows: cp + helpers + guests —\n"
+        " cp: the control plane process itself; helpers: its children (spawn helper, "
+        "exec'd python3, host commands);\n"
+        " guests: each guest's tree (shim, bwrap, init) reaped here as subreaper; cgroup: "
+        "the guests' parent cgroup,\n"
+        " host-wide and overlapping helpers (exec'd commands join the guest's cgroup), "
+        "shown, never added.)");
+    say("");
+    say("lifecycle steps, p50 ms (client-side):");
+    for (auto& r : results)
+      if (r.step_p50.size() == 4) {
+        std::snprintf(line, sizeof(line),
+                      "  %-15s %3zu: create %7.1f  put %6.1f  exec %7.1f  delete %6.1f  "
+                      "(guest processes reaped: %zu)",
+                      r.what.c_str(), r.c, r.step_p50[0], r.step_p50[1], r.step_p50[2],
+                      r.step_p50[3], r.guests_reaped);
+        say(line);
+      }
+    auto print_first = [&](const char* what, const bench::first_output_samples& s) {
+      std::snprintf(line, sizeof(line),
+                    "  %-15s first output p50 %7.1f ms  p99 %7.1f ms;  whole run p50 %7.1f "
+                    "ms  (%zu runs)",
+                    what, percentile(s.first_output_ms, 0.5),
+                    percentile(s.first_output_ms, 0.99), percentile(s.run_ms, 0.5),
+                    s.first_output_ms.size());
+      say(line);
+    };
+    say("");
+    say("time to first output through the runtime (as `guestflow code` against a daemon), "
+        "sequential:");
+    if (first_plain) print_first("no pool", *first_plain);
+    if (first_pooled) print_first("warm pool", *first_pooled);
+    if (!first_plain) say("  not measured (concurrency 1 not in this run)");
+
+    // -- goals ----------------------------------------------------------------------------
+    auto find = [&](const std::string& what, size_t c) -> const load_result* {
+      for (auto& r : results)
+        if (r.what == what && r.c == c) return &r;
+      return nullptr;
+    };
+    say("");
+    say("goals (ratios within this run):");
+    for (const char* what : {"lifecycle", "lifecycle+pool"}) {
+      auto lc = find(what, throughput_at);
+      auto floor = find("raw bwrap python3", throughput_at);
+      if (!lc || !floor) {
+        if (std::string{what} == "lifecycle" || pool_available)
+          say(std::string{"  (1) "} + what + " runs/s at " + std::to_string(throughput_at) +
+              ": not measured in this run");
+        continue;
+      }
+      std::snprintf(line, sizeof(line),
+                    "  (1) %s runs/s at %zu / raw bwrap+python3 at %zu: "
+                    "%.1f / %.1f = ",
+                    what, throughput_at, throughput_at, lc->runs_per_s, floor->runs_per_s);
+      say(line + ratio_line(lc->runs_per_s / floor->runs_per_s, throughput_floor, true));
+    }
+    for (auto& r : results) {
+      if (r.what.rfind("lifecycle", 0) != 0) continue;
+      auto floor = find("raw bwrap python3", r.c);
+      if (!floor) continue;
+      std::snprintf(line, sizeof(line),
+                    "  (2) %s CPU per run at %zu / raw bwrap+python3's: %.2f / %.2f ms = ",
+                    r.what.c_str(), r.c, r.cpu_ms, floor->cpu_ms);
+      say(line + ratio_line(r.cpu_ms / floor->cpu_ms, cpu_ceiling, false));
+    }
+    if (first_pooled) {
+      auto p50 = percentile(first_pooled->first_output_ms, 0.5);
+      std::snprintf(line, sizeof(line),
+                    "  (3) warm pool first output p50 / %.0f ms: %.1f ms = ",
+                    pooled_first_output_ms, p50);
+      say(line + ratio_line(p50 / pooled_first_output_ms, 1.0, false));
+    } else {
+      say("  (3) warm pool first output: not measured (" +
+          std::string{pool_available ? "concurrency 1 not in this run"
+                                     : "pool: not available in this build"} +
+          ")");
+    }
+    if (auto floor = find("raw bwrap python3", 1); first_plain && floor) {
+      auto p50 = percentile(first_plain->first_output_ms, 0.5);
+      std::snprintf(line, sizeof(line),
+                    "  (3) no pool first output p50 / raw bwrap+python3 p50 at 1: %.1f / %.1f "
+                    "ms = ",
+                    p50, floor->p50);
+      say(line + ratio_line(p50 / floor->p50, unpooled_first_output_x, false));
+    }
+    say("");
+    say("raw:");
+    for (auto& r : results) {
+      std::ostringstream row;
+      row << "load=\"" << r.what << "\" conc=" << r.c << " runs=" << r.runs
+          << " wall_s=" << r.wall_s << " runs_per_s=" << r.runs_per_s << " p50_ms=" << r.p50
+          << " p99_ms=" << r.p99 << " cpu_ms_per_run=" << r.cpu_ms;
+      if (r.what.rfind("lifecycle", 0) == 0)
+        row << " cp_ms=" << r.cp_ms << " helpers_ms=" << r.helpers_ms
+            << " guests_ms=" << r.guests_ms << " guests_reaped=" << r.guests_reaped
+            << " cgroup_ms=" << (r.cgroup_ms ? std::to_string(*r.cgroup_ms) : "n/a");
+      say(row.str());
+    }
+
+    if (plain->stop() != 0)
+      throw std::runtime_error("the control plane did not stop cleanly: " +
+                               plain->stderr_text());
+    plain.reset();
+    if (!opt.out.empty()) {
+      std::ofstream out{opt.out};
+      out << report.str();
+      if (!out) throw std::runtime_error("cannot write " + opt.out);
+      std::cout << "(written to " << opt.out << ")\n";
+    }
+    return 0;
   } catch (const std::exception& e) {
     std::cerr << "bench_control_plane: " << e.what() << '\n';
+    // No guest outlives the bench: what the loads left is deleted, and a pool's guests go
+    // with its control plane's SIGTERM.
+    for (auto* cp : {plain.get(), pooled.get()})
+      if (cp) {
+        try {
+          delete_leftovers(cp->port());
+        } catch (const std::exception& again) {
+          std::cerr << "bench_control_plane: cleaning up: " << again.what() << '\n';
+        }
+        cp->stop();
+      }
     return 1;
   }
 }
