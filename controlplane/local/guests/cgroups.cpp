@@ -10,6 +10,7 @@
 #include <fstream>
 #include <linux/magic.h>
 #include <poll.h>
+#include <set>
 #include <sstream>
 #include <sys/stat.h>
 #include <sys/statfs.h>
@@ -96,12 +97,6 @@ void kill_members(const std::vector<std::string>& dirs) {
     for (pid_t pid : cgroup_pids(d))
       kill_member(pid, rel);
   }
-}
-
-bool all_empty(const std::vector<std::string>& dirs) {
-  for (const auto& d : dirs)
-    if (!cgroup_pids(d).empty()) return false;
-  return true;
 }
 
 } // namespace
@@ -293,20 +288,43 @@ result<bool> kill_and_remove(const std::vector<std::string>& dirs,
   if (live.empty()) return true;
   const auto deadline = clock_type::now() + timeout;
 
-  if (auto v2 = dir_with(live, "cgroup.kill"); !v2.empty()) {
-    put(v2 + "/cgroup.kill", "1"); // atomic: includes whatever forks meanwhile
-  } else {
-    // A frozen cgroup cannot fork, so the snapshot of its members is complete; SIGKILL is
-    // delivered once thawed.
-    const bool froze = bool(set_frozen(live, true, std::chrono::milliseconds(2000)));
+  // v2: cgroup.kill is atomic (it includes whatever forks meanwhile). v1: no freezer on
+  // this path — every freeze and thaw flips the kernel's freezer static key (code patching
+  // and an interrupt on every CPU, per guest). SIGKILL every member instead: the guest's
+  // pid-namespace init is one of them, and its death takes every process of its namespace
+  // with it, forked after the snapshot or not; the members outside it (the shim, a helper
+  // starting a command) do not fork. Only if members keep appearing anyway is the freezer
+  // the fallback (a frozen cgroup cannot fork, so its snapshot is complete).
+  const bool atomic_kill = !dir_with(live, "cgroup.kill").empty();
+  if (atomic_kill) {
+    put(dir_with(live, "cgroup.kill") + "/cgroup.kill", "1");
+  } else if (is_frozen(live)) {
+    // A paused guest: its members die once thawed (SIGKILL stays pending meanwhile).
     kill_members(live);
-    if (froze || is_frozen(live)) set_frozen(live, false, std::chrono::milliseconds(2000));
+    set_frozen(live, false, std::chrono::milliseconds(2000));
   }
-  while (!all_empty(live)) {
+  std::set<pid_t> killed;
+  int rounds_with_newcomers = 0;
+  bool froze = false;
+  for (;;) {
+    std::vector<pid_t> members;
+    for (const auto& d : live)
+      for (pid_t pid : cgroup_pids(d))
+        members.push_back(pid);
+    if (members.empty()) break;
     if (clock_type::now() > deadline)
       return fail(ec::unavailable, "processes of the guest survive SIGKILL (cgroup " + live[0] +
                                        " is not empty)");
-    kill_members(live);
+    bool newcomers = false;
+    for (pid_t pid : members)
+      newcomers |= killed.insert(pid).second;
+    if (newcomers && !atomic_kill && !froze && ++rounds_with_newcomers > 3) {
+      froze = bool(set_frozen(live, true, std::chrono::milliseconds(2000)));
+      kill_members(live);
+      if (froze || is_frozen(live)) set_frozen(live, false, std::chrono::milliseconds(2000));
+      continue;
+    }
+    if (newcomers || atomic_kill) kill_members(live);
     sleep_briefly();
   }
   for (const auto& d : live) {

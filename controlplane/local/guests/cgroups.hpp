@@ -64,8 +64,9 @@ uint64_t oom_kill_count(const std::vector<std::string>& dirs);
 /// Processes (host pids) in one cgroup directory; empty when it is gone.
 std::vector<pid_t> cgroup_pids(const std::string& dir);
 
-/// Freeze → SIGKILL every process → thaw → wait until empty → rmdir, for every directory
-/// (v2: cgroup.kill). Missing directories are fine: idempotent.
+/// SIGKILL every process (v2: cgroup.kill; v1: every member, the guest's pid-namespace init
+/// among them, freezing only if members keep appearing) → wait until empty → rmdir, for
+/// every directory. Missing directories are fine: idempotent.
 result<bool> kill_and_remove(const std::vector<std::string>& dirs,
                              std::chrono::milliseconds timeout);
 

@@ -1,67 +1,12 @@
 #include "controlplane/local/guests/child_setup.hpp"
 
 #include <cerrno>
-#include <csignal>
 #include <cstring>
-#include <fcntl.h>
 #include <poll.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 namespace guestflow::local::child {
-
-void send(int fd, const report& r) noexcept {
-  [[maybe_unused]] auto n = ::write(fd, &r, sizeof r);
-}
-
-void die(int fd, int step) noexcept {
-  report r;
-  r.step = step;
-  r.error = errno;
-  send(fd, r);
-  ::_exit(127);
-}
-
-void reset_signals() noexcept {
-  struct sigaction dfl;
-  std::memset(&dfl, 0, sizeof dfl);
-  dfl.sa_handler = SIG_DFL;
-  for (int s = 1; s < NSIG; ++s)
-    ::sigaction(s, &dfl, nullptr); // fails harmlessly for SIGKILL, SIGSTOP, reserved ones
-  sigset_t none;
-  sigemptyset(&none);
-  ::sigprocmask(SIG_SETMASK, &none, nullptr);
-}
-
-bool arrange_fds(const int* fds, int n, int cloexec_from) noexcept {
-  // First lift every source above the target range, so that no dup3 below clobbers a
-  // source that still has to move.
-  int lifted[32];
-  if (n > 32) return false;
-  for (int i = 0; i < n; ++i) {
-    lifted[i] = ::fcntl(fds[i], F_DUPFD_CLOEXEC, n);
-    if (lifted[i] < 0) return false;
-  }
-  for (int i = 0; i < n; ++i)
-    if (::dup3(lifted[i], i, i >= cloexec_from ? O_CLOEXEC : 0) < 0) return false;
-  return ::close_range(n, ~0U, 0) == 0;
-}
-
-int format_number(char* buf, int64_t v) noexcept {
-  char tmp[24];
-  int len = 0;
-  bool neg = v < 0;
-  uint64_t u = neg ? uint64_t(-(v + 1)) + 1 : uint64_t(v);
-  do {
-    tmp[len++] = char('0' + u % 10);
-    u /= 10;
-  } while (u != 0);
-  int out = 0;
-  if (neg) buf[out++] = '-';
-  while (len > 0)
-    buf[out++] = tmp[--len];
-  return out;
-}
 
 result<std::vector<report>> collect(int fd, std::chrono::steady_clock::time_point deadline) {
   std::vector<report> out;

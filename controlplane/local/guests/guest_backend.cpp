@@ -8,6 +8,7 @@
 #include "controlplane/local/guests/guest_init.hpp"
 #include "controlplane/local/guests/sandbox_launch.hpp"
 #include "controlplane/local/guests/seccomp_filter.hpp"
+#include "controlplane/local/guests/spawn_helper.hpp"
 #include "controlplane/local/network/netns_egress.hpp"
 
 #include <cerrno>
@@ -60,31 +61,6 @@ failure unusable(const std::string& what, const failure& why) {
   return fail(why.code, what + ": " + why.message);
 }
 
-/// The guest init of image roots as a sealed, read-only memfd: guests can neither change
-/// it nor hold it open for writing (which would make exec fail with ETXTBSY).
-result<unique_fd> sealed_init() {
-  const auto image = guest_init_image();
-  unique_fd rw{::memfd_create("guestflow-init", MFD_CLOEXEC | MFD_ALLOW_SEALING)};
-  if (!rw) return fail(ec::unavailable, std::string{"memfd_create: "} + std::strerror(errno));
-  size_t done = 0;
-  while (done < image.size()) {
-    auto n = ::write(rw.get(), image.data() + done, image.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return fail(ec::unavailable, std::string{"memfd: "} + std::strerror(errno));
-    done += size_t(n);
-  }
-  if (::fcntl(rw.get(), F_ADD_SEALS,
-              F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL) != 0)
-    return fail(ec::unavailable,
-                std::string{"sealing the guest init: "} + std::strerror(errno));
-  unique_fd ro{
-      ::open(("/proc/self/fd/" + std::to_string(rw.get())).c_str(), O_RDONLY | O_CLOEXEC)};
-  if (!ro)
-    return fail(ec::unavailable,
-                std::string{"reopening the guest init: "} + std::strerror(errno));
-  return ro;
-}
-
 } // namespace
 
 struct guest_backend::impl {
@@ -97,11 +73,13 @@ struct guest_backend::impl {
   bool host_net_ready = false;
   std::mutex init_mu;
   std::optional<result<unique_fd>> init; ///< the sealed guest init, made on first use
+  /// The seccomp program as a sealed memfd, made once: launches reopen it, execs pread it.
+  result<unique_fd> seccomp_fd{fail(ec::unavailable, "seccomp not built")};
 
   /// The guest init's descriptor (made once, shared by every image guest).
   result<int> init_fd() {
     std::lock_guard<std::mutex> lock{init_mu};
-    if (!init) init.emplace(sealed_init());
+    if (!init) init.emplace(sealed_memfd("guestflow-init", guest_init_image()));
     if (!*init) return init->error();
     return (*init)->get();
   }
@@ -135,6 +113,12 @@ guest_backend::guest_backend(backend_config cfg)
   impl_->tools.nft = impl_->cfg.nft;
   impl_->layout = detect_cgroups();
   impl_->seccomp = build_guest_seccomp();
+  if (impl_->seccomp) {
+    const auto& prog = *impl_->seccomp;
+    impl_->seccomp_fd =
+        sealed_memfd("guestflow-seccomp", {reinterpret_cast<const char*>(prog.data()),
+                                           prog.size() * sizeof(sock_filter)});
+  }
   impl_->support.cgroup_v2 = impl_->layout && impl_->layout->v2;
   impl_->support.seccomp = bool(impl_->seccomp);
   impl_->support.nftables = egress_rules_supported(impl_->tools);
@@ -211,6 +195,7 @@ result<guest_runtime> guest_backend::create(const guest_spec& spec) {
   req.gid = cfg.guest_gid;
   req.cgroup_procs = procs_files(rt.cgroup_dirs);
   req.seccomp = &*impl_->seccomp;
+  if (impl_->seccomp_fd) req.seccomp_fd = impl_->seccomp_fd->get();
   if (networked) {
     if (auto ok = impl_->ensure_host_net(); !ok)
       return undo(unusable("host network", ok.error()));
@@ -253,6 +238,7 @@ result<exec_process> guest_backend::start_exec(const guest_runtime& g, const exe
   setup.gid = impl_->cfg.guest_gid;
   setup.cgroup_procs = procs_files(g.cgroup_dirs);
   setup.seccomp = &*impl_->seccomp;
+  if (impl_->seccomp_fd) setup.seccomp_fd = impl_->seccomp_fd->get();
   return spawn_in_guest(g, req, envs, setup);
 }
 

@@ -3,6 +3,9 @@
 #include "common/unique_fd.hpp"
 #include "controlplane/local/guests/child_setup.hpp"
 #include "controlplane/local/guests/sandbox_launch.hpp"
+#include "controlplane/local/guests/seccomp_filter.hpp"
+#include "controlplane/local/guests/spawn_helper.hpp"
+#include "controlplane/local/guests/spawn_helper/protocol.hpp"
 
 #include <cerrno>
 #include <csignal>
@@ -21,35 +24,14 @@ namespace {
 
 constexpr const char* default_path = default_guest_path;
 
-/// Namespaces entered in this order; the user namespace last (entering it first would
-/// leave X without the capabilities the other setns calls need in their owning namespace).
-constexpr struct {
-  const char* name;
-  int type;
-} namespaces[] = {{"net", CLONE_NEWNET},       {"ipc", CLONE_NEWIPC}, {"uts", CLONE_NEWUTS},
-                  {"cgroup", CLONE_NEWCGROUP}, {"pid", CLONE_NEWPID}, {"mnt", CLONE_NEWNS}};
-constexpr int ns_count = int(sizeof namespaces / sizeof namespaces[0]);
+using namespace spawn::exec;
 
-enum step : int32_t {
-  step_cgroup = 1,
-  step_setns_first, // + index into `namespaces`
-  step_chroot = step_setns_first + ns_count,
-  step_setgroups,
-  step_userns,
-  step_clone,
-  step_setsid,
-  step_setgid,
-  step_setuid,
-  step_caps,
-  step_chdir,
-  step_nnp,
-  step_fds,
-  step_seccomp,
-};
+/// The namespaces the helper enters, in its order (spawn_helper/protocol.hpp).
+constexpr const char* namespaces[ns_count] = {"net", "ipc", "uts", "cgroup", "pid", "mnt"};
 
 std::string step_text(int32_t s) {
   if (s >= step_setns_first && s < step_setns_first + ns_count)
-    return std::string{"entering the guest's "} + namespaces[s - step_setns_first].name +
+    return std::string{"entering the guest's "} + namespaces[s - step_setns_first] +
            " namespace";
   switch (s) {
   case step_cgroup:
@@ -132,7 +114,7 @@ result<exec_process> spawn_in_guest(const guest_runtime& g, const exec_request& 
   const auto proc = "/proc/" + std::to_string(g.init_pid);
   unique_fd ns[ns_count];
   for (int i = 0; i < ns_count; ++i) {
-    ns[i].reset(::open((proc + "/ns/" + namespaces[i].name).c_str(), O_RDONLY | O_CLOEXEC));
+    ns[i].reset(::open((proc + "/ns/" + namespaces[i]).c_str(), O_RDONLY | O_CLOEXEC));
     if (!ns[i]) return exec_failed("the guest's init is gone");
   }
   unique_fd userns{::open((proc + "/ns/user").c_str(), O_RDONLY | O_CLOEXEC)};
@@ -158,99 +140,35 @@ result<exec_process> spawn_in_guest(const guest_runtime& g, const exec_request& 
   if (!devnull)
     return exec_failed(std::string{"/dev/null: "} + std::strerror(errno), ec::unavailable);
 
-  // argv, envp, the PATH candidates and the failure messages, all before the fork.
-  std::vector<std::string> arg_strings{req.cmd};
-  arg_strings.insert(arg_strings.end(), req.args.begin(), req.args.end());
-  std::vector<char*> argv;
-  for (auto& s : arg_strings)
-    argv.push_back(s.data());
-  argv.push_back(nullptr);
-  auto env_strings = exec_environment(envs);
-  std::vector<char*> envp;
+  // The PATH candidates (the helper tries them in order) and the seccomp program (the
+  // helper preads it, so one shared descriptor serves every exec).
+  auto env = exec_environment(envs);
   std::string path_value = default_path;
-  for (auto& s : env_strings) {
-    envp.push_back(s.data());
-    if (s.rfind("PATH=", 0) == 0) path_value = s.substr(5);
+  for (const auto& e : env)
+    if (e.rfind("PATH=", 0) == 0) path_value = e.substr(5);
+  const auto cands = candidates(req.cmd, path_value);
+  unique_fd own_seccomp;
+  int seccomp_fd = setup.seccomp_fd;
+  if (seccomp_fd < 0) {
+    auto sec = seccomp_memfd(*setup.seccomp);
+    if (!sec) return exec_failed(sec.error().message, ec::unavailable);
+    own_seccomp.reset(*sec);
+    seccomp_fd = *sec;
   }
-  envp.push_back(nullptr);
-  const auto cand_strings = candidates(req.cmd, path_value);
-  std::vector<const char*> cands;
-  for (const auto& c : cand_strings)
-    cands.push_back(c.c_str());
-  const std::string not_found = "guestflow: " + req.cmd + ": command not found\n";
-  const std::string cannot_run = "guestflow: " + req.cmd + ": cannot execute: errno ";
-  sock_fprog prog{static_cast<unsigned short>(setup.seccomp->size()),
-                  const_cast<sock_filter*>(setup.seccomp->data())};
-  std::vector<int> procs_fds;
+  std::vector<int> fds{devnull.get(), out_w.get(), err_w.get(), status_w.get(),
+                       seccomp_fd,    root.get(),  userns.get()};
+  for (const auto& n : ns)
+    fds.push_back(n.get());
   for (const auto& f : procs)
-    procs_fds.push_back(f.get());
-  int ns_fds[ns_count];
-  for (int i = 0; i < ns_count; ++i)
-    ns_fds[i] = ns[i].get();
-  const int user_fd = userns.get(), root_fd = root.get(), sfd = status_w.get();
-  const int stdio[] = {devnull.get(), out_w.get(), err_w.get(), sfd};
-  const uid_t uid = setup.uid;
-  const gid_t gid = setup.gid;
-
-  pid_t x = ::fork();
-  if (x < 0) return exec_failed(std::string{"fork: "} + std::strerror(errno), ec::unavailable);
-  if (x == 0) {
-    // X: host root until setns(user).
-    for (int f : procs_fds)
-      if (::write(f, "0", 1) != 1) child::die(sfd, step_cgroup);
-    for (int i = 0; i < ns_count; ++i)
-      if (::setns(ns_fds[i], namespaces[i].type) != 0) child::die(sfd, step_setns_first + i);
-    if (::fchdir(root_fd) != 0 || ::chroot(".") != 0) child::die(sfd, step_chroot);
-    if (::setgroups(0, nullptr) != 0) child::die(sfd, step_setgroups);
-    if (::setns(user_fd, CLONE_NEWUSER) != 0) child::die(sfd, step_userns);
-    long y = ::syscall(SYS_clone, CLONE_PARENT | SIGCHLD, nullptr, nullptr, nullptr, 0);
-    if (y < 0) child::die(sfd, step_clone);
-    if (y > 0) {
-      child::report r;
-      r.value = y;
-      child::send(sfd, r);
-      ::_exit(0);
-    }
-    // Y: in the guest's pid namespace, a child of the server.
-    if (::setsid() < 0) child::die(sfd, step_setsid);
-    for (int cap = 0; cap <= 63; ++cap)
-      ::prctl(PR_CAPBSET_DROP, cap, 0, 0, 0); // EINVAL past the last capability
-    if (::setresgid(gid, gid, gid) != 0) child::die(sfd, step_setgid);
-    if (::setresuid(uid, uid, uid) != 0) child::die(sfd, step_setuid);
-    // The guest namespace's root uid is unmapped, so setresuid did not clear the
-    // capabilities setns granted: drop them explicitly.
-    __user_cap_header_struct hdr{_LINUX_CAPABILITY_VERSION_3, 0};
-    __user_cap_data_struct data[2] = {};
-    if (::syscall(SYS_capset, &hdr, data) != 0 ||
-        ::prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) != 0)
-      child::die(sfd, step_caps);
-    if (::chdir("/workspace") != 0) child::die(sfd, step_chdir);
-    if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) child::die(sfd, step_nnp);
-    if (!child::arrange_fds(stdio, 4, 3)) child::die(sfd, step_fds);
-    child::reset_signals();
-    if (::prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog, 0, 0) != 0)
-      child::die(3, step_seccomp);
-    int err = ENOENT;
-    for (const char* c : cands) {
-      ::execve(c, argv.data(), envp.data());
-      if (errno == EACCES)
-        err = EACCES;
-      else if (errno != ENOENT && errno != ENOTDIR) {
-        err = errno;
-        break;
-      }
-    }
-    if (err == ENOENT) {
-      [[maybe_unused]] auto n = ::write(2, not_found.data(), not_found.size());
-      ::_exit(127);
-    }
-    char num[24];
-    int len = child::format_number(num, err);
-    num[len++] = '\n';
-    [[maybe_unused]] auto n1 = ::write(2, cannot_run.data(), cannot_run.size());
-    [[maybe_unused]] auto n2 = ::write(2, num, size_t(len));
-    ::_exit(126);
-  }
+    fds.push_back(f.get());
+  std::vector<std::string> args{"exec", std::to_string(setup.uid), std::to_string(setup.gid),
+                                std::to_string(procs.size()), std::to_string(cands.size())};
+  args.insert(args.end(), cands.begin(), cands.end());
+  args.push_back(req.cmd);
+  args.insert(args.end(), req.args.begin(), req.args.end());
+  auto spawned = spawn_helper(args, env, fds);
+  if (!spawned) return exec_failed(spawned.error().message, ec::unavailable);
+  const pid_t x = *spawned;
 
   for (auto* w : {&out_w, &err_w, &status_w})
     w->reset();

@@ -9,7 +9,8 @@
 
 /// Running a command inside a live guest.
 ///
-/// The server forks X, which joins the guest's cgroups (writes "0" to each cgroup.procs),
+/// The server posix_spawns X, the spawn helper (spawn_helper.hpp: the server never forks),
+/// which joins the guest's cgroups (writes "0" to each cgroup.procs),
 /// enters the net, ipc, uts, cgroup, pid and mount namespaces of the guest's init, chroots
 /// to the init's root (opened as /proc/<init>/root before any setns), clears supplementary
 /// groups and enters the guest's user namespace last (as host root it has every capability
@@ -25,6 +26,8 @@ struct exec_setup {
   gid_t gid = 60000;
   std::vector<std::string> cgroup_procs;
   const std::vector<sock_filter>* seccomp = nullptr;
+  /// Optional: a memfd holding *seccomp, made once (the helper preads it).
+  int seccomp_fd = -1;
 };
 
 /// The PATH of a command unless the guest's envs set one (a python-env image puts its

@@ -2,6 +2,8 @@
 
 #include "common/unique_fd.hpp"
 #include "controlplane/local/guests/child_setup.hpp"
+#include "controlplane/local/guests/spawn_helper.hpp"
+#include "controlplane/local/guests/spawn_helper/protocol.hpp"
 
 #include <cerrno>
 #include <csignal>
@@ -17,7 +19,7 @@ extern char** environ;
 namespace guestflow::local {
 namespace {
 
-enum step : int32_t { step_setns = 1, step_sysctl, step_fds, step_exec };
+using namespace spawn::command;
 
 const char* step_name(int32_t s) {
   switch (s) {
@@ -56,30 +58,20 @@ result<command_output> run_command(const std::vector<std::string>& argv,
     return fail(ec::unavailable, std::string{"pipe: "} + std::strerror(errno));
   unique_fd status_r{status[0]}, status_w{status[1]};
 
-  std::vector<char*> args;
-  for (const auto& a : argv)
-    args.push_back(const_cast<char*>(a.c_str()));
-  args.push_back(nullptr);
-  const int netns_fd = opt.netns_fd;
-  const auto& sysctls = opt.netns_sysctls;
-
-  pid_t pid = ::fork();
-  if (pid < 0) return fail(ec::unavailable, std::string{"fork: "} + std::strerror(errno));
-  if (pid == 0) {
-    const int sfd = status_w.get();
-    if (netns_fd >= 0 && ::setns(netns_fd, CLONE_NEWNET) != 0) child::die(sfd, step_setns);
-    for (const auto& [path, value] : sysctls) {
-      int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
-      if (fd < 0 || ::write(fd, value.data(), value.size()) != ssize_t(value.size()))
-        child::die(sfd, step_sysctl);
-      ::close(fd);
-    }
-    const int fds[] = {in.get(), out_w.get(), out_w.get(), sfd};
-    if (!child::arrange_fds(fds, 4, 3)) child::die(sfd, step_fds);
-    child::reset_signals();
-    ::execve(args[0], args.data(), environ);
-    child::die(3, step_exec);
-  }
+  // The helper (spawn_helper.hpp) enters the netns, writes the sysctls and execs.
+  std::vector<int> fds{in.get(), out_w.get(), out_w.get(), status_w.get()};
+  if (opt.netns_fd >= 0) fds.push_back(opt.netns_fd);
+  std::vector<std::string> args{"command", opt.netns_fd >= 0 ? "1" : "0",
+                                std::to_string(opt.netns_sysctls.size())};
+  for (const auto& [path, value] : opt.netns_sysctls)
+    args.insert(args.end(), {path, value});
+  args.insert(args.end(), argv.begin(), argv.end());
+  std::vector<std::string> env;
+  for (char** e = environ; *e; ++e)
+    env.emplace_back(*e);
+  auto spawned = spawn_helper(args, env, fds);
+  if (!spawned) return spawned.error();
+  const pid_t pid = *spawned;
   out_w.reset();
   status_w.reset();
 

@@ -5,6 +5,8 @@
 #include "common/unique_fd.hpp"
 #include "controlplane/local/guests/child_setup.hpp"
 #include "controlplane/local/guests/seccomp_filter.hpp"
+#include "controlplane/local/guests/spawn_helper.hpp"
+#include "controlplane/local/guests/spawn_helper/protocol.hpp"
 
 #include <cerrno>
 #include <cstring>
@@ -49,22 +51,7 @@ std::string ro_mountpoint(size_t i) {
 /// An image root's init: the memfd bwrap inherits as fd_init (exec'd through /proc).
 const std::string image_init_path = "/proc/self/fd/" + std::to_string(fd_init);
 
-enum step : int32_t {
-  step_setsid = 1,
-  step_fork_shim,
-  step_cgroup,
-  step_netns,
-  step_mountns,
-  step_workspace,
-  step_image_root,
-  step_ro_bind,
-  step_setgroups,
-  step_setgid,
-  step_setuid,
-  step_subreaper,
-  step_fds,
-  step_exec,
-};
+using namespace spawn::launch;
 
 std::string step_text(int32_t s) {
   switch (s) {
@@ -235,10 +222,20 @@ result<launched_init> launch_guest_init(const launch_request& req) {
     return fail(ec::unavailable, "launch_guest_init: incomplete request");
   const auto deadline = clock_type::now() + req.timeout;
 
-  // Everything the children need exists before the fork.
-  auto sec = seccomp_memfd(*req.seccomp);
-  if (!sec) return sec.error();
-  unique_fd seccomp_fd{*sec};
+  // Everything the helper needs exists before it starts.
+  unique_fd seccomp_fd;
+  if (req.seccomp_fd >= 0) {
+    // bwrap reads the program from the file offset: a file description of our own.
+    seccomp_fd.reset(::open(("/proc/self/fd/" + std::to_string(req.seccomp_fd)).c_str(),
+                            O_RDONLY | O_CLOEXEC));
+    if (!seccomp_fd)
+      return fail(ec::unavailable,
+                  std::string{"reopening the seccomp program: "} + std::strerror(errno));
+  } else {
+    auto sec = seccomp_memfd(*req.seccomp);
+    if (!sec) return sec.error();
+    seccomp_fd.reset(*sec);
+  }
   const auto uid = std::to_string(req.uid), gid = std::to_string(req.gid);
   auto passwd =
       memfd_with("passwd", "root:x:0:0:root:/root:/bin/sh\nguest:x:" + uid + ":" + gid +
@@ -278,26 +275,18 @@ result<launched_init> launch_guest_init(const launch_request& req) {
   const bool image_root = !req.root.empty();
   const auto argv_strings = image_root ? bwrap_argv(req, {image_init_path})
                                        : bwrap_argv(req, {"/usr/bin/sh", "-c", init_script});
-  std::vector<char*> argv;
-  for (const auto& s : argv_strings)
-    argv.push_back(const_cast<char*>(s.c_str()));
-  argv.push_back(nullptr);
-  char* envp[] = {nullptr};
-  std::vector<int> procs_fds;
-  for (const auto& f : procs)
-    procs_fds.push_back(f.get());
   const int fd_status = image_root ? fd_init + 1 : fd_init;
   const int fd_count = fd_status + 1;
-  const int fds[] = {devnull.get(), devnull.get(),
-                     err_w.get(),   ready_w.get(),
-                     info_w.get(),  seccomp_fd.get(),
-                     passwd->get(), group->get(),
-                     hosts->get(),  image_root ? req.init_fd : status_w.get(),
-                     status_w.get()};
+  const int fds_for_bwrap[] = {devnull.get(), devnull.get(),
+                               err_w.get(),   ready_w.get(),
+                               info_w.get(),  seccomp_fd.get(),
+                               passwd->get(), group->get(),
+                               hosts->get(),  image_root ? req.init_fd : status_w.get(),
+                               status_w.get()};
   std::error_code mk;
   std::filesystem::create_directories(workspace_mountpoint, mk);
   ::chmod("/run/guestflow", 0755);
-  // Bind sources and their mountpoints (B binds them; nothing is allocated after the fork).
+  // Bind sources and their mountpoints (B binds them).
   // The read-only binds are host directories outside the state dir (a Python environment,
   // perhaps in a user's home): B opens them without following any symlink and binds what it
   // opened, so that a directory swapped for a symlink later cannot redirect the bind.
@@ -315,72 +304,32 @@ result<launched_init> launch_guest_init(const launch_request& req) {
       return fail(ec::unavailable,
                   "cannot create the mountpoint " + m.mountpoint + ": " + mk.message());
   }
-  open_how no_symlinks{};
-  no_symlinks.flags = O_PATH | O_DIRECTORY | O_CLOEXEC;
-  no_symlinks.resolve = RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS;
   if (!req.ro_binds.empty()) ::chmod(ro_mountpoints, 0755);
-  const auto& workspace_src = req.workspace;
-  const pid_t server = ::getpid();
-  const uid_t guest_uid = req.uid;
-  const gid_t guest_gid = req.gid;
-  const int netns_fd = netns.get();
-  const int sfd = status_w.get();
-
-  pid_t a = ::fork();
-  if (a < 0) return fail(ec::unavailable, std::string{"fork: "} + std::strerror(errno));
-  if (a == 0) {
-    // A: a new session, then the shim B, then gone.
-    if (::setsid() < 0) child::die(sfd, step_setsid);
-    const pid_t self = ::getpid();
-    pid_t b = ::fork();
-    if (b < 0) child::die(sfd, step_fork_shim);
-    if (b > 0) ::_exit(0);
-    // B: still root; join the guest's cgroups and netns.
-    for (int f : procs_fds)
-      if (::write(f, "0", 1) != 1) child::die(sfd, step_cgroup);
-    if (netns_fd >= 0 && ::setns(netns_fd, CLONE_NEWNET) != 0) child::die(sfd, step_netns);
-    if (::unshare(CLONE_NEWNS) != 0 ||
-        ::mount(nullptr, "/", nullptr, MS_SLAVE | MS_REC, nullptr) != 0)
-      child::die(sfd, step_mountns);
-    if (::mount(workspace_src.c_str(), workspace_mountpoint, nullptr, MS_BIND, nullptr) != 0)
-      child::die(sfd, step_workspace);
-    for (const auto& m : image_mounts) {
-      const int step = m.no_symlinks ? step_ro_bind : step_image_root;
-      const char* source = m.source.c_str();
-      char by_fd[32] = "/proc/self/fd/";
-      if (m.no_symlinks) {
-        long fd = ::syscall(SYS_openat2, AT_FDCWD, source, &no_symlinks, sizeof no_symlinks);
-        if (fd < 0) child::die(sfd, step);
-        by_fd[14 + child::format_number(by_fd + 14, fd)] = '\0';
-        source = by_fd; // closed with every other descriptor before bwrap runs
-      }
-      if (::mount(source, m.mountpoint.c_str(), nullptr, MS_BIND | MS_REC, nullptr) != 0)
-        child::die(sfd, step);
-    }
-    // Wait for A to be gone (a pidfd pinned while A is provably still our parent), so that
-    // bwrap's PR_SET_PDEATHSIG refers to the parent B keeps.
-    int afd = int(::syscall(SYS_pidfd_open, self, 0));
-    while (::getppid() == self) {
-      pollfd pf{afd, POLLIN, 0};
-      ::poll(afd >= 0 ? &pf : nullptr, afd >= 0 ? 1 : 0, afd >= 0 ? 100 : 1);
-    }
-    if (afd >= 0) ::close(afd);
-    if (::getppid() == server && server != 1) { // as a container's pid 1 it is init anyway
-      errno = 0;
-      child::die(sfd, step_subreaper);
-    }
-    if (::setgroups(0, nullptr) != 0) child::die(sfd, step_setgroups);
-    if (::setresgid(guest_gid, guest_gid, guest_gid) != 0) child::die(sfd, step_setgid);
-    if (::setresuid(guest_uid, guest_uid, guest_uid) != 0) child::die(sfd, step_setuid);
-    if (!child::arrange_fds(fds, fd_count, fd_status)) child::die(sfd, step_fds);
-    child::reset_signals();
-    ::execve(argv[0], argv.data(), envp);
-    child::die(fd_status, step_exec);
-  }
+  // The helper (spawn_helper.hpp) forks A and B and execs bwrap; bwrap's descriptors first,
+  // then the netns and the cgroup.procs files (spawn_helper/protocol.hpp).
+  std::vector<int> fds(std::begin(fds_for_bwrap), std::begin(fds_for_bwrap) + fd_count);
+  if (netns) fds.push_back(netns.get());
+  for (const auto& f : procs)
+    fds.push_back(f.get());
+  std::vector<std::string> args{"launch",
+                                std::to_string(::getpid()),
+                                uid,
+                                gid,
+                                std::to_string(fd_status),
+                                std::to_string(procs.size()),
+                                netns ? "1" : "0",
+                                req.workspace,
+                                workspace_mountpoint,
+                                std::to_string(image_mounts.size())};
+  for (const auto& m : image_mounts)
+    args.insert(args.end(), {m.source, m.mountpoint, m.no_symlinks ? "1" : "0"});
+  args.insert(args.end(), argv_strings.begin(), argv_strings.end());
+  auto a = spawn_helper(args, {}, fds);
+  if (!a) return a.error();
   // The children hold the write ends now; EOFs below mean "they are done with them".
   for (auto* w : {&ready_w, &info_w, &err_w, &status_w})
     w->reset();
-  child::wait_for(a);
+  child::wait_for(*a);
 
   auto reports = child::collect(status_r.get(), deadline);
   if (!reports) return reports.error();

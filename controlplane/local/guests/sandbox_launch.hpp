@@ -11,8 +11,9 @@
 
 /// Starting a guest's long-lived init under bubblewrap, detached from the control plane.
 ///
-/// Process tree: the server forks A; A calls setsid() and forks B, then exits, so B is
-/// reparented to init (or the nearest subreaper). B joins the guest's cgroups and netns as
+/// Process tree: the server posix_spawns A, the spawn helper (spawn_helper.hpp: the server
+/// never forks); A calls setsid() and forks B, then exits, so B is reparented to init (or
+/// the nearest subreaper). B joins the guest's cgroups and netns as
 /// root, binds the workspace in a private mount namespace, drops to the guest uid/gid (like
 /// `setpriv --reuid --regid --clear-groups`), waits until A is gone — bwrap's
 /// --die-with-parent must bind to B's *final* parent, not to A — and execs bwrap. bwrap's
@@ -37,6 +38,9 @@ struct launch_request {
   std::vector<std::string> cgroup_procs; ///< cgroup.procs files to join before bwrap
   std::string netns_path;                ///< join this netns; empty → bwrap --unshare-net
   const std::vector<sock_filter>* seccomp = nullptr;
+  /// Optional: a sealed memfd holding *seccomp, made once for every guest (each launch
+  /// opens a file description of its own: bwrap reads the program from the offset).
+  int seccomp_fd = -1;
   /// Host directory bound read-only at / (a rootfs image; it has the mountpoints /proc,
   /// /dev, /tmp, /workspace and the files /etc/passwd, group, hosts, resolv.conf). Empty:
   /// the host's /usr layout.

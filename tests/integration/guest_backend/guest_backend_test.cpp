@@ -1,18 +1,23 @@
 // Real guests on the local guest backend: bubblewrap namespaces, cgroups, seccomp, netns
 // egress. Each TEST is its own ctest entry with its own state dir.
 
+#include "common/text.hpp"
 #include "controlplane/local/guests/cgroups.hpp"
 #include "controlplane/local/guests/guest_backend.hpp"
+#include "controlplane/local/guests/guest_exec.hpp"
 #include "controlplane/local/guests/host_command.hpp"
 #include "controlplane/local/guests/sandbox_launch.hpp"
+#include "controlplane/local/guests/seccomp_filter.hpp"
 #include "controlplane/local/network/netns_egress.hpp"
 #include "tests/integration/guest_backend/test_guest.hpp"
 #include "tests/integration/guest_backend/test_network.hpp"
 
+#include <algorithm>
 #include <fcntl.h>
 #include <fstream>
 #include <gtest/gtest.h>
 #include <sstream>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <thread>
@@ -242,6 +247,110 @@ TEST_F(guest_backend_test, runs_as_unprivileged_uid_without_capabilities) {
     fds.push_back(e.path().filename().string());
   std::sort(fds.begin(), fds.end());
   EXPECT_EQ(fds, (std::vector<std::string>{"0", "1", "2"}));
+}
+
+/// The process tree and isolation as guest_exec.hpp and sandbox_launch.hpp document them,
+/// whichever way the server starts processes: the guest's init is not the server's child
+/// (it survives a restart); an exec'd command is (pidfd, reap) and shares every namespace,
+/// the cgroups and the root of the init, as the guest uid with no capability, no_new_privs
+/// and the seccomp filter.
+TEST_F(guest_backend_test, process_tree_and_isolation_of_init_and_commands) {
+  auto g = create(make_spec());
+  auto init = read_process_stat(g.init_pid);
+  ASSERT_TRUE(init);
+  auto shim = read_process_stat(init->ppid);
+  ASSERT_TRUE(shim);
+  EXPECT_EQ(slurp("/proc/" + std::to_string(init->ppid) + "/comm"), "bwrap\n");
+  EXPECT_NE(init->ppid, ::getpid()) << "the init is not the server's child";
+  EXPECT_NE(shim->ppid, ::getpid()) << "nor is the shim";
+
+  auto p = backend->start_exec(g, {"sleep", {"30"}}, {});
+  ASSERT_TRUE(p) << p.error().message;
+  const auto cmd = "/proc/" + std::to_string(p->pid);
+  auto st = read_process_stat(p->pid);
+  ASSERT_TRUE(st);
+  EXPECT_EQ(st->ppid, ::getpid()) << "an exec'd command is the server's child";
+  EXPECT_TRUE(eventually([&] { return slurp(cmd + "/comm") == "sleep\n"; }));
+  const auto init_proc = "/proc/" + std::to_string(g.init_pid);
+  auto ns = [](const std::string& proc, const char* name) {
+    return fs::read_symlink(proc + "/ns/" + name).string();
+  };
+  for (const char* name : {"user", "pid", "mnt", "net", "ipc", "uts", "cgroup"}) {
+    EXPECT_EQ(ns(cmd, name), ns(init_proc, name)) << name;
+    EXPECT_NE(ns(cmd, name), ns("/proc/self", name)) << name;
+  }
+  EXPECT_EQ(fs::read_symlink(cmd + "/root"), fs::read_symlink(init_proc + "/root"));
+  EXPECT_EQ(fs::read_symlink(cmd + "/cwd"),
+            fs::read_symlink(init_proc + "/root") / "workspace");
+  for (const auto& d : g.cgroup_dirs) {
+    auto members = cgroup_pids(d);
+    EXPECT_NE(std::find(members.begin(), members.end(), p->pid), members.end()) << d;
+  }
+  const auto status = slurp(cmd + "/status");
+  EXPECT_NE(status.find("Uid:\t60000\t60000\t60000\t60000"), std::string::npos) << status;
+  EXPECT_NE(status.find("Gid:\t60000\t60000\t60000\t60000"), std::string::npos) << status;
+  auto groups = status.substr(status.find("Groups:") + 7);
+  EXPECT_EQ(trim(groups.substr(0, groups.find('\n'))), "") << status;
+  // No signal of the server's dispositions reaches the command: none ignored or blocked.
+  EXPECT_NE(status.find("SigIgn:\t0000000000000000"), std::string::npos) << status;
+  EXPECT_NE(status.find("SigBlk:\t0000000000000000"), std::string::npos) << status;
+  for (const char* cap : {"CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"})
+    EXPECT_NE(status.find(std::string{cap} + ":\t0000000000000000"), std::string::npos) << cap;
+  EXPECT_NE(status.find("NoNewPrivs:\t1"), std::string::npos) << status;
+  EXPECT_NE(status.find("Seccomp:\t2"), std::string::npos) << status;
+  EXPECT_EQ(::getsid(p->pid), p->pid) << "its own session, for kill_exec";
+  // Only the three pipes the server reads (no descriptor of the server or its helper).
+  std::vector<std::string> fds;
+  for (const auto& e : fs::directory_iterator(cmd + "/fd"))
+    fds.push_back(e.path().filename().string());
+  std::sort(fds.begin(), fds.end());
+  EXPECT_EQ(fds, (std::vector<std::string>{"0", "1", "2"}));
+
+  backend->kill_exec(*p);
+  EXPECT_EQ(backend->reap(*p), 137);
+  ASSERT_TRUE(backend->destroy(g));
+}
+
+/// A step of the spawn helper that fails is reported with its own text, as when the server
+/// did the steps itself; nothing of the guest is left (fail closed).
+TEST_F(guest_backend_test, failed_setup_steps_are_named_and_fail_closed) {
+  auto prog = build_guest_seccomp();
+  ASSERT_TRUE(prog) << prog.error().message;
+  // Joining a cgroup: /dev/full opens for writing, and every write fails (ENOSPC).
+  launch_request req;
+  req.hostname = "t";
+  req.workspace = (dir.path() / "ws").string();
+  fs::create_directories(req.workspace);
+  req.seccomp = &*prog;
+  req.cgroup_procs = {"/dev/full"};
+  auto init = launch_guest_init(req);
+  ASSERT_FALSE(init);
+  EXPECT_EQ(init.error().message,
+            "starting the guest failed: joining the guest's cgroups: No space left on device");
+
+  // A command whose cgroup cannot be joined never runs.
+  auto g = create(make_spec());
+  exec_setup setup;
+  setup.cgroup_procs = {"/dev/full"};
+  setup.seccomp = &*prog;
+  auto p = spawn_in_guest(g, {"true", {}}, {}, setup);
+  ASSERT_FALSE(p);
+  EXPECT_EQ(p.error().message, "cannot run the command in the sandbox: joining the guest's "
+                               "cgroups: No space left on device");
+
+  // A server that is a child subreaper would keep the shim as its child (and kill the guest
+  // when it exits): refused, and the create leaves nothing.
+  ASSERT_EQ(::prctl(PR_SET_CHILD_SUBREAPER, 1), 0);
+  auto spec = make_spec();
+  auto refused = backend->create(spec);
+  ::prctl(PR_SET_CHILD_SUBREAPER, 0);
+  ASSERT_FALSE(refused);
+  EXPECT_NE(refused.error().message.find("child subreaper"), std::string::npos)
+      << refused.error().message;
+  expect_no_cgroups(spec.id);
+  EXPECT_FALSE(exists((dir.path() / "guests" / spec.id).string()));
+  // The shim that refused became our child: reap it.
+  EXPECT_TRUE(eventually([] { return ::waitpid(-1, nullptr, WNOHANG) > 0; }));
 }
 
 TEST_F(guest_backend_test, files_round_trip) {
