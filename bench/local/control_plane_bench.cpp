@@ -10,8 +10,8 @@
 // PUT prog.py (one line: print('hello')) through the files API, exec `python3 prog.py`
 // (buffered; stdout checked), and delete it. C client threads (--concurrency, default
 // 1,8,32) each run lifecycles back to back, every request on its own connection, until the
-// load's N have finished (--iterations, default 160, after --warmup unmeasured ones,
-// default 16). Each load runs twice: on a plain control plane, and on a second one started
+// load's N have finished (--iterations, default 192, after --warmup unmeasured ones,
+// default 24). Each load runs twice: on a plain control plane, and on a second one started
 // with `--warm-pool s-1vcpu-256mb=C` (guests built ahead; the bench waits until the pool
 // is full before and after the measured window, so the window pays for its refills).
 // A build without --warm-pool prints "pool: not available in this build" instead.
@@ -42,7 +42,8 @@
 // guests) ≤ 1.3 × raw bwrap+python3 CPU per run, at each concurrency; (3) with the pool,
 // first output p50 ≤ 10 ms; without it, ≤ 1.3 × raw bwrap+python3 p50 at concurrency 1.
 //
-// Reproduce (root: guests need cgroups and the guest uid; ~3 minutes on 2 cores):
+// Reproduce (root: guests need cgroups and the guest uid; 1-3 minutes on 2 cores, the
+// longer on a busy machine):
 //   cmake --build BUILD --target bench_control_plane guestflow
 //   BUILD/bench/local/bench_control_plane --out bench/results/control_plane.txt
 // --quick: 8 runs per load at 1 and 8 concurrent, 5 first-output runs (the ctest smoke
@@ -343,7 +344,7 @@ std::string load_average() {
 }
 
 struct options {
-  size_t iterations = 160, warmup = 16, first_output_runs = 40;
+  size_t iterations = 192, warmup = 24, first_output_runs = 40;
   std::vector<size_t> concurrency = {1, 8, 32};
   bool quick = false;
   std::string out;
@@ -353,8 +354,8 @@ struct options {
 constexpr const char* usage =
     "usage: bench_control_plane [--iterations N] [--warmup N] [--concurrency LIST]\n"
     "                           [--first-output-runs N] [--quick] [--out FILE] [--note TEXT]\n"
-    "  --iterations N         measured lifecycles (and floor runs) per load, default 160\n"
-    "  --warmup N             unmeasured runs before each load, default 16\n"
+    "  --iterations N         measured lifecycles (and floor runs) per load, default 192\n"
+    "  --warmup N             unmeasured runs before each load, default 24\n"
     "  --concurrency LIST     client threads per load, comma-separated, default 1,8,32\n"
     "  --first-output-runs N  runtime runs per control plane for time to first output, "
     "default 40\n"
