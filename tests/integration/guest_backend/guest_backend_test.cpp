@@ -13,6 +13,8 @@
 #include "tests/integration/guest_backend/test_network.hpp"
 
 #include <algorithm>
+#include <atomic>
+#include <dlfcn.h>
 #include <fcntl.h>
 #include <fstream>
 #include <gtest/gtest.h>
@@ -22,6 +24,15 @@
 #include <sys/wait.h>
 #include <thread>
 #include <unistd.h>
+
+/// Every fork() of this process: the backend is linked into this executable, so its calls
+/// bind to this definition before libc's.
+static std::atomic<int> fork_calls{0};
+extern "C" pid_t fork() {
+  static const auto real = reinterpret_cast<pid_t (*)()>(::dlsym(RTLD_NEXT, "fork"));
+  ++fork_calls;
+  return real();
+}
 
 namespace guestflow::local::test {
 namespace {
@@ -351,6 +362,30 @@ TEST_F(guest_backend_test, failed_setup_steps_are_named_and_fail_closed) {
   EXPECT_FALSE(exists((dir.path() / "guests" / spec.id).string()));
   // The shim that refused became our child: reap it.
   EXPECT_TRUE(eventually([] { return ::waitpid(-1, nullptr, WNOHANG) > 0; }));
+}
+
+/// The server is big and multi-threaded: creating, running commands in, networking and
+/// destroying guests never fork() it (a copy of its address space per process).
+TEST_F(guest_backend_test, the_server_never_forks) {
+  const int before = fork_calls;
+  pid_t probe = ::fork(); // the counter sees what this executable calls
+  if (probe == 0) ::_exit(0);
+  ASSERT_GT(probe, 0);
+  ::waitpid(probe, nullptr, 0);
+  ASSERT_EQ(fork_calls, before + 1);
+
+  auto g = create(make_spec());
+  auto r = run(*backend, g, {"sh", "-c", "echo hi"});
+  EXPECT_EQ(r.out, "hi\n") << r.err;
+  ASSERT_TRUE(backend->pause(g));
+  ASSERT_TRUE(backend->resume(g));
+  ASSERT_TRUE(backend->destroy(g));
+  if (network_tests_possible() && backend->support().nftables) { // host tools: ip, nft
+    auto net = create(make_spec(256, egress_policy::allow_all()));
+    EXPECT_FALSE(net.ip.empty());
+    ASSERT_TRUE(backend->destroy(net));
+  }
+  EXPECT_EQ(fork_calls, before + 1);
 }
 
 TEST_F(guest_backend_test, files_round_trip) {
