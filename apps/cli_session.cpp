@@ -97,7 +97,8 @@ int report_failure(const char* what, const failure& f) {
 }
 
 result<std::unique_ptr<session>> session::open(const cp::env_map& env, signal_watch& watch,
-                                               call_latency* latency, start_sweep sweep) {
+                                               call_latency* latency, start_sweep sweep,
+                                               local::warm_pool_default pool) {
   std::unique_ptr<session> s{new session(watch)};
   // A CLI run prints the program's output; the embedded server's chatter stays out of it.
   spdlog::set_level(env.count("GUESTFLOW_DEBUG") ? spdlog::level::debug : spdlog::level::warn);
@@ -106,6 +107,11 @@ result<std::unique_ptr<session>> session::open(const cp::env_map& env, signal_wa
   if (!floor) return floor.error();
   auto grace = policy::env_uint(env, "GUESTFLOW_SWEEP_GRACE_SECONDS", 0, UINT32_MAX);
   if (!grace) return grace.error();
+  auto pool_env = env.count("GUESTFLOW_WARM_POOL")
+                      ? std::optional<std::string>{env.at("GUESTFLOW_WARM_POOL")}
+                      : std::nullopt;
+  auto warm_pool = local::embedded_warm_pool(pool_env, pool);
+  if (!warm_pool) return warm_pool.error();
   auto choice = cp::select_endpoint(env);
   if (!choice) return choice.error();
   cp::endpoint ep;
@@ -130,6 +136,7 @@ result<std::unique_ptr<session>> session::open(const cp::env_map& env, signal_wa
     local::serve_options opts;
     opts.listen = "127.0.0.1:0";
     opts.state_dir = dir;
+    opts.domain.warm_pool = std::move(*warm_pool);
     // This process's own client goes through a Unix socket in the state dir (0600, held
     // under the state dir's lock): no TCP stack per call. A path too long for sun_path
     // keeps to TCP.

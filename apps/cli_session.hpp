@@ -5,6 +5,7 @@
 #include "apps/owner_lease.hpp"
 #include "apps/signal_watch.hpp"
 #include "controlplane/client/endpoint_selection.hpp"
+#include "controlplane/local/embedded.hpp"
 #include "messages/call_latency.hpp"
 
 #include <caf/actor_system.hpp>
@@ -14,10 +15,6 @@
 #include <optional>
 #include <random>
 #include <string>
-
-namespace guestflow::local {
-class embedded_control_plane;
-}
 
 namespace guestflow::cli {
 
@@ -33,10 +30,12 @@ public:
 
   /// `watch` must outlive the session; its signals cancel what the session runs. With
   /// `latency`, every control-plane call's latency is recorded there (it must outlive the
-  /// session).
-  static result<std::unique_ptr<session>> open(const cp::env_map& env, signal_watch& watch,
-                                               call_latency* latency = nullptr,
-                                               start_sweep sweep = start_sweep::on);
+  /// session). `pool`: the embedded control plane's warm pool when GUESTFLOW_WARM_POOL is
+  /// unset (local::warm_pool_default says which command gets which).
+  static result<std::unique_ptr<session>>
+  open(const cp::env_map& env, signal_watch& watch, call_latency* latency = nullptr,
+       start_sweep sweep = start_sweep::on,
+       local::warm_pool_default pool = local::warm_pool_default::none);
   ~session();
 
   runtime& rt() { return *rt_; }

@@ -12,7 +12,7 @@ namespace {
 
 constexpr std::string_view usage =
     R"(usage: guestflow control-plane --state-dir DIR [--listen HOST:PORT] [--unix-socket PATH]
-                                 [--api-key KEY]
+                                 [--api-key KEY] [--warm-pool SPEC]
 
 Serves the CreateOS wire API v1 with real local guests (bubblewrap namespaces, cgroups,
 netns egress rules). Prints `listening on http://HOST:PORT` as its first stdout line once
@@ -32,6 +32,12 @@ records in DIR on the next start.
   --max-file-bytes N     PUT …/files body limit (413 beyond), default 67108864
   --max-json-bytes N     JSON request body limit (413 beyond), default 1048576
   --workers N            threads for blocking guest/record work, default 4
+  --warm-pool SPEC       keep guests built and never used, so that a create that matches
+                         takes one instead of building it: SHAPE[@IMAGE]=N, comma-separated
+                         (e.g. s-1vcpu-256mb=4,s-1vcpu-512mb@py311=1; IMAGE defaults to
+                         debian:12; 0, off or none: no pool, the default). Pool guests are
+                         deny-all without a netns, serve only deny-all creates, are never
+                         listed and are deleted at SIGTERM/SIGINT (GET /v1/pool: counts)
 
 Test and bench only (not for production use):
   --heartbeat-ms N       streamed exec heartbeat interval, default 5000
@@ -64,7 +70,7 @@ int run_control_plane(const std::vector<std::string>& argv) {
   cli::args a{{"listen", "unix-socket", "state-dir", "api-key", "max-stdout-bytes",
                "max-stderr-bytes", "max-file-bytes", "max-json-bytes", "workers",
                "heartbeat-ms", "auto-pause-scale", "simulate-latency-ms",
-               "simulate-exec-stdout", "nft-path"},
+               "simulate-exec-stdout", "nft-path", "warm-pool"},
               {}};
   if (auto e = a.parse(argv)) {
     std::cerr << "guestflow control-plane: " << *e << "\n" << usage << '\n';
@@ -96,6 +102,14 @@ int run_control_plane(const std::vector<std::string>& argv) {
     return 2;
   o.http.heartbeat = std::chrono::milliseconds{std::max<uint64_t>(heartbeat_ms, 10)};
   if (auto nft = a.get("nft-path")) o.nft_path = *nft;
+  if (auto spec = a.get("warm-pool")) {
+    auto pool = local::parse_warm_pool_spec(*spec, "--warm-pool");
+    if (!pool) {
+      std::cerr << "guestflow control-plane: " << pool.error().message << '\n';
+      return 2;
+    }
+    o.domain.warm_pool = std::move(*pool);
+  }
   if (a.has("simulate-latency-ms")) o.simulate_latency_ms = latency;
   if (auto canned = a.get("simulate-exec-stdout")) o.simulate_exec_stdout = *canned;
   char* end = nullptr;

@@ -51,7 +51,10 @@ int run_reap(const std::vector<std::string>& argv) {
     return 2;
   }
   // No sweep at start: reap deletes what it is asked to, and counts it.
-  auto s = session::open(cp::process_environment(), watch, nullptr, session::start_sweep::off);
+  // Its embedded control plane keeps no pool: starting it deletes the pool guests a killed
+  // control plane left in the state dir (reconcile hands them to a pool that wants none).
+  auto s = session::open(cp::process_environment(), watch, nullptr, session::start_sweep::off,
+                         local::warm_pool_default::off);
   if (!s) return report_failure("reap", s.error());
   if (reusable) {
     auto n = (*s)->sweep_reusable(*s_value);

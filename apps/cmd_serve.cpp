@@ -31,7 +31,10 @@ Environment: GUESTFLOW_MAX_BODY_BYTES (67108864), GUESTFLOW_CLIENT_TIMEOUT_SECON
 request must arrive, and a streamed line leave, within it), GUESTFLOW_STREAM_BACKLOG_BYTES
 (8388608: a stream's client that falls further behind is dropped; its run goes on),
 GUESTFLOW_STREAM_HEARTBEAT_SECONDS (15: a blank line on a stream quiet that long),
-GUESTFLOW_SERVE_IO_THREADS (1); the control plane as for every command; Langflow's
+GUESTFLOW_SERVE_IO_THREADS (1); GUESTFLOW_WARM_POOL (the embedded control plane's warm
+pool, --warm-pool's syntax SHAPE[@IMAGE]=N,…; unset: 2 s-1vcpu-256mb guests with 4 GiB
+MemAvailable, 1 with 2 GiB, none below; 0 turns it off); the control plane as for every
+command; Langflow's
 LANGFLOW_SANDBOX_* as the defaults of /v1/sandbox/run and /v1/components/run; the executor's
 CREATEOS_EXECUTOR_* and GUESTFLOW_MAX_INFLIGHT / GUESTFLOW_MAX_QUEUED for runs.)";
 
@@ -127,7 +130,9 @@ int run_serve(const std::vector<std::string>& argv) {
   raise_fd_limit();
   call_latency latency; // outlives the session, which records into it
   opts->cp_latency = &latency;
-  auto s = session::open(env, watch, &latency);
+  // A long-lived host: its embedded control plane keeps a small warm pool by default.
+  auto s = session::open(env, watch, &latency, session::start_sweep::on,
+                         local::warm_pool_default::host);
   if (!s) return report_failure("serve", s.error());
   auto& sess = **s;
   auto catalog = sess.catalog();

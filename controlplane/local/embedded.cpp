@@ -1,5 +1,7 @@
 #include "controlplane/local/embedded.hpp"
 
+#include "common/text.hpp"
+
 #include <thread>
 
 namespace guestflow::local {
@@ -35,6 +37,15 @@ embedded_control_plane::start(const serve_options& opts) {
   auto started = server_instance::start(opts);
   if (!started) return started.error();
   return std::unique_ptr<embedded_control_plane>{new embedded_impl(std::move(*started))};
+}
+
+result<warm_pool_spec> embedded_warm_pool(const std::optional<std::string>& env_value,
+                                          warm_pool_default fallback) {
+  if (fallback == warm_pool_default::off) return warm_pool_spec{};
+  if (env_value && !trim(*env_value).empty())
+    return parse_warm_pool_spec(*env_value, "GUESTFLOW_WARM_POOL");
+  if (fallback == warm_pool_default::host) return default_host_warm_pool(mem_available_mib());
+  return warm_pool_spec{};
 }
 
 bool embedded_control_plane::held_elsewhere(const failure& f) {

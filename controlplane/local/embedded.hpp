@@ -9,6 +9,20 @@
 
 namespace guestflow::local {
 
+/// Which warm pool (service/warm_pool.hpp) a command's embedded control plane keeps.
+enum class warm_pool_default {
+  off,  ///< none, whatever the environment says (`guestflow reap`: it deletes, never builds)
+  none, ///< GUESTFLOW_WARM_POOL when set, else none: a one-shot command (code, run,
+        ///< component) would build the pool at start and delete it at exit, only adding cost
+  host, ///< GUESTFLOW_WARM_POOL when set, else default_host_warm_pool(MemAvailable): a
+        ///< long-lived host (`guestflow serve`, what Langflow talks to)
+};
+
+/// The embedded control plane's pool: `env_value` is GUESTFLOW_WARM_POOL (absent or blank:
+/// unset), read with --warm-pool's syntax; bad_request naming the variable when malformed.
+result<warm_pool_spec> embedded_warm_pool(const std::optional<std::string>& env_value,
+                                          warm_pool_default fallback);
+
 /// The local control plane running inside another process (the CLI's "embedded" mode):
 /// same server, same records, on its own threads, stopped by stop() instead of a signal.
 /// Guests are not its children and outlive it, exactly as with `guestflow control-plane`.

@@ -77,6 +77,8 @@ struct server_instance::impl {
   std::unique_ptr<record_store> store;
   std::unique_ptr<image_store> images;
   std::unique_ptr<sandbox_service> service;
+  control_plane* domain =
+      nullptr; ///< `service` when it is the real one (the warm pool's owner)
   net::thread_pool workers;
   net::io_context io{1};
   std::optional<http_server> server;
@@ -199,8 +201,20 @@ result<std::unique_ptr<server_instance>> server_instance::start(const serve_opti
     m->images = std::move(*images);
     for (const auto& p : image_problems)
       log().warn("{}", p);
-    m->service = std::make_unique<control_plane>(*m->backend, *m->store, *m->images,
-                                                 opts.domain, std::move(report->records));
+    for (const auto& t : opts.domain.warm_pool)
+      if (auto image = m->images->resolve(t.key.image); !image)
+        return fail(ec::bad_request, "--warm-pool: " + t.key.shape + "@" + t.key.image + ": " +
+                                         image.error().message);
+    auto domain_cfg = opts.domain;
+    domain_cfg.warn = [](const std::string& what) { log().warn("{}", what); };
+    if (!domain_cfg.warm_pool.empty() || !report->pooled.empty())
+      log().info("warm pool {} ({} guests adopted)", to_string(domain_cfg.warm_pool),
+                 report->pooled.size());
+    auto domain =
+        std::make_unique<control_plane>(*m->backend, *m->store, *m->images, domain_cfg,
+                                        std::move(report->records), std::move(report->pooled));
+    m->domain = domain.get();
+    m->service = std::move(domain);
   }
 
   m->server.emplace(m->io, m->workers, *m->service, opts.http, std::move(acceptors));
@@ -217,7 +231,7 @@ void server_instance::stop_on_signals() {
   impl_->signals.emplace(impl_->io, SIGINT, SIGTERM);
   impl_->signals->async_wait([this](boost::system::error_code ec, int sig) {
     if (ec) return;
-    log().info("signal {}: stopping (guests keep running)", sig);
+    log().info("signal {}: stopping (guests keep running; warm-pool guests are deleted)", sig);
     stop();
   });
 }
@@ -225,6 +239,9 @@ void server_instance::stop_on_signals() {
 void server_instance::run() {
   impl_->io.run();
   impl_->workers.join(); // pending kills and reaps finish; their replies go nowhere
+  // Pool guests were never anyone's: they go with the server (taken ones keep running).
+  if (impl_->domain)
+    if (auto n = impl_->domain->stop_pool()) log().info("warm pool: deleted {} guests", n);
 }
 
 void server_instance::stop() {

@@ -38,6 +38,7 @@ enum class endpoint : uint8_t {
   list_images,    ///< GET /v1/images
   add_image,      ///< POST /v1/images
   delete_image,   ///< DELETE /v1/images/{name} (the name is the route's id)
+  warm_pool,      ///< GET /v1/pool (local only: the warm pool's counts)
 };
 
 /// What a handler sees of a request.

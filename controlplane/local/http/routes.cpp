@@ -111,6 +111,19 @@ action exec(const handler_request& r) {
       *streaming};
 }
 
+/// `GET /v1/pool`'s data: `{"pools":[{shape, image, egress, target, ready, creating}…]}`.
+std::string encode_pool(const std::vector<pool_status>& pools) {
+  std::string out = R"({"pools":[)";
+  for (size_t i = 0; i < pools.size(); ++i) {
+    const auto& p = pools[i];
+    out += std::string{i ? "," : ""} + R"({"shape":)" + quote_json(p.key.shape) +
+           R"(,"image":)" + quote_json(p.key.image) + R"(,"egress":["240.0.0.0/4"],"target":)" +
+           std::to_string(p.target) + R"(,"ready":)" + std::to_string(p.ready) +
+           R"(,"creating":)" + std::to_string(p.creating) + "}";
+  }
+  return out + "]}";
+}
+
 route_table make_wire_api_routes() {
   using svc = sandbox_service;
   route_table t;
@@ -161,6 +174,11 @@ route_table make_wire_api_routes() {
       }));
   t.add("DELETE", "/v1/images/{id}", endpoint::delete_image,
         on_id([](svc& s, const std::string& id) { return s.remove_image(id); }));
+  t.add("GET", "/v1/pool", endpoint::warm_pool,
+        {body_mode::whole, [](const handler_request& r) -> action {
+           return domain_call{
+               [&s = r.service] { return success_reply(encode_pool(s.pool())); }};
+         }});
   return t;
 }
 

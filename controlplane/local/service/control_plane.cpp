@@ -79,11 +79,12 @@ private:
 } // namespace
 
 control_plane::control_plane(guest_backend& backend, record_store& store, image_store& images,
-                             control_plane_config cfg, std::vector<guest_record> records)
+                             control_plane_config cfg, std::vector<guest_record> records,
+                             std::vector<guest_record> pooled)
     : backend_(backend)
     , store_(store)
     , images_(images)
-    , cfg_(cfg) {
+    , cfg_(std::move(cfg)) {
   for (auto& r : records) {
     next_seq_ = std::max(next_seq_, r.seq + 1);
     auto id = r.id;
@@ -93,6 +94,27 @@ control_plane::control_plane(guest_backend& backend, record_store& store, image_
       if (auto image = images_.resolve(g.rec.rootfs)) g.path_prepend = image->path_prepend;
     guests_.emplace(id, std::move(g));
   }
+  // Last: its filler starts at once.
+  if (!cfg_.warm_pool.empty() || !pooled.empty()) {
+    warm_pool::settings ps;
+    ps.targets = cfg_.warm_pool;
+    ps.warn = cfg_.warn;
+    pool_ = std::make_unique<warm_pool>(backend_, store_, images_, mu_, std::move(ps),
+                                        std::move(pooled));
+  }
+}
+
+control_plane::~control_plane() {
+  stop_pool();
+}
+
+size_t control_plane::stop_pool() {
+  return pool_ ? pool_->stop() : 0;
+}
+
+std::vector<pool_status> control_plane::pool() {
+  std::lock_guard<std::mutex> lock{mu_};
+  return pool_ ? pool_->status() : std::vector<pool_status>{};
 }
 
 shape_list control_plane::shapes() {
@@ -157,6 +179,8 @@ result<sandbox_created> control_plane::create(const sandbox_create_request& req)
   auto shp = resolve_shape(req.shape);
   if (!shp) return shp.error();
   if (needs_rules(req.egress) && !backend_.support().nftables) return rules_unavailable();
+  if (pool_ && req.egress.mode == egress_policy::kind::deny_all)
+    if (auto taken = create_from_pool(req, *shp)) return std::move(*taken);
 
   guest_spec spec;
   spec.id = new_guest_id();
@@ -230,6 +254,77 @@ result<sandbox_created> control_plane::create(const sandbox_create_request& req)
   out.spawn_ms = static_cast<uint64_t>(spawn_ms);
   out.egress = spec.egress;
   return out;
+}
+
+std::optional<result<sandbox_created>>
+control_plane::create_from_pool(const sandbox_create_request& req, const shape& shp) {
+  auto started = std::chrono::steady_clock::now();
+  std::string id;
+  guest_runtime rt;
+  {
+    std::lock_guard<std::mutex> lock{mu_};
+    auto image = images_.resolve(req.rootfs);
+    if (!image) return result<sandbox_created>{image.error()};
+    if (req.name)
+      for (const auto& [other, g] : guests_)
+        if (is_live(g.rec.status) && g.rec.name == *req.name)
+          return result<sandbox_created>{
+              conflict("name '" + *req.name + "' is taken by live sandbox " + other +
+                       "; choose another name or delete that sandbox")};
+    auto taken = pool_->take({shp.id, image->name});
+    if (!taken) return std::nullopt;
+    auto name = req.name.value_or(taken->id);
+    // Parked as creating (exec and files refuse it; its store record still says pooled)
+    // while its init is checked outside the lock.
+    id = taken->id;
+    rt = taken->runtime;
+    guest g;
+    g.rec = std::move(*taken);
+    g.rec.name = name;
+    g.rec.status = sandbox_status::creating;
+    g.path_prepend = image->path_prepend;
+    guests_.emplace(id, std::move(g));
+  }
+  bool alive = backend_.alive(rt);
+  std::lock_guard<std::mutex> lock{mu_};
+  auto node = guests_.extract(id);
+  auto& g = node.mapped();
+  if (!alive) {
+    g.rec.status = sandbox_status::running;
+    pool_->discard(std::move(g.rec));
+    return std::nullopt;
+  }
+  // The pool's guest becomes the caller's: what the request says about it is applied now
+  // (its hostname stays its id: the UTS namespace was made when it was built).
+  g.rec.pooled = false;
+  g.rec.status = sandbox_status::running;
+  g.rec.envs = req.envs;
+  g.rec.auto_pause_after_seconds = req.auto_pause_after_seconds;
+  g.rec.ingress_enabled = req.ingress_enabled;
+  g.rec.created_at = now_rfc3339();
+  g.rec.seq = next_seq_++;
+  g.last_activity = clock::now();
+  if (auto ok = save(g); !ok) {
+    // The store still says pooled: the filler (or the next start) deletes it.
+    g.rec.pooled = true;
+    pool_->discard(std::move(g.rec));
+    return result<sandbox_created>{ok.error()};
+  }
+  sandbox_created out;
+  out.id = id;
+  out.name = g.rec.name;
+  out.ip = rt.ip;
+  out.shape = shp.id;
+  out.rootfs = g.rec.rootfs;
+  out.vcpu = shp.vcpu;
+  out.mem_mib = shp.mem_mib;
+  out.disk_mib = shp.default_disk_mib;
+  out.spawn_ms = static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                           std::chrono::steady_clock::now() - started)
+                                           .count());
+  out.egress = g.rec.egress;
+  guests_.insert(std::move(node));
+  return result<sandbox_created>{std::move(out)};
 }
 
 result<noted_view> control_plane::view(const std::string& id) {
@@ -452,6 +547,10 @@ result<image_removed> control_plane::remove_image(const std::string& name) {
   {
     std::lock_guard<std::mutex> lock{mu_};
     if (name != builtin_image) {
+      if (pool_ && pool_->uses_image(name))
+        return conflict("image in use: '" + name +
+                        "' is kept warm by this control plane's warm pool (--warm-pool / "
+                        "GUESTFLOW_WARM_POOL); restart it without that pool first");
       std::string users;
       size_t n = 0;
       for (const auto& [id, g] : guests_) {

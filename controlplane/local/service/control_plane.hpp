@@ -3,6 +3,7 @@
 #include "controlplane/local/guests/guest_backend.hpp"
 #include "controlplane/local/images/image_store.hpp"
 #include "controlplane/local/service/sandbox_service.hpp"
+#include "controlplane/local/service/warm_pool.hpp"
 #include "controlplane/local/store/guest_record.hpp"
 #include "controlplane/local/store/record_store.hpp"
 
@@ -20,6 +21,11 @@ struct control_plane_config {
   double auto_pause_scale = 1.0;
   /// Reported in capabilities: the longest `timeout N` the runtime should wrap a command in.
   uint32_t max_timeout_seconds = 3600;
+  /// Guests kept built and never used, per (shape, image); empty: no pool. Every image it
+  /// names must exist (serve.cpp checks at start).
+  warm_pool_spec warm_pool;
+  /// Where the pool reports failed creates and deletes.
+  std::function<void(const std::string&)> warn;
 };
 
 /// The real domain: guest records (write-through to the record store) and the backend
@@ -28,9 +34,13 @@ struct control_plane_config {
 /// resuming, destroying) so that concurrent calls see a consistent state.
 class control_plane final : public sandbox_service {
 public:
-  /// `records` are the store's contents after reconcile().
+  /// `records` are the store's contents after reconcile(); `pooled` the warm-pool guests it
+  /// found alive (kept while cfg.warm_pool wants them, deleted otherwise).
   control_plane(guest_backend& backend, record_store& store, image_store& images,
-                control_plane_config cfg, std::vector<guest_record> records);
+                control_plane_config cfg, std::vector<guest_record> records,
+                std::vector<guest_record> pooled = {});
+  /// Stops the warm pool and deletes its guests.
+  ~control_plane() override;
 
   shape_list shapes() override;
   capabilities caps() override;
@@ -53,6 +63,11 @@ public:
   /// Refused (409, "image in use: …" naming them) while a guest that is not destroyed or
   /// failed has it as its rootfs; a create cannot name it once this has begun.
   result<image_removed> remove_image(const std::string& name) override;
+  std::vector<pool_status> pool() override;
+
+  /// Stops the warm pool's filler (an in-flight create finishes) and deletes every pool
+  /// guest; returns how many. Idempotent; creates afterwards build their guests.
+  size_t stop_pool();
 
 private:
   using clock = std::chrono::steady_clock;
@@ -82,6 +97,10 @@ private:
                                   const std::function<result<bool>(const guest_runtime&)>& op,
                                   const std::function<void(guest&)>& arrived);
   void record_note(const std::string& id, std::string note);
+  /// A create served by a pool guest, or nullopt when no pool guest matches (or the one
+  /// taken had died: it is discarded and the caller builds a guest).
+  std::optional<result<sandbox_created>> create_from_pool(const sandbox_create_request& req,
+                                                          const shape& shp);
 
   guest_backend& backend_;
   record_store& store_;
@@ -90,6 +109,7 @@ private:
   std::mutex mu_;
   std::map<std::string, guest> guests_;
   int64_t next_seq_ = 1;
+  std::unique_ptr<warm_pool> pool_; ///< null without targets or adopted pool guests
 };
 
 } // namespace guestflow::local

@@ -1,6 +1,7 @@
 #pragma once
 
 #include "common/unique_fd.hpp"
+#include "controlplane/local/service/warm_pool_spec.hpp"
 #include "messages/error.hpp"
 #include "messages/image.hpp"
 #include "messages/sandbox.hpp"
@@ -12,6 +13,7 @@
 #include <optional>
 #include <string>
 #include <utility>
+#include <vector>
 
 /// The domain layer of the local control plane: the wire API's operations with no HTTP in
 /// sight. Two implementations: `control_plane` (real guests) and `simulated_control_plane`
@@ -136,6 +138,9 @@ public:
   virtual result<image_removed> remove_image(const std::string&) {
     return fail(ec::unavailable, "this control plane keeps no images (it is simulated)");
   }
+
+  /// `GET /v1/pool`: the warm pool's counts per (shape, image); empty without a pool.
+  virtual std::vector<pool_status> pool() { return {}; }
 
   /// Bench/test-only: how long every domain call is held before it runs. The transport
   /// waits on a timer, not a worker thread, so thousands of calls can wait at once. Zero

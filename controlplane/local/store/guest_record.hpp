@@ -30,6 +30,9 @@ struct guest_record {
   std::string note;      ///< last notable event, e.g. "out of memory (memory limit 64 MiB)"
   guest_runtime runtime; ///< empty init_pid until the backend built the guest
   int64_t seq = 0;       ///< creation order (list order)
+  /// A warm-pool guest no one has used: never listed, never found by id, never reachable by
+  /// exec or files; the pool (service/warm_pool.hpp) owns it until a create takes it.
+  bool pooled = false;
 };
 
 /// States in which a guest may still own processes, cgroups or a name.

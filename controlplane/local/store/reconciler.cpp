@@ -13,6 +13,25 @@ void remove_leftovers(guest_backend& backend, guest_record& r, reconcile_report&
   }
 }
 
+/// A warm-pool guest: adopted when it runs, else removed with its record.
+result<bool> reconcile_pooled(record_store& store, guest_backend& backend, guest_record& r,
+                              reconcile_report& report) {
+  if (r.status == sandbox_status::running && r.runtime.init_pid > 0 &&
+      backend.alive(r.runtime)) {
+    ++report.adopted;
+    report.pooled.push_back(std::move(r));
+    return true;
+  }
+  ++report.reaped;
+  if (auto done = backend.destroy(r.runtime); !done) {
+    report.problems.push_back(r.id + " (warm pool): " + done.error().message);
+    r.status = sandbox_status::error;
+    r.note = "leftovers not removed: " + done.error().message;
+    return store.put(r);
+  }
+  return store.erase(r.id);
+}
+
 } // namespace
 
 result<reconcile_report> reconcile(record_store& store, guest_backend& backend) {
@@ -20,6 +39,10 @@ result<reconcile_report> reconcile(record_store& store, guest_backend& backend) 
   if (!loaded) return loaded.error();
   reconcile_report report;
   for (auto& r : *loaded) {
+    if (r.pooled) {
+      if (auto ok = reconcile_pooled(store, backend, r, report); !ok) return ok.error();
+      continue;
+    }
     if (!is_live(r.status)) {
       report.records.push_back(std::move(r));
       continue;

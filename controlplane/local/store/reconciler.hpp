@@ -11,7 +11,8 @@ namespace guestflow::local {
 
 /// What a start-up reconcile did, for the log.
 struct reconcile_report {
-  std::vector<guest_record> records; ///< the store's contents afterwards
+  std::vector<guest_record> records; ///< the store's contents afterwards (pool guests aside)
+  std::vector<guest_record> pooled;  ///< warm-pool guests still alive, for the pool to adopt
   size_t adopted = 0;                ///< running or paused guests taken over again
   size_t reaped = 0;                 ///< live records whose init was gone → failed
   std::vector<std::string> problems; ///< leftovers that could not be removed
@@ -23,6 +24,9 @@ struct reconcile_report {
 ///   a guest caught mid-pause/resume is driven to paused/running;
 /// - init gone, or the record was mid-create → `failed`, leftovers removed;
 /// - mid-destroy → destroyed again (idempotent), then `destroyed`.
+/// Warm-pool guests (guest_record::pooled) were never anyone's: alive and running → handed
+/// to the pool (`pooled`); anything else → leftovers removed and the record erased (kept,
+/// still pooled and hidden, when the removal failed: the next start tries again).
 result<reconcile_report> reconcile(record_store& store, guest_backend& backend);
 
 } // namespace guestflow::local

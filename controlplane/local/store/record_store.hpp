@@ -38,6 +38,8 @@ private:
   explicit record_store(sqlite3* db)
       : db_(db) {}
   result<bool> exec(const char* sql);
+  /// Stores made before the warm pool have no `pooled` column: added (every row 0).
+  result<bool> add_pooled_column();
   sqlite3* db_;
 };
 

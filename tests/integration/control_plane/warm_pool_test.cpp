@@ -1,0 +1,264 @@
+// The warm pool on real guests: it fills, a matching create takes a guest no one has used
+// and the pool refills, pool guests are unreachable until taken, and none is ever left
+// behind — not at SIGTERM (in-flight creates included), not after a kill -9 (a restart
+// adopts them back, `guestflow reap` deletes them).
+#include "tests/integration/control_plane/fixture.hpp"
+
+#include <algorithm>
+#include <fstream>
+#include <regex>
+#include <set>
+#include <signal.h>
+
+namespace guestflow::testing {
+namespace {
+
+constexpr const char* pool_shape = "s-1vcpu-256mb";
+const std::string deny_all_create = R"({"shape":"s-1vcpu-256mb","egress":["240.0.0.0/4"]})";
+
+/// One pool's counts from GET /v1/pool.
+struct pool_counts {
+  int target = -1, ready = -1, creating = -1;
+};
+
+/// Cgroup directories anywhere under /sys/fs/cgroup whose name contains `id`.
+std::vector<std::string> cgroup_dirs_naming(const std::string& id) {
+  std::vector<std::string> out;
+  std::error_code ec;
+  std::filesystem::recursive_directory_iterator it{
+      "/sys/fs/cgroup", std::filesystem::directory_options::skip_permission_denied, ec};
+  for (; !ec && it != std::filesystem::recursive_directory_iterator{}; it.increment(ec)) {
+    if (!it->is_directory(ec)) continue;
+    if (it->path().filename().string().find(id) != std::string::npos)
+      out.push_back(it->path().string());
+  }
+  return out;
+}
+
+class warm_pool_test : public control_plane_test {
+protected:
+  /// Restarts the server with `--warm-pool spec`.
+  void start_pool(const std::string& spec) { start({"--warm-pool", spec}); }
+
+  pool_counts counts(const std::string& image = "debian:12") {
+    auto r = call("GET", "/v1/pool");
+    EXPECT_EQ(r.status, 200u) << r.body;
+    std::regex entry{
+        R"re(\{"shape":"([^"]+)","image":"([^"]+)","egress":\["240\.0\.0\.0/4"\],)re"
+        R"re("target":(\d+),"ready":(\d+),"creating":(\d+)\})re"};
+    pool_counts c;
+    for (std::sregex_iterator i{r.body.begin(), r.body.end(), entry}, end; i != end; ++i)
+      if ((*i)[1] == pool_shape && (*i)[2] == image)
+        c = {std::stoi((*i)[3]), std::stoi((*i)[4]), std::stoi((*i)[5])};
+    return c;
+  }
+
+  /// Waits until the pool holds `n` ready guests and builds none.
+  bool ready(int n) {
+    return eventually(
+        [&] {
+          auto c = counts();
+          return c.ready == n && c.creating == 0;
+        },
+        std::chrono::seconds{60});
+  }
+
+  /// Ids of every guest the backend built (one workspace each): the pool's, while the test
+  /// created none.
+  std::set<std::string> guest_ids() const {
+    std::set<std::string> out;
+    auto dir = state_dir_ / "guests";
+    if (!std::filesystem::exists(dir)) return out;
+    for (const auto& e : std::filesystem::directory_iterator(dir))
+      out.insert(e.path().filename().string());
+    return out;
+  }
+
+  /// No process, cgroup directory or workspace of `id` is left.
+  void expect_gone(const std::string& id) {
+    EXPECT_TRUE(eventually([&] { return guest_pids(id).empty(); })) << id << " has processes";
+    EXPECT_EQ(cgroup_dirs_naming(id), std::vector<std::string>{}) << id;
+    EXPECT_FALSE(std::filesystem::exists(state_dir_ / "guests" / id)) << id;
+  }
+};
+
+TEST_F(warm_pool_test, fills_then_a_matching_create_takes_a_fresh_guest_and_it_refills) {
+  start_pool("s-1vcpu-256mb=2");
+  ASSERT_TRUE(ready(2)) << call("GET", "/v1/pool").body;
+  EXPECT_EQ(counts().target, 2);
+  auto pool = guest_ids();
+  ASSERT_EQ(pool.size(), 2u);
+  // A guest built on demand, for comparison: what a fresh guest runs.
+  auto built = create(R"({"shape":"s-1vcpu-512mb","egress":["240.0.0.0/4"]})");
+  EXPECT_EQ(pool.count(built.id), 0u) << "a non-matching create builds its own guest";
+
+  auto taken = create(
+      R"({"shape":"s-1vcpu-256mb","egress":["240.0.0.0/4"],"name":"warm","envs":{"GREETING":"hi"}})");
+  EXPECT_EQ(pool.count(taken.id), 1u) << taken.id << " was not a pool member";
+  EXPECT_EQ(taken.name, "warm");
+  EXPECT_EQ(taken.shape, pool_shape);
+  EXPECT_EQ(taken.rootfs, "debian:12");
+  // Fresh: only its init runs (as many processes as a guest built just now), an empty
+  // workspace and /tmp, the request's envs and name; the hostname stays its id.
+  EXPECT_EQ(guest_pids(taken.id).size(), guest_pids(built.id).size());
+  EXPECT_FALSE(guest_pids(taken.id).empty());
+  auto v = view(taken.id);
+  EXPECT_EQ(v.status, sandbox_status::running);
+  EXPECT_EQ(v.name, "warm");
+  EXPECT_EQ(v.envs, std::vector<std::string>{"GREETING"});
+  auto r =
+      exec(taken.id, "/bin/sh",
+           {"-c", "ls -A /workspace /tmp; echo \"$GREETING\"; cat /proc/sys/kernel/hostname"});
+  EXPECT_EQ(r.exit_code, 0) << r.stderr_text;
+  EXPECT_EQ(r.stdout_text, "/tmp:\n\n/workspace:\nhi\n" + taken.id + "\n");
+  // Seen from inside: the same processes as in a guest built just now.
+  auto processes = [&](const std::string& id) {
+    return exec(id, "/bin/sh", {"-c", "ls -d /proc/[0-9]* | wc -l"}).stdout_text;
+  };
+  EXPECT_EQ(processes(taken.id), processes(built.id));
+  // It is the caller's now: listed, counted, deletable, never offered again.
+  auto list = data<sandbox_list>(call("GET", "/v1/sandboxes"));
+  EXPECT_EQ(list.total, 2u);
+
+  // The pool refills to 2 with guests it had not before.
+  ASSERT_TRUE(ready(2));
+  auto now = guest_ids();
+  EXPECT_EQ(now.size(), 4u) << "2 pool guests, the taken one, the built one";
+  for (const auto& id : pool)
+    EXPECT_TRUE(now.count(id));
+
+  // A second take gets the other original pool guest, not the taken one again.
+  auto second = create(deny_all_create);
+  EXPECT_NE(second.id, taken.id);
+  EXPECT_EQ(pool.count(second.id), 1u);
+}
+
+TEST_F(warm_pool_test, pool_guests_are_unreachable_until_taken) {
+  start_pool("s-1vcpu-256mb=2");
+  ASSERT_TRUE(ready(2));
+  auto pool = guest_ids();
+  ASSERT_EQ(pool.size(), 2u);
+  for (const auto& id : pool) {
+    auto base = "/v1/sandboxes/" + id;
+    expect_refusal(call("GET", base), 404, id);
+    expect_refusal(exec_reply(id, "/bin/true"), 404, id);
+    expect_refusal(get_file(id, "/etc/hostname"), 404, id);
+    expect_refusal(put_file(id, "/workspace/planted", "x"), 404, id);
+    expect_refusal(call("GET", base + "/egress"), 404, id);
+    expect_refusal(call("POST", base + "/pause"), 404, id);
+    expect_refusal(call("DELETE", base), 404, id);
+  }
+  EXPECT_EQ(sandbox_total(), 0u) << "pool guests are no one's: never listed";
+  EXPECT_EQ(data<whoami>(call("GET", "/v1/whoami")).total, 0u);
+  // Nothing reached them: still ready, workspaces still empty.
+  EXPECT_EQ(counts().ready, 2);
+  for (const auto& id : pool)
+    EXPECT_TRUE(std::filesystem::is_empty(state_dir_ / "guests" / id / "workspace")) << id;
+}
+
+TEST_F(warm_pool_test, creates_the_pool_cannot_serve_build_their_own_guest) {
+  start_pool("s-1vcpu-256mb=1");
+  ASSERT_TRUE(ready(1));
+  auto pool = guest_ids();
+  auto other_shape = create(R"({"shape":"s-1vcpu-64mb","egress":["240.0.0.0/4"]})");
+  EXPECT_EQ(pool.count(other_shape.id), 0u);
+  // A name already taken is refused before the pool is touched.
+  auto named = create(R"({"shape":"s-1vcpu-256mb","egress":["240.0.0.0/4"],"name":"n"})");
+  EXPECT_EQ(pool.count(named.id), 1u);
+  ASSERT_TRUE(ready(1));
+  auto before = guest_ids();
+  expect_refusal(call("POST", "/v1/sandboxes",
+                      R"({"shape":"s-1vcpu-256mb","egress":["240.0.0.0/4"],"name":"n"})"),
+                 409, "name 'n' is taken");
+  EXPECT_EQ(counts().ready, 1) << "a refused create takes nothing";
+  EXPECT_EQ(guest_ids(), before);
+}
+
+TEST_F(warm_pool_test, sigterm_deletes_every_pool_guest) {
+  start_pool("s-1vcpu-256mb=2");
+  ASSERT_TRUE(ready(2));
+  auto pool = guest_ids();
+  ASSERT_EQ(pool.size(), 2u);
+  EXPECT_EQ(stop(), 0) << cp_->stderr_text();
+  for (const auto& id : pool)
+    expect_gone(id);
+  EXPECT_EQ(guest_ids(), std::set<std::string>{});
+  start(); // for TearDown
+}
+
+TEST_F(warm_pool_test, sigterm_while_filling_waits_for_the_create_and_deletes_it) {
+  start_pool("s-1vcpu-256mb=4");
+  // Stopped at once: the filler is mid-create (or about to be).
+  EXPECT_EQ(stop(), 0) << cp_->stderr_text();
+  EXPECT_EQ(guest_ids(), std::set<std::string>{}) << "no workspace may be left";
+  start();
+  EXPECT_EQ(sandbox_total(), 0u);
+  EXPECT_EQ(guest_ids(), std::set<std::string>{}) << "and nothing for a restart to adopt";
+}
+
+TEST_F(warm_pool_test, kill_9_then_restart_adopts_the_pool_without_duplicates) {
+  start_pool("s-1vcpu-256mb=2");
+  ASSERT_TRUE(ready(2));
+  auto pool = guest_ids();
+  ASSERT_EQ(pool.size(), 2u);
+  ::kill(cp_->pid(), SIGKILL);
+  cp_.reset();
+  for (const auto& id : pool)
+    EXPECT_FALSE(guest_pids(id).empty()) << "pool guests outlive a killed control plane";
+
+  start_pool("s-1vcpu-256mb=2");
+  ASSERT_TRUE(ready(2));
+  EXPECT_EQ(guest_ids(), pool) << "the same guests, adopted; none built, none duplicated";
+  EXPECT_EQ(sandbox_total(), 0u);
+  auto taken = create(deny_all_create);
+  EXPECT_EQ(pool.count(taken.id), 1u);
+  EXPECT_EQ(exec(taken.id, "/bin/echo", {"adopted"}).stdout_text, "adopted\n");
+
+  // Restarted with a smaller pool: the surplus is deleted, nothing else touched.
+  ASSERT_TRUE(ready(2));
+  auto before = guest_ids();
+  ::kill(cp_->pid(), SIGKILL);
+  cp_.reset();
+  start_pool("s-1vcpu-256mb=1");
+  ASSERT_TRUE(eventually([&] { return guest_ids().size() == 2u; }, std::chrono::seconds{30}));
+  EXPECT_TRUE(ready(1));
+  for (const auto& id : guest_ids())
+    EXPECT_TRUE(before.count(id)) << id << " was built after the restart";
+  for (const auto& id : before)
+    if (!guest_ids().count(id)) expect_gone(id);
+  EXPECT_EQ(view(taken.id).status, sandbox_status::running) << "the taken guest is kept";
+}
+
+TEST_F(warm_pool_test, reap_deletes_the_pool_of_a_killed_control_plane) {
+  start_pool("s-1vcpu-256mb=2");
+  ASSERT_TRUE(ready(2));
+  auto pool = guest_ids();
+  ASSERT_EQ(pool.size(), 2u);
+  ::kill(cp_->pid(), SIGKILL);
+  cp_.reset();
+  auto o = control_plane_process::run_to_exit(
+      {"reap"}, {{"GUESTFLOW_STATE_DIR", state_dir_.string()}, {"GUESTFLOW_WARM_POOL", "off"}},
+      std::chrono::seconds{60});
+  EXPECT_EQ(o.status, 0) << o.stderr_text;
+  for (const auto& id : pool)
+    expect_gone(id);
+  EXPECT_EQ(guest_ids(), std::set<std::string>{});
+  start();
+}
+
+TEST_F(warm_pool_test, a_bad_spec_or_unknown_image_is_refused_at_start) {
+  auto refused = [&](const std::string& spec, const std::string& needle) {
+    auto o = control_plane_process::run_to_exit(
+        {"control-plane", "--listen", "127.0.0.1:0", "--state-dir",
+         (dir_.path() / "other").string(), "--warm-pool", spec});
+    EXPECT_EQ(o.status, 2) << spec << ": " << o.stderr_text;
+    EXPECT_NE(o.stderr_text.find(needle), std::string::npos) << o.stderr_text;
+    EXPECT_EQ(o.stdout_text, "") << "a refused configuration never listens";
+  };
+  refused("s-9vcpu=1", "unknown shape 's-9vcpu'");
+  refused("s-1vcpu-256mb", "no '=N'");
+  refused("s-1vcpu-256mb@no-such-image=1", "unknown image 'no-such-image'");
+}
+
+} // namespace
+} // namespace guestflow::testing
