@@ -11,11 +11,6 @@
 #include <csignal>
 #include <cstring>
 #include <fcntl.h>
-#include <grp.h>
-#include <linux/capability.h>
-#include <linux/seccomp.h>
-#include <sched.h>
-#include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 

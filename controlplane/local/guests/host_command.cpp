@@ -10,7 +10,6 @@
 #include <cstring>
 #include <fcntl.h>
 #include <poll.h>
-#include <sched.h>
 #include <sys/mman.h>
 #include <unistd.h>
 

@@ -13,15 +13,10 @@
 #include <fcntl.h>
 #include <filesystem>
 #include <fstream>
-#include <grp.h>
-#include <linux/openat2.h>
 #include <poll.h>
-#include <sched.h>
 #include <sstream>
 #include <sys/mman.h>
-#include <sys/mount.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 namespace guestflow::local {
