@@ -35,7 +35,8 @@
 // Time to first output, as `guestflow code` sees it: the runtime library (bench/local/
 // first_output.hpp) runs a one-line program built by make_code_spec, streamed, against
 // each control plane, sequentially (--first-output-runs, default 40; with the pool, each
-// run starts once the pool is full again): run sent → first stdout chunk.
+// run starts once the pool is full again): run sent → first stdout chunk. The same
+// sequence over HTTP (create, PUT, streamed exec) splits that time into its steps.
 //
 // Goals, each printed with its ratio and met/MISSED: (1) lifecycle runs/s at 8 concurrent
 // ≥ 0.80 × raw bwrap+python3 runs/s at 8; (2) CPU per lifecycle (control plane + helpers +
@@ -202,6 +203,51 @@ std::vector<double> lifecycle(uint16_t port) {
   }
   data_of(client.call("DELETE", base), "delete");
   step_done();
+  return steps;
+}
+
+/// Where time to first output goes, over HTTP: create → PUT prog.py → streamed exec of
+/// `python3 prog.py` until its first stdout line, then the stream's end and delete
+/// (untimed). Steps: create, put, exec request → first stdout byte; and the whole.
+std::vector<double> http_first_output(uint16_t port) {
+  http_client client{port};
+  const auto t0 = steady::now();
+  auto created =
+      decode<sandbox_created>(data_of(client.call("POST", "/v1/sandboxes",
+                                                  std::string{R"({"shape":")"} + guest_shape +
+                                                      R"(","egress":["240.0.0.0/4"]})"),
+                                      "create"));
+  if (!created) throw std::runtime_error("create: " + created.error().message);
+  const auto t1 = steady::now();
+  const auto base = "/v1/sandboxes/" + created->id;
+  std::vector<double> steps;
+  std::string failure;
+  try {
+    data_of(client.call("PUT", base + "/files?path=/workspace/prog.py", "print('hello')\n"),
+            "put prog.py");
+    const auto t2 = steady::now();
+    http_stream stream{client, "POST", base + "/exec?stream=true",
+                       R"({"cmd":"python3","args":["prog.py"]})"};
+    std::optional<steady::time_point> first;
+    std::string out;
+    while (auto line = stream.next_line(60s)) {
+      auto l = decode<exec_stream_line>(*line);
+      if (!l) throw std::runtime_error("exec stream: " + l.error().message);
+      if (l->type == exec_stream_line::kind::stdout_chunk) {
+        if (!first) first = steady::now();
+        out += l->text;
+      }
+    }
+    if (!first || out != "hello\n")
+      throw std::runtime_error("streamed exec printed '" + out + "', not hello");
+    steps = {ms_between(t0, t1), ms_between(t1, t2), ms_between(t2, *first),
+             ms_between(t0, *first)};
+  } catch (const std::exception& e) {
+    failure = e.what();
+  }
+  auto deleted = client.call("DELETE", base);
+  if (!failure.empty()) throw std::runtime_error(failure);
+  data_of(deleted, "delete");
   return steps;
 }
 
@@ -435,10 +481,18 @@ int main(int argc, char** argv) {
     bench::raw_sandbox raw;
     const bool pool_available = accepts_warm_pool();
     const auto load_at_start = load_average();
+    // The tree as the run starts (the binaries were built from it, or from an older one).
+    const auto commit = shell_line("git -C " GUESTFLOW_SOURCE_DIR " rev-parse --short HEAD");
+    const auto dirty = shell_line("git -C " GUESTFLOW_SOURCE_DIR
+                                  " status --porcelain --untracked-files=no | wc -l");
     std::string cgroup_why;
     const bool cgroup_readable = bench::guest_cgroup_cpu_s(&cgroup_why).has_value();
 
     plain = std::make_unique<control_plane_process>(dir->path() / "state-plain");
+    if (pool_available) // `control-plane` keeps none unless asked: the baseline has no pool
+      if (auto p = pool_of(plain->port()); p.target != 0)
+        throw std::runtime_error("the control plane without --warm-pool keeps a pool of " +
+                                 std::to_string(p.target) + " guests");
     std::set<pid_t> ours{plain->pid()};
     auto sample_cp = [&](const control_plane_process& cp) {
       reaper.drain(ours);
@@ -500,6 +554,7 @@ int main(int argc, char** argv) {
     };
 
     std::optional<bench::first_output_samples> first_plain, first_pooled;
+    std::vector<std::vector<double>> http_plain, http_pooled; ///< http_first_output's steps
     for (size_t c : opt.concurrency) {
       if (pool_available) {
         pooled = std::make_unique<control_plane_process>(
@@ -514,6 +569,18 @@ int main(int argc, char** argv) {
       lifecycle_load("lifecycle", *plain, c, false);
       if (pooled) lifecycle_load("lifecycle+pool", *pooled, c, true);
       if (c == 1) {
+        progress("first output over HTTP", 1);
+        auto http_runs = [&](const control_plane_process& cp, bool with_pool) {
+          std::vector<std::vector<double>> runs;
+          for (size_t i = 0; i < opt.first_output_runs + 2; ++i) {
+            if (with_pool) wait_for_full_pool(cp.port());
+            auto steps = http_first_output(cp.port());
+            if (i >= 2) runs.push_back(std::move(steps)); // 2 warm-up runs
+          }
+          return runs;
+        };
+        http_plain = http_runs(*plain, false);
+        if (pooled) http_pooled = http_runs(*pooled, true);
         progress("first output through the runtime", 1);
         first_plain = bench::measure_first_output(plain->port(), 2, opt.first_output_runs, {});
         if (pooled) {
@@ -541,10 +608,7 @@ int main(int argc, char** argv) {
     if (!opt.note.empty()) say(opt.note);
     say("bench_control_plane: the local control plane's guest lifecycle against raw bwrap, "
         "one run");
-    auto commit = shell_line("git -C " GUESTFLOW_SOURCE_DIR " rev-parse --short HEAD");
-    auto dirty = shell_line("git -C " GUESTFLOW_SOURCE_DIR
-                            " status --porcelain --untracked-files=no | wc -l");
-    say("source: commit " + (commit.empty() ? std::string{"unknown"} : commit) +
+    say("source: commit at start " + (commit.empty() ? std::string{"unknown"} : commit) +
         (dirty.empty() || dirty == "0" ? std::string{}
                                        : " + uncommitted changes in " + dirty + " files") +
         "; " + std::to_string(std::thread::hardware_concurrency()) + " cores; load average " +
@@ -613,6 +677,26 @@ int main(int argc, char** argv) {
     if (first_plain) print_first("no pool", *first_plain);
     if (first_pooled) print_first("warm pool", *first_pooled);
     if (!first_plain) say("  not measured (concurrency 1 not in this run)");
+    auto print_http = [&](const char* what, const std::vector<std::vector<double>>& runs) {
+      if (runs.empty()) return;
+      auto p50 = [&](size_t step) {
+        std::vector<double> v;
+        for (auto& r : runs)
+          v.push_back(r[step]);
+        return percentile(v, 0.5);
+      };
+      std::snprintf(line, sizeof(line),
+                    "  %-15s first output p50 %7.1f ms = create %5.1f + put %5.1f + exec to "
+                    "first stdout byte %5.1f  (%zu runs)",
+                    what, p50(3), p50(0), p50(1), p50(2), runs.size());
+      say(line);
+    };
+    if (!http_plain.empty()) {
+      say("the same over HTTP (create, PUT prog.py, streamed exec of python3 prog.py), where "
+          "the time goes (p50 of each step):");
+      print_http("no pool", http_plain);
+      print_http("warm pool", http_pooled);
+    }
 
     // -- goals ----------------------------------------------------------------------------
     auto find = [&](const std::string& what, size_t c) -> const load_result* {
