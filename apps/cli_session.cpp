@@ -4,6 +4,7 @@
 #include "actors/guest_names.hpp"
 #include "actors/sweep_waiter.hpp"
 #include "actors/system_settings.hpp"
+#include "apps/embedded_start.hpp"
 #include "apps/wait_turn.hpp"
 #include "common/unique_fd.hpp"
 #include "controlplane/client/observed_client.hpp"
@@ -119,42 +120,17 @@ result<std::unique_ptr<session>> session::open(const cp::env_map& env, signal_wa
   // Waiting for another guestflow (one on the embedded state dir, or a sweep holding the
   // owner's lease): a wait the user notices is one the user is told about, and a signal
   // (SIGINT/SIGTERM) ends it.
-  auto since = std::chrono::steady_clock::now();
-  bool told = false;
-  auto stop_waiting = [&] {
-    if (!told && std::chrono::steady_clock::now() - since > 1s) {
-      told = true;
-      std::cerr << "guestflow: waiting for another guestflow using " << dir << '\n';
-    }
-    return watch.received() != 0;
-  };
+  auto stop_waiting = waiting_notice(watch, dir);
   auto cancelled_while_waiting =
       fail(ec::cancelled, "run cancelled while waiting for another guestflow using " + dir);
   if (std::holds_alternative<cp::endpoint>(*choice)) {
     ep = std::get<cp::endpoint>(*choice);
   } else {
     local::serve_options opts;
-    opts.listen = "127.0.0.1:0";
     opts.state_dir = dir;
     opts.domain.warm_pool = std::move(*warm_pool);
-    // This process's own client goes through a Unix socket in the state dir (0600, held
-    // under the state dir's lock): no TCP stack per call. A path too long for sun_path
-    // keeps to TCP.
-    auto sock = std::filesystem::path{dir} / "control-plane.sock";
-    if (sock.string().size() <= local::max_unix_socket_path) opts.unix_socket = sock;
-    // Another guestflow on this state dir: run after it rather than beside it.
-    auto started = wait_turn<std::unique_ptr<local::embedded_control_plane>>(
-        [&]() -> std::optional<result<std::unique_ptr<local::embedded_control_plane>>> {
-          auto r = local::embedded_control_plane::start(opts);
-          if (!r && local::embedded_control_plane::held_elsewhere(r.error()))
-            return std::nullopt;
-          return r;
-        },
-        stop_waiting, cancelled_while_waiting);
-    if (!started && watch.received()) return started.error();
-    if (!started)
-      return fail(ec::unavailable,
-                  "the embedded control plane cannot start: " + started.error().message);
+    auto started = start_embedded(std::move(opts), stop_waiting, cancelled_while_waiting);
+    if (!started) return started.error();
     s->embedded_ = std::move(*started);
     ep.base_url =
         s->embedded_->unix_url().empty() ? s->embedded_->url() : s->embedded_->unix_url();

@@ -1,8 +1,8 @@
 #include "apps/args.hpp"
 #include "apps/cli_session.hpp"
 #include "apps/command.hpp"
+#include "apps/embedded_start.hpp"
 #include "apps/signal_watch.hpp"
-#include "apps/wait_turn.hpp"
 #include "controlplane/client/client.hpp"
 #include "controlplane/client/endpoint_selection.hpp"
 #include "controlplane/local/embedded.hpp"
@@ -95,32 +95,11 @@ result<target> open_target(signal_watch& watch) {
   } else {
     auto dir = state_dir(env);
     local::serve_options opts;
-    opts.listen = "127.0.0.1:0";
     opts.state_dir = dir;
-    auto sock = std::filesystem::path{dir} / "control-plane.sock";
-    if (sock.string().size() <= local::max_unix_socket_path) opts.unix_socket = sock;
-    auto since = std::chrono::steady_clock::now();
-    bool told = false;
-    auto started = wait_turn<std::unique_ptr<local::embedded_control_plane>>(
-        [&]() -> std::optional<result<std::unique_ptr<local::embedded_control_plane>>> {
-          auto r = local::embedded_control_plane::start(opts);
-          if (!r && local::embedded_control_plane::held_elsewhere(r.error()))
-            return std::nullopt;
-          return r;
-        },
-        [&] {
-          if (!told && std::chrono::steady_clock::now() - since > 1s) {
-            told = true;
-            std::cerr << "guestflow: waiting for another guestflow using " << dir << '\n';
-          }
-          return watch.received() != 0;
-        },
+    auto started = start_embedded(
+        std::move(opts), waiting_notice(watch, dir),
         fail(ec::cancelled, "cancelled while waiting for another guestflow using " + dir));
-    if (!started) {
-      if (started.error().code == ec::cancelled) return started.error();
-      return fail(ec::unavailable,
-                  "the embedded control plane cannot start: " + started.error().message);
-    }
+    if (!started) return started.error();
     t.embedded = std::move(*started);
     ep.base_url = t.embedded->unix_url().empty() ? t.embedded->url() : t.embedded->unix_url();
     ep.kind = cp::provider::local;
