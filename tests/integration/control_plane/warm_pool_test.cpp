@@ -179,6 +179,24 @@ TEST_F(warm_pool_test, creates_the_pool_cannot_serve_build_their_own_guest) {
   EXPECT_EQ(guest_ids(), before);
 }
 
+TEST_F(warm_pool_test, a_pool_guest_that_died_is_never_handed_out) {
+  start_pool("s-1vcpu-256mb=1");
+  ASSERT_TRUE(ready(1));
+  auto pool = guest_ids();
+  ASSERT_EQ(pool.size(), 1u);
+  auto dead = *pool.begin();
+  for (int pid : guest_pids(dead))
+    ::kill(pid, SIGKILL);
+  ASSERT_TRUE(eventually([&] { return guest_pids(dead).empty(); }));
+  auto c = create(deny_all_create);
+  EXPECT_NE(c.id, dead) << "a guest whose init is gone must not be taken";
+  EXPECT_EQ(exec(c.id, "/bin/echo", {"alive"}).stdout_text, "alive\n");
+  // The dead one is deleted, and the pool refills with a live guest.
+  ASSERT_TRUE(eventually([&] { return !guest_ids().count(dead); }, std::chrono::seconds{30}));
+  expect_gone(dead);
+  EXPECT_TRUE(ready(1));
+}
+
 TEST_F(warm_pool_test, sigterm_deletes_every_pool_guest) {
   start_pool("s-1vcpu-256mb=2");
   ASSERT_TRUE(ready(2));
