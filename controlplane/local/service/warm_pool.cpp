@@ -4,6 +4,7 @@
 #include "controlplane/local/service/shapes.hpp"
 
 #include <algorithm>
+#include <set>
 
 namespace guestflow::local {
 
@@ -62,12 +63,12 @@ std::vector<pool_status> warm_pool::status() const {
   }
   // Pools no target names any more (adopted after a restart with another spec), while
   // they still hold guests.
-  std::map<pool_key, bool> extra;
+  std::set<pool_key> extra;
   for (const auto& [key, v] : ready_)
-    if (!v.empty()) extra[key] = true;
+    if (!v.empty()) extra.insert(key);
   for (const auto& [key, n] : creating_)
-    if (n > 0) extra[key] = true;
-  for (const auto& [key, _] : extra) {
+    if (n > 0) extra.insert(key);
+  for (const auto& key : extra) {
     if (target_of(key) > 0) continue;
     pool_status s{key, 0};
     count(key, s);
