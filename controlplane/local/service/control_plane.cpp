@@ -90,8 +90,11 @@ control_plane::control_plane(guest_backend& backend, record_store& store, image_
     auto id = r.id;
     guest g;
     g.rec = std::move(r);
-    if (is_live(g.rec.status))
+    if (is_live(g.rec.status)) {
       if (auto image = images_.resolve(g.rec.rootfs)) g.path_prepend = image->path_prepend;
+      // Taken from the pool by a server that died before the guest's first exec.
+      python_waiter::kill_stale(g.rec.runtime);
+    }
     guests_.emplace(id, std::move(g));
   }
   // Last: its filler starts at once.
@@ -99,6 +102,7 @@ control_plane::control_plane(guest_backend& backend, record_store& store, image_
     warm_pool::settings ps;
     ps.targets = cfg_.warm_pool;
     ps.warn = cfg_.warn;
+    ps.python_waiter = cfg_.pool_python && python_waiter_wanted();
     pool_ = std::make_unique<warm_pool>(backend_, store_, images_, mu_, std::move(ps),
                                         std::move(pooled));
   }
@@ -261,6 +265,8 @@ control_plane::create_from_pool(const sandbox_create_request& req, const shape& 
   auto started = std::chrono::steady_clock::now();
   std::string id;
   guest_runtime rt;
+  // Declared first, so that a waiter not kept is killed and reaped after the lock is let go.
+  std::unique_ptr<python_waiter> waiter;
   {
     std::lock_guard<std::mutex> lock{mu_};
     auto image = images_.resolve(req.rootfs);
@@ -273,19 +279,20 @@ control_plane::create_from_pool(const sandbox_create_request& req, const shape& 
                        "; choose another name or delete that sandbox")};
     auto taken = pool_->take({shp.id, image->name});
     if (!taken) return std::nullopt;
-    auto name = req.name.value_or(taken->id);
+    auto name = req.name.value_or(taken->rec.id);
     // Parked as creating (exec and files refuse it; its store record still says pooled)
     // while its init is checked outside the lock.
-    id = taken->id;
-    rt = taken->runtime;
+    id = taken->rec.id;
+    rt = taken->rec.runtime;
+    waiter = std::move(taken->waiter);
     guest g;
-    g.rec = std::move(*taken);
+    g.rec = std::move(taken->rec);
     g.rec.name = name;
     g.rec.status = sandbox_status::creating;
     g.path_prepend = image->path_prepend;
     guests_.emplace(id, std::move(g));
   }
-  bool alive = backend_.alive(rt);
+  bool alive = backend_.alive(rt) && !(waiter && waiter->exited());
   std::lock_guard<std::mutex> lock{mu_};
   auto node = guests_.extract(id);
   auto& g = node.mapped();
@@ -323,6 +330,7 @@ control_plane::create_from_pool(const sandbox_create_request& req, const shape& 
                                            std::chrono::steady_clock::now() - started)
                                            .count());
   out.egress = g.rec.egress;
+  g.waiter = std::move(waiter);
   guests_.insert(std::move(node));
   return result<sandbox_created>{std::move(out)};
 }
@@ -346,6 +354,7 @@ result<sandbox_list> control_plane::list(const list_query& q) {
 
 result<sandbox_deleted> control_plane::destroy(const std::string& id) {
   guest_runtime rt;
+  std::unique_ptr<python_waiter> waiter; // reaped once destroy() killed it
   {
     std::lock_guard<std::mutex> lock{mu_};
     auto g = find(id);
@@ -367,8 +376,10 @@ result<sandbox_deleted> control_plane::destroy(const std::string& id) {
     rec.status = sandbox_status::destroying;
     if (auto ok = save(**g); !ok) return ok.error();
     rt = rec.runtime;
+    waiter = std::move((*g)->waiter);
   }
   auto done = backend_.destroy(rt);
+  waiter.reset();
   std::lock_guard<std::mutex> lock{mu_};
   auto& g = guests_.at(id);
   g.rec.status = done ? sandbox_status::destroyed : sandbox_status::error;
@@ -468,6 +479,7 @@ result<std::unique_ptr<running_exec>> control_plane::start_exec(const std::strin
   std::map<std::string, std::string> envs;
   uint64_t mem_mib = 0;
   activity_lease busy;
+  std::unique_ptr<python_waiter> waiter;
   {
     std::lock_guard<std::mutex> lock{mu_};
     auto g = find_usable(id);
@@ -479,13 +491,25 @@ result<std::unique_ptr<running_exec>> control_plane::start_exec(const std::strin
     if (auto s = find_shape((*g)->rec.shape)) mem_mib = s->mem_mib;
     ++(*g)->busy;
     busy = lease(id);
+    waiter = std::move((*g)->waiter); // only the first exec can meet it
   }
   auto oom_before = backend_.oom_kills(rt);
+  auto command = [&](exec_process p) {
+    return std::unique_ptr<running_exec>{
+        new guest_command(backend_, rt, p, std::move(busy), oom_before, mem_mib,
+                          [this, id](std::string note) { record_note(id, std::move(note)); })};
+  };
+  if (waiter) {
+    auto request =
+        python_waiter::request_for(req, exec_environment(envs), waiter->environment());
+    if (request)
+      if (auto p = waiter->serve(*request)) return command(*p);
+    // Killed and reaped before the command starts: it never sees a process it did not start.
+    waiter.reset();
+  }
   auto p = backend_.start_exec(rt, req, envs);
   if (!p) return p.error();
-  return std::unique_ptr<running_exec>{
-      new guest_command(backend_, rt, *p, std::move(busy), oom_before, mem_mib,
-                        [this, id](std::string note) { record_note(id, std::move(note)); })};
+  return command(*p);
 }
 
 result<guest_file> control_plane::open_file(const std::string& id, const std::string& path,

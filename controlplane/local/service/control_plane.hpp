@@ -26,6 +26,9 @@ struct control_plane_config {
   warm_pool_spec warm_pool;
   /// Where the pool reports failed creates and deletes.
   std::function<void(const std::string&)> warn;
+  /// A python waiter in every pool guest (python_waiter.hpp); GUESTFLOW_POOL_PYTHON=0 in
+  /// the environment turns it off too.
+  bool pool_python = true;
 };
 
 /// The real domain: guest records (write-through to the record store) and the backend
@@ -77,6 +80,8 @@ private:
     int busy = 0; ///< exec / file calls in progress
     clock::time_point last_activity = clock::now();
     std::string path_prepend; ///< its image's, first on every command's PATH
+    /// From the pool, until the first exec: serves it, or is killed before it runs.
+    std::unique_ptr<python_waiter> waiter;
   };
 
   /// Finds a guest by id (mutex held), or a 404 failure.

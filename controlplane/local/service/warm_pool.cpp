@@ -1,5 +1,6 @@
 #include "controlplane/local/service/warm_pool.hpp"
 
+#include "controlplane/local/guests/guest_exec.hpp"
 #include "controlplane/local/service/clock.hpp"
 #include "controlplane/local/service/shapes.hpp"
 
@@ -17,7 +18,10 @@ warm_pool::warm_pool(guest_backend& backend, record_store& store, image_store& i
     , settings_(std::move(s)) {
   for (auto& r : adopted) {
     pool_key key{r.shape, r.rootfs};
-    ready_[key].push_back(std::move(r));
+    python_waiter::kill_stale(r.runtime);
+    auto image = images_.resolve(r.rootfs);
+    auto waiter = start_waiter(r.runtime, image ? image->path_prepend : std::string{});
+    ready_[key].push_back(pool_guest{std::move(r), std::move(waiter)});
   }
   filler_ = std::thread{[this] { fill(); }};
 }
@@ -26,7 +30,7 @@ warm_pool::~warm_pool() {
   stop();
 }
 
-std::optional<guest_record> warm_pool::take(const pool_key& key) {
+std::optional<pool_guest> warm_pool::take(const pool_key& key) {
   auto i = ready_.find(key);
   if (i == ready_.end() || i->second.empty()) return std::nullopt;
   // The oldest first: every guest spends about the same time waiting.
@@ -39,7 +43,7 @@ std::optional<guest_record> warm_pool::take(const pool_key& key) {
 void warm_pool::discard(guest_record r) {
   // After stop() nobody deletes it here; its record (still pooled) makes the next start's
   // reconcile delete it, since its init is gone or it is no longer wanted.
-  discarded_.push_back(std::move(r));
+  discarded_.push_back(pool_guest{std::move(r), nullptr});
   wake_.notify_one();
 }
 
@@ -84,13 +88,13 @@ bool warm_pool::uses_image(const std::string& image) const {
     if (key.image == image && !v.empty()) return true;
   for (const auto& [key, n] : creating_)
     if (key.image == image && n > 0) return true;
-  for (const auto& r : discarded_)
-    if (r.rootfs == image) return true;
+  for (const auto& g : discarded_)
+    if (g.rec.rootfs == image) return true;
   return false;
 }
 
-std::optional<guest_record> warm_pool::next_to_delete() {
-  std::optional<guest_record> out;
+std::optional<pool_guest> warm_pool::next_to_delete() {
+  std::optional<pool_guest> out;
   if (!discarded_.empty()) {
     out = std::move(discarded_.back());
     discarded_.pop_back();
@@ -169,18 +173,41 @@ void warm_pool::build(std::unique_lock<std::mutex>& lock, const pool_key& key) {
   }
   rec.runtime = *rt;
   rec.status = sandbox_status::running;
+  std::unique_ptr<python_waiter> waiter;
+  if (settings_.python_waiter) {
+    lock.unlock();
+    waiter = start_waiter(*rt, image->path_prepend);
+    lock.lock();
+  }
   if (auto ok = store_.put(rec); !ok) {
-    discarded_.push_back(std::move(rec));
+    discarded_.push_back(pool_guest{std::move(rec), std::move(waiter)});
     return failed(key, ok.error().message);
   }
   backoff_.erase(key);
-  ready_[key].push_back(std::move(rec));
+  ready_[key].push_back(pool_guest{std::move(rec), std::move(waiter)});
 }
 
-bool warm_pool::delete_guest(std::unique_lock<std::mutex>& lock, guest_record r) {
+std::unique_ptr<python_waiter> warm_pool::start_waiter(const guest_runtime& rt,
+                                                       const std::string& path_prepend) {
+  if (!settings_.python_waiter) return nullptr;
+  std::map<std::string, std::string> envs;
+  // What every exec in the guest gets (control_plane::start_exec): its image's PATH first.
+  if (!path_prepend.empty()) envs["PATH"] = path_prepend + ":" + default_guest_path;
+  auto w = python_waiter::start(backend_, rt, envs);
+  if (!w) {
+    if (settings_.warn)
+      settings_.warn("warm pool: no python waiter in " + rt.id + ": " + w.error().message);
+    return nullptr;
+  }
+  return std::move(*w);
+}
+
+bool warm_pool::delete_guest(std::unique_lock<std::mutex>& lock, pool_guest g) {
+  auto& r = g.rec;
   r.status = sandbox_status::destroying;
   store_.put(r); // best effort: a pooled record is deleted at the next start either way
   lock.unlock();
+  g.waiter.reset(); // killed and reaped before its guest goes
   auto done = backend_.destroy(r.runtime);
   lock.lock();
   if (done) {
@@ -228,7 +255,7 @@ size_t warm_pool::stop() {
   wake_.notify_all();
   if (filler_.joinable()) filler_.join();
   std::unique_lock<std::mutex> lock{mu_};
-  std::vector<guest_record> all = std::move(discarded_);
+  std::vector<pool_guest> all = std::move(discarded_);
   discarded_.clear();
   for (auto& [key, v] : ready_)
     for (auto& r : v)

@@ -2,6 +2,7 @@
 
 #include "controlplane/local/guests/guest_backend.hpp"
 #include "controlplane/local/images/image_store.hpp"
+#include "controlplane/local/service/python_waiter.hpp"
 #include "controlplane/local/service/warm_pool_spec.hpp"
 #include "controlplane/local/store/guest_record.hpp"
 #include "controlplane/local/store/record_store.hpp"
@@ -10,6 +11,7 @@
 #include <condition_variable>
 #include <functional>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -17,6 +19,13 @@
 #include <vector>
 
 namespace guestflow::local {
+
+/// A pool guest: its record, and its python waiter (null when the pool runs none, or it
+/// could not start one).
+struct pool_guest {
+  guest_record rec;
+  std::unique_ptr<python_waiter> waiter;
+};
 
 /// Guests built ahead of demand and never used, per (shape, image); every one deny-all and
 /// without a netns. A create that matches takes one (take()); a background filler builds
@@ -39,9 +48,12 @@ public:
     std::chrono::milliseconds max_backoff{30'000};
     /// Where the pool reports failed creates and deletes (the control plane's log).
     std::function<void(const std::string&)> warn;
+    /// Start a python waiter (python_waiter.hpp) in every pool guest.
+    bool python_waiter = true;
   };
 
-  /// `adopted`: pool guests reconcile found alive. Starts the filler.
+  /// `adopted`: pool guests reconcile found alive; waiters a previous server started in them
+  /// are killed, and new ones started. Starts the filler.
   warm_pool(guest_backend& backend, record_store& store, image_store& images, std::mutex& mu,
             settings s, std::vector<guest_record> adopted);
   ~warm_pool();
@@ -51,7 +63,7 @@ public:
   /// (mutex held) A ready guest of `key`, out of the pool, or nullopt. Its record in the
   /// store still says pooled until the caller saves it as the new owner's guest, so a crash
   /// in between hands it back to the pool instead of leaking it. Wakes the filler.
-  std::optional<guest_record> take(const pool_key& key);
+  std::optional<pool_guest> take(const pool_key& key);
 
   /// (mutex held) A taken guest the caller could not use (its init died): deleted by the
   /// filler, never handed out again.
@@ -78,13 +90,17 @@ private:
   void fill();
   /// (mutex held) A guest to delete now (discarded, or beyond its pool's target), marked
   /// destroying and persisted; nullopt when none.
-  std::optional<guest_record> next_to_delete();
+  std::optional<pool_guest> next_to_delete();
   /// (mutex held) A pool below target whose backoff has passed.
   std::optional<pool_key> next_to_build(clock::time_point now) const;
   /// Builds one guest of `key` (takes and releases `lock` around the backend call).
   void build(std::unique_lock<std::mutex>& lock, const pool_key& key);
   /// Deletes `r` (mutex free), then erases its record (mutex taken); false on failure.
-  bool delete_guest(std::unique_lock<std::mutex>& lock, guest_record r);
+  bool delete_guest(std::unique_lock<std::mutex>& lock, pool_guest g);
+  /// A waiter for `rt` (its image puts `path_prepend` first on PATH), or null (off, or it
+  /// failed: warned). Mutex free.
+  std::unique_ptr<python_waiter> start_waiter(const guest_runtime& rt,
+                                              const std::string& path_prepend);
   void failed(const pool_key& key, const std::string& why);
   uint32_t target_of(const pool_key& key) const;
 
@@ -93,10 +109,10 @@ private:
   image_store& images_;
   std::mutex& mu_;
   settings settings_;
-  std::map<pool_key, std::vector<guest_record>> ready_;
+  std::map<pool_key, std::vector<pool_guest>> ready_;
   std::map<pool_key, uint32_t> creating_;
   std::map<pool_key, backoff> backoff_;
-  std::vector<guest_record> discarded_;
+  std::vector<pool_guest> discarded_;
   bool stopping_ = false;
   bool stopped_ = false;
   std::condition_variable wake_;

@@ -1,0 +1,205 @@
+#include "controlplane/local/service/python_waiter.hpp"
+
+#include "common/unique_fd.hpp"
+#include "controlplane/local/guests/guest_exec.hpp"
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <csignal>
+#include <cstdlib>
+#include <cstring>
+#include <fcntl.h>
+#include <fstream>
+#include <linux/openat2.h>
+#include <poll.h>
+#include <regex>
+#include <sstream>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <thread>
+#include <unistd.h>
+
+namespace guestflow::local {
+namespace {
+
+/// In the guest's private /tmp: nothing but the waiter and the server ever touch it before
+/// the guest's first exec, which is the only time it is used.
+constexpr const char* fifo_in_guest = "tmp/.guestflow-python-waiter";
+constexpr const char* request_magic = "guestflow-waiter-1";
+
+bool changes_startup(const std::string& name) {
+  if (name == "PYTHONUNBUFFERED") return false;
+  return name == "PATH" || name == "HOME" || name == "TZ" || name == "LANG" ||
+         name == "LANGUAGE" || name.rfind("LC_", 0) == 0 || name.rfind("PYTHON", 0) == 0;
+}
+
+/// The start-up relevant part of an environment, as NAME=VALUE strings in order.
+std::vector<std::string> startup_part(const std::vector<std::string>& env) {
+  std::vector<std::string> out;
+  for (const auto& e : env)
+    if (changes_startup(e.substr(0, e.find('=')))) out.push_back(e);
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+/// A script argument python3 runs as a file (not an option, not stdin).
+bool is_script(const std::string& a) {
+  return !a.empty() && a[0] != '-';
+}
+
+void add_field(std::string& out, const std::string& field) {
+  out += field;
+  out += '\0';
+}
+
+/// Opens the waiter's FIFO for writing through its own root, without following any symlink
+/// (the path is the guest's): ENXIO until the waiter blocks reading it.
+int open_in_guest(pid_t waiter, const char* path, uint64_t flags) {
+  unique_fd root{::open(("/proc/" + std::to_string(waiter) + "/root").c_str(),
+                        O_PATH | O_DIRECTORY | O_CLOEXEC)};
+  if (!root) return -1;
+  open_how how{};
+  how.flags = flags | O_CLOEXEC | O_NOFOLLOW;
+  how.resolve = RESOLVE_IN_ROOT | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS;
+  return static_cast<int>(::syscall(SYS_openat2, root.get(), path, &how, sizeof how));
+}
+
+int open_fifo(pid_t waiter) {
+  return open_in_guest(waiter, fifo_in_guest, O_WRONLY | O_NONBLOCK);
+}
+
+bool write_all(int fd, const std::string& data) {
+  size_t done = 0;
+  while (done < data.size()) {
+    auto n = ::write(fd, data.data() + done, data.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    done += static_cast<size_t>(n);
+  }
+  return true;
+}
+
+} // namespace
+
+bool python_waiter_wanted() {
+  const char* v = std::getenv("GUESTFLOW_POOL_PYTHON");
+  return !v || std::string{v} != "0";
+}
+
+python_waiter::python_waiter(guest_backend& backend, guest_runtime g, exec_process p,
+                             std::vector<std::string> env)
+    : backend_(backend)
+    , guest_(std::move(g))
+    , p_(p)
+    , env_(std::move(env)) {}
+
+python_waiter::~python_waiter() {
+  if (p_.pid <= 0) return;
+  // Its FIFO goes too (the guest's /tmp is then as fresh as a guest built on demand):
+  // reached while the waiter still lives, removed once it is gone.
+  unique_fd tmp{open_in_guest(p_.pid, "tmp", O_PATH | O_DIRECTORY)};
+  backend_.kill_exec(p_);
+  backend_.reap(p_);
+  if (tmp) ::unlinkat(tmp.get(), std::strchr(fifo_in_guest, '/') + 1, 0);
+}
+
+bool python_waiter::exited() const {
+  if (p_.pidfd < 0) return true;
+  pollfd pfd{p_.pidfd, POLLIN, 0};
+  return ::poll(&pfd, 1, 0) != 0;
+}
+
+result<std::unique_ptr<python_waiter>>
+python_waiter::start(guest_backend& backend, const guest_runtime& g,
+                     const std::map<std::string, std::string>& envs) {
+  exec_request req{"python3", {"-c", python_waiter_script, std::string{"/"} + fifo_in_guest}};
+  auto p = backend.start_exec(g, req, envs);
+  if (!p) return p.error();
+  return std::unique_ptr<python_waiter>{
+      new python_waiter(backend, g, *p, exec_environment(envs))};
+}
+
+std::optional<std::string>
+python_waiter::request_for(const exec_request& req, const std::vector<std::string>& env,
+                           const std::vector<std::string>& waiter_env) {
+  std::string timeout;
+  std::vector<std::string> argv;
+  static const std::regex duration{R"([0-9]+(\.[0-9]+)?[smhd]?)"};
+  const auto& a = req.args;
+  if (req.cmd == "python3" && !a.empty() && is_script(a[0])) {
+    argv = a;
+  } else if (req.cmd == "timeout" && a.size() >= 4 && a[0] == "--signal=KILL" &&
+             std::regex_match(a[1], duration) && a[2] == "python3" && is_script(a[3])) {
+    timeout = a[1];
+    argv.assign(a.begin() + 3, a.end());
+  } else {
+    return std::nullopt;
+  }
+  if (startup_part(env) != startup_part(waiter_env)) return std::nullopt;
+  std::string out;
+  add_field(out, request_magic);
+  add_field(out, timeout);
+  add_field(out, "/workspace");
+  add_field(out, std::to_string(argv.size()));
+  for (const auto& s : argv)
+    add_field(out, s);
+  add_field(out, std::to_string(env.size()));
+  for (const auto& e : env)
+    add_field(out, e);
+  return out;
+}
+
+result<exec_process> python_waiter::serve(const std::string& request) {
+  if (p_.pid <= 0) return fail(ec::unavailable, "python waiter already used");
+  // The waiter creates the FIFO just before it blocks opening it: a short retry covers a
+  // take right after the pool built the guest.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds{500};
+  unique_fd fd;
+  for (;;) {
+    fd.reset(open_fifo(p_.pid));
+    if (fd || std::chrono::steady_clock::now() > deadline) break;
+    if (errno != ENXIO && errno != ENOENT) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds{1});
+  }
+  if (!fd)
+    return fail(ec::unavailable,
+                std::string{"python waiter not listening: "} + std::strerror(errno));
+  struct stat st {};
+  if (::fstat(fd.get(), &st) != 0 || !S_ISFIFO(st.st_mode))
+    return fail(ec::unavailable, "python waiter's FIFO is not a FIFO");
+  int flags = ::fcntl(fd.get(), F_GETFL);
+  ::fcntl(fd.get(), F_SETFL, flags & ~O_NONBLOCK);
+  // Once the waiter has read a request it runs it: from here on the process is the exec's
+  // either way (a partial write makes it exit 125).
+  bool ok = write_all(fd.get(), request);
+  fd.reset();
+  if (!ok) return fail(ec::unavailable, "writing to the python waiter failed");
+  auto out = p_;
+  p_ = exec_process{};
+  return out;
+}
+
+size_t python_waiter::kill_stale(const guest_runtime& g) {
+  static const std::string prefix = std::string{"python3"} + '\0' + "-c" + '\0' +
+                                    std::string{python_waiter_script}.substr(0, 64);
+  size_t killed = 0;
+  for (const auto& dir : g.cgroup_dirs) {
+    std::ifstream procs{dir + "/cgroup.procs"};
+    pid_t pid = 0;
+    while (procs >> pid) {
+      if (pid == g.init_pid) continue;
+      // Through a pidfd: the command line read belongs to the process signalled.
+      unique_fd pidfd{static_cast<int>(::syscall(SYS_pidfd_open, pid, 0))};
+      if (!pidfd) continue;
+      std::ifstream in{"/proc/" + std::to_string(pid) + "/cmdline", std::ios::binary};
+      std::stringstream ss;
+      ss << in.rdbuf();
+      if (ss.str().compare(0, prefix.size(), prefix) != 0) continue;
+      if (::syscall(SYS_pidfd_send_signal, pidfd.get(), SIGKILL, nullptr, 0) == 0) ++killed;
+    }
+  }
+  return killed;
+}
+
+} // namespace guestflow::local

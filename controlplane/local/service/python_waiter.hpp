@@ -1,0 +1,71 @@
+#pragma once
+
+#include "controlplane/local/guests/guest_backend.hpp"
+
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace guestflow::local {
+
+/// False when GUESTFLOW_POOL_PYTHON=0 (the pool then starts no waiters).
+bool python_waiter_wanted();
+
+/// The guest-side script (python_waiter.py, compiled in by CMake).
+extern const char* const python_waiter_script;
+
+/// A python3 started in a warm-pool guest before it is taken, blocked reading a FIFO in the
+/// guest's private /tmp, so that the guest's first `python3 FILE ARGS…` (or `timeout
+/// --signal=KILL N python3 FILE ARGS…`) pays no interpreter start-up: the server writes the
+/// request into the FIFO and this process (its pipes untouched until then, its pidfd)
+/// becomes the exec's. Any other first exec kills it first, so nobody sees a process they
+/// did not start. Owns the process: destroying a waiter not handed out kills and reaps it.
+class python_waiter {
+public:
+  /// Starts it with `envs` (the pool guest's: empty, or its image's PATH).
+  static result<std::unique_ptr<python_waiter>>
+  start(guest_backend& backend, const guest_runtime& g,
+        const std::map<std::string, std::string>& envs);
+  ~python_waiter();
+  python_waiter(const python_waiter&) = delete;
+  python_waiter& operator=(const python_waiter&) = delete;
+
+  /// The request serving `req` with `env` (the exec's whole environment, as
+  /// exec_environment() makes it), or nullopt when the waiter would not behave exactly as
+  /// the command: another command, interpreter options, or a variable that changes
+  /// python3's start-up (PATH, HOME, TZ, LANG, LANGUAGE, LC_*, PYTHON* but
+  /// PYTHONUNBUFFERED) differing from `waiter_env`, the waiter's own.
+  static std::optional<std::string> request_for(const exec_request& req,
+                                                const std::vector<std::string>& env,
+                                                const std::vector<std::string>& waiter_env);
+
+  const std::vector<std::string>& environment() const { return env_; }
+
+  /// True once the process ended (or was handed out). A dead waiter is a guest someone
+  /// killed processes in, and its init cannot finish dying (the last process of its pid
+  /// namespace) until the waiter is reaped: such a guest is discarded, never handed out.
+  bool exited() const;
+
+  /// Writes `request` into the FIFO and hands out the process; afterwards this object owns
+  /// nothing. Fails (and keeps the process, for the destructor) when the waiter is not
+  /// listening: not started yet, or gone.
+  result<exec_process> serve(const std::string& request);
+
+  /// Kills python waiters a previous server left in `g` (after a restart the pool adopts
+  /// its guests; their waiters were children of the dead server): every process in its
+  /// cgroups whose command line is a waiter's. Returns how many.
+  static size_t kill_stale(const guest_runtime& g);
+
+private:
+  python_waiter(guest_backend& backend, guest_runtime g, exec_process p,
+                std::vector<std::string> env);
+
+  guest_backend& backend_;
+  guest_runtime guest_;
+  exec_process p_;
+  std::vector<std::string> env_;
+};
+
+} // namespace guestflow::local

@@ -1,0 +1,149 @@
+# guestflow python waiter: a python3 started in a warm-pool guest before anyone takes it,
+# so that the guest's first `python3 FILE ARGS...` (or `timeout --signal=KILL N python3
+# FILE ARGS...`) pays no interpreter start-up. Run as `python3 -c THIS FIFO`; the server
+# (service/python_waiter.cpp) writes one request into FIFO and makes this process the
+# exec's. Standard library only; it must behave exactly as the command it replaces.
+import importlib.machinery
+import os
+import select
+import signal
+import sys
+import types
+
+_FIFO = sys.argv[1]
+_MAGIC = b"guestflow-waiter-1"
+
+
+def _receive():
+    try:
+        os.unlink(_FIFO)  # a stale one (an earlier waiter's)
+    except FileNotFoundError:
+        pass
+    os.mkfifo(_FIFO, 0o600)
+    fd = os.open(_FIFO, os.O_RDONLY)  # blocks until the server opens it for writing
+    os.unlink(_FIFO)
+    chunks = []
+    while True:
+        b = os.read(fd, 65536)
+        if not b:
+            break
+        chunks.append(b)
+    os.close(fd)
+    return b"".join(chunks)
+
+
+def _parse(data):
+    # NUL-separated (no argv or env string can hold a NUL): magic, timeout ("" none), cwd,
+    # argc, argv..., envc, env...
+    f = data.split(b"\0")
+    if len(f) < 5 or f[0] != _MAGIC or f[-1] != b"":
+        raise ValueError("bad request")
+    timeout, cwd, argc = f[1], f[2], int(f[3])
+    argv = f[4:4 + argc]
+    envc = int(f[4 + argc])
+    env = f[5 + argc:5 + argc + envc]
+    if len(argv) != argc or len(env) != envc or 5 + argc + envc != len(f) - 1:
+        raise ValueError("bad request")
+    return timeout.decode(), cwd, argv, env
+
+
+def _seconds(text):
+    units = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+    mult = 1
+    if text and text[-1] in units:
+        text, mult = text[:-1], units[text[-1]]
+    return float(text) * mult
+
+
+def _exec_real(argv):
+    # What the waiter does not emulate (a directory or a zip as FILE) runs as the real
+    # python3, in this process (with a timeout: the forked child, the parent still times it).
+    os.execvp("python3", ["python3"] + argv)
+
+
+def _wait_with_deadline(pid, seconds):
+    # coreutils `timeout --signal=KILL`: on expiry KILL the child, then the whole group
+    # (this process included, so the exec's status is signal 9); else the child's status.
+    pidfd = os.pidfd_open(pid)
+    if seconds > 0:
+        ready, _, _ = select.select([pidfd], [], [], seconds)
+        if not ready:
+            os.kill(pid, signal.SIGKILL)
+            os.kill(0, signal.SIGKILL)
+    _, status = os.waitpid(pid, 0)
+    if os.WIFSIGNALED(status):
+        sig = os.WTERMSIG(status)
+        try:
+            signal.signal(sig, signal.SIG_DFL)
+            os.kill(os.getpid(), sig)
+        except (OSError, ValueError):
+            pass
+        os._exit(128 + sig)
+    os._exit(os.waitstatus_to_exitcode(status))
+
+
+def _main():
+    try:
+        timeout, cwd, argv, env = _parse(_receive())
+    except (OSError, ValueError):
+        os._exit(125)  # not a request the server wrote: this waiter is done
+    argv = [os.fsdecode(a) for a in argv]
+    os.environ.clear()
+    for e in env:
+        k, _, v = e.partition(b"=")
+        os.environb[k] = v
+    os.chdir(cwd)
+    if timeout:
+        try:
+            os.setpgid(0, 0)
+        except OSError:
+            pass  # already a group (session) leader
+        child = os.fork()
+        if child:
+            _wait_with_deadline(child, _seconds(timeout))
+    path = argv[0]
+    if os.path.isdir(path):
+        _exec_real(argv)
+    try:
+        with open(path, "rb") as f:
+            source = f.read()
+    except OSError as e:
+        sys.stderr.write("python3: can't open file %r: [Errno %d] %s\n"
+                         % (os.path.abspath(path), e.errno, e.strerror))
+        sys.stderr.flush()
+        os._exit(2)
+    return path, argv, source
+
+
+def _run(path, argv, source):
+    sys.argv = argv
+    sys.orig_argv = ["python3"] + argv
+    sys.path[0] = os.path.dirname(os.path.realpath(path))
+    path = os.path.abspath(path)  # python3's __file__ and traceback name
+    main = types.ModuleType("__main__")
+    main.__file__ = path
+    main.__cached__ = None
+    main.__loader__ = importlib.machinery.SourceFileLoader("__main__", path)
+    main.__builtins__ = __builtins__
+    sys.modules["__main__"] = main
+    try:
+        try:
+            code = compile(source, path, "exec", dont_inherit=True)
+        except (SyntaxError, ValueError):
+            if b"PK\x05\x06" in source[-65558:]:  # a zip's end record: python3 runs it
+                _exec_real(argv)
+            raise
+        exec(code, main.__dict__)
+    except SystemExit:
+        raise
+    except BaseException as e:
+        # As python3 reports it: no frame of the waiter's in the traceback.
+        tb = e.__traceback__.tb_next
+        sys.excepthook(type(e), e.with_traceback(tb), tb)
+        if isinstance(e, KeyboardInterrupt):
+            signal.signal(signal.SIGINT, signal.SIG_DFL)
+            os.kill(os.getpid(), signal.SIGINT)
+        raise SystemExit(1)
+
+
+_run(*_main())

@@ -1,0 +1,224 @@
+// The warm pool's python waiter on real guests: a pooled guest's first `python3 FILE` (or
+// the runtime's `timeout --signal=KILL N python3 FILE`) is served by the python3 the pool
+// started ahead, and behaves exactly as the command would (output, status, argv, env, cwd,
+// tracebacks, the timeout's kill); any other first exec never sees it; a delete leaves
+// nothing; guests built on demand, and a pool with GUESTFLOW_POOL_PYTHON=0, are unchanged.
+#include "tests/integration/control_plane/fixture.hpp"
+
+#include <dirent.h>
+#include <fstream>
+#include <signal.h>
+#include <sstream>
+
+namespace guestflow::testing {
+namespace {
+
+const std::string pooled = R"({"shape":"s-1vcpu-256mb","egress":["240.0.0.0/4"]})";
+const std::string built = R"({"shape":"s-1vcpu-512mb","egress":["240.0.0.0/4"]})";
+
+/// Prints what the program sees of itself; exits with argv[1] if it is a number, raises
+/// if it is "raise", forks a sleeping grandchild and sleeps if it is "hang".
+const std::string program = R"py(import os, sys
+with open("/proc/self/cmdline", "rb") as f:
+    cmdline = f.read().split(b"\0")
+print("started as", cmdline[0].decode(), cmdline[1][:30].decode())
+print("argv", sys.argv)
+print("env", os.environ.get("GREETING"), os.environ.get("PYTHONUNBUFFERED"))
+print("cwd", os.getcwd(), "path0", sys.path[0], "name", __name__, "file", __file__)
+print("to stderr", file=sys.stderr)
+def fail():
+    raise ValueError("deliberate")
+what = sys.argv[1] if len(sys.argv) > 1 else ""
+if what == "raise":
+    fail()
+if what == "hang":
+    if os.fork() == 0:
+        os.execvp("sleep", ["sleep", "300"])
+    import time
+    time.sleep(300)
+sys.exit(int(what) if what.isdigit() else 0)
+)py";
+
+/// The first line the program prints: how its process was started.
+std::string started_as(const exec_result& r) {
+  return r.stdout_text.substr(0, r.stdout_text.find('\n'));
+}
+
+const std::string served_by_waiter = "started as python3 -c";
+const std::string started_plainly = "started as python3 /workspace/prog.py";
+
+/// Children of `pid` (every thread's) that are zombies: exited, never reaped.
+std::vector<std::string> zombie_children(pid_t pid) {
+  std::vector<std::string> out;
+  auto task = "/proc/" + std::to_string(pid) + "/task";
+  for (const auto& t : std::filesystem::directory_iterator(task)) {
+    std::ifstream in{t.path() / "children"};
+    int child = 0;
+    while (in >> child) {
+      std::ifstream stat{"/proc/" + std::to_string(child) + "/stat"};
+      std::string s((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+      auto close = s.rfind(')');
+      if (close != std::string::npos && s.size() > close + 2 && s[close + 2] == 'Z')
+        out.push_back(s);
+    }
+  }
+  return out;
+}
+
+class python_waiter_test : public control_plane_test {
+protected:
+  void start_pool(const std::map<std::string, std::string>& env = {}) {
+    start({"--warm-pool", "s-1vcpu-256mb=2"}, env);
+  }
+
+  /// Waits until the pool holds two ready guests (after a take it rebuilds one).
+  bool pool_ready() {
+    return eventually(
+        [&] {
+          auto body = call("GET", "/v1/pool").body;
+          return body.find(R"("target":2,"ready":2,"creating":0)") != std::string::npos;
+        },
+        std::chrono::seconds{60});
+  }
+
+  /// A guest taken from a full pool, with the program at /workspace/prog.py.
+  sandbox_created take(const std::string& body = pooled) {
+    EXPECT_TRUE(pool_ready()) << call("GET", "/v1/pool").body;
+    auto c = create(body);
+    EXPECT_EQ(put_file(c.id, "/workspace/prog.py", program).status, 200u);
+    return c;
+  }
+
+  /// The names of every process in the guest but the listing shell itself.
+  std::string processes(const std::string& id) {
+    return exec(id, "/bin/sh",
+                {"-c", "for p in /proc/[0-9]*; do [ \"$p\" = /proc/$$ ] || cat $p/comm; done"})
+        .stdout_text;
+  }
+};
+
+TEST_F(python_waiter_test,
+       the_first_python_run_of_a_pooled_guest_is_served_as_python3_runs_it) {
+  start_pool();
+  auto c =
+      take(R"({"shape":"s-1vcpu-256mb","egress":["240.0.0.0/4"],"envs":{"GREETING":"hi"}})");
+  auto r = exec(c.id, "python3", {"/workspace/prog.py", "3", "two words"});
+  EXPECT_EQ(r.exit_code, 3) << r.stderr_text;
+  EXPECT_EQ(r.stdout_text, served_by_waiter +
+                               "\n"
+                               "argv ['/workspace/prog.py', '3', 'two words']\n"
+                               "env hi 1\n"
+                               "cwd /workspace path0 /workspace name __main__ file "
+                               "/workspace/prog.py\n");
+  EXPECT_EQ(r.stderr_text, "to stderr\n");
+  // Only the first exec meets the waiter: the second is python3 as usual, same output.
+  auto again = exec(c.id, "python3", {"/workspace/prog.py", "3", "two words"});
+  EXPECT_EQ(again.exit_code, 3);
+  EXPECT_EQ(started_as(again), started_plainly);
+  EXPECT_EQ(again.stdout_text.substr(again.stdout_text.find('\n')),
+            r.stdout_text.substr(r.stdout_text.find('\n')));
+  EXPECT_EQ(again.stderr_text, r.stderr_text);
+}
+
+TEST_F(python_waiter_test, an_uncaught_exception_is_status_1_with_the_program_s_traceback) {
+  start_pool();
+  auto c = take();
+  auto r = exec(c.id, "python3", {"prog.py", "raise"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(started_as(r), served_by_waiter);
+  auto plain = exec(c.id, "python3", {"prog.py", "raise"});
+  EXPECT_EQ(started_as(plain), started_plainly.substr(0, 19) + "prog.py");
+  EXPECT_EQ(plain.exit_code, 1);
+  EXPECT_EQ(r.stderr_text, plain.stderr_text) << "the waiter's frames must not show";
+  EXPECT_NE(r.stderr_text.find("Traceback (most recent call last):\n  File "
+                               "\"/workspace/prog.py\", line 13, in <module>"),
+            std::string::npos)
+      << r.stderr_text;
+  EXPECT_NE(r.stderr_text.find("ValueError: deliberate"), std::string::npos);
+}
+
+TEST_F(python_waiter_test,
+       the_runtime_s_timeout_form_runs_and_kills_its_group_at_the_deadline) {
+  start_pool();
+  auto c = take();
+  auto fresh = processes(create(built).id);
+  auto r =
+      exec(c.id, "timeout", {"--signal=KILL", "1", "python3", "/workspace/prog.py", "hang"});
+  EXPECT_EQ(r.exit_code, 137) << r.stderr_text;
+  EXPECT_EQ(started_as(r), served_by_waiter);
+  // The grandchild went with the group: the guest runs what a fresh guest runs.
+  EXPECT_TRUE(eventually([&] { return processes(c.id) == fresh; })) << processes(c.id);
+
+  // Within the deadline: the program's own status.
+  auto d = take();
+  auto ok =
+      exec(d.id, "timeout", {"--signal=KILL", "60", "python3", "/workspace/prog.py", "4"});
+  EXPECT_EQ(ok.exit_code, 4) << ok.stderr_text;
+  EXPECT_EQ(started_as(ok), served_by_waiter);
+}
+
+TEST_F(python_waiter_test, any_other_first_exec_never_sees_the_waiter) {
+  start_pool();
+  auto c = take();
+  auto fresh = processes(create(built).id);
+  EXPECT_FALSE(fresh.empty());
+  EXPECT_EQ(processes(c.id), fresh);
+  EXPECT_EQ(exec(c.id, "ls", {"-A", "/tmp"}).stdout_text, "") << "its FIFO went with it";
+  // Nor does a python3 run the waiter would not serve as the command runs (an option).
+  auto d = take();
+  auto r = exec(d.id, "python3", {"-u", "/workspace/prog.py", "5"});
+  EXPECT_EQ(r.exit_code, 5);
+  EXPECT_EQ(started_as(r), "started as python3 -u");
+  EXPECT_EQ(processes(d.id), fresh);
+  EXPECT_TRUE(zombie_children(cp_->pid()).empty()) << "the waiters were reaped";
+}
+
+TEST_F(python_waiter_test, a_delete_with_a_live_waiter_leaves_nothing) {
+  start_pool();
+  auto c = take();
+  ASSERT_GE(guest_pids(c.id).size(), 2u) << "init and the waiter";
+  auto del = call("DELETE", "/v1/sandboxes/" + c.id);
+  EXPECT_EQ(del.status, 200u) << del.body;
+  EXPECT_TRUE(eventually([&] { return guest_pids(c.id).empty(); }));
+  EXPECT_TRUE(zombie_children(cp_->pid()).empty());
+}
+
+TEST_F(python_waiter_test,
+       after_a_kill_9_no_old_waiter_is_left_and_adopted_guests_get_new_ones) {
+  start_pool();
+  auto c = take(); // taken, its waiter never used
+  ASSERT_TRUE(pool_ready());
+  auto fresh = processes(create(built).id);
+  ::kill(cp_->pid(), SIGKILL);
+  cp_.reset();
+
+  start_pool();
+  // The dead server's waiter is killed at the restart (and gone once the host reaps it:
+  // an orphan is not the new server's child).
+  EXPECT_TRUE(eventually([&] { return processes(c.id) == fresh; })) << processes(c.id);
+  // The adopted pool guests serve their first python3 run with a waiter of the new server.
+  auto d = take();
+  auto r = exec(d.id, "python3", {"/workspace/prog.py", "6"});
+  EXPECT_EQ(r.exit_code, 6) << r.stderr_text;
+  EXPECT_EQ(started_as(r), served_by_waiter);
+  EXPECT_TRUE(eventually([&] { return processes(d.id) == fresh; })) << processes(d.id);
+}
+
+TEST_F(python_waiter_test,
+       guests_built_on_demand_and_a_pool_without_waiters_run_python3_itself) {
+  start_pool();
+  auto b = create(built);
+  ASSERT_EQ(put_file(b.id, "/workspace/prog.py", program).status, 200u);
+  auto r = exec(b.id, "python3", {"/workspace/prog.py"});
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_EQ(started_as(r), started_plainly);
+
+  start_pool({{"GUESTFLOW_POOL_PYTHON", "0"}});
+  auto c = take();
+  auto p = exec(c.id, "python3", {"/workspace/prog.py"});
+  EXPECT_EQ(p.exit_code, 0);
+  EXPECT_EQ(started_as(p), started_plainly);
+}
+
+} // namespace
+} // namespace guestflow::testing
