@@ -300,8 +300,8 @@ result<launched_init> launch_guest_init(const launch_request& req) {
                   "cannot create the mountpoint " + m.mountpoint + ": " + mk.message());
   }
   if (!req.ro_binds.empty()) ::chmod(ro_mountpoints, 0755);
-  // The helper (spawn_helper.hpp) forks A and B and execs bwrap; bwrap's descriptors first,
-  // then the netns and the cgroup.procs files (spawn_helper/protocol.hpp).
+  // The helper (spawn_helper.hpp) is A; it forks B, which execs bwrap. bwrap's descriptors
+  // first, then the netns and the cgroup.procs files (spawn_helper/protocol.hpp).
   std::vector<int> fds(std::begin(fds_for_bwrap), std::begin(fds_for_bwrap) + fd_count);
   if (netns) fds.push_back(netns.get());
   for (const auto& f : procs)
