@@ -104,6 +104,18 @@ python_waiter::~python_waiter() {
   if (tmp) ::unlinkat(tmp.get(), std::strchr(fifo_in_guest, '/') + 1, 0);
 }
 
+bool python_waiter::await_fifo(std::chrono::milliseconds within) {
+  const auto deadline = std::chrono::steady_clock::now() + within;
+  while (p_.pid > 0 && !exited()) {
+    // O_PATH: looks at the FIFO without opening it (an open for writing would wake the
+    // waiter with an empty request).
+    if (unique_fd f{open_in_guest(p_.pid, fifo_in_guest, O_PATH)}) return true;
+    if (std::chrono::steady_clock::now() > deadline) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds{1});
+  }
+  return false;
+}
+
 bool python_waiter::exited() const {
   if (p_.pidfd < 0) return true;
   pollfd pfd{p_.pidfd, POLLIN, 0};

@@ -2,6 +2,7 @@
 
 #include "controlplane/local/guests/guest_backend.hpp"
 
+#include <chrono>
 #include <map>
 #include <memory>
 #include <optional>
@@ -42,6 +43,10 @@ public:
                                                 const std::vector<std::string>& waiter_env);
 
   const std::vector<std::string>& environment() const { return env_; }
+
+  /// Waits (polling, up to `within`) until the waiter made its FIFO, that is, until its
+  /// interpreter has started: a guest is offered only then. False if it ended or is late.
+  bool await_fifo(std::chrono::milliseconds within);
 
   /// True once the process ended (or was handed out). A dead waiter is a guest someone
   /// killed processes in, and its init cannot finish dying (the last process of its pid

@@ -3,12 +3,14 @@
 # FILE ARGS...`) pays no interpreter start-up. Run as `python3 -c THIS FIFO`; the server
 # (service/python_waiter.cpp) writes one request into FIFO and makes this process the
 # exec's. Standard library only; it must behave exactly as the command it replaces.
-import importlib.machinery
+# Imports cost start-up CPU the waiter must not add: C modules only (`_signal`, not `signal`
+# and its enum), and what python3 itself already loaded.
+import _signal
 import os
 import select
-import signal
 import sys
-import types
+
+_SourceFileLoader = sys.modules["_frozen_importlib_external"].SourceFileLoader
 
 _FIFO = sys.argv[1]
 _MAGIC = b"guestflow-waiter-1"
@@ -68,13 +70,13 @@ def _wait_with_deadline(pid, seconds):
     if seconds > 0:
         ready, _, _ = select.select([pidfd], [], [], seconds)
         if not ready:
-            os.kill(pid, signal.SIGKILL)
-            os.kill(0, signal.SIGKILL)
+            os.kill(pid, _signal.SIGKILL)
+            os.kill(0, _signal.SIGKILL)
     _, status = os.waitpid(pid, 0)
     if os.WIFSIGNALED(status):
         sig = os.WTERMSIG(status)
         try:
-            signal.signal(sig, signal.SIG_DFL)
+            _signal.signal(sig, _signal.SIG_DFL)
             os.kill(os.getpid(), sig)
         except (OSError, ValueError):
             pass
@@ -120,10 +122,10 @@ def _run(path, argv, source):
     sys.orig_argv = ["python3"] + argv
     sys.path[0] = os.path.dirname(os.path.realpath(path))
     path = os.path.abspath(path)  # python3's __file__ and traceback name
-    main = types.ModuleType("__main__")
+    main = type(sys)("__main__")
     main.__file__ = path
     main.__cached__ = None
-    main.__loader__ = importlib.machinery.SourceFileLoader("__main__", path)
+    main.__loader__ = _SourceFileLoader("__main__", path)
     main.__builtins__ = __builtins__
     sys.modules["__main__"] = main
     try:
@@ -141,8 +143,8 @@ def _run(path, argv, source):
         tb = e.__traceback__.tb_next
         sys.excepthook(type(e), e.with_traceback(tb), tb)
         if isinstance(e, KeyboardInterrupt):
-            signal.signal(signal.SIGINT, signal.SIG_DFL)
-            os.kill(os.getpid(), signal.SIGINT)
+            _signal.signal(_signal.SIGINT, _signal.SIG_DFL)
+            os.kill(os.getpid(), _signal.SIGINT)
         raise SystemExit(1)
 
 

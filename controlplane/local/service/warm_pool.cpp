@@ -199,6 +199,12 @@ std::unique_ptr<python_waiter> warm_pool::start_waiter(const guest_runtime& rt,
       settings_.warn("warm pool: no python waiter in " + rt.id + ": " + w.error().message);
     return nullptr;
   }
+  // Offered once its interpreter runs: a take right after the build gets the whole saving.
+  if (!(*w)->await_fifo(std::chrono::seconds{5})) {
+    if (settings_.warn)
+      settings_.warn("warm pool: the python waiter in " + rt.id + " did not start in 5 s");
+    return nullptr;
+  }
   return std::move(*w);
 }
 
