@@ -480,6 +480,7 @@ result<std::unique_ptr<running_exec>> control_plane::start_exec(const std::strin
   uint64_t mem_mib = 0;
   activity_lease busy;
   std::unique_ptr<python_waiter> waiter;
+  std::optional<std::string> request;
   {
     std::lock_guard<std::mutex> lock{mu_};
     auto g = find_usable(id);
@@ -491,7 +492,16 @@ result<std::unique_ptr<running_exec>> control_plane::start_exec(const std::strin
     if (auto s = find_shape((*g)->rec.shape)) mem_mib = s->mem_mib;
     ++(*g)->busy;
     busy = lease(id);
-    waiter = std::move((*g)->waiter); // only the first exec can meet it
+    // Only the first exec can meet the waiter. One it will not serve kills it here, under
+    // the mutex (a SIGKILL and a reap of a process blocked in open()), so that no exec
+    // racing this one can start while it is still there.
+    if (auto& w = (*g)->waiter) {
+      request = python_waiter::request_for(req, exec_environment(envs), w->environment());
+      if (request)
+        waiter = std::move(w);
+      else
+        w.reset();
+    }
   }
   auto oom_before = backend_.oom_kills(rt);
   auto command = [&](exec_process p) {
@@ -500,11 +510,8 @@ result<std::unique_ptr<running_exec>> control_plane::start_exec(const std::strin
                           [this, id](std::string note) { record_note(id, std::move(note)); })};
   };
   if (waiter) {
-    auto request =
-        python_waiter::request_for(req, exec_environment(envs), waiter->environment());
-    if (request)
-      if (auto p = waiter->serve(*request)) return command(*p);
-    // Killed and reaped before the command starts: it never sees a process it did not start.
+    if (auto p = waiter->serve(*request)) return command(*p);
+    // Not listening (it died, or was not ready): killed and reaped before the command starts.
     waiter.reset();
   }
   auto p = backend_.start_exec(rt, req, envs);
