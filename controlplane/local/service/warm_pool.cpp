@@ -200,8 +200,9 @@ std::unique_ptr<python_waiter> warm_pool::start_waiter(const guest_runtime& rt,
     return nullptr;
   }
   // Offered once its interpreter runs: a take right after the build gets the whole saving.
+  // One that ended at once is an image without python3: nothing to warn about.
   if (!(*w)->await_fifo(std::chrono::seconds{5})) {
-    if (settings_.warn)
+    if (settings_.warn && !(*w)->exited())
       settings_.warn("warm pool: the python waiter in " + rt.id + " did not start in 5 s");
     return nullptr;
   }
