@@ -294,8 +294,17 @@ result<int> guest_backend::open_file(const guest_runtime& g, const std::string& 
                          impl_->cfg.guest_gid);
 }
 
-result<bool> guest_backend::destroy(const guest_runtime& g) {
-  if (auto ok = check_owned(g, impl_->cfg.state_dir); !ok) return ok;
+result<bool> guest_backend::destroy(const guest_runtime& recorded) {
+  if (auto ok = check_owned(recorded, impl_->cfg.state_dir); !ok) return ok;
+  // A record persisted before its guest was built (the control plane stopped mid-create)
+  // names only the id, yet cgroups, a shim already in them, a netns and a workspace may
+  // exist: create names each of them by the id alone, so remove those.
+  guest_runtime g = recorded;
+  if (g.cgroup_dirs.empty() && g.init_pid <= 0) {
+    if (impl_->layout) g.cgroup_dirs = guest_cgroup_dirs(*impl_->layout, g.id);
+    if (g.netns.empty()) g.netns = netns_name(g.id); // absent: nothing to delete
+    if (g.workspace.empty()) g.workspace = impl_->cfg.state_dir / "guests" / g.id / "workspace";
+  }
   std::optional<failure> first;
   if (auto ok = kill_and_remove(g.cgroup_dirs, teardown_timeout); !ok) first = ok.error();
   if (!g.netns.empty())

@@ -126,8 +126,10 @@ public:
   /// file truncated, owned by the guest uid). bad_request / not_found on refusal.
   result<int> open_file(const guest_runtime& g, const std::string& path, bool for_write);
 
-  /// Freeze → SIGKILL everything in the cgroups → thaw → wait empty → rmdir cgroups →
-  /// delete netns → remove workspace. Idempotent; safe on a half-built or dead guest.
+  /// SIGKILL everything in the cgroups → wait empty → rmdir cgroups → delete netns →
+  /// remove workspace. Idempotent; safe on a half-built or dead guest, and on a runtime
+  /// that names only the id (recorded before create returned): then whatever create names
+  /// by that id is removed.
   result<bool> destroy(const guest_runtime& g);
 
 private:

@@ -555,6 +555,23 @@ print("parent done")
     EXPECT_FALSE(exists(d));
 }
 
+TEST_F(guest_backend_test, destroy_of_a_runtime_naming_only_the_id_removes_the_guest) {
+  // What a control plane that stopped mid-create has recorded: the id, nothing else. The
+  // guest may be fully built by then; destroy must still find and remove all of it.
+  auto spec = make_spec();
+  auto g = create(spec);
+  ASSERT_FALSE(g.cgroup_dirs.empty());
+  ASSERT_TRUE(backend->alive(g));
+  guest_runtime recorded;
+  recorded.id = g.id;
+  ASSERT_TRUE(backend->destroy(recorded));
+  EXPECT_TRUE(eventually([&] { return !backend->alive(g); }));
+  expect_no_cgroups(spec.id);
+  EXPECT_FALSE(exists((dir.path() / "guests" / spec.id).string()));
+  // Idempotent: nothing left to remove is not a failure.
+  EXPECT_TRUE(backend->destroy(recorded));
+}
+
 TEST_F(guest_backend_test, kill_exec_kills_the_commands_tree) {
   auto g = create(make_spec());
   const auto marker = unique_token("tree-");
