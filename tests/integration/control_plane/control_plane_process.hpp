@@ -13,10 +13,6 @@
 /// The real `guestflow control-plane` as a child process, for tests and benches.
 namespace guestflow::testing {
 
-/// Kept for bench/local, which names the harness's temp_dir; new code names
-/// tests/support's directly.
-using temp_dir = test_support::temp_dir;
-
 class control_plane_process {
 public:
   /// Starts `GUESTFLOW_BIN control-plane --listen 127.0.0.1:0 --state-dir DIR args…` and
