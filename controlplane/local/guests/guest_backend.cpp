@@ -225,7 +225,8 @@ result<guest_runtime> guest_backend::create(const guest_spec& spec) {
 bool guest_backend::alive(const guest_runtime& g) const {
   if (g.init_pid <= 0) return false;
   auto st = read_process_stat(g.init_pid);
-  return st && st->start_time == g.init_start_time && st->state != 'Z' && st->state != 'X';
+  return st && st->start_time == g.init_start_time && st->state != 'Z' && st->state != 'X' &&
+         !st->exiting();
 }
 
 result<exec_process> guest_backend::start_exec(const guest_runtime& g, const exec_request& req,

@@ -207,6 +207,10 @@ std::optional<process_stat> read_process_stat(pid_t pid) {
   std::string field;
   rest >> st.state >> st.ppid;
   for (int i = 5; i < 22 && rest >> field; ++i) {
+    if (i != 9) continue;
+    auto flags = parse_uint(field);
+    if (!flags) return std::nullopt;
+    st.flags = *flags;
   }
   if (!(rest >> st.start_time)) return std::nullopt;
   return st;

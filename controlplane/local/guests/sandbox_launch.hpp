@@ -72,10 +72,15 @@ std::vector<std::string> bwrap_argv(const launch_request& req,
 struct process_stat {
   char state = '?'; ///< R, S, D, Z, X, …
   pid_t ppid = 0;
+  uint64_t flags = 0;      ///< the kernel's PF_* flags
   uint64_t start_time = 0; ///< clock ticks after boot
+
+  /// Dying: killed or exiting, not yet a zombie. A pid-namespace init stays in this state
+  /// (as 'S') while the kernel kills and waits for the rest of its namespace.
+  bool exiting() const { return (flags & 0x4) != 0; } // PF_EXITING
 };
 
-/// /proc/<pid>/stat fields 3, 4 and 22; nullopt when the process is gone.
+/// /proc/<pid>/stat fields 3, 4, 9 and 22; nullopt when the process is gone.
 std::optional<process_stat> read_process_stat(pid_t pid);
 
 } // namespace guestflow::local
