@@ -20,6 +20,7 @@
 #include "bench/bridge/load_client.hpp"
 #include "bench/fd_limit.hpp"
 #include "bench/load_flags.hpp"
+#include "bench/summary.hpp"
 #include "messages/jsend.hpp"
 #include "messages/run.hpp"
 #include "messages/sandbox.hpp"
@@ -177,13 +178,6 @@ struct figures {
   /// category → count and its first full message (whole level)
   std::map<std::string, std::pair<size_t, std::string>> errors;
 };
-
-double percentile(std::vector<double>& v, double q) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  return v[std::min(v.size() - 1,
-                    static_cast<size_t>(q * static_cast<double>(v.size() - 1) + 0.5))];
-}
 
 /// The error's category: `http 429 capacity`, `event error timeout`, `transport: read
 /// stream: …`, `protocol: …` (cut, so that per-run details rarely split a category).

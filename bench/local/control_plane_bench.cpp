@@ -53,6 +53,7 @@
 #include "bench/local/first_output.hpp"
 #include "bench/local/process_cpu.hpp"
 #include "bench/local/raw_sandbox.hpp"
+#include "bench/summary.hpp"
 #include "common/numbers.hpp"
 #include "common/text.hpp"
 #include "messages/jsend.hpp"
@@ -80,6 +81,7 @@
 #include <vector>
 
 using namespace guestflow;
+using bench::percentile;
 using namespace guestflow::testing;
 using namespace std::chrono_literals;
 using steady = std::chrono::steady_clock;
@@ -97,13 +99,6 @@ const std::vector<std::string> raw_python = {"/usr/bin/python3", "-c", "print(1)
 
 double ms_between(steady::time_point a, steady::time_point b) {
   return std::chrono::duration<double, std::milli>(b - a).count();
-}
-
-double percentile(std::vector<double> v, double q) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  return v[std::min(v.size() - 1,
-                    static_cast<size_t>(q * static_cast<double>(v.size() - 1) + 0.5))];
 }
 
 // -- the load driver ----------------------------------------------------------------------
@@ -162,6 +157,17 @@ std::string data_of(const http_reply& r, const char* what) {
   return env->data.text;
 }
 
+/// POST /v1/sandboxes for the bench's guest (its shape, deny-all egress); throws on refusal.
+sandbox_created create_guest(http_client& client) {
+  auto created =
+      decode<sandbox_created>(data_of(client.call("POST", "/v1/sandboxes",
+                                                  std::string{R"({"shape":")"} + guest_shape +
+                                                      R"(","egress":["240.0.0.0/4"]})"),
+                                      "create"));
+  if (!created) throw std::runtime_error("create: " + created.error().message);
+  return *created;
+}
+
 /// create → put prog.py → exec `python3 prog.py` → delete, each request on its own
 /// connection. Returns the four steps' times; a failure after create still deletes.
 std::vector<double> lifecycle(uint16_t port) {
@@ -173,14 +179,9 @@ std::vector<double> lifecycle(uint16_t port) {
     steps.push_back(ms_between(t, now));
     t = now;
   };
-  auto created =
-      decode<sandbox_created>(data_of(client.call("POST", "/v1/sandboxes",
-                                                  std::string{R"({"shape":")"} + guest_shape +
-                                                      R"(","egress":["240.0.0.0/4"]})"),
-                                      "create"));
-  if (!created) throw std::runtime_error("create: " + created.error().message);
+  auto created = create_guest(client);
   step_done();
-  const auto base = "/v1/sandboxes/" + created->id;
+  const auto base = "/v1/sandboxes/" + created.id;
   try {
     data_of(client.call("PUT", base + "/files?path=/workspace/prog.py", "print('hello')\n"),
             "put prog.py");
@@ -212,14 +213,9 @@ std::vector<double> lifecycle(uint16_t port) {
 std::vector<double> http_first_output(uint16_t port) {
   http_client client{port};
   const auto t0 = steady::now();
-  auto created =
-      decode<sandbox_created>(data_of(client.call("POST", "/v1/sandboxes",
-                                                  std::string{R"({"shape":")"} + guest_shape +
-                                                      R"(","egress":["240.0.0.0/4"]})"),
-                                      "create"));
-  if (!created) throw std::runtime_error("create: " + created.error().message);
+  auto created = create_guest(client);
   const auto t1 = steady::now();
-  const auto base = "/v1/sandboxes/" + created->id;
+  const auto base = "/v1/sandboxes/" + created.id;
   std::vector<double> steps;
   std::string failure;
   try {

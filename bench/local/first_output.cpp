@@ -5,6 +5,8 @@
 #include "actors/runtime.hpp"
 #include "actors/sandbox_policy.hpp"
 #include "actors/system_settings.hpp"
+#include "bench/reaper_probe.hpp"
+#include "bench/summary.hpp"
 #include "controlplane/client/client.hpp"
 #include "messages/type_ids.hpp"
 
@@ -51,25 +53,6 @@ exec_sink_actor::behavior_type first_output_sink(exec_sink_actor::pointer,
           seen->at_ns.compare_exchange_strong(none, now_ns());
       },
   };
-}
-
-template<class T, class Start>
-result<T> await(Start&& start) {
-  auto p = std::make_shared<std::promise<result<T>>>();
-  auto fut = p->get_future();
-  start([p](result<T> r) { p->set_value(std::move(r)); });
-  return fut.get();
-}
-
-reaper_stats reaper_counters(caf::actor_system& sys, runtime& rt) {
-  caf::scoped_actor self{sys};
-  reaper_stats out;
-  self->request(rt.reaper(), 30s, stats_atom::value)
-      .receive([&](reaper_stats& s) { out = s; },
-               [&](caf::error& e) {
-                 throw std::runtime_error("reaper stats: " + to_failure(e).message);
-               });
-  return out;
 }
 
 } // namespace
@@ -129,17 +112,10 @@ first_output_samples measure_first_output(uint16_t port, size_t warmup, size_t r
     caf::anon_send_exit(opts.listener, caf::exit_reason::user_shutdown);
   }
   // The reaper owes nothing before the runtime stops: every guest was deleted.
-  auto deadline = steady::now() + 60s;
-  for (;;) {
-    auto s = reaper_counters(sys, rt);
-    if (s.tracked == 0 && s.pending == 0) break;
-    if (steady::now() > deadline) {
-      rt.stop();
-      throw std::runtime_error("the runtime's reaper still tracks " +
-                               std::to_string(s.tracked) +
-                               " guests after the first-output runs");
-    }
-    std::this_thread::sleep_for(5ms); // polled with a deadline
+  if (auto s = settled_reaper(sys, rt); s.tracked != 0 || s.pending != 0) {
+    rt.stop();
+    throw std::runtime_error("the runtime's reaper still tracks " + std::to_string(s.tracked) +
+                             " guests after the first-output runs");
   }
   rt.stop();
   if (!failure.empty()) throw std::runtime_error("first-output run: " + failure);

@@ -31,7 +31,9 @@
 #include "actors/system_settings.hpp"
 #include "bench/fd_limit.hpp"
 #include "bench/load_flags.hpp"
+#include "bench/reaper_probe.hpp"
 #include "bench/runtime/answering_client.hpp"
+#include "bench/summary.hpp"
 #include "bench/thread_cpu.hpp"
 #include "controlplane/client/client.hpp"
 #include "messages/type_ids.hpp"
@@ -66,6 +68,8 @@
 #include <vector>
 
 using namespace guestflow;
+using bench::await;
+using bench::percentile;
 using namespace std::chrono_literals;
 using steady = std::chrono::steady_clock;
 
@@ -365,35 +369,6 @@ struct figures {
   double server_cpu_us_per_run = 0; ///< the control plane child (not ours)
 };
 
-double percentile(std::vector<double>& v, double q) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  return v[std::min(v.size() - 1,
-                    static_cast<size_t>(q * static_cast<double>(v.size() - 1) + 0.5))];
-}
-
-reaper_stats reaper_counters(caf::actor_system& sys, runtime& rt) {
-  caf::scoped_actor self{sys};
-  reaper_stats out;
-  self->request(rt.reaper(), 30s, stats_atom::value)
-      .receive([&](reaper_stats& s) { out = s; },
-               [&](caf::error& e) {
-                 throw std::runtime_error("reaper stats: " + to_failure(e).message);
-               });
-  return out;
-}
-
-/// Waits (deadline) until the reaper tracks nothing and owes nothing: every guest of the
-/// load was deleted and reported so.
-reaper_stats settled_reaper(caf::actor_system& sys, runtime& rt) {
-  auto deadline = steady::now() + 60s;
-  for (;;) {
-    auto s = reaper_counters(sys, rt);
-    if ((s.tracked == 0 && s.pending == 0) || steady::now() > deadline) return s;
-    std::this_thread::sleep_for(5ms);
-  }
-}
-
 /// Everything sampled at one edge of the measured window.
 struct sample {
   int64_t at_ns = 0;
@@ -485,20 +460,12 @@ figures run_load(caf::actor_system& sys, runtime& rt, const run_inputs& in, load
         user + sys == 0 ? 0 : static_cast<double>(sys) / static_cast<double>(user + sys);
   }
   f.rss_per_run = static_cast<double>(f.rss_peak - f.rss_before) / static_cast<double>(shape.k);
-  f.reaper = settled_reaper(sys, rt);
+  f.reaper = bench::settled_reaper(sys, rt);
   if (f.reaper.tracked != 0 || f.reaper.pending != 0)
     throw std::runtime_error("the reaper still tracks " + std::to_string(f.reaper.tracked) +
                              " guests and owes " + std::to_string(f.reaper.pending) +
                              " deletes after the load");
   return f;
-}
-
-template<class T, class Start>
-result<T> await(Start&& start) {
-  auto p = std::make_shared<std::promise<result<T>>>();
-  auto fut = p->get_future();
-  start([p](result<T> r) { p->set_value(std::move(r)); });
-  return fut.get();
 }
 
 /// The CLI's settings (actors/system_settings.hpp); `--scheduler stealing` compares with
