@@ -40,6 +40,12 @@ protected:
   /// Restarts the server with `--warm-pool spec`.
   void start_pool(const std::string& spec) { start({"--warm-pool", spec}); }
 
+  /// The control plane dies without a word (its guests, pool or not, outlive it).
+  void kill_9() {
+    ::kill(cp_->pid(), SIGKILL);
+    cp_.reset();
+  }
+
   pool_counts counts(const std::string& image = "debian:12") {
     auto r = call("GET", "/v1/pool");
     EXPECT_EQ(r.status, 200u) << r.body;
@@ -226,8 +232,7 @@ TEST_F(warm_pool_test, kill_9_then_restart_adopts_the_pool_without_duplicates) {
   ASSERT_TRUE(ready(2));
   auto pool = guest_ids();
   ASSERT_EQ(pool.size(), 2u);
-  ::kill(cp_->pid(), SIGKILL);
-  cp_.reset();
+  kill_9();
   for (const auto& id : pool)
     EXPECT_FALSE(guest_pids(id).empty()) << "pool guests outlive a killed control plane";
 
@@ -242,8 +247,7 @@ TEST_F(warm_pool_test, kill_9_then_restart_adopts_the_pool_without_duplicates) {
   // Restarted with a smaller pool: the surplus is deleted, nothing else touched.
   ASSERT_TRUE(ready(2));
   auto before = guest_ids();
-  ::kill(cp_->pid(), SIGKILL);
-  cp_.reset();
+  kill_9();
   start_pool("s-1vcpu-256mb=1");
   ASSERT_TRUE(eventually([&] { return guest_ids().size() == 2u; }, std::chrono::seconds{30}));
   EXPECT_TRUE(ready(1));
@@ -259,8 +263,7 @@ TEST_F(warm_pool_test, reap_deletes_the_pool_of_a_killed_control_plane) {
   ASSERT_TRUE(ready(2));
   auto pool = guest_ids();
   ASSERT_EQ(pool.size(), 2u);
-  ::kill(cp_->pid(), SIGKILL);
-  cp_.reset();
+  kill_9();
   auto o = control_plane_process::run_to_exit(
       {"reap"}, {{"GUESTFLOW_STATE_DIR", state_dir_.string()}, {"GUESTFLOW_WARM_POOL", "off"}},
       std::chrono::seconds{60});
