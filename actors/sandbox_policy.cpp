@@ -133,4 +133,9 @@ result<placement> place(const sandbox_settings& s, const provider_info& p,
   return placement{std::move(*egress), std::move(*sh), s.rootfs ? s.rootfs : p.default_rootfs};
 }
 
+bool default_local_guest(const sandbox_settings& s) {
+  return !s.allow_network && !s.pinned_shape && s.memory_mb <= 256 &&
+         (!s.rootfs || *s.rootfs == "debian:12");
+}
+
 } // namespace guestflow::policy

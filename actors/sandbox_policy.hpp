@@ -71,4 +71,10 @@ struct placement {
 result<placement> place(const sandbox_settings& s, const provider_info& p,
                         const shape_list& catalog);
 
+/// Whether the settings leave a local sandbox run on the guest every default names: deny-all
+/// egress, no pinned shape or image, a memory floor the local minimum (256 MiB) covers. Only
+/// such a guest can come from the default warm pool (s-1vcpu-256mb, debian:12); a host whose
+/// settings ask for another would keep that pool and never use it.
+bool default_local_guest(const sandbox_settings& s);
+
 } // namespace guestflow::policy

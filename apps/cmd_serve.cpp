@@ -33,7 +33,9 @@ request must arrive, and a streamed line leave, within it), GUESTFLOW_STREAM_BAC
 GUESTFLOW_STREAM_HEARTBEAT_SECONDS (15: a blank line on a stream quiet that long),
 GUESTFLOW_SERVE_IO_THREADS (1); GUESTFLOW_WARM_POOL (the embedded control plane's warm
 pool, --warm-pool's syntax SHAPE[@IMAGE]=N,…; unset: 2 s-1vcpu-256mb guests with 4 GiB
-MemAvailable, 1 with 2 GiB, none below; 0 turns it off); the control plane as for every
+MemAvailable, 1 with 2 GiB, none below, and none when LANGFLOW_SANDBOX_* or
+CREATEOS_SANDBOX_* ask for another guest (network, a shape, an image, more memory); 0
+turns it off); the control plane as for every
 command; Langflow's
 LANGFLOW_SANDBOX_* as the defaults of /v1/sandbox/run and /v1/components/run; the executor's
 CREATEOS_EXECUTOR_* and GUESTFLOW_MAX_INFLIGHT / GUESTFLOW_MAX_QUEUED for runs.)";
@@ -130,9 +132,13 @@ int run_serve(const std::vector<std::string>& argv) {
   raise_fd_limit();
   call_latency latency; // outlives the session, which records into it
   opts->cp_latency = &latency;
-  // A long-lived host: its embedded control plane keeps a small warm pool by default.
-  auto s = session::open(env, watch, &latency, session::start_sweep::on,
-                         local::warm_pool_default::host);
+  // A long-lived host: its embedded control plane keeps a small warm pool by default — of
+  // the guest the default settings give a run; settings that ask for another guest would
+  // leave that pool unused, so then only GUESTFLOW_WARM_POOL makes one.
+  auto s =
+      session::open(env, watch, &latency, session::start_sweep::on,
+                    policy::default_local_guest(*defaults) ? local::warm_pool_default::host
+                                                           : local::warm_pool_default::none);
   if (!s) return report_failure("serve", s.error());
   auto& sess = **s;
   auto catalog = sess.catalog();

@@ -171,3 +171,18 @@ TEST(settings, integer_settings_are_unset_when_blank_and_refused_when_malformed)
     EXPECT_NE(r.error().message.find("X: expected an integer in 0..10"), std::string::npos);
   }
 }
+
+TEST(settings, only_default_settings_name_the_default_warm_pools_guest) {
+  auto with = [](policy::env_map env) {
+    auto s = policy::settings_from_env(env);
+    EXPECT_TRUE(s) << (s ? "" : s.error().message);
+    return s && policy::default_local_guest(*s);
+  };
+  EXPECT_TRUE(with({}));
+  EXPECT_TRUE(
+      with({{"LANGFLOW_SANDBOX_MEMORY_MB", "256"}, {"CREATEOS_SANDBOX_ROOTFS", "debian:12"}}));
+  EXPECT_FALSE(with({{"LANGFLOW_SANDBOX_ALLOW_NETWORK", "true"}}));
+  EXPECT_FALSE(with({{"LANGFLOW_SANDBOX_MEMORY_MB", "257"}}));
+  EXPECT_FALSE(with({{"GUESTFLOW_SHAPE", "s-1vcpu-256mb"}}));
+  EXPECT_FALSE(with({{"CREATEOS_SANDBOX_ROOTFS", "py311"}}));
+}
