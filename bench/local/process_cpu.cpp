@@ -1,5 +1,7 @@
 #include "bench/local/process_cpu.hpp"
 
+#include "common/numbers.hpp"
+#include "common/text.hpp"
 #include "controlplane/local/guests/cgroups.hpp"
 
 #include <cerrno>
@@ -101,7 +103,7 @@ std::optional<double> guest_cgroup_cpu_s(std::string* why_not) {
       break;
     }
     if (auto text = read_file(dir + "/cpuacct.usage")) // ns
-      return static_cast<double>(std::stoull(*text)) / 1e9;
+      if (auto ns = parse_uint(trim(*text))) return static_cast<double>(*ns) / 1e9;
   }
   if (why_not)
     *why_not = layout->v2 ? "no usage_usec in the guests' parent's cpu.stat (no guest yet?)"

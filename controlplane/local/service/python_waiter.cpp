@@ -1,6 +1,7 @@
 #include "controlplane/local/service/python_waiter.hpp"
 
 #include "common/unique_fd.hpp"
+#include "controlplane/local/guests/cgroups.hpp"
 #include "controlplane/local/guests/guest_exec.hpp"
 
 #include <algorithm>
@@ -14,6 +15,7 @@
 #include <linux/openat2.h>
 #include <poll.h>
 #include <regex>
+#include <set>
 #include <sstream>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -196,11 +198,10 @@ size_t python_waiter::kill_stale(const guest_runtime& g) {
   static const std::string prefix = std::string{"python3"} + '\0' + "-c" + '\0' +
                                     std::string{python_waiter_script}.substr(0, 64);
   size_t killed = 0;
-  for (const auto& dir : g.cgroup_dirs) {
-    std::ifstream procs{dir + "/cgroup.procs"};
-    pid_t pid = 0;
-    while (procs >> pid) {
-      if (pid == g.init_pid) continue;
+  std::set<pid_t> seen; // v1: the same process is a member in every hierarchy
+  for (const auto& dir : g.cgroup_dirs)
+    for (pid_t pid : cgroup_pids(dir)) {
+      if (pid == g.init_pid || !seen.insert(pid).second) continue;
       // Through a pidfd: the command line read belongs to the process signalled.
       unique_fd pidfd{static_cast<int>(::syscall(SYS_pidfd_open, pid, 0))};
       if (!pidfd) continue;
@@ -210,7 +211,6 @@ size_t python_waiter::kill_stale(const guest_runtime& g) {
       if (ss.str().compare(0, prefix.size(), prefix) != 0) continue;
       if (::syscall(SYS_pidfd_send_signal, pidfd.get(), SIGKILL, nullptr, 0) == 0) ++killed;
     }
-  }
   return killed;
 }
 
