@@ -1,5 +1,7 @@
 #include "controlplane/local/http/route_table.hpp"
 
+#include "controlplane/local/http/fault_injection.hpp"
+
 #include <algorithm>
 
 namespace guestflow::local {
@@ -29,7 +31,8 @@ void route_table::add(std::string_view method, std::string_view pattern, endpoin
   auto same = [&](const path_pattern& p) { return p.segments == segments; };
   auto it = std::find_if(patterns_.begin(), patterns_.end(), same);
   if (it == patterns_.end()) it = patterns_.insert(patterns_.end(), {std::move(segments), {}});
-  it->rows.push_back({std::string{method}, name, std::move(h)});
+  // Every handler consults the installed fault injector (none outside soaks and tests).
+  it->rows.push_back({std::string{method}, name, with_faults(name, std::move(h))});
 }
 
 route route_table::match(std::string_view method, std::string_view path) const {

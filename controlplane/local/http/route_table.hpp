@@ -39,6 +39,9 @@ enum class endpoint : uint8_t {
   add_image,      ///< POST /v1/images
   delete_image,   ///< DELETE /v1/images/{name} (the name is the route's id)
   warm_pool,      ///< GET /v1/pool (local only: the warm pool's counts)
+  capacity,       ///< GET /v1/capacity (local only: budget, committed, drain, fence)
+  start_drain,    ///< POST /v1/drain (local only: creates refused, guests run on)
+  stop_drain,     ///< DELETE /v1/drain
 };
 
 /// What a handler sees of a request.
@@ -109,6 +112,8 @@ struct route {
 /// Method + path pattern → handler. A pattern is a path whose `{id}` segment matches any
 /// non-empty segment; one trailing slash on a request path is tolerated. A path that
 /// matches a pattern but not its methods is 405, listing them in registration order.
+/// Every handler is registered wrapped by with_faults (fault_injection.hpp): without an
+/// installed injector it runs as given.
 class route_table {
 public:
   void add(std::string_view method, std::string_view pattern, endpoint name, handler h);
