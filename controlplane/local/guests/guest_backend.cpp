@@ -9,6 +9,7 @@
 #include "controlplane/local/guests/sandbox_launch.hpp"
 #include "controlplane/local/guests/seccomp_filter.hpp"
 #include "controlplane/local/guests/spawn_helper.hpp"
+#include "controlplane/local/guests/workspace_disk.hpp"
 #include "controlplane/local/network/netns_egress.hpp"
 
 #include <cerrno>
@@ -75,6 +76,7 @@ struct guest_backend::impl {
   std::optional<result<unique_fd>> init; ///< the sealed guest init, made on first use
   /// The seccomp program as a sealed memfd, made once: launches reopen it, execs pread it.
   result<unique_fd> seccomp_fd{fail(ec::unavailable, "seccomp not built")};
+  std::optional<workspace_disks> disks; ///< when cfg.workspace_quota
 
   /// The guest init's descriptor (made once, shared by every image guest).
   result<int> init_fd() {
@@ -122,6 +124,8 @@ guest_backend::guest_backend(backend_config cfg)
   impl_->support.cgroup_v2 = impl_->layout && impl_->layout->v2;
   impl_->support.seccomp = bool(impl_->seccomp);
   impl_->support.nftables = egress_rules_supported(impl_->tools);
+  if (impl_->cfg.workspace_quota)
+    impl_->disks.emplace(impl_->cfg.state_dir / "disk-templates", impl_->cfg.mke2fs);
 }
 
 guest_backend::~guest_backend() {
@@ -146,6 +150,8 @@ result<guest_runtime> guest_backend::create(const guest_spec& spec) {
         return fail(ec::bad_request, "image bind \"" + b + "\" is not an absolute path");
   if (spec.shape_info.mem_mib == 0)
     return fail(ec::bad_request, "shape " + spec.shape_info.id + " has no memory size");
+  if (cfg.workspace_quota && spec.shape_info.default_disk_mib == 0)
+    return fail(ec::bad_request, "shape " + spec.shape_info.id + " has no disk size");
   if (!impl_->layout) return unusable("cgroups", impl_->layout.error());
   if (!impl_->seccomp) return unusable("seccomp", impl_->seccomp.error());
   const bool networked = spec.egress.mode != egress_policy::kind::deny_all;
@@ -175,10 +181,25 @@ result<guest_runtime> guest_backend::create(const guest_spec& spec) {
     destroy(rt);
     return f;
   };
-  if (::mkdir(rt.workspace.c_str(), 0755) != 0 ||
-      ::chown(rt.workspace.c_str(), cfg.guest_uid, cfg.guest_gid) != 0)
+  // The workspace: a file system of the shape's size, mounted detached and attached by the
+  // shim in the guest's mount namespace only (workspace_disk.hpp); held open here until the
+  // launch is over.
+  unique_fd workspace_mount;
+  if (impl_->disks) {
+    workspace_quota quota;
+    quota.mib = spec.shape_info.default_disk_mib;
+    quota.inodes = spec.workspace_inodes ? spec.workspace_inodes : quota.mib * 64;
+    const auto image = workspace_image_path(rt.workspace);
+    if (auto ok = impl_->disks->create_image(image, quota, cfg.guest_uid, cfg.guest_gid); !ok)
+      return undo(unusable("workspace", ok.error()));
+    auto mnt = workspace_disks::mount_detached(image);
+    if (!mnt) return undo(unusable("workspace", mnt.error()));
+    workspace_mount = std::move(*mnt);
+  } else if (::mkdir(rt.workspace.c_str(), 0755) != 0 ||
+             ::chown(rt.workspace.c_str(), cfg.guest_uid, cfg.guest_gid) != 0) {
     return undo(fail(ec::unavailable, "cannot create the workspace " + rt.workspace.string() +
                                           ": " + std::strerror(errno)));
+  }
 
   cgroup_limits limits;
   limits.memory_bytes = spec.shape_info.mem_mib << 20;
@@ -206,6 +227,7 @@ result<guest_runtime> guest_backend::create(const guest_spec& spec) {
     req.netns_path = netns_path(net->netns);
   }
   req.workspace = rt.workspace.string();
+  req.workspace_fd = workspace_mount.get();
   if (spec.image) {
     req.ro_binds = spec.image->ro_binds;
     if (!spec.image->root.empty()) {
@@ -295,6 +317,14 @@ result<int> guest_backend::open_file(const guest_runtime& g, const std::string& 
                          impl_->cfg.guest_gid);
 }
 
+result<bool> guest_backend::check_room(const guest_runtime& g, const std::string& path,
+                                       uint64_t bytes) {
+  if (auto parts = split_guest_path(path); !parts) return parts.error();
+  auto root = impl_->guest_root(g);
+  if (!root) return root.error();
+  return check_guest_room(root->get(), path, bytes);
+}
+
 result<bool> guest_backend::destroy(const guest_runtime& recorded) {
   if (auto ok = check_owned(recorded, impl_->cfg.state_dir); !ok) return ok;
   // A record persisted before its guest was built (the control plane stopped mid-create)
@@ -311,8 +341,13 @@ result<bool> guest_backend::destroy(const guest_runtime& recorded) {
   if (!g.netns.empty())
     if (auto ok = destroy_guest_net(g.netns); !ok && !first) first = ok.error();
   if (!g.workspace.empty()) {
+    // The guest's processes are gone, and with them the only mounts of its workspace's file
+    // system and (autoclear) its loop device: the image is just a file now.
+    if (auto ok = workspace_disks::remove_image(workspace_image_path(g.workspace));
+        !ok && !first)
+      first = ok.error();
     std::error_code ec_;
-    fs::remove_all(g.workspace, ec_);
+    fs::remove_all(g.workspace, ec_); // a workspace made without a quota
     if (ec_ && !first)
       first =
           fail(ec::unavailable, "cannot remove " + g.workspace.string() + ": " + ec_.message());

@@ -36,7 +36,10 @@ struct image_layout {
 struct guest_spec {
   std::string id; ///< control-plane id, also names cgroups, netns and workspace
   std::string name;
-  shape shape_info;   ///< resolved catalog entry (memory limit = mem_mib)
+  shape shape_info; ///< resolved catalog entry (memory limit = mem_mib, workspace size =
+                    ///< default_disk_mib)
+  /// Files the workspace can hold; 0: one per 16 KiB of its size (ext4's default ratio).
+  uint64_t workspace_inodes = 0;
   std::string rootfs; ///< "debian:12" (the host's /usr), or the name of `image`
   /// The image `rootfs` names; required for any rootfs but "debian:12".
   std::optional<image_layout> image;
@@ -52,8 +55,11 @@ struct guest_runtime {
   uint64_t init_start_time = 0;         ///< /proc/<pid>/stat field 22: detects pid reuse
   std::vector<std::string> cgroup_dirs; ///< every cgroup directory created for the guest
   std::string netns;                    ///< netns name, empty when none
-  std::filesystem::path workspace;      ///< host directory bound at /workspace
-  std::string ip;                       ///< guest address, empty without a netns
+  /// Names the guest's workspace: its image is workspace_image_path(workspace) (a file
+  /// system of its own, mounted only in the guest); a host directory at this path is the
+  /// workspace of a guest made without a quota (backend_config::workspace_quota false).
+  std::filesystem::path workspace;
+  std::string ip; ///< guest address, empty without a netns
 };
 
 /// A command started inside a guest. The caller owns the fds and must call reap().
@@ -79,8 +85,13 @@ struct backend_config {
   /// Host loopback ports guests must never reach. Guests reach no host address at all (see
   /// netns_egress.hpp), so every port is covered; kept for the server's capabilities.
   std::vector<uint16_t> protected_ports;
+  /// Every workspace is a file system of the shape's size (workspace_disk.hpp). Off only
+  /// for benches measuring what that costs: the workspace is then an unbounded host
+  /// directory.
+  bool workspace_quota = true;
   // Host tools (overridable so that tests can prove the fail-closed paths).
   std::string bwrap = "/usr/bin/bwrap";
+  std::string mke2fs = "/usr/sbin/mke2fs";
   std::string ip = "/usr/sbin/ip";
   std::string nft = "/usr/sbin/nft";
 };
@@ -126,10 +137,17 @@ public:
   /// file truncated, owned by the guest uid). bad_request / not_found on refusal.
   result<int> open_file(const guest_runtime& g, const std::string& path, bool for_write);
 
-  /// SIGKILL everything in the cgroups → wait empty → rmdir cgroups → delete netns →
-  /// remove workspace. Idempotent; safe on a half-built or dead guest, and on a runtime
-  /// that names only the id (recorded before create returned): then whatever create names
-  /// by that id is removed.
+  /// Room for `bytes` more at `path` (what a files-API upload may write): fine when the
+  /// file system holding it (the workspace's own, or /tmp) has that much free beyond what
+  /// replacing the file there frees; else artifact_too_large naming what is free. Writes
+  /// nothing. The kernel enforces the limit anyway; this refuses before a byte is written.
+  result<bool> check_room(const guest_runtime& g, const std::string& path, uint64_t bytes);
+
+  /// SIGKILL everything in the cgroups → wait empty (the workspace's file system and its
+  /// loop device go with the guest's last process) → rmdir cgroups → delete netns →
+  /// remove workspace image (and directory). Idempotent; safe on a half-built or dead guest,
+  /// and on a runtime that names only the id (recorded before create returned): then whatever
+  /// create names by that id is removed.
   result<bool> destroy(const guest_runtime& g);
 
 private:

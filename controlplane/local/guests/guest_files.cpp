@@ -10,6 +10,7 @@
 #include <linux/openat2.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
+#include <sys/statvfs.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -146,6 +147,50 @@ result<std::vector<std::string>> split_guest_path(const std::string& path) {
   }
   if (parts.empty()) return refused(path, "names the root directory, not a file");
   return parts;
+}
+
+result<bool> check_guest_room(int root_fd, const std::string& path, uint64_t bytes) {
+  auto parts = split_guest_path(path);
+  if (!parts) return parts.error();
+  // The file system that would hold the file: the deepest directory of the path that exists
+  // (missing parents are created on the same one).
+  unique_fd dir{open_in(root_fd, "/", O_PATH | O_DIRECTORY)};
+  if (!dir) return path_error(path, errno);
+  for (size_t i = 1; i < parts->size(); ++i) {
+    unique_fd next{open_in(root_fd, prefix_of(*parts, i), O_PATH | O_DIRECTORY)};
+    if (!next) break;
+    dir = std::move(next);
+  }
+  struct statvfs fsinfo {};
+  struct stat dir_st {};
+  if (::fstatvfs(dir.get(), &fsinfo) != 0 || ::fstat(dir.get(), &dir_st) != 0)
+    return path_error(path, errno);
+  // Replacing a file on the same file system frees its blocks first.
+  uint64_t freed = 0;
+  bool exists = false;
+  unique_fd old{open_in(root_fd, prefix_of(*parts, parts->size()), O_PATH)};
+  struct stat old_st {};
+  if (old && ::fstat(old.get(), &old_st) == 0 && S_ISREG(old_st.st_mode)) {
+    exists = true;
+    if (old_st.st_dev == dir_st.st_dev) freed = uint64_t(old_st.st_blocks) * 512;
+  }
+  const uint64_t block = fsinfo.f_bsize ? fsinfo.f_bsize : 4096;
+  const uint64_t needed = (bytes + block - 1) / block * block;
+  const uint64_t free_bytes = uint64_t(fsinfo.f_bavail) * fsinfo.f_frsize;
+  const auto mib = [](uint64_t b) { return std::to_string(b >> 20) + " MiB"; };
+  const auto size_text =
+      "of " + mib(uint64_t(fsinfo.f_blocks) * fsinfo.f_frsize) +
+      ((*parts)[0] == "workspace" ? " (the sandbox's disk quota for /workspace; delete files "
+                                    "in the sandbox or use a shape with more disk)"
+                                  : " on the file system holding it");
+  if (needed > free_bytes + freed)
+    return fail(ec::artifact_too_large, "path " + quoted(path) + ": " + std::to_string(bytes) +
+                                            " bytes do not fit: " + std::to_string(free_bytes) +
+                                            " bytes are free " + size_text);
+  if (!exists && fsinfo.f_files != 0 && fsinfo.f_favail == 0)
+    return fail(ec::artifact_too_large,
+                "path " + quoted(path) + ": no inode is left for a new file " + size_text);
+  return true;
 }
 
 result<int> open_guest_file(int root_fd, const std::string& path, bool for_write, uid_t uid,

@@ -24,4 +24,9 @@ result<std::vector<std::string>> split_guest_path(const std::string& path);
 result<int> open_guest_file(int root_fd, const std::string& path, bool for_write, uid_t uid,
                             gid_t gid);
 
+/// Refuses (ec::artifact_too_large) writing `bytes` to `path` below `root_fd` when the file
+/// system that would hold it lacks the room: free blocks plus those the replaced file frees,
+/// and a free inode for a new file. Writes nothing; creates nothing.
+result<bool> check_guest_room(int root_fd, const std::string& path, uint64_t bytes);
+
 } // namespace guestflow::local

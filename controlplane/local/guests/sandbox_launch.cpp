@@ -61,7 +61,7 @@ std::string step_text(int32_t s) {
   case step_mountns:
     return "making a private mount namespace for the shim";
   case step_workspace:
-    return "binding the workspace";
+    return "attaching the workspace";
   case step_image_root:
     return "binding the image's root";
   case step_ro_bind:
@@ -217,7 +217,8 @@ std::optional<process_stat> read_process_stat(pid_t pid) {
 }
 
 result<launched_init> launch_guest_init(const launch_request& req) {
-  if (!req.seccomp || req.workspace.empty() || (!req.root.empty() && req.init_fd < 0))
+  if (!req.seccomp || (req.workspace.empty() && req.workspace_fd < 0) ||
+      (!req.root.empty() && req.init_fd < 0))
     return fail(ec::unavailable, "launch_guest_init: incomplete request");
   const auto deadline = clock_type::now() + req.timeout;
 
@@ -310,6 +311,11 @@ result<launched_init> launch_guest_init(const launch_request& req) {
   if (netns) fds.push_back(netns.get());
   for (const auto& f : procs)
     fds.push_back(f.get());
+  auto workspace_arg = req.workspace;
+  if (req.workspace_fd >= 0) {
+    workspace_arg = "@" + std::to_string(fds.size());
+    fds.push_back(req.workspace_fd);
+  }
   std::vector<std::string> args{"launch",
                                 std::to_string(::getpid()),
                                 uid,
@@ -317,7 +323,7 @@ result<launched_init> launch_guest_init(const launch_request& req) {
                                 std::to_string(fd_status),
                                 std::to_string(procs.size()),
                                 netns ? "1" : "0",
-                                req.workspace,
+                                workspace_arg,
                                 workspace_mountpoint,
                                 std::to_string(image_mounts.size())};
   for (const auto& m : image_mounts)

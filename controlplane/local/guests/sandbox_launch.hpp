@@ -32,7 +32,10 @@ namespace guestflow::local {
 struct launch_request {
   std::string bwrap = "/usr/bin/bwrap";
   std::string hostname;
-  std::string workspace; ///< host directory bound at /workspace
+  std::string workspace; ///< host directory bound at /workspace (when workspace_fd < 0)
+  /// A detached mount (workspace_disk.hpp) the shim attaches at /workspace in its private
+  /// mount namespace instead of binding `workspace`; the caller closes it after the launch.
+  int workspace_fd = -1;
   uid_t uid = 60000;
   gid_t gid = 60000;
   std::vector<std::string> cgroup_procs; ///< cgroup.procs files to join before bwrap

@@ -5,14 +5,16 @@ namespace guestflow::local {
 const shape_list& shape_catalog() {
   static const shape_list catalog = [] {
     shape_list l;
-    // default_disk_mib: the workspace is a host directory, so this is advisory (reported
-    // as disk_mib); sized like CreateOS's smallest disks, growing with memory.
+    // default_disk_mib: the size of the guest's /workspace, a file system of its own the
+    // kernel bounds (guests/workspace_disk.hpp), with one inode per 16 KiB of it. A cap, not
+    // a reservation (the image is a sparse file): 4x the memory, 256 MiB to 16 GiB, so that
+    // a local host's disk outlasts a few runaway guests.
     l.data = {
-        {"s-1vcpu-64mb", 1, 64, 1024}, // local-only (OOM tests)
-        {"s-1vcpu-256mb", 1, 256, 2048},   {"s-1vcpu-512mb", 1, 512, 4096},
-        {"s-1vcpu-1gb", 1, 1024, 8192},    {"s-2vcpu-2gb", 2, 2048, 10240},
-        {"s-2vcpu-4gb", 2, 4096, 20480},   {"s-4vcpu-8gb", 4, 8192, 40960},
-        {"s-4vcpu-16gb", 4, 16384, 81920},
+        {"s-1vcpu-64mb", 1, 64, 256}, // local-only (OOM tests)
+        {"s-1vcpu-256mb", 1, 256, 1024},   {"s-1vcpu-512mb", 1, 512, 2048},
+        {"s-1vcpu-1gb", 1, 1024, 4096},    {"s-2vcpu-2gb", 2, 2048, 8192},
+        {"s-2vcpu-4gb", 2, 4096, 16384},   {"s-4vcpu-8gb", 4, 8192, 16384},
+        {"s-4vcpu-16gb", 4, 16384, 16384},
     };
     l.total = l.data.size();
     return l;

@@ -6,7 +6,8 @@
 #include <string_view>
 
 /// The local control plane's catalog: the CreateOS shape ids with the same memory, plus one
-/// local-only shape. vCPUs are reported, not enforced (guests share the host's cores).
+/// local-only shape. vCPUs are reported, not enforced (guests share the host's cores);
+/// memory and disk (`default_disk_mib`: the workspace's size, enforced by the kernel) are.
 namespace guestflow::local {
 
 /// Every shape, ordered by size. `s-1vcpu-64mb` is local-only: it exists so that tests can

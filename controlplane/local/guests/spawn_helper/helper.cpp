@@ -93,6 +93,7 @@ long keep_fds(int keep, int status) {
 
 /// launch SERVER_PID UID GID FD_STATUS N_CGROUPS HAS_NETNS WORKSPACE WORKSPACE_MP N_MOUNTS
 ///        {SOURCE MOUNTPOINT NO_SYMLINKS}… BWRAP_ARGV…
+/// WORKSPACE is a host directory to bind, or `@N`: a detached mount at descriptor N.
 /// A starts a session and forks the shim B, then exits; B (reparented away from the
 /// server) joins the guest's cgroups and netns, binds the workspace and the image's
 /// directories in a private mount namespace, waits until A is gone (bwrap's
@@ -123,8 +124,14 @@ long keep_fds(int keep, int status) {
   if ((rc = sys(__NR_unshare, CLONE_NEWNS)) < 0 ||
       (rc = sys(__NR_mount, 0, arg("/"), 0, MS_SLAVE | MS_REC, 0)) < 0)
     die(status, launch::step_mountns, rc);
-  if ((rc = sys(__NR_mount, arg(workspace), arg(workspace_mp), 0, MS_BIND, 0)) < 0)
-    die(status, launch::step_workspace, rc);
+  // "@N": the workspace's own file system, a detached mount at descriptor N
+  // (workspace_disk.hpp), attached here only: the host's mount table never holds it.
+  if (workspace[0] == '@')
+    rc = sys(__NR_move_mount, number(workspace + 1), arg(""), AT_FDCWD, arg(workspace_mp),
+             MOVE_MOUNT_F_EMPTY_PATH);
+  else
+    rc = sys(__NR_mount, arg(workspace), arg(workspace_mp), 0, MS_BIND, 0);
+  if (rc < 0) die(status, launch::step_workspace, rc);
   for (int i = 0; i < mounts; ++i) {
     const char *source = bind[3 * i], *mountpoint = bind[3 * i + 1];
     const bool no_symlinks = number(bind[3 * i + 2]) != 0;

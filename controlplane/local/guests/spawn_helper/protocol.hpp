@@ -16,8 +16,8 @@ struct report {
 };
 
 /// `launch`: the guest's shim (sandbox_launch.cpp). Descriptors 0 … status are bwrap's
-/// own layout (sandbox_launch.hpp); after them come the netns (when there is one) and the
-/// cgroup.procs files.
+/// own layout (sandbox_launch.hpp); after them come the netns (when there is one), the
+/// cgroup.procs files and the workspace's detached mount (when it has its own file system).
 namespace launch {
 enum step : int32_t {
   step_setsid = 1,

@@ -1,0 +1,236 @@
+#include "controlplane/local/guests/workspace_disk.hpp"
+
+#include "controlplane/local/guests/host_command.hpp"
+
+#include <atomic>
+#include <cerrno>
+#include <csignal>
+#include <cstring>
+#include <fcntl.h>
+#include <linux/fs.h>
+#include <linux/loop.h>
+#include <optional>
+#include <sys/ioctl.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+namespace guestflow::local {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr const char* staging_prefix = ".staging-";
+
+failure os_failure(const std::string& what, int err = errno) {
+  return fail(ec::unavailable, what + ": " + std::strerror(err));
+}
+
+std::string template_name(const workspace_quota& q, uid_t uid, gid_t gid) {
+  return "ext4-" + std::to_string(q.mib) + "m-" + std::to_string(q.inodes) + "i-" +
+         std::to_string(uid) + "-" + std::to_string(gid) + ".img";
+}
+
+/// Copies `src` to the new file `dst` keeping its holes: a reflink when the host file
+/// system can, else only the data extents (SEEK_DATA / SEEK_HOLE, copy_file_range).
+result<bool> sparse_copy(const fs::path& src, const fs::path& dst) {
+  unique_fd in{::open(src.c_str(), O_RDONLY | O_CLOEXEC)};
+  if (!in) return os_failure("opening the workspace template " + src.string());
+  struct stat st {};
+  if (::fstat(in.get(), &st) != 0) return os_failure("stat " + src.string());
+  unique_fd out{::open(dst.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600)};
+  if (!out) return os_failure("creating the workspace image " + dst.string());
+  auto failed = [&](const std::string& what) {
+    auto f = os_failure(what);
+    ::unlink(dst.c_str());
+    return f;
+  };
+  if (::ioctl(out.get(), FICLONE, in.get()) == 0) return true;
+  off_t at = 0;
+  for (;;) {
+    off_t data = ::lseek(in.get(), at, SEEK_DATA);
+    if (data < 0) {
+      if (errno == ENXIO) break; // no data after `at`
+      return failed("reading the workspace template's extents");
+    }
+    off_t hole = ::lseek(in.get(), data, SEEK_HOLE);
+    if (hole < 0) return failed("reading the workspace template's extents");
+    loff_t from = data, to = data;
+    while (from < hole) {
+      auto n = ::copy_file_range(in.get(), &from, out.get(), &to, size_t(hole - from), 0);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) return failed("copying the workspace template");
+    }
+    at = hole;
+  }
+  if (::ftruncate(out.get(), st.st_size) != 0) return failed("sizing the workspace image");
+  return true;
+}
+
+/// Binds `backing` to a free loop device that clears itself when its last user (the
+/// mount) is gone. Returns the device's path and an open descriptor on it (the caller
+/// keeps it until the file system holds the device).
+result<std::pair<std::string, unique_fd>> attach_loop(int backing, const std::string& name) {
+  unique_fd ctl{::open("/dev/loop-control", O_RDWR | O_CLOEXEC)};
+  if (!ctl) return os_failure("opening /dev/loop-control (workspace quotas need loop devices)");
+  loop_config cfg{};
+  cfg.fd = uint32_t(backing);
+  cfg.block_size = 4096; // the image's block size: lets the device use direct I/O
+  cfg.info.lo_flags = LO_FLAGS_AUTOCLEAR | LO_FLAGS_DIRECT_IO;
+  std::strncpy(reinterpret_cast<char*>(cfg.info.lo_file_name), name.c_str(), LO_NAME_SIZE - 1);
+  for (int attempt = 0; attempt < 64; ++attempt) {
+    int n = ::ioctl(ctl.get(), LOOP_CTL_GET_FREE);
+    if (n < 0) return os_failure("finding a free loop device");
+    auto dev = "/dev/loop" + std::to_string(n);
+    unique_fd loop{::open(dev.c_str(), O_RDWR | O_CLOEXEC)};
+    if (!loop) {
+      if (errno == ENOENT || errno == ENXIO) continue; // removed meanwhile
+      return os_failure("opening " + dev);
+    }
+    if (::ioctl(loop.get(), LOOP_CONFIGURE, &cfg) == 0)
+      return std::pair{std::move(dev), std::move(loop)};
+    if (errno == EINVAL && (cfg.info.lo_flags & LO_FLAGS_DIRECT_IO)) {
+      // The host file system cannot do direct I/O here: buffered is as correct, only
+      // cached twice.
+      cfg.info.lo_flags &= ~uint32_t(LO_FLAGS_DIRECT_IO);
+      if (::ioctl(loop.get(), LOOP_CONFIGURE, &cfg) == 0)
+        return std::pair{std::move(dev), std::move(loop)};
+    }
+    if (errno != EBUSY) return os_failure("binding " + dev + " to " + name);
+    // Another process took this device between GET_FREE and CONFIGURE: the next one.
+  }
+  return fail(ec::unavailable, "no free loop device after 64 attempts");
+}
+
+/// What the file system context said about a failed mount (fsopen's message log).
+std::string context_log(int fs_fd) {
+  std::string out;
+  char buf[512];
+  for (int i = 0; i < 8; ++i) {
+    auto n = ::read(fs_fd, buf, sizeof buf);
+    if (n <= 0) break;
+    out += (out.empty() ? "" : "; ") + std::string{buf, size_t(n)};
+  }
+  return out;
+}
+
+/// Removes staging files a dead process left (a crash mid-build).
+void remove_dead_staging(const fs::path& dir) {
+  std::error_code ec_;
+  for (const auto& e : fs::directory_iterator{dir, ec_}) {
+    auto name = e.path().filename().string();
+    if (name.rfind(staging_prefix, 0) != 0) continue;
+    auto pid_at = name.rfind('-');
+    pid_t pid = pid_at == std::string::npos ? 0 : pid_t(std::atol(name.c_str() + pid_at + 1));
+    if (pid <= 0 || (::kill(pid, 0) != 0 && errno == ESRCH)) fs::remove(e.path(), ec_);
+  }
+}
+
+} // namespace
+
+fs::path workspace_image_path(const fs::path& ws) {
+  auto p = ws;
+  p += ".ext4";
+  return p;
+}
+
+workspace_disks::workspace_disks(fs::path templates_dir, std::string mke2fs)
+    : dir_(std::move(templates_dir))
+    , mke2fs_(std::move(mke2fs)) {}
+
+result<fs::path> workspace_disks::template_for(const workspace_quota& q, uid_t uid, gid_t gid) {
+  const auto path = dir_ / template_name(q, uid, gid);
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0) return path;
+  std::lock_guard<std::mutex> lock{mu_};
+  if (::stat(path.c_str(), &st) == 0) return path; // built while we waited
+  std::error_code ec_;
+  fs::create_directories(dir_, ec_);
+  if (ec_)
+    return fail(ec::unavailable, "cannot create " + dir_.string() + ": " + ec_.message());
+  ::chmod(dir_.c_str(), 0700);
+  remove_dead_staging(dir_);
+  static std::atomic<unsigned> seq{0};
+  const auto staging = dir_ / (staging_prefix + template_name(q, uid, gid) + "-" +
+                               std::to_string(seq++) + "-" + std::to_string(::getpid()));
+  auto give_up = [&](failure f) {
+    ::unlink(staging.c_str());
+    return f;
+  };
+  {
+    unique_fd f{::open(staging.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600)};
+    if (!f || ::ftruncate(f.get(), off_t(q.mib << 20)) != 0)
+      return give_up(os_failure("creating " + staging.string()));
+  }
+  // No journal: a workspace is scratch space a crash may lose (and a journal would add a
+  // kernel thread per guest). Lazy inode tables (never zeroed: mounts use noinit_itable) keep
+  // the image sparse; -m 0 leaves no blocks only root could use.
+  auto out = run_command({mke2fs_, "-q", "-F", "-t", "ext4", "-b", "4096", "-m", "0", "-N",
+                          std::to_string(q.inodes), "-O", "^has_journal", "-E",
+                          "lazy_itable_init=1,nodiscard,root_owner=" + std::to_string(uid) +
+                              ":" + std::to_string(gid),
+                          "-L", "workspace", staging.string()});
+  if (!out) return give_up(out.error());
+  if (out->exit_code != 0)
+    return give_up(fail(ec::unavailable, "formatting a workspace template with " + mke2fs_ +
+                                             " failed (exit " + std::to_string(out->exit_code) +
+                                             "): " + out->output));
+  {
+    // An empty workspace: no lost+found (e2fsck makes one again if it ever needs it).
+    auto mnt = mount_detached(staging);
+    if (!mnt) return give_up(mnt.error());
+    if (::unlinkat(mnt->get(), "lost+found", AT_REMOVEDIR) != 0 && errno != ENOENT)
+      return give_up(os_failure("preparing the workspace template"));
+  } // closing the detached mount unmounts it (and syncs) before this returns
+  if (::rename(staging.c_str(), path.c_str()) != 0)
+    return give_up(os_failure("installing the workspace template " + path.string()));
+  return path;
+}
+
+result<bool> workspace_disks::create_image(const fs::path& image, const workspace_quota& q,
+                                           uid_t uid, gid_t gid) {
+  if (q.mib == 0 || q.inodes == 0)
+    return fail(ec::bad_request, "a workspace needs a size and an inode count");
+  auto tpl = template_for(q, uid, gid);
+  if (!tpl) return tpl.error();
+  return sparse_copy(*tpl, image);
+}
+
+result<unique_fd> workspace_disks::mount_detached(const fs::path& image) {
+  unique_fd backing{::open(image.c_str(), O_RDWR | O_CLOEXEC)};
+  if (!backing) return os_failure("opening the workspace image " + image.string());
+  auto loop = attach_loop(backing.get(), image.string());
+  if (!loop) return loop.error();
+  unique_fd ctx{::fsopen("ext4", FSOPEN_CLOEXEC)};
+  if (!ctx) return os_failure("fsopen(ext4)");
+  auto step = [&](const char* what, int rc) -> std::optional<failure> {
+    if (rc == 0) return std::nullopt;
+    int err = errno;
+    auto log = context_log(ctx.get());
+    return fail(ec::unavailable, std::string{"mounting the workspace image: "} + what + ": " +
+                                     std::strerror(err) +
+                                     (log.empty() ? "" : " (" + log + ")"));
+  };
+  if (auto f = step("source", ::fsconfig(ctx.get(), FSCONFIG_SET_STRING, "source",
+                                         loop->first.c_str(), 0)))
+    return *f;
+  // The inode tables stay unzeroed (lazy init would write them all: the image would stop
+  // being sparse); ext4 knows which are in use from the group descriptors.
+  if (auto f = step("noinit_itable",
+                    ::fsconfig(ctx.get(), FSCONFIG_SET_FLAG, "noinit_itable", nullptr, 0)))
+    return *f;
+  if (auto f = step("create", ::fsconfig(ctx.get(), FSCONFIG_CMD_CREATE, nullptr, nullptr, 0)))
+    return *f;
+  unique_fd mnt{::fsmount(ctx.get(), FSMOUNT_CLOEXEC,
+                          MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOATIME)};
+  if (!mnt) return os_failure("fsmount of the workspace image");
+  return mnt; // the loop descriptor closes here: the file system holds the device now
+}
+
+result<bool> workspace_disks::remove_image(const fs::path& image) {
+  if (::unlink(image.c_str()) != 0 && errno != ENOENT)
+    return os_failure("removing " + image.string());
+  return true;
+}
+
+} // namespace guestflow::local

@@ -1,0 +1,64 @@
+#pragma once
+
+#include "common/unique_fd.hpp"
+#include "messages/error.hpp"
+
+#include <cstdint>
+#include <filesystem>
+#include <mutex>
+#include <string>
+#include <sys/types.h>
+
+/// A guest's /workspace as a file system of its own, so that the kernel enforces its size and
+/// inode count: an ext4 image in a sparse file next to the guest's other state, on a loop
+/// device, mounted *detached* (fsmount: in no mount namespace) and attached by the guest's
+/// shim in its private mount namespace only (sandbox_launch.hpp). The host's mount table
+/// never holds it, so no other namespace copies it; the last guest process to exit drops
+/// the last mount, and the loop device (LO_FLAGS_AUTOCLEAR) detaches itself. Writing past
+/// the size fails with ENOSPC, past the inodes with ENOSPC on create, for the guest and for
+/// the control plane's files API alike (ext4 is made with no reserved blocks). The image
+/// persists across the control plane's and the guest's death until destroy unlinks it.
+///
+/// Images are not formatted per guest (mke2fs costs ~30 ms): one template per size is made
+/// on first use (mke2fs without a journal, lazy inode tables, root owned by the guest uid,
+/// no lost+found) and each guest gets a sparse copy (a reflink where the host file system
+/// has them): under a millisecond for the few hundred KiB of metadata.
+namespace guestflow::local {
+
+/// The limits of one workspace.
+struct workspace_quota {
+  uint64_t mib = 0;    ///< the file system's size (usable space is ~2-4% less: ext4 metadata)
+  uint64_t inodes = 0; ///< files, directories and symlinks (ext4 rounds up to a full group)
+};
+
+/// The image file of a guest whose workspace directory (the record's `workspace`) is `ws`.
+std::filesystem::path workspace_image_path(const std::filesystem::path& ws);
+
+class workspace_disks {
+public:
+  /// Templates are kept in `templates_dir` (created 0700 on first use); `mke2fs` formats
+  /// them (run through the spawn helper, never fork()).
+  workspace_disks(std::filesystem::path templates_dir, std::string mke2fs);
+
+  /// Writes a fresh, empty workspace image at `image` (which must not exist) whose root
+  /// directory is owned by uid:gid. On failure nothing is left at `image`.
+  result<bool> create_image(const std::filesystem::path& image, const workspace_quota& q,
+                            uid_t uid, gid_t gid);
+
+  /// The image's file system as a detached mount (nosuid, nodev, noatime), for
+  /// move_mount(2). Closing the descriptor before it is attached unmounts it; the loop
+  /// device goes with the last mount.
+  static result<unique_fd> mount_detached(const std::filesystem::path& image);
+
+  /// Removes an image (a missing one is fine).
+  static result<bool> remove_image(const std::filesystem::path& image);
+
+private:
+  result<std::filesystem::path> template_for(const workspace_quota& q, uid_t uid, gid_t gid);
+
+  std::filesystem::path dir_;
+  std::string mke2fs_;
+  std::mutex mu_; ///< one template build at a time
+};
+
+} // namespace guestflow::local
