@@ -1,0 +1,121 @@
+"""The DeerFlow provider's contract, checked offline against the stand-in of DeerFlow's ABCs
+(tests/stand_in/deerflow, which reproduces DeerFlow's ``Sandbox`` and ``SandboxProvider``
+signatures): it subclasses them, matches every abstract method's signature exactly, refuses
+bad env keys and traversal before any request, and imports and works duck-typed without
+DeerFlow. test_deerflow.py runs it against a real ``guestflow serve``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import os
+import subprocess
+import sys
+import unittest
+
+from deerflow.sandbox.exceptions import SandboxCapacityExceededError
+from deerflow.sandbox.sandbox import Sandbox
+from deerflow.sandbox.sandbox_provider import SandboxProvider
+from deerflow.sandbox.search import GrepMatch
+
+from langflow_guestflow import deerflow as provider_module
+from langflow_guestflow.deerflow import GuestflowSandbox, GuestflowSandboxProvider
+
+_PACKAGE_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+class ContractTest(unittest.TestCase):
+    """DeerFlow's ABCs, checked without a server."""
+
+    def test_subclasses_deerflows_abcs_when_importable(self) -> None:
+        self.assertTrue(provider_module.DEERFLOW_AVAILABLE)
+        self.assertTrue(issubclass(GuestflowSandbox, Sandbox))
+        self.assertTrue(issubclass(GuestflowSandboxProvider, SandboxProvider))
+        self.assertIs(provider_module.GrepMatch, GrepMatch)
+        self.assertIs(provider_module.SandboxCapacityExceededError, SandboxCapacityExceededError)
+        # Instantiable: every abstract method is implemented.
+        self.assertEqual(GuestflowSandbox("gf-b-x").id, "gf-b-x")
+        GuestflowSandboxProvider(url="http://127.0.0.1:9")
+
+    def test_signatures_match_the_abcs_exactly(self) -> None:
+        checked = (
+            (Sandbox, GuestflowSandbox, {"execute_command_in_scope", "release_command_scope"}),
+            (SandboxProvider, GuestflowSandboxProvider, {"acquire_async", "reset"}),
+        )
+        for base, cls, concrete in checked:
+            for name in sorted(base.__abstractmethods__ | concrete):
+                with self.subTest(method=f"{cls.__name__}.{name}"):
+                    want = inspect.signature(getattr(base, name))
+                    got = inspect.signature(getattr(cls, name))
+                    self.assertEqual(
+                        [(p.name, p.kind, p.default) for p in got.parameters.values()],
+                        [(p.name, p.kind, p.default) for p in want.parameters.values()],
+                    )
+        self.assertTrue(asyncio.iscoroutinefunction(GuestflowSandboxProvider.acquire_async))
+
+    def test_bad_env_key_is_value_error_before_any_request(self) -> None:
+        sandbox = GuestflowSandbox("gf-b-x", client=_NoCalls())
+        for key in ("A-B", "1X", "", "X Y", "A=B", "PATH;rm"):
+            with self.subTest(key=key), self.assertRaises(ValueError):
+                sandbox.execute_command("true", env={key: "v"})
+
+    def test_traversal_is_permission_error_before_any_request(self) -> None:
+        sandbox = GuestflowSandbox("gf-b-x", client=_NoCalls())
+        for path in ("/workspace/../etc/passwd", "/..", "/workspace/a/../../b"):
+            with self.subTest(path=path):
+                for call in (
+                    lambda p: sandbox.read_file(p),
+                    lambda p: sandbox.download_file(p),
+                    lambda p: sandbox.write_file(p, "x"),
+                    lambda p: sandbox.update_file(p, b"x"),
+                    lambda p: sandbox.list_dir(p),
+                    lambda p: sandbox.glob(p, "*"),
+                    lambda p: sandbox.grep(p, "x"),
+                ):
+                    with self.assertRaises(PermissionError):
+                        call(path)
+        with self.assertRaises(ValueError):
+            sandbox.read_file("relative/path")
+
+    def test_duck_typed_without_deerflow(self) -> None:
+        """In a fresh interpreter where ``import deerflow`` fails."""
+        script = """
+import sys
+sys.modules["deerflow"] = None  # any import of it now raises ImportError
+import asyncio
+from langflow_guestflow import deerflow as d
+assert not d.DEERFLOW_AVAILABLE
+s = d.GuestflowSandbox("gf-b-y")
+assert s.id == "gf-b-y" and s.persistent_shell_sessions is False
+for name in ("execute_command", "read_file", "write_file", "update_file", "download_file",
+             "list_dir", "glob", "grep", "execute_command_in_scope", "release_command_scope"):
+    assert callable(getattr(s, name)), name
+p = d.GuestflowSandboxProvider(url="http://127.0.0.1:9")
+for name in ("acquire", "acquire_async", "get", "release", "reset"):
+    assert callable(getattr(p, name)), name
+assert asyncio.iscoroutinefunction(p.acquire_async)
+m = d.GrepMatch(path="/a", line_number=1, line="x")
+assert m.line_number == 1
+try:
+    s.list_dir("/workspace/../x")
+except PermissionError:
+    pass
+else:
+    raise AssertionError("no PermissionError")
+print("duck ok")
+"""
+        env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+        env["PYTHONPATH"] = _PACKAGE_ROOT
+        out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=60, check=False)
+        self.assertEqual(out.returncode, 0, out.stderr)
+        self.assertIn("duck ok", out.stdout)
+
+
+class _NoCalls:
+    """A client that fails the test if the sandbox sends anything."""
+
+    def call(self, *args, **kwargs):  # noqa: ANN002, ANN003
+        raise AssertionError(f"unexpected request {args}")
+
+    json = call
