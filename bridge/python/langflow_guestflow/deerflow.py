@@ -89,6 +89,7 @@ _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 DEFAULT_COMMAND_TIMEOUT_SECONDS = 600
 FILE_CALL_TIMEOUT_SECONDS = 300.0
 MAX_ANSWER_BYTES = 128 << 20  # the server's download cap is 100 MiB by default
+GREP_LINE_CHARS = 200  # DeerFlow's DEFAULT_LINE_SUMMARY_LENGTH
 
 
 class _DuckSandbox:
@@ -147,6 +148,12 @@ def _name_of(entry: dict[str, Any]) -> str:
     if isinstance(b64, str):
         return os.fsdecode(base64.b64decode(b64))
     return str(entry["path"])
+
+
+def _summary(line: str, max_chars: int = GREP_LINE_CHARS) -> str:
+    """A matched line as DeerFlow's grep reports it (``search.truncate_line``)."""
+    line = line.rstrip("\n\r")
+    return line if len(line) <= max_chars else line[: max_chars - 3] + "..."
 
 
 def _query(params: dict[str, Any]) -> str:
@@ -314,7 +321,12 @@ class GuestflowSandbox(_SandboxBase or _DuckSandbox):  # type: ignore[misc]
         return out
 
     def glob(self, path: str, pattern: str, *, include_dirs: bool = False, max_results: int = 200) -> tuple[list[str], bool]:
+        """Paths under ``path`` matching ``pattern`` with DeerFlow's rule: a pattern without
+        ``/`` matches the name at any depth (``*.py``); any other is anchored at ``path``
+        (``**`` spans directories). The server anchors every pattern, hence ``**/``."""
         raw = _guard_path(path)
+        if "/" not in pattern:
+            pattern = "**/" + pattern
         try:
             answer = self._client.json("GET", self._files("glob", path=raw, pattern=pattern, include_dirs=include_dirs, max_results=int(max_results)))
         except GuestflowError as err:
@@ -341,7 +353,7 @@ class GuestflowSandbox(_SandboxBase or _DuckSandbox):  # type: ignore[misc]
             answer = self._client.json("GET", self._files("grep", **params))
         except GuestflowError as err:
             raise _file_error(err, path) from err
-        matches = [GrepMatch(path=_name_of(m), line_number=int(m["line_number"]), line=str(m.get("line", ""))) for m in answer.get("matches", [])]
+        matches = [GrepMatch(path=_name_of(m), line_number=int(m["line_number"]), line=_summary(str(m.get("line", "")))) for m in answer.get("matches", [])]
         return matches, bool(answer.get("truncated"))
 
 

@@ -169,6 +169,9 @@ class ServerTest(unittest.TestCase):
         py, truncated = self.sandbox.glob("/workspace/g", "**/*.py")
         self.assertEqual(len(py), 5)
         self.assertFalse(truncated)
+        # DeerFlow's rule: a pattern without "/" matches names at any depth.
+        self.assertEqual(sorted(self.sandbox.glob("/workspace/g", "*.py")[0]), sorted(py))
+        self.assertEqual(self.sandbox.glob("/workspace/g", "src/*.md"), ([], False))
         capped, truncated = self.sandbox.glob("/workspace/g", "**/*.py", max_results=2)
         self.assertEqual(len(capped), 2)
         self.assertTrue(truncated)

@@ -8,6 +8,7 @@ DeerFlow. test_deerflow.py runs it against a real ``guestflow serve``.
 from __future__ import annotations
 
 import asyncio
+import base64
 import inspect
 import os
 import subprocess
@@ -119,3 +120,68 @@ class _NoCalls:
         raise AssertionError(f"unexpected request {args}")
 
     json = call
+
+
+class _Canned:
+    """A client that records each request and answers the next canned JSON value."""
+
+    def __init__(self, *answers: object) -> None:
+        self.answers = list(answers)
+        self.requests: list[tuple[str, str]] = []
+
+    def json(self, method: str, path: str, **_: object) -> object:
+        self.requests.append((method, path))
+        return self.answers.pop(0)
+
+    def call(self, method: str, path: str, **_: object) -> bytes:
+        self.requests.append((method, path))
+        return b""
+
+
+class WireMappingTest(unittest.TestCase):
+    """How DeerFlow's calls become the session API's requests, and its answers results."""
+
+    def test_names_come_back_byte_exact_and_directories_marked(self) -> None:
+        raw = b"/workspace/odd-\xe9\x85 "
+        client = _Canned(
+            {
+                "entries": [
+                    {"path": "/workspace/ trailing \n", "type": "file", "size": 1},
+                    {"path": "/workspace/odd-\ufffd\ufffd ", "path_b64": base64.b64encode(raw).decode(), "type": "file", "size": 1},
+                    {"path": "/workspace/dir\x0b", "type": "dir", "size": 0},
+                ],
+                "truncated": False,
+            }
+        )
+        listed = GuestflowSandbox("gf-b-x", client=client).list_dir("/workspace")
+        self.assertEqual(listed, ["/workspace/ trailing \n", os.fsdecode(raw), "/workspace/dir\x0b/"])
+        self.assertEqual(os.fsencode(listed[1]), raw)
+        self.assertEqual(client.requests, [("GET", "/v1/sessions/gf-b-x/files/list?path=/workspace&max_depth=2")])
+
+    def test_paths_are_sent_as_percent_encoded_bytes(self) -> None:
+        client = _Canned()
+        name = os.fsdecode(b"/workspace/a b\n+\xff")
+        GuestflowSandbox("gf-b-x", client=client).update_file(name, b"x")
+        self.assertEqual(client.requests, [("PUT", "/v1/sessions/gf-b-x/files/update?path=/workspace/a%20b%0A%2B%FF")])
+
+    def test_glob_without_a_slash_matches_at_any_depth(self) -> None:
+        client = _Canned({"matches": [], "truncated": False}, {"matches": [], "truncated": False})
+        sandbox = GuestflowSandbox("gf-b-x", client=client)
+        sandbox.glob("/w", "*.py")
+        sandbox.glob("/w", "src/*.py", include_dirs=True, max_results=5)
+        self.assertEqual(
+            [path for _, path in client.requests],
+            [
+                "/v1/sessions/gf-b-x/files/glob?path=/w&pattern=%2A%2A/%2A.py&include_dirs=0&max_results=200",
+                "/v1/sessions/gf-b-x/files/glob?path=/w&pattern=src/%2A.py&include_dirs=1&max_results=5",
+            ],
+        )
+
+    def test_grep_defaults_and_line_summary(self) -> None:
+        long_line = "x" * 300
+        client = _Canned({"matches": [{"path": "/w/a", "line_number": 7, "line": long_line}], "truncated": True})
+        matches, truncated = GuestflowSandbox("gf-b-x", client=client).grep("/w", "x+")
+        self.assertTrue(truncated)
+        self.assertEqual(matches, [GrepMatch(path="/w/a", line_number=7, line="x" * 197 + "...")])
+        # DeerFlow's default is case-insensitive; the API's is sensitive: sent explicitly.
+        self.assertIn("&literal=0&case_sensitive=0&max_results=100", client.requests[0][1])
