@@ -2,6 +2,7 @@
 #include "controlplane/client/endpoint_selection.hpp"
 #include "controlplane/client/error_mapping.hpp"
 #include "controlplane/client/exec_stream.hpp"
+#include "controlplane/client/fleet_client.hpp"
 #include "controlplane/client/http_call.hpp"
 #include "controlplane/client/transport.hpp"
 #include "controlplane/client/url.hpp"
@@ -62,6 +63,11 @@ public:
     if (ep_.kind == provider::createos) // no such endpoint: the facts are known
       return t_->post_or_run([cb = std::move(cb)] { cb(createos_capabilities()); });
     call<capabilities>(spec(verb::get, "/v1/capabilities", timeout), std::move(cb));
+  }
+
+  void capacity(millis timeout, callback<node_capacity> cb) override {
+    if (ep_.kind == provider::createos) return client::capacity(timeout, std::move(cb));
+    call<node_capacity>(spec(verb::get, "/v1/capacity", timeout), std::move(cb));
   }
 
   void create(const sandbox_create_request& req, millis timeout,
@@ -274,7 +280,17 @@ void client::remove_image(const std::string&, millis, callback<image_removed> cb
   cb(fail(ec::unavailable, "this control-plane client does not manage images"));
 }
 
+void client::capacity(millis, callback<node_capacity> cb) {
+  cb(fail(ec::unavailable, "this control-plane client does not report capacity"));
+}
+
 result<std::shared_ptr<client>> client::make(endpoint ep, client_config cfg) {
+  // A fleet (`A,B,…` or `etcd://…`, endpoint_selection.hpp) is many clients behind one.
+  if (is_fleet_url(ep.base_url)) {
+    auto fleet = fleet_config_of(ep, cfg);
+    if (!fleet) return fleet.error();
+    return make_fleet_client(std::move(*fleet));
+  }
   auto t = transport::make(std::move(ep), std::move(cfg));
   if (!t) return t.error();
   auto transport = std::move(*t);

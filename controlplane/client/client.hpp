@@ -1,6 +1,7 @@
 #pragma once
 
 #include "messages/error.hpp"
+#include "messages/fleet.hpp"
 #include "messages/image.hpp"
 #include "messages/sandbox.hpp"
 
@@ -141,6 +142,15 @@ public:
                          callback<image_added> cb);
   virtual void remove_image(const std::string& name, millis timeout,
                             callback<image_removed> cb);
+
+  /// `GET /v1/capacity` of a local control plane (its budget, committed memory, guests,
+  /// draining, ready): what fleet placement reads. CreateOS has none: unavailable, as for a
+  /// client that does not implement it (at once, on the calling thread).
+  virtual void capacity(millis timeout, callback<node_capacity> cb);
+
+  /// The client this one wraps (observed, …), or nullptr: how fleet_snapshot_of finds a
+  /// fleet client under its wrappers.
+  virtual const client* wrapped() const noexcept { return nullptr; }
 
   /// Stops the I/O threads; pending calls complete with `unavailable` (on a client thread,
   /// before shutdown returns unless it is called from a callback). Calls made after

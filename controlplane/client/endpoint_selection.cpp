@@ -2,6 +2,7 @@
 
 #include "common/text.hpp"
 #include "controlplane/client/url.hpp"
+#include "fleet/etcd_client.hpp"
 
 extern char** environ;
 
@@ -33,12 +34,39 @@ std::string_view to_string(provider p) noexcept {
 }
 
 result<endpoint_choice> select_endpoint(const env_map& env) {
-  if (auto url = setting(env, "GUESTFLOW_CONTROL_PLANE_URL"); !url.empty()) {
+  auto fleet = setting(env, "GUESTFLOW_FLEET");
+  auto url = setting(env, "GUESTFLOW_CONTROL_PLANE_URL");
+  if (!fleet.empty()) {
+    if (!url.empty())
+      return fail(ec::bad_request, "GUESTFLOW_FLEET and GUESTFLOW_CONTROL_PLANE_URL are both "
+                                   "set: the fleet's nodes come from etcd; unset one");
+    if (auto eps = fleet::parse_etcd_url(fleet); !eps)
+      return fail(ec::bad_request, "GUESTFLOW_FLEET: " + eps.error().message);
+    endpoint ep;
+    ep.base_url = fleet;
+    ep.api_key = setting(env, "GUESTFLOW_CONTROL_PLANE_KEY");
+    ep.kind = provider::local;
+    return endpoint_choice{std::move(ep)};
+  }
+  if (!url.empty()) {
     endpoint ep;
     ep.base_url = url;
     ep.api_key = setting(env, "GUESTFLOW_CONTROL_PLANE_KEY");
     ep.kind = provider::local;
-    return checked(std::move(ep), "GUESTFLOW_CONTROL_PLANE_URL");
+    if (url.find(',') == std::string::npos)
+      return checked(std::move(ep), "GUESTFLOW_CONTROL_PLANE_URL");
+    // A static fleet: every URL is checked as one alone would be.
+    size_t count = 0;
+    for (auto& one : split(url, ",")) {
+      endpoint single = ep;
+      single.base_url = std::string{trim(one)};
+      if (single.base_url.empty()) continue;
+      if (auto c = checked(std::move(single), "GUESTFLOW_CONTROL_PLANE_URL"); !c)
+        return c.error();
+      ++count;
+    }
+    if (count == 0) return fail(ec::bad_request, "GUESTFLOW_CONTROL_PLANE_URL: no URL");
+    return endpoint_choice{std::move(ep)};
   }
   auto key = setting(env, "CREATEOS_SANDBOX_API_KEY");
   if (key.empty()) key = setting(env, "CREATEOS_API_KEY");

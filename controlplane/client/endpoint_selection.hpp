@@ -24,8 +24,12 @@ using endpoint_choice = std::variant<embedded_endpoint, endpoint>;
 using env_map = std::map<std::string, std::string>;
 
 /// Chooses the control plane from the environment (empty or blank values count as unset):
+/// 0. `GUESTFLOW_FLEET=etcd://H:P[,H:P…]` → a fleet whose nodes are read from etcd
+///    (base_url is the etcd URL; `client::make` builds a fleet client, fleet_client.hpp);
+///    with `GUESTFLOW_CONTROL_PLANE_URL` also set → bad_request (ambiguous);
 /// 1. `GUESTFLOW_CONTROL_PLANE_URL` (+ `GUESTFLOW_CONTROL_PLANE_KEY`) → provider local
-///    (guestflow's own control plane, which reports its capabilities);
+///    (guestflow's own control plane, which reports its capabilities); a comma-separated
+///    list `URL1,URL2,…` is a static fleet (each URL checked alone; one key for all);
 /// 2. `CREATEOS_SANDBOX_API_KEY`, else `CREATEOS_API_KEY` → provider createos at
 ///    `CREATEOS_SANDBOX_BASE_URL` (default https://api.sb.createos.sh);
 /// 3. neither → embedded.

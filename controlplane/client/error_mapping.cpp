@@ -89,6 +89,12 @@ attempt_outcome map_response(unsigned status, std::string_view body, body_kind k
     return outcome(ec::policy_refused, msg, false);
   if (status == 400 || status == 409 || status == 413 || status == 422)
     return outcome(ec::bad_request, msg.empty() ? with_status("refused") : msg, false);
+  // A control plane over its budget, or draining, refuses a create with 429 and JSend fail
+  // `{"code":"capacity"}`: a definite answer (nothing was built), for placement to try
+  // another node — not a transient to retry on the same one.
+  if (status == 429 && env && env->status == jsend::kind::fail &&
+      env->data.text.find(R"("code":"capacity")") != std::string::npos)
+    return outcome(ec::capacity, msg.empty() ? with_status("refused") : msg, false);
   if (status == 429 || (status >= 500 && status < 600))
     return outcome(ec::transient, with_status("answered"), true);
   if (status == 401 || status == 403)

@@ -18,6 +18,10 @@ public:
   void capabilities_of(millis t, callback<capabilities> cb) override {
     inner_->capabilities_of(t, timed(cb));
   }
+  void capacity(millis t, callback<node_capacity> cb) override {
+    inner_->capacity(t, timed(cb));
+  }
+  const client* wrapped() const noexcept override { return inner_.get(); }
   void create(const sandbox_create_request& req, millis t,
               callback<sandbox_created> cb) override {
     inner_->create(req, t, timed(cb));
