@@ -77,6 +77,7 @@ struct guest_backend::impl {
   /// The seccomp program as a sealed memfd, made once: launches reopen it, execs pread it.
   result<unique_fd> seccomp_fd{fail(ec::unavailable, "seccomp not built")};
   std::optional<workspace_disks> disks; ///< when cfg.workspace_quota
+  mount_releaser releaser; ///< unmounts deleted guests' workspaces off the delete's path
 
   /// The guest init's descriptor (made once, shared by every image guest).
   result<int> init_fd() {
@@ -336,6 +337,12 @@ result<bool> guest_backend::destroy(const guest_runtime& recorded) {
     if (g.netns.empty()) g.netns = netns_name(g.id); // absent: nothing to delete
     if (g.workspace.empty()) g.workspace = impl_->cfg.state_dir / "guests" / g.id / "workspace";
   }
+  // Pinned, the workspace's file system outlives the guest's processes: it is unmounted
+  // (and its loop device detached) by the releaser's thread, not by the guest's last
+  // exiting process, which kill_and_remove waits for.
+  unique_fd workspace_pin;
+  if (alive(g))
+    if (auto root = impl_->guest_root(g)) workspace_pin = pin_workspace(root->get());
   std::optional<failure> first;
   if (auto ok = kill_and_remove(g.cgroup_dirs, teardown_timeout); !ok) first = ok.error();
   if (!g.netns.empty())
@@ -353,6 +360,7 @@ result<bool> guest_backend::destroy(const guest_runtime& recorded) {
           fail(ec::unavailable, "cannot remove " + g.workspace.string() + ": " + ec_.message());
     ::rmdir(g.workspace.parent_path().c_str()); // the guest's directory, now empty
   }
+  impl_->releaser.release(std::move(workspace_pin));
   if (first) return *first;
   return true;
 }

@@ -9,10 +9,14 @@
 #include <fcntl.h>
 #include <linux/fs.h>
 #include <linux/loop.h>
+#include <linux/magic.h>
+#include <linux/openat2.h>
 #include <optional>
 #include <sys/ioctl.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 namespace guestflow::local {
@@ -75,8 +79,11 @@ result<std::pair<std::string, unique_fd>> attach_loop(int backing, const std::st
   if (!ctl) return os_failure("opening /dev/loop-control (workspace quotas need loop devices)");
   loop_config cfg{};
   cfg.fd = uint32_t(backing);
-  cfg.block_size = 4096; // the image's block size: lets the device use direct I/O
-  cfg.info.lo_flags = LO_FLAGS_AUTOCLEAR | LO_FLAGS_DIRECT_IO;
+  cfg.block_size = 4096; // the image's block size
+  // Buffered, not LO_FLAGS_DIRECT_IO: switching a device to direct I/O freezes its queue
+  // (an RCU grace period: up to tens of ms on a busy host) on every create. The backing
+  // file's page cache is charged to the writing guest's memory cgroup all the same.
+  cfg.info.lo_flags = LO_FLAGS_AUTOCLEAR;
   std::strncpy(reinterpret_cast<char*>(cfg.info.lo_file_name), name.c_str(), LO_NAME_SIZE - 1);
   for (int attempt = 0; attempt < 64; ++attempt) {
     int n = ::ioctl(ctl.get(), LOOP_CTL_GET_FREE);
@@ -89,13 +96,6 @@ result<std::pair<std::string, unique_fd>> attach_loop(int backing, const std::st
     }
     if (::ioctl(loop.get(), LOOP_CONFIGURE, &cfg) == 0)
       return std::pair{std::move(dev), std::move(loop)};
-    if (errno == EINVAL && (cfg.info.lo_flags & LO_FLAGS_DIRECT_IO)) {
-      // The host file system cannot do direct I/O here: buffered is as correct, only
-      // cached twice.
-      cfg.info.lo_flags &= ~uint32_t(LO_FLAGS_DIRECT_IO);
-      if (::ioctl(loop.get(), LOOP_CONFIGURE, &cfg) == 0)
-        return std::pair{std::move(dev), std::move(loop)};
-    }
     if (errno != EBUSY) return os_failure("binding " + dev + " to " + name);
     // Another process took this device between GET_FREE and CONFIGURE: the next one.
   }
@@ -231,6 +231,54 @@ result<bool> workspace_disks::remove_image(const fs::path& image) {
   if (::unlink(image.c_str()) != 0 && errno != ENOENT)
     return os_failure("removing " + image.string());
   return true;
+}
+
+unique_fd pin_workspace(int root_fd) {
+  open_how how{};
+  how.flags = O_PATH | O_DIRECTORY | O_CLOEXEC;
+  how.resolve = RESOLVE_IN_ROOT | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS;
+  unique_fd fd{int(::syscall(SYS_openat2, root_fd, "/workspace", &how, sizeof how))};
+  struct statfs st {};
+  if (!fd || ::fstatfs(fd.get(), &st) != 0 || st.f_type != EXT4_SUPER_MAGIC) return {};
+  return fd;
+}
+
+mount_releaser::~mount_releaser() {
+  {
+    std::lock_guard<std::mutex> lock{mu_};
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  if (worker_.joinable()) worker_.join();
+}
+
+void mount_releaser::release(unique_fd pinned) {
+  if (!pinned) return;
+  std::lock_guard<std::mutex> lock{mu_};
+  queue_.push_back(std::move(pinned));
+  if (!worker_.joinable()) worker_ = std::thread{[this] { run(); }};
+  cv_.notify_all();
+}
+
+void mount_releaser::drain() {
+  std::unique_lock<std::mutex> lock{mu_};
+  cv_.wait(lock, [this] { return queue_.empty() && busy_ == 0; });
+}
+
+void mount_releaser::run() {
+  std::unique_lock<std::mutex> lock{mu_};
+  for (;;) {
+    cv_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
+    if (queue_.empty()) return; // stopping, nothing left
+    auto fd = std::move(queue_.front());
+    queue_.pop_front();
+    ++busy_;
+    lock.unlock();
+    fd.reset(); // the unmount and the loop device's detach happen here
+    lock.lock();
+    --busy_;
+    cv_.notify_all();
+  }
 }
 
 } // namespace guestflow::local

@@ -3,11 +3,14 @@
 #include "common/unique_fd.hpp"
 #include "messages/error.hpp"
 
+#include <condition_variable>
 #include <cstdint>
+#include <deque>
 #include <filesystem>
 #include <mutex>
 #include <string>
 #include <sys/types.h>
+#include <thread>
 
 /// A guest's /workspace as a file system of its own, so that the kernel enforces its size and
 /// inode count: an ext4 image in a sparse file next to the guest's other state, on a loop
@@ -59,6 +62,37 @@ private:
   std::filesystem::path dir_;
   std::string mke2fs_;
   std::mutex mu_; ///< one template build at a time
+};
+
+/// A descriptor on the workspace file system of the guest whose root is `root_fd` (O_PATH),
+/// or none when it has no file system of its own. Held across the guest's death, it makes
+/// the unmount (and the loop device's detach) happen at its close instead of in the guest's
+/// last exiting process — which a delete waits for.
+unique_fd pin_workspace(int root_fd);
+
+/// Closes pinned workspaces (pin_workspace) on a thread of its own: the last reference's
+/// unmount and loop detach wait for RCU grace periods (ms on a quiet host, tens of ms on a
+/// busy one) that a delete need not wait for. The destructor releases whatever is left.
+class mount_releaser {
+public:
+  mount_releaser() = default;
+  ~mount_releaser();
+  mount_releaser(const mount_releaser&) = delete;
+  mount_releaser& operator=(const mount_releaser&) = delete;
+
+  void release(unique_fd pinned);
+  /// Returns once everything handed over so far is released (benches, tests).
+  void drain();
+
+private:
+  void run();
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<unique_fd> queue_;
+  size_t busy_ = 0;
+  bool stopping_ = false;
+  std::thread worker_; ///< started on the first release
 };
 
 } // namespace guestflow::local
