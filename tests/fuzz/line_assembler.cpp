@@ -9,6 +9,7 @@
 #include "controlplane/client/ndjson_reader.hpp"
 #include "tests/fuzz/fuzz_support.hpp"
 
+#include <cstdio>
 #include <string>
 #include <vector>
 
@@ -46,8 +47,19 @@ outcome model(std::string_view s, size_t max_line, bool skip_blank) {
 
 std::string show(const outcome& o) {
   std::string s = o.ok ? "ok" : "overflow";
-  for (auto& l : o.lines)
-    s += " [" + l + "]";
+  for (auto& l : o.lines) {
+    s += " [";
+    for (unsigned char c : l) {
+      if (c >= 0x20 && c < 0x7f) {
+        s += static_cast<char>(c);
+      } else {
+        char hex[8];
+        std::snprintf(hex, sizeof hex, "\\x%02x", c);
+        s += hex;
+      }
+    }
+    s += "]";
+  }
   return s;
 }
 
