@@ -8,6 +8,7 @@
 #include "messages/flow_run.hpp"
 #include "messages/run.hpp"
 #include "messages/sandbox.hpp"
+#include "messages/session.hpp"
 #include "messages/type_ids.hpp"
 
 #include <caf/atom.hpp>
@@ -235,5 +236,37 @@ using event_handoff_actor = caf::typed_actor<
 using sweep_waiter_actor = caf::typed_actor<
     /// The sweep's answer, how many orphans it deleted: the owner's lease is shared again.
     caf::reacts_to<uint64_t>>;
+
+// -- agent sessions (actors/session_manager.hpp, actors/session_task.hpp) ------------------
+
+/// One command or file call in a session's guest, spawned per call by the session manager,
+/// which delegates the call to it; quits after its answer.
+using session_task_actor = exec_sink_actor::extend<
+    /// (guest id, command): `sh -lc` in the guest with the call's env and cwd under a
+    /// timeout that kills its process group; replies the output in order and the exit.
+    caf::replies_to<run_atom, std::string, session_command>::with<command_outcome>,
+    /// (guest id, call): the file API through the guest-side tool (guest/session_files.py).
+    caf::replies_to<fetch_atom, std::string, session_file_call>::with<session_file_answer>>;
+
+/// The sessions of `guestflow serve`: one guest per (user, thread), the warm pool with its
+/// replica cap and idle timeout (actors/session_pool.hpp). Every guest is tracked by the
+/// reaper, so the server's shutdown drain deletes them all.
+using session_manager_actor = caf::typed_actor<
+    /// Acquires the session of (user, thread): active, reclaimed from the warm pool, or
+    /// created (concurrent acquires of one key share one create); capacity at the cap with
+    /// no warm guest to evict.
+    caf::replies_to<acquire_atom, session_request>::with<session_info>,
+    /// Releases session `id` into the warm pool.
+    caf::replies_to<release_atom, std::string>::with<session_info>,
+    /// Deletes session `id` and its guest.
+    caf::replies_to<delete_atom, std::string>::with<session_info>,
+    /// The session `id`.
+    caf::replies_to<get_atom, std::string>::with<session_info>,
+    /// (session id, command) in the active session's guest.
+    caf::replies_to<run_atom, std::string, session_command>::with<command_outcome>,
+    /// (session id, file call) in the active session's guest.
+    caf::replies_to<fetch_atom, std::string, session_file_call>::with<session_file_answer>,
+    /// Internal: deletes the warm guests idle past the timeout.
+    caf::reacts_to<tick_atom>>;
 
 } // namespace guestflow

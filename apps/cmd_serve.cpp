@@ -1,10 +1,14 @@
 #include "actors/component_spec.hpp"
+#include "actors/session_manager.hpp"
 #include "apps/args.hpp"
 #include "apps/cli_session.hpp"
 #include "apps/command.hpp"
 #include "bridge/server/server.hpp"
+#include "bridge/server/surfaces/sessions.hpp"
 #include "common/net_address.hpp"
 
+#include <caf/exit_reason.hpp>
+#include <caf/send.hpp>
 #include <condition_variable>
 #include <iostream>
 #include <mutex>
@@ -144,6 +148,23 @@ int run_serve(const std::vector<std::string>& argv) {
   auto catalog = sess.catalog();
   if (!catalog) return report_failure("serve", catalog.error());
   bridge::service svc{sess.rt(), {sess.provider(), *catalog, *defaults, *cap, sess.owner()}};
+  // -- agent sessions: the manager's guests are the reaper's too, so the drain at exit
+  // deletes every one of them --
+  auto session_opts = session_options_from_env(env);
+  if (!session_opts) return report_failure("serve", session_opts.error());
+  session_opts->owner = sess.owner();
+  session_opts->settings = *defaults;
+  session_opts->provider = sess.provider();
+  session_opts->catalog = *catalog;
+  auto sessions = sess.rt().system().spawn(session_manager, sess.rt().controlplane(),
+                                           sess.rt().reaper(), std::move(*session_opts));
+  bridge::session_gateway session_gw{sess.rt().system(), sessions};
+  opts->sessions = &session_gw;
+  struct stop_sessions {
+    session_manager_actor& a;
+    ~stop_sessions() { caf::anon_send_exit(a, caf::exit_reason::user_shutdown); }
+  } stop_sessions_at_exit{sessions};
+  // -- end agent sessions --
   bridge::metrics stats;
   std::optional<bridge::server> srv;
   try {

@@ -72,7 +72,53 @@ result<uint64_t> query_number(std::string_view query, std::string_view name) {
   return uint64_t{0};
 }
 
+/// The first `name=…` of the query, percent-decoded to bytes (any byte, NUL refused).
+result<std::optional<std::string>> query_text(std::string_view query, std::string_view name) {
+  while (!query.empty()) {
+    auto amp = query.find('&');
+    auto param = query.substr(0, amp);
+    query = amp == std::string_view::npos ? std::string_view{} : query.substr(amp + 1);
+    if (param.size() < name.size() + 1 || param.compare(0, name.size(), name) != 0 ||
+        param[name.size()] != '=')
+      continue;
+    auto raw = param.substr(name.size() + 1);
+    std::string out;
+    out.reserve(raw.size());
+    auto hex = [](char c) -> int {
+      if (c >= '0' && c <= '9') return c - '0';
+      if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+      if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+      return -1;
+    };
+    for (size_t i = 0; i < raw.size(); ++i) {
+      if (raw[i] == '+') {
+        out.push_back(' ');
+      } else if (raw[i] != '%') {
+        out.push_back(raw[i]);
+      } else {
+        auto hi = i + 2 < raw.size() ? hex(raw[i + 1]) : -1;
+        auto lo = i + 2 < raw.size() ? hex(raw[i + 2]) : -1;
+        if (hi < 0 || lo < 0)
+          return fail(ec::bad_request, "query " + std::string{name} + ": malformed %-escape");
+        auto byte = static_cast<char>(hi * 16 + lo);
+        if (byte == '\0')
+          return fail(ec::bad_request, "query " + std::string{name} + ": NUL byte");
+        out.push_back(byte);
+        i += 2;
+      }
+    }
+    return std::optional<std::string>{std::move(out)};
+  }
+  return std::optional<std::string>{};
+}
+
 } // namespace
+
+std::optional<std::string> route_params::text(std::string_view name) const {
+  for (auto& [k, v] : texts_)
+    if (k == name) return v;
+  return std::nullopt;
+}
 
 std::string_view route_params::path(std::string_view name) const noexcept {
   for (auto& [k, v] : path_)
@@ -121,6 +167,11 @@ result<route_match> route_table::match(std::string_view method, std::string_view
       if (!n) return n.error();
       found.params.numbers_.emplace_back(name, *n);
     }
+    for (auto& name : r.query_texts) {
+      auto t = query_text(query, name);
+      if (!t) return t.error();
+      if (*t) found.params.texts_.emplace_back(name, std::move(**t));
+    }
     return found;
   }
   route_match m;
@@ -146,6 +197,8 @@ std::string_view label(endpoint ep) noexcept {
     return "component_run";
   case endpoint::capabilities:
     return "capabilities";
+  case endpoint::sessions:
+    return "sessions";
   case endpoint::healthz:
     return "healthz";
   case endpoint::metrics:

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -27,6 +28,7 @@ enum class endpoint : uint8_t {
   sandbox_run,   ///< POST /v1/sandbox/run
   component_run, ///< POST /v1/components/run
   capabilities,  ///< GET /v1/capabilities
+  sessions,      ///< /v1/sessions and everything under it (agent sessions)
   healthz,       ///< GET /healthz (no token)
   metrics,       ///< GET /metrics
 };
@@ -44,11 +46,15 @@ public:
   std::string_view path(std::string_view name) const noexcept;
   /// The value of a query number the route declared (0 when the query does not set it).
   uint64_t number(std::string_view name) const noexcept;
+  /// The percent-decoded bytes of a query text the route declared (`+` is a space);
+  /// nullopt when the query does not set it.
+  std::optional<std::string> text(std::string_view name) const;
 
 private:
   friend class route_table;
   std::vector<std::pair<std::string, std::string>> path_;
   std::vector<std::pair<std::string, uint64_t>> numbers_;
+  std::vector<std::pair<std::string, std::string>> texts_;
 };
 
 /// Serves one matched request: reads it from the exchange and answers through it, now or
@@ -66,6 +72,9 @@ struct route {
   /// Query parameters read as unsigned integers (`from_seq=N`): a malformed one is
   /// bad_request when the request is matched, before anything else looks at it.
   std::vector<std::string> query_numbers;
+  /// Query parameters read as percent-decoded bytes (`path=`): a malformed escape is
+  /// bad_request when the request is matched.
+  std::vector<std::string> query_texts;
 };
 
 /// A request target matched against the table.

@@ -12,6 +12,8 @@
 
 namespace guestflow::bridge {
 
+struct session_gateway; // bridge/server/surfaces/sessions.hpp
+
 struct server_options {
   std::string token;                             ///< empty: no authentication
   uint64_t max_body_bytes = uint64_t{64} << 20;  ///< GUESTFLOW_MAX_BODY_BYTES
@@ -20,6 +22,8 @@ struct server_options {
   std::chrono::seconds heartbeat{15};            ///< GUESTFLOW_STREAM_HEARTBEAT_SECONDS
   unsigned io_threads = 1;                       ///< GUESTFLOW_SERVE_IO_THREADS
   const call_latency* cp_latency = nullptr;      ///< rendered in /metrics when set
+  // -- agent sessions (bridge/server/surfaces/sessions.hpp) --
+  const session_gateway* sessions = nullptr; ///< serves /v1/sessions when set
 };
 
 /// What every connection and every route handler shares.

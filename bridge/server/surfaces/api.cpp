@@ -11,6 +11,7 @@ const route_table& api_routes() {
     add_capabilities_routes(t);
     add_health_routes(t);
     add_metrics_routes(t);
+    add_session_routes(t);
     return t;
   }();
   return table;

@@ -18,6 +18,8 @@ void add_capabilities_routes(route_table& t);
 void add_health_routes(route_table& t);
 /// GET /metrics (metrics.cpp).
 void add_metrics_routes(route_table& t);
+/// /v1/sessions: agent sessions, their commands and files (sessions.cpp).
+void add_session_routes(route_table& t);
 
 /// Every route of bridge/API.md, built once.
 const route_table& api_routes();

@@ -1,0 +1,51 @@
+#pragma once
+
+#include "actors/actors.hpp"
+#include "actors/sandbox_policy.hpp"
+#include "actors/session_pool.hpp"
+#include "actors/session_task.hpp"
+
+#include <caf/stateful_actor.hpp>
+#include <caf/typed_response_promise.hpp>
+#include <chrono>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace guestflow {
+
+struct session_manager_options {
+  std::string owner; ///< names::owner_id of the runtime (session guest names)
+  session_pool_options pool;
+  session_task_options task;
+  policy::sandbox_settings settings; ///< the guest's shape and memory (LANGFLOW_SANDBOX_*)
+  policy::provider_info provider;
+  shape_list catalog;
+  std::chrono::seconds call_timeout{120}; ///< a create or delete
+};
+
+struct session_manager_state {
+  static inline const char* name = "session_manager";
+  controlplane_actor cp;
+  reaper_actor reaper;
+  session_manager_options opts;
+  session_pool pool{{}};
+  /// Acquires parked behind a create or delete of their name, asked again when it ends.
+  std::map<std::string,
+           std::vector<std::pair<session_request, caf::typed_response_promise<session_info>>>>
+      waiting;
+};
+
+/// GUESTFLOW_SESSION_REPLICAS (1..1000, default 3), GUESTFLOW_SESSION_IDLE_TIMEOUT_SECONDS
+/// (0..604800, default 600), GUESTFLOW_DOWNLOAD_CAP_BYTES (default 100 MiB) and
+/// GUESTFLOW_DOWNLOAD_PREFIX (absolute, default /workspace); bad_request naming a malformed
+/// one. The rest of the options is the caller's to fill in.
+result<session_manager_options> session_options_from_env(const policy::env_map& env);
+
+/// The sessions of `guestflow serve` (see actors.hpp): the pool decides, this actor does the
+/// control-plane calls and tells the reaper about every guest before it exists.
+session_manager_actor::behavior_type
+session_manager(session_manager_actor::stateful_pointer<session_manager_state> self,
+                controlplane_actor cp, reaper_actor reaper, session_manager_options opts);
+
+} // namespace guestflow

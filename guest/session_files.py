@@ -1,0 +1,332 @@
+"""The file side of an agent session (bridge/API.md "Sessions"), run inside the guest as
+`python3 -I -c <this file> <json>` by the runtime for each call.
+
+Names are bytes from end to end: the arguments carry them in base64, the walk uses bytes
+paths, and the answer is one line of ASCII JSON (`OK <json>` or `ERR <code> <message>`),
+so no name is ever split on a newline or stripped of its spaces. Each entry names itself
+with "path" (text, invalid UTF-8 replaced) and, when the bytes are not UTF-8, "path_b64".
+"""
+
+import base64
+import json
+import os
+import re
+import stat
+import sys
+
+LIST_CAP = 10000
+WALK_CAP = 200000
+READ_CAP = 8 << 20
+GREP_FILE_CAP = 16 << 20
+
+
+class Refusal(Exception):
+    def __init__(self, code, message):
+        Exception.__init__(self, message)
+        self.code = code
+
+
+def b64(data):
+    return base64.b64encode(data).decode("ascii")
+
+
+def entry(path, **extra):
+    out = {"path": path.decode("utf-8", "replace")}
+    try:
+        path.decode("utf-8")
+    except UnicodeDecodeError:
+        out["path_b64"] = b64(path)
+    out.update(extra)
+    return out
+
+
+def shown(path):
+    return repr(path)[1:]
+
+
+def checked(args, key="path"):
+    path = base64.b64decode(args[key + "_b64"])
+    if not path.startswith(b"/"):
+        raise Refusal("bad_request", "path must be absolute: " + shown(path))
+    if b".." in path.split(b"/"):
+        raise Refusal("policy_refused", "path must not contain '..': " + shown(path))
+    return path
+
+
+def regular_file(path):
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        raise Refusal("not_found", "no such file: " + shown(path))
+    except NotADirectoryError:
+        raise Refusal("not_found", "no such file (a parent is not a directory): " + shown(path))
+    if stat.S_ISDIR(st.st_mode):
+        raise Refusal("bad_request", "is a directory, not a file: " + shown(path))
+    if not stat.S_ISREG(st.st_mode):
+        raise Refusal("bad_request", "not a regular file: " + shown(path))
+    return st
+
+
+def directory(path):
+    try:
+        st = os.stat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        raise Refusal("not_found", "no such directory: " + shown(path))
+    if not stat.S_ISDIR(st.st_mode):
+        raise Refusal("bad_request", "not a directory: " + shown(path))
+
+
+def kind_of(mode):
+    if stat.S_ISLNK(mode):
+        return "symlink"
+    if stat.S_ISDIR(mode):
+        return "dir"
+    if stat.S_ISREG(mode):
+        return "file"
+    return "other"
+
+
+def walk(root, max_depth=None):
+    """(path, lstat) of everything below root, depth-first in byte order; symlinks are
+    listed, never followed. Stops after WALK_CAP entries (the second value says so)."""
+    out = []
+    stack = [(root, 0)]
+    while stack:
+        path, depth = stack.pop()
+        if max_depth is not None and depth >= max_depth:
+            continue
+        try:
+            names = sorted(os.listdir(path))
+        except OSError:
+            continue
+        children = []
+        for name in names:
+            child = path.rstrip(b"/") + b"/" + name
+            try:
+                st = os.lstat(child)
+            except OSError:
+                continue
+            out.append((child, st))
+            if len(out) >= WALK_CAP:
+                return out, True
+            if stat.S_ISDIR(st.st_mode):
+                children.append((child, depth + 1))
+        stack.extend(reversed(children))
+    return out, False
+
+
+def lines_of(data):
+    """Lines split on b"\\n" only (what sed and grep call lines), endings kept."""
+    parts = data.split(b"\n")
+    lines = [p + b"\n" for p in parts[:-1]]
+    if parts[-1]:
+        lines.append(parts[-1])
+    return lines
+
+
+def op_read(args):
+    path = checked(args)
+    st = regular_file(path)
+    start, end = args.get("start_line"), args.get("end_line")
+    with open(path, "rb") as f:
+        if start is None and end is None:
+            if st.st_size > READ_CAP:
+                raise Refusal("artifact_too_large", "file is over 8 MiB; read a line range or download it")
+            data = f.read(READ_CAP + 1)
+        else:
+            lines = lines_of(f.read())
+            first = max(1, start or 1)
+            last = end if end is not None else len(lines)
+            data = b"".join(lines[first - 1:last])
+    if len(data) > READ_CAP:
+        raise Refusal("artifact_too_large", "the range is over 8 MiB")
+    return {"data_b64": b64(data)}
+
+
+def op_write(args):
+    path = checked(args)
+    stage = args["stage"].encode()
+    try:
+        if os.path.isdir(path):
+            raise Refusal("bad_request", "is a directory, not a file: " + shown(path))
+        parent = os.path.dirname(path)
+        try:
+            os.makedirs(parent, exist_ok=True)
+        except (FileExistsError, NotADirectoryError):
+            raise Refusal("bad_request", "a parent of the path is not a directory: " + shown(path))
+        if not os.path.isdir(parent):
+            raise Refusal("bad_request", "a parent of the path is not a directory: " + shown(path))
+        with open(stage, "rb") as src, open(path, "ab" if args.get("append") else "wb") as dst:
+            while True:
+                chunk = src.read(1 << 20)
+                if not chunk:
+                    break
+                dst.write(chunk)
+        return entry(path, size=os.stat(path).st_size)
+    finally:
+        try:
+            os.unlink(stage)
+        except OSError:
+            pass
+
+
+def op_download(args):
+    path = checked(args)
+    prefix = base64.b64decode(args["prefix_b64"])
+    cap = args["cap"]
+    real = os.path.realpath(path)
+    real_prefix = os.path.realpath(prefix)
+    if not (real == real_prefix or real.startswith(real_prefix.rstrip(b"/") + b"/")):
+        raise Refusal("policy_refused", "outside the download prefix " + shown(prefix) + ": " + shown(path))
+    st = regular_file(real)
+    if st.st_size > cap:
+        raise Refusal("artifact_too_large", "%d bytes, over the download cap of %d" % (st.st_size, cap))
+    stage = args["stage"].encode()
+    os.makedirs(os.path.dirname(stage), exist_ok=True)
+    with open(real, "rb") as src, open(stage, "wb") as dst:
+        left = cap + 1
+        while left > 0:
+            chunk = src.read(min(1 << 20, left))
+            if not chunk:
+                break
+            dst.write(chunk)
+            left -= len(chunk)
+    return {"size": os.stat(stage).st_size}
+
+
+def op_list(args):
+    path = checked(args)
+    directory(path)
+    found, cut = walk(path, args.get("max_depth", 2))
+    found.sort(key=lambda x: x[0])
+    entries = [entry(p, type=kind_of(st.st_mode), size=st.st_size) for p, st in found[:LIST_CAP]]
+    return {"entries": entries, "truncated": cut or len(found) > LIST_CAP}
+
+
+def glob_regex(pattern):
+    """`*`, `?`, `[...]` within one name, `**` across directories, over bytes."""
+    out = b""
+    i = 0
+    while i < len(pattern):
+        c = pattern[i:i + 1]
+        if pattern[i:i + 3] == b"**/":
+            out += b"(?:.*/)?"
+            i += 3
+        elif pattern[i:i + 2] == b"**":
+            out += b".*"
+            i += 2
+        elif c == b"*":
+            out += b"[^/]*"
+            i += 1
+        elif c == b"?":
+            out += b"[^/]"
+            i += 1
+        elif c == b"[":
+            j = pattern.find(b"]", i + 2)
+            if j < 0:
+                out += re.escape(c)
+                i += 1
+                continue
+            body = pattern[i + 1:j]
+            if body.startswith(b"!"):
+                body = b"^" + body[1:]
+            out += b"[" + body.replace(b"\\", b"\\\\") + b"]"
+            i = j + 1
+        else:
+            out += re.escape(c)
+            i += 1
+    return re.compile(out + b"\\Z", re.DOTALL)
+
+
+def op_glob(args):
+    path = checked(args)
+    directory(path)
+    pattern = base64.b64decode(args["pattern_b64"])
+    try:
+        rx = glob_regex(pattern.lstrip(b"/"))
+    except re.error as e:
+        raise Refusal("bad_request", "bad glob pattern: %s" % e)
+    limit = args.get("max_results", 200)
+    include_dirs = args.get("include_dirs", False)
+    found, cut = walk(path)
+    base = len(path.rstrip(b"/")) + 1
+    matches = []
+    for p, st in found:
+        if stat.S_ISDIR(st.st_mode) and not include_dirs:
+            continue
+        if rx.match(p[base:]):
+            if len(matches) >= limit:
+                cut = True
+                break
+            matches.append(entry(p))
+    return {"matches": matches, "truncated": cut}
+
+
+def op_grep(args):
+    path = checked(args)
+    pattern = base64.b64decode(args["pattern_b64"])
+    if args.get("literal"):
+        pattern = re.escape(pattern)
+    try:
+        rx = re.compile(pattern, 0 if args.get("case_sensitive", True) else re.IGNORECASE)
+    except re.error as e:
+        raise Refusal("bad_request", "bad regular expression: %s" % e)
+    name_glob = base64.b64decode(args.get("glob_b64", ""))
+    name_rx = glob_regex(name_glob) if name_glob else None
+    limit = args.get("max_results", 100)
+    try:
+        top = os.stat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        raise Refusal("not_found", "no such file or directory: " + shown(path))
+    if stat.S_ISDIR(top.st_mode):
+        found, cut = walk(path)
+    else:
+        found, cut = [(path, top)], False
+    matches = []
+    for p, st in found:
+        if not stat.S_ISREG(st.st_mode) or st.st_size > GREP_FILE_CAP:
+            continue
+        if name_rx and not name_rx.match(os.path.basename(p)):
+            continue
+        try:
+            with open(p, "rb") as f:
+                data = f.read(GREP_FILE_CAP + 1)
+        except OSError:
+            continue
+        if b"\0" in data[:8192]:
+            continue
+        for number, line in enumerate(data.split(b"\n"), 1):
+            if rx.search(line):
+                if len(matches) >= limit:
+                    return {"matches": matches, "truncated": True}
+                m = entry(p, line_number=number, line=line.decode("utf-8", "replace"))
+                try:
+                    line.decode("utf-8")
+                except UnicodeDecodeError:
+                    m["line_b64"] = b64(line)
+                matches.append(m)
+    return {"matches": matches, "truncated": cut}
+
+
+OPS = {"read": op_read, "write": op_write, "download": op_download, "list": op_list,
+       "glob": op_glob, "grep": op_grep}
+
+
+def refuse(code, message):
+    sys.stdout.write("ERR %s %s\n" % (code, b64(message.encode("utf-8", "replace"))))
+
+
+def main():
+    args = json.loads(sys.argv[1])
+    try:
+        answer = OPS[args["op"]](args)
+    except Refusal as r:
+        return refuse(r.code, str(r))
+    except PermissionError as e:
+        return refuse("policy_refused", "permission denied: %s" % e)
+    except IsADirectoryError as e:
+        return refuse("bad_request", "is a directory: %s" % e)
+    sys.stdout.write("OK " + json.dumps(answer, ensure_ascii=True, separators=(",", ":")) + "\n")
+
+
+main()

@@ -1,0 +1,141 @@
+#pragma once
+
+// Agent sessions (bridge/API.md "Sessions"): what an HTTP caller sends and gets back, and
+// what the session actors pass around.
+
+#include "messages/inspect_optional.hpp"
+#include "messages/json.hpp"
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace guestflow {
+
+/// POST /v1/sessions.
+struct session_request {
+  std::string user_id;
+  std::string thread_id;
+  std::string image; ///< "" = the server's default image
+  bool allow_network = false;
+};
+
+template<class Inspector>
+typename Inspector::result_type inspect(Inspector& f, session_request& x) {
+  return f(x.user_id, x.thread_id, x.image, x.allow_network);
+}
+
+/// The session object of every session answer.
+struct session_info {
+  std::string session_id; ///< the guest name
+  std::string user_id;
+  std::string thread_id;
+  bool warm = false;   ///< released into the warm pool (else active)
+  bool reused = false; ///< the guest existed before this call
+  std::string guest_id;
+  std::string image;
+  bool allow_network = false;
+};
+
+template<class Inspector>
+typename Inspector::result_type inspect(Inspector& f, session_info& x) {
+  return f(x.session_id, x.user_id, x.thread_id, x.warm, x.reused, x.guest_id, x.image,
+           x.allow_network);
+}
+
+/// POST /v1/sessions/{id}/commands.
+struct session_command {
+  std::string command;
+  std::map<std::string, std::string> env; ///< keys ^[A-Za-z_][A-Za-z0-9_]*$
+  std::optional<std::string> cwd;         ///< absolute
+  uint32_t timeout_seconds = 600;
+};
+
+template<class Inspector>
+typename Inspector::result_type inspect(Inspector& f, session_command& x) {
+  return f(x.command, x.env, x.cwd, x.timeout_seconds);
+}
+
+/// One piece of a command's output, in the order it was written.
+struct output_chunk {
+  bool is_stderr = false;
+  std::string text;
+};
+
+template<class Inspector>
+typename Inspector::result_type inspect(Inspector& f, output_chunk& x) {
+  return f(x.is_stderr, x.text);
+}
+
+/// A finished command: the chunks keep the interleaving that `output` (and a stream) shows.
+struct command_outcome {
+  std::vector<output_chunk> chunks;
+  int32_t exit_code = 0; ///< −1 when timed_out
+  bool timed_out = false;
+  uint64_t exec_ms = 0;
+};
+
+template<class Inspector>
+typename Inspector::result_type inspect(Inspector& f, command_outcome& x) {
+  return f(x.chunks, x.exit_code, x.timed_out, x.exec_ms);
+}
+
+template<>
+result<session_request> decode<session_request>(std::string_view, const decode_limits&);
+template<>
+result<session_command> decode<session_command>(std::string_view, const decode_limits&);
+
+/// The session object.
+std::string encode(const session_info& x);
+/// `{"session_id", "deleted": true}`.
+std::string encode_session_deleted(std::string_view id);
+/// `{stdout, stderr, output, exit_code, timed_out, exec_ms}`.
+std::string encode(const command_outcome& x);
+/// The NDJSON of a streamed command: one `{"stdout"|"stderr": …}` line per chunk, then
+/// `{"exit_code", "timed_out"}`.
+std::string encode_command_lines(const command_outcome& x);
+
+/// Strict RFC 4648 base64 (padding required, no whitespace); nullopt when malformed.
+std::optional<std::string> base64_decode(std::string_view text);
+
+} // namespace guestflow
+
+namespace guestflow {
+
+/// One call of the session file API (bridge/API.md "Files"), decoded from the query.
+struct session_file_call {
+  std::string op;   ///< read | write | download | list | glob | grep
+  std::string path; ///< bytes
+  std::optional<uint64_t> start_line;
+  std::optional<uint64_t> end_line;
+  bool append = false;
+  std::string pattern; ///< glob / grep
+  std::string glob;    ///< grep's file-name filter
+  bool include_dirs = false;
+  bool literal = false;
+  bool case_sensitive = true;
+  uint64_t max_depth = 2;
+  uint64_t max_results = 0;
+  std::string body; ///< write's bytes
+};
+
+template<class Inspector>
+typename Inspector::result_type inspect(Inspector& f, session_file_call& x) {
+  return f(x.op, x.path, x.start_line, x.end_line, x.append, x.pattern, x.glob, x.include_dirs,
+           x.literal, x.case_sensitive, x.max_depth, x.max_results, x.body);
+}
+
+/// The answer of a file call: a JSON document or raw bytes.
+struct session_file_answer {
+  std::string body;
+  std::string content_type; ///< application/json | text/plain | application/octet-stream
+};
+
+template<class Inspector>
+typename Inspector::result_type inspect(Inspector& f, session_file_answer& x) {
+  return f(x.body, x.content_type);
+}
+
+} // namespace guestflow

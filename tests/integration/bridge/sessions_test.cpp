@@ -1,0 +1,281 @@
+// Agent sessions over HTTP (bridge/API.md "Sessions"): a real `guestflow serve`, a real
+// local control plane and real guests.
+
+#include "messages/base64.hpp"
+#include "tests/integration/bridge/bridge_fixture.hpp"
+#include "tests/support/eventually.hpp"
+
+#include <future>
+#include <gtest/gtest.h>
+#include <set>
+
+namespace guestflow::testing {
+namespace {
+
+using namespace std::chrono_literals;
+
+class sessions : public bridge_fixture {
+protected:
+  void SetUp() override {
+    runtime_fixture::SetUp();
+    start_serve({{"GUESTFLOW_SESSION_REPLICAS", "2"}});
+  }
+
+  /// POST /v1/sessions for (user, thread).
+  http_reply acquire(const std::string& user, const std::string& thread) const {
+    return call("POST", "/v1/sessions",
+                "{\"user_id\":\"" + user + "\",\"thread_id\":\"" + thread + "\"}");
+  }
+
+  /// The session_id of an answer.
+  static std::string id_of(const http_reply& r) {
+    auto k = r.body.find("\"session_id\":\"");
+    if (k == std::string::npos) return {};
+    k += 14;
+    return r.body.substr(k, r.body.find('"', k) - k);
+  }
+
+  std::string active(const std::string& thread) const {
+    auto r = acquire("alice", thread);
+    EXPECT_EQ(r.status, 200u) << r.body;
+    return id_of(r);
+  }
+
+  bool gone(const std::string& id) const {
+    for (auto& g : live_guests())
+      if (g.name == id) return false;
+    return true;
+  }
+
+  /// %XX for every byte but unreserved ones: any name, any bytes.
+  static std::string pct(const std::string& bytes) {
+    static constexpr char hex[] = "0123456789ABCDEF";
+    std::string out;
+    for (unsigned char c : bytes) {
+      if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~' || c == '/') {
+        out.push_back(static_cast<char>(c));
+      } else {
+        out.push_back('%');
+        out.push_back(hex[c >> 4]);
+        out.push_back(hex[c & 15]);
+      }
+    }
+    return out;
+  }
+
+  http_reply run(const std::string& id, const std::string& body,
+                 const std::string& query = {}) const {
+    return call("POST", "/v1/sessions/" + id + "/commands" + query, body);
+  }
+
+  http_reply file(const std::string& method, const std::string& id, const std::string& op,
+                  const std::string& path, const std::string& query = {},
+                  const std::string& body = {}) const {
+    return call(method, "/v1/sessions/" + id + "/files/" + op + "?path=" + pct(path) + query,
+                body);
+  }
+};
+
+/// Python's json.dumps(ensure_ascii=True) of UTF-8 text: how the guest tool names paths.
+std::string py_json(const std::string& text) {
+  std::string out = "\"";
+  char buf[8];
+  for (size_t i = 0; i < text.size(); ++i) {
+    auto c = static_cast<unsigned char>(text[i]);
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += static_cast<char>(c);
+    } else if (c == '\n') {
+      out += "\\n";
+    } else if (c == '\t') {
+      out += "\\t";
+    } else if (c == '\f') {
+      out += "\\f";
+    } else if (c < 0x20) {
+      std::snprintf(buf, sizeof buf, "\\u%04x", c);
+      out += buf;
+    } else if (c == 0xc2 && i + 1 < text.size()) { // U+0080..U+00BF
+      std::snprintf(buf, sizeof buf, "\\u%04x", static_cast<unsigned char>(text[++i]));
+      out += buf;
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  return out + "\"";
+}
+
+TEST_F(sessions, OneGuestPerUserAndThreadReleasedIntoTheWarmPoolAndEvictedAtTheCap) {
+  auto a = active("t1");
+  ASSERT_EQ(a.size(), 22u);
+  auto again = acquire("alice", "t1");
+  EXPECT_EQ(id_of(again), a);
+  EXPECT_NE(again.body.find("\"reused\":true"), std::string::npos) << again.body;
+  auto b = active("t2");
+  EXPECT_NE(a, b);
+  // Both replicas are active: a third conversation is refused at once, nothing evicted.
+  auto full = acquire("alice", "t3");
+  EXPECT_EQ(full.status, 429u) << full.body;
+  EXPECT_NE(full.body.find("capacity"), std::string::npos);
+  EXPECT_EQ(call("GET", "/v1/sessions/" + a).status, 200u);
+  // Released: warm, reclaimable by the same thread (same guest).
+  auto rel = call("POST", "/v1/sessions/" + a + "/release");
+  EXPECT_EQ(rel.status, 200u) << rel.body;
+  EXPECT_NE(rel.body.find("\"state\":\"warm\""), std::string::npos) << rel.body;
+  auto back = acquire("alice", "t1");
+  EXPECT_EQ(id_of(back), a);
+  EXPECT_NE(back.body.find("\"state\":\"active\""), std::string::npos) << back.body;
+  // Released again, then a new thread at the cap evicts it (the only warm guest).
+  ASSERT_EQ(call("POST", "/v1/sessions/" + a + "/release").status, 200u);
+  auto c = active("t3");
+  EXPECT_EQ(call("GET", "/v1/sessions/" + a).status, 404u);
+  EXPECT_TRUE(eventually([&] { return gone(a); }, 30s));
+  EXPECT_FALSE(gone(b));
+  EXPECT_FALSE(gone(c));
+  // Commands need an active session.
+  EXPECT_EQ(run(a, R"({"command":"true"})").status, 404u);
+  // DELETE deletes the guest.
+  auto del = call("DELETE", "/v1/sessions/" + b);
+  EXPECT_EQ(del.status, 200u) << del.body;
+  EXPECT_TRUE(eventually([&] { return gone(b); }, 30s));
+  EXPECT_EQ(call("DELETE", "/v1/sessions/" + b).status, 404u);
+  EXPECT_EQ(call("POST", "/v1/sessions", R"({"user_id":"x"})").status, 400u);
+}
+
+TEST_F(sessions, ConcurrentAcquiresOfOneThreadGetOneGuest) {
+  std::vector<std::future<http_reply>> calls;
+  for (int i = 0; i < 6; ++i)
+    calls.push_back(std::async(std::launch::async, [this] { return acquire("bob", "same"); }));
+  std::set<std::string> ids;
+  for (auto& f : calls) {
+    auto r = f.get();
+    EXPECT_EQ(r.status, 200u) << r.body;
+    ids.insert(id_of(r));
+  }
+  ASSERT_EQ(ids.size(), 1u);
+  size_t n = 0;
+  for (auto& g : live_guests())
+    n += g.name == *ids.begin();
+  EXPECT_EQ(n, 1u);
+}
+
+TEST_F(sessions, WarmGuestsIdlePastTheTimeoutAreDeletedAndShutdownDeletesTheRest) {
+  start_serve({{"GUESTFLOW_SESSION_IDLE_TIMEOUT_SECONDS", "1"}});
+  auto a = active("idle");
+  auto b = active("kept");
+  ASSERT_EQ(call("POST", "/v1/sessions/" + a + "/release").status, 200u);
+  EXPECT_TRUE(eventually([&] { return gone(a); }, 30s));
+  EXPECT_EQ(call("GET", "/v1/sessions/" + a).status, 404u);
+  EXPECT_FALSE(gone(b)); // active: never idles out
+  EXPECT_EQ(serve->stop(), 0);
+  EXPECT_TRUE(eventually([&] { return gone(b); }, 30s));
+}
+
+TEST_F(sessions, CommandsRunWithEnvCwdAndATimeoutThatKillsTheGroup) {
+  auto id = active("cmd");
+  auto r = run(id, R"({"command":"echo out; echo err >&2; echo \"$GREETING\"; pwd; cat; echo done",)"
+                   R"("env":{"GREETING":"hi there; $(id)"
+}
+, "cwd" : "/tmp"
+})");
+  ASSERT_EQ(r.status, 200u) << r.body;
+EXPECT_NE(r.body.find(R"("stdout":"out\nhi there; $(id)\n/tmp\ndone\n")"), std::string::npos)
+    << r.body;
+EXPECT_NE(r.body.find(R"("stderr":"err\n")"), std::string::npos) << r.body;
+EXPECT_NE(r.body.find(R"("exit_code":0)"), std::string::npos) << r.body;
+EXPECT_NE(r.body.find(R"("timed_out":false)"), std::string::npos) << r.body;
+auto ordered = run(id, R"({"command":"echo a; sleep 0.2; echo b >&2; sleep 0.2; echo c"})");
+EXPECT_NE(ordered.body.find(R"("output":"a\nb\nc\n")"), std::string::npos) << ordered.body;
+auto code = run(id, R"({"command":"exit 7"})");
+EXPECT_NE(code.body.find(R"("exit_code":7)"), std::string::npos) << code.body;
+EXPECT_EQ(run(id, R"({"command":"true","env":{"BAD-KEY":"x"}})").status, 400u);
+EXPECT_EQ(run(id, R"({"command":"true","env":{"1X":"x"}})").status, 400u);
+// A background child in the command's group dies with it at the timeout.
+auto t = run(
+    id, R"({"command":"(sleep 300; touch /tmp/survived) & sleep 300","timeout_seconds":1})");
+ASSERT_EQ(t.status, 200u) << t.body;
+EXPECT_NE(t.body.find(R"("timed_out":true)"), std::string::npos) << t.body;
+EXPECT_NE(t.body.find(R"("exit_code":-1)"), std::string::npos) << t.body;
+auto ps = run(
+    id,
+    R"({"command":"for p in /proc/[0-9]*; do tr '\\0' ' ' < $p/cmdline; echo; done 2>/dev/null | grep -c '^sleep 300' || true"})");
+EXPECT_NE(ps.body.find(R"("stdout":"0\n")"), std::string::npos) << ps.body;
+auto s = run(id, R"({"command":"echo x; echo y >&2; exit 3"})", "?stream=true");
+ASSERT_EQ(s.status, 200u);
+EXPECT_EQ(s.body, "{\"stdout\":\"x\\n\"}\n{\"stderr\":\"y\\n\"}\n"
+                  "{\"exit_code\":3,\"timed_out\":false}\n");
+}
+
+TEST_F(sessions, NamesRoundTripByteExactThroughEveryFileCall) {
+  auto id = active("files");
+  const std::vector<std::string> names = {
+      " lead",        "trail ",      "new\nline", "tab\tx",      "v\vf\f",
+      "\x1c\x1d\x1e", "nel\xc2\x85", "raw\x85",   "bad\xff\xfe", "both  "};
+  for (auto& n : names) {
+    auto content = "hello " + n + "\nsecond\n";
+    auto w = file("PUT", id, "write", "/workspace/t/" + n, "", content);
+    ASSERT_EQ(w.status, 200u) << w.body;
+  }
+  auto list = file("GET", id, "list", "/workspace/t");
+  ASSERT_EQ(list.status, 200u) << list.body;
+  auto glob = file("GET", id, "glob", "/workspace", "&pattern=t/*");
+  ASSERT_EQ(glob.status, 200u) << glob.body;
+  auto grep = file("GET", id, "grep", "/workspace/t", "&pattern=hello");
+  ASSERT_EQ(grep.status, 200u) << grep.body;
+  for (auto& n : names) {
+    auto path = "/workspace/t/" + n;
+    bool utf8 = n.find('\x85') == std::string::npos || n.find("\xc2\x85") != std::string::npos;
+    utf8 = utf8 && n.find('\xff') == std::string::npos;
+    auto expect =
+        utf8 ? "\"path\":" + py_json(path) : "\"path_b64\":\"" + base64_encode(path) + "\"";
+    EXPECT_NE(list.body.find(expect), std::string::npos) << expect << "\n" << list.body;
+    EXPECT_NE(glob.body.find(expect), std::string::npos) << expect << "\n" << glob.body;
+    EXPECT_NE(grep.body.find(expect), std::string::npos) << expect << "\n" << grep.body;
+    auto read = file("GET", id, "read", path);
+    EXPECT_EQ(read.body, "hello " + n + "\nsecond\n");
+    auto line = file("GET", id, "read", path, "&start_line=2&end_line=2");
+    EXPECT_EQ(line.body, n.find('\n') == std::string::npos ? "second\n" : "line\n");
+    auto down = file("GET", id, "download", path);
+    EXPECT_EQ(down.status, 200u);
+    EXPECT_EQ(down.body, "hello " + n + "\nsecond\n");
+  }
+  auto app = file("PUT", id, "write", "/workspace/t/trail ", "&append=1", "third\n");
+  ASSERT_EQ(app.status, 200u) << app.body;
+  EXPECT_EQ(file("GET", id, "read", "/workspace/t/trail ").body,
+            "hello trail \nsecond\nthird\n");
+  auto upd = file("PUT", id, "update", "/workspace/t/trail ", "", std::string("\0\x01\xff", 3));
+  ASSERT_EQ(upd.status, 200u) << upd.body;
+  EXPECT_EQ(file("GET", id, "download", "/workspace/t/trail ").body,
+            std::string("\0\x01\xff", 3));
+}
+
+TEST_F(sessions, TraversalDirectoriesMissingPathsAndTheCapAreTypedErrors) {
+  start_serve({{"GUESTFLOW_DOWNLOAD_CAP_BYTES", "1000"}});
+  auto id = active("edges");
+  EXPECT_EQ(file("PUT", id, "write", "/workspace/a/../b", "", "x").status, 403u);
+  EXPECT_EQ(file("GET", id, "read", "/workspace/../etc/passwd").status, 403u);
+  EXPECT_EQ(file("GET", id, "download", "/etc/passwd").status, 403u);
+  auto ln = run(
+      id,
+      R"({"command":"mkdir -p /workspace/d && ln -sf /etc/passwd /workspace/esc && head -c 2000 /dev/zero > /workspace/big"})");
+  ASSERT_EQ(ln.status, 200u) << ln.body;
+  EXPECT_EQ(file("GET", id, "download", "/workspace/esc").status, 403u);
+  EXPECT_EQ(file("GET", id, "download", "/workspace/big").status, 413u);
+  EXPECT_EQ(file("GET", id, "download", "/workspace/d").status, 400u);
+  EXPECT_EQ(file("GET", id, "read", "/workspace/d").status, 400u);
+  auto dir = file("PUT", id, "write", "/workspace/d", "", "x");
+  EXPECT_EQ(dir.status, 400u) << dir.body;
+  EXPECT_EQ(file("PUT", id, "write", "/workspace/big/under", "", "x").status, 400u);
+  EXPECT_EQ(file("GET", id, "list", "/workspace/missing").status, 404u);
+  EXPECT_EQ(file("GET", id, "read", "/workspace/missing").status, 404u);
+  EXPECT_EQ(file("GET", id, "download", "/workspace/missing").status, 404u);
+  EXPECT_EQ(file("GET", id, "list", "relative").status, 400u);
+  // Nothing was written by the refusals.
+  auto ls =
+      run(id, R"({"command":"ls -A /workspace; cat /workspace/d/* 2>/dev/null; ls /b 2>&1"})");
+  EXPECT_EQ(ls.body.find("under"), std::string::npos) << ls.body;
+  EXPECT_EQ(file("GET", id, "list", "/workspace").body.find("/workspace/b\""),
+            std::string::npos);
+}
+
+} // namespace
+} // namespace guestflow::testing

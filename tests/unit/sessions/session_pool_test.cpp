@@ -1,0 +1,170 @@
+#include "actors/guest_names.hpp"
+#include "actors/session_pool.hpp"
+
+#include <gtest/gtest.h>
+
+namespace guestflow {
+namespace {
+
+using namespace std::chrono_literals;
+using kind = session_pool::decision::kind;
+using state = session_pool::state;
+
+/// A fake clock: the pool never reads time itself.
+struct fake_clock {
+  session_pool::time_point now{};
+  void advance(std::chrono::seconds s) { now += s; }
+};
+
+session_request req(std::string image = "", bool net = false) {
+  return {"u", "t", std::move(image), net};
+}
+
+TEST(SessionGuestName, DeterministicOursAndDistinct) {
+  auto a = session_guest_name("abc123", "alice", "thread-1");
+  EXPECT_EQ(a, session_guest_name("abc123", "alice", "thread-1"));
+  EXPECT_EQ(a.size(), 22u);
+  auto parsed = names::parse(a);
+  ASSERT_TRUE(parsed);
+  EXPECT_EQ(parsed->owner, "abc123"); // reap and the sweep find leftovers
+  EXPECT_NE(a, session_guest_name("abc123", "alice", "thread-2"));
+  EXPECT_NE(a, session_guest_name("abc123", "bob", "thread-1"));
+  // The parts are length-prefixed: moving a byte between user and thread is another key.
+  EXPECT_NE(session_guest_name("abc123", "ab", "c"), session_guest_name("abc123", "a", "bc"));
+  EXPECT_NE(a, session_guest_name("zzz999", "alice", "thread-1"));
+}
+
+TEST(SessionPool, CreateThenReuseActiveThenWarm) {
+  fake_clock c;
+  session_pool p{{3, 600s}};
+  auto d = p.acquire("a", req(), c.now);
+  EXPECT_EQ(d.what, kind::create);
+  EXPECT_FALSE(d.evict);
+  // A second acquire while the create is in flight waits for it: one guest, never two.
+  EXPECT_EQ(p.acquire("a", req(), c.now).what, kind::wait);
+  p.created("a", "id-a");
+  d = p.acquire("a", req(), c.now);
+  EXPECT_EQ(d.what, kind::ready);
+  EXPECT_TRUE(d.reused);
+  ASSERT_TRUE(p.release("a", c.now));
+  EXPECT_EQ(p.find("a")->st, state::warm);
+  d = p.acquire("a", req(), c.now);
+  EXPECT_EQ(d.what, kind::ready);
+  EXPECT_EQ(p.find("a")->st, state::active);
+  EXPECT_EQ(p.find("a")->guest_id, "id-a");
+}
+
+TEST(SessionPool, AnotherImageOrNetworkIsRefused) {
+  fake_clock c;
+  session_pool p{{3, 600s}};
+  p.acquire("a", req(), c.now);
+  p.created("a", "id");
+  auto d = p.acquire("a", req("other"), c.now);
+  EXPECT_EQ(d.what, kind::refuse);
+  EXPECT_EQ(d.why.code, ec::bad_request);
+  EXPECT_EQ(p.acquire("a", req("", true), c.now).what, kind::refuse);
+}
+
+TEST(SessionPool, AtTheCapTheLeastRecentlyReleasedWarmGuestIsEvicted) {
+  fake_clock c;
+  session_pool p{{3, 600s}};
+  for (auto n : {"a", "b", "c"}) {
+    p.acquire(n, req(), c.now);
+    p.created(n, std::string{"id-"} + n);
+  }
+  c.advance(1s);
+  ASSERT_TRUE(p.release("b", c.now));
+  c.advance(1s);
+  ASSERT_TRUE(p.release("a", c.now)); // released later than b
+  auto d = p.acquire("d", req(), c.now);
+  EXPECT_EQ(d.what, kind::create);
+  ASSERT_TRUE(d.evict);
+  EXPECT_EQ(*d.evict, "b");
+  EXPECT_EQ(p.find("b")->st, state::deleting);
+  EXPECT_EQ(p.counted(), 3u);
+  // b's own user comes back while its delete is in flight: wait, then create anew.
+  EXPECT_EQ(p.acquire("b", req(), c.now).what, kind::wait);
+  p.deleted("b");
+  EXPECT_EQ(p.find("b"), nullptr);
+  p.created("d", "id-d");
+  d = p.acquire("b", req(), c.now);
+  EXPECT_EQ(d.what, kind::create);
+  ASSERT_TRUE(d.evict);
+  EXPECT_EQ(*d.evict, "a");
+}
+
+TEST(SessionPool, AnActiveGuestIsNeverEvicted) {
+  fake_clock c;
+  session_pool p{{2, 600s}};
+  p.acquire("a", req(), c.now);
+  p.created("a", "id-a");
+  p.acquire("b", req(), c.now); // still creating: counted, not evictable
+  auto d = p.acquire("c", req(), c.now);
+  EXPECT_EQ(d.what, kind::refuse);
+  EXPECT_EQ(d.why.code, ec::capacity);
+  EXPECT_EQ(p.find("a")->st, state::active);
+  EXPECT_EQ(p.find("c"), nullptr);
+  p.create_failed("b"); // a failed create frees its place
+  EXPECT_EQ(p.acquire("c", req(), c.now).what, kind::create);
+}
+
+TEST(SessionPool, WarmGuestsIdlePastTheTimeoutExpire) {
+  fake_clock c;
+  session_pool p{{3, 10s}};
+  for (auto n : {"a", "b", "c"}) {
+    p.acquire(n, req(), c.now);
+    p.created(n, n);
+  }
+  EXPECT_FALSE(p.next_expiry());
+  p.release("a", c.now);
+  c.advance(4s);
+  p.release("b", c.now);
+  ASSERT_TRUE(p.next_expiry());
+  EXPECT_EQ(*p.next_expiry(), c.now - 4s + 10s);
+  c.advance(5s);
+  EXPECT_TRUE(p.expire(c.now).empty()); // a idle 9 s
+  c.advance(1s);
+  auto gone = p.expire(c.now);
+  ASSERT_EQ(gone.size(), 1u);
+  EXPECT_EQ(gone[0].name, "a");
+  EXPECT_EQ(p.find("a")->st, state::deleting);
+  EXPECT_EQ(p.find("c")->st, state::active); // active guests never idle out
+  c.advance(1h);
+  gone = p.expire(c.now);
+  ASSERT_EQ(gone.size(), 1u);
+  EXPECT_EQ(gone[0].name, "b");
+  // A reclaimed guest's idle time starts again at its next release.
+  p.deleted("a");
+  p.deleted("b");
+  EXPECT_FALSE(p.next_expiry());
+}
+
+TEST(SessionPool, NoTimeoutNeverExpires) {
+  fake_clock c;
+  session_pool p{{3, 0s}};
+  p.acquire("a", req(), c.now);
+  p.created("a", "a");
+  p.release("a", c.now);
+  c.advance(24h * 365);
+  EXPECT_TRUE(p.expire(c.now).empty());
+  EXPECT_FALSE(p.next_expiry());
+}
+
+TEST(SessionPool, ReleaseAndDeleteOfUnknownOrCreating) {
+  fake_clock c;
+  session_pool p{{3, 600s}};
+  EXPECT_EQ(p.release("x", c.now).error().code, ec::not_found);
+  EXPECT_EQ(p.begin_delete("x").error().code, ec::not_found);
+  p.acquire("a", req(), c.now);
+  EXPECT_EQ(p.release("a", c.now).error().code, ec::bad_request);
+  EXPECT_EQ(p.begin_delete("a").error().code, ec::bad_request);
+  p.created("a", "id");
+  ASSERT_TRUE(p.begin_delete("a"));
+  EXPECT_EQ(p.begin_delete("a").error().code, ec::not_found); // a second DELETE
+  EXPECT_EQ(p.release("a", c.now).error().code, ec::not_found);
+  p.deleted("a");
+  EXPECT_EQ(p.counted(), 0u);
+}
+
+} // namespace
+} // namespace guestflow
