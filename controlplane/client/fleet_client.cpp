@@ -347,7 +347,7 @@ private:
   void refresh_loop() {
     std::unique_lock lk{mu_};
     while (!stopped_) {
-      cv_.wait_for(lk, cfg_.refresh, [this] { return stopped_; });
+      cv_.wait_for(lk, cfg_.refresh, [this] { return stopped_.load(); });
       if (stopped_) break;
       lk.unlock();
       refresh_once();
@@ -492,7 +492,7 @@ private:
   void work_loop() {
     std::unique_lock lk{mu_};
     for (;;) {
-      cv_.wait(lk, [this] { return stopped_ || !tasks_.empty(); });
+      cv_.wait(lk, [this] { return stopped_.load() || !tasks_.empty(); });
       if (tasks_.empty()) return; // stopped and drained
       auto task = std::move(tasks_.front());
       tasks_.pop_front();
@@ -685,7 +685,7 @@ private:
       if (now && (!now->has_value() || (*now)->mod_revision != seen.mod_revision))
         return holder_wait::released;
       std::unique_lock lk{mu_};
-      cv_.wait_for(lk, 200ms, [this] { return stopped_; });
+      cv_.wait_for(lk, 200ms, [this] { return stopped_.load(); });
     }
     return clock::now() < deadline ? holder_wait::stale : holder_wait::timed_out;
   }
@@ -879,7 +879,7 @@ private:
   std::string claimant_;
   mutable std::mutex mu_;
   std::condition_variable cv_;
-  bool stopped_ = false;
+  std::atomic<bool> stopped_{false};
   std::map<std::string, std::shared_ptr<node_state>> nodes_;
   std::vector<std::shared_ptr<client>> retired_;
   std::unordered_map<std::string, std::string> node_of_id_; ///< id → node
