@@ -186,7 +186,9 @@ using coordinator_actor = caf::typed_actor<
     /// The admission counters.
     caf::replies_to<stats_atom>::with<coordinator_stats>,
     /// Internal: the run's execution answered (or the run ended while queued): free its slot.
-    caf::reacts_to<done_atom, std::string>>;
+    caf::reacts_to<done_atom, std::string>,
+    /// Queued run `id` got a slot another surface freed (admission::release): start it.
+    caf::reacts_to<run_atom, std::string>>;
 
 // -- component surface: reusable guests (registry, lifecycle) -----------------------------
 
@@ -236,6 +238,7 @@ using event_handoff_actor = caf::typed_actor<
 using sweep_waiter_actor = caf::typed_actor<
     /// The sweep's answer, how many orphans it deleted: the owner's lease is shared again.
     caf::reacts_to<uint64_t>>;
+
 
 // -- agent sessions (actors/session_manager.hpp, actors/session_task.hpp) ------------------
 

@@ -26,13 +26,18 @@ std::string fresh_run_id(self_ptr self) {
   return id;
 }
 
+/// Starts a queued run that now holds a slot.
+void start_admitted(self_ptr self, const std::string& id) {
+  auto& st = self->state;
+  auto i = st.runs.find(id);
+  if (i != st.runs.end()) self->send(i->second, run_atom::value);
+}
+
 /// Frees `id`'s slot or queue place and starts whoever the queue lets in.
 void release(self_ptr self, const std::string& id) {
   auto& st = self->state;
-  for (auto& next : st.slots.release(id)) {
-    auto i = st.runs.find(next);
-    if (i != st.runs.end()) self->send(i->second, run_atom::value);
-  }
+  for (auto& next : st.slots->release(id))
+    start_admitted(self, next);
 }
 
 caf::result<std::string> admit(self_ptr self, run_request& req, run_subscriber_actor first,
@@ -44,14 +49,15 @@ caf::result<std::string> admit(self_ptr self, run_request& req, run_subscriber_a
   auto spec = make_flow_spec(req, *in, st.opts.settings, name, st.opts.assets);
   if (!spec) return make_error(spec.error().code, spec.error().message);
   auto id = fresh_run_id(self);
-  auto verdict = st.slots.offer(id);
+  auto verdict = st.slots->offer(id);
   if (verdict == admission::verdict::refused) {
     ++st.stats.refused;
-    return make_error(
-        ec::capacity,
-        "the executor is at capacity: " + std::to_string(st.slots.inflight()) +
-            " runs executing and " + std::to_string(st.slots.queued()) +
-            " queued (GUESTFLOW_MAX_INFLIGHT / GUESTFLOW_MAX_QUEUED); retry later");
+    return make_error(ec::capacity,
+                      "the runtime is at capacity: " + std::to_string(st.slots->inflight()) +
+                          " runs executing (flows, sandbox and component runs) and " +
+                          std::to_string(st.slots->queued()) +
+                          " flows queued (GUESTFLOW_MAX_INFLIGHT / GUESTFLOW_MAX_QUEUED); "
+                          "retry later");
   }
   ++st.stats.accepted;
   for (auto& key : in->ignored)
@@ -77,7 +83,9 @@ coordinator(coordinator_actor::stateful_pointer<coordinator_state> self, control
   st.reaper = std::move(reaper);
   st.opts = std::move(opts);
   st.rng.seed(st.opts.seed != 0 ? st.opts.seed : std::random_device{}());
-  st.slots = admission{st.opts.settings.max_inflight, st.opts.settings.max_queued};
+  st.slots = st.opts.slots ? st.opts.slots
+                           : std::make_shared<admission>(st.opts.settings.max_inflight,
+                                                         st.opts.settings.max_queued);
   self->set_down_handler([self](caf::down_msg& dm) {
     auto& st = self->state;
     auto i = st.ids.find(dm.source);
@@ -114,11 +122,12 @@ coordinator(coordinator_actor::stateful_pointer<coordinator_state> self, control
       [self](stats_atom) {
         auto& st = self->state;
         auto s = st.stats;
-        s.inflight = st.slots.inflight();
-        s.queued = st.slots.queued();
+        s.inflight = st.slots->inflight();
+        s.queued = st.slots->queued();
         s.runs = st.runs.size();
         return s;
       },
+      [self](run_atom, const std::string& id) { start_admitted(self, id); },
       [self](done_atom, const std::string& id) {
         if (self->state.runs.count(id) == 0) return;
         ++self->state.stats.finished;

@@ -9,6 +9,7 @@
 #include <caf/stateful_actor.hpp>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <random>
 #include <string>
 #include <unordered_map>
@@ -22,6 +23,9 @@ struct coordinator_options {
   flow_run_options run;
   std::vector<guest_asset> assets = guest_assets(); ///< what every guest gets in /workspace/run
   uint64_t seed = 0; ///< run ids and guest names; 0 = std::random_device
+  /// The runtime's execution slots, shared with the other surfaces that start guests;
+  /// null: the coordinator makes its own from `settings` (max_inflight, max_queued).
+  std::shared_ptr<admission> slots;
 };
 
 struct coordinator_state {
@@ -31,7 +35,7 @@ struct coordinator_state {
   reaper_actor reaper;
   coordinator_options opts;
   std::mt19937_64 rng;
-  admission slots;
+  std::shared_ptr<admission> slots;                     ///< opts.slots, or its own
   std::unordered_map<std::string, flow_run_actor> runs; ///< by run id, until the actor quits
   std::map<caf::actor_addr, std::string> ids;           ///< run actor → run id
   coordinator_stats stats;
@@ -41,7 +45,8 @@ struct coordinator_state {
 /// (inputs normalized, spec built) before it takes a queue place, so bad input changes no
 /// state; a full queue is `capacity` at once. Each admitted run gets a `flow_run` actor
 /// that owns its execution, events and subscribers; queued runs start in FIFO order as
-/// executions answer.
+/// executions answer — or as another surface frees a slot of the shared admission (its
+/// owner then sends `(run_atom, id)` for each run the release started).
 coordinator_actor::behavior_type
 coordinator(coordinator_actor::stateful_pointer<coordinator_state> self, controlplane_actor cp,
             reaper_actor reaper, coordinator_options opts);

@@ -1,6 +1,11 @@
 #include "actors/executor_settings.hpp"
 
+#include "common/numbers.hpp"
 #include "common/text.hpp"
+#include "controlplane/client/endpoint_selection.hpp"
+
+#include <algorithm>
+#include <fstream>
 
 namespace guestflow {
 namespace {
@@ -51,9 +56,46 @@ private:
 
 } // namespace
 
-result<executor_settings> executor_settings_from_env(const policy::env_map& env) {
+host_limits read_host_limits() {
+  host_limits out;
+  std::ifstream in{"/proc/meminfo"};
+  for (std::string line; std::getline(in, line);) {
+    constexpr std::string_view key = "MemTotal:";
+    if (line.compare(0, key.size(), key) != 0) continue;
+    auto kib = parse_uint(
+        trim(std::string_view{line}.substr(key.size(), line.find(" kB") - key.size())));
+    if (kib) out.memory_budget_mib = *kib / 1024 * 8 / 10;
+    break;
+  }
+  return out;
+}
+
+uint64_t default_max_inflight(const host_limits& host) {
+  if (host.memory_budget_mib == 0) return 64;
+  return std::clamp<uint64_t>(host.memory_budget_mib / slot_memory_mib, 2, 1024);
+}
+
+std::string default_executor_shape(const host_limits& host) {
+  /// The local catalog's shapes, largest first (controlplane/local/service/shapes.cpp).
+  static constexpr std::pair<const char*, uint64_t> ladder[] = {
+      {"s-4vcpu-8gb", 8192}, {"s-2vcpu-4gb", 4096},  {"s-2vcpu-2gb", 2048},
+      {"s-1vcpu-1gb", 1024}, {"s-1vcpu-512mb", 512}, {"s-1vcpu-256mb", 256}};
+  if (host.memory_budget_mib == 0) return ladder[0].first;
+  for (auto& [name, mib] : ladder)
+    if (mib <= host.memory_budget_mib) return name;
+  return ladder[std::size(ladder) - 1].first;
+}
+
+result<executor_settings> executor_settings_from_env(const policy::env_map& env,
+                                                     const host_limits& host) {
   executor_settings s;
   env_reader r{env};
+  // CreateOS guests are not on this host: its budget does not bound them.
+  auto choice = cp::select_endpoint(env);
+  auto remote_vms = choice && std::holds_alternative<cp::endpoint>(*choice) &&
+                    std::get<cp::endpoint>(*choice).kind == cp::provider::createos;
+  if (!remote_vms) s.shape = default_executor_shape(host);
+  s.max_inflight = default_max_inflight(host);
   if (auto v = r.text("CREATEOS_EXECUTOR_SHAPE")) s.shape = *v;
   r.number<uint32_t>("CREATEOS_EXECUTOR_TIMEOUT_SECONDS", s.timeout_seconds, 1, 86'400);
   if (auto v = r.text("CREATEOS_EXECUTOR_EGRESS")) {
@@ -79,6 +121,10 @@ result<executor_settings> executor_settings_from_env(const policy::env_map& env)
   r.number<uint64_t>("GUESTFLOW_MAX_QUEUED", s.max_queued, 0, uint64_t{1} << 32);
   if (r.error) return *r.error;
   return s;
+}
+
+result<executor_settings> executor_settings_from_env(const policy::env_map& env) {
+  return executor_settings_from_env(env, read_host_limits());
 }
 
 } // namespace guestflow

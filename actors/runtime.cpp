@@ -17,6 +17,11 @@ runtime::runtime(caf::actor_system& sys, std::shared_ptr<cp::client> client,
   registry_ = sys_.spawn(guestflow::guest_registry, cp_, lifecycle_, opts_.registry);
   opts_.coordinator.owner = opts_.owner;
   opts_.coordinator.run.execution = opts_.execution;
+  // One set of execution slots for every surface (flows here, sandbox and component runs
+  // in the bridge, which reads it from options()).
+  if (!opts_.coordinator.slots)
+    opts_.coordinator.slots = std::make_shared<admission>(
+        opts_.coordinator.settings.max_inflight, opts_.coordinator.settings.max_queued);
   coordinator_ = sys_.spawn(guestflow::coordinator, cp_, reaper_, opts_.coordinator);
 }
 

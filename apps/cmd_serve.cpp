@@ -13,6 +13,7 @@
 #include <iostream>
 #include <mutex>
 #include <sys/resource.h>
+#include <thread>
 
 namespace guestflow::cli {
 namespace {
@@ -25,7 +26,10 @@ POST /v1/runs (whole flows, NDJSON events as they happen), GET /v1/runs/{id}/eve
 (join late), DELETE /v1/runs/{id}, POST /v1/sandbox/run, POST /v1/components/run,
 GET /v1/capabilities, GET /healthz, GET /metrics (Prometheus). Prints
 `listening on http://HOST:PORT` as its first stdout line once ready. SIGINT/SIGTERM stop
-accepting and delete every ephemeral guest before exit.
+accepting, end every run in flight with `unavailable` ("server shutting down": a stream's
+terminal event, else a 503 answer), delete every ephemeral guest and exit 0 — within
+GUESTFLOW_SHUTDOWN_SECONDS (30), else exit 125 leaving what is still owed to the next
+start's sweep.
 
   --listen HOST:PORT   default 127.0.0.1:8470 (port 0: a free one)
   --token T            require `Authorization: Bearer T` on every route but /healthz
@@ -35,14 +39,17 @@ Environment: GUESTFLOW_MAX_BODY_BYTES (67108864), GUESTFLOW_CLIENT_TIMEOUT_SECON
 request must arrive, and a streamed line leave, within it), GUESTFLOW_STREAM_BACKLOG_BYTES
 (8388608: a stream's client that falls further behind is dropped; its run goes on),
 GUESTFLOW_STREAM_HEARTBEAT_SECONDS (15: a blank line on a stream quiet that long),
-GUESTFLOW_SERVE_IO_THREADS (1); GUESTFLOW_WARM_POOL (the embedded control plane's warm
+GUESTFLOW_SERVE_IO_THREADS (1), GUESTFLOW_SHUTDOWN_SECONDS (30); GUESTFLOW_WARM_POOL (the embedded control plane's warm
 pool, --warm-pool's syntax SHAPE[@IMAGE]=N,…; unset: 2 s-1vcpu-256mb guests with 4 GiB
 MemAvailable, 1 with 2 GiB, none below, and none when LANGFLOW_SANDBOX_* or
 CREATEOS_SANDBOX_* ask for another guest (network, a shape, an image, more memory); 0
 turns it off); the control plane as for every
 command; Langflow's
 LANGFLOW_SANDBOX_* as the defaults of /v1/sandbox/run and /v1/components/run; the executor's
-CREATEOS_EXECUTOR_* and GUESTFLOW_MAX_INFLIGHT / GUESTFLOW_MAX_QUEUED for runs.)";
+CREATEOS_EXECUTOR_* for flow runs; GUESTFLOW_MAX_INFLIGHT (runs holding a guest at once,
+flows, sandbox and component runs together; default: the host's memory budget in 256 MiB
+guests) and GUESTFLOW_MAX_QUEUED (flow runs that may wait, default 0): beyond them a run
+is refused at once with 429 `capacity`.)";
 
 /// An unsigned setting from the environment within [lo, hi] (policy::env_uint's rule);
 /// `fallback` when unset, bad_request naming it when malformed.
@@ -83,6 +90,45 @@ void raise_fd_limit() {
     rl.rlim_cur = rl.rlim_max;
     ::setrlimit(RLIMIT_NOFILE, &rl);
   }
+}
+
+/// GUESTFLOW_SHUTDOWN_SECONDS: how long a stop may take from the signal to the exit.
+result<std::chrono::seconds> shutdown_bound(const cp::env_map& env) {
+  auto v = env_number<uint32_t>(env, "GUESTFLOW_SHUTDOWN_SECONDS", 30, 1, 3600);
+  if (!v) return v.error();
+  return std::chrono::seconds{*v};
+}
+
+/// Ends the process once `bound` has passed, whatever the stop still waits for (a control
+/// plane that stopped answering deletes): a supervisor's stop must not hang. What is still
+/// owed is the next start's sweep.
+void exit_after(std::chrono::seconds bound) {
+  std::thread([bound] {
+    std::mutex mu;
+    std::condition_variable never;
+    std::unique_lock<std::mutex> guard{mu};
+    never.wait_for(guard, bound, [] { return false; });
+    std::cerr << "guestflow serve: the stop took longer than " << bound.count()
+              << " s (GUESTFLOW_SHUTDOWN_SECONDS); exiting with guest deletes still owed "
+                 "(the next start sweeps them)\n";
+    std::_Exit(125);
+  }).detach();
+}
+
+/// The graceful stop: no new connection or request, every run ended with `unavailable`
+/// (its answer written: a stream's terminal event, a 503), within `bound`.
+void stop_serving(bridge::server& srv, bridge::service& svc, std::chrono::seconds bound) {
+  srv.begin_shutdown();
+  svc.shutdown();
+  auto deadline = std::chrono::steady_clock::now() + bound;
+  std::mutex mu;
+  std::condition_variable tick;
+  std::unique_lock<std::mutex> guard{mu};
+  // Polled: the answers are written on the server's threads and the runs end on actor
+  // threads; neither has a reason to know about this one.
+  while ((svc.live_calls() > 0 || srv.answers_owed() > 0) &&
+         std::chrono::steady_clock::now() < deadline)
+    tick.wait_for(guard, std::chrono::milliseconds{20});
 }
 
 /// Blocks until SIGINT/SIGTERM.
@@ -127,8 +173,9 @@ int run_serve(const std::vector<std::string>& argv) {
   auto opts = server_options_from(env, token);
   auto defaults = policy::settings_from_env(env);
   auto cap = artifact_cap_from_env(env);
+  auto bound = shutdown_bound(env);
   for (auto* f : {opts ? nullptr : &opts.error(), defaults ? nullptr : &defaults.error(),
-                  cap ? nullptr : &cap.error()})
+                  cap ? nullptr : &cap.error(), bound ? nullptr : &bound.error()})
     if (f) {
       report_failure("serve", *f);
       return 2;
@@ -176,7 +223,9 @@ int run_serve(const std::vector<std::string>& argv) {
   srv->start();
   std::cout << "listening on http://" << srv->local_address().to_string() << std::endl;
   wait_for_signal(watch);
-  srv.reset(); // no new runs; open streams end
+  exit_after(*bound);
+  stop_serving(*srv, svc, *bound);
+  srv.reset(); // every answer owed is out (or the bound passed)
   return 0;    // the session drains the reaper: every ephemeral guest is deleted
 }
 

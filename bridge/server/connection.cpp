@@ -7,6 +7,7 @@
 #include "messages/secret.hpp"
 #include "messages/type_ids.hpp"
 
+#include <algorithm>
 #include <array>
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
@@ -16,6 +17,7 @@
 #include <caf/exit_reason.hpp>
 #include <caf/send.hpp>
 #include <deque>
+#include <functional>
 #include <limits>
 #include <optional>
 #include <utility> // before the Asio headers (see CONTRIBUTING)
@@ -65,10 +67,12 @@ public:
       : stream_(std::move(socket))
       , ctx_(ctx)
       , linger_(stream_.get_executor())
-      , heartbeat_(stream_.get_executor()) {}
+      , heartbeat_(stream_.get_executor())
+      , request_timer_(stream_.get_executor()) {}
 
   ~connection() {
     stop_relay();
+    settle();
     if (streaming_) ctx_.stats.streams(-1);
   }
 
@@ -92,7 +96,7 @@ public:
 
   decode_limits body_limits() const override {
     decode_limits limits;
-    limits.max_bytes = ctx_.opts.max_body_bytes;
+    limits.max_bytes = body_cap();
     return limits;
   }
 
@@ -110,11 +114,13 @@ public:
     // An answer before the body was read (401, 413) must close: the rest of the body
     // would be read as the next request.
     auto body_unread = parser_ && !parser_->is_done();
-    res->keep_alive(keep_alive_ && mode_ == answer::plain && !body_unread);
+    res->keep_alive(keep_alive_ && mode_ == answer::plain && !body_unread && !ctx_.stopping);
     res->body() = std::move(body);
     res->prepare_payload();
+    answered_ = true;
     stream_.expires_after(ctx_.opts.client_timeout);
     http::async_write(stream_, *res, [self = shared(), res](error_code ec, size_t) {
+      self->settle();
       if (ec) return self->close();
       if (!res->keep_alive()) return self->linger_close();
       self->route_ = nullptr;
@@ -127,6 +133,7 @@ public:
   /// Spawns the relay and starts watching for the client to go away.
   run_subscriber_actor begin_run(run_answer mode) override {
     mode_ = mode == run_answer::stream ? answer::stream : answer::collect;
+    owe();
     std::weak_ptr<run_event_sink> sink = shared();
     relay_ = ctx_.svc.system().spawn(run_relay, std::move(sink), mode == run_answer::stream);
     watch();
@@ -154,6 +161,14 @@ public:
     tick();
   }
 
+  void on_disconnect(std::function<void()> gone) override {
+    if (closed_) return gone();
+    mode_ = answer::collect; // the watch reads the socket: the answer ends the connection
+    gone_ = std::move(gone);
+    owe();
+    if (!watching_) watch();
+  }
+
 private:
   enum class answer : uint8_t { plain, stream, collect };
 
@@ -168,17 +183,34 @@ private:
   // ---- request cycle --------------------------------------------------------------------
 
   void read_header() {
+    if (ctx_.stopping) return close(); // a keep-alive connection between requests
+    answered_ = false;
     parser_.emplace();
     parser_->header_limit(16 * 1024);
     // Set after the header: a length over the cap is then refused after the token check.
     parser_->body_limit(std::numeric_limits<uint64_t>::max());
-    stream_.expires_after(ctx_.opts.client_timeout);
+    arm_request_timer();
     http::async_read_header(stream_, buf_, *parser_,
                             [self = shared()](error_code ec, size_t) { self->on_header(ec); });
   }
 
+  /// The request must arrive within the client timeout. Not the stream's own timeout: that
+  /// closes the socket, and a client whose request stopped half-way is owed a 408 first.
+  void arm_request_timer() {
+    timed_out_ = false;
+    stream_.expires_never();
+    request_timer_.expires_after(ctx_.opts.client_timeout);
+    request_timer_.async_wait([self = shared()](error_code ec) {
+      if (ec || self->closed_) return;
+      self->timed_out_ = true;
+      error_code ignored;
+      self->stream_.socket().cancel(ignored);
+    });
+  }
+
   void on_header(error_code ec) {
-    if (ec) return close();
+    request_timer_.cancel();
+    if (ec) return malformed(ec);
     auto& req = parser_->get();
     version_ = req.version();
     keep_alive_ = req.keep_alive();
@@ -204,13 +236,16 @@ private:
       return refuse(fail(ec::policy_refused, "missing or wrong bearer token "
                                              "(Authorization: Bearer <GUESTFLOW_TOKEN>)"),
                     401);
-    auto limit = ctx_.opts.max_body_bytes;
+    auto limit = body_cap();
     if (auto len = parser_->content_length(); len && *len > limit)
       return refuse(too_large(limit), 413);
+    if (route_->slots != slot_use::none)
+      if (auto no = ctx_.svc.refusal_before_reading(route_->slots == slot_use::or_queue))
+        return refuse(*no);
     if (parser_->is_done()) return dispatch();
     parser_->body_limit(limit);
     auto read_body = [self = shared()] {
-      self->stream_.expires_after(self->ctx_.opts.client_timeout);
+      self->arm_request_timer();
       http::async_read(self->stream_, self->buf_, *self->parser_,
                        [self](error_code ec, size_t) { self->on_body(ec); });
     };
@@ -225,14 +260,50 @@ private:
   }
 
   void on_body(error_code ec) {
-    if (ec == http::error::body_limit) return refuse(too_large(ctx_.opts.max_body_bytes), 413);
-    if (ec) return close();
+    request_timer_.cancel();
+    if (ec == http::error::body_limit) return refuse(too_large(body_cap()), 413);
+    if (ec) return malformed(ec);
     dispatch();
   }
 
-  static failure too_large(uint64_t limit) {
+  /// The matched route's body cap within the server's (bridge/API.md, "Limits").
+  uint64_t body_cap() const {
+    auto server_cap = ctx_.opts.max_body_bytes;
+    if (!route_) return server_cap;
+    if (route_->max_body_bytes) return std::min(*route_->max_body_bytes, server_cap);
+    auto& m = route_->method;
+    return m == "GET" || m == "HEAD" || m == "DELETE" ? 0 : server_cap;
+  }
+
+  failure too_large(uint64_t limit) const {
+    auto which =
+        route_ && route_->max_body_bytes && *route_->max_body_bytes < ctx_.opts.max_body_bytes
+            ? route_->method + " " + route_->pattern + " (bridge/API.md)"
+            : std::string{"GUESTFLOW_MAX_BODY_BYTES"};
     return fail(ec::bad_request, "request body exceeds the limit of " + std::to_string(limit) +
-                                     " bytes (GUESTFLOW_MAX_BODY_BYTES)");
+                                     " bytes of " + which);
+  }
+
+  /// A request that could not be read: answered before the close (400, 408 for one that
+  /// stopped arriving, 431 for a header over its cap), so the client learns why. A client
+  /// that went away, or one idle between requests, is only closed.
+  void malformed(error_code ec) {
+    auto started = parser_ && (parser_->got_some() || buf_.size() > 0);
+    if (ec == http::error::header_limit)
+      return refuse(fail(ec::bad_request, "request header exceeds the limit of 16384 bytes"),
+                    431);
+    if (timed_out_ || ec == beast::error::timeout) {
+      if (!started) return close();
+      return refuse(fail(ec::bad_request, "request not received within " +
+                                              std::to_string(ctx_.opts.client_timeout.count()) +
+                                              " s (GUESTFLOW_CLIENT_TIMEOUT_SECONDS)"),
+                    408);
+    }
+    if (ec == http::error::end_of_stream || ec == net::error::eof ||
+        ec == net::error::connection_reset || ec == net::error::broken_pipe ||
+        ec == net::error::operation_aborted || ec == http::error::partial_message)
+      return close();
+    refuse(fail(ec::bad_request, "malformed HTTP request: " + ec.message()), 400);
   }
 
   /// Hands the request to its route's handler, which answers through this exchange.
@@ -343,9 +414,26 @@ private:
       self->writing_ = false;
       if (ec == beast::error::timeout) self->ctx_.stats.dropped_slow_client();
       if (ec) return self->close();
-      if (self->finished_) return self->linger_close();
+      if (self->finished_) {
+        self->settle();
+        return self->linger_close();
+      }
       self->pump();
     });
+  }
+
+  // ---- shutdown accounting --------------------------------------------------------------
+
+  /// This connection owes a run's answer (server::answers_owed) until settle().
+  void owe() {
+    if (owing_) return;
+    owing_ = true;
+    ctx_.answers_owed.fetch_add(1);
+  }
+  void settle() {
+    if (!owing_) return;
+    owing_ = false;
+    ctx_.answers_owed.fetch_sub(1);
   }
 
   // ---- teardown -------------------------------------------------------------------------
@@ -375,8 +463,12 @@ private:
   void close() {
     if (closed_) return;
     closed_ = true;
+    // A caller gone before its answer: the run is not wanted any more.
+    if (gone_ && !answered_) std::exchange(gone_, {})();
+    settle();
     linger_.cancel();
     heartbeat_.cancel();
+    request_timer_.cancel();
     stop_relay();
     error_code ignored;
     stream_.socket().shutdown(tcp::socket::shutdown_both, ignored);
@@ -410,8 +502,13 @@ private:
   bool finished_ = false;    ///< the last chunk is written (or being written)
   bool closed_ = false;
   bool watching_ = false;
+  bool answered_ = false;      ///< a plain answer is being (or was) written
+  bool owing_ = false;         ///< counted in answers_owed
+  std::function<void()> gone_; ///< on_disconnect: cancels the run
   net::steady_timer linger_;
   net::steady_timer heartbeat_;
+  net::steady_timer request_timer_; ///< the request (header, then body) must arrive in time
+  bool timed_out_ = false;          ///< request_timer_ cancelled the read
   std::array<char, 512> scratch_{};
 };
 

@@ -41,6 +41,12 @@ public:
   /// The run begun with begin_run was admitted as `id` (the answer starts), or refused.
   virtual void admitted(result<std::string> id) = 0;
 
+  /// For a run whose caller holds the request open for a plain answer (sandbox,
+  /// component): watches for the client going away before the answer is written and then
+  /// calls `gone` once, on this exchange's strand (the run's cancel). The answer then ends
+  /// the connection (the watch reads the socket).
+  virtual void on_disconnect(std::function<void()> gone) = 0;
+
   /// A service callback that runs `f(exchange&, result<T>)` on this exchange's strand; it
   /// keeps the connection alive until then.
   template<class T, class F>

@@ -61,6 +61,17 @@ private:
 /// later (a service answer comes back through `exchange::then`).
 using route_handler = std::function<void(exchange&, server_context&)>;
 
+/// The body cap of a call that carries a program (sandbox, component): source code, env
+/// and options, never data.
+inline constexpr uint64_t call_body_cap = uint64_t{1} << 20;
+
+/// How a route's requests use the runtime's execution slots.
+enum class slot_use : uint8_t {
+  none,     ///< no run (status, events of a run already admitted, cancel)
+  now,      ///< a run that starts at once or not at all (sandbox, component)
+  or_queue, ///< a whole-flow run, which may wait in GUESTFLOW_MAX_QUEUED
+};
+
 /// One route of the table.
 struct route {
   std::string method;  ///< "GET", "POST", "DELETE"
@@ -75,6 +86,14 @@ struct route {
   /// Query parameters read as percent-decoded bytes (`path=`): a malformed escape is
   /// bad_request when the request is matched.
   std::vector<std::string> query_texts;
+  /// The body cap (bridge/API.md, "Limits"): a longer body is 413 — from Content-Length
+  /// before any of it is read, or as soon as a chunked body passes it. Unset: none for GET,
+  /// HEAD and DELETE, else the server's GUESTFLOW_MAX_BODY_BYTES; never more than that.
+  std::optional<uint64_t> max_body_bytes;
+  /// Whether the request starts a run that takes an execution slot (GUESTFLOW_MAX_INFLIGHT):
+  /// one the runtime could not take now is refused with 429 `capacity` before its body is
+  /// read.
+  slot_use slots = slot_use::none;
 };
 
 /// A request target matched against the table.

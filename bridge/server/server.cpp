@@ -74,6 +74,18 @@ void server::start() {
     impl_->threads.emplace_back([this] { impl_->io.run(); });
 }
 
+void server::begin_shutdown() {
+  impl_->ctx.stopping = true;
+  net::post(impl_->io, [s = impl_.get()] {
+    boost::system::error_code ignored;
+    s->acceptor.close(ignored);
+  });
+}
+
+int64_t server::answers_owed() const noexcept {
+  return impl_->ctx.answers_owed.load();
+}
+
 void server::stop() {
   auto& s = *impl_;
   if (s.stopped) return;

@@ -5,6 +5,7 @@
 #include "bridge/server/service.hpp"
 #include "common/net_address.hpp"
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -32,6 +33,9 @@ struct server_context {
   metrics& stats;
   server_options opts;
   const route_table& routes;
+  // -- shutdown (server::begin_shutdown) --
+  std::atomic<bool> stopping{false};    ///< no new request is read
+  std::atomic<int64_t> answers_owed{0}; ///< connections whose run's answer is not yet out
 };
 
 /// The transport layer: accepts on its own I/O threads and serves bridge/API.md with one
@@ -57,6 +61,14 @@ public:
 
   /// Starts accepting on `io_threads` threads.
   void start();
+
+  /// The first step of a graceful stop: closes the listening socket and reads no further
+  /// request; connections owing a run's answer keep writing it (the service's shutdown
+  /// ends the runs).
+  void begin_shutdown();
+  /// Connections whose run's answer (a stream's terminal event, a collected answer, a
+  /// sandbox or component result) is not written yet.
+  int64_t answers_owed() const noexcept;
 
   /// Stops accepting, closes every connection and joins the threads. Idempotent.
   void stop();

@@ -5,6 +5,9 @@
 #include "actors/guest_names.hpp"
 #include "messages/type_ids.hpp"
 
+#include <caf/exit_reason.hpp>
+#include <caf/send.hpp>
+
 namespace guestflow::bridge {
 
 namespace {
@@ -19,21 +22,107 @@ caf::duration run_limit(uint32_t timeout_seconds) {
   return caf::duration{std::chrono::seconds{timeout_seconds} + 10min};
 }
 
-sandbox_result result_of(const execution_report& r) {
-  return {r.result.stdout_text, r.result.stderr_text, r.result.exit_code, r.result.exec_ms};
+/// The refusal of a run that finds every slot taken.
+failure at_capacity(const admission& slots) {
+  return fail(ec::capacity, "the runtime is at capacity: " + std::to_string(slots.inflight()) +
+                                " of " + std::to_string(slots.max_inflight()) +
+                                " runs in flight (GUESTFLOW_MAX_INFLIGHT); retry later");
 }
 
 } // namespace
 
 service::service(runtime& rt, service_config cfg)
     : rt_(rt)
-    , cfg_(std::move(cfg)) {}
+    , cfg_(std::move(cfg)) {
+  live_->slots = rt.options().coordinator.slots;
+  if (!live_->slots) // a runtime always makes one; a bare one here keeps the service total
+    live_->slots =
+        std::make_shared<admission>(rt.options().coordinator.settings.max_inflight, 0);
+  live_->coordinator = rt.coordinator();
+}
+
+failure service::shutting_down() {
+  return fail(ec::unavailable, "server shutting down: the run was cancelled and its guest "
+                               "deleted; retry on another server or after the restart");
+}
+
+std::optional<failure> service::refusal_before_reading(bool may_queue) const {
+  if (live_->stopping) return shutting_down();
+  auto& slots = *live_->slots;
+  if (!(may_queue ? slots.full_with_queue() : slots.full())) return std::nullopt;
+  return at_capacity(*live_->slots);
+}
+
+result<std::string> service::take_slot(std::string_view surface) {
+  if (live_->stopping) return shutting_down();
+  auto id = std::string{surface} + "-" + std::to_string(live_->next++);
+  if (!live_->slots->take(id)) return at_capacity(*live_->slots);
+  return id;
+}
+
+void service::release_slot(const std::string& id) {
+  live_->release(id);
+}
+
+void service::call_state::release(const std::string& id) {
+  // A queued flow this lets in is the coordinator's to start.
+  for (auto& started : slots->release(id))
+    caf::anon_send(coordinator, run_atom::value, started);
+}
+
+template<class Answer>
+run_cancel service::start_call(const std::string& slot, execution_actor exec,
+                               caf::duration limit, execution_spec spec,
+                               std::function<Answer(execution_report&)> answer,
+                               reply<Answer> done) {
+  {
+    std::lock_guard<std::mutex> guard{live_->mu};
+    live_->calls.emplace(slot, exec);
+  }
+  // A shutdown that began before the call was tracked has not cancelled it.
+  if (live_->stopping) caf::anon_send(exec, cancel_atom::value);
+  ask_for<execution_report>(
+      system(), exec, limit,
+      reply<execution_report>{[live = live_, slot, answer = std::move(answer),
+                               done = std::move(done)](result<execution_report> r) {
+        {
+          std::lock_guard<std::mutex> guard{live->mu};
+          live->calls.erase(slot);
+        }
+        live->release(slot);
+        if (!r) return done(live->stopping ? shutting_down() : r.error());
+        done(answer(*r));
+      }},
+      run_atom::value, std::move(spec));
+  return [exec] { caf::anon_send(exec, cancel_atom::value); };
+}
+
+void service::shutdown() {
+  if (live_->stopping.exchange(true)) return;
+  std::vector<execution_actor> live;
+  {
+    std::lock_guard<std::mutex> guard{live_->mu};
+    for (auto& [slot, exec] : live_->calls)
+      live.push_back(exec);
+  }
+  for (auto& exec : live)
+    caf::anon_send(exec, cancel_atom::value);
+  // Every flow run watches its coordinator: without it, each ends with `unavailable` and
+  // its execution deletes the guest.
+  caf::anon_send_exit(rt_.coordinator(), caf::exit_reason::user_shutdown);
+}
+
+size_t service::live_calls() const {
+  std::lock_guard<std::mutex> guard{live_->mu};
+  return live_->calls.size();
+}
 
 std::string_view service::provider_name() const noexcept {
   return cfg_.provider.kind == cp::provider::createos ? "createos" : "local";
 }
 
 void service::start_run(run_request req, run_subscriber_actor relay, reply<std::string> done) {
+  if (live_->stopping) return done(shutting_down());
   auto cancel_on_disconnect = req.cancel_on_disconnect;
   ask_for<std::string>(system(), rt_.coordinator(), admin_timeout, std::move(done),
                        run_atom::value, std::move(req), std::move(relay), cancel_on_disconnect);
@@ -41,6 +130,7 @@ void service::start_run(run_request req, run_subscriber_actor relay, reply<std::
 
 void service::subscribe(std::string id, uint64_t from_seq, run_subscriber_actor relay,
                         reply<uint64_t> done) {
+  if (live_->stopping) return done(shutting_down());
   ask_for<uint64_t>(system(), rt_.coordinator(), admin_timeout, std::move(done),
                     subscribe_atom::value, std::move(id), from_seq, std::move(relay), false);
 }
@@ -60,7 +150,7 @@ policy::sandbox_settings service::settings_for(std::optional<uint32_t> timeout,
   return s;
 }
 
-void service::sandbox_run(const sandbox_call& call, reply<sandbox_result> done) {
+run_cancel service::sandbox_run(const sandbox_call& call, reply<sandbox_result> done) {
   auto s = settings_for(call.timeout_seconds, call.memory_mb, call.allow_network);
   if (call.allowed_domains) s.allowed_domains = *call.allowed_domains;
   auto spec = [&] {
@@ -69,18 +159,16 @@ void service::sandbox_run(const sandbox_call& call, reply<sandbox_result> done) 
     return make_code_spec({call.code, call.env}, s, cfg_.provider, cfg_.catalog,
                           std::move(name), rng_);
   }();
-  if (!spec) return done(spec.error());
+  if (!spec) return done(spec.error()), run_cancel{};
+  auto slot = take_slot("sandbox");
+  if (!slot) return done(slot.error()), run_cancel{};
   auto limit = run_limit(spec->timeout_seconds);
-  ask_for<execution_report>(
-      system(), rt_.spawn_execution(), limit,
-      reply<execution_report>{[done = std::move(done)](result<execution_report> r) {
-        if (!r) return done(r.error());
-        done(result_of(*r));
-      }},
-      run_atom::value, std::move(*spec));
+  return start_call<sandbox_result>(
+      *slot, rt_.spawn_execution(), limit, std::move(*spec),
+      [](execution_report& r) { return sandbox_result_of(r); }, std::move(done));
 }
 
-void service::component_run(const component_call& call, reply<component_answer> done) {
+run_cancel service::component_run(const component_call& call, reply<component_answer> done) {
   auto s = settings_for(call.timeout_seconds, call.memory_mb, call.allow_network);
   component_request req;
   req.flow_id = call.flow_id;
@@ -94,17 +182,18 @@ void service::component_run(const component_call& call, reply<component_answer> 
     return make_component_spec(req, s, cfg_.provider, cfg_.catalog, cfg_.owner,
                                cfg_.artifact_cap_bytes, rng_);
   }();
-  if (!plan) return done(plan.error());
+  if (!plan) return done(plan.error()), run_cancel{};
+  auto slot = take_slot("component");
+  if (!slot) return done(slot.error()), run_cancel{};
   auto limit = run_limit(plan->spec.timeout_seconds);
   auto reusable = plan->reusable;
-  ask_for<execution_report>(
-      system(), rt_.spawn_component(*plan), limit,
-      reply<execution_report>{[done = std::move(done), reusable](result<execution_report> r) {
-        if (!r) return done(r.error());
-        done(component_answer{result_of(*r), r->outcome, r->name, reusable, r->reused,
-                              r->files});
-      }},
-      run_atom::value, std::move(plan->spec));
+  return start_call<component_answer>(
+      *slot, rt_.spawn_component(*plan), limit, std::move(plan->spec),
+      [reusable](execution_report& r) {
+        return component_answer{
+            sandbox_result_of(r), r.outcome, r.name, reusable, r.reused, r.files};
+      },
+      std::move(done));
 }
 
 void service::stats(reply<runtime_stats> done) {

@@ -7,9 +7,12 @@
 #include "messages/execution.hpp"
 #include "messages/flow_run.hpp"
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <mutex>
+#include <optional>
 #include <random>
 #include <string>
 
@@ -27,6 +30,11 @@ struct service_config {
   uint64_t artifact_cap_bytes = uint64_t{5} << 20;
   std::string owner; ///< names::owner_id of the runtime (guest names)
 };
+
+/// Stops a sandbox or component run: its guest is deleted and its reply is `cancelled`
+/// (`unavailable` once the server is shutting down). Callable from any thread, any number
+/// of times; empty when the run was refused before it started.
+using run_cancel = std::function<void()>;
 
 /// Both counter sets /metrics reports, taken together.
 struct runtime_stats {
@@ -54,10 +62,29 @@ public:
   /// Cancels run `id`; false if it had already ended.
   void cancel(std::string id, reply<bool> done);
 
-  /// The sandbox-backend surface: `code` in a fresh guest, deleted afterwards.
-  void sandbox_run(const sandbox_call& call, reply<sandbox_result> done);
-  /// The component surface.
-  void component_run(const component_call& call, reply<component_answer> done);
+  /// The sandbox-backend surface: `code` in a fresh guest, deleted afterwards. Takes an
+  /// execution slot for its duration, or is refused with `capacity` at once.
+  run_cancel sandbox_run(const sandbox_call& call, reply<sandbox_result> done);
+  /// The component surface (a slot as sandbox_run).
+  run_cancel component_run(const component_call& call, reply<component_answer> done);
+
+  /// The `capacity` refusal a run would get now, if any (`may_queue`: a whole-flow run,
+  /// which may wait in the queue): the transport asks before it reads such a request's
+  /// body. Shutting down: `unavailable`.
+  std::optional<failure> refusal_before_reading(bool may_queue) const;
+
+  /// An execution slot for one unit of work that cannot wait (an agent session's command):
+  /// its id, or `capacity` (`unavailable` while shutting down). Give it back with
+  /// release_slot once the work has ended, whatever the outcome.
+  result<std::string> take_slot(std::string_view surface);
+  void release_slot(const std::string& id);
+
+  /// Shutting down: new work is refused with `unavailable`, every sandbox and component
+  /// run is cancelled (its reply becomes `unavailable`, "server shutting down") and the
+  /// coordinator stops, which ends every flow run with `unavailable` and deletes its guest.
+  void shutdown();
+  /// Sandbox and component runs whose reply is still owed.
+  size_t live_calls() const;
 
   /// The coordinator's and the reaper's counters.
   void stats(reply<runtime_stats> done);
@@ -68,8 +95,30 @@ private:
                                         std::optional<uint64_t> memory_mb,
                                         std::optional<bool> allow_network) const;
 
+  /// Runs `exec` as the call `slot` (taken): tracked for shutdown, the slot given back
+  /// and `done` told once it answers.
+  template<class Answer>
+  run_cancel start_call(const std::string& slot, execution_actor exec, caf::duration limit,
+                        execution_spec spec, std::function<Answer(execution_report&)> answer,
+                        reply<Answer> done);
+  /// The failure a call gets while shutting down.
+  static failure shutting_down();
+
   runtime& rt_;
   service_config cfg_;
+  /// What a call's reply needs once it arrives (on an actor thread, possibly after the
+  /// service is gone): shared with every callback.
+  struct call_state {
+    std::shared_ptr<admission> slots; ///< the runtime's, shared with the coordinator
+    coordinator_actor coordinator;    ///< starts the queued flows a release lets in
+    std::atomic<bool> stopping{false};
+    std::atomic<uint64_t> next{0};
+    mutable std::mutex mu;
+    std::map<std::string, execution_actor> calls; ///< live sandbox/component runs by slot
+
+    void release(const std::string& id);
+  };
+  std::shared_ptr<call_state> live_ = std::make_shared<call_state>();
   std::mutex rng_mu_; ///< guest names and upload paths are drawn from several threads
   std::mt19937_64 rng_{std::random_device{}()};
 };

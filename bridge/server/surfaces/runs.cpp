@@ -43,7 +43,7 @@ void cancel_run(exchange& ex, server_context& ctx) {
 } // namespace
 
 void add_run_routes(route_table& t) {
-  t.add("POST", "/v1/runs", endpoint::start_run, start_run);
+  t.add("POST", "/v1/runs", endpoint::start_run, start_run).slots = slot_use::or_queue;
   t.add("GET", "/v1/runs/{id}/events", endpoint::run_events, run_events).query_numbers = {
       "from_seq"};
   t.add("DELETE", "/v1/runs/{id}", endpoint::cancel_run, cancel_run);

@@ -80,18 +80,55 @@ TEST(admission, never_overtakes_the_queue) {
   EXPECT_EQ(a.offer("c"), admission::verdict::queued);
 }
 
-TEST(executor_settings, defaults_match_the_seed) {
-  auto s = executor_settings_from_env({});
+TEST(admission, runs_that_cannot_queue_take_a_slot_or_nothing_and_queued_flows_go_first) {
+  admission a{2, 1};
+  EXPECT_FALSE(a.full());
+  EXPECT_TRUE(a.take("sandbox-1"));
+  EXPECT_EQ(a.offer("flow-1"), admission::verdict::start);
+  EXPECT_TRUE(a.full());
+  EXPECT_FALSE(a.take("sandbox-2")); // refused at once, never queued
+  EXPECT_EQ(a.offer("flow-2"), admission::verdict::queued);
+  EXPECT_EQ(a.inflight(), 2u);
+  // A sandbox run's end starts the queued flow (its owner must be told), not another call.
+  EXPECT_EQ(a.release("sandbox-1"), (std::vector<std::string>{"flow-2"}));
+  EXPECT_FALSE(a.take("sandbox-3"));
+  EXPECT_TRUE(a.release("flow-1").empty());
+  EXPECT_TRUE(a.take("sandbox-3"));
+  EXPECT_EQ(a.inflight(), 2u);
+}
+
+TEST(executor_settings, defaults_fit_the_host) {
+  host_limits big{19'283}; // 80% of 24 GiB
+  auto s = executor_settings_from_env({}, big);
   ASSERT_TRUE(s);
-  EXPECT_EQ(s->shape, "s-4vcpu-8gb");
+  EXPECT_EQ(s->shape, "s-4vcpu-8gb"); // the seed's, where the host holds it
   EXPECT_EQ(s->timeout_seconds, 600u);
-  EXPECT_EQ(s->egress, egress_policy::allow_all());
+  EXPECT_EQ(s->egress, egress_policy::deny_all()); // egress only when configured
   EXPECT_FALSE(s->rootfs);
   EXPECT_FALSE(s->install_lfx);
   EXPECT_TRUE(s->pip.empty());
-  EXPECT_EQ(s->max_inflight, 10'000u);
-  EXPECT_EQ(s->max_queued, 10'000u);
+  EXPECT_EQ(s->max_inflight, 75u); // the budget in 256 MiB guests, not 10,000
+  EXPECT_EQ(s->max_queued, 0u);    // never an unbounded wait
   EXPECT_EQ(s->executor, "auto");
+  // A small host: a run's guest fits its budget, and few runs at once.
+  host_limits small{3'276}; // 80% of 4 GiB
+  auto t = executor_settings_from_env({}, small);
+  ASSERT_TRUE(t);
+  EXPECT_EQ(t->shape, "s-2vcpu-2gb");
+  EXPECT_EQ(t->max_inflight, 12u);
+  EXPECT_EQ(executor_settings_from_env({}, host_limits{100})->max_inflight, 2u);
+  EXPECT_EQ(executor_settings_from_env({}, host_limits{100})->shape, "s-1vcpu-256mb");
+  // CreateOS guests are not on this host: the seed's shape stays.
+  auto remote = executor_settings_from_env({{"CREATEOS_SANDBOX_API_KEY", "k"}}, small);
+  ASSERT_TRUE(remote);
+  EXPECT_EQ(remote->shape, "s-4vcpu-8gb");
+  // What a user sets is taken as given.
+  auto explicit_ = executor_settings_from_env(
+      {{"CREATEOS_EXECUTOR_SHAPE", "s-4vcpu-8gb"}, {"CREATEOS_EXECUTOR_EGRESS", "*"}}, small);
+  ASSERT_TRUE(explicit_);
+  EXPECT_EQ(explicit_->shape, "s-4vcpu-8gb");
+  EXPECT_EQ(explicit_->egress, egress_policy::allow_all());
+  EXPECT_GT(read_host_limits().memory_budget_mib, 0u);
 }
 
 TEST(executor_settings, reads_every_variable) {
