@@ -19,6 +19,10 @@ uint32_t backstop_auto_pause(uint32_t timeout_seconds) {
   return static_cast<uint32_t>(std::clamp<uint64_t>(want, 60, 86'400));
 }
 
+bool reserved_env_name(std::string_view name) {
+  return name == "PATH" || name.rfind("LD_", 0) == 0;
+}
+
 result<execution_spec> make_code_spec(const code_request& req,
                                       const policy::sandbox_settings& s,
                                       const policy::provider_info& provider,
@@ -30,6 +34,12 @@ result<execution_spec> make_code_spec(const code_request& req,
       return fail(ec::bad_request, "env: invalid variable name '" + key + "'");
     if (value.find('\0') != std::string::npos)
       return fail(ec::bad_request, "env." + key + ": value contains a NUL byte");
+    if (reserved_env_name(key))
+      return fail(ec::bad_request,
+                  "env." + key +
+                      ": reserved: the runtime's own wrapper (timeout(1), then python3) is "
+                      "found through PATH and started by the dynamic loader, so PATH and "
+                      "LD_* cannot be set by the caller");
   }
   auto where = policy::place(s, provider, catalog);
   if (!where) return where.error();

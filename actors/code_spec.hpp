@@ -6,6 +6,7 @@
 #include <map>
 #include <random>
 #include <string>
+#include <string_view>
 
 namespace guestflow {
 
@@ -25,6 +26,11 @@ result<execution_spec> make_code_spec(const code_request& req,
                                       const policy::provider_info& provider,
                                       const shape_list& catalog, std::string guest_name,
                                       std::mt19937_64& rng);
+
+/// Environment names a caller's `env` may not set (bad_request): the runtime's own wrapper
+/// needs them — `PATH` finds timeout(1) and python3, and the dynamic loader's `LD_*`
+/// (LD_PRELOAD, LD_LIBRARY_PATH, …) decide what code timeout(1) itself runs.
+bool reserved_env_name(std::string_view name);
 
 /// `n` random lowercase hex digits: what makes a run's guest paths its own.
 std::string random_hex(std::mt19937_64& rng, int n = 12);

@@ -207,7 +207,7 @@ void collect(self_ptr self) {
 void exec_done(self_ptr self, int32_t raw, std::optional<std::string> error) {
   auto& st = self->state;
   auto elapsed = ms_since(self, st.exec_started);
-  auto c = classify_exit(raw, error, elapsed, st.spec.timeout_seconds);
+  auto c = classify_exit(raw, st.result.oom_killed, elapsed, st.spec.timeout_seconds);
   st.result.exit_code = c.exit_code;
   st.result.error = std::move(error);
   st.result.exec_ms = elapsed;
@@ -257,6 +257,8 @@ void start_command(self_ptr self) {
         if (st.at != phase::running) return;
         st.result.stdout_text = std::move(r.stdout_text);
         st.result.stderr_text = std::move(r.stderr_text);
+        st.result.truncated |= r.truncated;
+        st.result.oom_killed = r.oom_killed;
         exec_done(self, r.exit_code, std::move(r.error));
       },
       [self](caf::error& err) { exec_failed(self, err); });
@@ -298,8 +300,11 @@ void stop(self_ptr self) {
     delete_guest(self);
 }
 
-void append_capped(std::string& out, const std::string& chunk, size_t cap) {
-  if (out.size() < cap) out.append(chunk, 0, std::min(chunk.size(), cap - out.size()));
+/// Appends what fits under `cap`; false when some of `chunk` had to be dropped.
+bool append_capped(std::string& out, const std::string& chunk, size_t cap) {
+  auto room = cap - std::min(cap, out.size());
+  out.append(chunk, 0, std::min(chunk.size(), room));
+  return chunk.size() <= room;
 }
 
 /// Ephemeral: the reaper learns the name before the create is sent, so if this actor dies
@@ -405,17 +410,26 @@ execution(execution_actor::stateful_pointer<execution_state> self, controlplane_
       [self](exec_stream_line& line) {
         auto& st = self->state;
         if (st.at != phase::running) return;
+        using k = exec_stream_line::kind;
+        // What the exit means (the control plane's cut and OOM count) is the run's, listener
+        // or not: the classification and the report need it.
+        if (line.type == k::outcome || line.type == k::exit_code) {
+          st.result.truncated |= line.truncated;
+          st.result.oom_killed |= line.oom_killed;
+        }
         if (st.opts.listener) {
           self->send(st.opts.listener, std::move(line));
           return;
         }
-        using k = exec_stream_line::kind;
-        if (line.type == k::stdout_chunk)
-          append_capped(st.result.stdout_text, line.text, st.opts.stdout_cap);
-        else if (line.type == k::stderr_chunk)
-          append_capped(st.result.stderr_text, line.text, st.opts.stderr_cap);
-        else if (line.type == k::error)
+        if (line.type == k::stdout_chunk) {
+          if (!append_capped(st.result.stdout_text, line.text, st.opts.stdout_cap))
+            st.result.truncated.stdout_cut = true;
+        } else if (line.type == k::stderr_chunk) {
+          if (!append_capped(st.result.stderr_text, line.text, st.opts.stderr_cap))
+            st.result.truncated.stderr_cut = true;
+        } else if (line.type == k::error) {
           st.result.error = line.text;
+        }
       },
   };
 }

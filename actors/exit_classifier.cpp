@@ -4,13 +4,13 @@
 
 namespace guestflow {
 
-classified_exit classify_exit(int32_t raw_exit, const std::optional<std::string>& error,
-                              uint64_t elapsed_ms, uint32_t timeout_seconds) {
+classified_exit classify_exit(int32_t raw_exit, bool oom_killed, uint64_t elapsed_ms,
+                              uint32_t timeout_seconds) {
   if (raw_exit == 124) return {-1, ec::timeout};
+  if (oom_killed) return {raw_exit, ec::oom};
   if (raw_exit != 137) return {raw_exit, std::nullopt};
-  if (error && error->find("out of memory") != std::string::npos) return {137, ec::oom};
   if (elapsed_ms >= uint64_t{timeout_seconds} * 1000) return {-1, ec::timeout};
-  return {137, ec::oom};
+  return {137, ec::killed};
 }
 
 exec_request with_timeout(uint32_t timeout_seconds, std::string cmd,

@@ -64,6 +64,7 @@ void frame_translator::on_line(const exec_stream_line& line, std::vector<run_eve
     return;
   case k::exit_code:
   case k::heartbeat:
+  case k::outcome:
     return; // the execution's report carries the exit
   }
 }
@@ -157,7 +158,9 @@ run_event frame_translator::stamped(run_event e) const {
 }
 
 run_event frame_translator::finish(const execution_report& report) {
-  return stamped(terminal(report));
+  auto e = stamped(terminal(report));
+  e.truncated = report.result.truncated;
+  return e;
 }
 
 run_event frame_translator::terminal(const execution_report& report) {
@@ -171,7 +174,16 @@ run_event frame_translator::terminal(const execution_report& report) {
     return error_event(fail(ec::oom, "the guest ran out of memory (exit 137); use a larger "
                                      "CREATEOS_EXECUTOR_SHAPE" +
                                          stderr_excerpt()));
+  if (report.outcome == ec::killed)
+    return error_event(fail(ec::killed, "the runner was killed (SIGKILL, exit 137) before its "
+                                        "time limit, and not by the memory limit" +
+                                            stderr_excerpt()));
   if (fatal_) return error_event(*fatal_);
+  if (report.result.truncated.stdout_cut && !done_)
+    return error_event(
+        fail(ec::guest_failed, "the runner's output was cut at the control plane's output cap "
+                               "(truncated: stdout), so its frames were lost; print less" +
+                                   stderr_excerpt()));
   if (lines_.pending() > 0)
     return error_event(fail(ec::guest_failed,
                             "runner output ended in the middle of a frame (" +

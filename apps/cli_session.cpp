@@ -97,9 +97,19 @@ int report_failure(const char* what, const failure& f) {
   return exit_status(f.code);
 }
 
+int status_after_cut(const char* what, const output_cut& cut, bool allowed, int status) {
+  if (!cut.any()) return status;
+  std::cerr << "guestflow " << what << ": the program's " << describe(cut)
+            << " was cut at the control plane's output cap (truncated); what came back is "
+               "not its whole output"
+            << (allowed ? "" : " (--allow-truncated accepts a cut output)") << '\n';
+  return allowed ? status : 125;
+}
+
 result<std::unique_ptr<session>> session::open(const cp::env_map& env, signal_watch& watch,
                                                call_latency* latency, start_sweep sweep,
-                                               local::warm_pool_default pool) {
+                                               local::warm_pool_default pool,
+                                               busy_state_dir busy) {
   std::unique_ptr<session> s{new session(watch)};
   // A CLI run prints the program's output; the embedded server's chatter stays out of it.
   spdlog::set_level(env.count("GUESTFLOW_DEBUG") ? spdlog::level::debug : spdlog::level::warn);
@@ -123,13 +133,22 @@ result<std::unique_ptr<session>> session::open(const cp::env_map& env, signal_wa
   auto stop_waiting = waiting_notice(watch, dir);
   auto cancelled_while_waiting =
       fail(ec::cancelled, "run cancelled while waiting for another guestflow using " + dir);
+  auto owner_env = env.count("GUESTFLOW_OWNER") ? env.at("GUESTFLOW_OWNER") : std::string{};
+  auto owner = names::owner_id(owner_env, host_name(), one_spelling(dir));
+  // Only what wait_turn answers when told to stop at once (never a real start failure).
+  auto busy_dir = fail(ec::cancelled, "the embedded state dir " + dir + " is held elsewhere");
   if (std::holds_alternative<cp::endpoint>(*choice)) {
     ep = std::get<cp::endpoint>(*choice);
   } else {
     local::serve_options opts;
     opts.state_dir = dir;
     opts.domain.warm_pool = std::move(*warm_pool);
-    auto started = start_embedded(std::move(opts), stop_waiting, cancelled_while_waiting);
+    auto started = busy == busy_state_dir::refuse
+                       ? start_embedded(
+                             std::move(opts), [] { return true; }, busy_dir)
+                       : start_embedded(std::move(opts), stop_waiting, cancelled_while_waiting);
+    if (!started && busy == busy_state_dir::refuse && started.error() == busy_dir)
+      return owner_lease::owner_busy(owner, owner_lease::path_for(dir, owner));
     if (!started) return started.error();
     s->embedded_ = std::move(*started);
     ep.base_url =
@@ -151,8 +170,7 @@ result<std::unique_ptr<session>> session::open(const cp::env_map& env, signal_wa
     s->provider_.caps = *caps;
     s->provider_.memory_floor_mib = floor->value_or(256);
   }
-  auto owner_env = env.count("GUESTFLOW_OWNER") ? env.at("GUESTFLOW_OWNER") : std::string{};
-  s->owner_ = names::owner_id(owner_env, host_name(), one_spelling(dir));
+  s->owner_ = owner;
   auto lease = wait_turn<owner_lease>([&] { return owner_lease::try_take(dir, s->owner_); },
                                       stop_waiting, cancelled_while_waiting);
   if (lease)
@@ -255,11 +273,7 @@ result<uint64_t> session::sweep(uint32_t older_than_s) {
     return fail(ec::unavailable, "cannot tell whether another guestflow process of owner " +
                                      owner_ +
                                      " is running, so nothing was deleted: " + no_lease_);
-  if (!lease_->exclusive())
-    return fail(ec::unavailable, "another guestflow process of owner " + owner_ +
-                                     " is running (it holds " + lease_->path() +
-                                     "): its guests are live, not orphans; nothing was "
-                                     "deleted. Reap once it has ended.");
+  if (!lease_->exclusive()) return owner_lease::owner_busy(owner_, lease_->path());
   return ask<uint64_t>(rt_->reaper(), caf::duration{5min}, sweep_atom::value, older_than_s);
 }
 

@@ -28,6 +28,11 @@ public:
   /// the owner is live); `guestflow reap` sweeps with its own age instead.
   enum class start_sweep { on, off };
 
+  /// What opening does when another guestflow holds the embedded state dir: wait its turn
+  /// (runs), or refuse at once with the owner-busy failure (`reap`: that process's guests
+  /// are live, so there is nothing to wait for).
+  enum class busy_state_dir { wait, refuse };
+
   /// `watch` must outlive the session; its signals cancel what the session runs. With
   /// `latency`, every control-plane call's latency is recorded there (it must outlive the
   /// session). `pool`: the embedded control plane's warm pool when GUESTFLOW_WARM_POOL is
@@ -35,7 +40,8 @@ public:
   static result<std::unique_ptr<session>>
   open(const cp::env_map& env, signal_watch& watch, call_latency* latency = nullptr,
        start_sweep sweep = start_sweep::on,
-       local::warm_pool_default pool = local::warm_pool_default::none);
+       local::warm_pool_default pool = local::warm_pool_default::none,
+       busy_state_dir busy = busy_state_dir::wait);
   ~session();
 
   runtime& rt() { return *rt_; }
@@ -103,5 +109,11 @@ int exit_status(ec code);
 
 /// Prints "guestflow <what>: <code>: <message>" on stderr; returns exit_status(f.code).
 int report_failure(const char* what, const failure& f);
+
+/// A run's exit status once its output is known to be whole: `status` when nothing was
+/// cut; else the cut is said on stderr and, unless the caller accepts cut output
+/// (`--allow-truncated`), the run exits 125 — an incomplete output must not pass for a
+/// successful run.
+int status_after_cut(const char* what, const output_cut& cut, bool allowed, int status);
 
 } // namespace guestflow::cli

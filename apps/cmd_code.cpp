@@ -17,16 +17,20 @@ namespace {
 
 constexpr std::string_view usage =
     R"(usage: guestflow code [--timeout S] [--memory-mb M] [--allow-network]
-                      [--env K=V]... [--image NAME] [--json] FILE|-
+                      [--env K=V]... [--image NAME] [--json] [--allow-truncated] FILE|-
 
 Runs a Python program in a fresh guest (the sandbox-backend surface) and deletes the
 guest afterwards, whatever happens. Guest stdout goes to stdout and stderr to stderr as the
 program prints them, and the exit status is the program's (124 when it ran past --timeout,
 137 when it ran out of memory, 130 when cancelled with Ctrl-C). --json prints lfx's
 SandboxResult {stdout, stderr, exit_code, execution_time_ms} at the end instead, with
-exit_code -1 for a timeout. guestflow's own failures (a refused policy, an unusable control
-plane) exit 125 with the reason on stderr. --image NAME runs it in that guest image
-(CREATEOS_SANDBOX_ROOTFS; see guestflow image).
+exit_code -1 for a timeout. 137 is a memory-cgroup OOM kill only when the control plane
+counted one; any other SIGKILL (the program killed itself) keeps 137 and is said on
+stderr as `killed`. guestflow's own failures (a refused policy, an unusable control plane)
+exit 125 with the reason on stderr. Output is capped by the control plane (16 MiB of
+stdout, 1 MiB of stderr on the local one): a cut output is said on stderr and in --json
+(`"truncated": ["stdout"|"stderr"]`), and the run exits 125 unless --allow-truncated.
+--image NAME runs it in that guest image (CREATEOS_SANDBOX_ROOTFS; see guestflow image).
 
 Flags override Langflow's settings from the environment: LANGFLOW_SANDBOX_TIMEOUT_SECONDS
 (30), LANGFLOW_SANDBOX_MEMORY_MB (192, a floor), LANGFLOW_SANDBOX_ALLOW_NETWORK (false),
@@ -34,7 +38,8 @@ LANGFLOW_SANDBOX_ALLOWED_DOMAINS (refused).)";
 
 int run_code(const std::vector<std::string>& argv) {
   signal_watch watch; // first: every thread created later inherits the blocked signals
-  args a{{"timeout", "memory-mb", "env", "image"}, {"allow-network", "json"}};
+  args a{{"timeout", "memory-mb", "env", "image"},
+         {"allow-network", "json", "allow-truncated"}};
   if (auto err = a.parse(argv)) {
     std::cerr << "guestflow code: " << *err << "\n" << usage << '\n';
     return 2;
@@ -74,10 +79,8 @@ int run_code(const std::vector<std::string>& argv) {
   if (a.has("json")) {
     auto report = sess.run(std::move(*spec));
     if (!report) return report_failure("code", report.error());
-    const auto& r = report->result;
-    sandbox_result out{r.stdout_text, r.stderr_text, r.exit_code, r.exec_ms};
-    std::cout << encode(out) << std::endl;
-    return 0;
+    std::cout << encode(sandbox_result_of(*report)) << std::endl;
+    return status_after_cut("code", report->result.truncated, a.has("allow-truncated"), 0);
   }
   // Live: the guest's output reaches the terminal as it is printed.
   std::cout.flush();
@@ -92,8 +95,13 @@ int run_code(const std::vector<std::string>& argv) {
   caf::anon_send_exit(relay, caf::exit_reason::user_shutdown);
   if (!report) return report_failure("code", report.error());
   const auto& r = report->result;
-  if (report->outcome == ec::timeout) return 124;
-  return r.exit_code < 0 || r.exit_code > 255 ? 125 : r.exit_code;
+  if (report->outcome == ec::killed)
+    std::cerr << "guestflow code: killed: the program died of SIGKILL before its time limit, "
+                 "and not by the memory limit\n";
+  int status = report->outcome == ec::timeout         ? 124
+               : r.exit_code < 0 || r.exit_code > 255 ? 125
+                                                      : r.exit_code;
+  return status_after_cut("code", r.truncated, a.has("allow-truncated"), status);
 }
 
 const registrar reg{{"code", "run a Python program in a fresh guest", usage, run_code}};

@@ -12,12 +12,15 @@ namespace {
 constexpr std::string_view usage =
     R"(usage: guestflow component --flow-id F --component-id C [--reuse flow|none]
                            [--allow-network] [--timeout S] [--memory-mb M] [--image NAME]
-                           [--return-files DIR] (--python FILE | -- CMD ARGS…)
+                           [--return-files DIR] [--allow-truncated]
+                           (--python FILE | -- CMD ARGS…)
 
 Runs a Python program (--python, run with python3) or a command (after --, run as is) in a
 guest, as Langflow's CreateOS Sandbox component does. Guest stdout goes to stdout, stderr to
 stderr, and the exit status is the program's (124 when it ran past --timeout, 137 when it
-ran out of memory); guestflow's own failures exit 125 with the reason on stderr.
+ran out of memory as counted by the guest's memory cgroup; any other SIGKILL keeps 137 and
+is said as `killed`); guestflow's own failures exit 125 with the reason on stderr. Output
+cut at the control plane's cap is said on stderr and exits 125 unless --allow-truncated.
 
 --reuse flow keeps one guest per (flow id, component id, network policy) across runs, so
 installed packages and files carry over; the guest's name (gf-c-…) is the registry, so any
@@ -59,7 +62,7 @@ int run_component(const std::vector<std::string>& argv) {
   signal_watch watch; // first: every thread created later inherits the blocked signals
   args a{{"flow-id", "component-id", "reuse", "timeout", "memory-mb", "return-files", "python",
           "image"},
-         {"allow-network"}};
+         {"allow-network", "allow-truncated"}};
   if (auto err = a.parse(argv)) {
     std::cerr << "guestflow component: " << *err << "\n" << usage << '\n';
     return 2;
@@ -117,9 +120,13 @@ int run_component(const std::vector<std::string>& argv) {
   const auto& r = report->result;
   std::cout << r.stdout_text << std::flush;
   std::cerr << r.stderr_text << std::flush;
+  if (report->outcome == ec::killed)
+    std::cerr << "guestflow component: killed: the program died of SIGKILL before its time "
+                 "limit, and not by the memory limit\n";
   int status = report->outcome == ec::timeout         ? 124
                : r.exit_code < 0 || r.exit_code > 255 ? 125
                                                       : r.exit_code;
+  status = status_after_cut("component", r.truncated, a.has("allow-truncated"), status);
   if (out_dir) {
     if (!report->files)
       return report_failure("component", fail(ec::guest_failed, "no files came back"));

@@ -15,8 +15,9 @@ constexpr std::string_view usage = R"(usage: guestflow reap [--older-than S]
 Deletes this runtime's orphaned ephemeral guests (gf-b-/gf-x- names carrying its owner
 id) that are older than S seconds (default 0), e.g. after a `guestflow code` was killed
 with SIGKILL. Another runtime's guests and reusable gf-c- guests are never touched. While
-another guestflow process of this owner (same state dir) is running, its guests are not
-orphans: reap then deletes nothing and exits 125.
+another guestflow process of this owner (same state dir: a run, or a `serve` holding the
+embedded control plane there) is running, its guests are not orphans: reap then deletes
+nothing and exits 125 at once.
 
 With --reusable, deletes instead the reusable component guests (gf-c- names, created by
 `guestflow component --reuse flow`, of any runtime) that have been idle longer than S
@@ -53,8 +54,10 @@ int run_reap(const std::vector<std::string>& argv) {
   // No sweep at start: reap deletes what it is asked to, and counts it.
   // Its embedded control plane keeps no pool: starting it deletes the pool guests a killed
   // control plane left in the state dir (reconcile hands them to a pool that wants none).
+  // Another guestflow holding the embedded state dir (a `serve`, a run) is a live process
+  // of this owner: refused at once, as the owner's lease is, rather than waited for.
   auto s = session::open(cp::process_environment(), watch, nullptr, session::start_sweep::off,
-                         local::warm_pool_default::off);
+                         local::warm_pool_default::off, session::busy_state_dir::refuse);
   if (!s) return report_failure("reap", s.error());
   if (reusable) {
     auto n = (*s)->sweep_reusable(*s_value);

@@ -31,6 +31,13 @@ public:
 
   const std::string& path() const { return path_; }
 
+  /// The lease file of `owner` under `state_dir` (what path() is once taken).
+  static std::string path_for(const std::string& state_dir, const std::string& owner);
+
+  /// Why a sweep deletes nothing while another process of `owner` is live (it holds the
+  /// lease at `lease_path`, or the embedded state dir beside it).
+  static failure owner_busy(const std::string& owner, const std::string& lease_path);
+
 private:
   owner_lease(unique_fd fd, std::string path)
       : fd_(std::move(fd))

@@ -141,6 +141,7 @@ std::string encode(const component_answer& x) {
       .field("guest", x.guest)
       .field("reusable", x.reusable)
       .field("reused", x.reused);
+  codec::write_truncated(w, x.result.truncated);
   if (x.files) write_files(w, *x.files);
   w.end_object();
   return w.take();

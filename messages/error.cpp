@@ -5,10 +5,10 @@
 namespace guestflow {
 namespace {
 
-constexpr std::array<std::string_view, 13> ec_names{
+constexpr std::array<std::string_view, 14> ec_names{
     "bad_request", "policy_refused", "unavailable",        "transient", "paused",
     "not_found",   "egress_drift",   "artifact_too_large", "timeout",   "oom",
-    "capacity",    "guest_failed",   "cancelled",
+    "capacity",    "guest_failed",   "cancelled",          "killed",
 };
 
 static_assert(ec_names.size() == static_cast<size_t>(last_ec), "one name per code");

@@ -25,10 +25,13 @@ enum class ec : uint8_t {
   capacity,           ///< no host or the admission queue is full
   guest_failed,       ///< the guest or its runner failed
   cancelled,          ///< the caller cancelled the run (Ctrl-C, DELETE, aclose)
+  /// guest code died of SIGKILL (exit 137) that was neither its time limit nor a memory
+  /// cgroup OOM kill (it killed itself, or its timeout(1) parent)
+  killed,
 };
 
 /// The last code: new codes go after it, and this moves with them.
-inline constexpr ec last_ec = ec::cancelled;
+inline constexpr ec last_ec = ec::killed;
 
 /// Stable wire name of `x` ("bad_request", ...).
 std::string_view to_string(ec x) noexcept;

@@ -2,6 +2,7 @@
 
 #include "messages/component.hpp"
 #include "messages/error.hpp"
+#include "messages/run.hpp"
 #include "messages/sandbox.hpp"
 
 #include <cstdint>
@@ -67,6 +68,17 @@ struct execution_report {
 template<class Inspector>
 typename Inspector::result_type inspect(Inspector& f, execution_report& x) {
   return f(x.guest_id, x.name, x.result, x.outcome, x.total_ms, x.files, x.reused);
+}
+
+/// The sandbox-backend answer (lfx's SandboxResult, plus `truncated`) of a finished run.
+inline sandbox_result sandbox_result_of(const execution_report& r) {
+  sandbox_result out;
+  out.stdout_text = r.result.stdout_text;
+  out.stderr_text = r.result.stderr_text;
+  out.exit_code = r.result.exit_code;
+  out.execution_time_ms = r.result.exec_ms;
+  out.truncated = r.result.truncated;
+  return out;
 }
 
 /// Guaranteed-deletion bookkeeping (the reaper's counters).

@@ -19,6 +19,7 @@ unsigned http_status(ec code) noexcept {
   case ec::capacity:
     return 429;
   case ec::guest_failed:
+  case ec::killed: // the guest's command died of a SIGKILL of its own making
     return 502;
   case ec::unavailable:
   case ec::transient:

@@ -5,6 +5,7 @@
 
 #include "messages/egress.hpp"
 #include "messages/json.hpp"
+#include "messages/sandbox.hpp"
 
 #include <cstdint>
 #include <map>
@@ -208,6 +209,12 @@ std::vector<std::string> strings_of(const object_view& o, std::string_view key,
 /// The object `key` as environment variables (absent → empty): keys non-empty without '='
 /// or NUL, values strings without NUL.
 std::map<std::string, std::string> env_of(const object_view& o, std::string_view key);
+
+/// `truncated: ["stdout"|"stderr"…]` (absent or null → nothing cut; another name refused).
+output_cut truncated_of(const object_view& o);
+
+/// Writes `truncated` only when something was cut.
+void write_truncated(json_writer& w, const output_cut& x);
 
 /// `key: [RunOutputs…]` (shared by the run and bridge codecs).
 void write_run_outputs_list(json_writer& w, std::string_view key,

@@ -2,6 +2,7 @@
 
 #include "messages/error.hpp"
 #include "messages/json.hpp"
+#include "messages/sandbox.hpp"
 
 #include <cstdint>
 #include <optional>
@@ -119,6 +120,9 @@ struct run_event {
   /// upstream one failed, in event order. On `complete` the wire also says `"ok":
   /// failed.empty()`.
   std::vector<std::string> failed;
+  /// complete / error: the guest's output streams cut at a cap (wire `truncated`, absent
+  /// when nothing was cut): the frames past the cut were lost.
+  output_cut truncated;
 
   bool terminal() const noexcept { return type == kind::complete || type == kind::error; }
 
@@ -127,14 +131,15 @@ struct run_event {
            a.name == b.name && a.valid == b.valid && a.duration_ms == b.duration_ms &&
            a.outputs == b.outputs && a.logs == b.logs && a.line == b.line &&
            a.run_outputs_list == b.run_outputs_list && a.code == b.code &&
-           a.message == b.message && a.executor == b.executor && a.failed == b.failed;
+           a.message == b.message && a.executor == b.executor && a.failed == b.failed &&
+           a.truncated == b.truncated;
   }
 };
 
 template<class Inspector>
 typename Inspector::result_type inspect(Inspector& f, run_event& x) {
   return f(x.run_id, x.seq, x.type, x.id, x.name, x.valid, x.duration_ms, x.outputs, x.logs,
-           x.line, x.run_outputs_list, x.code, x.message, x.executor, x.failed);
+           x.line, x.run_outputs_list, x.code, x.message, x.executor, x.failed, x.truncated);
 }
 
 /// A vertex that failed, with its error (what the CLI's `--json` body lists).
@@ -165,15 +170,19 @@ struct sandbox_result {
   std::string stderr_text; ///< wire "stderr"
   int32_t exit_code = 0;   ///< -1 on timeout, 137 on OOM
   uint64_t execution_time_ms = 0;
+  /// Streams cut at a cap (wire `truncated`, absent when nothing was cut): the output is
+  /// not the program's whole output, whatever `exit_code` says.
+  output_cut truncated;
   friend bool operator==(const sandbox_result& a, const sandbox_result& b) {
     return a.stdout_text == b.stdout_text && a.stderr_text == b.stderr_text &&
-           a.exit_code == b.exit_code && a.execution_time_ms == b.execution_time_ms;
+           a.exit_code == b.exit_code && a.execution_time_ms == b.execution_time_ms &&
+           a.truncated == b.truncated;
   }
 };
 
 template<class Inspector>
 typename Inspector::result_type inspect(Inspector& f, sandbox_result& x) {
-  return f(x.stdout_text, x.stderr_text, x.exit_code, x.execution_time_ms);
+  return f(x.stdout_text, x.stderr_text, x.exit_code, x.execution_time_ms, x.truncated);
 }
 
 template<>

@@ -280,6 +280,7 @@ result<run_event> decode<run_event>(std::string_view text, const decode_limits& 
     if (x.terminal()) {
       x.executor = o.str_or("executor", "");
       x.failed = codec::strings_of(o, "failed", false);
+      x.truncated = codec::truncated_of(o);
     }
     return result<run_event>{std::move(x)};
   });
@@ -322,6 +323,7 @@ std::string encode(const run_event& x) {
   if (x.terminal()) {
     if (!x.executor.empty()) w.field("executor", x.executor);
     if (!x.failed.empty()) w.field("failed", x.failed);
+    codec::write_truncated(w, x.truncated);
   }
   w.end_object();
   return w.take();
@@ -385,6 +387,7 @@ result<sandbox_result> decode<sandbox_result>(std::string_view text,
     x.stderr_text = o.str_or("stderr", "");
     x.exit_code = static_cast<int32_t>(o.integer("exit_code", INT32_MIN, INT32_MAX));
     x.execution_time_ms = o.uint_or("execution_time_ms", 0);
+    x.truncated = codec::truncated_of(o);
     return result<sandbox_result>{std::move(x)};
   });
 }
@@ -395,8 +398,9 @@ std::string encode(const sandbox_result& x) {
       .field("stdout", x.stdout_text)
       .field("stderr", x.stderr_text)
       .field("exit_code", x.exit_code)
-      .field("execution_time_ms", x.execution_time_ms)
-      .end_object();
+      .field("execution_time_ms", x.execution_time_ms);
+  codec::write_truncated(w, x.truncated);
+  w.end_object();
   return w.take();
 }
 

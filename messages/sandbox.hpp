@@ -213,39 +213,82 @@ typename Inspector::result_type inspect(Inspector& f, exec_request& x) {
   return f(x.cmd, x.args);
 }
 
-/// `data` of a buffered exec: `{result: {stdout, stderr, exit_code, error?}, exec_ms}`.
-/// Output past the server's caps is cut and `error` says so.
+/// Which of a command's output streams were cut at a cap (wire: `"truncated": ["stdout",
+/// "stderr"]`, absent when nothing was cut). A cut output must never pass for a whole one.
+struct output_cut {
+  bool stdout_cut = false;
+  bool stderr_cut = false;
+  bool any() const noexcept { return stdout_cut || stderr_cut; }
+  output_cut& operator|=(const output_cut& o) noexcept {
+    stdout_cut |= o.stdout_cut;
+    stderr_cut |= o.stderr_cut;
+    return *this;
+  }
+  friend bool operator==(const output_cut& a, const output_cut& b) {
+    return a.stdout_cut == b.stdout_cut && a.stderr_cut == b.stderr_cut;
+  }
+  friend bool operator!=(const output_cut& a, const output_cut& b) { return !(a == b); }
+};
+
+template<class Inspector>
+typename Inspector::result_type inspect(Inspector& f, output_cut& x) {
+  return f(x.stdout_cut, x.stderr_cut);
+}
+
+/// "stdout", "stderr" or "stdout and stderr" (for messages); empty when nothing was cut.
+std::string describe(const output_cut& x);
+
+/// `data` of a buffered exec: `{result: {stdout, stderr, exit_code, error?, truncated?,
+/// oom_killed?}, exec_ms}`. Output past the server's caps is cut, `error` says so and
+/// `truncated` names the streams; `oom_killed`: the guest's memory cgroup counted an OOM
+/// kill during this exec (absent = false).
 struct exec_result {
   std::string stdout_text; ///< wire "stdout"
   std::string stderr_text; ///< wire "stderr"
   int32_t exit_code = 0;
   std::optional<std::string> error;
   uint64_t exec_ms = 0;
+  output_cut truncated;
+  bool oom_killed = false;
   friend bool operator==(const exec_result& a, const exec_result& b) {
     return a.stdout_text == b.stdout_text && a.stderr_text == b.stderr_text &&
-           a.exit_code == b.exit_code && a.error == b.error && a.exec_ms == b.exec_ms;
+           a.exit_code == b.exit_code && a.error == b.error && a.exec_ms == b.exec_ms &&
+           a.truncated == b.truncated && a.oom_killed == b.oom_killed;
   }
 };
 
 template<class Inspector>
 typename Inspector::result_type inspect(Inspector& f, exec_result& x) {
-  return f(x.stdout_text, x.stderr_text, x.exit_code, x.error, x.exec_ms);
+  return f(x.stdout_text, x.stderr_text, x.exit_code, x.error, x.exec_ms, x.truncated,
+           x.oom_killed);
 }
 
-/// One line of a streamed exec (`?stream=true`): exactly one of the five keys.
+/// One line of a streamed exec (`?stream=true`): exactly one of the five keys, or an
+/// `outcome` line `{"oom_killed"?: true, "truncated"?: [...]}` (before the exit code, only
+/// when there is something to say). The exit_code line may carry the same two keys.
 struct exec_stream_line {
-  enum class kind : uint8_t { stdout_chunk, stderr_chunk, error, exit_code, heartbeat };
+  enum class kind : uint8_t {
+    stdout_chunk,
+    stderr_chunk,
+    error,
+    exit_code,
+    heartbeat,
+    outcome
+  };
   kind type = kind::heartbeat;
   std::string text;      ///< stdout / stderr / error payload
   int32_t exit_code = 0; ///< when type == exit_code
+  output_cut truncated;  ///< outcome / exit_code lines
+  bool oom_killed = false;
   friend bool operator==(const exec_stream_line& a, const exec_stream_line& b) {
-    return a.type == b.type && a.text == b.text && a.exit_code == b.exit_code;
+    return a.type == b.type && a.text == b.text && a.exit_code == b.exit_code &&
+           a.truncated == b.truncated && a.oom_killed == b.oom_killed;
   }
 };
 
 template<class Inspector>
 typename Inspector::result_type inspect(Inspector& f, exec_stream_line& x) {
-  return f(x.type, x.text, x.exit_code);
+  return f(x.type, x.text, x.exit_code, x.truncated, x.oom_killed);
 }
 
 /// `GET /v1/capabilities` (local control plane; CreateOS's are known constants).

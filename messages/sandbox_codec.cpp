@@ -71,6 +71,42 @@ void write_strings(json_writer& w, std::string_view key, const std::vector<std::
   w.end_array();
 }
 
+} // namespace
+
+namespace codec {
+
+output_cut truncated_of(const object_view& o) {
+  output_cut x;
+  auto at = o.at("truncated");
+  auto names = strings_of(o, "truncated", true);
+  for (size_t i = 0; i < names.size(); ++i) {
+    if (names[i] == "stdout")
+      x.stdout_cut = true;
+    else if (names[i] == "stderr")
+      x.stderr_cut = true;
+    else
+      raise(at.at(i), "expected \"stdout\" or \"stderr\", got " + quote_json(names[i]));
+  }
+  return x;
+}
+
+void write_truncated(json_writer& w, const output_cut& x) {
+  if (!x.any()) return;
+  w.key("truncated").begin_array();
+  if (x.stdout_cut) w.str("stdout");
+  if (x.stderr_cut) w.str("stderr");
+  w.end_array();
+}
+
+} // namespace codec
+
+std::string describe(const output_cut& x) {
+  if (x.stdout_cut && x.stderr_cut) return "stdout and stderr";
+  return x.stdout_cut ? "stdout" : x.stderr_cut ? "stderr" : "";
+}
+
+namespace {
+
 /// Decodes `{data: [T…], pagination: {total}}`; a missing pagination counts the page.
 template<class T, class F>
 std::pair<std::vector<T>, uint64_t> page_of(const value& root, const path& p, F&& item) {
@@ -290,6 +326,8 @@ result<exec_result> decode<exec_result>(std::string_view text, const decode_limi
     x.stderr_text = r.str_or("stderr", "");
     x.exit_code = static_cast<int32_t>(r.integer("exit_code", INT32_MIN, INT32_MAX));
     x.error = r.opt_str("error");
+    x.truncated = codec::truncated_of(r);
+    x.oom_killed = r.boolean_or("oom_killed", false);
     x.exec_ms = o.uint_or("exec_ms", 0);
     return result<exec_result>{std::move(x)};
   });
@@ -310,8 +348,19 @@ result<exec_stream_line> decode<exec_stream_line>(std::string_view text,
                             quote_json(keys[*which]) + " and " + quote_json(keys[i]));
       which = i;
     }
-    if (!which) codec::raise(p, "expected exactly one of stdout, stderr, error, exit_code, hb");
     exec_stream_line x;
+    // oom_killed / truncated: on the exit_code line, or alone as an outcome line.
+    x.truncated = codec::truncated_of(o);
+    x.oom_killed = o.boolean_or("oom_killed", false);
+    bool says_outcome = o.raw("truncated") != nullptr || o.raw("oom_killed") != nullptr;
+    if (!which && says_outcome) {
+      x.type = exec_stream_line::kind::outcome;
+      return result<exec_stream_line>{std::move(x)};
+    }
+    if (!which) codec::raise(p, "expected exactly one of stdout, stderr, error, exit_code, hb");
+    if (says_outcome && *which != 3)
+      codec::raise(p, "oom_killed and truncated go with exit_code or alone, not with " +
+                          quote_json(keys[*which]));
     auto key = keys[*which];
     auto& val = *o.raw(key);
     switch (*which) {
@@ -448,10 +497,10 @@ std::string encode(const exec_result& x) {
       .field("stdout", x.stdout_text)
       .field("stderr", x.stderr_text)
       .field("exit_code", x.exit_code)
-      .opt_field("error", x.error)
-      .end_object()
-      .field("exec_ms", x.exec_ms)
-      .end_object();
+      .opt_field("error", x.error);
+  codec::write_truncated(w, x.truncated);
+  if (x.oom_killed) w.field("oom_killed", true);
+  w.end_object().field("exec_ms", x.exec_ms).end_object();
   return w.take();
 }
 
@@ -470,9 +519,15 @@ std::string encode(const exec_stream_line& x) {
     break;
   case exec_stream_line::kind::exit_code:
     w.field("exit_code", x.exit_code);
+    codec::write_truncated(w, x.truncated);
+    if (x.oom_killed) w.field("oom_killed", true);
     break;
   case exec_stream_line::kind::heartbeat:
     w.field("hb", true);
+    break;
+  case exec_stream_line::kind::outcome:
+    codec::write_truncated(w, x.truncated);
+    if (x.oom_killed || !x.truncated.any()) w.field("oom_killed", x.oom_killed);
     break;
   }
   w.end_object();

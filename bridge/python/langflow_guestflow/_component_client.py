@@ -2,8 +2,10 @@
 
 ``POST /v1/components/run`` body: ``{flow_id, component_id, reuse, allow_network,
 timeout_seconds, memory_mb?, program | cmd + args, return_files}``; answer: ``{stdout,
-stderr, exit_code, execution_time_ms, outcome, reused, files:[{path, size,
-content_base64}], dropped:[{path, reason}], files_error?}``.
+stderr, exit_code, execution_time_ms, outcome, reused, truncated?, files:[{path, size,
+content_base64}], dropped:[{path, reason}], files_error?}``. ``outcome`` is ``ok``,
+``timeout``, ``oom`` (the guest's memory cgroup counted an OOM kill) or ``killed`` (any
+other SIGKILL); ``truncated`` lists the streams cut at the server's output cap.
 """
 
 from __future__ import annotations
@@ -87,6 +89,7 @@ class ComponentAnswer:
     dropped: tuple[dict[str, Any], ...] = ()
     files_error: dict[str, Any] | None = field(default=None)
     guest: str | None = None
+    truncated: tuple[str, ...] = ()
 
     def summary(self) -> dict[str, Any]:
         """The Results output's data."""
@@ -96,7 +99,8 @@ class ComponentAnswer:
             "exit_code": self.exit_code,
             "execution_time_ms": self.execution_time_ms,
             "outcome": self.outcome,
-            "success": self.outcome == "ok" and self.exit_code == 0,
+            # A cut output is not a whole one, whatever the exit code says.
+            "success": self.outcome == "ok" and self.exit_code == 0 and not self.truncated,
             "reused": self.reused,
             "files": [f.path for f in self.files],
         }
@@ -106,6 +110,8 @@ class ComponentAnswer:
             out["dropped"] = list(self.dropped)
         if self.files_error:
             out["files_error"] = self.files_error
+        if self.truncated:
+            out["truncated"] = list(self.truncated)
         return out
 
 
@@ -136,7 +142,19 @@ def parse_answer(doc: Any) -> ComponentAnswer:
         dropped=tuple(d for d in (doc.get("dropped") or []) if isinstance(d, dict)),
         files_error=files_error,
         guest=doc["guest"] if isinstance(doc.get("guest"), str) else None,
+        truncated=truncated_streams(doc),
     )
+
+
+def truncated_streams(doc: dict[str, Any]) -> tuple[str, ...]:
+    """The answer's ``truncated`` (absent: nothing was cut); a malformed one fails closed."""
+    value = doc.get("truncated")
+    if value is None:
+        return ()
+    if not isinstance(value, list) or not all(x in ("stdout", "stderr") for x in value):
+        msg = f"the answer's truncated is malformed: {str(value)[:200]}"
+        raise _http.GuestflowConnectionError(msg)
+    return tuple(value)
 
 
 def run_component(req: ComponentRequest, *, url: str | None = None, token: str | None = None) -> ComponentAnswer:

@@ -24,12 +24,17 @@ Failure mapping, failing closed throughout:
 * an infrastructure failure mid-run (guest failed, transient, capacity, bad answer) raises
   ``SandboxExecutionError``;
 * the user's code failing is not an exception: it is ``SandboxResult.exit_code`` (``-1``
-  after the timeout, ``137`` after the memory limit, else the program's status).
+  after the timeout, ``137`` after a SIGKILL -- the memory limit, or the program killing
+  itself --, else the program's status);
+* output the server cut at its cap (the answer's ``truncated``) is never passed off as the
+  program's whole output: it raises ``SandboxExecutionError``, unless
+  ``GUESTFLOW_ALLOW_TRUNCATED=true``, which returns the cut result with a note on stderr.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import os
 import threading
 from typing import Any
 
@@ -41,6 +46,7 @@ from lfx.utils.sandbox.base import (
 )
 
 from langflow_guestflow import _http, _settings
+from langflow_guestflow._component_client import truncated_streams
 
 BACKEND_NAME = "guestflow"
 CAPABILITIES_TIMEOUT_SECONDS = 15.0
@@ -178,15 +184,23 @@ def _result_from_answer(doc: Any) -> SandboxResult:
         if not isinstance(exit_code, int) or isinstance(exit_code, bool):
             raise TypeError
         elapsed = doc.get("execution_time_ms")
-        return SandboxResult(
-            stdout=str(doc.get("stdout") or ""),
-            stderr=str(doc.get("stderr") or ""),
-            exit_code=exit_code,
-            execution_time_ms=int(elapsed) if isinstance(elapsed, (int, float)) else None,
-        )
-    except (KeyError, TypeError, ValueError) as exc:
+        truncated = truncated_streams(doc)
+        stderr = str(doc.get("stderr") or "")
+    except (KeyError, TypeError, ValueError, _http.GuestflowError) as exc:
         msg = f"POST /v1/sandbox/run answered an unexpected shape: {str(doc)[:200]}"
         raise SandboxExecutionError(msg) from exc
+    if truncated:
+        note = f"guestflow: {' and '.join(truncated)} cut at the server's output cap (truncated)"
+        if os.environ.get("GUESTFLOW_ALLOW_TRUNCATED", "").strip().lower() != "true":
+            msg = f"{note}; the program's whole output did not come back (exit code {exit_code}). Set GUESTFLOW_ALLOW_TRUNCATED=true to accept a cut output"
+            raise SandboxExecutionError(msg)
+        stderr += ("\n" if stderr and not stderr.endswith("\n") else "") + note + "\n"
+    return SandboxResult(
+        stdout=str(doc.get("stdout") or ""),
+        stderr=stderr,
+        exit_code=exit_code,
+        execution_time_ms=int(elapsed) if isinstance(elapsed, (int, float)) else None,
+    )
 
 
 def create_backend() -> GuestflowSandboxBackend:

@@ -16,6 +16,13 @@ int dup_fd(int fd) {
   return fd >= 0 ? ::fcntl(fd, F_DUPFD_CLOEXEC, 0) : -1;
 }
 
+/// The domain reports a command the guest's memory cgroup OOM-killed during the exec
+/// (its oom_kill counter moved, read before and after: control_plane's guest_command) as
+/// an error starting with these words, and nothing else does.
+bool oom_killed(const exec_outcome& o) {
+  return o.error && o.error->rfind("out of memory", 0) == 0;
+}
+
 } // namespace
 
 std::string stream_line(exec_stream_line::kind kind, std::string text, int32_t code) {
@@ -151,6 +158,9 @@ void exec_pump::maybe_finish() {
     net::post(self->io_, [self, outcome = std::move(outcome)] {
       exec_result r;
       r.exit_code = outcome.exit_code;
+      r.oom_killed = oom_killed(outcome);
+      r.truncated.stdout_cut = self->out_.truncated;
+      r.truncated.stderr_cut = self->err_.truncated;
       r.exec_ms = static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(
                                             std::chrono::steady_clock::now() - self->started_)
                                             .count());
@@ -166,7 +176,17 @@ void exec_pump::maybe_finish() {
       }
       if (outcome.error) add(*outcome.error);
       if (!error.empty()) r.error = std::move(error);
-      self->done_(std::move(r));
+      if (!self->emit_ || (!r.oom_killed && !r.truncated.any()))
+        return self->done_(std::move(r));
+      // Streaming: what the exit means goes out on its own line before the exit code.
+      exec_stream_line said;
+      said.type = exec_stream_line::kind::outcome;
+      said.truncated = r.truncated;
+      said.oom_killed = r.oom_killed;
+      self->emit_(encode(said), [self, r = std::move(r)]() mutable {
+        net::dispatch(self->io_,
+                      [self, r = std::move(r)]() mutable { self->done_(std::move(r)); });
+      });
     });
   });
 }

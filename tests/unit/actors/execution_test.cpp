@@ -192,10 +192,22 @@ TEST_F(execution_test, timeout_exit_maps_to_minus_one) {
 TEST_F(execution_test, memory_kill_maps_to_oom) {
   s->exec_reply.exit_code = 137;
   s->exec_reply.error = "out of memory (memory limit 256 MiB)";
+  s->exec_reply.oom_killed = true; // the memory cgroup counted it: only then is it oom
   start(spec("gf-b-abc123-ffffffffff"));
   ASSERT_TRUE(out->report);
   EXPECT_EQ(out->report->result.exit_code, 137);
   EXPECT_EQ(out->report->outcome, ec::oom);
+  EXPECT_EQ(deletes(), 1);
+}
+
+TEST_F(execution_test, a_sigkill_the_memory_cgroup_did_not_count_is_killed) {
+  s->exec_reply.exit_code = 137;
+  s->exec_reply.truncated.stdout_cut = true;
+  start(spec("gf-b-abc123-gggggggggg"));
+  ASSERT_TRUE(out->report);
+  EXPECT_EQ(out->report->result.exit_code, 137);
+  EXPECT_EQ(out->report->outcome, ec::killed);
+  EXPECT_TRUE(out->report->result.truncated.stdout_cut);
   EXPECT_EQ(deletes(), 1);
 }
 

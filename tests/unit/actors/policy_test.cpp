@@ -138,19 +138,24 @@ TEST(guest_names, foreign_names_do_not_parse) {
 }
 
 TEST(exit_classifier, maps_timeout_and_oom) {
-  EXPECT_EQ(classify_exit(0, std::nullopt, 10, 5).exit_code, 0);
-  EXPECT_EQ(classify_exit(1, std::nullopt, 10, 5).outcome, std::nullopt);
-  auto t = classify_exit(124, std::nullopt, 5000, 5);
+  EXPECT_EQ(classify_exit(0, false, 10, 5).exit_code, 0);
+  EXPECT_EQ(classify_exit(1, false, 10, 5).outcome, std::nullopt);
+  auto t = classify_exit(124, false, 5000, 5);
   EXPECT_EQ(t.exit_code, -1);
   EXPECT_EQ(t.outcome, ec::timeout);
-  auto k = classify_exit(137, std::nullopt, 5001, 5); // KILL took timeout(1) with it
+  auto k = classify_exit(137, false, 5001, 5); // KILL took timeout(1) with it
   EXPECT_EQ(k.exit_code, -1);
   EXPECT_EQ(k.outcome, ec::timeout);
-  auto o = classify_exit(137, std::nullopt, 800, 5); // killed long before the limit
-  EXPECT_EQ(o.exit_code, 137);
-  EXPECT_EQ(o.outcome, ec::oom);
-  auto m = classify_exit(137, std::string{"out of memory (limit 64 MiB)"}, 9000, 5);
+  auto m = classify_exit(137, true, 9000, 5); // the memory cgroup counted an OOM kill
+  EXPECT_EQ(m.exit_code, 137);
   EXPECT_EQ(m.outcome, ec::oom);
+}
+
+TEST(exit_classifier, a_sigkill_the_memory_cgroup_did_not_count_is_killed_not_oom) {
+  // sys.exit(137), kill -9 of itself, or of its timeout(1) parent, long before the limit.
+  auto o = classify_exit(137, false, 800, 5);
+  EXPECT_EQ(o.exit_code, 137);
+  EXPECT_EQ(o.outcome, ec::killed);
 }
 
 TEST(exit_classifier, wraps_commands_in_timeout_kill) {
