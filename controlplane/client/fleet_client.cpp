@@ -80,9 +80,10 @@ struct node_state {
   std::string name;
   std::string url;
   std::shared_ptr<client> api;
-  node_capacity cap;      ///< as last reported
-  bool reachable = false; ///< static: its last probe answered; etcd: its record exists
-  int misses = 0;         ///< timed-out probes in a row
+  node_capacity cap;           ///< as last reported
+  bool reachable = false;      ///< static: its last probe answered; etcd: its record exists
+  int misses = 0;              ///< timed-out probes in a row
+  int64_t record_revision = 0; ///< etcd: the mod_revision of the record `cap` came from
   uint64_t inflight_mib = 0, inflight_guests = 0; ///< creates on their way to it
   uint64_t since_mib = 0, since_guests = 0;       ///< creates done since its last report
   uint64_t placed = 0;
@@ -370,19 +371,22 @@ private:
                    records.error().message);
       return;
     }
-    std::map<std::string, node_capacity> seen;
+    std::map<std::string, std::pair<node_capacity, int64_t>> seen; // record, its revision
     for (auto& kv : *records) {
       auto rec = decode<node_capacity>(kv.value);
       if (!rec || rec->url.empty()) continue;
       auto name = kv.key.substr(fleet_nodes_prefix.size());
-      seen[name] = std::move(*rec);
+      seen[name] = {std::move(*rec), kv.mod_revision};
     }
     for (auto& [name, rec] : seen) {
-      auto n = node_for_url(name, rec.url);
+      auto n = node_for_url(name, rec.first.url);
       std::lock_guard lk{mu_};
-      n->cap = rec;
       n->reachable = n->api != nullptr;
       n->misses = 0;
+      // Only a new record counts what this client placed since: an unchanged one does not.
+      if (rec.second == n->record_revision) continue;
+      n->record_revision = rec.second;
+      n->cap = rec.first;
       n->since_mib = n->since_guests = 0;
     }
     std::vector<std::shared_ptr<node_state>> lost;
