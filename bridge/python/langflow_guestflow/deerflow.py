@@ -156,6 +156,14 @@ def _summary(line: str, max_chars: int = GREP_LINE_CHARS) -> str:
     return line if len(line) <= max_chars else line[: max_chars - 3] + "..."
 
 
+def _capped(found: list, cap: int, truncated: bool) -> tuple[list, bool]:
+    """DeerFlow allows ``max_results=0`` (nothing returned, truncated if anything matched);
+    the server's minimum is 1, so such a call asks for one match and returns none."""
+    if cap <= 0:
+        return [], truncated or bool(found)
+    return found, truncated
+
+
 def _query(params: dict[str, Any]) -> str:
     parts = []
     for key, value in params.items():
@@ -327,11 +335,13 @@ class GuestflowSandbox(_SandboxBase or _DuckSandbox):  # type: ignore[misc]
         raw = _guard_path(path)
         if "/" not in pattern:
             pattern = "**/" + pattern
+        cap = int(max_results)
         try:
-            answer = self._client.json("GET", self._files("glob", path=raw, pattern=pattern, include_dirs=include_dirs, max_results=int(max_results)))
+            answer = self._client.json("GET", self._files("glob", path=raw, pattern=pattern, include_dirs=include_dirs, max_results=max(cap, 1)))
         except GuestflowError as err:
             raise _file_error(err, path, directory_expected=True) from err
-        return [_name_of(m) for m in answer.get("matches", [])], bool(answer.get("truncated"))
+        found = [_name_of(m) for m in answer.get("matches", [])]
+        return _capped(found, cap, bool(answer.get("truncated")))
 
     def grep(
         self,
@@ -348,13 +358,14 @@ class GuestflowSandbox(_SandboxBase or _DuckSandbox):  # type: ignore[misc]
         raw = _guard_path(path)
         if not literal:
             re.compile(pattern.encode("utf-8"), 0 if case_sensitive else re.IGNORECASE)
-        params = {"path": raw, "pattern": pattern, "glob": glob, "literal": literal, "case_sensitive": case_sensitive, "max_results": int(max_results)}
+        cap = int(max_results)
+        params = {"path": raw, "pattern": pattern, "glob": glob, "literal": literal, "case_sensitive": case_sensitive, "max_results": max(cap, 1)}
         try:
             answer = self._client.json("GET", self._files("grep", **params))
         except GuestflowError as err:
             raise _file_error(err, path) from err
         matches = [GrepMatch(path=_name_of(m), line_number=int(m["line_number"]), line=_summary(str(m.get("line", "")))) for m in answer.get("matches", [])]
-        return matches, bool(answer.get("truncated"))
+        return _capped(matches, cap, bool(answer.get("truncated")))
 
 
 class GuestflowSandboxProvider(_ProviderBase or _DuckProvider):  # type: ignore[misc]

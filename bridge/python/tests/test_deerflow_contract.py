@@ -185,3 +185,10 @@ class WireMappingTest(unittest.TestCase):
         self.assertEqual(matches, [GrepMatch(path="/w/a", line_number=7, line="x" * 197 + "...")])
         # DeerFlow's default is case-insensitive; the API's is sensitive: sent explicitly.
         self.assertIn("&literal=0&case_sensitive=0&max_results=100", client.requests[0][1])
+
+    def test_max_results_zero_returns_nothing_and_says_if_anything_matched(self) -> None:
+        client = _Canned({"matches": [{"path": "/w/a"}], "truncated": False}, {"matches": [], "truncated": False})
+        sandbox = GuestflowSandbox("gf-b-x", client=client)
+        self.assertEqual(sandbox.glob("/w", "*", max_results=0), ([], True))
+        self.assertEqual(sandbox.glob("/w", "*", max_results=0), ([], False))
+        self.assertTrue(all("max_results=1" in path for _, path in client.requests))
