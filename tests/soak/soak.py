@@ -1,0 +1,714 @@
+#!/usr/bin/env python3
+"""The fault-injecting soak: mixed runs through a real `guestflow serve` against a real
+local control plane that answers a share of every kind of call wrongly
+(`guestflow control-plane --faults`), with the control plane and then serve SIGKILLed
+mid-soak and restarted, and a second runtime (another owner) beside it whose guests must
+never be touched. Afterwards: every run ended with exactly one terminal outcome, no
+ephemeral guest is left, the reusable set is what the runs made, and nothing of this soak's
+state dir is left on the host (guest process, cgroup, netns, workspace).
+
+Sizes: --size smoke (ctest, a few minutes on 2 cores) or --size long (2,000 runs at 100
+concurrent); --runs/--concurrency override. Exit 0 when every check held; the summary (the
+counts tests/soak/README.md quotes) is printed as JSON on stdout's last line.
+Python 3 standard library only.
+"""
+
+import argparse
+import collections
+import glob
+import http.client
+import json
+import os
+import random
+import select
+import shutil
+import signal
+import sqlite3
+import string
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+KNOWN_CODES = {
+    "bad_request", "policy_refused", "unavailable", "transient", "paused", "not_found",
+    "egress_drift", "artifact_too_large", "timeout", "oom", "capacity", "guest_failed",
+    "cancelled", "killed",
+}
+# messages/http_status.hpp: the status an answer carrying a code has on every surface.
+STATUS_OF = {
+    "bad_request": {400, 413}, "policy_refused": {401, 403}, "not_found": {404},
+    "paused": {409}, "egress_drift": {409}, "cancelled": {409}, "artifact_too_large": {413},
+    "capacity": {429}, "guest_failed": {502}, "unavailable": {503}, "transient": {503},
+    "timeout": {504}, "oom": {507},
+}
+OPS = ["create", "exec", "files", "delete", "pause", "resume", "list", "get"]
+KINDS = ["5xx", "429", "drop", "timeout", "lost"]
+LIVE = {"creating", "running", "pausing", "paused", "resuming", "error", "destroying"}
+
+
+def log(*parts):
+    print(time.strftime("%H:%M:%S"), *parts, file=sys.stderr, flush=True)
+
+
+def eventually(check, deadline_s, interval_s=0.2):
+    """Polls `check` until it returns truthy or the deadline passes; its last value."""
+    end = time.monotonic() + deadline_s
+    while True:
+        value = check()
+        if value or time.monotonic() >= end:
+            return value
+        time.sleep(interval_s)
+
+
+def fault_spec(share_per_kind, hold, seed):
+    items = [f"{op}:{kind}={share_per_kind}" for op in OPS for kind in KINDS]
+    items += ["any:delay=0-300ms@0.1", f"seed={seed}"]
+    if hold:
+        items.append(f"hold={hold}")
+    return ",".join(items)
+
+
+class Process:
+    """A guestflow child: started, its `listening on URL` line awaited, killed by pid."""
+
+    def __init__(self, binary, args, env, stderr_path, name):
+        self.name = name
+        self.stderr_path = stderr_path
+        self.stderr = open(stderr_path, "ab")
+        self.proc = subprocess.Popen([binary] + args, env=env, stdout=subprocess.PIPE,
+                                     stderr=self.stderr, stdin=subprocess.DEVNULL)
+        self.url = self._listening(60)
+        if not self.url:
+            self.proc.kill()
+            self.proc.wait()
+            raise RuntimeError(f"{name} did not start; see {stderr_path}")
+        self.port = int(self.url.rsplit(":", 1)[1]) if self.url.startswith("http") else 0
+
+    def _listening(self, deadline_s):
+        end = time.monotonic() + deadline_s
+        line = b""
+        fd = self.proc.stdout.fileno()
+        while time.monotonic() < end:
+            ready, _, _ = select.select([fd], [], [], 0.5)
+            if not ready:
+                if self.proc.poll() is not None:
+                    return None
+                continue
+            chunk = os.read(fd, 1)
+            if not chunk:
+                return None
+            line += chunk
+            if line.endswith(b"\n"):
+                text = line.decode().strip()
+                if text.startswith("listening on "):
+                    return text[len("listening on "):]
+                line = b""
+        return None
+
+    def signal(self, sig):
+        if self.proc.poll() is None:
+            os.kill(self.proc.pid, sig)
+
+    def wait(self, timeout_s):
+        try:
+            return self.proc.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            return None
+
+    def close(self):
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+        self.stderr.close()
+
+
+class ControlPlaneView:
+    """The soak's own look at the control plane (through its TCP port): every call is
+    retried until a good answer, since the control plane injects faults into it too."""
+
+    def __init__(self):
+        self.port = None
+
+    def call(self, method, path, deadline_s=60):
+        end = time.monotonic() + deadline_s
+        while True:
+            try:
+                c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=5)
+                c.request(method, path)
+                r = c.getresponse()
+                body = r.read()
+                c.close()
+                if r.status == 200:
+                    return json.loads(body)["data"]
+                if r.status == 404:
+                    return None
+            except Exception:
+                pass
+            if time.monotonic() >= end:
+                raise RuntimeError(f"control plane: {method} {path} never answered")
+            time.sleep(0.1)
+
+    def guests(self):
+        """Every guest not destroyed, as {id: (name, status)}."""
+        out, offset = {}, 0
+        while True:
+            page = self.call("GET", f"/v1/sandboxes?limit=1000&offset={offset}")
+            rows = page["data"]
+            for g in rows:
+                if g["status"] in LIVE:
+                    out[g["id"]] = (g["name"], g["status"])
+            offset += len(rows)
+            if not rows or offset >= page["pagination"]["total"]:
+                return out
+
+    def delete(self, gid):
+        self.call("DELETE", f"/v1/sandboxes/{gid}")
+
+
+class Serve:
+    """One `guestflow serve` (a runtime of one owner) and calls to it."""
+
+    def __init__(self, soak, owner, state_dir, name):
+        self.soak, self.owner, self.state_dir, self.name = soak, owner, state_dir, name
+        self.proc = None
+        self.restarts = 0
+
+    def start(self):
+        env = dict(os.environ)
+        env.update({
+            "GUESTFLOW_CONTROL_PLANE_URL": self.soak.cp_url,
+            "GUESTFLOW_STATE_DIR": self.state_dir,
+            "GUESTFLOW_OWNER": self.owner,
+            "GUESTFLOW_SWEEP_GRACE_SECONDS": "0",  # a restart reaps its predecessor's guests
+            "GUESTFLOW_TOKEN": self.soak.token,
+            # Flows run in a guest that fits a host's memory budget 100 at a time.
+            "CREATEOS_EXECUTOR_SHAPE": "s-1vcpu-1gb",
+        })
+        env.pop("GUESTFLOW_FAULTS", None)
+        self.proc = Process(self.soak.binary, ["serve", "--listen", "127.0.0.1:0"], env,
+                            os.path.join(self.soak.dir, f"{self.name}.stderr"), self.name)
+        self.restarts += 1
+
+    def connection(self, timeout_s):
+        return http.client.HTTPConnection("127.0.0.1", self.proc.port, timeout=timeout_s)
+
+    def headers(self):
+        return {"Authorization": f"Bearer {self.soak.token}",
+                "Content-Type": "application/json"}
+
+    def metric(self, name):
+        c = self.connection(10)
+        c.request("GET", "/metrics", headers=self.headers())
+        text = c.getresponse().read().decode()
+        c.close()
+        for line in text.splitlines():
+            if line.startswith(name + " "):
+                return float(line.split()[1])
+        return None
+
+    def owes_nothing(self):
+        try:
+            return self.metric("guestflow_guests_tracked") == 0 and \
+                self.metric("guestflow_guests_pending_delete") == 0
+        except Exception:
+            return False
+
+
+def error_outcome(status, body):
+    """The typed error of a non-2xx answer, or an `untyped:` outcome saying what is wrong."""
+    try:
+        err = json.loads(body)["error"]
+        code = err["code"]
+    except Exception:
+        return f"untyped:status {status} without an error body"
+    if code not in KNOWN_CODES:
+        return f"untyped:unknown code {code}"
+    if code in STATUS_OF and status not in STATUS_OF[code]:
+        return f"untyped:{code} with status {status}"
+    return f"error:{code}"
+
+
+class Soak:
+    def __init__(self, args):
+        self.args = args
+        self.binary = args.guestflow
+        self.dir = tempfile.mkdtemp(prefix="guestflow-soak-", dir=args.tmp)
+        os.chmod(self.dir, 0o711)
+        self.cp_state = os.path.join(self.dir, "cp")
+        self.cp_socket = os.path.join(self.dir, "cp.sock")
+        self.cp_url = f"unix://{self.cp_socket}"
+        self.token = "soak-" + "".join(random.choices(string.ascii_lowercase, k=8))
+        tag = "".join(random.choices(string.ascii_lowercase + string.digits, k=4))
+        self.tag = tag
+        self.cp = None
+        self.cp_starts = 0
+        self.view = ControlPlaneView()
+        self.a = Serve(self, "sa" + tag, os.path.join(self.dir, "runtime-a"), "serve-a")
+        self.b = Serve(self, "sb" + tag, os.path.join(self.dir, "runtime-b"), "serve-b")
+        self.outcomes = collections.Counter()  # (kind, outcome) → runs
+        self.untyped = []
+        self.reusable_names = collections.defaultdict(set)  # flow id → guest names answered
+        self.lock = threading.Lock()
+        self.failures = []
+        self.started_runs = 0
+        self.in_flight_at_serve_kill = 0
+        self.serve_killed = threading.Event()
+        self.sessions = False
+
+    # ---- processes -----------------------------------------------------------------
+
+    def start_cp(self, faults=True):
+        env = dict(os.environ)
+        env.pop("GUESTFLOW_FAULTS", None)
+        args = ["control-plane", "--state-dir", self.cp_state, "--listen", "127.0.0.1:0",
+                "--unix-socket", self.cp_socket, "--workers", str(self.args.cp_workers)]
+        if faults:
+            args += ["--faults", fault_spec(self.args.fault_share, self.args.hold,
+                                            self.args.seed)]
+        self.cp = Process(self.binary, args, env,
+                          os.path.join(self.dir, f"cp-{self.cp_starts}.stderr"), "control plane")
+        self.cp_starts += 1
+        self.view.port = self.cp.port
+
+    def fail(self, what):
+        log("CHECK FAILED:", what)
+        self.failures.append(what)
+
+    # ---- runs ----------------------------------------------------------------------
+
+    def record(self, kind, outcome):
+        with self.lock:
+            self.outcomes[(kind, outcome)] += 1
+            if outcome.startswith("untyped:"):
+                self.untyped.append((kind, outcome))
+
+    def run_code(self, serve, i, sleep_s=0):
+        program = f"import time\ntime.sleep({sleep_s})\nprint({i} * 7)" if sleep_s else \
+            f"print({i} * 7)"
+        body = json.dumps({"code": program, "timeout_seconds": 60 + sleep_s})
+        status, data = self.post(serve, "/v1/sandbox/run", body)
+        if status is None:
+            return data
+        if status != 200:
+            return error_outcome(status, data)
+        r = json.loads(data)
+        if r.get("exit_code") == 0 and r.get("stdout", "").strip() == str(i * 7):
+            return "success"
+        return f"exit:{r.get('exit_code')}"
+
+    def run_component(self, serve, i, flow_id=None):
+        reuse = "flow" if i % 2 == 0 else "none"
+        flow_id = flow_id or f"soak-flow-{i % self.args.reusable}"
+        body = json.dumps({"flow_id": flow_id, "component_id": "soak-component",
+                           "reuse": reuse, "program": f"print({i} + 1)",
+                           "timeout_seconds": 60})
+        status, data = self.post(serve, "/v1/components/run", body)
+        if status is None:
+            return data
+        if status != 200:
+            return error_outcome(status, data)
+        r = json.loads(data)
+        if reuse == "flow" and r.get("reusable") and r.get("guest"):
+            with self.lock:
+                self.reusable_names[flow_id].add(r["guest"])
+        if r.get("exit_code") == 0 and r.get("stdout", "").strip() == str(i + 1):
+            return "success"
+        return f"exit:{r.get('exit_code')}:{r.get('outcome')}"
+
+    def run_flow(self, serve, i):
+        with open(os.path.join(self.args.source, "examples", "flows", "hello.json")) as f:
+            flow = json.load(f)
+        body = json.dumps({"flow": flow, "inputs": f"soak {i}", "stream": True,
+                           "timeout_seconds": 120})
+        try:
+            c = serve.connection(self.args.call_timeout)
+            c.request("POST", "/v1/runs", body=body, headers=serve.headers())
+            r = c.getresponse()
+            if r.status != 200:
+                out = error_outcome(r.status, r.read())
+                c.close()
+                return out
+            events = []
+            for raw in r:
+                line = raw.strip()
+                if not line:
+                    continue  # a keepalive
+                events.append(json.loads(line))
+            c.close()
+        except Exception as e:  # the stream broke before its terminal event
+            return self.transport_outcome(e)
+        terminal = [e for e in events if e.get("type") in ("complete", "error")]
+        if len(terminal) != 1 or events[-1] is not terminal[0]:
+            return f"untyped:{len(terminal)} terminal events"
+        if [e.get("seq") for e in events] != list(range(len(events))):
+            return "untyped:seq not gapless"
+        end = terminal[0]
+        if end["type"] == "complete":
+            return "success" if end.get("ok") else "complete:not ok"
+        code = end.get("code")
+        if code not in KNOWN_CODES:
+            return f"untyped:unknown code {code}"
+        return f"error:{code}"
+
+    def run_session(self, serve, i):
+        """Acquire, one command, delete: a session's three calls, one outcome."""
+        status, data = self.post(serve, "/v1/sessions", json.dumps(
+            {"user_id": f"soak-{self.tag}", "thread_id": f"thread-{i}"}))
+        if status is None:
+            return data
+        if status != 200:
+            return error_outcome(status, data)
+        sid = json.loads(data)["session_id"]
+        status, data = self.post(serve, f"/v1/sessions/{sid}/commands",
+                                 json.dumps({"command": f"echo {i * 3}", "timeout_seconds": 60}))
+        outcome = data if status is None else error_outcome(status, data) if status != 200 \
+            else "success" if json.loads(data).get("stdout", "").strip() == str(i * 3) \
+            else f"exit:{json.loads(data).get('exit_code')}"
+        try:
+            c = serve.connection(self.args.call_timeout)
+            c.request("DELETE", f"/v1/sessions/{sid}", headers=serve.headers())
+            r = c.getresponse()
+            body = r.read()
+            c.close()
+            if r.status != 200 and outcome == "success":
+                outcome = "delete " + error_outcome(r.status, body)
+        except Exception as e:
+            if outcome == "success":
+                outcome = self.transport_outcome(e)
+        return outcome
+
+    def sessions_exist(self):
+        status, _ = self.post(self.a, "/v1/sessions", "{}")  # 400 (no user) where it exists
+        return status not in (None, 404, 405)
+
+    def transport_outcome(self, e):
+        if self.serve_killed.is_set():
+            return "serve-killed"  # its server was SIGKILLed under it: no answer is right
+        return f"untyped:transport {type(e).__name__}: {e}"
+
+    def post(self, serve, path, body):
+        try:
+            c = serve.connection(self.args.call_timeout)
+            c.request("POST", path, body=body, headers=serve.headers())
+            r = c.getresponse()
+            data = r.read()
+            c.close()
+            return r.status, data
+        except Exception as e:
+            return None, self.transport_outcome(e)
+
+    def one_run(self, serve, i, sleep_s=0):
+        kinds = ["code", "flow", "component"] + (["session"] if self.sessions else [])
+        kind = "code" if sleep_s else kinds[i % len(kinds)]
+        with self.lock:
+            self.started_runs += 1
+        if kind == "code":
+            outcome = self.run_code(serve, i, sleep_s)
+        elif kind == "flow":
+            outcome = self.run_flow(serve, i)
+        elif kind == "session":
+            outcome = self.run_session(serve, i)
+        else:
+            outcome = self.run_component(serve, i)
+        self.record(kind, outcome)
+        return outcome
+
+    # ---- phases --------------------------------------------------------------------
+
+    def phase_mixed(self):
+        """N mixed runs at C; the control plane SIGKILLed and restarted half-way."""
+        n, c = self.args.runs, self.args.concurrency
+        done = [0]
+        killed = threading.Event()
+
+        def one(i):
+            out = self.one_run(self.a, i)
+            with self.lock:
+                done[0] += 1
+                kill_now = done[0] == n // 2 and not killed.is_set()
+                if kill_now:
+                    killed.set()
+            if kill_now:
+                log(f"SIGKILL control plane (pid {self.cp.proc.pid}) with runs in flight")
+                self.cp.signal(signal.SIGKILL)
+                self.cp.wait(30)
+                self.cp.close()
+                self.start_cp()
+                log("control plane restarted")
+            return out
+
+        log(f"phase 1: {n} mixed runs at {c} concurrent")
+        with ThreadPoolExecutor(max_workers=c) as pool:
+            list(pool.map(one, range(n)))
+
+    def phase_serve_kill(self):
+        """Runs in flight when serve A is SIGKILLed; A restarted reaps them; B untouched."""
+        c = self.args.concurrency
+        b_pool = ThreadPoolExecutor(max_workers=2)
+        b_comp = b_pool.submit(self.run_component, self.b, 0, f"soak-other-{self.tag}")
+        # B's long run, tried again until its guest runs (a fault may refuse its create).
+        b_owner = f"-{self.b.owner}-"
+        b_before, b_long = {}, None
+        for attempt in range(8):
+            b_long = b_pool.submit(self.run_code, self.b, 10_000 + attempt, self.args.b_sleep)
+            b_before = eventually(
+                lambda: b_long.done() or {g: v for g, v in self.view.guests().items()
+                                          if b_owner in v[0] and v[1] == "running"}, 60, 0.5)
+            if isinstance(b_before, dict) and b_before:
+                break
+            self.record("other-owner-long", b_long.result() if b_long.done() else "never ran")
+            b_before = {}
+        if not b_before:
+            self.fail("runtime B's long run never had a running guest")
+        log(f"runtime B holds {len(b_before)} guest(s); phase 2: {c} runs, then SIGKILL serve")
+        pool = ThreadPoolExecutor(max_workers=c)
+        futures = [pool.submit(self.one_run, self.a, 100_000 + i, self.args.kill_sleep)
+                   for i in range(c)]
+        a_owner = f"-{self.a.owner}-"
+        eventually(lambda: self.a_tracked() >= max(1, c // 2), 60, 0.2)
+        self.in_flight_at_serve_kill = self.a_tracked()
+        self.serve_killed.set()
+        log(f"SIGKILL serve A with {self.in_flight_at_serve_kill} guests tracked")
+        self.a.proc.signal(signal.SIGKILL)
+        self.a.proc.wait(30)
+        self.a.proc.close()
+        for f in futures:
+            f.result()
+        pool.shutdown()
+        self.serve_killed.clear()
+        self.a.start()
+        log("serve A restarted: its start sweep reaps its predecessor's guests")
+        left = eventually(lambda: not any(a_owner in v[0] for v in self.view.guests().values()),
+                          self.args.sweep_deadline, 1)
+        if not left:
+            self.fail("serve A's orphans were not reaped after its restart: " + str(
+                [v for v in self.view.guests().values() if a_owner in v[0]]))
+        now = self.view.guests()
+        if b_long.done():
+            self.fail("inconclusive: runtime B's long run ended before A's sweep did "
+                      "(raise b_sleep)")
+        for gid, (name, _) in b_before.items():
+            if gid not in now:
+                self.fail(f"runtime B's guest {name} ({gid}) was deleted while B ran")
+        log(f"runtime B's {len(b_before)} guest(s) untouched by A's restart")
+        b_outcome = b_long.result()
+        self.record("other-owner-long", b_outcome)
+        self.record("other-owner-component", b_comp.result())
+        b_pool.shutdown()
+        log(f"runtime B's long run ended: {b_outcome}")
+
+    def a_tracked(self):
+        try:
+            return int(self.a.metric("guestflow_guests_tracked") or 0)
+        except Exception:
+            return 0
+
+    def stop_serves(self):
+        """SIGTERM: each serve deletes its ephemeral guests (its reaper's drain) and exits."""
+        for s in (self.a, self.b):
+            log(f"SIGTERM {s.name}")
+            s.proc.signal(signal.SIGTERM)
+            rc = s.proc.wait(180)
+            s.proc.close()
+            if rc != 0:
+                self.fail(f"{s.name} exited {rc} after SIGTERM")
+
+    def check_guests(self):
+        """Live guests: only reusable ones, each one the runs named (or B's)."""
+        live = self.view.guests()
+        expected = set()
+        for names in self.reusable_names.values():
+            expected |= names
+        ephemeral = {g: v for g, v in live.items() if not v[0].startswith("gf-c-")}
+        if ephemeral:
+            self.fail(f"ephemeral guests left: {sorted(v[0] for v in ephemeral.values())}")
+        reusable = {v[0] for g, v in live.items() if v[0].startswith("gf-c-")}
+        if len(reusable) != len([1 for v in live.values() if v[0].startswith("gf-c-")]):
+            self.fail("a reusable name has more than one live guest")
+        unexplained = reusable - expected
+        # A reusable create the runtime never heard about ("lost") may keep its guest: any
+        # later run of that flow adopts it by name, so it is the expected name all the same.
+        allowed = {n for names in self.reusable_names.values() for n in names}
+        if unexplained - allowed:
+            self.fail(f"reusable guests no run named: {sorted(unexplained - allowed)}")
+        return live, reusable, expected
+
+    # ---- the host ------------------------------------------------------------------
+
+    def records(self):
+        db = sqlite3.connect(f"file:{self.cp_state}/control-plane.db?mode=ro", uri=True)
+        rows = db.execute("SELECT id, name, status FROM guests").fetchall()
+        db.close()
+        return rows
+
+    def host_leftovers(self, ids):
+        """What of these guests is still on the host: {id: [what]}."""
+        procs = collections.defaultdict(list)
+        for cg in glob.glob("/proc/[0-9]*/cgroup"):
+            try:
+                with open(cg) as f:
+                    text = f.read()
+            except OSError:
+                continue
+            for part in text.split("/guestflow/")[1:]:
+                procs[part.split("\n")[0].split("/")[0]].append(cg.split("/")[2])
+        out = {}
+        for gid in ids:
+            what = []
+            cgroups = glob.glob(f"/sys/fs/cgroup/*/guestflow/{gid}") + \
+                glob.glob(f"/sys/fs/cgroup/guestflow/{gid}")
+            if cgroups:
+                what.append(f"cgroups {cgroups}")
+            if os.path.exists(f"/run/netns/gf-{gid}"):
+                what.append("netns")
+            if os.path.exists(os.path.join(self.cp_state, "guests", gid)):
+                what.append("workspace")
+            if procs.get(gid):
+                what.append(f"processes {procs[gid]}")
+            if what:
+                out[gid] = what
+        return out
+
+    def processes_of_state_dir(self):
+        mine = []
+        for cmd in glob.glob("/proc/[0-9]*/cmdline"):
+            try:
+                with open(cmd, "rb") as f:
+                    text = f.read().replace(b"\0", b" ").decode(errors="replace")
+            except OSError:
+                continue
+            if self.cp_state in text and "soak.py" not in text:
+                mine.append(cmd.split("/")[2] + ": " + text[:120])
+        return mine
+
+    # ---- the whole soak ------------------------------------------------------------
+
+    def faults_injected(self):
+        kinds, by_op = collections.Counter(), collections.Counter()
+        for path in glob.glob(os.path.join(self.dir, "cp-*.stderr")):
+            with open(path, errors="replace") as f:
+                for line in f:
+                    if not line.startswith("fault injected: "):
+                        continue
+                    words = line.split()
+                    op, kind = words[2], words[3]
+                    kinds[kind] += 1
+                    by_op[f"{op}:{kind}"] += 1
+        return kinds, by_op
+
+    def run(self):
+        t0 = time.monotonic()
+        log(f"soak in {self.dir}: {self.args.runs} runs at {self.args.concurrency}, "
+            f"faults {fault_spec(self.args.fault_share, self.args.hold, self.args.seed)}")
+        self.start_cp()
+        self.a.start()
+        self.b.start()
+        self.sessions = self.sessions_exist()
+        log("sessions: " + ("part of the mix" if self.sessions else "no /v1/sessions here"))
+        self.phase_mixed()
+        self.phase_serve_kill()
+        self.stop_serves()
+        live, reusable, expected = self.check_guests()
+        log(f"live after the serves stopped: {len(live)} ({len(reusable)} reusable)")
+        # Afterwards: the control plane without faults deletes the reusable set, and then
+        # nothing of this soak's guests may be left on the host.
+        self.cp.signal(signal.SIGTERM)
+        # A held PUT (files:timeout) keeps its worker for the hold: the stop waits for it.
+        if self.cp.wait(240) != 0:
+            self.fail("the control plane did not exit 0 after SIGTERM")
+        self.cp.close()
+        self.start_cp(faults=False)
+        for gid in live:
+            self.view.delete(gid)
+        self.cp.signal(signal.SIGTERM)
+        self.cp.wait(60)
+        self.cp.close()
+        rows = self.records()
+        not_destroyed = [r for r in rows if r[2] not in ("destroyed", "failed")]
+        if not_destroyed:
+            self.fail(f"records not destroyed: {not_destroyed[:10]}")
+        leftovers = eventually(lambda: not self.host_leftovers([r[0] for r in rows]), 30, 0.5)
+        leaks = self.host_leftovers([r[0] for r in rows])
+        if not leftovers:
+            self.fail(f"left on the host: {dict(list(leaks.items())[:10])}")
+        workspaces = os.listdir(os.path.join(self.cp_state, "guests")) \
+            if os.path.isdir(os.path.join(self.cp_state, "guests")) else []
+        if workspaces:
+            self.fail(f"workspaces left: {workspaces[:10]}")
+        strays = self.processes_of_state_dir()
+        if strays:
+            self.fail(f"processes naming the state dir: {strays[:5]}")
+        if self.untyped:
+            self.fail(f"{len(self.untyped)} runs without a typed outcome: "
+                      f"{collections.Counter(o for _, o in self.untyped).most_common(5)}")
+        kinds, by_op = self.faults_injected()
+        for kind in KINDS:
+            if kinds[kind] == 0 and self.args.require_every_kind:
+                self.fail(f"no '{kind}' fault was injected")
+        summary = {
+            "runs": sum(self.outcomes.values()),
+            "outcomes": {f"{k}/{o}": n for (k, o), n in sorted(self.outcomes.items())},
+            "faults_injected": dict(sorted(kinds.items())),
+            "faults_by_operation": dict(sorted(by_op.items())),
+            "guests_created": len(rows),
+            "guests_deleted": sum(1 for r in rows if r[2] == "destroyed"),
+            "guests_failed_creates": sum(1 for r in rows if r[2] == "failed"),
+            "reusable_left_before_cleanup": len(reusable),
+            "guests_leaked": len(leaks) + len(not_destroyed),
+            "serve_kill_guests_tracked": self.in_flight_at_serve_kill,
+            "control_plane_starts": self.cp_starts,
+            "seconds": round(time.monotonic() - t0),
+            "failures": self.failures,
+        }
+        print(json.dumps(summary))
+        return 0 if not self.failures else 1
+
+    def cleanup(self):
+        for p in (self.a.proc, self.b.proc, self.cp):
+            if p:
+                p.close()
+        if not self.args.keep and not self.failures:
+            shutil.rmtree(self.dir, ignore_errors=True)
+        else:
+            log(f"kept {self.dir}")
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--guestflow", required=True, help="the guestflow binary")
+    p.add_argument("--source", required=True, help="the source tree (examples/flows)")
+    p.add_argument("--size", choices=["smoke", "long"], default="smoke")
+    p.add_argument("--runs", type=int)
+    p.add_argument("--concurrency", type=int)
+    p.add_argument("--fault-share", type=float, default=0.02,
+                   help="share per operation and kind (5 kinds: 0.02 → 10%% of each op)")
+    p.add_argument("--hold", help="how long a `timeout` fault holds a call (default: the "
+                   "plan's 150s, past every client deadline; smoke: 5s)")
+    p.add_argument("--seed", type=int, default=42)
+    p.add_argument("--tmp", default=None, help="where the soak's state dir goes")
+    p.add_argument("--keep", action="store_true", help="keep the state dir and logs")
+    a = p.parse_args()
+    smoke = a.size == "smoke"
+    a.runs = a.runs or (24 if smoke else 2000)
+    a.concurrency = a.concurrency or (6 if smoke else 100)
+    a.hold = a.hold or ("5s" if smoke else None)
+    a.reusable = 3
+    a.cp_workers = 16 if smoke else 64
+    a.call_timeout = 300 if smoke else 900
+    a.kill_sleep = 20 if smoke else 60
+    a.b_sleep = 60 if smoke else 300
+    a.sweep_deadline = 120 if smoke else 400
+    a.require_every_kind = not smoke or a.runs >= 24
+    soak = Soak(a)
+    try:
+        return soak.run()
+    finally:
+        soak.cleanup()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
