@@ -17,7 +17,7 @@ from deerflow.sandbox.search import GrepMatch
 from langflow_guestflow.deerflow import GuestflowSandbox, GuestflowSandboxProvider
 from tests._server import ModuleServer
 
-MODULE = ModuleServer()
+MODULE = ModuleServer(extra_env={"GUESTFLOW_SESSION_REPLICAS": "8"})
 
 
 def setUpModule() -> None:  # noqa: N802

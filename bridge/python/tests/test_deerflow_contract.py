@@ -192,3 +192,16 @@ class WireMappingTest(unittest.TestCase):
         self.assertEqual(sandbox.glob("/w", "*", max_results=0), ([], True))
         self.assertEqual(sandbox.glob("/w", "*", max_results=0), ([], False))
         self.assertTrue(all("max_results=1" in path for _, path in client.requests))
+
+    def test_a_full_pool_is_deerflows_capacity_error(self) -> None:
+        from langflow_guestflow._http import GuestflowError
+
+        class _Full:
+            def json(self, *_: object, **__: object) -> object:
+                raise GuestflowError("capacity", "4 of 4 session guests are active", status=429, retry_after=2.0)
+
+        provider = GuestflowSandboxProvider(url="http://127.0.0.1:9")
+        provider._client = _Full()  # type: ignore[assignment]
+        with self.assertRaises(SandboxCapacityExceededError) as caught:
+            provider.acquire("t", user_id="u")
+        self.assertEqual(caught.exception.retry_after_seconds, 2.0)
