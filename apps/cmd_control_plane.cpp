@@ -1,11 +1,13 @@
 #include "apps/args.hpp"
 #include "apps/command.hpp"
 #include "common/numbers.hpp"
+#include "controlplane/local/http/fault_injection.hpp"
 #include "controlplane/local/serve.hpp"
 
 #include <cstdlib>
 #include <iostream>
 #include <limits>
+#include <mutex>
 
 namespace guestflow::cli {
 namespace {
@@ -49,7 +51,13 @@ Test and bench only (not for production use):
   --simulate-exec-stdout FILE  with --simulate-latency-ms: every exec (buffered or
                          streamed) prints FILE's content on stdout, then exits 0 (e.g.
                          bench/bridge/prompt_frames.ndjson, a guest runner's frames, so that
-                         whole-flow runs complete; default: no output))";
+                         whole-flow runs complete; default: no output)
+  --faults SPEC          answer a share of calls wrongly (soaks; default: the env
+                         GUESTFLOW_FAULTS, else off): OP:KIND=SHARE, OP in create, exec,
+                         files, delete, pause, resume, list, get, any; KIND in 5xx, 429,
+                         drop, timeout, lost; OP:delay=LO-HI[@SHARE]; seed=N; hold=D
+                         (e.g. create:5xx=0.1,exec:drop=0.05,any:delay=0-300ms,seed=42).
+                         Each fault is logged on stderr as `fault injected: OP KIND …`)";
 
 /// A numeric flag into `out` (left alone when the flag is absent); false after saying why.
 template<class T>
@@ -66,11 +74,36 @@ bool parse_number(const cli::args& a, const std::string& flag, T& out) {
   return true;
 }
 
+/// Installs `--faults SPEC` (else GUESTFLOW_FAULTS) when it asks for any fault; every
+/// applied fault becomes a stderr line. 0, or 2 after saying why the spec is refused.
+int install_faults_from(std::optional<std::string> flag) {
+  const char* source = "--faults";
+  if (!flag)
+    if (const char* env = std::getenv("GUESTFLOW_FAULTS")) {
+      flag = env;
+      source = "GUESTFLOW_FAULTS";
+    }
+  if (!flag) return 0;
+  auto plan = local::fault_plan::parse(*flag, source);
+  if (!plan) {
+    std::cerr << "guestflow control-plane: " << plan.error().message << '\n';
+    return 2;
+  }
+  if (plan->empty()) return 0;
+  std::cerr << "guestflow control-plane: injecting faults: " << plan->to_string() << std::endl;
+  auto log = [mu = std::make_shared<std::mutex>()](const local::fault_event& e) {
+    std::lock_guard<std::mutex> guard{*mu};
+    std::cerr << local::describe(e) << std::endl;
+  };
+  local::install_faults(std::make_shared<local::fault_injector>(std::move(*plan), log));
+  return 0;
+}
+
 int run_control_plane(const std::vector<std::string>& argv) {
   cli::args a{{"listen", "unix-socket", "state-dir", "api-key", "max-stdout-bytes",
                "max-stderr-bytes", "max-file-bytes", "max-json-bytes", "workers",
                "heartbeat-ms", "auto-pause-scale", "simulate-latency-ms",
-               "simulate-exec-stdout", "nft-path", "warm-pool"},
+               "simulate-exec-stdout", "nft-path", "warm-pool", "faults"},
               {}};
   if (auto e = a.parse(argv)) {
     std::cerr << "guestflow control-plane: " << *e << "\n" << usage << '\n';
@@ -118,6 +151,8 @@ int run_control_plane(const std::vector<std::string>& argv) {
     std::cerr << "guestflow control-plane: --auto-pause-scale: expected a positive number\n";
     return 2;
   }
+  // Fault injection (soaks): process-wide, installed before the server starts.
+  if (auto faults = install_faults_from(a.get("faults")); faults != 0) return faults;
   return local::serve(o, std::cout, std::cerr);
 }
 
