@@ -61,13 +61,13 @@ const std::vector<bad_input>& table() {
        "",
        {{"LANGFLOW_SANDBOX_ALLOWED_DOMAINS", "example.com"}},
        ec::policy_refused},
-      // Over the provider's cap (the local control plane's is 3600 s).
+      // Over the provider's cap (the local control plane's is 3600 s), under the wire maximum.
       {"timeout_over_the_cap",
-       {"--timeout", "100000"},
+       {"--timeout", "7200"},
        {},
-       R"("timeout_seconds":100000)",
+       R"("timeout_seconds":7200)",
        "",
-       {{"LANGFLOW_SANDBOX_TIMEOUT_SECONDS", "100000"}},
+       {{"LANGFLOW_SANDBOX_TIMEOUT_SECONDS", "7200"}},
        ec::policy_refused},
   };
   return rows;
