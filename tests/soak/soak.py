@@ -132,7 +132,7 @@ class ControlPlaneView:
     def __init__(self):
         self.port = None
 
-    def call(self, method, path, deadline_s=60):
+    def call(self, method, path, deadline_s=60, valid=lambda data: True):
         end = time.monotonic() + deadline_s
         while True:
             try:
@@ -141,7 +141,8 @@ class ControlPlaneView:
                 r = c.getresponse()
                 body = r.read()
                 c.close()
-                if r.status == 200:
+                # A held call ends with an answer that is not the endpoint's: not an answer.
+                if r.status == 200 and valid(json.loads(body)["data"]):
                     return json.loads(body)["data"]
                 if r.status == 404:
                     return None
@@ -155,7 +156,8 @@ class ControlPlaneView:
         """Every guest not destroyed, as {id: (name, status)}."""
         out, offset = {}, 0
         while True:
-            page = self.call("GET", f"/v1/sandboxes?limit=1000&offset={offset}")
+            page = self.call("GET", f"/v1/sandboxes?limit=1000&offset={offset}",
+                             valid=lambda d: "data" in d and "pagination" in d)
             rows = page["data"]
             for g in rows:
                 if g["status"] in LIVE:
