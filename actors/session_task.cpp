@@ -28,7 +28,8 @@ const std::string& tool_source() {
 std::string stage_path() {
   static thread_local std::mt19937_64 rng{std::random_device{}()};
   static constexpr char hex[] = "0123456789abcdef";
-  std::string out = "/tmp/.gf-session/";
+  // Under /workspace: the file API may refuse the guest's /tmp mount (a tmpfs).
+  std::string out = "/workspace/.gf-session/";
   for (int i = 0; i < 16; ++i)
     out.push_back(hex[rng() & 15]);
   return out;
