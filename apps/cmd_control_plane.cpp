@@ -15,6 +15,9 @@ namespace {
 constexpr std::string_view usage =
     R"(usage: guestflow control-plane --state-dir DIR [--listen HOST:PORT] [--unix-socket PATH]
                                  [--api-key KEY] [--warm-pool SPEC]
+                                 [--memory-budget-mb N] [--max-guests N] [--node NAME]
+                                 [--fleet etcd://HOST:PORT[,…] [--advertise URL]
+                                  [--fleet-ttl-seconds N]]
 
 Serves the CreateOS wire API v1 with real local guests (bubblewrap namespaces, cgroups,
 netns egress rules). Prints `listening on http://HOST:PORT` as its first stdout line once
@@ -40,6 +43,26 @@ records in DIR on the next start.
                          debian:12; 0, off or none: no pool, the default). Pool guests are
                          deny-all without a netns, serve only deny-all creates, are never
                          listed and are deleted at SIGTERM/SIGINT (GET /v1/pool: counts)
+  --memory-budget-mb N   memory the guests may commit: the sum of the shape memory of every
+                         guest not destroyed (paused ones, creates in progress and the warm
+                         pool's targets included); a create past it is refused with 429
+                         `capacity` before anything is built. Default: 80% of MemTotal
+  --max-guests N         guests this node holds at once (1..16384), default 1024; a create
+                         past it is refused like one past the memory budget
+  --node NAME            this node's name in GET /v1/capacity and the fleet (A-Z a-z 0-9
+                         . _ -, at most 63), default the host name
+  --destroyed-retention-hours H  keep the records of destroyed and failed guests this long
+                         (a number, 0.5 = 30 min; 0 = until the next sweep), default 24
+  --idle-timeout-seconds N  a request's header, and each read of its body, must arrive
+                         within N s (else 408 and close); an idle connection closes after
+                         N s. Default 120
+  --fleet etcd://HOST:PORT[,HOST:PORT…]  register this node in etcd under a lease and keep
+                         its capacity record current (/guestflow/nodes/NAME); while it
+                         cannot renew the lease it is fenced: creates are refused with
+                         `capacity`, guests keep running (controlplane/local/README.md)
+  --advertise URL        with --fleet: the http(s) URL runtimes reach this node at
+                         (default: the URL it listens on)
+  --fleet-ttl-seconds N  with --fleet: the lease's TTL (2..3600), default 10
 
 Test and bench only (not for production use):
   --heartbeat-ms N       streamed exec heartbeat interval, default 5000
@@ -74,6 +97,57 @@ bool parse_number(const cli::args& a, const std::string& flag, T& out) {
   return true;
 }
 
+/// `flag` as an integer within [min, max] into `out` (left alone when absent); false after
+/// saying why.
+template<class T>
+bool parse_bounded(const cli::args& a, const std::string& flag, T& out, uint64_t min,
+                   uint64_t max) {
+  auto v = a.get(flag);
+  if (!v) return true;
+  auto n = parse_uint(*v, min, max);
+  if (!n) {
+    std::cerr << "guestflow control-plane: " << uint_refusal("--" + flag, *v, min, max) << '\n';
+    return false;
+  }
+  out = static_cast<T>(*n);
+  return true;
+}
+
+/// The capacity, retention and fleet flags into `o`; false after saying why (exit 2).
+bool parse_capacity_flags(const cli::args& a, local::serve_options& o) {
+  uint64_t ttl = o.fleet.ttl.count();
+  uint64_t idle = o.http.idle_timeout.count();
+  if (!parse_bounded(a, "memory-budget-mb", o.domain.capacity.memory_budget_mib, 1,
+                     uint64_t{1} << 40) ||
+      !parse_bounded(a, "max-guests", o.domain.capacity.max_guests, 1, local::max_max_guests) ||
+      !parse_bounded(a, "fleet-ttl-seconds", ttl, 2, 3600) ||
+      !parse_bounded(a, "idle-timeout-seconds", idle, 1, 86'400))
+    return false;
+  o.fleet.ttl = std::chrono::seconds{ttl};
+  o.http.idle_timeout = std::chrono::seconds{idle};
+  if (auto node = a.get("node")) o.domain.node = *node;
+  if (auto hours = a.get("destroyed-retention-hours")) {
+    char* end = nullptr;
+    double h = std::strtod(hours->c_str(), &end);
+    if (end == hours->c_str() || *end != '\0' || !(h >= 0) || h > 876'000) {
+      std::cerr << "guestflow control-plane: --destroyed-retention-hours: expected a number "
+                   "of hours from 0 to 876000, got '"
+                << *hours << "'\n";
+      return false;
+    }
+    o.domain.destroyed_retention = std::chrono::seconds{static_cast<int64_t>(h * 3600)};
+  }
+  if (auto fleet = a.get("fleet")) o.fleet.etcd = *fleet;
+  if (auto url = a.get("advertise")) o.fleet.advertise = *url;
+  for (const char* needs_fleet : {"advertise", "fleet-ttl-seconds"})
+    if (a.has(needs_fleet) && !a.has("fleet")) {
+      std::cerr << "guestflow control-plane: --" << needs_fleet
+                << " needs --fleet etcd://HOST:PORT\n";
+      return false;
+    }
+  return true;
+}
+
 /// Installs `--faults SPEC` (else GUESTFLOW_FAULTS) when it asks for any fault; every
 /// applied fault becomes a stderr line. 0, or 2 after saying why the spec is refused.
 int install_faults_from(std::optional<std::string> flag) {
@@ -103,7 +177,10 @@ int run_control_plane(const std::vector<std::string>& argv) {
   cli::args a{{"listen", "unix-socket", "state-dir", "api-key", "max-stdout-bytes",
                "max-stderr-bytes", "max-file-bytes", "max-json-bytes", "workers",
                "heartbeat-ms", "auto-pause-scale", "simulate-latency-ms",
-               "simulate-exec-stdout", "nft-path", "warm-pool", "faults"},
+               "simulate-exec-stdout", "nft-path", "warm-pool", "faults",
+               // capacity, retention, fleet
+               "memory-budget-mb", "max-guests", "node", "destroyed-retention-hours",
+               "idle-timeout-seconds", "fleet", "advertise", "fleet-ttl-seconds"},
               {}};
   if (auto e = a.parse(argv)) {
     std::cerr << "guestflow control-plane: " << *e << "\n" << usage << '\n';
@@ -143,6 +220,7 @@ int run_control_plane(const std::vector<std::string>& argv) {
     }
     o.domain.warm_pool = std::move(*pool);
   }
+  if (!parse_capacity_flags(a, o)) return 2;
   if (a.has("simulate-latency-ms")) o.simulate_latency_ms = latency;
   if (auto canned = a.get("simulate-exec-stdout")) o.simulate_exec_stdout = *canned;
   char* end = nullptr;

@@ -3,10 +3,12 @@
 #include "controlplane/local/http/http_server.hpp"
 #include "controlplane/local/images/image_store.hpp"
 #include "controlplane/local/service/auto_pause.hpp"
+#include "controlplane/local/service/shapes.hpp"
 #include "controlplane/local/service/simulated_control_plane.hpp"
 #include "controlplane/local/store/reconciler.hpp"
 #include "controlplane/local/store/record_store.hpp"
 #include "controlplane/local/store/state_lock.hpp"
+#include "fleet/node_registrar.hpp"
 
 #include <algorithm>
 #include <atomic>
@@ -67,6 +69,84 @@ std::chrono::milliseconds sweep_period(double scale) {
   return std::chrono::milliseconds{std::clamp(ms, 20L, 1000L)};
 }
 
+/// How often ended guests' records are looked at: a quarter of the retention, between
+/// 1 s and 1 min (a record outlives its retention by at most that).
+std::chrono::milliseconds prune_period(std::chrono::seconds retention) {
+  auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(retention).count() / 4;
+  return std::chrono::milliseconds{std::clamp<long long>(ms, 1000, 60'000)};
+}
+
+/// The budget and the warm pool's targets, checked against each other: a pool that alone
+/// does not fit would make every create refused.
+result<capacity_limits> resolve_capacity(const control_plane_config& cfg) {
+  auto limits = cfg.capacity;
+  if (limits.memory_budget_mib == 0) {
+    auto budget = default_memory_budget_mib();
+    if (!budget || *budget == 0)
+      return fail(ec::unavailable, "cannot read MemTotal from /proc/meminfo for the default "
+                                   "memory budget; pass --memory-budget-mb N");
+    limits.memory_budget_mib = *budget;
+  }
+  uint64_t pool_mib = 0, pool_guests = 0;
+  for (const auto& t : cfg.warm_pool) {
+    if (auto shp = find_shape(t.key.shape)) pool_mib += shp->mem_mib * t.count;
+    pool_guests += t.count;
+  }
+  if (pool_mib > limits.memory_budget_mib || pool_guests > limits.max_guests)
+    return fail(ec::bad_request, "--warm-pool: its " + std::to_string(pool_guests) +
+                                     " guests commit " + std::to_string(pool_mib) +
+                                     " MiB, more than this node holds (" +
+                                     std::to_string(limits.memory_budget_mib) + " MiB, " +
+                                     std::to_string(limits.max_guests) +
+                                     " guests: --memory-budget-mb, --max-guests)");
+  return limits;
+}
+
+/// The control plane as a fleet member: its record is its capacity plus the advertise URL,
+/// its changes are its capacity gate's, and a fence closes that gate.
+class fleet_member final : public fleet::registered_node {
+public:
+  fleet_member(control_plane& domain, std::string url)
+      : domain_(domain)
+      , url_(std::move(url)) {}
+
+  std::string record() override {
+    auto c = domain_.capacity();
+    return encode_capacity(*c, url_);
+  }
+  uint64_t wait_change(uint64_t seen, std::chrono::steady_clock::time_point until) override {
+    return domain_.gate().wait_change(seen, until);
+  }
+  void wake() override { domain_.gate().wake(); }
+  void set_ready(bool ready) override { domain_.gate().set_ready(ready); }
+
+private:
+  control_plane& domain_;
+  std::string url_;
+};
+
+/// `--fleet`'s etcd client, after its flags are checked; nullptr without a fleet.
+result<std::shared_ptr<fleet::etcd_client>> fleet_client(const serve_options& opts) {
+  if (opts.fleet.etcd.empty()) return std::shared_ptr<fleet::etcd_client>{};
+  if (opts.simulate_latency_ms)
+    return fail(ec::bad_request, "--fleet needs real guests (not --simulate-latency-ms)");
+  if (opts.fleet.ttl < std::chrono::seconds{2} || opts.fleet.ttl > std::chrono::seconds{3600})
+    return fail(ec::bad_request, "--fleet-ttl-seconds: expected an integer in 2..3600, got " +
+                                     std::to_string(opts.fleet.ttl.count()));
+  const auto& url = opts.fleet.advertise;
+  auto scheme_end = url.find("://");
+  if (!url.empty() &&
+      (scheme_end == std::string::npos || scheme_end + 3 == url.size() ||
+       (url.compare(0, scheme_end, "http") != 0 && url.compare(0, scheme_end, "https") != 0)))
+    return fail(ec::bad_request,
+                "--advertise: expected the http:// or https:// URL runtimes reach this node "
+                "at, got '" +
+                    url + "'");
+  auto client = fleet::etcd_client::make(opts.fleet.etcd);
+  if (!client) return fail(ec::bad_request, "--fleet: " + client.error().message);
+  return *client;
+}
+
 } // namespace
 
 struct server_instance::impl {
@@ -83,12 +163,18 @@ struct server_instance::impl {
   net::io_context io{1};
   std::optional<http_server> server;
   std::optional<auto_pause_timer> auto_pause;
+  std::optional<net::steady_timer> prune_timer; ///< real guests only
+  std::chrono::milliseconds prune_every{60'000};
+  bool pruning = false;
   std::optional<net::signal_set> signals;
   std::string url;
   std::string unix_url;
   std::optional<std::filesystem::path> unix_socket; ///< removed when the instance goes
   uint16_t port = 0;
   std::atomic<bool> stopping{false};
+  // Last: stopped (its thread joined) before the domain it watches goes.
+  std::unique_ptr<fleet_member> member;
+  std::unique_ptr<fleet::node_registrar> registrar;
 
   explicit impl(unsigned threads)
       : workers(std::max(1u, threads)) {}
@@ -96,6 +182,27 @@ struct server_instance::impl {
     if (unix_socket) ::unlink(unix_socket->c_str());
   }
 };
+
+/// Prunes ended guests' records on a worker thread every impl::prune_every, never twice
+/// at once.
+void server_instance::arm_prune(impl& m) {
+  if (!m.prune_timer) return;
+  m.prune_timer->expires_after(m.prune_every);
+  m.prune_timer->async_wait([&m](boost::system::error_code ec) {
+    if (ec || m.stopping) return;
+    if (!m.pruning) {
+      m.pruning = true;
+      net::post(m.workers, [&m] {
+        if (auto n = m.domain->prune_destroyed())
+          log().info("pruned the records of {} sandboxes destroyed more than the retention "
+                     "ago",
+                     n);
+        net::post(m.io, [&m] { m.pruning = false; });
+      });
+    }
+    arm_prune(m);
+  });
+}
 
 server_instance::server_instance(std::unique_ptr<impl> i)
     : impl_(std::move(i)) {}
@@ -132,6 +239,10 @@ result<std::unique_ptr<server_instance>> server_instance::start(const serve_opti
     return fail(ec::bad_request, "--unix-socket: expected an absolute path of at most " +
                                      std::to_string(max_unix_socket_path) + " bytes, got '" +
                                      opts.unix_socket->string() + "'");
+  if (!opts.domain.node.empty())
+    if (auto node = parse_node_name(opts.domain.node, "--node"); !node) return node.error();
+  auto etcd = fleet_client(opts);
+  if (!etcd) return etcd.error();
   if (opts.simulate_exec_stdout && !opts.simulate_latency_ms)
     return fail(ec::bad_request, "--simulate-exec-stdout needs --simulate-latency-ms N");
   std::string canned_stdout;
@@ -207,6 +318,9 @@ result<std::unique_ptr<server_instance>> server_instance::start(const serve_opti
                                          image.error().message);
     auto domain_cfg = opts.domain;
     domain_cfg.warn = [](const std::string& what) { log().warn("{}", what); };
+    auto limits = resolve_capacity(domain_cfg);
+    if (!limits) return limits.error();
+    domain_cfg.capacity = *limits;
     if (!domain_cfg.warm_pool.empty() || !report->pooled.empty())
       log().info("warm pool {} ({} guests adopted)", to_string(domain_cfg.warm_pool),
                  report->pooled.size());
@@ -215,6 +329,10 @@ result<std::unique_ptr<server_instance>> server_instance::start(const serve_opti
                                         std::move(report->records), std::move(report->pooled));
     m->domain = domain.get();
     m->service = std::move(domain);
+    log().info("capacity of node {}: {} MiB, {} guests", m->domain->gate().node(),
+               limits->memory_budget_mib, limits->max_guests);
+    m->prune_timer.emplace(m->io);
+    m->prune_every = prune_period(opts.domain.destroyed_retention);
   }
 
   m->server.emplace(m->io, m->workers, *m->service, opts.http, std::move(acceptors));
@@ -222,8 +340,20 @@ result<std::unique_ptr<server_instance>> server_instance::start(const serve_opti
                         sweep_period(opts.domain.auto_pause_scale));
   m->server->start();
   m->auto_pause->start();
+  arm_prune(*m);
   m->url = "http://" + address->url_host() + ":" + std::to_string(port);
   m->port = port;
+  if (*etcd) {
+    m->member = std::make_unique<fleet_member>(
+        *m->domain, opts.fleet.advertise.empty() ? m->url : opts.fleet.advertise);
+    fleet::registrar_settings rs;
+    rs.node = m->domain->gate().node();
+    rs.ttl = opts.fleet.ttl;
+    rs.info = [](const std::string& what) { log().info("{}", what); };
+    rs.warn = [](const std::string& what) { log().warn("{}", what); };
+    m->registrar = std::make_unique<fleet::node_registrar>(*etcd, *m->member, std::move(rs));
+    m->registrar->start();
+  }
   return std::unique_ptr<server_instance>{new server_instance(std::move(m))};
 }
 
@@ -238,6 +368,8 @@ void server_instance::stop_on_signals() {
 
 void server_instance::run() {
   impl_->io.run();
+  // Out of placement first (its lease revoked), then the rest of the stop.
+  if (impl_->registrar) impl_->registrar->stop();
   impl_->workers.join(); // pending kills and reaps finish; their replies go nowhere
   // Pool guests were never anyone's: they go with the server (taken ones keep running).
   if (impl_->domain)
@@ -249,6 +381,7 @@ void server_instance::stop() {
   net::post(impl_->io, [m = impl_.get()] {
     m->server->stop();
     m->auto_pause->stop();
+    if (m->prune_timer) m->prune_timer->cancel();
     if (m->signals) m->signals->cancel();
     m->io.stop();
   });

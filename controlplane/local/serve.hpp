@@ -16,6 +16,14 @@ namespace guestflow::local {
 /// The longest Unix socket path the kernel takes (sun_path holds 108 bytes with the NUL).
 constexpr size_t max_unix_socket_path = 107;
 
+/// `--fleet …`: this node registers in etcd under a lease and keeps its capacity record
+/// current (fleet/node_registrar.hpp); without `etcd`, no fleet.
+struct fleet_options {
+  std::string etcd;             ///< "etcd://HOST:PORT[,HOST:PORT…]"; empty: no fleet
+  std::string advertise;        ///< the URL runtimes reach this node at; empty: url()
+  std::chrono::seconds ttl{10}; ///< the lease's TTL (`--fleet-ttl-seconds`)
+};
+
 struct serve_options {
   std::string listen = "127.0.0.1:0"; ///< HOST:PORT, [V6]:PORT
   /// Also serve on this Unix socket (mode 0600, removed at stop): a local client's path
@@ -33,6 +41,7 @@ struct serve_options {
   std::optional<std::filesystem::path> simulate_exec_stdout;
   /// Test-only: the nft binary the backend uses (a missing one proves the fail-closed path).
   std::optional<std::string> nft_path;
+  fleet_options fleet;
 };
 
 /// `HOST:PORT` (`[V6]:PORT`, `localhost` = 127.0.0.1) as an address; bad_request naming
@@ -71,6 +80,7 @@ public:
 private:
   struct impl;
   explicit server_instance(std::unique_ptr<impl> i);
+  static void arm_prune(impl& m);
   std::unique_ptr<impl> impl_;
 };
 

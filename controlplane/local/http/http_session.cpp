@@ -51,6 +51,14 @@ result<bool> write_all(int fd, const char* data, size_t n) {
   while (n > 0) {
     auto w = ::write(fd, data, n);
     if (w < 0 && errno == EINTR) continue;
+    if (w < 0 && (errno == ENOSPC || errno == EDQUOT)) {
+      // The guest's disk quota (a body without a length, or the guest wrote meanwhile):
+      // nothing half-written stays.
+      [[maybe_unused]] int rc = ::ftruncate(fd, 0);
+      return fail(ec::artifact_too_large,
+                  "the file does not fit: the sandbox's disk is full (its /workspace quota; "
+                  "delete files in the sandbox or use a shape with more disk)");
+    }
     if (w < 0)
       return fail(ec::unavailable,
                   std::string{"writing the file failed: "} + std::strerror(errno));
@@ -64,13 +72,24 @@ bool expects_continue(const http::request<http::empty_body>& req) {
   return beast::iequals(req[http::field::expect], "100-continue");
 }
 
+/// The most a request's start line and header fields may take together.
+constexpr uint32_t max_header_bytes = 16 * 1024;
+
+/// A request the parser refused: a bad request line, header field, length or chunk.
+bool malformed(error_code ec) {
+  return ec.category() == http::make_error_code(http::error::bad_method).category() &&
+         ec != http::error::end_of_stream && ec != http::error::partial_message &&
+         ec != http::error::header_limit && ec != http::error::body_limit;
+}
+
 class session : public std::enable_shared_from_this<session> {
 public:
   session(stream_protocol::socket socket, http_context& ctx)
       : stream_(std::move(socket))
       , ctx_(ctx)
       , hb_(stream_.get_executor())
-      , latency_(stream_.get_executor()) {}
+      , latency_(stream_.get_executor())
+      , read_timer_(stream_.get_executor()) {}
 
   void run() { read_header(); }
 
@@ -79,16 +98,65 @@ private:
 
   void read_header() {
     head_.emplace();
-    head_->header_limit(16 * 1024);
+    head_->header_limit(max_header_bytes);
     head_->body_limit(std::numeric_limits<uint64_t>::max()); // each route sets its own
-    stream_.expires_after(ctx_.options.idle_timeout);
-    http::async_read_header(
-        stream_, buf_, *head_,
-        [self = shared_from_this()](error_code ec, size_t) { self->on_header(ec); });
+    read_deadline();
+    http::async_read_header(stream_, buf_, *head_,
+                            [self = shared_from_this()](error_code ec, size_t) {
+                              self->read_done();
+                              self->on_header(ec);
+                            });
+  }
+
+  // ---- reading a request, within a deadline ----------------------------------------------
+
+  /// Arms the deadline of the read about to start. Not the stream's own timeout: that one
+  /// closes the socket, and a request that ran out of time is answered 408 first.
+  void read_deadline() {
+    stream_.expires_never();
+    reading_ = true;
+    read_timed_out_ = false;
+    read_timer_.expires_after(ctx_.options.idle_timeout);
+    read_timer_.async_wait([self = shared_from_this(), gen = ++read_gen_](error_code ec) {
+      if (ec || !self->reading_ || gen != self->read_gen_) return;
+      self->read_timed_out_ = true;
+      error_code ignored;
+      self->stream_.socket().cancel(ignored); // the read ends with operation_aborted
+    });
+  }
+
+  void read_done() {
+    reading_ = false;
+    read_timer_.cancel();
+  }
+
+  /// A read of a request (`what`: "header" or "body") that failed: answered, when there is
+  /// something to answer, before the connection closes — 408 (out of time with part of it
+  /// received), 431 (header too large), 400 (malformed) — else closed.
+  void refuse_request(error_code ec, const char* what, bool partial) {
+    keep_alive_ = false;
+    if (ec == net::error::operation_aborted && read_timed_out_) {
+      if (!partial) return shutdown(); // an idle keep-alive connection: nothing to answer
+      return send(failure_reply(408, std::string{"request timeout: the request "} + what +
+                                         " did not arrive within " +
+                                         std::to_string(ctx_.options.idle_timeout.count()) +
+                                         " s"),
+                  true);
+    }
+    if (ec == http::error::header_limit)
+      return send(failure_reply(431, "request header fields too large: the request line and "
+                                     "headers may take " +
+                                         std::to_string(max_header_bytes) + " bytes"),
+                  true);
+    if (malformed(ec))
+      return send(failure_reply(400, std::string{"malformed HTTP request "} + what + ": " +
+                                         ec.message()),
+                  true);
+    shutdown();
   }
 
   void on_header(error_code ec) {
-    if (ec) return shutdown();
+    if (ec) return refuse_request(ec, "header", buf_.size() > 0 || head_->got_some());
     auto& req = head_->get();
     version_ = req.version();
     keep_alive_ = req.keep_alive();
@@ -119,16 +187,18 @@ private:
     body_.emplace(std::move(*head_));
     body_->body_limit(limit);
     after_continue(cont, [self = shared_from_this()] {
-      self->stream_.expires_after(self->ctx_.options.idle_timeout);
-      http::async_read(self->stream_, self->buf_, *self->body_,
-                       [self](error_code ec, size_t) { self->on_body(ec); });
+      self->read_deadline();
+      http::async_read(self->stream_, self->buf_, *self->body_, [self](error_code ec, size_t) {
+        self->read_done();
+        self->on_body(ec);
+      });
     });
   }
 
   void on_body(error_code ec) {
     if (ec == http::error::body_limit)
       return send(too_large(0, ctx_.options.max_json_bytes), true);
-    if (ec) return shutdown();
+    if (ec) return refuse_request(ec, "body", true);
     auto body = std::move(body_->get().body());
     body_.reset();
     after_latency([self = shared_from_this(), body = std::move(body)] {
@@ -475,7 +545,16 @@ private:
       if (auto* r = std::get_if<reply>(&a)) return send(std::move(*r), has_body_);
       return send(failure_reply(500, "a streamed request's handler must take its body"), true);
     }
-    offload(std::move(up->open),
+    // A body of known length the guest's disk cannot hold is refused (413) before the file
+    // is opened: nothing is created or truncated.
+    auto checked_open = [&svc = ctx_.service, id = route_.id, path = up->path,
+                         len = head_->content_length(),
+                         open = std::move(up->open)]() -> result<guest_file> {
+      if (len)
+        if (auto room = svc.check_upload_room(id, path, *len); !room) return room.error();
+      return open();
+    };
+    offload(std::move(checked_open),
             [self = shared_from_this(), path = std::move(up->path)](result<guest_file> r) {
               if (!r) return self->send(failure_reply(r.error()), self->has_body_);
               self->receive_file(std::make_shared<guest_file>(std::move(*r)), path);
@@ -501,9 +580,10 @@ private:
     auto& body = upload_->get().body();
     body.data = chunk_.get();
     body.size = chunk_size_;
-    stream_.expires_after(ctx_.options.idle_timeout);
+    read_deadline();
     http::async_read(
         stream_, buf_, *upload_, [self = shared_from_this(), f, path](error_code ec, size_t) {
+          self->read_done();
           if (ec == http::error::need_buffer) ec = {};
           if (ec == http::error::body_limit) { // a chunked body grew past the limit
             return self->offload([f] { return result<bool>{::ftruncate(f->fd.get(), 0) == 0}; },
@@ -512,7 +592,7 @@ private:
                                               true);
                                  });
           }
-          if (ec) return self->shutdown();
+          if (ec) return self->refuse_request(ec, "body", true);
           auto n = self->chunk_size_ - self->upload_->get().body().size;
           if (n == 0) return self->read_upload(f, path);
           self->offload(
@@ -555,7 +635,11 @@ private:
   bool watching_ = false;
   std::function<void()> after_watch_;
   net::steady_timer hb_;
-  net::steady_timer latency_; ///< simulated domain only (after_latency)
+  net::steady_timer latency_;    ///< simulated domain only (after_latency)
+  net::steady_timer read_timer_; ///< a request's header or body must arrive in time
+  uint64_t read_gen_ = 0;        ///< which read the timer was armed for
+  bool reading_ = false;
+  bool read_timed_out_ = false;
   std::deque<pending_line> outq_;
   bool writing_ = false;
   steady::time_point write_started_;

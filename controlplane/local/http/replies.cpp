@@ -17,6 +17,11 @@ reply failure_reply(unsigned status, std::string_view message) {
 }
 
 reply failure_reply(const failure& f) {
+  // A full or draining node: the caller may place the guest elsewhere, so the fail data
+  // carries the code for clients to tell it from other 429s.
+  if (f.code == ec::capacity)
+    return {wire_status(f.code), R"({"status":"fail","data":{"code":"capacity","message":)" +
+                                     quote_json(f.message) + "}}"};
   return failure_reply(wire_status(f.code), f.message);
 }
 

@@ -21,6 +21,7 @@ struct reply {
 /// back to policy_refused by its message; every other code has the shared table's status.
 unsigned wire_status(ec code);
 
+/// A `capacity` failure is 429 with `{"status":"fail","data":{"code":"capacity","message":…}}`.
 reply failure_reply(const failure& f);
 reply failure_reply(unsigned status, std::string_view message);
 reply success_reply(std::string_view data_json);

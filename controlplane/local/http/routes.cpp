@@ -179,6 +179,21 @@ route_table make_wire_api_routes() {
            return domain_call{
                [&s = r.service] { return success_reply(encode_pool(s.pool())); }};
          }});
+  auto capacity_answer = [](auto work) {
+    return handler{body_mode::whole, [work](const handler_request& r) -> action {
+                     return domain_call{[&s = r.service, work]() -> reply {
+                       auto c = work(s);
+                       if (!c) return failure_reply(c.error());
+                       return success_reply(encode_capacity(*c));
+                     }};
+                   }};
+  };
+  t.add("GET", "/v1/capacity", endpoint::capacity,
+        capacity_answer([](svc& s) { return s.capacity(); }));
+  t.add("POST", "/v1/drain", endpoint::start_drain,
+        capacity_answer([](svc& s) { return s.drain(true); }));
+  t.add("DELETE", "/v1/drain", endpoint::stop_drain,
+        capacity_answer([](svc& s) { return s.drain(false); }));
   return t;
 }
 

@@ -20,6 +20,22 @@ bool needs_rules(const egress_policy& p) {
   return p.mode != egress_policy::kind::deny_all;
 }
 
+/// Whether a guest in `s` holds its shape's memory on this host.
+bool holds_capacity(sandbox_status s) {
+  return s != sandbox_status::destroyed && s != sandbox_status::failed;
+}
+
+/// Whether a record is one pruning forgets once old enough.
+bool ended(sandbox_status s) {
+  return s == sandbox_status::destroyed || s == sandbox_status::failed;
+}
+
+int64_t unix_now() {
+  return std::chrono::duration_cast<std::chrono::seconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
 failure rules_unavailable() {
   return fail(ec::unavailable,
               "egress rules cannot be enforced on this host (nftables unavailable); use egress "
@@ -84,12 +100,19 @@ control_plane::control_plane(guest_backend& backend, record_store& store, image_
     : backend_(backend)
     , store_(store)
     , images_(images)
-    , cfg_(std::move(cfg)) {
+    , cfg_(std::move(cfg))
+    , gate_(cfg_.node.empty() ? host_node_name() : cfg_.node, cfg_.capacity) {
   for (auto& r : records) {
     next_seq_ = std::max(next_seq_, r.seq + 1);
     auto id = r.id;
     guest g;
     g.rec = std::move(r);
+    // Ended before records said when (or by a reconcile just now): the retention counts
+    // from this start.
+    if (ended(g.rec.status) && g.rec.ended_at == 0) {
+      g.rec.ended_at = unix_now();
+      save(g);
+    }
     if (is_live(g.rec.status)) {
       if (auto image = images_.resolve(g.rec.rootfs)) g.path_prepend = image->path_prepend;
       // Taken from the pool by a server that died before the guest's first exec.
@@ -119,6 +142,51 @@ size_t control_plane::stop_pool() {
 std::vector<pool_status> control_plane::pool() {
   std::lock_guard<std::mutex> lock{mu_};
   return pool_ ? pool_->status() : std::vector<pool_status>{};
+}
+
+capacity_usage control_plane::usage() {
+  capacity_usage u;
+  auto add = [&u](const std::string& shape_id, uint64_t n) {
+    if (auto s = find_shape(shape_id)) u.memory_mib += s->mem_mib * n;
+    u.guests += static_cast<uint32_t>(n);
+  };
+  for (const auto& [id, g] : guests_)
+    if (holds_capacity(g.rec.status)) add(g.rec.shape, 1);
+  if (pool_)
+    for (const auto& p : pool_->status())
+      add(p.key.shape, std::max<uint64_t>(p.target, uint64_t{p.ready} + p.creating));
+  return u;
+}
+
+std::optional<failure> control_plane::admit(const shape& shp) {
+  return gate_.admit(usage(), shp);
+}
+
+result<capacity_status> control_plane::capacity() {
+  std::lock_guard<std::mutex> lock{mu_};
+  return gate_.status(usage());
+}
+
+result<capacity_status> control_plane::drain(bool on) {
+  gate_.set_draining(on);
+  return capacity();
+}
+
+size_t control_plane::prune_destroyed() {
+  std::lock_guard<std::mutex> lock{mu_};
+  auto cutoff = unix_now() - cfg_.destroyed_retention.count();
+  std::vector<std::string> due;
+  for (const auto& [id, g] : guests_)
+    if (ended(g.rec.status) && g.rec.ended_at <= cutoff) due.push_back(id);
+  if (due.empty()) return 0;
+  // Forgotten only once the store forgot them: a restart must not bring them back.
+  if (auto ok = store_.erase_all(due); !ok) {
+    if (cfg_.warn) cfg_.warn("pruning destroyed sandbox records failed: " + ok.error().message);
+    return 0;
+  }
+  for (const auto& id : due)
+    guests_.erase(id);
+  return due.size();
 }
 
 shape_list control_plane::shapes() {
@@ -204,6 +272,9 @@ result<sandbox_created> control_plane::create(const sandbox_create_request& req)
       if (is_live(g.rec.status) && g.rec.name == spec.name)
         return conflict("name '" + spec.name + "' is taken by live sandbox " + id +
                         "; choose another name or delete that sandbox");
+    // Admitted in the same critical section that records the guest as creating: its
+    // record is its reservation, so concurrent creates count each other.
+    if (auto full = admit(*shp)) return *full;
     guest g;
     g.rec.id = spec.id;
     g.rec.name = spec.name;
@@ -222,6 +293,7 @@ result<sandbox_created> control_plane::create(const sandbox_create_request& req)
     if (auto ok = save(g); !ok) return ok.error();
     guests_.emplace(spec.id, std::move(g));
   }
+  gate_.changed();
 
   auto started = std::chrono::steady_clock::now();
   auto rt = backend_.create(spec);
@@ -231,6 +303,7 @@ result<sandbox_created> control_plane::create(const sandbox_create_request& req)
 
   std::lock_guard<std::mutex> lock{mu_};
   auto& g = guests_.at(spec.id);
+  gate_.changed(); // built or not, the reservation is settled
   if (!rt) {
     // The backend removed what it built; forget the guest entirely (no partial guest).
     store_.erase(spec.id);
@@ -277,6 +350,8 @@ control_plane::create_from_pool(const sandbox_create_request& req, const shape& 
           return result<sandbox_created>{
               conflict("name '" + *req.name + "' is taken by live sandbox " + other +
                        "; choose another name or delete that sandbox")};
+    // A taken pool guest is one more guest: the pool's target, counted already, refills.
+    if (auto full = admit(shp)) return result<sandbox_created>{*full};
     auto taken = pool_->take({shp.id, image->name});
     if (!taken) return std::nullopt;
     auto name = req.name.value_or(taken->rec.id);
@@ -294,6 +369,7 @@ control_plane::create_from_pool(const sandbox_create_request& req, const shape& 
   }
   bool alive = backend_.alive(rt) && !(waiter && waiter->exited());
   std::lock_guard<std::mutex> lock{mu_};
+  gate_.changed();
   auto node = guests_.extract(id);
   auto& g = node.mapped();
   if (!alive) {
@@ -383,7 +459,9 @@ result<sandbox_deleted> control_plane::destroy(const std::string& id) {
   std::lock_guard<std::mutex> lock{mu_};
   auto& g = guests_.at(id);
   g.rec.status = done ? sandbox_status::destroyed : sandbox_status::error;
+  if (done) g.rec.ended_at = unix_now();
   if (!done) g.rec.note = "destroy failed: " + done.error().message;
+  gate_.changed();
   if (auto ok = save(g); !ok) return ok.error();
   if (!done)
     return fail(ec::unavailable, "destroy of " + id + " failed (" + done.error().message +
@@ -534,6 +612,18 @@ result<guest_file> control_plane::open_file(const std::string& id, const std::st
   auto fd = backend_.open_file(rt, path, for_write);
   if (!fd) return fd.error();
   return guest_file{unique_fd{*fd}, std::move(busy)};
+}
+
+result<bool> control_plane::check_upload_room(const std::string& id, const std::string& path,
+                                              uint64_t bytes) {
+  guest_runtime rt;
+  {
+    std::lock_guard<std::mutex> lock{mu_};
+    auto g = find_usable(id);
+    if (!g) return g.error();
+    rt = (*g)->rec.runtime;
+  }
+  return backend_.check_room(rt, path, bytes);
 }
 
 void control_plane::record_note(const std::string& id, std::string note) {

@@ -2,6 +2,7 @@
 
 #include "controlplane/local/guests/guest_backend.hpp"
 #include "controlplane/local/images/image_store.hpp"
+#include "controlplane/local/service/capacity.hpp"
 #include "controlplane/local/service/sandbox_service.hpp"
 #include "controlplane/local/service/warm_pool.hpp"
 #include "controlplane/local/store/guest_record.hpp"
@@ -29,6 +30,14 @@ struct control_plane_config {
   /// A python waiter in every pool guest (python_waiter.hpp); GUESTFLOW_POOL_PYTHON=0 in
   /// the environment turns it off too.
   bool pool_python = true;
+  /// The node's name in /v1/capacity and the fleet; empty: host_node_name().
+  std::string node;
+  /// What the guests may commit (`--memory-budget-mb`; 0: default_memory_budget_mib(),
+  /// which serve.cpp resolves at start) and how many there may be (`--max-guests`).
+  capacity_limits capacity;
+  /// How long the records of destroyed and failed guests are kept before they are pruned
+  /// (`--destroyed-retention-hours`): every list and sweep walks them until then.
+  std::chrono::seconds destroyed_retention{24 * 3600};
 };
 
 /// The real domain: guest records (write-through to the record store) and the backend
@@ -60,6 +69,8 @@ public:
                                                    const exec_request& req) override;
   result<guest_file> open_file(const std::string& id, const std::string& path,
                                bool for_write) override;
+  result<bool> check_upload_room(const std::string& id, const std::string& path,
+                                 uint64_t bytes) override;
   void pause_idle() override;
   result<image_list> images() override;
   result<image_added> add_image(const image_add_request& req) override;
@@ -67,6 +78,16 @@ public:
   /// failed has it as its rootfs; a create cannot name it once this has begun.
   result<image_removed> remove_image(const std::string& name) override;
   std::vector<pool_status> pool() override;
+  result<capacity_status> capacity() override;
+  result<capacity_status> drain(bool on) override;
+
+  /// The admission gate: the fleet registrar fences the node through it and waits on its
+  /// changes to refresh the node's record.
+  capacity_gate& gate() noexcept { return gate_; }
+
+  /// Forgets the records of guests destroyed or failed longer than the retention ago (in
+  /// the store too); returns how many. Called periodically by the server.
+  size_t prune_destroyed();
 
   /// Stops the warm pool's filler (an in-flight create finishes) and deletes every pool
   /// guest; returns how many. Idempotent; creates afterwards build their guests.
@@ -106,6 +127,13 @@ private:
   /// taken had died: it is discarded and the caller builds a guest).
   std::optional<result<sandbox_created>> create_from_pool(const sandbox_create_request& req,
                                                           const shape& shp);
+  /// What the guests commit now (mutex held): every guest not destroyed or failed — a
+  /// creating one has its shape reserved, and one whose destroy failed (error) may still
+  /// hold its memory — plus each warm pool's target (or what it holds, if more), so that
+  /// the filler's refills never take memory a create was promised.
+  capacity_usage usage();
+  /// The gate's verdict for one more guest of `shp` (mutex held).
+  std::optional<failure> admit(const shape& shp);
 
   guest_backend& backend_;
   record_store& store_;
@@ -115,6 +143,7 @@ private:
   std::map<std::string, guest> guests_;
   int64_t next_seq_ = 1;
   std::unique_ptr<warm_pool> pool_; ///< null without targets or adopted pool guests
+  capacity_gate gate_;
 };
 
 } // namespace guestflow::local

@@ -1,6 +1,7 @@
 #pragma once
 
 #include "common/unique_fd.hpp"
+#include "controlplane/local/service/capacity.hpp"
 #include "controlplane/local/service/warm_pool_spec.hpp"
 #include "messages/error.hpp"
 #include "messages/image.hpp"
@@ -117,6 +118,13 @@ public:
   virtual result<guest_file> open_file(const std::string& id, const std::string& path,
                                        bool for_write) = 0;
 
+  /// Whether an upload of `bytes` to `path` fits where it would land (the guest's disk
+  /// quota); artifact_too_large (413) if not. Writes nothing. Default: nothing to check.
+  virtual result<bool> check_upload_room(const std::string& /*id*/, const std::string& /*path*/,
+                                         uint64_t /*bytes*/) {
+    return true;
+  }
+
   /// Pauses every guest idle past its auto_pause_after_seconds (times the configured
   /// scale). Called periodically by the auto-pause timer.
   virtual void pause_idle() = 0;
@@ -141,6 +149,16 @@ public:
 
   /// `GET /v1/pool`: the warm pool's counts per (shape, image); empty without a pool.
   virtual std::vector<pool_status> pool() { return {}; }
+
+  /// `GET /v1/capacity`: the node's budget, what its guests commit, drain and fence.
+  virtual result<capacity_status> capacity() {
+    return fail(ec::unavailable, "this control plane keeps no capacity (it is simulated)");
+  }
+  /// `POST /v1/drain` (true) / `DELETE /v1/drain` (false): creates refused with `capacity`
+  /// while draining; existing guests run on. Returns the capacity afterwards.
+  virtual result<capacity_status> drain(bool) {
+    return fail(ec::unavailable, "this control plane keeps no capacity (it is simulated)");
+  }
 
   /// Bench/test-only: how long every domain call is held before it runs. The transport
   /// waits on a timer, not a worker thread, so thousands of calls can wait at once. Zero

@@ -33,6 +33,9 @@ struct guest_record {
   /// A warm-pool guest no one has used: never listed, never found by id, never reachable by
   /// exec or files; the pool (service/warm_pool.hpp) owns it until a create takes it.
   bool pooled = false;
+  /// When it became destroyed or failed (Unix seconds); 0 while it is not. Its record is
+  /// pruned a retention after that (control_plane_config::destroyed_retention).
+  int64_t ended_at = 0;
 };
 
 /// States in which a guest may still own processes, cgroups or a name.

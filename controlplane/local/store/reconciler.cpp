@@ -2,6 +2,8 @@
 
 #include "controlplane/local/service/clock.hpp"
 
+#include <chrono>
+
 namespace guestflow::local {
 namespace {
 
@@ -72,6 +74,10 @@ result<reconcile_report> reconcile(record_store& store, guest_backend& backend) 
     } else {
       ++report.adopted; // running or paused: nothing to do
     }
+    if (!is_live(r.status) && r.ended_at == 0)
+      r.ended_at = std::chrono::duration_cast<std::chrono::seconds>(
+                       std::chrono::system_clock::now().time_since_epoch())
+                       .count();
     if (r.status != before)
       if (auto ok = store.put(r); !ok) return ok.error();
     report.records.push_back(std::move(r));

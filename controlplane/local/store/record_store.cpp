@@ -31,7 +31,8 @@ CREATE TABLE IF NOT EXISTS guests (
   netns TEXT NOT NULL,
   workspace TEXT NOT NULL,
   ip TEXT NOT NULL,
-  pooled INTEGER NOT NULL DEFAULT 0  -- a warm-pool guest (guest_record::pooled)
+  pooled INTEGER NOT NULL DEFAULT 0, -- a warm-pool guest (guest_record::pooled)
+  ended_at INTEGER NOT NULL DEFAULT 0 -- Unix seconds it became destroyed/failed; 0: not
 );
 CREATE TABLE IF NOT EXISTS guest_envs (
   guest_id TEXT NOT NULL REFERENCES guests(id) ON DELETE CASCADE,
@@ -112,17 +113,21 @@ result<std::unique_ptr<record_store>> record_store::open(const std::filesystem::
   for (const char* sql : {"PRAGMA journal_mode=WAL", "PRAGMA synchronous=NORMAL",
                           "PRAGMA foreign_keys=ON", schema})
     if (auto r = store->exec(sql); !r) return r.error();
-  if (auto r = store->add_pooled_column(); !r) return r.error();
+  if (auto r = store->add_column("pooled", "INTEGER NOT NULL DEFAULT 0"); !r) return r.error();
+  if (auto r = store->add_column("ended_at", "INTEGER NOT NULL DEFAULT 0"); !r)
+    return r.error();
   return store;
 }
 
-result<bool> record_store::add_pooled_column() {
-  stmt s{db_, "SELECT 1 FROM pragma_table_info('guests') WHERE name = 'pooled'"};
+result<bool> record_store::add_column(const char* name, const char* definition) {
+  stmt s{db_, "SELECT 1 FROM pragma_table_info('guests') WHERE name = ?"};
   if (!s) return db_failure(db_, "prepare");
+  s.text(1, name);
   auto rc = sqlite3_step(s.s);
   if (rc == SQLITE_ROW) return true;
   if (rc != SQLITE_DONE) return db_failure(db_, "read the schema");
-  return exec("ALTER TABLE guests ADD COLUMN pooled INTEGER NOT NULL DEFAULT 0");
+  auto sql = std::string{"ALTER TABLE guests ADD COLUMN "} + name + " " + definition;
+  return exec(sql.c_str());
 }
 
 record_store::~record_store() {
@@ -148,8 +153,8 @@ result<bool> record_store::put(const guest_record& r) {
   {
     stmt s{db_, "INSERT OR REPLACE INTO guests (id, seq, name, status, shape, rootfs, egress, "
                 "auto_pause, ingress, created_at, paused_at, last_resumed_at, note, init_pid, "
-                "init_start_time, cgroup_dirs, netns, workspace, ip, pooled) VALUES "
-                "(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"};
+                "init_start_time, cgroup_dirs, netns, workspace, ip, pooled, ended_at) VALUES "
+                "(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"};
     if (!s) return rollback(db_failure(db_, "prepare"));
     s.text(1, r.id);
     s.integer(2, r.seq);
@@ -174,6 +179,7 @@ result<bool> record_store::put(const guest_record& r) {
     s.text(18, r.runtime.workspace.string());
     s.text(19, r.runtime.ip);
     s.integer(20, r.pooled ? 1 : 0);
+    s.integer(21, r.ended_at);
     if (sqlite3_step(s.s) != SQLITE_DONE) return rollback(db_failure(db_, "insert guest"));
   }
   {
@@ -198,11 +204,25 @@ result<bool> record_store::erase(const std::string& id) {
   return true;
 }
 
+result<bool> record_store::erase_all(const std::vector<std::string>& ids) {
+  if (auto t = exec("BEGIN IMMEDIATE"); !t) return t;
+  for (const auto& id : ids) {
+    stmt s{db_, "DELETE FROM guests WHERE id = ?"};
+    s.text(1, id);
+    if (sqlite3_step(s.s) != SQLITE_DONE) {
+      auto f = db_failure(db_, "delete guest");
+      exec("ROLLBACK");
+      return f;
+    }
+  }
+  return exec("COMMIT");
+}
+
 result<std::vector<guest_record>> record_store::load_all() {
   std::vector<guest_record> out;
   stmt s{db_, "SELECT id, seq, name, status, shape, rootfs, egress, auto_pause, ingress, "
               "created_at, paused_at, last_resumed_at, note, init_pid, init_start_time, "
-              "cgroup_dirs, netns, workspace, ip, pooled FROM guests ORDER BY seq"};
+              "cgroup_dirs, netns, workspace, ip, pooled, ended_at FROM guests ORDER BY seq"};
   if (!s) return db_failure(db_, "prepare");
   int rc;
   while ((rc = sqlite3_step(s.s)) == SQLITE_ROW) {
@@ -237,6 +257,7 @@ result<std::vector<guest_record>> record_store::load_all() {
     r.runtime.workspace = s.col_text(17);
     r.runtime.ip = s.col_text(18);
     r.pooled = sqlite3_column_int64(s.s, 19) != 0;
+    r.ended_at = sqlite3_column_int64(s.s, 20);
     out.push_back(std::move(r));
   }
   if (rc != SQLITE_DONE) return db_failure(db_, "load guests");

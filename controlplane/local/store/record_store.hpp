@@ -28,6 +28,9 @@ public:
   /// Removes a record that never became a guest (a create that failed).
   result<bool> erase(const std::string& id);
 
+  /// Removes these records (and their envs) in one transaction: pruned ended guests.
+  result<bool> erase_all(const std::vector<std::string>& ids);
+
   /// Every record, in creation order.
   result<std::vector<guest_record>> load_all();
 
@@ -38,8 +41,9 @@ private:
   explicit record_store(sqlite3* db)
       : db_(db) {}
   result<bool> exec(const char* sql);
-  /// Stores made before the warm pool have no `pooled` column: added (every row 0).
-  result<bool> add_pooled_column();
+  /// Stores made before a column existed (`pooled`: the warm pool; `ended_at`: pruning)
+  /// get it added, every row with the column's default.
+  result<bool> add_column(const char* name, const char* definition);
   sqlite3* db_;
 };
 
