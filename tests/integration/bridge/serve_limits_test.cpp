@@ -104,10 +104,11 @@ TEST_F(serve_limits_test, every_surface_shares_the_slots_and_is_refused_at_once_
     EXPECT_TRUE(contains(reply.body, R"("code":"capacity")")) << reply.body;
     EXPECT_TRUE(contains(reply.body, "GUESTFLOW_MAX_INFLIGHT")) << reply.body;
   }
-  // Refused before the body is read: a head announcing 50 MB gets its answer with no body.
+  // Refused before the body is read: a head announcing 900 KB (within the cap) is answered
+  // with no body sent.
   int fd = connect_raw();
   send_all(fd, "POST /v1/sandbox/run HTTP/1.1\r\nHost: x\r\n" + auth() +
-                   "Content-Length: 50000000\r\n\r\n");
+                   "Content-Length: 900000\r\n\r\n");
   EXPECT_TRUE(starts_with(answer_head(fd), "HTTP/1.1 429 ")) << "no early 429";
   ::close(fd);
   EXPECT_EQ(live_guests().size(), 1u); // nothing refused made a guest
