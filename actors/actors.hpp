@@ -239,7 +239,6 @@ using sweep_waiter_actor = caf::typed_actor<
     /// The sweep's answer, how many orphans it deleted: the owner's lease is shared again.
     caf::reacts_to<uint64_t>>;
 
-
 // -- agent sessions (actors/session_manager.hpp, actors/session_task.hpp) ------------------
 
 /// One command or file call in a session's guest, spawned per call by the session manager,

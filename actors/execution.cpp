@@ -33,7 +33,7 @@ bool finished_or_deleting(const execution_state& st) {
 /// are not refusals.
 bool refused_outright(ec code) {
   return code == ec::bad_request || code == ec::policy_refused || code == ec::not_found ||
-         code == ec::paused;
+         code == ec::paused || code == ec::capacity;
 }
 
 bool reusable(const execution_state& st) {

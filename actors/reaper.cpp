@@ -146,7 +146,8 @@ void owe(self_ptr self, const std::string& name, bool look_once = false) {
     delete_by_id(self, name);
 }
 
-void sweep(self_ptr self, uint32_t older_than_s, caf::typed_response_promise<uint64_t> rp) {
+void sweep(self_ptr self, uint32_t older_than_s, caf::typed_response_promise<uint64_t> rp,
+           uint32_t attempts = 0) {
   auto& st = self->state;
   ++st.sweeps_listing;
   self->request(st.cp, st.opts.call_timeout, list_atom::value, std::string{})
@@ -177,8 +178,16 @@ void sweep(self_ptr self, uint32_t older_than_s, caf::typed_response_promise<uin
             rp.deliver(count);
             answer_drains(self);
           },
-          [self, rp](caf::error& err) mutable {
-            --self->state.sweeps_listing;
+          [self, older_than_s, rp, attempts](caf::error& err) mutable {
+            auto& st = self->state;
+            --st.sweeps_listing;
+            if (st.drains.empty() && attempts + 1 < st.opts.sweep_attempts) {
+              auto delay = backoff(st.opts, attempts);
+              st.sweeps_waiting.push_back({older_than_s, std::move(rp), attempts + 1,
+                                           self->clock().now() + delay, std::move(err)});
+              schedule_tick(self, delay);
+              return;
+            }
             rp.deliver(std::move(err));
             answer_drains(self);
           });
@@ -246,6 +255,9 @@ reaper_actor::behavior_type reaper(reaper_actor::stateful_pointer<reaper_state> 
       [self](drain_atom) {
         auto& st = self->state;
         auto rp = self->make_response_promise<caf::typed_response_promise<uint64_t>>();
+        for (auto& w : st.sweeps_waiting) // shutting down: the next start sweeps again
+          w.rp.deliver(std::move(w.last));
+        st.sweeps_waiting.clear();
         if (st.guests.empty() && st.sweeps_listing == 0) {
           rp.deliver(uint64_t{0});
           return rp;
@@ -280,8 +292,20 @@ reaper_actor::behavior_type reaper(reaper_actor::stateful_pointer<reaper_state> 
           else
             due.push_back(name);
         }
+        std::vector<reaper_state::waiting_sweep> sweeps_due;
+        for (auto i = st.sweeps_waiting.begin(); i != st.sweeps_waiting.end();) {
+          if (i->next_try <= now) {
+            sweeps_due.push_back(std::move(*i));
+            i = st.sweeps_waiting.erase(i);
+            continue;
+          }
+          if (!next || i->next_try < *next) next = i->next_try;
+          ++i;
+        }
         if (next)
           schedule_tick(self, std::chrono::ceil<std::chrono::milliseconds>(*next - now));
+        for (auto& w : sweeps_due)
+          sweep(self, w.older_than_s, std::move(w.rp), w.attempts);
         for (auto& name : due)
           delete_by_id(self, name);
         if (need_lookup) lookup_names(self);

@@ -19,6 +19,9 @@ struct reaper_options {
   std::chrono::seconds lost_create_watch{600};
   std::chrono::seconds call_timeout{90};
   std::chrono::seconds drain_deadline{60};
+  /// List calls a sweep makes before it gives up: a start-up sweep that fails once (a 5xx,
+  /// a cut answer) would otherwise leave the dead predecessor's guests until the next start.
+  uint32_t sweep_attempts = 5;
 };
 
 struct reaper_state {
@@ -50,6 +53,16 @@ struct reaper_state {
   /// Sweeps whose list has not answered yet: a drain waits for what they will owe (else a
   /// short CLI run would exit in the middle of its start-up sweep).
   uint32_t sweeps_listing = 0;
+  /// Sweeps whose list failed, waiting for their retry (counted in `sweeps_listing` only while
+  /// a list call is out). A drain answers them with their last error instead of waiting.
+  struct waiting_sweep {
+    uint32_t older_than_s = 0;
+    caf::typed_response_promise<uint64_t> rp;
+    uint32_t attempts = 0;
+    std::chrono::steady_clock::time_point next_try;
+    caf::error last;
+  };
+  std::vector<waiting_sweep> sweeps_waiting;
   std::vector<caf::typed_response_promise<uint64_t>> drains;
   std::chrono::steady_clock::time_point drain_deadline_at;
 };

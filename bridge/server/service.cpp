@@ -3,6 +3,7 @@
 #include "actors/code_spec.hpp"
 #include "actors/component_spec.hpp"
 #include "actors/guest_names.hpp"
+#include "controlplane/client/fleet_client.hpp"
 #include "messages/type_ids.hpp"
 
 #include <caf/exit_reason.hpp>
@@ -194,6 +195,12 @@ run_cancel service::component_run(const component_call& call, reply<component_an
             sandbox_result_of(r), r.outcome, r.name, reusable, r.reused, r.files};
       },
       std::move(done));
+}
+
+std::string service::fleet_metrics() const {
+  if (!rt_.client()) return {};
+  auto snapshot = cp::fleet_snapshot_of(*rt_.client());
+  return snapshot ? cp::prometheus_text(*snapshot) : std::string{};
 }
 
 void service::stats(reply<runtime_stats> done) {

@@ -89,6 +89,9 @@ public:
   /// The coordinator's and the reaper's counters.
   void stats(reply<runtime_stats> done);
 
+  /// The per-node gauges of a fleet client in Prometheus text; empty with one control plane.
+  std::string fleet_metrics() const;
+
 private:
   /// The node's settings with the call's overrides.
   policy::sandbox_settings settings_for(std::optional<uint32_t> timeout,

@@ -137,6 +137,10 @@ TEST_F(runs_test, a_dropped_stream_leaves_the_run_going_unless_it_asked_otherwis
 
 TEST_F(runs_test, two_hundred_concurrent_streamed_runs_all_complete) {
   constexpr size_t n = 200;
+  // Room for all of them: the default slots follow the host's memory (75 on 24 GiB), and
+  // the control plane's budget must hold 200 guests of the executor's shape.
+  start_serve({{"GUESTFLOW_MAX_INFLIGHT", std::to_string(n)},
+               {"CREATEOS_EXECUTOR_SHAPE", "s-1vcpu-64mb"}});
   std::vector<std::unique_ptr<http_stream>> streams;
   for (size_t i = 0; i < n; ++i)
     streams.push_back(stream(

@@ -13,6 +13,7 @@ namespace guestflow::testing {
 namespace {
 
 using namespace std::chrono_literals;
+using test_support::eventually;
 
 class sessions : public bridge_fixture {
 protected:
@@ -172,37 +173,36 @@ TEST_F(sessions, WarmGuestsIdlePastTheTimeoutAreDeletedAndShutdownDeletesTheRest
 
 TEST_F(sessions, CommandsRunWithEnvCwdAndATimeoutThatKillsTheGroup) {
   auto id = active("cmd");
-  auto r = run(id, R"({"command":"echo out; echo err >&2; echo \"$GREETING\"; pwd; cat; echo done",)"
-                   R"("env":{"GREETING":"hi there; $(id)"
-}
-, "cwd" : "/tmp"
-})");
+  auto r = run(
+      id, R"J({"command":"echo out; echo err >&2; echo \"$GREETING\"; pwd; cat; echo done",)J"
+          R"J("env":{"GREETING":"hi there; $(id)"}, "cwd": "/tmp"})J");
   ASSERT_EQ(r.status, 200u) << r.body;
-EXPECT_NE(r.body.find(R"("stdout":"out\nhi there; $(id)\n/tmp\ndone\n")"), std::string::npos)
-    << r.body;
-EXPECT_NE(r.body.find(R"("stderr":"err\n")"), std::string::npos) << r.body;
-EXPECT_NE(r.body.find(R"("exit_code":0)"), std::string::npos) << r.body;
-EXPECT_NE(r.body.find(R"("timed_out":false)"), std::string::npos) << r.body;
-auto ordered = run(id, R"({"command":"echo a; sleep 0.2; echo b >&2; sleep 0.2; echo c"})");
-EXPECT_NE(ordered.body.find(R"("output":"a\nb\nc\n")"), std::string::npos) << ordered.body;
-auto code = run(id, R"({"command":"exit 7"})");
-EXPECT_NE(code.body.find(R"("exit_code":7)"), std::string::npos) << code.body;
-EXPECT_EQ(run(id, R"({"command":"true","env":{"BAD-KEY":"x"}})").status, 400u);
-EXPECT_EQ(run(id, R"({"command":"true","env":{"1X":"x"}})").status, 400u);
-// A background child in the command's group dies with it at the timeout.
-auto t = run(
-    id, R"({"command":"(sleep 300; touch /tmp/survived) & sleep 300","timeout_seconds":1})");
-ASSERT_EQ(t.status, 200u) << t.body;
-EXPECT_NE(t.body.find(R"("timed_out":true)"), std::string::npos) << t.body;
-EXPECT_NE(t.body.find(R"("exit_code":-1)"), std::string::npos) << t.body;
-auto ps = run(
-    id,
-    R"({"command":"for p in /proc/[0-9]*; do tr '\\0' ' ' < $p/cmdline; echo; done 2>/dev/null | grep -c '^sleep 300' || true"})");
-EXPECT_NE(ps.body.find(R"("stdout":"0\n")"), std::string::npos) << ps.body;
-auto s = run(id, R"({"command":"echo x; echo y >&2; exit 3"})", "?stream=true");
-ASSERT_EQ(s.status, 200u);
-EXPECT_EQ(s.body, "{\"stdout\":\"x\\n\"}\n{\"stderr\":\"y\\n\"}\n"
-                  "{\"exit_code\":3,\"timed_out\":false}\n");
+  EXPECT_NE(r.body.find(R"J("stdout":"out\nhi there; $(id)\n/tmp\ndone\n")J"),
+            std::string::npos)
+      << r.body;
+  EXPECT_NE(r.body.find(R"("stderr":"err\n")"), std::string::npos) << r.body;
+  EXPECT_NE(r.body.find(R"("exit_code":0)"), std::string::npos) << r.body;
+  EXPECT_NE(r.body.find(R"("timed_out":false)"), std::string::npos) << r.body;
+  auto ordered = run(id, R"({"command":"echo a; sleep 0.2; echo b >&2; sleep 0.2; echo c"})");
+  EXPECT_NE(ordered.body.find(R"("output":"a\nb\nc\n")"), std::string::npos) << ordered.body;
+  auto code = run(id, R"({"command":"exit 7"})");
+  EXPECT_NE(code.body.find(R"("exit_code":7)"), std::string::npos) << code.body;
+  EXPECT_EQ(run(id, R"({"command":"true","env":{"BAD-KEY":"x"}})").status, 400u);
+  EXPECT_EQ(run(id, R"({"command":"true","env":{"1X":"x"}})").status, 400u);
+  // A background child in the command's group dies with it at the timeout.
+  auto t = run(
+      id, R"({"command":"(sleep 300; touch /tmp/survived) & sleep 300","timeout_seconds":1})");
+  ASSERT_EQ(t.status, 200u) << t.body;
+  EXPECT_NE(t.body.find(R"("timed_out":true)"), std::string::npos) << t.body;
+  EXPECT_NE(t.body.find(R"("exit_code":-1)"), std::string::npos) << t.body;
+  auto ps = run(
+      id,
+      R"({"command":"for p in /proc/[0-9]*; do tr '\\0' ' ' < $p/cmdline; echo; done 2>/dev/null | grep -c '^sleep 300' || true"})");
+  EXPECT_NE(ps.body.find(R"("stdout":"0\n")"), std::string::npos) << ps.body;
+  auto s = run(id, R"({"command":"echo x; echo y >&2; exit 3"})", "?stream=true");
+  ASSERT_EQ(s.status, 200u);
+  EXPECT_EQ(s.body, "{\"stdout\":\"x\\n\"}\n{\"stderr\":\"y\\n\"}\n"
+                    "{\"exit_code\":3,\"timed_out\":false}\n");
 }
 
 TEST_F(sessions, NamesRoundTripByteExactThroughEveryFileCall) {

@@ -163,10 +163,16 @@ TEST_F(warm_pool_test, pool_guests_are_unreachable_until_taken) {
   }
   EXPECT_EQ(sandbox_total(), 0u) << "pool guests are no one's: never listed";
   EXPECT_EQ(data<whoami>(call("GET", "/v1/whoami")).total, 0u);
-  // Nothing reached them: still ready, workspaces still empty.
+  // Nothing reached them: still ready, and each one's workspace (a file system mounted only
+  // in the guest) is still empty when a create takes it.
   EXPECT_EQ(counts().ready, 2);
-  for (const auto& id : pool)
-    EXPECT_TRUE(std::filesystem::is_empty(state_dir_ / "guests" / id / "workspace")) << id;
+  for (int i = 0; i < 2; ++i) {
+    auto taken = create(R"({"shape":"s-1vcpu-256mb","egress":["240.0.0.0/4"]})");
+    EXPECT_EQ(pool.count(taken.id), 1u) << taken.id << " was not a pool member";
+    auto ls = exec(taken.id, "/bin/ls", {"-A", "/workspace"});
+    EXPECT_EQ(ls.exit_code, 0) << ls.stderr_text;
+    EXPECT_EQ(ls.stdout_text, "") << taken.id;
+  }
 }
 
 TEST_F(warm_pool_test, creates_the_pool_cannot_serve_build_their_own_guest) {

@@ -225,6 +225,19 @@ TEST_F(execution_test, refused_create_leaves_nothing_and_deletes_nothing) {
   EXPECT_EQ(st.tracked, 0u);
 }
 
+TEST_F(execution_test, a_capacity_refusal_leaves_nothing_to_watch) {
+  // No node had room (429 capacity): nothing was built, so the CLI must not wait at exit
+  // for the reaper to watch the name.
+  s->calls["create"] = {call_script::mode::fail, ec::capacity, 1};
+  start(spec("gf-b-abc123-gcgcgcgcgc"));
+  ASSERT_TRUE(out->error);
+  EXPECT_EQ(out->error->code, ec::capacity);
+  EXPECT_EQ(deletes(), 0);
+  auto st = stats();
+  EXPECT_EQ(st.pending, 0u);
+  EXPECT_EQ(st.tracked, 0u);
+}
+
 TEST_F(execution_test, a_refused_create_whose_name_is_live_is_still_deleted) {
   // The client re-sent a create after a reset: the first one made the guest, the second
   // is refused because the name is taken.

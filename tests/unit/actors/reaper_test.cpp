@@ -85,6 +85,45 @@ TEST_F(reaper_test, sweep_skips_guests_a_live_execution_tracks) {
   EXPECT_EQ(s->live(), 0u);
 }
 
+TEST_F(reaper_test, a_sweep_whose_list_fails_lists_again) {
+  // A restarted runtime's start-up sweep: one failed list (a 5xx, a cut answer) must not
+  // leave the dead predecessor's guests behind until the next start.
+  add_guest("gf-b-abc123-orphan0000", "2020-01-01T00:00:00Z");
+  s->calls["list"] = {call_script::mode::fail, ec::unavailable, 2};
+  auto out = std::make_shared<std::optional<uint64_t>>();
+  sys.spawn([this, out](caf::event_based_actor* self) {
+    self->request(rp, std::chrono::seconds{3600}, sweep_atom::value, uint32_t{0})
+        .then([out](uint64_t n) { *out = n; }, [](caf::error&) {});
+  });
+  run();
+  EXPECT_EQ(s->count("list"), 1);
+  EXPECT_FALSE(*out);
+  for (int i = 0; i < 10 && !*out; ++i)
+    advance(1s);
+  ASSERT_TRUE(*out);
+  EXPECT_EQ(**out, 1u);
+  EXPECT_EQ(s->count("list"), 3);
+  EXPECT_EQ(s->deletes_of_name("gf-b-abc123-orphan0000"), 1);
+}
+
+TEST_F(reaper_test, a_drain_answers_a_sweep_waiting_to_list_again) {
+  // Shutting down: a sweep waiting for its retry answers with its error; the drain does
+  // not wait for it.
+  s->calls["list"] = {call_script::mode::fail, ec::unavailable, 100};
+  auto failed = std::make_shared<bool>(false);
+  sys.spawn([this, failed](caf::event_based_actor* self) {
+    self->request(rp, std::chrono::seconds{3600}, sweep_atom::value, uint32_t{0})
+        .then([](uint64_t) {}, [failed](caf::error&) { *failed = true; });
+  });
+  run();
+  EXPECT_FALSE(*failed);
+  auto n = ask<uint64_t>(drain_atom::value);
+  ASSERT_TRUE(n);
+  EXPECT_EQ(*n, 0u);
+  EXPECT_TRUE(*failed);
+  EXPECT_EQ(s->count("list"), 1);
+}
+
 TEST_F(reaper_test, drain_deletes_every_tracked_guest) {
   add_guest("gf-b-abc123-drain00000", "2020-01-01T00:00:00Z");
   add_guest("gf-x-abc123-drain11111", "2020-01-01T00:00:00Z");
