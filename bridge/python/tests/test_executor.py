@@ -17,7 +17,9 @@ from langflow_guestflow.executor import GuestflowExecutor, GuestflowRunError
 from tests import _flows
 from tests._server import ModuleServer
 
-MODULE = ModuleServer()
+# Flows of the core executor fit a small guest; the default executor shape (8 GiB where the
+# host's budget holds it) would let only two of this module's concurrent runs in at once.
+MODULE = ModuleServer(extra_env={"CREATEOS_EXECUTOR_SHAPE": "s-1vcpu-512mb"})
 setUpModule = MODULE.start  # noqa: N816 (unittest looks these names up)
 tearDownModule = MODULE.stop  # noqa: N816
 
