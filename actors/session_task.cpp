@@ -197,8 +197,9 @@ result<std::string> session_tool_answer(const exec_result& r) {
     auto rest = std::string_view{line}.substr(4);
     auto space = rest.find(' ');
     auto code = ec_from_string(rest.substr(0, space));
-    auto message = space == std::string_view::npos ? std::optional<std::string>{}
-                                                   : base64_decode(rest.substr(space + 1));
+    auto message = space == std::string_view::npos
+                       ? result<std::string>{fail(ec::guest_failed, "")}
+                       : base64_decode(rest.substr(space + 1));
     if (code && message) return fail(*code, *message);
   }
   auto tail = r.stderr_text.size() > 2000 ? r.stderr_text.substr(r.stderr_text.size() - 2000)

@@ -68,10 +68,6 @@ std::string encode(const name_claim& x);
 /// base64-encoded; int64 fields arrive as decimal strings; zero values are left out.
 namespace etcd {
 
-/// RFC 4648 base64 (padding required) back to bytes, as etcd sends keys and values;
-/// bad_request for anything else.
-result<std::string> base64_bytes(std::string_view text);
-
 struct key_value {
   std::string key;
   std::string value;

@@ -27,7 +27,7 @@ int64_t gateway_int(const object_view& o, std::string_view key) {
 
 std::string bytes_field(const object_view& o, std::string_view key) {
   auto text = o.str_or(key, "");
-  auto bytes = etcd::base64_bytes(text);
+  auto bytes = base64_decode(text);
   if (!bytes) codec::raise(o.at(key), bytes.error().message);
   return std::move(bytes).value();
 }
@@ -74,46 +74,6 @@ void write_id(json_writer& w, std::string_view key, int64_t id) {
 }
 
 } // namespace
-
-result<std::string> etcd::base64_bytes(std::string_view text) {
-  static constexpr auto table = [] {
-    std::array<int8_t, 256> t{};
-    for (auto& x : t)
-      x = -1;
-    constexpr std::string_view alphabet =
-        "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    for (size_t i = 0; i < alphabet.size(); ++i)
-      t[static_cast<unsigned char>(alphabet[i])] = static_cast<int8_t>(i);
-    return t;
-  }();
-  if (text.size() % 4 != 0)
-    return fail(ec::bad_request,
-                "base64: length " + std::to_string(text.size()) + " is not a multiple of 4");
-  std::string out;
-  out.reserve(text.size() / 4 * 3);
-  for (size_t i = 0; i < text.size(); i += 4) {
-    bool last = i + 4 == text.size();
-    size_t pad = 0;
-    uint32_t n = 0;
-    for (size_t j = 0; j < 4; ++j) {
-      char c = text[i + j];
-      if (c == '=' && last && j >= 2 && (j == 3 || text[i + 3] == '=')) {
-        ++pad;
-        n <<= 6;
-        continue;
-      }
-      auto d = table[static_cast<unsigned char>(c)];
-      if (d < 0 || pad > 0)
-        return fail(ec::bad_request,
-                    "base64: unexpected character at offset " + std::to_string(i + j));
-      n = (n << 6) | static_cast<uint32_t>(d);
-    }
-    out += static_cast<char>((n >> 16) & 0xff);
-    if (pad < 2) out += static_cast<char>((n >> 8) & 0xff);
-    if (pad < 1) out += static_cast<char>(n & 0xff);
-  }
-  return out;
-}
 
 // -- node_capacity, name_claim ------------------------------------------------------------
 

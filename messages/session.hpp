@@ -97,9 +97,6 @@ std::string encode(const command_outcome& x);
 /// `{"exit_code", "timed_out"}`.
 std::string encode_command_lines(const command_outcome& x);
 
-/// Strict RFC 4648 base64 (padding required, no whitespace); nullopt when malformed.
-std::optional<std::string> base64_decode(std::string_view text);
-
 } // namespace guestflow
 
 namespace guestflow {
