@@ -1,5 +1,6 @@
 // bench_bridge [--streams N]... [--duration-s S] [--warmup-s S] [--latency-ms N] [--settle-s S]
-//              [--env K=V]... [--smoke] [--out FILE]
+//              [--env K=V]... [--flow FILE] [--frames FILE] [--real] [--no-baseline]
+//              [--smoke] [--out FILE]
 //
 // The bridge's HTTP surface under load. Starts `guestflow control-plane
 // --simulate-latency-ms N --simulate-exec-stdout bench/bridge/prompt_frames.ndjson` (every
@@ -17,6 +18,10 @@
 // A row at 1 stream first gives the unloaded latency. --smoke: 20 streams for 2 s at 5 ms,
 // no results file, asserts correctness only (every run ended with exactly one terminal
 // event, `complete`, after the canned events; seq gapless; the server stops cleanly).
+// --flow/--frames: another flow and its canned frames (bench/flowfarm makes 1-, 5- and
+// 20-vertex ones); --real: a control plane that starts real local guests (root; the frames
+// are the real runner's, their count unchecked); --no-baseline: no 1-stream row first.
+// Each level's `raw:` line is what bench/run reads.
 #include "bench/bridge/load_client.hpp"
 #include "bench/fd_limit.hpp"
 #include "bench/load_flags.hpp"
@@ -165,12 +170,13 @@ struct figures {
   size_t runs = 0;      ///< requests that ended in the window
   size_t completed = 0; ///< of which `complete`
   double runs_per_s = 0, events_per_s = 0;
-  double p50_ms = 0, p99_ms = 0, max_ms = 0;
+  double p50_ms = 0, p95_ms = 0, p99_ms = 0, max_ms = 0;
   double first_p50_ms = 0;  ///< request written → first event read
   double server_cpu_us = 0; ///< per completed run
   double cp_cpu_us = 0;     ///< the control plane child, per completed run
   double client_cpu_us = 0; ///< this generator's I/O thread, per completed run
   std::map<std::string, double> server_threads_us; ///< "name/tid" → per completed run
+  uint64_t server_rss_idle = 0;                    ///< before the level's first request
   uint64_t server_rss_before = 0, server_rss_peak = 0;
   uint64_t server_rss_settled = 0; ///< after --settle-s idle (0: not measured)
   size_t requests_total = 0;       ///< whole level, warm-up and drain included
@@ -192,6 +198,7 @@ figures run_level(const load_target& target, size_t streams, std::chrono::millis
   f.streams = streams;
   auto t0 = steady::now();
   auto w0 = t0 + warmup, w1 = w0 + window;
+  f.server_rss_idle = process_rss(server);
   // Requests go on a little past the window, so that the load is steady while the window's
   // figures are sampled at its end.
   load_generator gen{target, streams, w1 + 500ms};
@@ -237,8 +244,9 @@ figures run_level(const load_target& target, size_t streams, std::chrono::millis
   f.runs_per_s = static_cast<double>(f.completed) / f.window_s;
   f.events_per_s = static_cast<double>(events) / f.window_s;
   f.p50_ms = percentile(lat, 0.50);
+  f.p95_ms = percentile(lat, 0.95);
   f.p99_ms = percentile(lat, 0.99);
-  f.max_ms = lat.empty() ? 0 : lat.back();
+  f.max_ms = lat.empty() ? 0 : *std::max_element(lat.begin(), lat.end());
   f.first_p50_ms = percentile(first, 0.50);
   auto per_run = [&](double seconds) {
     return f.completed ? seconds * 1e6 / static_cast<double>(f.completed) : 0.0;
@@ -249,6 +257,19 @@ figures run_level(const load_target& target, size_t streams, std::chrono::millis
   for (auto& [name, seconds] : threads1)
     f.server_threads_us[name] = per_run(seconds - threads0[name]);
   return f;
+}
+
+/// The level's errors as `category:count,…` (spaces as `_`; `-` for none): one token of
+/// the raw line.
+std::string errors_by(const figures& f) {
+  std::string out;
+  for (auto& [what, seen] : f.errors) {
+    auto key = what;
+    for (auto& c : key)
+      if (c == ' ' || c == ',' || c == '=') c = '_';
+    out += (out.empty() ? "" : ",") + key + ":" + std::to_string(seen.first);
+  }
+  return out.empty() ? "-" : out;
 }
 
 std::string human_bytes(uint64_t b) {
@@ -263,8 +284,10 @@ int main(int argc, char** argv) {
   std::vector<size_t> levels;
   double duration_s = 10, warmup_s = 3, settle_s = 0;
   uint32_t latency_ms = 50;
-  bool smoke = false;
+  bool smoke = false, real = false, baseline = true;
   std::string out_path;
+  std::string frames_path = source_dir + "/bench/bridge/prompt_frames.ndjson";
+  std::string flow_path = source_dir + "/examples/flows/prompt.json";
   std::map<std::string, std::string> extra_env;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
@@ -284,11 +307,20 @@ int main(int argc, char** argv) {
       extra_env[kv.substr(0, kv.find('='))] = kv.substr(kv.find('=') + 1);
     } else if (a == "--smoke")
       smoke = true;
+    else if (a == "--flow" && i + 1 < argc)
+      flow_path = argv[++i];
+    else if (a == "--frames" && i + 1 < argc)
+      frames_path = argv[++i];
+    else if (a == "--real")
+      real = true;
+    else if (a == "--no-baseline")
+      baseline = false;
     else if (a == "--out" && i + 1 < argc)
       out_path = argv[++i];
     else {
       std::cerr << "usage: bench_bridge [--streams N]... [--duration-s S] [--warmup-s S] "
-                   "[--latency-ms N] [--env K=V]... [--settle-s S] [--smoke] [--out FILE]\n";
+                   "[--latency-ms N] [--env K=V]... [--settle-s S] [--flow FILE] "
+                   "[--frames FILE] [--real] [--no-baseline] [--smoke] [--out FILE]\n";
       return 2;
     }
   }
@@ -303,17 +335,16 @@ int main(int argc, char** argv) {
 
   try {
     auto fd_limit = bench::raise_fd_limit(); // 1,000 streams: sockets here and in the server
-    auto frames_path = source_dir + "/bench/bridge/prompt_frames.ndjson";
-    auto flow_path = source_dir + "/examples/flows/prompt.json";
     load_target target;
-    target.expected_events = expected_events(slurp(frames_path));
+    target.expected_events = real ? 0 : expected_events(slurp(frames_path));
     target.body = R"({"flow":)" + slurp(flow_path) +
                   R"(,"inputs":{"input_value":"hello","type":"chat"},"stream":true})";
 
     test_support::temp_dir dir{"guestflow-bench"};
-    testing::control_plane_process cp{dir.path() / "cp-state",
-                                      {"--simulate-latency-ms", std::to_string(latency_ms),
-                                       "--simulate-exec-stdout", frames_path}};
+    std::vector<std::string> cp_args{"--simulate-latency-ms", std::to_string(latency_ms),
+                                     "--simulate-exec-stdout", frames_path};
+    if (real) cp_args.clear(); // real guests: the control plane's own defaults
+    testing::control_plane_process cp{dir.path() / "cp-state", cp_args};
     // The child's environment is ours plus these; an empty value counts as unset.
     std::map<std::string, std::string> env{
         {"GUESTFLOW_CONTROL_PLANE_URL", "http://127.0.0.1:" + std::to_string(cp.port())},
@@ -330,7 +361,7 @@ int main(int argc, char** argv) {
     auto warmup = std::chrono::milliseconds{static_cast<int64_t>(warmup_s * 1000)};
     auto window = std::chrono::milliseconds{static_cast<int64_t>(duration_s * 1000)};
     std::vector<figures> all;
-    if (!smoke) // the unloaded latency, one run at a time
+    if (!smoke && baseline) // the unloaded latency, one run at a time
       all.push_back(
           run_level(target, 1, 500ms, std::min(window, 3000ms), server.pid(), cp.pid()));
     for (auto n : levels) {
@@ -362,14 +393,15 @@ int main(int argc, char** argv) {
     double ideal_ms = calls * latency_ms;
 
     std::ostringstream table;
-    table
-        << "bridge: POST /v1/runs (stream: true, examples/flows/prompt.json) from N "
-           "keep-alive\n"
-           "connections in a closed loop (one Beast I/O thread), to `guestflow serve` on the\n"
-           "simulated control plane: "
-        << latency_ms << " ms per call, exec prints bench/bridge/prompt_frames.ndjson ("
-        << target.expected_events << " events per run, ending with complete).\n"
-        << "control-plane calls per run: ";
+    table << "bridge: POST /v1/runs (stream: true, " << flow_path
+          << ") from N keep-alive\n"
+             "connections in a closed loop (one Beast I/O thread), to `guestflow serve` on "
+          << (real ? std::string{"a control plane starting real local guests.\n"}
+                   : "the\nsimulated control plane: " + std::to_string(latency_ms) +
+                         " ms per call, exec prints " + frames_path + " (" +
+                         std::to_string(target.expected_events) +
+                         " events per run, ending with complete).\n")
+          << "control-plane calls per run: ";
     char line[320];
     std::snprintf(line, sizeof(line), "%.2f", calls);
     table << (calls > 0 ? std::string{line} + " (" + calls_source + ")"
@@ -469,16 +501,21 @@ int main(int argc, char** argv) {
     for (auto& f : all)
       raw << "streams=" << f.streams << " window_s=" << f.window_s << " runs=" << f.runs
           << " completed=" << f.completed << " runs_per_s=" << f.runs_per_s
-          << " p50_ms=" << f.p50_ms << " p99_ms=" << f.p99_ms << " max_ms=" << f.max_ms
-          << " first_event_p50_ms=" << f.first_p50_ms
+          << " p50_ms=" << f.p50_ms << " p95_ms=" << f.p95_ms << " p99_ms=" << f.p99_ms
+          << " max_ms=" << f.max_ms << " first_event_p50_ms=" << f.first_p50_ms
           << " server_cpu_us_per_run=" << f.server_cpu_us
           << " cp_cpu_us_per_run=" << f.cp_cpu_us
           << " client_cpu_us_per_run=" << f.client_cpu_us
+          << " server_rss_idle=" << f.server_rss_idle
           << " server_rss_before=" << f.server_rss_before
           << " server_rss_peak=" << f.server_rss_peak
           << " server_rss_settled=" << f.server_rss_settled << " requests=" << f.requests_total
           << " errors=" << f.errors_total << " http_429=" << f.http_429
-          << " violations=" << f.violations << " unfinished=" << f.unfinished << "\n";
+          << " violations=" << f.violations << " unfinished=" << f.unfinished
+          << " errors_by=" << errors_by(f) << "\n";
+    raw << "end: server_exit=" << server_exit << " cp_exit=" << cp_exit
+        << " guests_left_running=" << guests.running << " guests_left_paused=" << guests.paused
+        << "\n";
     std::cout << table.str() << raw.str() << std::flush;
     if (!out_path.empty()) {
       std::ofstream out{out_path};

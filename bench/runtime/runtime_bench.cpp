@@ -1,6 +1,6 @@
 // bench_runtime [--inflight K]... [--transport unix|tcp|memory]... [--rounds R]
 //               [--latency-ms N] [--scheduler sharing|stealing] [--caf-threads N] [--smoke]
-//               [--out FILE]
+//               [--flow FILE --frames FILE] [--out FILE]
 //
 // The runtime's own overhead per execution, beyond the control plane's own latency.
 // Starts `guestflow control-plane --simulate-latency-ms N` (every call answered after N
@@ -24,7 +24,15 @@
 // bench/results/runtime.txt (--out).
 // --smoke: K = 50 sustained and no results file, for ctest (asserts correctness, never
 // timings).
+// --flow FILE --frames FILE: whole-flow runs instead of code runs, as `guestflow serve`
+// starts them (the runtime's coordinator → flow_run → execution, one subscriber actor per
+// run taking its events to the terminal one), the control plane printing FRAMES on every
+// exec (bench/flowfarm makes 1-, 5- and 20-vertex flows). A run counts when it ends
+// `complete` with no failed vertex. Finished runs are not retained for late joiners
+// (retention 0: a serve policy, priced by bench_bridge), so RSS is the in-flight runs'.
+// No client-alone split (the client's calls are the same).
 #include "actors/code_spec.hpp"
+#include "actors/coordinator.hpp"
 #include "actors/guest_names.hpp"
 #include "actors/runtime.hpp"
 #include "actors/sandbox_policy.hpp"
@@ -159,6 +167,7 @@ struct run_inputs {
   policy::provider_info provider;
   shape_list catalog;
   std::string owner;
+  std::optional<run_request> flow; ///< --flow: whole-flow runs through the coordinator
 };
 
 /// How a load is driven. A burst launches K runs at once on a cold pool and measures until
@@ -224,6 +233,7 @@ int64_t ns_since(steady::time_point t0) {
 
 using launch_atom = caf::atom_constant<caf::atom("launch")>;
 using failed_atom = caf::atom_constant<caf::atom("failed")>;
+using flow_end_atom = caf::atom_constant<caf::atom("flowend")>;
 
 struct driver_state {
   static inline const char* name = "bench-driver";
@@ -274,6 +284,55 @@ caf::behavior driver(caf::stateful_actor<driver_state>* self, runtime* rt, const
           return record_failure("run " + r.name + " exited " +
                                 std::to_string(r.result.exit_code));
         b->finished[i->second] = at;
+        b->finished_one();
+      },
+  };
+}
+
+/// One flow run's subscriber: tells the driver how run `i` ended (empty: `complete` with no
+/// failed vertex), then quits.
+run_subscriber_actor::behavior_type flow_watcher(run_subscriber_actor::pointer self,
+                                                 caf::actor drv, size_t i) {
+  return {[self, drv, i](const run_event& e) {
+    if (!e.terminal()) return;
+    std::string why;
+    if (e.type == run_event::kind::error)
+      why = "error event " + std::string{to_string(e.code)} + ": " + e.message;
+    else if (!e.failed.empty())
+      why = "complete with " + std::to_string(e.failed.size()) + " failed vertices";
+    caf::anon_send(drv, flow_end_atom::value, i, std::move(why));
+    self->quit();
+  }};
+}
+
+/// The harness for whole-flow runs: what the bridge's run route does per run (the
+/// coordinator admits it with a first subscriber attached from seq 0), each terminal event
+/// filed under its run's slot and, sustained, the next run launched.
+caf::behavior flow_driver(caf::event_based_actor* self, runtime* rt, const run_inputs* in,
+                          std::shared_ptr<batch> b) {
+  auto launch_next = [self, rt, in, b] {
+    if (b->launched == b->names.size()) return;
+    auto i = b->launched++;
+    auto watcher = self->spawn(flow_watcher, caf::actor{self}, i);
+    b->started[i] = ns_since(b->t0);
+    self->request(rt->coordinator(), caf::duration{10min}, run_atom::value, *in->flow, watcher,
+                  false)
+        .then([](std::string&) {},
+              [self, i](caf::error& e) {
+                caf::anon_send(self, flow_end_atom::value, i,
+                               "refused: " + to_failure(e).message);
+              });
+  };
+  return {
+      [b, launch_next](launch_atom) {
+        for (size_t i = 0; i < b->shape.k; ++i)
+          launch_next();
+      },
+      [b, launch_next](flow_end_atom, size_t i, std::string& why) {
+        auto at = ns_since(b->t0);
+        launch_next();
+        if (!why.empty()) return b->record_failure("run " + std::to_string(i) + ": " + why);
+        b->finished[i] = at;
         b->finished_one();
       },
   };
@@ -358,7 +417,7 @@ struct figures {
   size_t failed = 0;
   double wall_s = 0;
   double runs_per_s = 0;
-  double p50_ms = 0, p99_ms = 0, max_ms = 0;
+  double p50_ms = 0, p95_ms = 0, p99_ms = 0, max_ms = 0;
   double cpu_us_per_run = 0; ///< every thread but the harness's sampling (main) thread
   double sys_share = 0; ///< of the whole process's CPU, in the kernel (loopback TCP, futexes)
   uint64_t rss_before = 0, rss_peak = 0;
@@ -399,6 +458,10 @@ figures run_load(caf::actor_system& sys, runtime& rt, const run_inputs& in, load
     if (!spec) throw std::runtime_error("spec refused: " + spec.error().message);
     auto chain = std::make_shared<client_chain>(rt.client(), std::move(*spec), b);
     launch = [chain] { chain->launch(); };
+  } else if (in.flow) {
+    auto drv = sys.spawn(flow_driver, &rt, &in, b);
+    launch = [drv] { caf::anon_send(drv, launch_atom::value); };
+    finish = [drv] { caf::anon_send_exit(drv, caf::exit_reason::user_shutdown); };
   } else {
     auto drv = sys.spawn(driver, &rt, &in, b);
     launch = [drv] { caf::anon_send(drv, launch_atom::value); };
@@ -446,8 +509,9 @@ figures run_load(caf::actor_system& sys, runtime& rt, const run_inputs& in, load
     if (b->finished[i] >= from->at_ns && b->finished[i] <= to->at_ns)
       lat.push_back(static_cast<double>(b->finished[i] - b->started[i]) / 1e6);
   f.p50_ms = percentile(lat, 0.50);
+  f.p95_ms = percentile(lat, 0.95);
   f.p99_ms = percentile(lat, 0.99);
-  f.max_ms = lat.empty() ? 0 : lat.back();
+  f.max_ms = lat.empty() ? 0 : *std::max_element(lat.begin(), lat.end());
   f.sys_share = (to->cpu.sys - from->cpu.sys) / (to->cpu.total() - from->cpu.total());
   f.server_cpu_us_per_run = static_cast<double>(to->server_ns - from->server_ns) / 1e3 / runs;
   for (auto& [group, t] : to->threads) {
@@ -491,6 +555,7 @@ int main(int argc, char** argv) {
   bench::load_flags flags{2};
   std::string out_path;
   std::string policy;
+  std::string flow_path, frames_path;
   size_t max_idle = 0;
   std::vector<std::string> transports;
   size_t caf_threads = 0;
@@ -500,6 +565,10 @@ int main(int argc, char** argv) {
       continue;
     else if (a == "--out" && i + 1 < argc)
       out_path = argv[++i];
+    else if (a == "--flow" && i + 1 < argc)
+      flow_path = argv[++i];
+    else if (a == "--frames" && i + 1 < argc)
+      frames_path = argv[++i];
     else if (a == "--scheduler" && i + 1 < argc)
       policy = argv[++i];
     else if (a == "--caf-threads" && i + 1 < argc)
@@ -514,7 +583,7 @@ int main(int argc, char** argv) {
       std::cerr
           << "usage: bench_runtime [--inflight K]... [--transport unix|tcp|memory]... "
              "[--rounds R] [--latency-ms N] [--scheduler sharing|stealing] [--caf-threads N] "
-             "[--smoke] [--out FILE]\n";
+             "[--smoke] [--flow FILE --frames FILE] [--out FILE]\n";
       return 2;
     }
   }
@@ -524,7 +593,18 @@ int main(int argc, char** argv) {
   auto inflight = flags.inflight;
   if (inflight.empty())
     inflight = smoke ? std::vector<size_t>{50} : std::vector<size_t>{1000, 10'000};
-  if (transports.empty()) transports = {"unix", "tcp", "memory"};
+  if (flow_path.empty() != frames_path.empty()) {
+    std::cerr << "bench_runtime: --flow and --frames go together\n";
+    return 2;
+  }
+  const bool flows = !flow_path.empty();
+  if (transports.empty())
+    transports = flows ? std::vector<std::string>{"unix"}
+                       : std::vector<std::string>{"unix", "tcp", "memory"};
+  if (flows && std::find(transports.begin(), transports.end(), "memory") != transports.end()) {
+    std::cerr << "bench_runtime: --flow needs a control plane (unix or tcp), not memory\n";
+    return 2;
+  }
   if (out_path.empty() && !smoke)
     out_path = std::string{GUESTFLOW_SOURCE_DIR} + "/bench/results/runtime.txt";
 
@@ -532,10 +612,10 @@ int main(int argc, char** argv) {
     auto fd_limit = bench::raise_fd_limit(); // 10,000 runs: up to 10,000 connections
     guestflow::test_support::temp_dir dir{"guestflow-bench"};
     auto socket_path = dir.path() / "cp.sock";
-    guestflow::testing::control_plane_process server{dir.path() / "state",
-                                                     {"--simulate-latency-ms",
-                                                      std::to_string(latency_ms),
-                                                      "--unix-socket", socket_path.string()}};
+    std::vector<std::string> cp_args{"--simulate-latency-ms", std::to_string(latency_ms),
+                                     "--unix-socket", socket_path.string()};
+    if (flows) cp_args.insert(cp_args.end(), {"--simulate-exec-stdout", frames_path});
+    guestflow::testing::control_plane_process server{dir.path() / "state", cp_args};
     cp::client_config ccfg; // the CLI's defaults
     if (max_idle) ccfg.max_idle_per_endpoint = max_idle;
     auto client_for = [&](const std::string& transport) -> std::shared_ptr<cp::client> {
@@ -562,6 +642,15 @@ int main(int argc, char** argv) {
       in.catalog = std::move(*catalog);
     }
     in.owner = names::owner_id("benchrt", "bench", dir.path().string());
+    if (flows) {
+      std::ifstream fin{flow_path, std::ios::binary};
+      std::string graph{std::istreambuf_iterator<char>{fin}, {}};
+      if (!fin && graph.empty()) throw std::runtime_error("cannot read " + flow_path);
+      auto req = decode<run_request>(R"({"flow":)" + graph +
+                                     R"(,"inputs":{"input_value":"hello","type":"chat"}})");
+      if (!req) throw std::runtime_error(flow_path + ": " + req.error().message);
+      in.flow = std::move(*req);
+    }
 
     bench_config cfg{policy, caf_threads};
     caf::actor_system sys{cfg};
@@ -571,6 +660,9 @@ int main(int argc, char** argv) {
     for (auto& transport : transports) {
       runtime_options ro;
       ro.owner = in.owner;
+      // Flows: every run admitted at once (the bench sets the load), none retained after.
+      ro.coordinator.settings.max_inflight = uint64_t{1} << 24;
+      ro.coordinator.run.retention = std::chrono::seconds{0};
       runtime rt{sys, client_for(transport), ro};
       // Warm-up: code paths, thread stacks, pool and allocator arenas, not measured.
       run_load(sys, rt, in, {load_mode::burst, std::min<size_t>(200, inflight.front())}, rng,
@@ -583,7 +675,7 @@ int main(int argc, char** argv) {
         measure({load_mode::sustained, k, rounds});
         if (!smoke) measure({load_mode::burst, k});
         // In memory the client alone is only the answering thread: nothing to split off.
-        if (transport != "memory") measure({load_mode::sustained, k, rounds, true});
+        if (transport != "memory" && !flows) measure({load_mode::sustained, k, rounds, true});
       }
       // The reaper owes nothing (checked per load); stop this runtime before the next.
       rt.stop();
@@ -591,7 +683,10 @@ int main(int argc, char** argv) {
 
     std::ostringstream table;
     table << "runtime overhead per execution: simulated control plane, " << latency_ms
-          << " ms per call, 4 calls per run (create, upload, exec, delete)\n"
+          << " ms per call, "
+          << (flows ? "whole-flow runs of " + flow_path + " (exec prints " + frames_path + ")"
+                    : std::string{"4 calls per run (create, upload, exec, delete)"})
+          << "\n"
           << "this process: actor system "
           << (caf_threads ? std::to_string(caf_threads) : std::string{"2 (runtime default)"})
           << " threads, scheduler "
@@ -700,13 +795,14 @@ int main(int argc, char** argv) {
     for (auto& f : all) {
       raw << "via=" << f.transport << " inflight=" << f.shape.k << " load=" << f.shape.label()
           << " wall_s=" << f.wall_s << " runs_per_s=" << f.runs_per_s << " p50_ms=" << f.p50_ms
-          << " p99_ms=" << f.p99_ms << " max_ms=" << f.max_ms
+          << " p95_ms=" << f.p95_ms << " p99_ms=" << f.p99_ms << " max_ms=" << f.max_ms
           << " cpu_us_per_run=" << f.cpu_us_per_run << " sys_share=" << f.sys_share
           << " rss_before=" << f.rss_before << " rss_peak=" << f.rss_peak
           << " rss_per_inflight=" << f.rss_per_run << " reaper_created=" << f.reaper.created
           << " reaper_deleted=" << f.reaper.deleted
           << " failed_deletes=" << f.reaper.failed_deletes
-          << " cp_cpu_us_per_run=" << f.server_cpu_us_per_run << "\n";
+          << " cp_cpu_us_per_run=" << f.server_cpu_us_per_run
+          << " main_cpu_us_per_run=" << f.cpu_us_by_thread["main"] << "\n";
     }
     std::cout << table.str() << raw.str() << std::flush;
     if (!out_path.empty()) {
