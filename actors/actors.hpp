@@ -143,6 +143,18 @@ using run_relay_actor = caf::typed_actor<
     /// One event of the run: encoded here (off the I/O thread) and handed to the connection.
     caf::reacts_to<run_event>>;
 
+using open_atom = caf::atom_constant<caf::atom("open")>;
+
+/// The relay of one bridge connection's line-streamed answer (actors/line_relay.hpp): a
+/// session command's NDJSON output as it happens. Quits after the last line, or at the
+/// first message after its connection is gone; a producer monitors it to see the client
+/// go away.
+using line_relay_actor = caf::typed_actor<
+    /// The work started: the answer's head (200, NDJSON) goes out and heartbeats begin.
+    caf::reacts_to<open_atom>,
+    /// One NDJSON line (without its '\n'); `true`: the last, the answer ends after it.
+    caf::reacts_to<std::string, bool>>;
+
 /// Makes one request on behalf of a thread that never waits on an actor (the bridge's I/O
 /// threads): spawned per request with its destination, time limit and callback
 /// (actors/ask.hpp); hands the callback the answer or the failure, then quits.
@@ -247,6 +259,11 @@ using session_task_actor = exec_sink_actor::extend<
     /// (guest id, command): `sh -lc` in the guest with the call's env and cwd under a
     /// timeout that kills its process group; replies the output in order and the exit.
     caf::replies_to<run_atom, std::string, session_command>::with<command_outcome>,
+    /// (guest id, command, relay): the same, each piece of output sent to the relay as it
+    /// arrives and the last line (the exit, or the failure) after it; the relay going
+    /// away kills the command.
+    caf::replies_to<stream_atom, std::string, session_command,
+                    line_relay_actor>::with<command_outcome>,
     /// (guest id, call): the file API through the guest-side tool (guest/session_files.py).
     caf::replies_to<fetch_atom, std::string, session_file_call>::with<session_file_answer>>;
 
@@ -266,6 +283,10 @@ using session_manager_actor = caf::typed_actor<
     caf::replies_to<get_atom, std::string>::with<session_info>,
     /// (session id, command) in the active session's guest.
     caf::replies_to<run_atom, std::string, session_command>::with<command_outcome>,
+    /// (session id, command, relay): the same, its output streamed to the relay as it
+    /// happens (session_task_actor); a refusal (unknown or released session) sends none.
+    caf::replies_to<stream_atom, std::string, session_command,
+                    line_relay_actor>::with<command_outcome>,
     /// (session id, file call) in the active session's guest.
     caf::replies_to<fetch_atom, std::string, session_file_call>::with<session_file_answer>,
     /// Internal: deletes the warm guests idle past the timeout.

@@ -216,6 +216,17 @@ session_manager(session_manager_actor::stateful_pointer<session_manager_state> s
         return self->delegate(spawn_task(self), run_atom::value, (*slot)->guest_id,
                               std::move(cmd));
       },
+      [self](stream_atom, std::string& id, session_command& cmd,
+             line_relay_actor& relay) -> caf::delegated<command_outcome> {
+        auto slot = active(self, id);
+        if (!slot) {
+          auto rp = self->make_response_promise<caf::typed_response_promise<command_outcome>>();
+          rp.deliver(make_error(slot.error().code, slot.error().message));
+          return {};
+        }
+        return self->delegate(spawn_task(self), stream_atom::value, (*slot)->guest_id,
+                              std::move(cmd), std::move(relay));
+      },
       [self](fetch_atom, std::string& id,
              session_file_call& call) -> caf::delegated<session_file_answer> {
         auto slot = active(self, id);

@@ -2,6 +2,7 @@
 
 #include "actors/guest_assets.hpp"
 #include "messages/base64.hpp"
+#include "messages/bridge.hpp"
 #include "messages/type_ids.hpp"
 
 #include <random>
@@ -39,11 +40,60 @@ uint64_t ms(std::chrono::seconds s) {
   return static_cast<uint64_t>(s.count()) * 1000;
 }
 
-void add_chunk(command_outcome& o, bool is_stderr, std::string text) {
+/// One piece of output: kept in order (a buffered answer) and, streamed, sent on at once.
+void add_chunk(self_ptr self, bool is_stderr, std::string text) {
+  auto& st = self->state;
+  auto& o = st.outcome;
+  if (st.relay) caf::anon_send(st.relay, encode_command_line({is_stderr, text}), false);
   if (!o.chunks.empty() && o.chunks.back().is_stderr == is_stderr)
     o.chunks.back().text += text;
   else
     o.chunks.push_back({is_stderr, std::move(text)});
+}
+
+using command_promise = caf::typed_response_promise<command_outcome>;
+
+/// Ends a command: the last line to the relay (streamed), the outcome or failure to `rp`.
+void end_command(self_ptr self, command_promise rp, result<command_outcome> r) {
+  auto& st = self->state;
+  if (st.relay) {
+    caf::anon_send(st.relay, r ? encode_command_end(*r) : encode_error(r.error()), true);
+    st.relay = nullptr;
+  }
+  if (r)
+    rp.deliver(std::move(*r));
+  else
+    rp.deliver(make_error(r.error().code, r.error().message));
+  self->quit();
+}
+
+/// `sh -lc` in the guest as a streamed exec whose lines come back to this actor.
+void run_command(self_ptr self, std::string guest, session_command cmd, command_promise rp) {
+  auto started = std::chrono::steady_clock::now();
+  auto timeout = cmd.timeout_seconds;
+  // The host's deadline is a backstop past the guest's own timeout.
+  auto deadline = uint64_t{timeout} * 1000 + 30'000;
+  self->request(self->state.cp, caf::duration{std::chrono::milliseconds{deadline + 10'000}},
+                stream_atom::value, guest, session_exec_request(cmd), deadline,
+                caf::actor_cast<exec_sink_actor>(self))
+      .then(
+          [self, rp, started, timeout](int32_t raw) mutable {
+            auto& o = self->state.outcome;
+            o.exec_ms =
+                static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                          std::chrono::steady_clock::now() - started)
+                                          .count());
+            // timeout(1) exits 124 when it could signal; a KILL of its own group
+            // takes it too (137) — then only the elapsed time tells.
+            o.timed_out = raw == 124 || (raw == 137 && o.exec_ms >= uint64_t{timeout} * 1000);
+            o.exit_code = o.timed_out ? -1 : raw;
+            end_command(self, rp, std::move(o));
+          },
+          [self, rp](caf::error& e) mutable {
+            auto f = to_failure(e);
+            if (self->state.cancelled) f = failure{ec::cancelled, "the client went away"};
+            end_command(self, rp, f);
+          });
 }
 
 /// `{"op": …, "path_b64": …, …}`: every byte string in base64, so the arguments are ASCII.
@@ -216,34 +266,26 @@ session_task(session_task_actor::stateful_pointer<session_task_state> self,
   self->state.opts = std::move(opts);
   return {
       [self](run_atom, std::string& guest, session_command& cmd) {
-        auto rp = self->make_response_promise<caf::typed_response_promise<command_outcome>>();
-        auto started = std::chrono::steady_clock::now();
-        auto timeout = cmd.timeout_seconds;
-        // The host's deadline is a backstop past the guest's own timeout.
-        auto deadline = uint64_t{timeout} * 1000 + 30'000;
-        self->request(self->state.cp,
-                      caf::duration{std::chrono::milliseconds{deadline + 10'000}},
-                      stream_atom::value, guest, session_exec_request(cmd), deadline,
-                      caf::actor_cast<exec_sink_actor>(self))
-            .then(
-                [self, rp, started, timeout](int32_t raw) mutable {
-                  auto& o = self->state.outcome;
-                  o.exec_ms = static_cast<uint64_t>(
-                      std::chrono::duration_cast<std::chrono::milliseconds>(
-                          std::chrono::steady_clock::now() - started)
-                          .count());
-                  // timeout(1) exits 124 when it could signal; a KILL of its own group
-                  // takes it too (137) — then only the elapsed time tells.
-                  o.timed_out =
-                      raw == 124 || (raw == 137 && o.exec_ms >= uint64_t{timeout} * 1000);
-                  o.exit_code = o.timed_out ? -1 : raw;
-                  rp.deliver(std::move(o));
-                  self->quit();
-                },
-                [self, rp](caf::error& e) mutable {
-                  rp.deliver(std::move(e));
-                  self->quit();
-                });
+        auto rp = self->make_response_promise<command_promise>();
+        run_command(self, std::move(guest), std::move(cmd), rp);
+        return rp;
+      },
+      [self](stream_atom, std::string& guest, session_command& cmd, line_relay_actor& relay) {
+        auto rp = self->make_response_promise<command_promise>();
+        auto& st = self->state;
+        st.relay = relay;
+        // The relay quits when its client goes away: the command is not wanted any more,
+        // and the control plane kills it (its whole process group) on the stream's cancel.
+        self->monitor(relay);
+        self->set_down_handler([self](caf::down_msg& dm) {
+          auto& st = self->state;
+          if (!st.relay || dm.source != st.relay.address()) return;
+          st.relay = nullptr;
+          st.cancelled = true;
+          caf::anon_send(st.cp, cancel_atom::value, caf::actor_cast<exec_sink_actor>(self));
+        });
+        caf::anon_send(relay, open_atom::value);
+        run_command(self, std::move(guest), std::move(cmd), rp);
         return rp;
       },
       [self](fetch_atom, std::string& guest, session_file_call& call) {
@@ -253,14 +295,13 @@ session_task(session_task_actor::stateful_pointer<session_task_state> self,
       },
       [self](exec_stream_line& line) {
         using kind = exec_stream_line::kind;
-        auto& o = self->state.outcome;
         switch (line.type) {
         case kind::stdout_chunk:
-          return add_chunk(o, false, std::move(line.text));
+          return add_chunk(self, false, std::move(line.text));
         case kind::stderr_chunk:
-          return add_chunk(o, true, std::move(line.text));
+          return add_chunk(self, true, std::move(line.text));
         case kind::error:
-          return add_chunk(o, true, "[guestflow] " + line.text + "\n");
+          return add_chunk(self, true, "[guestflow] " + line.text + "\n");
         default:
           return;
         }

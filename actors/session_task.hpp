@@ -22,6 +22,8 @@ struct session_task_state {
   controlplane_actor cp;
   session_task_options opts;
   command_outcome outcome; ///< a command's output so far, in order
+  line_relay_actor relay;  ///< a streamed command: where each piece goes as it arrives
+  bool cancelled = false;  ///< the relay went away: the command was killed
 };
 
 /// The exec request of a session command: `timeout` (its own process group, all of which

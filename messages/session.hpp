@@ -96,6 +96,10 @@ std::string encode(const command_outcome& x);
 /// The NDJSON of a streamed command: one `{"stdout"|"stderr": …}` line per chunk, then
 /// `{"exit_code", "timed_out"}`.
 std::string encode_command_lines(const command_outcome& x);
+/// One line of a streamed command (without the '\n'): `{"stdout"|"stderr": text}`.
+std::string encode_command_line(const output_chunk& x);
+/// A streamed command's last line: `{"exit_code", "timed_out"}`.
+std::string encode_command_end(const command_outcome& x);
 
 } // namespace guestflow
 

@@ -123,22 +123,25 @@ std::string encode(const command_outcome& x) {
       .take();
 }
 
+std::string encode_command_line(const output_chunk& x) {
+  json_writer w;
+  return w.begin_object().field(x.is_stderr ? "stderr" : "stdout", x.text).end_object().take();
+}
+
+std::string encode_command_end(const command_outcome& x) {
+  json_writer w;
+  return w.begin_object()
+      .field("exit_code", x.exit_code)
+      .field("timed_out", x.timed_out)
+      .end_object()
+      .take();
+}
+
 std::string encode_command_lines(const command_outcome& x) {
   std::string lines;
-  for (auto& c : x.chunks) {
-    json_writer w;
-    lines +=
-        w.begin_object().field(c.is_stderr ? "stderr" : "stdout", c.text).end_object().take();
-    lines += '\n';
-  }
-  json_writer w;
-  lines += w.begin_object()
-               .field("exit_code", x.exit_code)
-               .field("timed_out", x.timed_out)
-               .end_object()
-               .take();
-  lines += '\n';
-  return lines;
+  for (auto& c : x.chunks)
+    lines += encode_command_line(c) + '\n';
+  return lines + encode_command_end(x) + '\n';
 }
 
 } // namespace guestflow

@@ -1,5 +1,6 @@
 #include "bridge/server/connection.hpp"
 
+#include "actors/line_relay.hpp"
 #include "actors/run_relay.hpp"
 #include "bridge/server/exchange.hpp"
 #include "messages/bridge.hpp"
@@ -60,8 +61,9 @@ std::string chunk_size_line(size_t n) {
 /// the route table's handler (bridge/server/surfaces/), which answers through the exchange
 /// interface; a run's answer (streamed or collected) ends the connection (`Connection:
 /// close`), so a socket read can watch for the client going away while the run goes on.
-/// The run's relay (actors/run_relay.hpp) delivers its events here as a run_event_sink.
-class connection final : public exchange, public run_event_sink {
+/// The run's relay (actors/run_relay.hpp) delivers its events here as a run_event_sink; a
+/// line-streamed answer's relay (actors/line_relay.hpp) its lines as a line_sink.
+class connection final : public exchange, public run_event_sink, public line_sink {
 public:
   connection(tcp::socket socket, server_context& ctx)
       : stream_(std::move(socket))
@@ -86,6 +88,21 @@ public:
                                        terminal = std::move(terminal)]() mutable {
       self->on_event(std::move(line), std::move(terminal));
     });
+  }
+
+  // ---- line_sink ------------------------------------------------------------------------
+
+  /// From the line relay, on an actor thread: the answer's head may go out.
+  void open_lines() override {
+    net::post(stream_.get_executor(), [self = shared()] { self->on_open_lines(); });
+  }
+
+  /// From the line relay, on an actor thread: one line.
+  void deliver_line(std::string line, bool last) override {
+    net::post(stream_.get_executor(),
+              [self = shared(), line = std::move(line), last]() mutable {
+                self->on_line(std::move(line), last);
+              });
   }
 
   // ---- exchange -------------------------------------------------------------------------
@@ -150,15 +167,23 @@ public:
       if (terminal_) collect_done();
       return;
     }
-    streaming_ = true;
-    ctx_.stats.streams(+1);
-    ctx_.stats.answered(route_->ep, 200);
-    head_ = "HTTP/1.1 200 OK\r\nServer: guestflow\r\nContent-Type: application/x-ndjson\r\n"
-            "Transfer-Encoding: chunked\r\nCache-Control: no-store\r\nConnection: close\r\n"
-            "X-Guestflow-Run-Id: " +
-            run_id_ + "\r\n\r\n";
-    pump();
-    tick();
+    start_stream("X-Guestflow-Run-Id: " + run_id_ + "\r\n");
+  }
+
+  /// Spawns the line relay and starts watching for the client to go away.
+  line_relay_actor begin_lines() override {
+    mode_ = answer::stream;
+    owe();
+    std::weak_ptr<line_sink> sink = shared();
+    line_relay_ = ctx_.svc.system().spawn(line_relay, std::move(sink));
+    watch();
+    return line_relay_;
+  }
+
+  void lines_failed(const failure& f) override {
+    if (streaming_ || answered_ || closed_) return;
+    stop_relay();
+    refuse(f);
   }
 
   void on_disconnect(std::function<void()> gone) override {
@@ -348,6 +373,31 @@ private:
     });
   }
 
+  /// The 200 head of a streamed answer (`headers`: its own extra header lines), then
+  /// whatever is queued, and the heartbeat.
+  void start_stream(const std::string& headers) {
+    streaming_ = true;
+    ctx_.stats.streams(+1);
+    ctx_.stats.answered(route_->ep, 200);
+    head_ = "HTTP/1.1 200 OK\r\nServer: guestflow\r\nContent-Type: application/x-ndjson\r\n"
+            "Transfer-Encoding: chunked\r\nCache-Control: no-store\r\nConnection: close\r\n" +
+            headers + "\r\n";
+    pump();
+    tick();
+  }
+
+  void on_open_lines() {
+    if (closed_ || answered_ || streaming_ || mode_ != answer::stream) return;
+    start_stream({});
+  }
+
+  void on_line(std::string line, bool last) {
+    if (closed_ || answered_ || mode_ != answer::stream) return;
+    if (!streaming_) start_stream({});
+    line += '\n';
+    queue_line(std::move(line), last);
+  }
+
   void on_event(std::string line, std::optional<run_event> terminal) {
     if (closed_) return;
     if (mode_ == answer::collect) {
@@ -357,10 +407,13 @@ private:
       }
       return;
     }
-    if (terminal) {
-      ctx_.stats.finished(*terminal);
-      last_queued_ = true;
-    }
+    if (terminal) ctx_.stats.finished(*terminal);
+    queue_line(std::move(line), terminal.has_value());
+  }
+
+  /// Queues one line of a streamed answer (`last`: the answer ends after it) and writes.
+  void queue_line(std::string line, bool last) {
+    if (last) last_queued_ = true;
     backlog_bytes_ += line.size();
     lines_.push_back(std::move(line));
     ++queued_events_;
@@ -443,6 +496,10 @@ private:
       caf::anon_send_exit(relay_, caf::exit_reason::user_shutdown);
       relay_ = nullptr;
     }
+    if (line_relay_) {
+      caf::anon_send_exit(line_relay_, caf::exit_reason::user_shutdown);
+      line_relay_ = nullptr;
+    }
   }
 
   /// Ends a connection whose answer is written without losing it: closing with unread
@@ -487,6 +544,7 @@ private:
 
   answer mode_ = answer::plain;
   run_subscriber_actor relay_;
+  line_relay_actor line_relay_; ///< a line-streamed answer's relay
   std::string run_id_;
   std::optional<run_event> terminal_; ///< collect: the terminal event
   std::string head_;                  ///< stream: the response head, until written

@@ -41,6 +41,17 @@ public:
   /// The run begun with begin_run was admitted as `id` (the answer starts), or refused.
   virtual void admitted(result<std::string> id) = 0;
 
+  /// Starts an answer of NDJSON lines written as they are produced (a session command's
+  /// output) with the streamed runs' machinery (chunked writes, heartbeat blank lines, the
+  /// slow-client backlog): spawns the relay that takes the lines to this connection and
+  /// watches for the client going away (the relay then quits, which its producer sees).
+  /// The head (200) goes out at the relay's `open` or first line; the answer ends after
+  /// the last line.
+  virtual line_relay_actor begin_lines() = 0;
+  /// The work behind begin_lines failed: the error answer when nothing is out yet (the
+  /// relay is stopped); else nothing — the relay's last line says it.
+  virtual void lines_failed(const failure& f) = 0;
+
   /// For a run whose caller holds the request open for a plain answer (sandbox,
   /// component): watches for the client going away before the answer is written and then
   /// calls `gone` once, on this exchange's strand (the run's cancel). The answer then ends

@@ -65,6 +65,10 @@ void service::release_slot(const std::string& id) {
   live_->release(id);
 }
 
+std::function<void()> service::slot_releaser(std::string id) const {
+  return [live = live_, id = std::move(id)] { live->release(id); };
+}
+
 void service::call_state::release(const std::string& id) {
   // A queued flow this lets in is the coordinator's to start.
   for (auto& started : slots->release(id))

@@ -78,6 +78,8 @@ public:
   /// release_slot once the work has ended, whatever the outcome.
   result<std::string> take_slot(std::string_view surface);
   void release_slot(const std::string& id);
+  /// release_slot(id) as a callable for a reply that may arrive after the service is gone.
+  std::function<void()> slot_releaser(std::string id) const;
 
   /// Shutting down: new work is refused with `unavailable`, every sandbox and component
   /// run is cancelled (its reply becomes `unavailable`, "server shutting down") and the

@@ -72,6 +72,17 @@ void remove(exchange& ex, server_context& ctx) {
                         delete_atom::value, id);
 }
 
+/// A command's answer callback that first gives its execution slot back (on the actor
+/// thread, whatever the outcome: the connection may be gone).
+reply<command_outcome> releasing(server_context& ctx, std::string slot,
+                                 reply<command_outcome> then) {
+  return [release = ctx.svc.slot_releaser(std::move(slot)),
+          then = std::move(then)](result<command_outcome> r) mutable {
+    release();
+    then(std::move(r));
+  };
+}
+
 void command(exchange& ex, server_context& ctx) {
   auto g = gateway(ex, ctx);
   if (!g) return;
@@ -80,13 +91,30 @@ void command(exchange& ex, server_context& ctx) {
   auto stream = ex.params().text("stream");
   auto lines = stream && (*stream == "true" || *stream == "1");
   auto limit = command_limit(cmd->timeout_seconds);
+  // A command is work in a guest like a sandbox run: GUESTFLOW_MAX_INFLIGHT covers it.
+  auto slot = ctx.svc.take_slot("session");
+  if (!slot) return ex.refuse(slot.error());
+  if (lines) {
+    // Live: each piece of output is written as the guest prints it; the task sends the
+    // last line. Only a refusal before it started (unknown or released session) is a
+    // plain error answer.
+    auto relay = ex.begin_lines();
+    ask_for<command_outcome>(
+        g->sys, g->manager, limit,
+        releasing(ctx, std::move(*slot),
+                  ex.then<command_outcome>([](exchange& ex, result<command_outcome> r) {
+                    if (!r) ex.lines_failed(r.error());
+                  })),
+        stream_atom::value, id_of(ex), std::move(*cmd), std::move(relay));
+    return;
+  }
   ask_for<command_outcome>(
       g->sys, g->manager, limit,
-      ex.then<command_outcome>([lines](exchange& ex, result<command_outcome> r) {
-        if (!r) return ex.refuse(r.error());
-        if (lines) return ex.respond(200, encode_command_lines(*r), "application/x-ndjson");
-        ex.respond(200, encode(*r));
-      }),
+      releasing(ctx, std::move(*slot),
+                ex.then<command_outcome>([](exchange& ex, result<command_outcome> r) {
+                  if (!r) return ex.refuse(r.error());
+                  ex.respond(200, encode(*r));
+                })),
       run_atom::value, id_of(ex), std::move(*cmd));
 }
 
@@ -179,8 +207,9 @@ void add_session_routes(route_table& t) {
   t.add("GET", "/v1/sessions/{id}", endpoint::sessions, get);
   t.add("DELETE", "/v1/sessions/{id}", endpoint::sessions, remove);
   t.add("POST", "/v1/sessions/{id}/release", endpoint::sessions, release);
-  t.add("POST", "/v1/sessions/{id}/commands", endpoint::sessions, command).query_texts = {
-      "stream"};
+  auto& commands = t.add("POST", "/v1/sessions/{id}/commands", endpoint::sessions, command);
+  commands.query_texts = {"stream"};
+  commands.slots = slot_use::now;
   const std::vector<std::string> file_query = {
       "path",    "start_line",   "end_line",    "append",    "pattern",       "glob",
       "literal", "include_dirs", "max_results", "max_depth", "case_sensitive"};

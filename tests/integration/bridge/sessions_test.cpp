@@ -205,6 +205,73 @@ TEST_F(sessions, CommandsRunWithEnvCwdAndATimeoutThatKillsTheGroup) {
                     "{\"exit_code\":3,\"timed_out\":false}\n");
 }
 
+/// The next line of a stream that is not a heartbeat (blank).
+std::optional<std::string> next_event(http_stream& s) {
+  for (;;) {
+    auto line = s.next_line(60s);
+    if (!line || !line->empty()) return line;
+  }
+}
+
+TEST_F(sessions, AStreamedCommandWritesEachLineAsTheGuestPrintsIt) {
+  auto id = active("live");
+  // The command cannot end before the test creates /workspace/go: its first line arriving
+  // first is the proof that the answer is live, not buffered.
+  auto s =
+      stream("POST", "/v1/sessions/" + id + "/commands?stream=true",
+             R"({"command":"echo first; while [ ! -e /workspace/go ]; do sleep 0.05; done;)"
+             R"( echo second >&2; exit 4","timeout_seconds":120})");
+  ASSERT_EQ(s->status(), 200u);
+  EXPECT_EQ(s->headers().at("content-type"), "application/x-ndjson");
+  EXPECT_EQ(next_event(*s), std::optional<std::string>{R"({"stdout":"first\n"})"});
+  auto go = file("PUT", id, "write", "/workspace/go", "", "x");
+  ASSERT_EQ(go.status, 200u) << go.body;
+  EXPECT_EQ(next_event(*s), std::optional<std::string>{R"({"stderr":"second\n"})"});
+  EXPECT_EQ(next_event(*s), std::optional<std::string>{R"({"exit_code":4,"timed_out":false})"});
+  EXPECT_EQ(next_event(*s), std::nullopt);
+  // Refusals before the command starts are plain error answers.
+  auto unknown = run("gf-b-no-such-session", R"({"command":"true"})", "?stream=true");
+  EXPECT_EQ(unknown.status, 404u) << unknown.body;
+  EXPECT_NE(unknown.body.find("not_found"), std::string::npos) << unknown.body;
+  // A client that goes away kills the command (its whole process group).
+  auto gone = stream("POST", "/v1/sessions/" + id + "/commands?stream=true",
+                     R"({"command":"echo up; sleep 297 & sleep 297; echo never"})");
+  ASSERT_EQ(gone->status(), 200u);
+  EXPECT_EQ(next_event(*gone), std::optional<std::string>{R"({"stdout":"up\n"})"});
+  gone->disconnect();
+  auto count =
+      R"({"command":"for p in /proc/[0-9]*; do tr '\\0' ' ' < $p/cmdline; echo; done 2>/dev/null | grep -c '^sleep 297' || true"})";
+  EXPECT_TRUE(eventually(
+      [&] { return run(id, count).body.find(R"("stdout":"0\n")") != std::string::npos; }, 30s))
+      << run(id, count).body;
+}
+
+TEST_F(sessions, CommandsTakeAnExecutionSlot) {
+  start_serve({{"GUESTFLOW_MAX_INFLIGHT", "1"}, {"GUESTFLOW_SESSION_REPLICAS", "2"}});
+  auto id = active("slots");
+  auto held =
+      stream("POST", "/v1/sessions/" + id + "/commands?stream=true",
+             R"({"command":"echo held; while [ ! -e /workspace/free ]; do sleep 0.05; done"})");
+  ASSERT_EQ(held->status(), 200u);
+  EXPECT_EQ(next_event(*held), std::optional<std::string>{R"({"stdout":"held\n"})"});
+  // The one slot is the held command's: another command (buffered or streamed) and a
+  // sandbox run are refused at once with 429 capacity; file calls take no slot.
+  auto full = run(id, R"({"command":"echo no"})");
+  EXPECT_EQ(full.status, 429u) << full.body;
+  EXPECT_NE(full.body.find("capacity"), std::string::npos) << full.body;
+  EXPECT_EQ(run(id, R"({"command":"echo no"})", "?stream=true").status, 429u);
+  EXPECT_EQ(call("POST", "/v1/sandbox/run", R"J({"code":"print(1)"})J").status, 429u);
+  ASSERT_EQ(file("PUT", id, "write", "/workspace/free", "", "x").status, 200u);
+  EXPECT_EQ(next_event(*held),
+            std::optional<std::string>{R"({"exit_code":0,"timed_out":false})"});
+  EXPECT_EQ(next_event(*held), std::nullopt);
+  // Given back when the command ended, whatever its outcome.
+  auto after = run(id, R"({"command":"exit 9"})");
+  EXPECT_EQ(after.status, 200u) << after.body;
+  EXPECT_NE(after.body.find(R"("exit_code":9)"), std::string::npos) << after.body;
+  EXPECT_EQ(run(id, R"({"command":"echo again"})").status, 200u);
+}
+
 TEST_F(sessions, NamesRoundTripByteExactThroughEveryFileCall) {
   auto id = active("files");
   const std::vector<std::string> names = {
