@@ -116,6 +116,7 @@ std::string tool_args(const session_file_call& c, const session_task_options& o,
   flag("include_dirs", c.include_dirs);
   flag("literal", c.literal);
   flag("case_sensitive", c.case_sensitive);
+  flag("ignore", c.ignore);
   num("max_depth", c.max_depth);
   if (c.max_results) num("max_results", c.max_results);
   a += ",\"prefix_b64\":" + quote_json(base64_encode(o.download_prefix));

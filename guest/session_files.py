@@ -8,6 +8,7 @@ with "path" (text, invalid UTF-8 replaced) and, when the bytes are not UTF-8, "p
 """
 
 import base64
+import fnmatch
 import json
 import os
 import re
@@ -18,6 +19,24 @@ LIST_CAP = 10000
 WALK_CAP = 200000
 READ_CAP = 8 << 20
 GREP_FILE_CAP = 16 << 20
+
+# DeerFlow's IGNORE_PATTERNS (deerflow/sandbox/search.py): names its list_dir, glob and grep
+# skip below the root asked for (an ignored directory is not entered). `ignore=0` lists all.
+IGNORE_PATTERNS = [
+    b".git", b".svn", b".hg", b".bzr", b"node_modules", b"__pycache__", b".venv", b"venv",
+    b".env", b"env", b".tox", b".nox", b".eggs", b"*.egg-info", b"site-packages", b"dist",
+    b"build", b".next", b".nuxt", b".output", b".turbo", b"target", b"out", b".idea",
+    b".vscode", b"*.swp", b"*.swo", b"*~", b".project", b".classpath", b".settings",
+    b".DS_Store", b"Thumbs.db", b"desktop.ini", b"*.lnk", b"*.log", b"*.tmp", b"*.temp",
+    b".upload-*.part", b"*.bak", b"*.cache", b".cache", b"logs", b".coverage", b"coverage",
+    b".nyc_output", b"htmlcov", b".pytest_cache", b".mypy_cache", b".ruff_cache",
+]
+_IGNORED_NAMES = frozenset(p for p in IGNORE_PATTERNS if not any(c in p for c in b"*?["))
+_IGNORED_GLOBS = [p for p in IGNORE_PATTERNS if any(c in p for c in b"*?[")]
+
+
+def ignored_name(name):
+    return name in _IGNORED_NAMES or any(fnmatch.fnmatchcase(name, p) for p in _IGNORED_GLOBS)
 
 
 class Refusal(Exception):
@@ -86,9 +105,22 @@ def kind_of(mode):
     return "other"
 
 
-def walk(root, max_depth=None):
+def hidden(args):
+    """What a walk never shows: the runtime's own staging directory (the `stage` file's)
+    and, unless `ignore` is off, DeerFlow's ignored names."""
+    stage_dir = os.path.dirname(args["stage"].encode()) if args.get("stage") else None
+    use_ignores = args.get("ignore", True)
+
+    def skip(child, name):
+        return child == stage_dir or (use_ignores and ignored_name(name))
+
+    return skip
+
+
+def walk(root, max_depth=None, skip=None):
     """(path, lstat) of everything below root, depth-first in byte order; symlinks are
-    listed, never followed. Stops after WALK_CAP entries (the second value says so)."""
+    listed, never followed; `skip(path, name)` entries left out and not entered. Stops
+    after WALK_CAP entries (the second value says so)."""
     out = []
     stack = [(root, 0)]
     while stack:
@@ -102,6 +134,8 @@ def walk(root, max_depth=None):
         children = []
         for name in names:
             child = path.rstrip(b"/") + b"/" + name
+            if skip and skip(child, name):
+                continue
             try:
                 st = os.lstat(child)
             except OSError:
@@ -197,64 +231,55 @@ def op_download(args):
 def op_list(args):
     path = checked(args)
     directory(path)
-    found, cut = walk(path, args.get("max_depth", 2))
+    # max_depth 0 lists nothing (DeerFlow's list_dir), but the directory must exist.
+    found, cut = walk(path, args.get("max_depth", 2), hidden(args))
     found.sort(key=lambda x: x[0])
     entries = [entry(p, type=kind_of(st.st_mode), size=st.st_size) for p, st in found[:LIST_CAP]]
     return {"entries": entries, "truncated": cut or len(found) > LIST_CAP}
 
 
-def glob_regex(pattern):
-    """`*`, `?`, `[...]` within one name, `**` across directories, over bytes."""
-    out = b""
-    i = 0
-    while i < len(pattern):
-        c = pattern[i:i + 1]
-        if pattern[i:i + 3] == b"**/":
-            out += b"(?:.*/)?"
-            i += 3
-        elif pattern[i:i + 2] == b"**":
-            out += b".*"
-            i += 2
-        elif c == b"*":
-            out += b"[^/]*"
-            i += 1
-        elif c == b"?":
-            out += b"[^/]"
-            i += 1
-        elif c == b"[":
-            j = pattern.find(b"]", i + 2)
-            if j < 0:
-                out += re.escape(c)
-                i += 1
-                continue
-            body = pattern[i + 1:j]
-            if body.startswith(b"!"):
-                body = b"^" + body[1:]
-            out += b"[" + body.replace(b"\\", b"\\\\") + b"]"
-            i = j + 1
+def glob_parts(pattern):
+    """A glob pattern's segments as DeerFlow's PurePosixPath(pattern).parts has them
+    (empty and "." segments dropped); None for an absolute pattern, which matches nothing."""
+    if pattern.startswith(b"/"):
+        return None
+    return [p for p in pattern.split(b"/") if p not in (b"", b".")]
+
+
+def path_matches(pattern, rel):
+    """DeerFlow's rule (deerflow/sandbox/search.py path_matches), over bytes: a pattern
+    without "/" matches the last name at any depth (`*.py`); any other is anchored at the
+    root, each segment an fnmatch of one name and `**` zero or more whole names."""
+    parts = glob_parts(pattern)
+    names = [p for p in rel.split(b"/") if p]
+    if not parts or not names:
+        return False
+    if b"/" not in pattern:
+        return fnmatch.fnmatchcase(names[-1], parts[0]) if len(parts) == 1 else False
+    reachable = {0}
+    for part in parts:
+        if part == b"**":
+            reachable = set(range(min(reachable), len(names) + 1))
         else:
-            out += re.escape(c)
-            i += 1
-    return re.compile(out + b"\\Z", re.DOTALL)
+            reachable = {i + 1 for i in reachable if i < len(names) and fnmatch.fnmatchcase(names[i], part)}
+        if not reachable:
+            return False
+    return len(names) in reachable
 
 
 def op_glob(args):
     path = checked(args)
     directory(path)
     pattern = base64.b64decode(args["pattern_b64"])
-    try:
-        rx = glob_regex(pattern.lstrip(b"/"))
-    except re.error as e:
-        raise Refusal("bad_request", "bad glob pattern: %s" % e)
     limit = args.get("max_results", 200)
     include_dirs = args.get("include_dirs", False)
-    found, cut = walk(path)
+    found, cut = walk(path, None, hidden(args))
     base = len(path.rstrip(b"/")) + 1
     matches = []
     for p, st in found:
         if stat.S_ISDIR(st.st_mode) and not include_dirs:
             continue
-        if rx.match(p[base:]):
+        if path_matches(pattern, p[base:]):
             if len(matches) >= limit:
                 cut = True
                 break
@@ -271,22 +296,24 @@ def op_grep(args):
         rx = re.compile(pattern, 0 if args.get("case_sensitive", True) else re.IGNORECASE)
     except re.error as e:
         raise Refusal("bad_request", "bad regular expression: %s" % e)
-    name_glob = base64.b64decode(args.get("glob_b64", ""))
-    name_rx = glob_regex(name_glob) if name_glob else None
+    path_glob = base64.b64decode(args.get("glob_b64", ""))
     limit = args.get("max_results", 100)
     try:
         top = os.stat(path)
     except (FileNotFoundError, NotADirectoryError):
         raise Refusal("not_found", "no such file or directory: " + shown(path))
     if stat.S_ISDIR(top.st_mode):
-        found, cut = walk(path)
+        found, cut = walk(path, None, hidden(args))
+        base = len(path.rstrip(b"/")) + 1
     else:
         found, cut = [(path, top)], False
+        base = len(os.path.dirname(path).rstrip(b"/")) + 1
     matches = []
     for p, st in found:
         if not stat.S_ISREG(st.st_mode) or st.st_size > GREP_FILE_CAP:
             continue
-        if name_rx and not name_rx.match(os.path.basename(p)):
+        # As DeerFlow: the filter matches the path relative to the root (a file root: its name).
+        if path_glob and not path_matches(path_glob, p[base:]):
             continue
         try:
             with open(p, "rb") as f:

@@ -113,10 +113,11 @@ struct session_file_call {
   std::optional<uint64_t> end_line;
   bool append = false;
   std::string pattern; ///< glob / grep
-  std::string glob;    ///< grep's file-name filter
+  std::string glob;    ///< grep's filter on the path relative to the root
   bool include_dirs = false;
   bool literal = false;
   bool case_sensitive = true;
+  bool ignore = true; ///< list / glob / grep skip DeerFlow's ignored names (guest tool)
   uint64_t max_depth = 2;
   uint64_t max_results = 0;
   std::string body; ///< write's bytes
@@ -125,7 +126,7 @@ struct session_file_call {
 template<class Inspector>
 typename Inspector::result_type inspect(Inspector& f, session_file_call& x) {
   return f(x.op, x.path, x.start_line, x.end_line, x.append, x.pattern, x.glob, x.include_dirs,
-           x.literal, x.case_sensitive, x.max_depth, x.max_results, x.body);
+           x.literal, x.case_sensitive, x.ignore, x.max_depth, x.max_results, x.body);
 }
 
 /// The answer of a file call: a JSON document or raw bytes.

@@ -90,6 +90,7 @@ DEFAULT_COMMAND_TIMEOUT_SECONDS = 600
 FILE_CALL_TIMEOUT_SECONDS = 300.0
 MAX_ANSWER_BYTES = 128 << 20  # the server's download cap is 100 MiB by default
 GREP_LINE_CHARS = 200  # DeerFlow's DEFAULT_LINE_SUMMARY_LENGTH
+MAX_LIST_DEPTH = 64  # the server's limit
 
 
 class _DuckSandbox:
@@ -315,11 +316,13 @@ class GuestflowSandbox(_SandboxBase or _DuckSandbox):  # type: ignore[misc]
 
     def list_dir(self, path: str, max_depth=2) -> list[str]:
         """Everything under ``path`` to ``max_depth`` levels, directories marked with a
-        trailing ``/`` (as DeerFlow's LocalSandbox does). A missing path is
-        ``FileNotFoundError``, never ``[]``."""
+        trailing ``/`` and DeerFlow's ignored names (``node_modules``, ``*.log``, …) left out,
+        as DeerFlow's LocalSandbox does; ``max_depth`` 0 (or less) is ``[]``. A missing path
+        is ``FileNotFoundError``, never ``[]``."""
         raw = _guard_path(path)
+        depth = min(max(0, int(max_depth)), MAX_LIST_DEPTH)
         try:
-            answer = self._client.json("GET", self._files("list", path=raw, max_depth=int(max_depth)))
+            answer = self._client.json("GET", self._files("list", path=raw, max_depth=depth))
         except GuestflowError as err:
             raise _file_error(err, path, directory_expected=True) from err
         out = []
@@ -329,12 +332,11 @@ class GuestflowSandbox(_SandboxBase or _DuckSandbox):  # type: ignore[misc]
         return out
 
     def glob(self, path: str, pattern: str, *, include_dirs: bool = False, max_results: int = 200) -> tuple[list[str], bool]:
-        """Paths under ``path`` matching ``pattern`` with DeerFlow's rule: a pattern without
-        ``/`` matches the name at any depth (``*.py``); any other is anchored at ``path``
-        (``**`` spans directories). The server anchors every pattern, hence ``**/``."""
+        """Paths under ``path`` matching ``pattern`` with DeerFlow's rule, which the server
+        applies: a pattern without ``/`` matches the name at any depth (``*.py``); any other
+        is anchored at ``path`` (``**`` spans directories). DeerFlow's ignored names are
+        skipped."""
         raw = _guard_path(path)
-        if "/" not in pattern:
-            pattern = "**/" + pattern
         cap = int(max_results)
         try:
             answer = self._client.json("GET", self._files("glob", path=raw, pattern=pattern, include_dirs=include_dirs, max_results=max(cap, 1)))
@@ -354,7 +356,8 @@ class GuestflowSandbox(_SandboxBase or _DuckSandbox):  # type: ignore[misc]
         max_results: int = 100,
     ) -> tuple[list[GrepMatch], bool]:
         """Lines matching ``pattern`` (Python ``re`` over bytes, as the server runs it: a
-        bad pattern is ``re.error`` here, before any request)."""
+        bad pattern is ``re.error`` here, before any request); ``glob`` filters the path
+        relative to ``path`` with glob's rule, as DeerFlow's does."""
         raw = _guard_path(path)
         if not literal:
             re.compile(pattern.encode("utf-8"), 0 if case_sensitive else re.IGNORECASE)

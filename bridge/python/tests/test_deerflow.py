@@ -186,6 +186,31 @@ class ServerTest(unittest.TestCase):
         with self.assertRaises(re.error):
             self.sandbox.grep("/workspace/g", "([unclosed")
 
+    def test_grep_glob_filters_the_relative_path_and_ignored_names_are_skipped(self) -> None:
+        root = "/workspace/rel"
+        for rel in ("src/a.py", "src/deep/b.py", "top.py", "node_modules/x.py", "app.log", "notes.md"):
+            self.sandbox.write_file(f"{root}/{rel}", "needle\n")
+        def grep(glob: str, path: str = root) -> list[str]:
+            found, truncated = self.sandbox.grep(path, "needle", glob=glob)
+            self.assertFalse(truncated)
+            return sorted(m.path for m in found)
+        # As DeerFlow's path_matches: a "/" anchors the filter at the root.
+        self.assertEqual(grep("src/*.py"), [f"{root}/src/a.py"])
+        self.assertEqual(grep("src/**/*.py"), [f"{root}/src/a.py", f"{root}/src/deep/b.py"])
+        self.assertEqual(grep("*.py"), [f"{root}/src/a.py", f"{root}/src/deep/b.py", f"{root}/top.py"])
+        self.assertEqual(grep("top.py", f"{root}/top.py"), [f"{root}/top.py"])
+        self.assertEqual(grep("src/*.py", f"{root}/top.py"), [])
+        # DeerFlow's IGNORE_PATTERNS: node_modules and *.log are not listed, globbed or grepped.
+        self.assertEqual(sorted(self.sandbox.glob(root, "*")[0]), [f"{root}/notes.md", f"{root}/src/a.py", f"{root}/src/deep/b.py", f"{root}/top.py"])
+        listed = self.sandbox.list_dir(root, max_depth=1)
+        self.assertEqual(sorted(listed), [f"{root}/notes.md", f"{root}/src/", f"{root}/top.py"])
+        self.assertEqual(sorted(m.path for m in self.sandbox.grep(root, "needle")[0]), grep("*"))
+        self.assertNotIn(f"{root}/app.log", grep("*"))
+        # max_depth=0 lists nothing, as DeerFlow's list_dir, and a missing path still raises.
+        self.assertEqual(self.sandbox.list_dir(root, max_depth=0), [])
+        with self.assertRaises(FileNotFoundError):
+            self.sandbox.list_dir(f"{root}/missing", max_depth=0)
+
     def test_release_then_reacquire_reclaims_the_same_guest(self) -> None:
         sid = self.provider.acquire("thread-release", user_id="user-2")
         sandbox = self.provider.get(sid)

@@ -164,7 +164,18 @@ class WireMappingTest(unittest.TestCase):
         GuestflowSandbox("gf-b-x", client=client).update_file(name, b"x")
         self.assertEqual(client.requests, [("PUT", "/v1/sessions/gf-b-x/files/update?path=/workspace/a%20b%0A%2B%FF")])
 
-    def test_glob_without_a_slash_matches_at_any_depth(self) -> None:
+    def test_list_dir_depth_within_the_servers_range(self) -> None:
+        client = _Canned(*({"entries": [], "truncated": False} for _ in range(3)))
+        sandbox = GuestflowSandbox("gf-b-x", client=client)
+        for depth in (0, -3, 1000):
+            self.assertEqual(sandbox.list_dir("/w", max_depth=depth), [])
+        self.assertEqual(
+            [path for _, path in client.requests],
+            [f"/v1/sessions/gf-b-x/files/list?path=/w&max_depth={d}" for d in (0, 0, 64)],
+        )
+
+    def test_glob_patterns_go_to_the_server_as_given(self) -> None:
+        # The server applies DeerFlow's rule (no "/": the name at any depth).
         client = _Canned({"matches": [], "truncated": False}, {"matches": [], "truncated": False})
         sandbox = GuestflowSandbox("gf-b-x", client=client)
         sandbox.glob("/w", "*.py")
@@ -172,7 +183,7 @@ class WireMappingTest(unittest.TestCase):
         self.assertEqual(
             [path for _, path in client.requests],
             [
-                "/v1/sessions/gf-b-x/files/glob?path=/w&pattern=%2A%2A/%2A.py&include_dirs=0&max_results=200",
+                "/v1/sessions/gf-b-x/files/glob?path=/w&pattern=%2A.py&include_dirs=0&max_results=200",
                 "/v1/sessions/gf-b-x/files/glob?path=/w&pattern=src/%2A.py&include_dirs=1&max_results=5",
             ],
         )

@@ -159,12 +159,14 @@ result<session_file_call> file_call(exchange& ex, std::string op) {
   auto dirs = flag(ex, "include_dirs", false);
   auto literal = flag(ex, "literal", false);
   auto cs = flag(ex, "case_sensitive", true);
-  for (auto* r : {&append, &dirs, &literal, &cs})
+  auto ignore = flag(ex, "ignore", true);
+  for (auto* r : {&append, &dirs, &literal, &cs, &ignore})
     if (!*r) return r->error();
   c.append = *append && c.op == "write";
   c.include_dirs = *dirs;
   c.literal = *literal;
   c.case_sensitive = *cs;
+  c.ignore = *ignore;
   auto start = number(ex, "start_line");
   auto end = number(ex, "end_line");
   auto depth = number(ex, "max_depth");
@@ -174,9 +176,9 @@ result<session_file_call> file_call(exchange& ex, std::string op) {
   c.start_line = *start;
   c.end_line = *end;
   if (c.start_line && *c.start_line == 0) return fail(ec::bad_request, "start_line: 1-based");
+  // 0 is DeerFlow's "nothing below the path" (an empty listing of an existing directory).
   c.max_depth = depth->value_or(2);
-  if (c.max_depth == 0 || c.max_depth > 64)
-    return fail(ec::bad_request, "max_depth: expected 1..64");
+  if (c.max_depth > 64) return fail(ec::bad_request, "max_depth: expected 0..64");
   c.max_results = max->value_or(c.op == "grep" ? 100 : 200);
   if (c.max_results == 0 || c.max_results > 100000)
     return fail(ec::bad_request, "max_results: expected 1..100000");
@@ -211,8 +213,8 @@ void add_session_routes(route_table& t) {
   commands.query_texts = {"stream"};
   commands.slots = slot_use::now;
   const std::vector<std::string> file_query = {
-      "path",    "start_line",   "end_line",    "append",    "pattern",       "glob",
-      "literal", "include_dirs", "max_results", "max_depth", "case_sensitive"};
+      "path",    "start_line",   "end_line",    "append",    "pattern",        "glob",
+      "literal", "include_dirs", "max_results", "max_depth", "case_sensitive", "ignore"};
   for (auto op : {"read", "download", "list", "glob", "grep"})
     t.add("GET", std::string{"/v1/sessions/{id}/files/"} + op, endpoint::sessions, files(op))
         .query_texts = file_query;

@@ -272,6 +272,60 @@ TEST_F(sessions, CommandsTakeAnExecutionSlot) {
   EXPECT_EQ(run(id, R"({"command":"echo again"})").status, 200u);
 }
 
+TEST_F(sessions, GlobAndGrepFiltersMatchThePathRelativeToTheRootAndSkipDeerFlowsIgnores) {
+  auto id = active("search");
+  for (auto p : {"src/a.py", "src/deep/b.py", "top.py", "node_modules/x.py", "build/out.py",
+                 "app.log", "notes.md"})
+    ASSERT_EQ(file("PUT", id, "write", std::string{"/workspace/s/"} + p, "", "needle\n").status,
+              200u);
+  auto has = [](const http_reply& r, const std::string& rel) {
+    return r.body.find("\"/workspace/s/" + rel + "\"") != std::string::npos;
+  };
+  auto grep = [&](const std::string& glob, const std::string& root = "/workspace/s") {
+    auto r = file("GET", id, "grep", root, "&pattern=needle&glob=" + pct(glob));
+    EXPECT_EQ(r.status, 200u) << r.body;
+    return r;
+  };
+  // A filter with a "/" is anchored at the root: src/*.py is not src/deep/b.py.
+  auto anchored = grep("src/*.py");
+  EXPECT_TRUE(has(anchored, "src/a.py")) << anchored.body;
+  EXPECT_FALSE(has(anchored, "src/deep/b.py")) << anchored.body;
+  EXPECT_FALSE(has(anchored, "top.py")) << anchored.body;
+  auto deep = grep("src/**/*.py");
+  EXPECT_TRUE(has(deep, "src/a.py") && has(deep, "src/deep/b.py")) << deep.body;
+  EXPECT_FALSE(has(deep, "top.py")) << deep.body;
+  // Without a "/", the name at any depth; DeerFlow's ignored names are skipped.
+  auto named = grep("*.py");
+  for (auto p : {"src/a.py", "src/deep/b.py", "top.py"})
+    EXPECT_TRUE(has(named, p)) << p << "\n" << named.body;
+  EXPECT_FALSE(has(named, "node_modules/x.py") || has(named, "build/out.py")) << named.body;
+  // A file as the root: the filter sees its name.
+  EXPECT_TRUE(has(grep("top.py", "/workspace/s/top.py"), "top.py"));
+  EXPECT_FALSE(has(grep("src/*.py", "/workspace/s/top.py"), "top.py"));
+  auto glob = file("GET", id, "glob", "/workspace/s", "&pattern=" + pct("*.py"));
+  for (auto p : {"src/a.py", "src/deep/b.py", "top.py"})
+    EXPECT_TRUE(has(glob, p)) << p << "\n" << glob.body;
+  EXPECT_FALSE(has(glob, "node_modules/x.py")) << glob.body;
+  auto all = file("GET", id, "glob", "/workspace/s", "&pattern=" + pct("*.py") + "&ignore=0");
+  EXPECT_TRUE(has(all, "node_modules/x.py") && has(all, "build/out.py")) << all.body;
+  // list: the ignores too, and never the runtime's own staging directory.
+  auto list = file("GET", id, "list", "/workspace/s");
+  EXPECT_TRUE(has(list, "notes.md")) << list.body;
+  EXPECT_FALSE(has(list, "app.log") || has(list, "node_modules") || has(list, "build"))
+      << list.body;
+  auto everything = file("GET", id, "list", "/workspace/s", "&ignore=0");
+  EXPECT_TRUE(has(everything, "app.log") && has(everything, "node_modules")) << everything.body;
+  auto ws = file("GET", id, "list", "/workspace", "&ignore=0&max_depth=1");
+  EXPECT_EQ(ws.body.find(".gf-session"), std::string::npos) << ws.body;
+  // max_depth=0: nothing below the path (DeerFlow's list_dir), but the path must exist.
+  auto zero = file("GET", id, "list", "/workspace/s", "&max_depth=0");
+  EXPECT_EQ(zero.status, 200u) << zero.body;
+  EXPECT_EQ(zero.body, R"({"entries":[],"truncated":false})");
+  EXPECT_EQ(file("GET", id, "list", "/workspace/nope", "&max_depth=0").status, 404u);
+  EXPECT_EQ(file("GET", id, "list", "/workspace/s", "&max_depth=65").status, 400u);
+  EXPECT_EQ(file("GET", id, "list", "/workspace/s", "&ignore=2").status, 400u);
+}
+
 TEST_F(sessions, NamesRoundTripByteExactThroughEveryFileCall) {
   auto id = active("files");
   const std::vector<std::string> names = {
