@@ -131,11 +131,15 @@ std::optional<action> inject(fault_kind kind, fault_op op, uint64_t call,
     auto a = inner.handle(r);
     auto* call_it = std::get_if<domain_call>(&a);
     if (!call_it) return std::nullopt; // refused at once, or not a plain domain call
+    // The answer is lost on the way, not abandoned: a caller gone meanwhile still gets
+    // what was made undone (the call's undo goes along).
     return action{file_download{[run = std::move(call_it->run)] {
-      auto answer = run();
-      return cut_answer(std::string_view{answer.body}.substr(0, answer.body.size() / 2),
-                        answer.body.size());
-    }}};
+                                  auto answer = run();
+                                  return cut_answer(std::string_view{answer.body}.substr(
+                                                        0, answer.body.size() / 2),
+                                                    answer.body.size());
+                                },
+                                std::move(call_it->undo)}};
   }
   }
   return std::nullopt;

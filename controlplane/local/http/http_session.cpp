@@ -16,6 +16,7 @@
 #include <cstring>
 #include <deque>
 #include <optional>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <variant>
@@ -66,6 +67,33 @@ result<bool> write_all(int fd, const char* data, size_t n) {
     n -= static_cast<size_t>(w);
   }
   return true;
+}
+
+/// True when the peer has closed the connection (EOF or a reset), read without consuming:
+/// a pipelined request's bytes stay in the socket for the session. Safe from a worker
+/// thread while the session has no operation pending on the socket.
+bool caller_gone(int fd) {
+  char c;
+  while (true) {
+    auto n = ::recv(fd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
+    if (n > 0) return false;
+    if (n == 0) return true;
+    if (errno == EINTR) continue;
+    return errno != EAGAIN && errno != EWOULDBLOCK;
+  }
+}
+
+/// `run()`, unless the caller left before it started (a request queued past its caller
+/// makes nothing) or before its answer is ready (then what it made is undone): nullopt
+/// when nobody is there to answer.
+template<class Run>
+auto run_for_caller(int fd, Run& run, const std::function<void()>& undo)
+    -> std::optional<decltype(run())> {
+  if (caller_gone(fd)) return std::nullopt;
+  auto r = run();
+  if (!caller_gone(fd)) return r;
+  undo();
+  return std::nullopt;
 }
 
 bool expects_continue(const http::request<http::empty_body>& req) {
@@ -252,8 +280,19 @@ private:
   void perform(reply r) { send(std::move(r)); }
 
   void perform(domain_call call) {
-    offload(std::move(call.run),
-            [self = shared_from_this()](reply r) { self->send(std::move(r)); });
+    if (!call.undo)
+      return offload(std::move(call.run),
+                     [self = shared_from_this()](reply r) { self->send(std::move(r)); });
+    // A call that made something only its answer tells of (a create): a caller gone by the
+    // time the answer is ready, or whose answer cannot be written, gets it undone. A guest
+    // a SIGKILLed runtime asked for would otherwise outlive the restarted runtime's sweep.
+    auto undo = std::make_shared<std::function<void()>>(std::move(call.undo));
+    offload([fd = stream_.socket().native_handle(), run = std::move(call.run),
+             undo] { return run_for_caller(fd, run, *undo); },
+            [self = shared_from_this(), undo](std::optional<reply> r) {
+              if (!r) return self->shutdown();
+              self->send(std::move(*r), false, {}, undo);
+            });
   }
 
   void perform(exec_call call) { exec(std::move(call)); }
@@ -277,7 +316,9 @@ private:
   }
 
   /// Sends a JSON reply. `close`: the request body may be unread, so the connection ends.
-  void send(reply r, bool close = false, const std::string& allow = {}) {
+  /// `undo` (if any): run on a worker when the answer cannot be written (the caller has gone).
+  void send(reply r, bool close = false, const std::string& allow = {},
+            std::shared_ptr<std::function<void()>> undo = nullptr) {
     auto res = std::make_shared<http::response<http::string_body>>(
         static_cast<http::status>(r.status), version_);
     res->set(http::field::content_type, "application/json");
@@ -287,7 +328,8 @@ private:
     res->prepare_payload();
     stream_.expires_after(ctx_.options.idle_timeout);
     http::async_write(stream_, *res,
-                      [self = shared_from_this(), res, close](error_code ec, size_t) {
+                      [self = shared_from_this(), res, close, undo](error_code ec, size_t) {
+                        if (ec && undo) net::post(self->ctx_.workers, [undo] { (*undo)(); });
                         if (ec) return self->shutdown();
                         if (close) return self->linger();
                         if (!res->keep_alive()) return self->shutdown();
@@ -483,6 +525,15 @@ private:
   // ---- files ---------------------------------------------------------------------------
 
   void get_file(file_download d) {
+    if (d.undo) { // an open that makes something: undone if its caller has gone meanwhile
+      auto open = [fd = stream_.socket().native_handle(), open = std::move(d.open),
+                   undo = std::move(d.undo)]() -> result<opened_file> {
+        auto r = run_for_caller(fd, open, undo);
+        if (!r) return fail(ec::unavailable, "the caller has gone");
+        return std::move(*r);
+      };
+      d.open = std::move(open);
+    }
     offload(std::move(d.open), [self = shared_from_this()](result<opened_file> r) {
       if (!r) return self->send(failure_reply(r.error()));
       auto sending = std::make_shared<download>();

@@ -42,6 +42,8 @@ enum class endpoint : uint8_t {
   capacity,       ///< GET /v1/capacity (local only: budget, committed, drain, fence)
   start_drain,    ///< POST /v1/drain (local only: creates refused, guests run on)
   stop_drain,     ///< DELETE /v1/drain
+  stop_sandbox,   ///< POST /v1/sandboxes/{id}/stop (local only: persistent guests)
+  start_sandbox,  ///< POST /v1/sandboxes/{id}/start (local only: persistent guests)
 };
 
 /// What a handler sees of a request.
@@ -58,6 +60,10 @@ struct handler_request {
 /// A domain call, run on a worker thread; what it returns is the answer.
 struct domain_call {
   std::function<reply()> run;
+  /// Set by a call whose answer alone tells what it made (a create: the id): run on a worker
+  /// instead of answering when the caller has left before its answer could be written, so
+  /// nothing outlives a caller that never learnt of it (http_session.cpp). Unset: nothing.
+  std::function<void()> undo{};
 };
 
 /// A command started on a worker thread, its output pumped by the transport: one JSend
@@ -76,6 +82,8 @@ struct opened_file {
 /// The guest file `open` returns, sent as the raw body.
 struct file_download {
   std::function<result<opened_file>()> open;
+  /// As domain_call::undo, for an `open` that makes something (a fault's cut create answer).
+  std::function<void()> undo{};
 };
 
 /// The request body, streamed into the guest file `open` returns; the answer names `path`

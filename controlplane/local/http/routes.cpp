@@ -5,6 +5,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <memory>
 #include <sys/stat.h>
 
 namespace guestflow::local {
@@ -57,6 +58,25 @@ handler with_json(Call call) {
               return call(svc, id, body);
             });
           }};
+}
+
+/// POST /v1/sandboxes: the guest's id reaches its caller in the answer alone, so a caller
+/// gone before the answer (a runtime SIGKILLed mid-create, a client past its deadline) gets
+/// the guest deleted again (domain_call::undo): a create finishing after the restarted
+/// runtime's start-up sweep listed would otherwise leave a guest nobody knows of.
+action create_sandbox(const handler_request& r) {
+  auto body = decode<sandbox_create_request>(r.body, json_limits(r));
+  if (!body) return failure_reply(body.error());
+  auto made = std::make_shared<std::string>(); // the id, once created
+  domain_call call = answer([&svc = r.service, body = std::move(*body), made] {
+    auto c = svc.create(body);
+    if (c) *made = c->id;
+    return c;
+  });
+  call.undo = [&svc = r.service, made] {
+    if (!made->empty()) svc.destroy(*made);
+  };
+  return call;
 }
 
 /// A handler of a domain call on the route's {id} alone.
@@ -144,15 +164,20 @@ route_table make_wire_api_routes() {
            if (!q) return failure_reply(q.error());
            return answer([&s = r.service, q = *q] { return s.list(q); });
          }});
-  t.add("POST", "/v1/sandboxes", endpoint::create_sandbox,
-        with_json<sandbox_create_request>(
-            [](svc& s, const std::string&, const sandbox_create_request& b) {
-              return s.create(b);
-            }));
+  t.add("POST", "/v1/sandboxes", endpoint::create_sandbox, {body_mode::whole, create_sandbox});
   t.add("GET", "/v1/sandboxes/{id}", endpoint::get_sandbox,
         on_id([](svc& s, const std::string& id) { return s.view(id); }));
   t.add("DELETE", "/v1/sandboxes/{id}", endpoint::delete_sandbox,
-        on_id([](svc& s, const std::string& id) { return s.destroy(id); }));
+        {body_mode::whole, [](const handler_request& r) -> action {
+           // ?if_idle_for=S: refused while the guest is in use (the reaper's delete).
+           if (!r.query.count("if_idle_for"))
+             return answer([&s = r.service, id = r.id] { return s.destroy(id); });
+           auto idle = parse_count(r.query, "if_idle_for", 0, UINT32_MAX);
+           if (!idle) return failure_reply(idle.error());
+           return answer([&s = r.service, id = r.id, n = static_cast<uint32_t>(*idle)] {
+             return s.destroy_if_idle(id, n);
+           });
+         }});
   t.add("POST", "/v1/sandboxes/{id}/exec", endpoint::exec, {body_mode::whole, exec});
   t.add("GET", "/v1/sandboxes/{id}/files", endpoint::get_file, {body_mode::whole, get_file});
   t.add("PUT", "/v1/sandboxes/{id}/files", endpoint::put_file, {body_mode::streamed, put_file});
@@ -166,6 +191,10 @@ route_table make_wire_api_routes() {
         on_id([](svc& s, const std::string& id) { return s.pause(id); }));
   t.add("POST", "/v1/sandboxes/{id}/resume", endpoint::resume,
         on_id([](svc& s, const std::string& id) { return s.resume(id); }));
+  t.add("POST", "/v1/sandboxes/{id}/stop", endpoint::stop_sandbox,
+        on_id([](svc& s, const std::string& id) { return s.stop(id); }));
+  t.add("POST", "/v1/sandboxes/{id}/start", endpoint::start_sandbox,
+        on_id([](svc& s, const std::string& id) { return s.start(id); }));
   t.add("GET", "/v1/images", endpoint::list_images, plain([](svc& s) { return s.images(); }));
   t.add(
       "POST", "/v1/images", endpoint::add_image,
@@ -253,7 +282,8 @@ result<list_query> parse_list_query(const std::map<std::string, std::string>& qu
     if (!s)
       return fail(ec::bad_request, "status: unknown status '" + i->second +
                                        "'; use creating, running, pausing, paused, resuming, "
-                                       "error, destroying, destroyed or failed");
+                                       "error, destroying, destroyed, failed, stopping, "
+                                       "stopped or starting");
     q.status = *s;
   }
   auto limit = parse_count(query, "limit", q.limit, 1000);
