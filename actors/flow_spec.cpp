@@ -48,6 +48,9 @@ std::optional<failure> check_outputs(const flow_graph& g,
 
 } // namespace
 
+/// Embedded guest files that are not the flow runner's (actors/session_task.cpp uploads it).
+constexpr std::string_view session_tool = "session_files.py";
+
 result<execution_spec> make_flow_spec(const run_request& req, const normalized_inputs& in,
                                       const executor_settings& s, std::string guest_name,
                                       const std::vector<guest_asset>& assets) {
@@ -82,7 +85,8 @@ result<execution_spec> make_flow_spec(const run_request& req, const normalized_i
   spec.create.auto_pause_after_seconds = backstop_auto_pause(timeout);
   spec.uploads.push_back({in_run_dir("spec.json"), encode(program)});
   for (auto& a : assets)
-    spec.uploads.push_back({in_run_dir(a.name), std::string{a.content}});
+    if (a.name != session_tool) // the sessions' file tool: 13 KB a flow's guest never runs
+      spec.uploads.push_back({in_run_dir(a.name), std::string{a.content}});
   spec.command =
       with_timeout(timeout, "python3", {in_run_dir("runner.py"), in_run_dir("spec.json")});
   spec.timeout_seconds = timeout;

@@ -74,10 +74,8 @@ result<run_request> decode<run_request>(std::string_view text, const decode_limi
       text, limits, [&](const value& v, const path& p) -> result<run_request> {
         object_view o{v, p};
         run_request x;
-        auto flow = codec::canonical(o.need("flow"), o.at("flow"));
-        auto g = decode<flow_graph>(flow.text, limits);
-        if (!g) return rerooted(std::move(g).error(), "flow");
-        x.graph = std::move(*g);
+        // Decoded from the request's own tree: one parse of the (large) flow, not two.
+        x.graph = codec::flow_graph_of(o.need("flow"), o.at("flow"));
         if (auto in = o.find("inputs")) x.inputs = codec::canonical(*in, o.at("inputs"));
         if (auto ro = o.find("runtime_options")) {
           codec::expect_object(*ro, o.at("runtime_options"));

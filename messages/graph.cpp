@@ -242,39 +242,49 @@ std::optional<failure> check(const flow_graph& g, const std::string& prefix) {
 
 } // namespace
 
+namespace codec {
+
+flow_graph flow_graph_of(const value& v, const path& p) {
+  object_view root{v, p};
+  std::optional<object_view> wrapped;
+  if (root.raw("nodes") == nullptr && root.find("data") != nullptr)
+    wrapped.emplace(*root.find("data"), root.at("data"));
+  const object_view& g = wrapped ? *wrapped : root;
+  auto& nodes = g.need("nodes");
+  codec::expect_array(nodes, g.at("nodes"));
+  auto& edges = g.need("edges");
+  codec::expect_array(edges, g.at("edges"));
+  flow_graph x;
+  auto nodes_at = g.at("nodes");
+  json_writer w;
+  w.begin_object().key("nodes").begin_array();
+  size_t i = 0;
+  for (auto& n : nodes.GetArray()) {
+    auto at = nodes_at.at(i++);
+    if (!is_vertex(n)) continue;
+    x.nodes.push_back(node_of(n, at));
+    w.raw(codec::canonical(n, at));
+  }
+  w.end_array();
+  auto edges_at = g.at("edges");
+  i = 0;
+  for (auto& e : edges.GetArray())
+    x.edges.push_back(edge_of(e, edges_at.at(i++)));
+  auto prefix = p.is_root() ? std::string{} : p.str() + ".";
+  if (auto err = check(x, wrapped ? prefix + "data." : prefix))
+    throw decode_error{std::move(err->message)};
+  w.field("edges", codec::canonical(edges, edges_at)).end_object();
+  x.payload = raw_json{w.take()};
+  return x;
+}
+
+} // namespace codec
+
 template<>
 result<flow_graph> decode<flow_graph>(std::string_view text, const decode_limits& limits) {
   return codec::decode_with<flow_graph>(
       text, limits, [](const value& v, const path& p) -> result<flow_graph> {
-        object_view root{v, p};
-        std::optional<object_view> wrapped;
-        if (root.raw("nodes") == nullptr && root.find("data") != nullptr)
-          wrapped.emplace(*root.find("data"), root.at("data"));
-        const object_view& g = wrapped ? *wrapped : root;
-        auto& nodes = g.need("nodes");
-        codec::expect_array(nodes, g.at("nodes"));
-        auto& edges = g.need("edges");
-        codec::expect_array(edges, g.at("edges"));
-        flow_graph x;
-        auto nodes_at = g.at("nodes");
-        json_writer w;
-        w.begin_object().key("nodes").begin_array();
-        size_t i = 0;
-        for (auto& n : nodes.GetArray()) {
-          auto at = nodes_at.at(i++);
-          if (!is_vertex(n)) continue;
-          x.nodes.push_back(node_of(n, at));
-          w.raw(codec::canonical(n, at));
-        }
-        w.end_array();
-        auto edges_at = g.at("edges");
-        i = 0;
-        for (auto& e : edges.GetArray())
-          x.edges.push_back(edge_of(e, edges_at.at(i++)));
-        if (auto err = check(x, wrapped ? "data." : "")) return std::move(*err);
-        w.field("edges", codec::canonical(edges, edges_at)).end_object();
-        x.payload = raw_json{w.take()};
-        return x;
+        return codec::flow_graph_of(v, p);
       });
 }
 

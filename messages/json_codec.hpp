@@ -18,6 +18,7 @@
 #include <utility>
 
 namespace guestflow {
+struct flow_graph;
 struct run_outputs;
 } // namespace guestflow
 
@@ -65,6 +66,11 @@ std::string sanitize_utf8(std::string_view s);
 /// Canonical compact JSON of `v` (member order kept). Throws decode_error at `p` for a
 /// number that does not fit a double.
 raw_json canonical(const value& v, const path& p);
+
+/// The graph at `v` (a Langflow export, bare or under `data`), validated; throws
+/// decode_error naming its place under `p`. For a flow nested in a request
+/// (messages/graph.cpp).
+flow_graph flow_graph_of(const value& v, const path& p);
 
 // -- typed access; each throws decode_error naming the path -------------------------------
 
