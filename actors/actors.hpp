@@ -84,6 +84,8 @@ using controlplane_actor = caf::typed_actor<
     caf::replies_to<resume_atom, std::string>::with<sandbox_view>,
     /// DELETE /v1/sandboxes/{id}.
     caf::replies_to<delete_atom, std::string>::with<sandbox_deleted>,
+    /// DELETE /v1/sandboxes/{id}?if_idle_for=S: refused while the guest is in use (reap).
+    caf::replies_to<delete_atom, std::string, uint32_t>::with<sandbox_deleted>,
     /// GET …/egress.
     caf::replies_to<egress_atom, std::string>::with<egress_body>,
     /// Internal: a client completion (call id, value or caf::error) hops onto the actor.

@@ -73,6 +73,14 @@ result<component_plan> make_component_spec(const component_request& req,
   spec.create.egress = std::move(where->egress);
   spec.create.auto_pause_after_seconds = plan.reusable ? reusable_auto_pause(s.timeout_seconds)
                                                        : backstop_auto_pause(s.timeout_seconds);
+  // On a local control plane a reusable guest is persistent: stopped when idle (memory
+  // freed, workspace kept), started again by the next run's first call, kept across a
+  // host reboot. CreateOS has no such guests: there it is paused, frozen in RAM.
+  if (plan.reusable && provider.kind == cp::provider::local) {
+    spec.create.persistent = true;
+    spec.create.idle_ttl_seconds = spec.create.auto_pause_after_seconds;
+    spec.create.auto_pause_after_seconds.reset();
+  }
   spec.timeout_seconds = s.timeout_seconds;
   // Streamed: a cancelled run (SIGINT, a caller gone) kills the command in the guest, which
   // matters when the guest is kept.

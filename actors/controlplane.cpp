@@ -145,6 +145,11 @@ controlplane(controlplane_actor::stateful_pointer<controlplane_state> self,
         return call<sandbox_deleted>(
             self, [&](auto cb) { st.client->remove(id, st.timeouts.remove, std::move(cb)); });
       },
+      [self, &st](delete_atom, std::string& id, uint32_t idle_s) {
+        return call<sandbox_deleted>(self, [&](auto cb) {
+          st.client->remove_if_idle(id, idle_s, st.timeouts.remove, std::move(cb));
+        });
+      },
       [self, &st](egress_atom, std::string& id) {
         return call<egress_body>(self, [&](auto cb) {
           st.client->get_egress(id, st.timeouts.query, std::move(cb));

@@ -65,6 +65,11 @@ void adopt(self_ptr self, const std::string& name, sandbox_view v) {
               return refuse(self, name, *drift);
             if (v.status == sandbox_status::running)
               return grant(self, name, reusable_guest{v.id, name, false, false});
+            // Persistent and stopped (or on its way): the run's first call starts it from
+            // its kept workspace (the control plane wakes it on use).
+            if (v.status == sandbox_status::stopped || v.status == sandbox_status::stopping ||
+                v.status == sandbox_status::starting)
+              return grant(self, name, reusable_guest{v.id, name, false, true});
             self->request(self->state.lifecycle, self->state.opts.call_timeout * 2,
                           ensure_atom::value, v.id)
                 .then(
@@ -147,6 +152,8 @@ void sweep(self_ptr self, uint32_t idle_s, caf::typed_response_promise<uint64_t>
               if (auto i = self->state.slots.find(v.name);
                   i != self->state.slots.end() && i->second.active)
                 continue; // a run of this runtime holds or is about to hold it
+              // A call in progress (this runtime's or another process's): in use.
+              if (v.calls_in_progress > 0) continue;
               auto idle = idle_seconds(v, now);
               if (idle && *idle > static_cast<int64_t>(idle_s)) doomed.push_back(v.id);
             }
@@ -159,6 +166,8 @@ void sweep(self_ptr self, uint32_t idle_s, caf::typed_response_promise<uint64_t>
               uint64_t deleted = 0;
               std::string errors;
             };
+            // Guarded on the control plane (if_idle_for): a call that began since the list
+            // keeps its guest.
             auto t = std::make_shared<tally>(tally{doomed.size(), 0, {}});
             auto done = [t, rp]() mutable {
               if (--t->left > 0) return;
@@ -170,7 +179,7 @@ void sweep(self_ptr self, uint32_t idle_s, caf::typed_response_promise<uint64_t>
             };
             for (auto& id : doomed)
               self->request(self->state.cp, self->state.opts.call_timeout, delete_atom::value,
-                            id)
+                            id, idle_s)
                   .then(
                       [t, done](sandbox_deleted&) mutable {
                         ++t->deleted;
@@ -180,7 +189,9 @@ void sweep(self_ptr self, uint32_t idle_s, caf::typed_response_promise<uint64_t>
                         auto f = to_failure(err);
                         if (f.code == ec::not_found)
                           ++t->deleted; // gone already: what the sweep wanted
-                        else
+                        else if (f.message.find("sandbox in use") != std::string::npos) {
+                          // used since the list: kept, not an error
+                        } else
                           t->errors += " " + id + " (" + f.message + ")";
                         done();
                       });
@@ -199,6 +210,8 @@ std::optional<int64_t> idle_seconds(const sandbox_view& v, int64_t now_s) {
   take(v.created_at);
   take(v.last_resumed_at);
   take(v.paused_at);
+  take(v.stopped_at);
+  take(v.last_used_at);
   if (!last) return std::nullopt;
   return now_s - *last;
 }

@@ -46,7 +46,7 @@ guest_registry(guest_registry_actor::stateful_pointer<guest_registry_state> self
                controlplane_actor cp, lifecycle_actor lifecycle, guest_registry_options opts);
 
 /// Seconds a guest has been idle at `now_s` (Unix seconds): now − max(created_at,
-/// last_resumed_at, paused_at); nullopt when no timestamp parses.
+/// last_resumed_at, paused_at, stopped_at, last_used_at); nullopt when no timestamp parses.
 std::optional<int64_t> idle_seconds(const sandbox_view& v, int64_t now_s);
 
 } // namespace guestflow

@@ -55,6 +55,10 @@ enum class sandbox_status : uint8_t {
   destroying,
   destroyed,
   failed,
+  /// Persistent guests only: every process gone, the workspace and record kept.
+  stopping,
+  stopped,
+  starting,
 };
 
 std::string_view to_string(sandbox_status x) noexcept;
@@ -71,19 +75,29 @@ struct sandbox_create_request {
   std::map<std::string, std::string> envs;
   std::optional<uint32_t> auto_pause_after_seconds;
   bool ingress_enabled = false;
+  /// Local control plane: the guest can be stopped (processes gone, workspace kept) and
+  /// started again, and outlives a restart of its host. Absent on the wire: false.
+  bool persistent = false;
+  /// Persistent only: stopped after this long without exec or file access (0: never;
+  /// absent: 600).
+  std::optional<uint32_t> idle_ttl_seconds;
+  /// Persistent only: deleted after this long stopped (0: never; absent: 14 days).
+  std::optional<uint32_t> delete_after_stop_seconds;
 
   friend bool operator==(const sandbox_create_request& a, const sandbox_create_request& b) {
     return a.shape == b.shape && a.rootfs == b.rootfs && a.name == b.name &&
            a.egress == b.egress && a.envs == b.envs &&
            a.auto_pause_after_seconds == b.auto_pause_after_seconds &&
-           a.ingress_enabled == b.ingress_enabled;
+           a.ingress_enabled == b.ingress_enabled && a.persistent == b.persistent &&
+           a.idle_ttl_seconds == b.idle_ttl_seconds &&
+           a.delete_after_stop_seconds == b.delete_after_stop_seconds;
   }
 };
 
 template<class Inspector>
 typename Inspector::result_type inspect(Inspector& f, sandbox_create_request& x) {
   return f(x.shape, x.rootfs, x.name, x.egress, x.envs, x.auto_pause_after_seconds,
-           x.ingress_enabled);
+           x.ingress_enabled, x.persistent, x.idle_ttl_seconds, x.delete_after_stop_seconds);
 }
 
 /// `data` of a successful create: the guest is running when this returns.
@@ -124,19 +138,32 @@ struct sandbox_view {
   std::optional<std::string> paused_at;
   std::optional<std::string> last_resumed_at;
   std::optional<uint32_t> auto_pause_after_seconds;
+  bool persistent = false; ///< absent on the wire: false (CreateOS has no such guests)
+  std::optional<std::string> stopped_at;   ///< RFC 3339, while stopped
+  std::optional<std::string> last_used_at; ///< last exec or file access began or ended
+  /// Exec and file calls the control plane serves on it right now (any client's).
+  uint32_t calls_in_progress = 0;
+  std::optional<uint32_t> idle_ttl_seconds;          ///< persistent only
+  std::optional<uint32_t> delete_after_stop_seconds; ///< persistent only
 
   friend bool operator==(const sandbox_view& a, const sandbox_view& b) {
     return a.id == b.id && a.name == b.name && a.status == b.status && a.shape == b.shape &&
            a.egress == b.egress && a.envs == b.envs && a.created_at == b.created_at &&
            a.paused_at == b.paused_at && a.last_resumed_at == b.last_resumed_at &&
-           a.auto_pause_after_seconds == b.auto_pause_after_seconds;
+           a.auto_pause_after_seconds == b.auto_pause_after_seconds &&
+           a.persistent == b.persistent && a.stopped_at == b.stopped_at &&
+           a.last_used_at == b.last_used_at && a.calls_in_progress == b.calls_in_progress &&
+           a.idle_ttl_seconds == b.idle_ttl_seconds &&
+           a.delete_after_stop_seconds == b.delete_after_stop_seconds;
   }
 };
 
 template<class Inspector>
 typename Inspector::result_type inspect(Inspector& f, sandbox_view& x) {
   return f(x.id, x.name, x.status, x.shape, x.egress, x.envs, x.created_at, x.paused_at,
-           x.last_resumed_at, x.auto_pause_after_seconds);
+           x.last_resumed_at, x.auto_pause_after_seconds, x.persistent, x.stopped_at,
+           x.last_used_at, x.calls_in_progress, x.idle_ttl_seconds,
+           x.delete_after_stop_seconds);
 }
 
 /// `data` of `GET /v1/sandboxes`: `{data: [view…], pagination: {total}}`.

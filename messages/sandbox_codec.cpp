@@ -7,9 +7,9 @@ namespace guestflow {
 
 namespace {
 
-constexpr std::array<std::string_view, 9> status_names{
-    "creating", "running",    "pausing",   "paused", "resuming",
-    "error",    "destroying", "destroyed", "failed",
+constexpr std::array<std::string_view, 12> status_names{
+    "creating",   "running",   "pausing", "paused",   "resuming", "error",
+    "destroying", "destroyed", "failed",  "stopping", "stopped",  "starting",
 };
 
 constexpr size_t max_name_length = 22;
@@ -51,6 +51,14 @@ std::optional<uint32_t> opt_auto_pause(const object_view& o) {
   if (x < min_auto_pause || x > max_auto_pause)
     codec::raise(at, std::to_string(x) + " out of range (expected 60..86400)");
   return static_cast<uint32_t>(x);
+}
+
+/// A persistent guest's TTL (idle_ttl_seconds, delete_after_stop_seconds): 0 (never) to
+/// UINT32_MAX seconds.
+std::optional<uint32_t> opt_seconds(const object_view& o, std::string_view key) {
+  auto v = o.find(key);
+  if (v == nullptr) return std::nullopt;
+  return static_cast<uint32_t>(codec::as_uint(*v, o.at(key), UINT32_MAX));
 }
 
 egress_policy egress_of(const object_view& o) {
@@ -151,6 +159,12 @@ sandbox_view view_of(const value& v, const path& p) {
   if (auto a = o.find("auto_pause_after_seconds"))
     x.auto_pause_after_seconds =
         static_cast<uint32_t>(codec::as_uint(*a, o.at("auto_pause_after_seconds"), UINT32_MAX));
+  x.persistent = o.boolean_or("persistent", false);
+  x.stopped_at = o.opt_str("stopped_at");
+  x.last_used_at = o.opt_str("last_used_at");
+  x.calls_in_progress = static_cast<uint32_t>(o.uint_or("calls_in_progress", 0, UINT32_MAX));
+  x.idle_ttl_seconds = opt_seconds(o, "idle_ttl_seconds");
+  x.delete_after_stop_seconds = opt_seconds(o, "delete_after_stop_seconds");
   return x;
 }
 
@@ -174,8 +188,15 @@ void write_view(json_writer& w, const sandbox_view& x) {
   w.field("created_at", x.created_at)
       .opt_field("paused_at", x.paused_at)
       .opt_field("last_resumed_at", x.last_resumed_at)
-      .opt_field("auto_pause_after_seconds", x.auto_pause_after_seconds)
-      .end_object();
+      .opt_field("auto_pause_after_seconds", x.auto_pause_after_seconds);
+  if (x.persistent)
+    w.field("persistent", true)
+        .opt_field("stopped_at", x.stopped_at)
+        .opt_field("idle_ttl_seconds", x.idle_ttl_seconds)
+        .opt_field("delete_after_stop_seconds", x.delete_after_stop_seconds);
+  w.opt_field("last_used_at", x.last_used_at);
+  if (x.calls_in_progress > 0) w.field("calls_in_progress", x.calls_in_progress);
+  w.end_object();
 }
 
 template<class T, class F>
@@ -228,6 +249,9 @@ result<sandbox_create_request> decode<sandbox_create_request>(std::string_view t
         x.envs = codec::env_of(o, "envs");
         x.auto_pause_after_seconds = opt_auto_pause(o);
         x.ingress_enabled = o.boolean_or("ingress_enabled", false);
+        x.persistent = o.boolean_or("persistent", false);
+        x.idle_ttl_seconds = opt_seconds(o, "idle_ttl_seconds");
+        x.delete_after_stop_seconds = opt_seconds(o, "delete_after_stop_seconds");
         return result<sandbox_create_request>{std::move(x)};
       });
 }
@@ -420,7 +444,11 @@ std::string encode(const sandbox_create_request& x) {
     w.field(k, v);
   w.end_object()
       .opt_field("auto_pause_after_seconds", x.auto_pause_after_seconds)
-      .field("ingress_enabled", x.ingress_enabled)
+      .field("ingress_enabled", x.ingress_enabled);
+  // Only when asked for: CreateOS knows no persistent guests.
+  if (x.persistent) w.field("persistent", true);
+  w.opt_field("idle_ttl_seconds", x.idle_ttl_seconds)
+      .opt_field("delete_after_stop_seconds", x.delete_after_stop_seconds)
       .end_object();
   return w.take();
 }

@@ -168,6 +168,16 @@ public:
     call<sandbox_deleted>(spec(verb::delete_, sandbox(id), timeout), std::move(cb));
   }
 
+  void remove_if_idle(const std::string& id, uint32_t idle_seconds, millis timeout,
+                      callback<sandbox_deleted> cb) override {
+    if (ep_.kind == provider::createos) return remove(id, timeout, std::move(cb));
+    if (!checked_id(id, cb)) return;
+    call<sandbox_deleted>(spec(verb::delete_,
+                               sandbox(id) + "?if_idle_for=" + std::to_string(idle_seconds),
+                               timeout),
+                          std::move(cb));
+  }
+
   void images(millis timeout, callback<image_list> cb) override {
     if (!local_images(cb)) return;
     call<image_list>(spec(verb::get, "/v1/images", timeout), std::move(cb));
@@ -278,6 +288,11 @@ void client::add_image(const image_add_request&, millis, callback<image_added> c
 
 void client::remove_image(const std::string&, millis, callback<image_removed> cb) {
   cb(fail(ec::unavailable, "this control-plane client does not manage images"));
+}
+
+void client::remove_if_idle(const std::string&, uint32_t, millis,
+                            callback<sandbox_deleted> cb) {
+  cb(fail(ec::unavailable, "this control-plane client cannot delete only an idle guest"));
 }
 
 void client::capacity(millis, callback<node_capacity> cb) {

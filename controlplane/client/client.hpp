@@ -130,6 +130,12 @@ public:
   virtual void pause(const std::string& id, millis timeout, callback<sandbox_view> cb) = 0;
   virtual void resume(const std::string& id, millis timeout, callback<sandbox_view> cb) = 0;
   virtual void remove(const std::string& id, millis timeout, callback<sandbox_deleted> cb) = 0;
+  /// `DELETE /v1/sandboxes/{id}?if_idle_for=S` (a local control plane): refused (409 →
+  /// bad_request "sandbox in use: …") while an exec/file call is in progress on the guest or
+  /// one ended less than S seconds ago, checked atomically with the delete. CreateOS knows no
+  /// such guard: there it is the plain delete. Default (a test double): unavailable.
+  virtual void remove_if_idle(const std::string& id, uint32_t idle_seconds, millis timeout,
+                              callback<sandbox_deleted> cb);
 
   /// Guest images of a local control plane (`guestflow image`): `GET /v1/images`, `POST
   /// /v1/images` (never retried; an import may take minutes: give it the time) and `DELETE

@@ -254,6 +254,35 @@ public:
         },
         [id](client& c, millis t, auto k) { c.remove(id, t, std::move(k)); });
   }
+  /// remove(), guarded on the guest's node (client::remove_if_idle); a refusal keeps the
+  /// name's claim.
+  void remove_if_idle(const std::string& id, uint32_t idle_s, millis timeout,
+                      callback<sandbox_deleted> cb) override {
+    auto self = shared_from_this();
+    by_id<sandbox_deleted>(
+        id, timeout,
+        [self, id, cb = std::move(cb)](result<sandbox_deleted> r) mutable {
+          if (!r && r.error().code != ec::not_found) return cb(std::move(r));
+          std::string name, node;
+          {
+            std::lock_guard lk{self->mu_};
+            if (auto i = self->name_of_id_.find(id); i != self->name_of_id_.end())
+              name = i->second;
+            if (auto i = self->node_of_id_.find(id); i != self->node_of_id_.end())
+              node = i->second;
+            self->name_of_id_.erase(id);
+            self->node_of_id_.erase(id);
+          }
+          if (!self->etcd_ || name.empty()) return cb(std::move(r));
+          self->post([self, name, node, r = std::move(r), cb = std::move(cb)]() mutable {
+            self->release_claim(name, node);
+            cb(std::move(r));
+          });
+        },
+        [id, idle_s](client& c, millis t, auto k) {
+          c.remove_if_idle(id, idle_s, t, std::move(k));
+        });
+  }
 
   std::shared_ptr<stream_handle> exec_stream(const std::string& id, const exec_request& req,
                                              millis timeout,
@@ -1054,6 +1083,10 @@ public:
   }
   void remove(const std::string& id, millis t, callback<sandbox_deleted> cb) override {
     core_->remove(id, t, std::move(cb));
+  }
+  void remove_if_idle(const std::string& id, uint32_t idle_s, millis t,
+                      callback<sandbox_deleted> cb) override {
+    core_->remove_if_idle(id, idle_s, t, std::move(cb));
   }
   void shutdown() override { core_->shutdown(); }
 

@@ -66,6 +66,10 @@ public:
   void remove(const std::string& id, millis t, callback<sandbox_deleted> cb) override {
     inner_->remove(id, t, timed(cb));
   }
+  void remove_if_idle(const std::string& id, uint32_t idle_s, millis t,
+                      callback<sandbox_deleted> cb) override {
+    inner_->remove_if_idle(id, idle_s, t, timed(cb));
+  }
   void images(millis t, callback<image_list> cb) override { inner_->images(t, timed(cb)); }
   void add_image(const image_add_request& req, millis t, callback<image_added> cb) override {
     inner_->add_image(req, t, timed(cb));

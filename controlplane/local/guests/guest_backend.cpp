@@ -6,6 +6,7 @@
 #include "controlplane/local/guests/guest_exec.hpp"
 #include "controlplane/local/guests/guest_files.hpp"
 #include "controlplane/local/guests/guest_init.hpp"
+#include "controlplane/local/guests/host_command.hpp"
 #include "controlplane/local/guests/sandbox_launch.hpp"
 #include "controlplane/local/guests/seccomp_filter.hpp"
 #include "controlplane/local/guests/spawn_helper.hpp"
@@ -169,17 +170,25 @@ result<guest_runtime> guest_backend::create(const guest_spec& spec) {
     return fail(ec::bad_request, "guest name is too long for a hostname (max 64)");
 
   const auto guest_dir = cfg.state_dir / "guests" / spec.id;
-  std::error_code ec_;
-  fs::create_directories(cfg.state_dir / "guests", ec_);
-  if (::mkdir(guest_dir.c_str(), 0700) != 0)
-    return fail(errno == EEXIST ? ec::bad_request : ec::unavailable,
-                "cannot create " + guest_dir.string() + ": " + std::strerror(errno));
+  if (spec.kept_workspace) {
+    if (auto ok = check_kept_workspace(guest_dir); !ok) return ok.error();
+  } else {
+    std::error_code ec_;
+    fs::create_directories(cfg.state_dir / "guests", ec_);
+    if (::mkdir(guest_dir.c_str(), 0700) != 0)
+      return fail(errno == EEXIST ? ec::bad_request : ec::unavailable,
+                  "cannot create " + guest_dir.string() + ": " + std::strerror(errno));
+  }
 
   guest_runtime rt;
   rt.id = spec.id;
   rt.workspace = guest_dir / "workspace";
+  // A kept workspace outlives a failed start: only what this start built goes.
   auto undo = [&](failure f) -> failure {
-    destroy(rt);
+    if (spec.kept_workspace)
+      stop(rt);
+    else
+      destroy(rt);
     return f;
   };
   // The workspace: a file system of the shape's size, mounted detached and attached by the
@@ -191,11 +200,19 @@ result<guest_runtime> guest_backend::create(const guest_spec& spec) {
     quota.mib = spec.shape_info.default_disk_mib;
     quota.inodes = spec.workspace_inodes ? spec.workspace_inodes : quota.mib * 64;
     const auto image = workspace_image_path(rt.workspace);
-    if (auto ok = impl_->disks->create_image(image, quota, cfg.guest_uid, cfg.guest_gid); !ok)
+    if (spec.kept_workspace) {
+      if (auto ok = check_image(image); !ok) return undo(ok.error());
+    } else if (auto ok = impl_->disks->create_image(image, quota, cfg.guest_uid, cfg.guest_gid);
+               !ok) {
       return undo(unusable("workspace", ok.error()));
+    }
     auto mnt = workspace_disks::mount_detached(image);
     if (!mnt) return undo(unusable("workspace", mnt.error()));
     workspace_mount = std::move(*mnt);
+  } else if (spec.kept_workspace) {
+    if (!fs::is_directory(rt.workspace))
+      return undo(fail(ec::not_found, "the kept workspace " + rt.workspace.string() +
+                                          " is gone; delete the sandbox"));
   } else if (::mkdir(rt.workspace.c_str(), 0755) != 0 ||
              ::chown(rt.workspace.c_str(), cfg.guest_uid, cfg.guest_gid) != 0) {
     return undo(fail(ec::unavailable, "cannot create the workspace " + rt.workspace.string() +
@@ -324,6 +341,66 @@ result<bool> guest_backend::check_room(const guest_runtime& g, const std::string
   auto root = impl_->guest_root(g);
   if (!root) return root.error();
   return check_guest_room(root->get(), path, bytes);
+}
+
+result<bool> guest_backend::check_kept_workspace(const fs::path& guest_dir) const {
+  struct stat st {};
+  if (::stat(guest_dir.c_str(), &st) != 0) {
+    if (errno == ENOENT) {
+      // The root itself missing is the host's problem, not this guest's.
+      if (::access(guest_dir.parent_path().c_str(), F_OK) != 0)
+        return fail(ec::unavailable, "the workspace root " + guest_dir.parent_path().string() +
+                                         " is missing: " + std::strerror(errno));
+      return fail(ec::not_found, "the kept workspace of this sandbox (" + guest_dir.string() +
+                                     ") is gone; delete the sandbox");
+    }
+    return fail(ec::unavailable,
+                "cannot reach " + guest_dir.string() + ": " + std::strerror(errno));
+  }
+  if (::access(guest_dir.c_str(), W_OK) != 0)
+    return fail(ec::unavailable, "the workspace root " + guest_dir.string() +
+                                     " is not writable: " + std::strerror(errno));
+  return true;
+}
+
+result<bool> guest_backend::check_image(const fs::path& image) {
+  if (::access(image.c_str(), F_OK) != 0)
+    return fail(ec::not_found, "the workspace image " + image.string() +
+                                   " of this sandbox is gone; delete the sandbox");
+  if (::access(image.c_str(), R_OK | W_OK) != 0)
+    return fail(ec::unavailable, "the workspace image " + image.string() +
+                                     " is not writable: " + std::strerror(errno));
+  // No journal: after a host crash the file system is marked unclean and -p repairs what
+  // is safe to repair; on a clean one it returns at once. 1 = errors corrected.
+  auto out = run_command({impl_->cfg.e2fsck, "-p", image.string()},
+                         command_options{{}, -1, {}, std::chrono::seconds(60)});
+  if (!out) return unusable("checking the workspace", out.error());
+  if (out->exit_code != 0 && out->exit_code != 1)
+    return fail(ec::unavailable, "the workspace image " + image.string() +
+                                     " needs a manual check (e2fsck -p exit " +
+                                     std::to_string(out->exit_code) + "): " + out->output);
+  return true;
+}
+
+result<bool> guest_backend::stop(const guest_runtime& recorded) {
+  if (auto ok = check_owned(recorded, impl_->cfg.state_dir); !ok) return ok;
+  guest_runtime g = recorded;
+  if (g.cgroup_dirs.empty() && g.init_pid <= 0) {
+    if (impl_->layout) g.cgroup_dirs = guest_cgroup_dirs(*impl_->layout, g.id);
+    if (g.netns.empty()) g.netns = netns_name(g.id);
+  }
+  // Pinned, the workspace's unmount happens at the pin's close below, not in the guest's
+  // last exiting process: when stop returns the image is nobody's.
+  unique_fd workspace_pin;
+  if (alive(g))
+    if (auto root = impl_->guest_root(g)) workspace_pin = pin_workspace(root->get());
+  std::optional<failure> first;
+  if (auto ok = kill_and_remove(g.cgroup_dirs, teardown_timeout); !ok) first = ok.error();
+  if (!g.netns.empty())
+    if (auto ok = destroy_guest_net(g.netns); !ok && !first) first = ok.error();
+  workspace_pin.reset();
+  if (first) return *first;
+  return true;
 }
 
 result<bool> guest_backend::destroy(const guest_runtime& recorded) {

@@ -45,6 +45,10 @@ struct guest_spec {
   std::optional<image_layout> image;
   egress_policy egress;
   std::map<std::string, std::string> envs;
+  /// Start a stopped persistent guest: its workspace (image, or directory without a quota)
+  /// exists already and is checked (`e2fsck -p`: images have no journal) and attached as it
+  /// is. A failure then leaves the workspace exactly as it was.
+  bool kept_workspace = false;
 };
 
 /// Everything needed to find a live guest again, including after a control-plane
@@ -94,6 +98,7 @@ struct backend_config {
   std::string mke2fs = "/usr/sbin/mke2fs";
   std::string ip = "/usr/sbin/ip";
   std::string nft = "/usr/sbin/nft";
+  std::string e2fsck = "/usr/sbin/e2fsck";
 };
 
 class guest_backend {
@@ -150,7 +155,17 @@ public:
   /// create names by that id is removed.
   result<bool> destroy(const guest_runtime& g);
 
+  /// destroy() but for the workspace: every process killed, cgroups and netns removed, the
+  /// workspace's file system unmounted (synchronously: a start may attach it again at once)
+  /// and its image kept. Idempotent; safe on a dead guest.
+  result<bool> stop(const guest_runtime& g);
+
 private:
+  /// A stopped guest's directory is there and writable (typed errors otherwise).
+  result<bool> check_kept_workspace(const std::filesystem::path& guest_dir) const;
+  /// The kept image is there, writable, and passes `e2fsck -p`.
+  result<bool> check_image(const std::filesystem::path& image);
+
   struct impl;
   impl* impl_;
 };

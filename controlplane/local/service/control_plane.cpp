@@ -20,9 +20,11 @@ bool needs_rules(const egress_policy& p) {
   return p.mode != egress_policy::kind::deny_all;
 }
 
-/// Whether a guest in `s` holds its shape's memory on this host.
+/// Whether a guest in `s` holds its shape's memory on this host (a stopped one holds only
+/// its workspace image on disk).
 bool holds_capacity(sandbox_status s) {
-  return s != sandbox_status::destroyed && s != sandbox_status::failed;
+  return s != sandbox_status::destroyed && s != sandbox_status::failed &&
+         s != sandbox_status::stopped;
 }
 
 /// Whether a record is one pruning forgets once old enough.
@@ -225,6 +227,10 @@ result<control_plane::guest*> control_plane::find_usable(const std::string& id) 
   auto s = (*g)->rec.status;
   if (s == sandbox_status::paused || s == sandbox_status::pausing)
     return fail(ec::paused, "sandbox is paused");
+  if (s == sandbox_status::stopped || s == sandbox_status::stopping ||
+      s == sandbox_status::starting)
+    return fail(ec::transient, "sandbox is " + status_name(s) + " (it was " +
+                                   "stopped while this call waited to start it); retry");
   if (s != sandbox_status::running)
     return conflict("sandbox is " + status_name(s) +
                     "; only a running sandbox runs commands "
@@ -236,12 +242,20 @@ result<bool> control_plane::save(const guest& g) {
   return store_.put(g.rec);
 }
 
-activity_lease control_plane::lease(const std::string& id) {
-  return activity_lease{[this, id] {
+activity_lease control_plane::lease(guest& g) {
+  ++g.busy;
+  g.rec.last_used_at = now_rfc3339();
+  g.rec.last_used_unix = unix_now();
+  return activity_lease{[this, id = g.rec.id] {
     std::lock_guard<std::mutex> lock{mu_};
     if (auto i = guests_.find(id); i != guests_.end()) {
-      --i->second.busy;
-      i->second.last_activity = clock::now();
+      auto& g = i->second;
+      --g.busy;
+      g.last_activity = clock::now();
+      g.rec.last_used_at = now_rfc3339();
+      g.rec.last_used_unix = unix_now();
+      // Persistent guests outlive this process: their idle time must too (reap, idle TTL).
+      if (g.rec.persistent) save(g);
     }
   }};
 }
@@ -251,7 +265,11 @@ result<sandbox_created> control_plane::create(const sandbox_create_request& req)
   auto shp = resolve_shape(req.shape);
   if (!shp) return shp.error();
   if (needs_rules(req.egress) && !backend_.support().nftables) return rules_unavailable();
-  if (pool_ && req.egress.mode == egress_policy::kind::deny_all)
+  if (!req.persistent && (req.idle_ttl_seconds || req.delete_after_stop_seconds))
+    return fail(ec::bad_request, "idle_ttl_seconds and delete_after_stop_seconds apply only "
+                                 "to a persistent sandbox (\"persistent\": true)");
+  // Persistent guests are built for their caller: their workspace is theirs to keep.
+  if (pool_ && !req.persistent && req.egress.mode == egress_policy::kind::deny_all)
     if (auto taken = create_from_pool(req, *shp)) return std::move(*taken);
 
   guest_spec spec;
@@ -286,6 +304,12 @@ result<sandbox_created> control_plane::create(const sandbox_create_request& req)
     g.rec.auto_pause_after_seconds = req.auto_pause_after_seconds;
     g.rec.ingress_enabled = req.ingress_enabled;
     g.rec.created_at = now_rfc3339();
+    g.rec.persistent = req.persistent;
+    if (req.persistent) {
+      g.rec.idle_ttl_seconds = req.idle_ttl_seconds.value_or(default_idle_ttl_seconds);
+      g.rec.delete_after_stop_seconds =
+          req.delete_after_stop_seconds.value_or(default_delete_after_stop_seconds);
+    }
     g.rec.runtime.id = spec.id;
     g.rec.seq = next_seq_++;
     g.path_prepend = image->path_prepend;
@@ -415,7 +439,9 @@ result<noted_view> control_plane::view(const std::string& id) {
   std::lock_guard<std::mutex> lock{mu_};
   auto g = find(id);
   if (!g) return g.error();
-  return noted_view{to_view((*g)->rec), (*g)->rec.note};
+  auto v = to_view((*g)->rec);
+  v.calls_in_progress = static_cast<uint32_t>((*g)->busy);
+  return noted_view{std::move(v), (*g)->rec.note};
 }
 
 result<sandbox_list> control_plane::list(const list_query& q) {
@@ -425,10 +451,24 @@ result<sandbox_list> control_plane::list(const list_query& q) {
     recs.push_back(&g.rec);
   std::sort(recs.begin(), recs.end(),
             [](const guest_record* a, const guest_record* b) { return a->seq < b->seq; });
-  return list_page(recs, q);
+  auto page = list_page(recs, q);
+  for (auto& v : page.data)
+    if (auto i = guests_.find(v.id); i != guests_.end())
+      v.calls_in_progress = static_cast<uint32_t>(i->second.busy);
+  return page;
 }
 
 result<sandbox_deleted> control_plane::destroy(const std::string& id) {
+  return destroy_guest(id, std::nullopt);
+}
+
+result<sandbox_deleted> control_plane::destroy_if_idle(const std::string& id,
+                                                       uint32_t idle_seconds) {
+  return destroy_guest(id, idle_seconds);
+}
+
+result<sandbox_deleted> control_plane::destroy_guest(const std::string& id,
+                                                     std::optional<uint32_t> if_idle) {
   guest_runtime rt;
   std::unique_ptr<python_waiter> waiter; // reaped once destroy() killed it
   {
@@ -436,6 +476,19 @@ result<sandbox_deleted> control_plane::destroy(const std::string& id) {
     auto g = find(id);
     if (!g) return g.error();
     auto& rec = (*g)->rec;
+    if (if_idle && is_live(rec.status)) {
+      if ((*g)->busy > 0)
+        return conflict("sandbox in use: " + std::to_string((*g)->busy) +
+                        " exec/file call(s) in progress");
+      // The shorter of the two: this process's own clock starts at its start, so a guest
+      // adopted after a restart counts as just used until its recorded use says otherwise.
+      auto idle = static_cast<int64_t>(
+          std::chrono::duration<double>(clock::now() - (*g)->last_activity).count());
+      if (rec.last_used_unix > 0) idle = std::min(idle, unix_now() - rec.last_used_unix);
+      if (idle < int64_t{*if_idle})
+        return conflict("sandbox in use: last used " + std::to_string(idle) +
+                        " s ago, less than " + std::to_string(*if_idle) + " s");
+    }
     switch (rec.status) {
     case sandbox_status::destroyed:
     case sandbox_status::failed: // reconcile already removed its leftovers
@@ -445,6 +498,8 @@ result<sandbox_deleted> control_plane::destroy(const std::string& id) {
     case sandbox_status::creating:
     case sandbox_status::pausing:
     case sandbox_status::resuming:
+    case sandbox_status::stopping:
+    case sandbox_status::starting:
       return conflict("sandbox is " + status_name(rec.status) + "; retry the delete");
     default:
       break;
@@ -559,6 +614,7 @@ result<std::unique_ptr<running_exec>> control_plane::start_exec(const std::strin
   activity_lease busy;
   std::unique_ptr<python_waiter> waiter;
   std::optional<std::string> request;
+  if (auto woken = wake(id); !woken) return woken.error();
   {
     std::lock_guard<std::mutex> lock{mu_};
     auto g = find_usable(id);
@@ -568,8 +624,7 @@ result<std::unique_ptr<running_exec>> control_plane::start_exec(const std::strin
     if (!(*g)->path_prepend.empty() && !envs.count("PATH"))
       envs["PATH"] = (*g)->path_prepend + ":" + default_guest_path;
     if (auto s = find_shape((*g)->rec.shape)) mem_mib = s->mem_mib;
-    ++(*g)->busy;
-    busy = lease(id);
+    busy = lease(**g);
     // Only the first exec can meet the waiter. One it will not serve kills it here, under
     // the mutex (a SIGKILL and a reap of a process blocked in open()), so that no exec
     // racing this one can start while it is still there.
@@ -601,13 +656,13 @@ result<guest_file> control_plane::open_file(const std::string& id, const std::st
                                             bool for_write) {
   guest_runtime rt;
   activity_lease busy;
+  if (auto woken = wake(id); !woken) return woken.error();
   {
     std::lock_guard<std::mutex> lock{mu_};
     auto g = find_usable(id);
     if (!g) return g.error();
     rt = (*g)->rec.runtime;
-    ++(*g)->busy;
-    busy = lease(id);
+    busy = lease(**g);
   }
   auto fd = backend_.open_file(rt, path, for_write);
   if (!fd) return fd.error();
@@ -617,6 +672,7 @@ result<guest_file> control_plane::open_file(const std::string& id, const std::st
 result<bool> control_plane::check_upload_room(const std::string& id, const std::string& path,
                                               uint64_t bytes) {
   guest_runtime rt;
+  if (auto woken = wake(id); !woken) return woken.error();
   {
     std::lock_guard<std::mutex> lock{mu_};
     auto g = find_usable(id);
@@ -649,6 +705,7 @@ void control_plane::pause_idle() {
   }
   for (const auto& id : due)
     pause_guest(id, true);
+  stop_idle();
 }
 
 } // namespace guestflow::local

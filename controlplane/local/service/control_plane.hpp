@@ -9,6 +9,7 @@
 #include "controlplane/local/store/record_store.hpp"
 
 #include <chrono>
+#include <condition_variable>
 #include <functional>
 #include <map>
 #include <mutex>
@@ -17,8 +18,14 @@
 
 namespace guestflow::local {
 
+/// A persistent guest's defaults (LangSmith's): stopped after 10 minutes idle, deleted after
+/// 14 days stopped.
+inline constexpr uint32_t default_idle_ttl_seconds = 600;
+inline constexpr uint32_t default_delete_after_stop_seconds = 14 * 24 * 3600;
+
 struct control_plane_config {
-  /// Multiplies every auto_pause_after_seconds (test-only: 0.01 makes 60 s into 0.6 s).
+  /// Multiplies every auto_pause_after_seconds and idle_ttl_seconds (test-only: 0.01 makes
+  /// 60 s into 0.6 s); delete_after_stop_seconds is never scaled.
   double auto_pause_scale = 1.0;
   /// Reported in capabilities: the longest `timeout N` the runtime should wrap a command in.
   uint32_t max_timeout_seconds = 3600;
@@ -61,8 +68,12 @@ public:
   result<noted_view> view(const std::string& id) override;
   result<sandbox_list> list(const list_query& q) override;
   result<sandbox_deleted> destroy(const std::string& id) override;
+  result<sandbox_deleted> destroy_if_idle(const std::string& id,
+                                          uint32_t idle_seconds) override;
   result<sandbox_view> pause(const std::string& id) override;
   result<sandbox_view> resume(const std::string& id) override;
+  result<sandbox_view> stop(const std::string& id) override;
+  result<sandbox_view> start(const std::string& id) override;
   result<egress_body> egress(const std::string& id) override;
   result<egress_body> set_egress(const std::string& id, const egress_policy& p) override;
   result<std::unique_ptr<running_exec>> start_exec(const std::string& id,
@@ -111,8 +122,28 @@ private:
   result<guest*> find_usable(const std::string& id);
   /// Persists `g` (mutex held).
   result<bool> save(const guest& g);
-  activity_lease lease(const std::string& id);
+  /// Counts an exec / file call on `g` (mutex held): busy, last used; the lease ends it.
+  activity_lease lease(guest& g);
   result<sandbox_view> pause_guest(const std::string& id, bool only_if_idle);
+  /// destroy(), refused when `if_idle` is set and the guest has a call in progress or was
+  /// used less than that many seconds ago (see destroy_if_idle).
+  result<sandbox_deleted> destroy_guest(const std::string& id, std::optional<uint32_t> if_idle);
+
+  // -- persistent guests (control_plane_lifecycle.cpp) --
+  /// running / paused → stopping → stopped; `note` says why (idle TTL). only_if_idle: not
+  /// while a call is in progress.
+  result<sandbox_view> stop_guest(const std::string& id, bool only_if_idle,
+                                  const std::string& note);
+  /// stopped → starting (mutex held): admitted by the gate, the spec to build from the kept
+  /// workspace.
+  result<guest_spec> begin_start(guest& g);
+  /// Builds `spec` (mutex free), then running, or back to stopped with the failure noted.
+  result<sandbox_view> finish_start(const guest_spec& spec);
+  /// Before an exec or file call: a stopped guest is started (wake on use), one stopping or
+  /// starting waited for. Nothing for any other guest.
+  result<bool> wake(const std::string& id);
+  /// Idle persistent guests stopped, long-stopped ones deleted (pause_idle's second half).
+  void stop_idle();
 
   /// A status change through a transitional status: `from` → `via` (mutex held), the
   /// backend `op` (mutex free), then `to` and `arrived` — or back to `from` on failure.
@@ -140,6 +171,7 @@ private:
   image_store& images_;
   control_plane_config cfg_;
   std::mutex mu_;
+  std::condition_variable settled_; ///< a stopping or starting guest arrived (under mu_)
   std::map<std::string, guest> guests_;
   int64_t next_seq_ = 1;
   std::unique_ptr<warm_pool> pool_; ///< null without targets or adopted pool guests

@@ -105,6 +105,13 @@ public:
   virtual result<noted_view> view(const std::string& id) = 0;
   virtual result<sandbox_list> list(const list_query& q) = 0;
   virtual result<sandbox_deleted> destroy(const std::string& id) = 0;
+  /// `DELETE /v1/sandboxes/{id}?if_idle_for=S`: the delete, but refused (409 "sandbox in
+  /// use: …") while an exec or file call is in progress or one began or ended less than
+  /// `idle_seconds` ago — checked in the same step that starts the delete, so no call can
+  /// slip in between (the reaper of another process relies on it).
+  virtual result<sandbox_deleted> destroy_if_idle(const std::string&, uint32_t) {
+    return fail(ec::unavailable, "this control plane does not track calls in progress");
+  }
   virtual result<sandbox_view> pause(const std::string& id) = 0;
   virtual result<sandbox_view> resume(const std::string& id) = 0;
   virtual result<egress_body> egress(const std::string& id) = 0;
@@ -126,8 +133,21 @@ public:
   }
 
   /// Pauses every guest idle past its auto_pause_after_seconds (times the configured
-  /// scale). Called periodically by the auto-pause timer.
+  /// scale); stops persistent ones idle past their idle_ttl_seconds (times the scale) and
+  /// deletes those stopped past their delete_after_stop_seconds. Called periodically by the
+  /// auto-pause timer.
   virtual void pause_idle() = 0;
+
+  /// `POST /v1/sandboxes/{id}/stop`: a persistent guest's processes, cgroups and netns go,
+  /// its workspace and record stay (`stopped`); its memory is no longer committed.
+  virtual result<sandbox_view> stop(const std::string&) {
+    return fail(ec::unavailable, "this control plane keeps no persistent sandboxes");
+  }
+  /// `POST /v1/sandboxes/{id}/start`: a stopped guest runs again from its kept workspace
+  /// (same id, name, shape, egress, envs). Exec and files on a stopped guest do this first.
+  virtual result<sandbox_view> start(const std::string&) {
+    return fail(ec::unavailable, "this control plane keeps no persistent sandboxes");
+  }
 
   /// `GET /v1/images`: every image a create's `rootfs` may name. Without an image store
   /// (the simulated domain), only the built-in debian:12.

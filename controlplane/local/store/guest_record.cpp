@@ -15,6 +15,13 @@ sandbox_view to_view(const guest_record& r) {
   v.paused_at = r.paused_at;
   v.last_resumed_at = r.last_resumed_at;
   v.auto_pause_after_seconds = r.auto_pause_after_seconds;
+  v.persistent = r.persistent;
+  v.stopped_at = r.stopped_at;
+  v.last_used_at = r.last_used_at;
+  if (r.persistent) {
+    v.idle_ttl_seconds = r.idle_ttl_seconds;
+    v.delete_after_stop_seconds = r.delete_after_stop_seconds;
+  }
   return v;
 }
 

@@ -36,6 +36,16 @@ struct guest_record {
   /// When it became destroyed or failed (Unix seconds); 0 while it is not. Its record is
   /// pruned a retention after that (control_plane_config::destroyed_retention).
   int64_t ended_at = 0;
+  /// Can be stopped (processes gone, workspace kept) and started again; survives the death
+  /// of its processes (a host reboot) as `stopped` instead of `failed`.
+  bool persistent = false;
+  uint32_t idle_ttl_seconds = 0; ///< persistent: stopped when idle this long; 0: never
+  uint32_t delete_after_stop_seconds =
+      0; ///< persistent: deleted when stopped this long; 0: never
+  std::optional<std::string> stopped_at; ///< RFC 3339, while stopped
+  int64_t stopped_unix = 0; ///< the same in Unix seconds (retention), 0: not stopped
+  std::optional<std::string> last_used_at; ///< RFC 3339: an exec or file call began or ended
+  int64_t last_used_unix = 0;              ///< the same in Unix seconds (idle TTL, reap)
 };
 
 /// States in which a guest may still own processes, cgroups or a name.

@@ -24,6 +24,9 @@ struct reconcile_report {
 ///   a guest caught mid-pause/resume is driven to paused/running;
 /// - init gone, or the record was mid-create → `failed`, leftovers removed;
 /// - mid-destroy → destroyed again (idempotent), then `destroyed`.
+/// Persistent guests (guest_record::persistent) are never `failed` for dead processes:
+/// stopped stays stopped; init gone, or caught stopping or starting without a live init →
+/// `stopped`, leftovers removed but the workspace kept; starting with a live init → running.
 /// Warm-pool guests (guest_record::pooled) were never anyone's: alive and running → handed
 /// to the pool (`pooled`); anything else → leftovers removed and the record erased (kept,
 /// still pooled and hidden, when the removal failed: the next start tries again).

@@ -116,6 +116,12 @@ result<std::unique_ptr<record_store>> record_store::open(const std::filesystem::
   if (auto r = store->add_column("pooled", "INTEGER NOT NULL DEFAULT 0"); !r) return r.error();
   if (auto r = store->add_column("ended_at", "INTEGER NOT NULL DEFAULT 0"); !r)
     return r.error();
+  // Persistent guests (stop / start with a kept workspace).
+  for (const char* c :
+       {"persistent", "idle_ttl", "delete_after_stop", "stopped_unix", "last_used_unix"})
+    if (auto r = store->add_column(c, "INTEGER NOT NULL DEFAULT 0"); !r) return r.error();
+  for (const char* c : {"stopped_at", "last_used_at"})
+    if (auto r = store->add_column(c, "TEXT"); !r) return r.error();
   return store;
 }
 
@@ -151,10 +157,12 @@ result<bool> record_store::put(const guest_record& r) {
     return f;
   };
   {
-    stmt s{db_, "INSERT OR REPLACE INTO guests (id, seq, name, status, shape, rootfs, egress, "
-                "auto_pause, ingress, created_at, paused_at, last_resumed_at, note, init_pid, "
-                "init_start_time, cgroup_dirs, netns, workspace, ip, pooled, ended_at) VALUES "
-                "(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"};
+    stmt s{db_,
+           "INSERT OR REPLACE INTO guests (id, seq, name, status, shape, rootfs, egress, "
+           "auto_pause, ingress, created_at, paused_at, last_resumed_at, note, init_pid, "
+           "init_start_time, cgroup_dirs, netns, workspace, ip, pooled, ended_at, persistent, "
+           "idle_ttl, delete_after_stop, stopped_at, stopped_unix, last_used_at, "
+           "last_used_unix) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"};
     if (!s) return rollback(db_failure(db_, "prepare"));
     s.text(1, r.id);
     s.integer(2, r.seq);
@@ -180,6 +188,13 @@ result<bool> record_store::put(const guest_record& r) {
     s.text(19, r.runtime.ip);
     s.integer(20, r.pooled ? 1 : 0);
     s.integer(21, r.ended_at);
+    s.integer(22, r.persistent ? 1 : 0);
+    s.integer(23, r.idle_ttl_seconds);
+    s.integer(24, r.delete_after_stop_seconds);
+    s.opt_text(25, r.stopped_at);
+    s.integer(26, r.stopped_unix);
+    s.opt_text(27, r.last_used_at);
+    s.integer(28, r.last_used_unix);
     if (sqlite3_step(s.s) != SQLITE_DONE) return rollback(db_failure(db_, "insert guest"));
   }
   {
@@ -222,7 +237,9 @@ result<std::vector<guest_record>> record_store::load_all() {
   std::vector<guest_record> out;
   stmt s{db_, "SELECT id, seq, name, status, shape, rootfs, egress, auto_pause, ingress, "
               "created_at, paused_at, last_resumed_at, note, init_pid, init_start_time, "
-              "cgroup_dirs, netns, workspace, ip, pooled, ended_at FROM guests ORDER BY seq"};
+              "cgroup_dirs, netns, workspace, ip, pooled, ended_at, persistent, idle_ttl, "
+              "delete_after_stop, stopped_at, stopped_unix, last_used_at, last_used_unix "
+              "FROM guests ORDER BY seq"};
   if (!s) return db_failure(db_, "prepare");
   int rc;
   while ((rc = sqlite3_step(s.s)) == SQLITE_ROW) {
@@ -258,6 +275,13 @@ result<std::vector<guest_record>> record_store::load_all() {
     r.runtime.ip = s.col_text(18);
     r.pooled = sqlite3_column_int64(s.s, 19) != 0;
     r.ended_at = sqlite3_column_int64(s.s, 20);
+    r.persistent = sqlite3_column_int64(s.s, 21) != 0;
+    r.idle_ttl_seconds = static_cast<uint32_t>(sqlite3_column_int64(s.s, 22));
+    r.delete_after_stop_seconds = static_cast<uint32_t>(sqlite3_column_int64(s.s, 23));
+    r.stopped_at = s.col_opt_text(24);
+    r.stopped_unix = sqlite3_column_int64(s.s, 25);
+    r.last_used_at = s.col_opt_text(26);
+    r.last_used_unix = sqlite3_column_int64(s.s, 27);
     out.push_back(std::move(r));
   }
   if (rc != SQLITE_DONE) return db_failure(db_, "load guests");

@@ -209,6 +209,19 @@ scripted_controlplane(controlplane_actor::stateful_pointer<scripted_state> self,
         ++g->deletes;
         return sandbox_deleted{id, sandbox_status::destroyed};
       },
+      // The script's guests have no calls in progress: the guarded delete is the delete.
+      [self](delete_atom, std::string& id, uint32_t) -> caf::result<sandbox_deleted> {
+        auto& s = *self->state.s;
+        s.log.push_back("delete " + id);
+        auto how = s.take("delete");
+        if (how == mode::fail) return failure_of(s, "delete");
+        if (how == mode::hang)
+          return self->make_response_promise<caf::typed_response_promise<sandbox_deleted>>();
+        auto* g = s.by_id(id);
+        if (!g || g->deletes) return make_error(ec::not_found, "no such sandbox");
+        ++g->deletes;
+        return sandbox_deleted{id, sandbox_status::destroyed};
+      },
       [self](egress_atom, std::string& id) -> caf::result<egress_body> {
         auto& s = *self->state.s;
         s.log.push_back("egress " + id);

@@ -7,6 +7,51 @@
 namespace guestflow::local {
 namespace {
 
+TEST(local_record_store, round_trips_a_stopped_persistent_guest) {
+  test_support::temp_dir s{"guestflow-store"};
+  auto file = s.path() / "control-plane.db";
+  guest_record r;
+  r.id = "sb-00000000000000aa";
+  r.name = "gf-c-keep";
+  r.status = sandbox_status::stopped;
+  r.shape = "s-1vcpu-256mb";
+  r.rootfs = "debian:12";
+  r.created_at = "2026-11-30T09:00:00.000Z";
+  r.runtime.id = r.id;
+  r.runtime.workspace = "/state/guests/sb-00000000000000aa/workspace";
+  r.persistent = true;
+  r.idle_ttl_seconds = 90;
+  r.delete_after_stop_seconds = 1209600;
+  r.stopped_at = "2026-11-30T09:05:00.000Z";
+  r.stopped_unix = 1796029500;
+  r.last_used_at = "2026-11-30T09:03:00.000Z";
+  r.last_used_unix = 1796029380;
+  {
+    auto store = record_store::open(file);
+    ASSERT_TRUE(store) << store.error().message;
+    ASSERT_TRUE((*store)->put(r));
+  }
+  auto store = record_store::open(file); // reopening adds no column twice
+  ASSERT_TRUE(store) << store.error().message;
+  auto all = (*store)->load_all();
+  ASSERT_TRUE(all);
+  ASSERT_EQ(all->size(), 1u);
+  const auto& b = all->front();
+  EXPECT_EQ(b.status, sandbox_status::stopped);
+  EXPECT_TRUE(b.persistent);
+  EXPECT_EQ(b.idle_ttl_seconds, 90u);
+  EXPECT_EQ(b.delete_after_stop_seconds, 1209600u);
+  EXPECT_EQ(b.stopped_at, r.stopped_at);
+  EXPECT_EQ(b.stopped_unix, r.stopped_unix);
+  EXPECT_EQ(b.last_used_at, r.last_used_at);
+  EXPECT_EQ(b.last_used_unix, r.last_used_unix);
+  EXPECT_EQ(b.runtime.workspace, r.runtime.workspace);
+  auto v = to_view(b);
+  EXPECT_TRUE(v.persistent);
+  EXPECT_EQ(v.idle_ttl_seconds, 90u);
+  EXPECT_EQ(v.stopped_at, r.stopped_at);
+}
+
 TEST(local_record_store, round_trips_records_across_reopen) {
   test_support::temp_dir s{"guestflow-store"};
   auto file = s.path() / "control-plane.db";

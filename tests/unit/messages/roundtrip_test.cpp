@@ -34,6 +34,30 @@ TEST(round_trip, sandbox_create_request) {
   expect_round_trip(minimal);
 }
 
+TEST(round_trip, persistent_create_and_view) {
+  sandbox_create_request c;
+  c.shape = "s";
+  c.persistent = true;
+  c.idle_ttl_seconds = 0; // never: kept apart from absent
+  c.delete_after_stop_seconds = 1209600;
+  expect_round_trip(c);
+  EXPECT_NE(encode(c).find("\"persistent\":true"), std::string::npos);
+  sandbox_create_request plain;
+  plain.shape = "s";
+  EXPECT_EQ(encode(plain).find("persistent"), std::string::npos) << "CreateOS never sees it";
+  auto v = sample_view();
+  v.status = sandbox_status::stopped;
+  v.persistent = true;
+  v.stopped_at = "2026-12-02T10:00:00.000Z";
+  v.last_used_at = "2026-12-02T09:59:00.000Z";
+  v.calls_in_progress = 2;
+  v.idle_ttl_seconds = 90;
+  v.delete_after_stop_seconds = 0;
+  expect_round_trip(v);
+  for (auto st : {sandbox_status::stopping, sandbox_status::stopped, sandbox_status::starting})
+    EXPECT_EQ(sandbox_status_from_string(to_string(st)), st);
+}
+
 TEST(round_trip, sandbox_created) {
   expect_round_trip(sample_created());
 }
