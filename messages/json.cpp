@@ -51,21 +51,6 @@ size_t utf8_sequence(std::string_view s, size_t i) noexcept {
   return len;
 }
 
-/// A bounded input stream: RapidJSON's StringStream would read past a string_view.
-struct bounded_stream {
-  using Ch = char;
-  const char* begin;
-  const char* cur;
-  const char* end;
-  Ch Peek() const { return cur < end ? *cur : '\0'; }
-  Ch Take() { return cur < end ? *cur++ : '\0'; }
-  size_t Tell() const { return static_cast<size_t>(cur - begin); }
-  Ch* PutBegin() { return nullptr; }
-  void Put(Ch) {}
-  void Flush() {}
-  size_t PutEnd(Ch*) { return 0; }
-};
-
 enum class stop_reason { none, too_deep, bad_utf8, bad_number };
 
 /// Converts a JSON number's text. Integers that fit stay integers; anything else is a
@@ -137,7 +122,7 @@ constexpr size_t max_patched_numbers = 16;
 struct sax_builder {
   document& doc;
   size_t max_depth;
-  const bounded_stream& in;
+  const rapidjson::StringStream& in;
   const patched_numbers& patched;
   size_t depth = 0;
   stop_reason stop = stop_reason::none;
@@ -151,7 +136,11 @@ struct sax_builder {
   bool Double(double x) { return doc.Double(x); }
   bool RawNumber(const char* s, rapidjson::SizeType n, bool) {
     if (!patched.empty()) {
-      auto it = patched.find(in.Tell() - n);
+      // RapidJSON parses a number on a local copy of a string stream and moves `in` past
+      // it afterwards: here `in` still stands at the number's first byte.
+      constexpr bool local_copy =
+          rapidjson::StreamTraits<rapidjson::StringStream>::copyOptimization;
+      auto it = patched.find(local_copy ? in.Tell() : in.Tell() - n);
       if (it != patched.end()) {
         auto inf = std::numeric_limits<double>::infinity();
         return doc.Double(it->second ? -inf : inf);
@@ -204,7 +193,7 @@ private:
 };
 
 std::optional<failure> finish(const rapidjson::ParseResult& pr, const sax_builder& sax,
-                              const bounded_stream& in);
+                              std::string_view text, size_t parsed);
 
 bool is_json_space(char c) {
   return c == ' ' || c == '\t' || c == '\n' || c == '\r';
@@ -367,12 +356,17 @@ std::optional<failure> parse(std::string_view text, const decode_limits& limits,
   // recursive parser costs a third less per byte.
   constexpr unsigned flags =
       rapidjson::kParseNumbersAsStringsFlag | rapidjson::kParseStopWhenDoneFlag;
-  std::string patched_text;
+  // RapidJSON's string stream reads up to a NUL, without a bounds check per byte: it reads
+  // a NUL-terminated copy (numbers too big for it are patched there). An embedded NUL ends
+  // the parse there, and the check after the value refuses what follows, as for any other
+  // trailing byte. (Not RAPIDJSON_SSE2: Debian's RapidJSON 1.1 then lets raw 0x1A-0x1F
+  // through in strings.)
+  std::string buf{text};
+  std::string_view src{buf};
   patched_numbers patched;
-  std::string_view src = text;
   auto max_depth = std::min(limits.max_depth, hard_max_depth);
   for (;;) {
-    bounded_stream in{src.data(), src.data(), src.data() + src.size()};
+    rapidjson::StringStream in{buf.c_str()};
     sax_builder sax{doc, max_depth, in, patched};
     rapidjson::Reader reader;
     rapidjson::ParseResult pr;
@@ -385,18 +379,16 @@ std::optional<failure> parse(std::string_view text, const decode_limits& limits,
     // so that the field receiving it reports "out of range" under its own path.
     if (pr.Code() == rapidjson::kParseErrorNumberTooBig &&
         patched.size() < max_patched_numbers && pr.Offset() < src.size()) {
-      if (patched_text.empty()) patched_text.assign(text.data(), text.size());
       auto begin = pr.Offset();
-      auto end = patched_text.find_first_not_of("+-0123456789.eE", begin);
-      if (end == std::string::npos) end = patched_text.size();
-      patched.emplace(begin, patched_text[begin] == '-');
-      patched_text[begin] = '0';
-      std::fill(patched_text.begin() + static_cast<std::ptrdiff_t>(begin) + 1,
-                patched_text.begin() + static_cast<std::ptrdiff_t>(end), ' ');
-      src = patched_text;
+      auto end = src.find_first_not_of("+-0123456789.eE", begin);
+      if (end == std::string_view::npos) end = src.size();
+      patched.emplace(begin, buf[begin] == '-');
+      buf[begin] = '0';
+      std::fill(buf.begin() + static_cast<std::ptrdiff_t>(begin) + 1,
+                buf.begin() + static_cast<std::ptrdiff_t>(end), ' ');
       continue;
     }
-    if (auto err = finish(pr, sax, in)) return err;
+    if (auto err = finish(pr, sax, src, in.Tell())) return err;
     break;
   }
   try {
@@ -410,7 +402,7 @@ std::optional<failure> parse(std::string_view text, const decode_limits& limits,
 namespace {
 
 std::optional<failure> finish(const rapidjson::ParseResult& pr, const sax_builder& sax,
-                              const bounded_stream& in) {
+                              std::string_view text, size_t parsed) {
   if (pr.IsError()) {
     auto at = " at offset " + std::to_string(pr.Offset());
     switch (sax.stop) {
@@ -429,10 +421,10 @@ std::optional<failure> finish(const rapidjson::ParseResult& pr, const sax_builde
     return fail(ec::bad_request,
                 "document: invalid JSON" + at + ": " + rapidjson::GetParseError_En(pr.Code()));
   }
-  for (auto p = in.cur; p < in.end; ++p)
-    if (!is_json_space(*p))
+  for (auto p = parsed; p < text.size(); ++p)
+    if (!is_json_space(text[p]))
       return fail(ec::bad_request, "document: unexpected data after the JSON value at offset " +
-                                       std::to_string(p - in.begin));
+                                       std::to_string(p));
   return std::nullopt;
 }
 
