@@ -208,7 +208,13 @@ std::string_view key_of(const value& k) {
 void check_duplicates(const value& v, const path& p) {
   if (v.IsObject()) {
     auto n = v.MemberCount();
-    if (n > 1) {
+    if (n > 1 && n <= 16) { // most objects: pairwise, without allocating
+      auto b = v.MemberBegin();
+      for (rapidjson::SizeType i = 1; i < n; ++i)
+        for (rapidjson::SizeType j = 0; j < i; ++j)
+          if (key_of(b[i].name) == key_of(b[j].name))
+            raise(p, "duplicate key " + quote_json(key_of(b[i].name)));
+    } else if (n > 1) {
       std::vector<std::string_view> keys;
       keys.reserve(n);
       for (auto& m : v.GetObject())
