@@ -5,13 +5,16 @@
 #include <atomic>
 #include <cerrno>
 #include <csignal>
+#include <cstdlib>
 #include <cstring>
 #include <fcntl.h>
 #include <linux/fs.h>
 #include <linux/loop.h>
 #include <linux/magic.h>
 #include <linux/openat2.h>
+#include <map>
 #include <optional>
+#include <stdio.h> // renameat2
 #include <sys/ioctl.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
@@ -126,6 +129,67 @@ void remove_dead_staging(const fs::path& dir) {
   }
 }
 
+/// Pool mounts handed over by create_image, waiting for the backend's mount_detached (or a
+/// remove_image), by the image file's inode: a path would not survive the rename.
+struct handover_table {
+  std::mutex mu;
+  std::map<std::pair<dev_t, ino_t>, unique_fd> mounts;
+};
+
+handover_table& handovers() {
+  static handover_table t;
+  return t;
+}
+
+std::optional<std::pair<dev_t, ino_t>> inode_of(const fs::path& p) {
+  struct stat st {};
+  if (::stat(p.c_str(), &st) != 0) return std::nullopt;
+  return std::pair{st.st_dev, st.st_ino};
+}
+
+unique_fd take_handover(std::pair<dev_t, ino_t> key) {
+  auto& t = handovers();
+  std::lock_guard<std::mutex> lock{t.mu};
+  auto i = t.mounts.find(key);
+  if (i == t.mounts.end()) return {};
+  auto fd = std::move(i->second);
+  t.mounts.erase(i);
+  return fd;
+}
+
+/// The file system on `backing` (the image at `image`) as a detached mount.
+result<unique_fd> mount_backing(int backing, const fs::path& image) {
+  auto loop = attach_loop(backing, image.string());
+  if (!loop) return loop.error();
+  unique_fd ctx{::fsopen("ext4", FSOPEN_CLOEXEC)};
+  if (!ctx) return os_failure("fsopen(ext4)");
+  auto step = [&](const char* what, int rc) -> std::optional<failure> {
+    if (rc == 0) return std::nullopt;
+    int err = errno;
+    auto log = context_log(ctx.get());
+    return fail(ec::unavailable, std::string{"mounting the workspace image: "} + what + ": " +
+                                     std::strerror(err) +
+                                     (log.empty() ? "" : " (" + log + ")"));
+  };
+  if (auto f = step("source", ::fsconfig(ctx.get(), FSCONFIG_SET_STRING, "source",
+                                         loop->first.c_str(), 0)))
+    return *f;
+  // The inode tables stay unzeroed (lazy init would write them all: the image would stop
+  // being sparse); ext4 knows which are in use from the group descriptors.
+  if (auto f = step("noinit_itable",
+                    ::fsconfig(ctx.get(), FSCONFIG_SET_FLAG, "noinit_itable", nullptr, 0)))
+    return *f;
+  if (auto f = step("create", ::fsconfig(ctx.get(), FSCONFIG_CMD_CREATE, nullptr, nullptr, 0)))
+    return *f;
+  unique_fd mnt{::fsmount(ctx.get(), FSMOUNT_CLOEXEC,
+                          MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOATIME)};
+  if (!mnt) return os_failure("fsmount of the workspace image");
+  return mnt; // the loop descriptor closes here: the file system holds the device now
+}
+
+/// Images the pool keeps ready for at most this many quotas (the least recently used goes).
+constexpr size_t max_pools = 4;
+
 } // namespace
 
 fs::path workspace_image_path(const fs::path& ws) {
@@ -136,7 +200,159 @@ fs::path workspace_image_path(const fs::path& ws) {
 
 workspace_disks::workspace_disks(fs::path templates_dir, std::string mke2fs)
     : dir_(std::move(templates_dir))
-    , mke2fs_(std::move(mke2fs)) {}
+    , mke2fs_(std::move(mke2fs)) {
+  // GUESTFLOW_WORKSPACE_POOL: images kept ready per quota (0..16; 0 = none).
+  if (const char* v = std::getenv("GUESTFLOW_WORKSPACE_POOL"); v && *v) {
+    char* end = nullptr;
+    auto n = std::strtoul(v, &end, 10);
+    if (end && *end == '\0' && n <= 16) depth_ = n;
+  }
+}
+
+workspace_disks::~workspace_disks() {
+  {
+    std::lock_guard<std::mutex> lock{pool_mu_};
+    stopping_ = true;
+  }
+  pool_cv_.notify_all();
+  if (filler_.joinable()) filler_.join();
+  for (auto& [key, p] : pools_)
+    for (auto& r : p.ready) {
+      r.mount.reset(); // unmounts; the loop device detaches itself
+      ::unlink(r.file.c_str());
+    }
+}
+
+void workspace_disks::set_pool_depth(size_t depth) {
+  std::vector<ready_image> extra;
+  {
+    std::lock_guard<std::mutex> lock{pool_mu_};
+    depth_ = depth;
+    for (auto& [key, p] : pools_)
+      while (p.ready.size() > depth_) {
+        extra.push_back(std::move(p.ready.back()));
+        p.ready.pop_back();
+      }
+  }
+  pool_cv_.notify_all();
+  for (auto& r : extra) {
+    r.mount.reset();
+    ::unlink(r.file.c_str());
+  }
+}
+
+size_t workspace_disks::pool_ready() {
+  std::lock_guard<std::mutex> lock{pool_mu_};
+  size_t n = 0;
+  for (auto& [key, p] : pools_)
+    n += p.ready.size();
+  return n;
+}
+
+bool workspace_disks::wait_pool_full(std::chrono::milliseconds deadline) {
+  std::unique_lock<std::mutex> lock{pool_mu_};
+  auto full = [this] {
+    for (auto& [key, p] : pools_)
+      if (p.ready.size() < depth_) return false;
+    return true;
+  };
+  pool_cv_.wait_for(lock, deadline, [&] { return full() || fill_failed_; });
+  return full();
+}
+
+std::optional<workspace_disks::ready_image> workspace_disks::take(const workspace_quota& q,
+                                                                  uid_t uid, gid_t gid) {
+  std::vector<ready_image> evicted;
+  std::optional<ready_image> out;
+  {
+    std::lock_guard<std::mutex> lock{pool_mu_};
+    if (depth_ == 0) return std::nullopt;
+    auto key = template_name(q, uid, gid);
+    auto [i, fresh] = pools_.try_emplace(key);
+    if (fresh) {
+      i->second.quota = q;
+      i->second.uid = uid;
+      i->second.gid = gid;
+      if (pools_.size() > max_pools) {
+        auto oldest = pools_.end();
+        for (auto j = pools_.begin(); j != pools_.end(); ++j)
+          if (j != i &&
+              (oldest == pools_.end() || j->second.last_used < oldest->second.last_used))
+            oldest = j;
+        for (auto& r : oldest->second.ready)
+          evicted.push_back(std::move(r));
+        pools_.erase(oldest);
+      }
+    }
+    i->second.last_used = ++uses_;
+    if (!i->second.ready.empty()) {
+      out = std::move(i->second.ready.front());
+      i->second.ready.pop_front();
+    }
+    if (!filler_.joinable()) filler_ = std::thread{[this] { fill(); }};
+  }
+  pool_cv_.notify_all();
+  for (auto& r : evicted) {
+    r.mount.reset();
+    ::unlink(r.file.c_str());
+  }
+  return out;
+}
+
+void workspace_disks::fill() {
+  static std::atomic<unsigned> seq{0};
+  std::unique_lock<std::mutex> lock{pool_mu_};
+  while (!stopping_) {
+    std::string key;
+    for (auto& [k, p] : pools_)
+      if (p.ready.size() < depth_) {
+        key = k;
+        break;
+      }
+    if (key.empty()) {
+      pool_cv_.wait(lock);
+      continue;
+    }
+    auto p = pools_.at(key).quota;
+    auto uid = pools_.at(key).uid, gid = pools_.at(key).gid;
+    lock.unlock();
+    std::optional<ready_image> made;
+    std::string error;
+    auto tpl = template_for(p, uid, gid);
+    const auto file = dir_ / (std::string{staging_prefix} + "ready-" + key + "-" +
+                              std::to_string(seq++) + "-" + std::to_string(::getpid()));
+    if (!tpl) {
+      error = tpl.error().message;
+    } else if (auto copied = sparse_copy(*tpl, file); !copied) {
+      error = copied.error().message;
+    } else {
+      unique_fd backing{::open(file.c_str(), O_RDWR | O_CLOEXEC)};
+      auto mnt = backing ? mount_backing(backing.get(), file)
+                         : result<unique_fd>{os_failure("opening " + file.string())};
+      if (mnt)
+        made = ready_image{file, std::move(*mnt)};
+      else
+        ::unlink(file.c_str());
+    }
+    lock.lock();
+    fill_failed_ = !made;
+    if (!made) { // creates mount their own meanwhile; the filler tries again later
+      pool_cv_.notify_all();
+      pool_cv_.wait_for(lock, std::chrono::seconds{5}, [this] { return stopping_; });
+      continue;
+    }
+    auto i = pools_.find(key);
+    if (stopping_ || i == pools_.end() || i->second.ready.size() >= depth_) {
+      lock.unlock(); // the quota was evicted or the depth lowered meanwhile
+      made->mount.reset();
+      ::unlink(made->file.c_str());
+      lock.lock();
+      continue;
+    }
+    i->second.ready.push_back(std::move(*made));
+    pool_cv_.notify_all();
+  }
+}
 
 result<fs::path> workspace_disks::template_for(const workspace_quota& q, uid_t uid, gid_t gid) {
   const auto path = dir_ / template_name(q, uid, gid);
@@ -191,6 +407,23 @@ result<bool> workspace_disks::create_image(const fs::path& image, const workspac
                                            uid_t uid, gid_t gid) {
   if (q.mib == 0 || q.inodes == 0)
     return fail(ec::bad_request, "a workspace needs a size and an inode count");
+  if (auto ready = take(q, uid, gid)) {
+    // Into place without replacing anything (`image` must not exist): its mount is then
+    // mount_detached's answer for it.
+    if (::renameat2(AT_FDCWD, ready->file.c_str(), AT_FDCWD, image.c_str(), RENAME_NOREPLACE) ==
+        0) {
+      if (auto key = inode_of(image)) {
+        auto& t = handovers();
+        std::lock_guard<std::mutex> lock{t.mu};
+        t.mounts[*key] = std::move(ready->mount);
+        return true;
+      }
+      ::unlink(image.c_str());
+    } else {
+      ::unlink(ready->file.c_str());
+    }
+    ready->mount.reset(); // not usable: the slow way below
+  }
   auto tpl = template_for(q, uid, gid);
   if (!tpl) return tpl.error();
   return sparse_copy(*tpl, image);
@@ -199,35 +432,14 @@ result<bool> workspace_disks::create_image(const fs::path& image, const workspac
 result<unique_fd> workspace_disks::mount_detached(const fs::path& image) {
   unique_fd backing{::open(image.c_str(), O_RDWR | O_CLOEXEC)};
   if (!backing) return os_failure("opening the workspace image " + image.string());
-  auto loop = attach_loop(backing.get(), image.string());
-  if (!loop) return loop.error();
-  unique_fd ctx{::fsopen("ext4", FSOPEN_CLOEXEC)};
-  if (!ctx) return os_failure("fsopen(ext4)");
-  auto step = [&](const char* what, int rc) -> std::optional<failure> {
-    if (rc == 0) return std::nullopt;
-    int err = errno;
-    auto log = context_log(ctx.get());
-    return fail(ec::unavailable, std::string{"mounting the workspace image: "} + what + ": " +
-                                     std::strerror(err) +
-                                     (log.empty() ? "" : " (" + log + ")"));
-  };
-  if (auto f = step("source", ::fsconfig(ctx.get(), FSCONFIG_SET_STRING, "source",
-                                         loop->first.c_str(), 0)))
-    return *f;
-  // The inode tables stay unzeroed (lazy init would write them all: the image would stop
-  // being sparse); ext4 knows which are in use from the group descriptors.
-  if (auto f = step("noinit_itable",
-                    ::fsconfig(ctx.get(), FSCONFIG_SET_FLAG, "noinit_itable", nullptr, 0)))
-    return *f;
-  if (auto f = step("create", ::fsconfig(ctx.get(), FSCONFIG_CMD_CREATE, nullptr, nullptr, 0)))
-    return *f;
-  unique_fd mnt{::fsmount(ctx.get(), FSMOUNT_CLOEXEC,
-                          MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOATIME)};
-  if (!mnt) return os_failure("fsmount of the workspace image");
-  return mnt; // the loop descriptor closes here: the file system holds the device now
+  struct stat st {};
+  if (::fstat(backing.get(), &st) == 0)
+    if (auto ready = take_handover({st.st_dev, st.st_ino})) return ready;
+  return mount_backing(backing.get(), image);
 }
 
 result<bool> workspace_disks::remove_image(const fs::path& image) {
+  if (auto key = inode_of(image)) take_handover(*key); // a pool mount never taken: unmounted
   if (::unlink(image.c_str()) != 0 && errno != ENOENT)
     return os_failure("removing " + image.string());
   return true;

@@ -3,11 +3,14 @@
 #include "common/unique_fd.hpp"
 #include "messages/error.hpp"
 
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <filesystem>
+#include <map>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <sys/types.h>
 #include <thread>
@@ -26,6 +29,13 @@
 /// on first use (mke2fs without a journal, lazy inode tables, root owned by the guest uid,
 /// no lost+found) and each guest gets a sparse copy (a reflink where the host file system
 /// has them): under a millisecond for the few hundred KiB of metadata.
+///
+/// Nor are they mounted on the create's path: attaching a loop device and mounting costs
+/// ~25 ms and contends with the unmounts and loop detaches of guests being deleted (RCU
+/// grace periods). A filler thread keeps a few images of each recently used quota copied,
+/// attached and mounted ahead of time; create_image hands one over (a rename into place)
+/// and mount_detached returns its mount. Pool images live in the templates dir as staging
+/// files (a dead process's are removed), their mounts die with the process.
 namespace guestflow::local {
 
 /// The limits of one workspace.
@@ -42,26 +52,66 @@ public:
   /// Templates are kept in `templates_dir` (created 0700 on first use); `mke2fs` formats
   /// them (run through the spawn helper, never fork()).
   workspace_disks(std::filesystem::path templates_dir, std::string mke2fs);
+  /// Stops the filler and releases the images it had ready (unmounted, unlinked).
+  ~workspace_disks();
+  workspace_disks(const workspace_disks&) = delete;
+  workspace_disks& operator=(const workspace_disks&) = delete;
 
   /// Writes a fresh, empty workspace image at `image` (which must not exist) whose root
-  /// directory is owned by uid:gid. On failure nothing is left at `image`.
+  /// directory is owned by uid:gid. On failure nothing is left at `image`. A ready image of
+  /// the pool is renamed into place when there is one (its mount is mount_detached's answer
+  /// for `image`); the quota is remembered, so that the filler keeps some ready.
   result<bool> create_image(const std::filesystem::path& image, const workspace_quota& q,
                             uid_t uid, gid_t gid);
 
   /// The image's file system as a detached mount (nosuid, nodev, noatime), for
   /// move_mount(2). Closing the descriptor before it is attached unmounts it; the loop
-  /// device goes with the last mount.
+  /// device goes with the last mount. An image create_image took from the pool gets the
+  /// mount made ahead of time (found by the file's inode, so a rename cannot confuse it).
   static result<unique_fd> mount_detached(const std::filesystem::path& image);
 
-  /// Removes an image (a missing one is fine).
+  /// Removes an image (a missing one is fine), with a pool mount not yet taken.
   static result<bool> remove_image(const std::filesystem::path& image);
+
+  /// Images kept ready per quota (default 2, or GUESTFLOW_WORKSPACE_POOL at construction;
+  /// 0: none, and the ready ones are released).
+  void set_pool_depth(size_t depth);
+  /// Ready images right now, all quotas together (tests, benches).
+  size_t pool_ready();
+  /// Returns once the pool holds `depth` ready images of every quota it keeps, or the filler
+  /// has failed; false then (benches, tests).
+  bool wait_pool_full(std::chrono::milliseconds deadline);
 
 private:
   result<std::filesystem::path> template_for(const workspace_quota& q, uid_t uid, gid_t gid);
 
+  /// One image copied, attached and mounted ahead of a create.
+  struct ready_image {
+    std::filesystem::path file;
+    unique_fd mount;
+  };
+  struct pool {
+    workspace_quota quota;
+    uid_t uid = 0;
+    gid_t gid = 0;
+    std::deque<ready_image> ready;
+    uint64_t last_used = 0; ///< a use counter's value: the least recent pool goes first
+  };
+  void fill();
+  std::optional<ready_image> take(const workspace_quota& q, uid_t uid, gid_t gid);
+
   std::filesystem::path dir_;
   std::string mke2fs_;
   std::mutex mu_; ///< one template build at a time
+
+  std::mutex pool_mu_;
+  std::condition_variable pool_cv_;
+  std::map<std::string, pool> pools_; ///< by template name; at most max_pools
+  size_t depth_ = 2;
+  uint64_t uses_ = 0;
+  bool stopping_ = false;
+  bool fill_failed_ = false; ///< the last fill failed: creates go the slow way meanwhile
+  std::thread filler_;       ///< started by the first create
 };
 
 /// A descriptor on the workspace file system of the guest whose root is `root_fd` (O_PATH),

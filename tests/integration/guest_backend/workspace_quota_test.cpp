@@ -281,8 +281,48 @@ TEST_F(workspace_quota_test, many_guests_leak_no_loop_device) {
     auto g = create(spec());
     ASSERT_TRUE(backend->destroy(g));
   }
+  // Only the images the pool keeps ready are bound (below the templates dir), and they go
+  // with the backend.
+  auto guests = (dir.path() / "guests").string();
+  EXPECT_TRUE(eventually([&] { return loops_backed_by(guests).empty(); }))
+      << loops_backed_by(guests).size() << " loop devices still bound below " << guests;
+  EXPECT_LE(loops_backed_by(state).size(), 2u) << "more than the pool's depth is ready";
+  backend.reset();
   EXPECT_TRUE(eventually([&] { return loops_backed_by(state).empty(); }))
       << loops_backed_by(state).size() << " loop devices still bound below " << state;
+}
+
+TEST_F(workspace_quota_test, a_create_takes_an_image_the_pool_made_ready) {
+  auto first = create(spec()); // the quota's first create mounts its own; the pool fills
+  ASSERT_TRUE(eventually(
+      [&] { return loops_backed_by((dir.path() / "disk-templates").string()).size() == 2; },
+      30s))
+      << "the pool never made 2 images ready";
+  auto second = create(spec());
+  auto image = workspace_image_path(second.workspace).string();
+  // The ready image was renamed into place: its loop device now names the guest's image.
+  EXPECT_EQ(loops_backed_by(image).size(), 1u);
+  // It is the guest's own, empty, and as limited as a workspace mounted on the create's path.
+  auto r = run(*backend, second,
+               {"python3", "-c",
+                "import errno, os\n"
+                "print(os.listdir('/workspace'), os.stat('/workspace').st_uid)\n"
+                "try:\n"
+                "    with open('/workspace/big', 'wb') as f:\n"
+                "        for _ in range(128):\n"
+                "            f.write(b'x' * (1 << 20))\n"
+                "        f.flush(); os.fsync(f.fileno())\n"
+                "    print('NO-LIMIT')\n"
+                "except OSError as e:\n"
+                "    print(errno.errorcode.get(e.errno))\n"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "[] " + std::to_string(cfg.guest_uid) + "\nENOSPC\n");
+  ASSERT_TRUE(backend->destroy(second));
+  made.pop_back();
+  expect_nothing_left(second);
+  ASSERT_TRUE(backend->destroy(first));
+  made.pop_back();
+  expect_nothing_left(first);
 }
 
 } // namespace
