@@ -56,8 +56,10 @@ TEST_F(outcome_door, a_cut_output_is_said_everywhere_and_fails_the_cli_unless_ac
   // Streamed to the terminal: the cut arrives as the stream's outcome line.
   auto live = cli({"code", p});
   EXPECT_EQ(live.status, 125) << live.stderr_text;
-  // What came back before the cut is not checked here: under this harness the streamed CLI
-  // printed none of it (by hand it prints all 64 KiB); an open finding.
+  // Everything before the cut reached stdout, and nothing after it. (The harness once read
+  // stdout line by line and dropped a last line without '\n': these 64 KiB of 'x'.)
+  EXPECT_EQ(live.stdout_text.size(), test_output_cap);
+  EXPECT_EQ(live.stdout_text.find_first_not_of('x'), std::string::npos);
   EXPECT_TRUE(has(live.stderr_text, "--allow-truncated")) << live.stderr_text;
 
   auto comp = cli({"component", "--flow-id", "f", "--component-id", "c", "--python", p});

@@ -2,6 +2,7 @@
 
 #include "tests/support/eventually.hpp"
 
+#include <cerrno>
 #include <fcntl.h>
 #include <fstream>
 #include <poll.h>
@@ -87,6 +88,23 @@ std::optional<std::string> read_line(int fd, std::chrono::steady_clock::time_poi
   }
 }
 
+/// Everything `fd` gives until EOF (or `deadline`): a last line without '\n' included.
+std::string read_rest(int fd, std::chrono::steady_clock::time_point deadline) {
+  std::string out;
+  char buf[4096];
+  while (true) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) return out;
+    pollfd p{fd, POLLIN, 0};
+    if (::poll(&p, 1, static_cast<int>(left.count())) <= 0) continue;
+    auto n = ::read(fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return out;
+    out.append(buf, static_cast<size_t>(n));
+  }
+}
+
 } // namespace
 
 control_plane_process::control_plane_process(const std::filesystem::path& state_dir,
@@ -157,8 +175,7 @@ control_plane_process::run_to_exit(const std::vector<std::string>& args,
   auto pid = spawn(args, env, out_fd, err_file);
   outcome o;
   auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (auto line = read_line(out_fd, deadline))
-    o.stdout_text += *line + "\n";
+  o.stdout_text = read_rest(out_fd, deadline);
   ::close(out_fd);
   auto st = wait_for(pid, std::chrono::duration_cast<std::chrono::milliseconds>(
                               deadline - std::chrono::steady_clock::now() + 1s));
