@@ -13,7 +13,11 @@
 // Printed: placement latency p50/p90/p99/max, creates/s, per-node guests and committed MiB,
 // the balance, the fleet client's placement counters; then the floors, each met/MISSED:
 // (1) p99 placement latency <= L + 25 ms (the fleet client adds a choice and a hop, not a
-// round trip of its own); (2) balance max/min committed <= 1.10 (least committed first).
+// round trip of its own); (2) balance max/min committed <= 1.10 (least committed first);
+// (3) the peer in the same run: the same N creates, C in flight, sent straight to one more
+// simulated control plane (not in the fleet) through the plain single-node client — fleet
+// p50 / direct p50 <= 1.50 (placement costs a choice, not a second round trip). The load
+// (/proc/loadavg) is printed beside the figures: on a shared machine they are noisy.
 //
 // Reproduce (no root needed: no guest is started; needs /usr/bin/etcd):
 //   cmake --build BUILD --target bench_fleet guestflow
@@ -82,6 +86,64 @@ flags parse(int argc, char** argv) {
   return f;
 }
 
+struct create_run {
+  std::vector<double> latency_ms;
+  std::vector<std::string> ids;
+  size_t failed = 0;
+  std::string first_error;
+  double wall_s = 0;
+};
+
+/// N creates of s-1vcpu-256mb through `client`, `inflight` at once.
+create_run run_creates(const std::shared_ptr<cp::client>& client, size_t n, size_t inflight) {
+  create_run out;
+  out.latency_ms.assign(n, 0);
+  out.ids.assign(n, {});
+  std::atomic<size_t> next{0}, failed{0};
+  std::mutex mu;
+  std::condition_variable cv;
+  size_t done = 0;
+  std::function<void()> launch = [&] {
+    auto i = next.fetch_add(1);
+    if (i >= n) return;
+    sandbox_create_request req;
+    req.shape = "s-1vcpu-256mb";
+    auto t0 = clock_type::now();
+    client->create(req, 30s, [&, i, t0](result<sandbox_created> r) {
+      out.latency_ms[i] =
+          std::chrono::duration<double, std::milli>(clock_type::now() - t0).count();
+      if (r)
+        out.ids[i] = r->id;
+      else {
+        ++failed;
+        std::lock_guard lk{mu};
+        if (out.first_error.empty()) out.first_error = r.error().message;
+      }
+      launch();
+      std::lock_guard lk{mu};
+      ++done;
+      cv.notify_all();
+    });
+  };
+  auto t0 = clock_type::now();
+  for (size_t k = 0; k < inflight; ++k)
+    launch();
+  {
+    std::unique_lock lk{mu};
+    cv.wait_for(lk, 600s, [&] { return done == n; });
+  }
+  out.wall_s = std::chrono::duration<double>(clock_type::now() - t0).count();
+  out.failed = failed.load();
+  return out;
+}
+
+std::string loadavg() {
+  std::ifstream in{"/proc/loadavg"};
+  std::string a, b, c;
+  in >> a >> b >> c;
+  return a + " " + b + " " + c;
+}
+
 std::string floor_line(const char* what, double measured, double limit) {
   char buf[160];
   std::snprintf(buf, sizeof buf, "%s: %.2f (<= %.2f): %s", what, measured, limit,
@@ -125,48 +187,32 @@ int main(int argc, char** argv) {
   }
   auto client = *made;
 
-  std::vector<double> latency_ms(f.guests, 0);
-  std::vector<std::string> ids(f.guests);
-  std::atomic<size_t> next{0}, failed{0};
-  std::mutex mu;
-  std::condition_variable cv;
-  size_t done = 0;
-  std::string first_error;
-  std::function<void()> launch = [&] {
-    auto i = next.fetch_add(1);
-    if (i >= f.guests) return;
-    sandbox_create_request req;
-    req.shape = "s-1vcpu-256mb";
-    auto t0 = clock_type::now();
-    client->create(req, 30s, [&, i, t0](result<sandbox_created> r) {
-      latency_ms[i] = std::chrono::duration<double, std::milli>(clock_type::now() - t0).count();
-      if (r)
-        ids[i] = r->id;
-      else {
-        ++failed;
-        std::lock_guard lk{mu};
-        if (first_error.empty()) first_error = r.error().message;
-      }
-      launch();
-      std::lock_guard lk{mu};
-      ++done;
-      cv.notify_all();
-    });
-  };
-  auto t0 = clock_type::now();
-  for (size_t k = 0; k < f.inflight; ++k)
-    launch();
-  {
-    std::unique_lock lk{mu};
-    cv.wait_for(lk, 600s, [&] { return done == f.guests; });
+  // The peer: one more simulated control plane, not in the fleet, behind the plain client.
+  testing::control_plane_process peer{
+      dir.path() / "peer", std::vector<std::string>{"--node", "peer", "--simulate-latency-ms",
+                                                    std::to_string(f.latency_ms)}};
+  cp::endpoint one;
+  one.base_url = "http://127.0.0.1:" + std::to_string(peer.port());
+  auto direct_client = cp::client::make(one);
+  if (!direct_client) {
+    std::cerr << "direct client: " << direct_client.error().message << "\n";
+    return 1;
   }
-  auto wall = std::chrono::duration<double>(clock_type::now() - t0).count();
+  auto load_before = loadavg();
+  auto direct = run_creates(*direct_client, f.guests, f.inflight);
+  auto fleet_run = run_creates(client, f.guests, f.inflight);
+  auto& latency_ms = fleet_run.latency_ms;
+  auto& ids = fleet_run.ids;
+  auto failed = fleet_run.failed + direct.failed;
+  auto first_error = fleet_run.first_error.empty() ? direct.first_error : fleet_run.first_error;
+  auto wall = fleet_run.wall_s;
 
   std::ostringstream out;
   out << "bench_fleet: " << f.guests << " creates of s-1vcpu-256mb over " << f.nodes
       << " simulated control planes (--simulate-latency-ms " << f.latency_ms << "), "
       << f.inflight << " in flight, node records in etcd\n";
-  out << "failed creates: " << failed.load()
+  out << "load (1/5/15 min) before: " << load_before << ", after: " << loadavg() << "\n";
+  out << "failed creates: " << failed
       << (first_error.empty() ? "" : " (first: " + first_error + ")") << "\n";
   char buf[256];
   std::snprintf(
@@ -203,11 +249,29 @@ int main(int argc, char** argv) {
                     static_cast<double>(f.latency_ms) + 25.0)
       << "\n";
   out << floor_line("balance max/min committed", balance, 1.10) << "\n";
+  {
+    char peer_buf[200];
+    std::snprintf(peer_buf, sizeof peer_buf,
+                  "direct (one node, plain client) latency ms: p50 %.2f  p99 %.2f; %.0f "
+                  "creates/s\n",
+                  bench::percentile(direct.latency_ms, 0.5),
+                  bench::percentile(direct.latency_ms, 0.99),
+                  static_cast<double>(f.guests) / direct.wall_s);
+    out << peer_buf;
+    auto d50 = std::max(bench::percentile(direct.latency_ms, 0.5), 0.001);
+    out << floor_line("fleet p50 / direct p50", bench::percentile(latency_ms, 0.5) / d50, 1.50)
+        << "\n";
+  }
   std::cout << out.str();
   if (!f.out.empty()) std::ofstream{f.out} << out.str();
   for (auto& id : ids)
     if (!id.empty())
       bench::await<sandbox_deleted>([&](auto cb) { client->remove(id, 10s, std::move(cb)); });
+  for (auto& id : direct.ids)
+    if (!id.empty())
+      bench::await<sandbox_deleted>(
+          [&](auto cb) { (*direct_client)->remove(id, 10s, std::move(cb)); });
   client->shutdown();
-  return failed.load() == 0 ? 0 : 1;
+  (*direct_client)->shutdown();
+  return failed == 0 ? 0 : 1;
 }

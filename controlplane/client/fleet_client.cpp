@@ -80,6 +80,9 @@ struct node_state {
   std::string name;
   std::string url;
   std::shared_ptr<client> api;
+  /// Asks "is it there right now?": one attempt on a fresh connection, no retries (a retry
+  /// could reach the node restarted meanwhile, which says nothing of the call it lost).
+  std::shared_ptr<client> probe;
   node_capacity cap;           ///< as last reported
   bool reachable = false;      ///< static: its last probe answered; etcd: its record exists
   int misses = 0;              ///< timed-out probes in a row
@@ -311,8 +314,10 @@ public:
       for (auto& [_, n] : nodes_)
         all.push_back(n);
     }
-    for (auto& n : all)
+    for (auto& n : all) {
       if (n->api) n->api->shutdown();
+      if (n->probe) n->probe->shutdown();
+    }
   }
 
 private:
@@ -337,13 +342,20 @@ private:
     ep.api_key = cfg_.api_key;
     ep.kind = provider::local;
     auto made = client::make(ep, cfg_.node);
+    auto probe_cfg = cfg_.node;
+    probe_cfg.retry_initial = probe_cfg.retry_max = cfg_.probe_timeout * 2 + 1s;
+    probe_cfg.max_idle_per_endpoint = 0; // a pooled connection may predate a restart
+    auto probe = made ? client::make(ep, probe_cfg) : made;
     std::lock_guard lk{mu_};
-    if (!made) {
-      spdlog::warn("fleet: node {} at {} cannot be used: {}", name, url, made.error().message);
+    if (!made || !probe) {
+      spdlog::warn("fleet: node {} at {} cannot be used: {}", name, url,
+                   (made ? probe : made).error().message);
       return n;
     }
     old = std::move(n->api);
+    if (n->probe) retired_.push_back(std::move(n->probe));
     n->api = std::move(*made);
+    n->probe = std::move(*probe);
     n->url = url;
     if (old) retired_.push_back(std::move(old)); // its calls in flight finish on their own
     return n;
@@ -449,7 +461,7 @@ private:
         --p->left;
         continue;
       }
-      n->api->capacity(cfg_.probe_timeout, [self, n, p](result<node_capacity> r) {
+      n->probe->capacity(cfg_.probe_timeout, [self, n, p](result<node_capacity> r) {
         self->take_probe(n, std::move(r));
         std::lock_guard lk{p->mu};
         if (--p->left == 0) p->cv.notify_all();
@@ -639,6 +651,21 @@ private:
                        return self->try_place(std::move(req), mib, std::move(order), at + 1,
                                               deadline, why, std::move(cb));
                      }
+                     if (code == ec::transient && !self->stopped_) {
+                       // A create cut off (reset by peer, no answer): a node that is not
+                       // there now died under it, which is `unavailable` (the guest, if
+                       // built, is on that node: the caller's reaper watches its name).
+                       auto f = r.error();
+                       return n->probe->capacity(
+                           self->cfg_.probe_timeout,
+                           [self, n, f = std::move(f),
+                            cb = std::move(cb)](result<node_capacity> p) mutable {
+                             if (p) return cb(std::move(f));
+                             self->declare_gone(n, p.error().message);
+                             cb(fail(ec::unavailable, "control plane node " + n->name +
+                                                          " is gone: " + f.message));
+                           });
+                     }
                      cb(std::move(r));
                    });
   }
@@ -806,15 +833,16 @@ private:
       }
       if (!r && (r.error().code == ec::transient || r.error().code == ec::unavailable) &&
           !self->stopped_) {
-        // Did the node die under the call? Ask it once: a dead node makes it unavailable.
+        // Did the node die under the call? Ask it once, without retrying: a node that does
+        // not answer now lost the call (unavailable); one that answers leaves it transient.
         auto f = r.error();
-        n->api->capacity(self->cfg_.probe_timeout,
-                         [self, n, o, f = std::move(f)](result<node_capacity> p) mutable {
-                           if (p) return void(o->fire(std::move(f)));
-                           self->declare_gone(n, p.error().message);
-                           o->fire(fail(ec::unavailable, "control plane node " + n->name +
-                                                             " is gone: " + f.message));
-                         });
+        n->probe->capacity(self->cfg_.probe_timeout,
+                           [self, n, o, f = std::move(f)](result<node_capacity> p) mutable {
+                             if (p) return void(o->fire(std::move(f)));
+                             self->declare_gone(n, p.error().message);
+                             o->fire(fail(ec::unavailable, "control plane node " + n->name +
+                                                               " is gone: " + f.message));
+                           });
         return;
       }
       o->fire(std::move(r));

@@ -58,31 +58,36 @@ cli_run::~cli_run() {
   }
 }
 
-cli_run::outcome cli_run::wait(std::chrono::seconds timeout) {
+cli_run::outcome cli_run::finish(int st) {
+  done_ = true;
   outcome o;
+  o.status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+  o.out = slurp(out_);
+  o.err = slurp(err_);
+  ended_ = o;
+  return o;
+}
+
+cli_run::outcome cli_run::wait(std::chrono::seconds timeout) {
+  if (ended_) return *ended_;
   int st = 0;
   if (!test_support::eventually([&] { return ::waitpid(pid_, &st, WNOHANG) == pid_; }, timeout,
                                 20ms)) {
     ::kill(pid_, SIGKILL);
     ::waitpid(pid_, &st, 0);
   }
-  done_ = true;
-  o.status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-  o.out = slurp(out_);
-  o.err = slurp(err_);
-  return o;
+  return finish(st);
 }
 
 std::optional<cli_run::outcome> cli_run::try_wait() {
-  if (done_) return std::nullopt;
+  if (ended_) return ended_;
   int st = 0;
   if (::waitpid(pid_, &st, WNOHANG) != pid_) return std::nullopt;
-  done_ = true;
-  outcome o;
-  o.status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-  o.out = slurp(out_);
-  o.err = slurp(err_);
-  return o;
+  return finish(st);
+}
+
+std::string cli_run::out_so_far() const {
+  return slurp(out_);
 }
 
 void cli_run::signal(int sig) const {

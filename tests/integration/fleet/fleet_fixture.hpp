@@ -36,14 +36,19 @@ public:
   };
   /// Waits (deadline) for the exit; a run that overstays is killed (status 128+9).
   outcome wait(std::chrono::seconds timeout = std::chrono::seconds{180});
-  /// The outcome if the run has exited, without waiting.
+  /// The outcome if the run has exited, without waiting (the same one on every call).
   std::optional<outcome> try_wait();
   void signal(int sig) const;
+  /// What the run has printed to stdout so far.
+  std::string out_so_far() const;
   pid_t pid() const { return pid_; }
 
 private:
+  outcome finish(int wait_status);
+
   pid_t pid_ = -1;
   bool done_ = false;
+  std::optional<outcome> ended_;
   std::filesystem::path out_, err_;
 };
 

@@ -4,6 +4,8 @@
 // none has room; a node SIGKILLed under load fails only its own runs, and nothing is leaked
 // once it is back; two runtimes racing for one reusable name get one guest.
 
+#include "controlplane/client/client.hpp"
+#include "controlplane/client/fleet_client.hpp"
 #include "fleet/etcd_client.hpp"
 #include "messages/fleet.hpp"
 #include "tests/integration/control_plane/http_client.hpp"
@@ -13,6 +15,7 @@
 
 #include <algorithm>
 #include <csignal>
+#include <future>
 #include <gtest/gtest.h>
 #include <optional>
 
@@ -57,16 +60,20 @@ protected:
     return run->wait();
   }
 
-  /// Starts `n` waiting runs one after another, each once the previous one's guest is live
-  /// (so every run's placement sees the guests before it).
+  /// Starts `n` waiting runs one after another, each once the previous one's program has
+  /// started (so every run's placement sees the guests before it, and every guest is
+  /// running — a guest still `creating` refuses the file that releases it).
   std::vector<std::unique_ptr<cli_run>> start_waiting_runs(size_t n) {
     std::vector<std::unique_ptr<cli_run>> runs;
     auto program = file("waits.py", waits_for_go);
     for (size_t i = 0; i < n; ++i) {
       auto before = live_total();
       runs.push_back(start_code(program));
-      EXPECT_TRUE(test_support::eventually([&] { return live_total() == before + 1; }, 60s))
-          << "run " << i << " has no live guest";
+      auto& run = *runs.back();
+      EXPECT_TRUE(test_support::eventually(
+          [&] { return run.out_so_far() == "started\n" || run.try_wait().has_value(); }, 60s))
+          << "run " << i << " never started";
+      EXPECT_EQ(live_total(), before + 1) << "run " << i;
     }
     return runs;
   }
@@ -74,16 +81,14 @@ protected:
   /// Lets every waiting guest on node `i` finish.
   void release(size_t i) {
     http_client http{nodes[i]->port()};
-    for (auto& g : live(i))
-      http.call("PUT", "/v1/sandboxes/" + g.id + "/files?path=/workspace/go", "go");
+    for (auto& g : live(i)) {
+      auto r = http.call("PUT", "/v1/sandboxes/" + g.id + "/files?path=/workspace/go", "go");
+      EXPECT_EQ(r.status, 200u) << names[i] << " " << g.id << " " << g.name << ": " << r.body;
+    }
   }
 };
 
-// DISABLED: on the integrated tree some waiting runs never see the file the test puts into
-// their guest (one run per node finishes, the other waits until its timeout), and a node
-// SIGKILLed mid-run fails its runs with `transient` rather than `unavailable`. Both are open
-// findings (see the fleet issue's notes); the capacity, skip, race and etcd tests run.
-TEST_F(fleet_test, DISABLED_placement_spreads_guests_over_the_nodes_least_committed_first) {
+TEST_F(fleet_test, placement_spreads_guests_over_the_nodes_least_committed_first) {
   three();
   auto runs = start_waiting_runs(6);
   for (size_t i = 0; i < 3; ++i)
@@ -124,11 +129,50 @@ TEST_F(fleet_test, with_every_node_full_a_run_fails_at_once_with_capacity) {
     EXPECT_TRUE(records(i).empty());
 }
 
-// DISABLED: on the integrated tree some waiting runs never see the file the test puts into
-// their guest (one run per node finishes, the other waits until its timeout), and a node
-// SIGKILLed mid-run fails its runs with `transient` rather than `unavailable`. Both are open
-// findings (see the fleet issue's notes); the capacity, skip, race and etcd tests run.
-TEST_F(fleet_test, DISABLED_a_draining_node_takes_no_new_guests_until_the_drain_ends) {
+TEST_F(fleet_test, no_room_anywhere_is_capacity_at_once_naming_full_and_draining_nodes) {
+  start_node("n1");
+  start_node("n2", {"--memory-budget-mb", "128"});
+  start_node("n3", {"--memory-budget-mb", "128"});
+  ASSERT_EQ(drain(0, true), 200u);
+  cp::endpoint ep;
+  ep.base_url = urls();
+  auto made = cp::client::make(ep);
+  ASSERT_TRUE(made) << made.error().message;
+  auto c = *made;
+  sandbox_create_request req;
+  req.shape = "s-1vcpu-256mb";
+  std::promise<result<sandbox_created>> p;
+  auto t0 = std::chrono::steady_clock::now();
+  c->create(req, 30s, [&](result<sandbox_created> r) { p.set_value(std::move(r)); });
+  auto fut = p.get_future();
+  ASSERT_EQ(fut.wait_for(30s), std::future_status::ready);
+  auto r = fut.get();
+  auto took = std::chrono::steady_clock::now() - t0;
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().code, ec::capacity);
+  EXPECT_EQ(r.error().message,
+            "no control plane has room for s-1vcpu-256mb: 3 nodes, 2 full, 1 draining");
+  // The bound: refused in under a second, never queued (here no node is asked).
+  EXPECT_LT(took, 1s);
+  // What serve's /metrics shows for this client: per-node gauges, the failure by reason.
+  auto snap = cp::fleet_snapshot_of(*c);
+  ASSERT_TRUE(snap);
+  EXPECT_EQ(snap->failures.no_room, 1u);
+  EXPECT_EQ(snap->nodes.size(), 3u);
+  auto text = cp::prometheus_text(*snap);
+  for (auto want :
+       {"guestflow_fleet_node_draining{node=\"" + url(0) + "\"} 1\n",
+        "guestflow_fleet_node_ready{node=\"" + url(1) + "\"} 1\n",
+        "guestflow_fleet_node_memory_budget_mib{node=\"" + url(2) + "\"} 128\n",
+        "guestflow_fleet_node_guests{node=\"" + url(2) + "\"} 0\n",
+        std::string{"guestflow_fleet_placement_failures_total{reason=\"no_room\"} 1\n"}})
+    EXPECT_NE(text.find(want), std::string::npos) << want << " in\n" << text;
+  c->shutdown();
+  for (size_t i = 0; i < 3; ++i)
+    EXPECT_TRUE(records(i).empty());
+}
+
+TEST_F(fleet_test, a_draining_node_takes_no_new_guests_until_the_drain_ends) {
   three();
   ASSERT_EQ(drain(0, true), 200u);
   auto runs = start_waiting_runs(2);
@@ -145,11 +189,7 @@ TEST_F(fleet_test, DISABLED_a_draining_node_takes_no_new_guests_until_the_drain_
       EXPECT_EQ(r->wait().status, 0);
 }
 
-// DISABLED: on the integrated tree some waiting runs never see the file the test puts into
-// their guest (one run per node finishes, the other waits until its timeout), and a node
-// SIGKILLed mid-run fails its runs with `transient` rather than `unavailable`. Both are open
-// findings (see the fleet issue's notes); the capacity, skip, race and etcd tests run.
-TEST_F(fleet_test, DISABLED_a_node_killed_under_load_fails_only_its_runs_and_leaks_nothing) {
+TEST_F(fleet_test, a_node_killed_under_load_fails_only_its_runs_and_leaks_nothing) {
   three();
   auto runs = start_waiting_runs(6);
   std::vector<std::string> on_n2;
@@ -306,7 +346,9 @@ TEST_F(fleet_etcd_test, two_runtimes_racing_for_one_reusable_name_get_one_guest_
   auto claim = decode<name_claim>((*claims)[0].value);
   ASSERT_TRUE(claim);
   for (size_t i = 0; i < 3; ++i)
-    if (!live(i).empty()) EXPECT_EQ(claim->node, names[i]);
+    if (!live(i).empty()) {
+      EXPECT_EQ(claim->node, names[i]);
+    }
 }
 
 } // namespace
