@@ -370,8 +370,12 @@ TEST_F(sessions, NamesRoundTripByteExactThroughEveryFileCall) {
 }
 
 TEST_F(sessions, TraversalDirectoriesMissingPathsAndTheCapAreTypedErrors) {
-  start_serve({{"GUESTFLOW_DOWNLOAD_CAP_BYTES", "1000"}});
+  start_serve({{"GUESTFLOW_DOWNLOAD_CAP_BYTES", "1000"}, {"GUESTFLOW_MAX_BODY_BYTES", "4096"}});
   auto id = active("edges");
+  // A write over the body cap: 413 before it is read, nothing written.
+  auto over = file("PUT", id, "write", "/workspace/over", "", std::string(5000, 'x'));
+  EXPECT_EQ(over.status, 413u) << over.body;
+  EXPECT_EQ(file("GET", id, "read", "/workspace/over").status, 404u);
   EXPECT_EQ(file("PUT", id, "write", "/workspace/a/../b", "", "x").status, 403u);
   EXPECT_EQ(file("GET", id, "read", "/workspace/../etc/passwd").status, 403u);
   EXPECT_EQ(file("GET", id, "download", "/etc/passwd").status, 403u);
