@@ -8,7 +8,8 @@ plane, real guests) and measures POST /v1/sessions, request written to answer re
   cold  a new (user, thread) each time: the guest is created (then deleted, untimed);
   warm  the same (user, thread) after a release: the guest is reclaimed from the pool.
 Prints p50/p95 of both and the ratio; the target is warm p95 <= cold p50 / 10 (a reclaim
-is pool bookkeeping, a create starts a guest), reported as met or MISSED.
+is pool bookkeeping, a create starts a guest), reported as met or MISSED, with the host's
+load average before and after (a shared host is noisy: read the figures beside it).
 """
 
 import argparse
@@ -42,10 +43,12 @@ def main():
     ap.add_argument("--out")
     a = ap.parse_args()
     state = tempfile.mkdtemp(prefix="gf-sessions-bench-")
-    env = dict(os.environ, GUESTFLOW_STATE_DIR=state, GUESTFLOW_SESSION_REPLICAS="4",
+    # Nothing of the caller's settings (another control plane, a token, other defaults).
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("GUESTFLOW_", "CREATEOS_", "LANGFLOW_SANDBOX_", "LANGFLOW_EXECUTOR_"))}
+    env.update(GUESTFLOW_STATE_DIR=state, GUESTFLOW_SESSION_REPLICAS="4",
                GUESTFLOW_SESSION_IDLE_TIMEOUT_SECONDS="0")
-    env.pop("GUESTFLOW_CONTROL_PLANE_URL", None)
-    env.pop("CREATEOS_SANDBOX_API_KEY", None)
+    load_before = os.getloadavg()
     srv = subprocess.Popen([a.bin, "serve", "--listen", "127.0.0.1:0"], env=env,
                            stdout=subprocess.PIPE, stderr=open(os.path.join(state, "serve.log"), "w"),
                            text=True)
@@ -71,6 +74,7 @@ def main():
     finally:
         srv.terminate()
         srv.wait(timeout=60)
+    load_after = os.getloadavg()
     c50, c95, w50, w95 = pct(cold, .5), pct(cold, .95), pct(warm, .5), pct(warm, .95)
     ratio = c50 / w95 if w95 > 0 else float("inf")
     verdict = "met" if w95 <= c50 / 10 else "MISSED"
@@ -81,6 +85,7 @@ def main():
         "cold (guest created)      p50 %8.1f ms   p95 %8.1f ms" % (c50, c95),
         "warm (reclaimed, pooled)  p50 %8.1f ms   p95 %8.1f ms" % (w50, w95),
         "cold p50 / warm p95 = %.1fx; target warm p95 <= cold p50 / 10: %s" % (ratio, verdict),
+        "load average (1/5/15 min) before %.2f %.2f %.2f, after %.2f %.2f %.2f" % (load_before + load_after),
     ]
     print("\n".join(lines))
     if a.out:
