@@ -26,4 +26,13 @@ line_relay(line_relay_actor::stateful_pointer<line_relay_state> self,
   };
 }
 
+line_relay_actor::behavior_type line_discard(line_relay_actor::pointer self) {
+  return {
+      [](open_atom) {},
+      [self](std::string&, bool last) {
+        if (last) self->quit();
+      },
+  };
+}
+
 } // namespace guestflow

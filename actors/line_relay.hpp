@@ -34,4 +34,9 @@ line_relay_actor::behavior_type
 line_relay(line_relay_actor::stateful_pointer<line_relay_state> self,
            std::weak_ptr<line_sink> sink);
 
+/// A relay that takes the lines nowhere, for an answer given whole at the end (a buffered
+/// session command): its producer monitors it all the same, so killing it when the caller
+/// goes away stops the work. Quits after the last line.
+line_relay_actor::behavior_type line_discard(line_relay_actor::pointer self);
+
 } // namespace guestflow

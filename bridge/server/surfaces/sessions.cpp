@@ -1,11 +1,14 @@
 #include "bridge/server/surfaces/sessions.hpp"
 
 #include "actors/ask.hpp"
+#include "actors/line_relay.hpp"
 #include "bridge/server/exchange.hpp"
 #include "bridge/server/server.hpp"
 #include "bridge/server/surfaces/surfaces.hpp"
 #include "messages/bridge.hpp"
 #include "messages/session.hpp"
+
+#include <caf/exit_reason.hpp>
 
 namespace guestflow::bridge {
 
@@ -108,14 +111,20 @@ void command(exchange& ex, server_context& ctx) {
         stream_atom::value, id_of(ex), std::move(*cmd), std::move(relay));
     return;
   }
+  // Buffered: the output is answered whole at the end, but a caller gone still kills the
+  // command (and frees its slot) — the task watches a relay that discards the lines.
+  auto watch = g->sys.spawn(line_discard);
+  ex.on_disconnect([watch] { caf::anon_send_exit(watch, caf::exit_reason::user_shutdown); });
   ask_for<command_outcome>(
       g->sys, g->manager, limit,
       releasing(ctx, std::move(*slot),
-                ex.then<command_outcome>([](exchange& ex, result<command_outcome> r) {
+                ex.then<command_outcome>([watch](exchange& ex, result<command_outcome> r) {
+                  // A refusal before the task started sent it no last line.
+                  caf::anon_send_exit(watch, caf::exit_reason::user_shutdown);
                   if (!r) return ex.refuse(r.error());
                   ex.respond(200, encode(*r));
                 })),
-      run_atom::value, id_of(ex), std::move(*cmd));
+      stream_atom::value, id_of(ex), std::move(*cmd), watch);
 }
 
 /// A yes/no query flag: absent → `fallback`; 0/1/true/false, else bad_request.

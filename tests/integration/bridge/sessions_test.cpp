@@ -241,9 +241,20 @@ TEST_F(sessions, AStreamedCommandWritesEachLineAsTheGuestPrintsIt) {
   gone->disconnect();
   auto count =
       R"({"command":"for p in /proc/[0-9]*; do tr '\\0' ' ' < $p/cmdline; echo; done 2>/dev/null | grep -c '^sleep 297' || true"})";
-  EXPECT_TRUE(eventually(
-      [&] { return run(id, count).body.find(R"("stdout":"0\n")") != std::string::npos; }, 30s))
-      << run(id, count).body;
+  auto running = [&](const std::string& n) {
+    return eventually(
+        [&] {
+          return run(id, count).body.find(R"("stdout":")" + n + R"(\n")") != std::string::npos;
+        },
+        30s);
+  };
+  EXPECT_TRUE(running("0")) << run(id, count).body;
+  // So does a client of a buffered command that goes away before its answer.
+  auto buffered = stream("POST", "/v1/sessions/" + id + "/commands",
+                         R"({"command":"sleep 297 & sleep 297; echo never"})");
+  EXPECT_TRUE(running("2")) << run(id, count).body;
+  buffered->disconnect();
+  EXPECT_TRUE(running("0")) << run(id, count).body;
 }
 
 TEST_F(sessions, CommandsTakeAnExecutionSlot) {
