@@ -172,6 +172,32 @@ TEST_F(fleet_test, no_room_anywhere_is_capacity_at_once_naming_full_and_draining
     EXPECT_TRUE(records(i).empty());
 }
 
+TEST_F(fleet_test, serve_over_the_fleet_fails_a_run_with_capacity_and_shows_it_in_metrics) {
+  start_node("n1");
+  start_node("n2", {"--memory-budget-mb", "128"});
+  start_node("n3", {"--memory-budget-mb", "128"});
+  ASSERT_EQ(drain(0, true), 200u);
+  std::string token = "fleet-test-token";
+  control_plane_process serve{{"serve", "--listen", "127.0.0.1:0", "--token", token},
+                              env("serve"),
+                              dir.path() / "serve.stderr"};
+  http_client http{serve.port()};
+  header_map bearer{{"authorization", "Bearer " + token}};
+  auto run = http.call("POST", "/v1/sandbox/run", "{\"code\":\"print(1)\"}", bearer, 60s);
+  EXPECT_NE(run.body.find("capacity"), std::string::npos) << run.status << " " << run.body;
+  EXPECT_NE(run.body.find("3 nodes, 2 full, 1 draining"), std::string::npos) << run.body;
+  auto metrics = http.call("GET", "/metrics", {}, bearer, 10s);
+  ASSERT_EQ(metrics.status, 200u) << metrics.body;
+  for (auto want :
+       {"guestflow_fleet_node_draining{node=\"" + url(0) + "\"} 1\n",
+        "guestflow_fleet_node_ready{node=\"" + url(1) + "\"} 1\n",
+        "guestflow_fleet_node_memory_budget_mib{node=\"" + url(2) + "\"} 128\n",
+        std::string{"guestflow_fleet_placement_failures_total{reason=\"no_room\"} 1\n"}})
+    EXPECT_NE(metrics.body.find(want), std::string::npos) << want << " in\n" << metrics.body;
+  for (size_t i = 0; i < 3; ++i)
+    EXPECT_TRUE(records(i).empty());
+}
+
 TEST_F(fleet_test, a_draining_node_takes_no_new_guests_until_the_drain_ends) {
   three();
   ASSERT_EQ(drain(0, true), 200u);
@@ -225,6 +251,18 @@ TEST_F(fleet_test, a_node_killed_under_load_fails_only_its_runs_and_leaks_nothin
   EXPECT_TRUE(test_support::eventually([&] { return live_total() == 0; }, 90s))
       << "left: n1 " << live(0).size() << ", n2 " << live(1).size() << ", n3 "
       << live(2).size();
+  // n2's two guests were deleted (the owed deletes went through once it was back), not
+  // merely left failed by its restart.
+  auto status_on_n2 = [&] {
+    std::string out;
+    for (auto& id : on_n2)
+      for (auto& v : records(1))
+        if (v.id == id) out += std::string{to_string(v.status)} + " ";
+    return out;
+  };
+  EXPECT_TRUE(
+      test_support::eventually([&] { return status_on_n2() == "destroyed destroyed "; }, 30s))
+      << status_on_n2();
 }
 
 TEST_F(fleet_test, two_runtimes_racing_for_one_reusable_name_get_one_guest) {
