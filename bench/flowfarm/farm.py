@@ -201,7 +201,7 @@ def windows(k, smoke, fast=False):
     if smoke:
         return 0.5, 1.0
     lat = k / 500.0
-    return max(2.0, 3 * lat), max(3.0 if fast else 5.0, 2 * lat)
+    return max(2.0, 2 * lat), max(3.0 if fast else 5.0, lat)
 
 
 def peer_point(b, k, smoke, transport, latency_ms, workdir):
@@ -276,7 +276,8 @@ def ratios(res):
     out, lines = [], []
     for k in res["levels"]:
         g, q = by("runtime-code", k), by("peer-code", k)
-        if not g or not q or not g["cpu_us_per_run"] or not g["rss_per_inflight"]:
+        if not g or not q or not all((g["cpu_us_per_run"], g["rss_per_inflight"],
+                                      q["cpu_us_per_run"], q["rss_per_inflight"])):
             continue
         r = {"concurrency": k,
              "runs_per_core_s": (1e6 / g["cpu_us_per_run"]) / (1e6 / q["cpu_us_per_run"]),
@@ -299,7 +300,22 @@ def ratios(res):
         targets.append(("runtime memory per run in flight >= %gx below the peer's at %d" %
                         (TARGETS["rss_vs_peer"], at), "%.1fx" % r["rss_below"],
                         r["rss_below"] >= TARGETS["rss_vs_peer"]))
-    g, fl = by("runtime-code", res["floors"]["inflight"]), res.get("floors")
+    fl = res.get("floors")
+    q = by("peer-code", fl["inflight"]) if fl else None
+    if q and fl and fl["sum_us"]:
+        lines.append("  the floors' sum at %d (%.1f us) is %.1fx below the peer's CPU per run: "
+                     "the best ratio any runtime of this design (an actor per run, HTTP + JSON "
+                     "to a control plane in another process) can reach here"
+                     % (fl["inflight"], fl["sum_us"], q["cpu_us_per_run"] / fl["sum_us"]))
+    for k in res["levels"]:
+        g, q = by("runtime-code-tcp", k), by("peer-code-tcp", k)
+        if g and q and g["cpu_us_per_run"] and g["rss_per_inflight"]:
+            lines.append("  %6d over loopback TCP: CPU per run %.1fx below (%.0f vs %.0f us), "
+                         "memory per run in flight %.1fx below, runs/s %.2fx"
+                         % (k, q["cpu_us_per_run"] / g["cpu_us_per_run"], g["cpu_us_per_run"],
+                            q["cpu_us_per_run"], q["rss_per_inflight"] / g["rss_per_inflight"],
+                            g["runs_per_s"] / q["runs_per_s"]))
+    g = by("runtime-code", fl["inflight"]) if fl else None
     if g and fl:
         x = g["cpu_us_per_run"] / fl["sum_us"]
         targets.append(("runtime CPU per run <= %gx the sum of its floors at %d (%.1f us vs "
@@ -332,6 +348,12 @@ def markdown(res):
           ""]
     if res.get("note"):
         md += [res["note"], ""]
+    if res.get("merged_from"):
+        o = res["merged_from"]
+        md += ["Merged: the points not measured again come from `%s` started %s (load average "
+               "%s before); each point's `measured` field in the JSON says which run." %
+               (o["command"], o["started"], " ".join("%.2f" % x for x in o["load_before"])),
+               ""]
     md += ["| path | V | concurrency | runs/s | p50 ms | p95 ms | p99 ms | CPU µs/run | "
            "cp CPU µs/run | loadgen CPU µs/run | RSS B/run in flight | leaked | errors |",
            "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
@@ -403,9 +425,11 @@ def plots(res, outdir, stem):
                   "set ylabel '%s'" % ylabel,
                   "set title '%s vs concurrency: guestflow vs the thread-per-run peer (%s)'" %
                   (what, res["started"][:10])]
+        # The peer stands out (black, dashed); guestflow's paths keep gnuplot's colours.
+        style = lambda n: ("lc rgb 'black' dt 2 lw 3" if n.startswith("peer") else "lw 2")
         script.append("plot " + ", ".join(
-            "'%s' using 1:%d with linespoints lw 2 title '%s'" %
-            (os.path.join(dat, n + ".dat"), col, n) for n in use))
+            "'%s' using 1:%d with linespoints %s title '%s'" %
+            (os.path.join(dat, n + ".dat"), col, style(n), n) for n in use))
         sp = os.path.join(dat, fname + ".gp")
         with open(sp, "w") as f:
             f.write("\n".join(script) + "\n")
@@ -437,8 +461,27 @@ def main(argv):
     ap.add_argument("--transport", choices=["unix", "tcp"], default="unix")
     ap.add_argument("--latency-ms", type=int, default=50)
     ap.add_argument("--note", default="", help="a line for the report (e.g. the machine's load)")
+    ap.add_argument("--replot", default=None,
+                    help="a result JSON: redraw its plots and Markdown, measure nothing")
+    ap.add_argument("--merge", default=None,
+                    help="a previous result JSON: its points are kept unless this run "
+                    "measures the same (path, V, concurrency) again, e.g. to re-run the "
+                    "points a busy machine spoiled")
     a = ap.parse_args(argv)
 
+    if a.replot:
+        with open(a.replot) as f:
+            res = json.load(f)
+        outdir = os.path.dirname(os.path.abspath(a.replot))
+        stem = os.path.basename(a.replot)[:-len(".json")]
+        res["ratios"], res["ratio_lines"], res["targets"] = ratios(res)
+        res["plots"] = [os.path.basename(p) for p in plots(res, outdir, stem)]
+        with open(a.replot, "w") as f:
+            json.dump(res, f, indent=1)
+        with open(os.path.join(outdir, stem + ".md"), "w") as f:
+            f.write(markdown(res))
+        print("replotted: %s (%d plots)" % (a.replot, len(res["plots"])))
+        return 0
     levels = [int(x) for x in a.levels.split(",")] if a.levels else (
         [1, 10] if a.smoke else LEVELS)
     vertices = [int(x) for x in a.vertices.split(",")] if a.vertices else (
@@ -470,6 +513,11 @@ def main(argv):
             if "peer-code" not in skip:
                 add("peer-code", 0, peer_point(b, k, a.smoke, a.transport, a.latency_ms,
                                                workdir))
+        other = "tcp" if a.transport == "unix" else "unix"
+        for k in ([] if a.smoke or "compare-other" in skip else [1000] if 1000 in levels else []):
+            # The issue's figures were over loopback TCP: the same pair on the other transport.
+            add("runtime-code-" + other, 0, runtime_point(b, k, None, False, other))
+            add("peer-code-" + other, 0, peer_point(b, k, False, other, a.latency_ms, workdir))
         for v in vertices:
             for k in levels:
                 if "runtime-flow" not in skip:
@@ -487,6 +535,26 @@ def main(argv):
                     add("real-serve", v, serve_point(b, k, flow_files[v], False, a.latency_ms,
                                                      real=True))
         res["load_after"] = loadavg()
+        if a.merge:
+            with open(a.merge) as f:
+                old = json.load(f)
+            key = lambda p: (p["path"], p.get("vertices"), p["concurrency"])
+            fresh = set(key(p) for p in res["points"])
+            kept = [p for p in old["points"] if key(p) not in fresh]
+            for p in res["points"]:
+                p["measured"] = res["started"]
+            for p in kept:
+                p.setdefault("measured", old["started"])
+            order = {k: i for i, k in enumerate(key(p) for p in old["points"])}
+            res["points"] = sorted(kept + res["points"],
+                                   key=lambda p: order.get(key(p), len(order)))
+            res["merged_from"] = {"started": old["started"], "command": old["command"],
+                                  "load_before": old["load_before"],
+                                  "load_after": old.get("load_after")}
+            for k in ("levels", "vertices", "real_levels"):
+                res[k] = sorted(set(res[k]) | set(old.get(k, [])))
+            if not res.get("floors") and old.get("floors"):
+                res["floors"] = old["floors"]
         if res.get("floors") is None:
             res["floors"] = {"inflight": 0, "sum_us": 0}
         res["ratios"], res["ratio_lines"], res["targets"] = ratios(res)

@@ -106,11 +106,12 @@ class Tally:
             self.errors[code] = self.errors.get(code, 0) + 1
 
 
-def worker(index, url, stop_at, tally):
+def worker(index, url, go, stop, tally):
+    go.wait()
     conn = connect(url)
     records = []
     seq = 0
-    while time.monotonic() < stop_at:
+    while not stop.is_set():
         seq += 1
         start = time.monotonic()
         try:
@@ -164,15 +165,18 @@ def main():
 
     tally = Tally()
     rss_before = rss_bytes()
-    t0 = time.monotonic()
-    w0 = t0 + a.warmup_s
-    w1 = w0 + a.duration_s
-    stop_at = w1 + 0.5  # the load stays steady while the window's edges are sampled
-    threads = [threading.Thread(target=worker, args=(i, a.url, stop_at, tally), daemon=True)
+    go, stop = threading.Event(), threading.Event()
+    threads = [threading.Thread(target=worker, args=(i, a.url, go, stop, tally), daemon=True)
                for i in range(a.concurrency)]
+    t0 = time.monotonic()
+    # Every thread is started before any works: a thread's start waits for it to take the
+    # GIL, which 10,000 busy threads would make a matter of minutes.
     for t in threads:
         t.start()
-    started_late = time.monotonic() > w0
+    go.set()
+    start_s = time.monotonic() - t0
+    w0 = time.monotonic() + a.warmup_s
+    w1 = w0 + a.duration_s
     while time.monotonic() < w0:
         time.sleep(0.01)
     # The main thread only samples (as bench_runtime's, whose CPU it leaves out too).
@@ -182,6 +186,8 @@ def main():
         time.sleep(0.02)
         peak = max(peak, rss_bytes())
     cpu1, cp1, main1 = self_cpu(), pid_cpu(a.cp_pid), time.thread_time()
+    time.sleep(0.5)  # the load stays steady while the window's edges are sampled
+    stop.set()
     for t in threads:
         t.join(timeout=120 + a.concurrency / 10)
     unfinished = sum(t.is_alive() for t in threads)
@@ -192,11 +198,11 @@ def main():
     errors = ",".join("%s:%d" % kv for kv in sorted(tally.errors.items())) or "-"
     print("peer: concurrency=%d window_s=%g runs=%d runs_per_s=%.2f p50_ms=%.2f p95_ms=%.2f "
           "p99_ms=%.2f cpu_us_per_run=%.1f cp_cpu_us_per_run=%.1f rss_before=%d rss_peak=%d "
-          "rss_per_inflight=%.1f errors=%d errors_by=%s unfinished=%d threads_started_late=%d"
+          "rss_per_inflight=%.1f errors=%d errors_by=%s unfinished=%d thread_start_s=%.2f"
           % (a.concurrency, a.duration_s, runs, runs / a.duration_s, percentile(lat, .5),
              percentile(lat, .95), percentile(lat, .99), per_run(cpu1 - cpu0 - (main1 - main0)),
              per_run(cp1 - cp0), rss_before, peak, (peak - rss_before) / a.concurrency,
-             sum(tally.errors.values()), errors, unfinished, int(started_late)))
+             sum(tally.errors.values()), errors, unfinished, start_s))
     sys.stdout.flush()
     return 1 if tally.errors or unfinished or not runs else 0
 
