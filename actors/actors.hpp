@@ -266,6 +266,8 @@ using session_task_actor = exec_sink_actor::extend<
     /// away kills the command.
     caf::replies_to<stream_atom, std::string, session_command,
                     line_relay_actor>::with<command_outcome>,
+    /// The server is stopping: the running command is killed and answered `unavailable`.
+    caf::reacts_to<cancel_atom>,
     /// (guest id, call): the file API through the guest-side tool (guest/session_files.py).
     caf::replies_to<fetch_atom, std::string, session_file_call>::with<session_file_answer>>;
 
@@ -291,6 +293,9 @@ using session_manager_actor = caf::typed_actor<
                     line_relay_actor>::with<command_outcome>,
     /// (session id, file call) in the active session's guest.
     caf::replies_to<fetch_atom, std::string, session_file_call>::with<session_file_answer>,
+    /// The server is stopping: every running command ends with `unavailable` (streamed:
+    /// its last line), and new ones are refused so.
+    caf::reacts_to<drain_atom>,
     /// Internal: deletes the warm guests idle past the timeout.
     caf::reacts_to<tick_atom>>;
 

@@ -131,6 +131,7 @@ void acquire(self_ptr self, session_request req, info_promise rp) {
 
 /// The active slot of session `id` (a command or file call needs one).
 result<const session_pool::slot*> active(self_ptr self, const std::string& id) {
+  if (self->state.stopping) return fail(ec::unavailable, "server shutting down");
   auto slot = self->state.pool.find(id);
   if (!slot || slot->st == session_pool::state::deleting)
     return fail(ec::not_found, "no session " + id);
@@ -143,6 +144,14 @@ result<const session_pool::slot*> active(self_ptr self, const std::string& id) {
 
 session_task_actor spawn_task(self_ptr self) {
   return self->spawn(session_task, self->state.cp, self->state.opts.task);
+}
+
+/// A task for a command: tracked until it quits, so a drain can stop it.
+session_task_actor spawn_command(self_ptr self) {
+  auto task = spawn_task(self);
+  self->monitor(task);
+  self->state.commands.emplace(task.address(), task);
+  return task;
 }
 
 } // namespace
@@ -174,6 +183,7 @@ session_manager(session_manager_actor::stateful_pointer<session_manager_state> s
   st.reaper = std::move(reaper);
   st.pool = session_pool{opts.pool};
   st.opts = std::move(opts);
+  self->set_down_handler([self](caf::down_msg& dm) { self->state.commands.erase(dm.source); });
   return {
       [self](acquire_atom, session_request& req) {
         auto rp = self->make_response_promise<info_promise>();
@@ -213,7 +223,7 @@ session_manager(session_manager_actor::stateful_pointer<session_manager_state> s
           rp.deliver(make_error(slot.error().code, slot.error().message));
           return {};
         }
-        return self->delegate(spawn_task(self), run_atom::value, (*slot)->guest_id,
+        return self->delegate(spawn_command(self), run_atom::value, (*slot)->guest_id,
                               std::move(cmd));
       },
       [self](stream_atom, std::string& id, session_command& cmd,
@@ -224,7 +234,7 @@ session_manager(session_manager_actor::stateful_pointer<session_manager_state> s
           rp.deliver(make_error(slot.error().code, slot.error().message));
           return {};
         }
-        return self->delegate(spawn_task(self), stream_atom::value, (*slot)->guest_id,
+        return self->delegate(spawn_command(self), stream_atom::value, (*slot)->guest_id,
                               std::move(cmd), std::move(relay));
       },
       [self](fetch_atom, std::string& id,
@@ -238,6 +248,12 @@ session_manager(session_manager_actor::stateful_pointer<session_manager_state> s
         }
         return self->delegate(spawn_task(self), fetch_atom::value, (*slot)->guest_id,
                               std::move(call));
+      },
+      [self](drain_atom) {
+        auto& st = self->state;
+        st.stopping = true;
+        for (auto& [addr, task] : st.commands)
+          caf::anon_send(task, cancel_atom::value);
       },
       [self](tick_atom) {
         auto& st = self->state;

@@ -34,6 +34,8 @@ struct session_manager_state {
   std::map<std::string,
            std::vector<std::pair<session_request, caf::typed_response_promise<session_info>>>>
       waiting;
+  std::map<caf::actor_addr, session_task_actor> commands; ///< running command tasks
+  bool stopping = false; ///< drained: commands refused with unavailable
 };
 
 /// GUESTFLOW_SESSION_REPLICAS (1..1000, default 3), GUESTFLOW_SESSION_IDLE_TIMEOUT_SECONDS

@@ -67,6 +67,15 @@ void end_command(self_ptr self, command_promise rp, result<command_outcome> r) {
   self->quit();
 }
 
+/// Kills the running command (the control plane kills its process group on the stream's
+/// cancel); its answer becomes `why`.
+void stop_command(self_ptr self, failure why) {
+  auto& st = self->state;
+  if (st.stop) return;
+  st.stop = std::move(why);
+  caf::anon_send(st.cp, cancel_atom::value, caf::actor_cast<exec_sink_actor>(self));
+}
+
 /// `sh -lc` in the guest as a streamed exec whose lines come back to this actor.
 void run_command(self_ptr self, std::string guest, session_command cmd, command_promise rp) {
   auto started = std::chrono::steady_clock::now();
@@ -87,12 +96,11 @@ void run_command(self_ptr self, std::string guest, session_command cmd, command_
             // takes it too (137) — then only the elapsed time tells.
             o.timed_out = raw == 124 || (raw == 137 && o.exec_ms >= uint64_t{timeout} * 1000);
             o.exit_code = o.timed_out ? -1 : raw;
+            if (auto& stop = self->state.stop) return end_command(self, rp, *stop);
             end_command(self, rp, std::move(o));
           },
           [self, rp](caf::error& e) mutable {
-            auto f = to_failure(e);
-            if (self->state.cancelled) f = failure{ec::cancelled, "the client went away"};
-            end_command(self, rp, f);
+            end_command(self, rp, self->state.stop.value_or(to_failure(e)));
           });
 }
 
@@ -282,12 +290,14 @@ session_task(session_task_actor::stateful_pointer<session_task_state> self,
           auto& st = self->state;
           if (!st.relay || dm.source != st.relay.address()) return;
           st.relay = nullptr;
-          st.cancelled = true;
-          caf::anon_send(st.cp, cancel_atom::value, caf::actor_cast<exec_sink_actor>(self));
+          stop_command(self, failure{ec::cancelled, "the client went away"});
         });
         caf::anon_send(relay, open_atom::value);
         run_command(self, std::move(guest), std::move(cmd), rp);
         return rp;
+      },
+      [self](cancel_atom) {
+        stop_command(self, failure{ec::unavailable, "server shutting down"});
       },
       [self](fetch_atom, std::string& guest, session_file_call& call) {
         auto rp = self->make_response_promise<file_promise>();

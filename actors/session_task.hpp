@@ -6,6 +6,7 @@
 #include <caf/typed_response_promise.hpp>
 #include <chrono>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -21,9 +22,9 @@ struct session_task_state {
   static inline const char* name = "session_task";
   controlplane_actor cp;
   session_task_options opts;
-  command_outcome outcome; ///< a command's output so far, in order
-  line_relay_actor relay;  ///< a streamed command: where each piece goes as it arrives
-  bool cancelled = false;  ///< the relay went away: the command was killed
+  command_outcome outcome;     ///< a command's output so far, in order
+  line_relay_actor relay;      ///< a streamed command: where each piece goes as it arrives
+  std::optional<failure> stop; ///< why the command was killed (caller gone, server stopping)
 };
 
 /// The exec request of a session command: `timeout` (its own process group, all of which

@@ -224,6 +224,8 @@ int run_serve(const std::vector<std::string>& argv) {
   std::cout << "listening on http://" << srv->local_address().to_string() << std::endl;
   wait_for_signal(watch);
   exit_after(*bound);
+  // Running session commands end with unavailable too (their answers are owed).
+  caf::anon_send(sessions, drain_atom::value);
   stop_serving(*srv, svc, *bound);
   srv.reset(); // every answer owed is out (or the bound passed)
   return 0;    // the session drains the reaper: every ephemeral guest is deleted

@@ -257,6 +257,26 @@ TEST_F(sessions, AStreamedCommandWritesEachLineAsTheGuestPrintsIt) {
   EXPECT_TRUE(running("0")) << run(id, count).body;
 }
 
+TEST_F(sessions, AStopEndsRunningCommandsWithUnavailable) {
+  auto id = active("stop");
+  auto streamed = stream("POST", "/v1/sessions/" + id + "/commands?stream=true",
+                         R"({"command":"echo up; sleep 295"})");
+  EXPECT_EQ(next_event(*streamed), std::optional<std::string>{R"({"stdout":"up\n"})"});
+  auto buffered = stream("POST", "/v1/sessions/" + id + "/commands",
+                         R"({"command":"touch /workspace/b; sleep 295"})");
+  EXPECT_TRUE(
+      eventually([&] { return file("GET", id, "read", "/workspace/b").status == 200; }, 30s));
+  // SIGTERM: both commands are killed and answered unavailable, well within the bound.
+  auto stopped = std::async(std::launch::async, [this] { return serve->stop(); });
+  auto last = next_event(*streamed);
+  ASSERT_TRUE(last);
+  EXPECT_EQ(last->rfind(R"({"error":{"code":"unavailable")", 0), 0u) << *last;
+  EXPECT_EQ(next_event(*streamed), std::nullopt);
+  EXPECT_EQ(buffered->status(), 503u);
+  EXPECT_EQ(stopped.get(), 0);
+  EXPECT_TRUE(eventually([&] { return gone(id); }, 30s));
+}
+
 TEST_F(sessions, CommandsTakeAnExecutionSlot) {
   start_serve({{"GUESTFLOW_MAX_INFLIGHT", "1"}, {"GUESTFLOW_SESSION_REPLICAS", "2"}});
   auto id = active("slots");
