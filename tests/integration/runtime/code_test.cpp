@@ -42,14 +42,31 @@ protected:
     return start_cli({"code", "--timeout", "600", program}, vars);
   }
 
-  /// A run of this owner whose guest is live (sleeping 10 min); returns its pid.
+  ~code_test() override {
+    for (int fd : outputs_)
+      ::close(fd);
+  }
+
+  /// A run of this owner whose program has started (sleeping 10 min); returns its pid.
+  /// Its create's answer has reached it by then: a CLI killed before that answer gets its
+  /// guest undone by the control plane instead of leaving an orphan.
   pid_t live_run() {
     auto p =
         program("sleeps.py", "print('started', flush=True)\nimport time\ntime.sleep(600)\n");
-    auto pid = start_code(env(), p);
+    int out = -1;
+    auto pid = start_cli({"code", "--timeout", "600", p}, env(), &out);
+    outputs_.push_back(out); // open until the end: a CLI writing to a closed pipe would die
+    std::string seen;
+    read_stream(out, [&](std::string_view chunk) {
+      seen.append(chunk);
+      return seen.find("started\n") != std::string::npos;
+    });
+    EXPECT_EQ(seen, "started\n");
     EXPECT_TRUE(wait_for_live(1));
     return pid;
   }
+
+  std::vector<int> outputs_; ///< live runs' stdout pipes
 
   /// An orphan: a live run killed with SIGKILL, which gives it no chance to clean up.
   void orphan_a_guest() {
