@@ -87,6 +87,9 @@ struct node_state {
   bool reachable = false;      ///< static: its last probe answered; etcd: its record exists
   int misses = 0;              ///< timed-out probes in a row
   int64_t record_revision = 0; ///< etcd: the mod_revision of the record `cap` came from
+  /// etcd: the record's revision when a call found the node gone. It stays gone until the
+  /// record changes (a live node puts it again every TTL/3) or leaves with its lease.
+  int64_t gone_revision = -1;
   uint64_t inflight_mib = 0, inflight_guests = 0; ///< creates on their way to it
   uint64_t since_mib = 0, since_guests = 0;       ///< creates done since its last report
   uint64_t placed = 0;
@@ -375,6 +378,7 @@ private:
       std::lock_guard lk{mu_};
       bool was = n->reachable;
       n->reachable = false;
+      if (etcd_) n->gone_revision = n->record_revision;
       for (auto& [_, a] : n->inflight)
         aborts.push_back(std::move(a));
       n->inflight.clear();
@@ -422,6 +426,8 @@ private:
     for (auto& [name, rec] : seen) {
       auto n = node_for_url(name, rec.first.url);
       std::lock_guard lk{mu_};
+      if (rec.second == n->gone_revision) continue; // not answering since this record
+      n->gone_revision = -1;
       n->reachable = n->api != nullptr;
       n->misses = 0;
       // Only a new record counts what this client placed since: an unchanged one does not.
