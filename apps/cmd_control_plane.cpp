@@ -17,7 +17,7 @@ constexpr std::string_view usage =
                                  [--api-key KEY] [--warm-pool SPEC]
                                  [--memory-budget-mb N] [--max-guests N] [--node NAME]
                                  [--fleet etcd://HOST:PORT[,…] [--advertise URL]
-                                  [--fleet-ttl-seconds N]]
+                                  [--fleet-ttl-seconds N] [--workspace-root DIR]]
 
 Serves the CreateOS wire API v1 with real local guests (bubblewrap namespaces, cgroups,
 netns egress rules). Prints `listening on http://HOST:PORT` as its first stdout line once
@@ -63,6 +63,10 @@ records in DIR on the next start.
   --advertise URL        with --fleet: the http(s) URL runtimes reach this node at
                          (default: the URL it listens on)
   --fleet-ttl-seconds N  with --fleet: the lease's TTL (2..3600), default 10
+  --workspace-root DIR   with --fleet: a directory every node shares; a named persistent
+                         guest's workspace (and its spec) lives in DIR/NAME, owned by one
+                         node at a time (an etcd key on its lease), and is cold-booted on
+                         another node once its owner is lost and its lease expired
 
 Test and bench only (not for production use):
   --heartbeat-ms N       streamed exec heartbeat interval, default 5000
@@ -139,7 +143,8 @@ bool parse_capacity_flags(const cli::args& a, local::serve_options& o) {
   }
   if (auto fleet = a.get("fleet")) o.fleet.etcd = *fleet;
   if (auto url = a.get("advertise")) o.fleet.advertise = *url;
-  for (const char* needs_fleet : {"advertise", "fleet-ttl-seconds"})
+  if (auto root = a.get("workspace-root")) o.domain.workspace_root = *root;
+  for (const char* needs_fleet : {"advertise", "fleet-ttl-seconds", "workspace-root"})
     if (a.has(needs_fleet) && !a.has("fleet")) {
       std::cerr << "guestflow control-plane: --" << needs_fleet
                 << " needs --fleet etcd://HOST:PORT\n";
@@ -174,14 +179,14 @@ int install_faults_from(std::optional<std::string> flag) {
 }
 
 int run_control_plane(const std::vector<std::string>& argv) {
-  cli::args a{{"listen", "unix-socket", "state-dir", "api-key", "max-stdout-bytes",
-               "max-stderr-bytes", "max-file-bytes", "max-json-bytes", "workers",
-               "heartbeat-ms", "auto-pause-scale", "simulate-latency-ms",
-               "simulate-exec-stdout", "nft-path", "warm-pool", "faults",
-               // capacity, retention, fleet
-               "memory-budget-mb", "max-guests", "node", "destroyed-retention-hours",
-               "idle-timeout-seconds", "fleet", "advertise", "fleet-ttl-seconds"},
-              {}};
+  cli::args a{
+      {"listen", "unix-socket", "state-dir", "api-key", "max-stdout-bytes", "max-stderr-bytes",
+       "max-file-bytes", "max-json-bytes", "workers", "heartbeat-ms", "auto-pause-scale",
+       "simulate-latency-ms", "simulate-exec-stdout", "nft-path", "warm-pool", "faults",
+       // capacity, retention, fleet
+       "memory-budget-mb", "max-guests", "node", "destroyed-retention-hours",
+       "idle-timeout-seconds", "fleet", "advertise", "fleet-ttl-seconds", "workspace-root"},
+      {}};
   if (auto e = a.parse(argv)) {
     std::cerr << "guestflow control-plane: " << *e << "\n" << usage << '\n';
     return 2;

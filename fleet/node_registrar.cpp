@@ -39,6 +39,7 @@ void node_registrar::stop() {
   node_.wake();
   thread_.join();
   // Gone at once from placement, rather than a TTL later.
+  live_lease_ = 0;
   if (lease_) etcd_->lease_revoke(lease_, millis{1000});
   lease_ = 0;
 }
@@ -56,6 +57,7 @@ void node_registrar::warn_once(const std::string& kind, const std::string& what)
 }
 
 void node_registrar::fence(const std::string& why) {
+  live_lease_ = 0;
   node_.set_ready(false);
   stale_lease_ = lease_;
   lease_ = 0;
@@ -102,6 +104,7 @@ bool node_registrar::register_node() {
     return false;
   }
   lease_ = lease;
+  live_lease_ = lease;
   last_renewed_ = started;
   last_warning_.clear();
   node_.set_ready(true);

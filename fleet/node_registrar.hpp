@@ -65,6 +65,9 @@ public:
 
   /// `/guestflow/nodes/<node>`.
   const std::string& key() const noexcept { return key_; }
+  /// The lease the node is registered under; 0 while fenced or not registered. Keys that
+  /// must go with the node (its persistent guests' owners) hang on it.
+  int64_t lease() const noexcept { return live_lease_.load(); }
 
 private:
   using clock = std::chrono::steady_clock;
@@ -87,6 +90,7 @@ private:
   std::string key_;
   std::thread thread_;
   std::atomic<bool> stopping_{false};
+  std::atomic<int64_t> live_lease_{0}; ///< lease_ while registered (read by other threads)
 
   // The thread's own state.
   int64_t lease_ = 0;

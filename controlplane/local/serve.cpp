@@ -1,5 +1,6 @@
 #include "controlplane/local/serve.hpp"
 
+#include "controlplane/local/fleet_owners.hpp"
 #include "controlplane/local/http/http_server.hpp"
 #include "controlplane/local/images/image_store.hpp"
 #include "controlplane/local/service/auto_pause.hpp"
@@ -14,12 +15,14 @@
 #include <atomic>
 #include <boost/asio/signal_set.hpp>
 #include <charconv>
+#include <cstring>
 #include <fstream>
 #include <ostream>
 #include <signal.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 namespace guestflow::local {
 
@@ -118,7 +121,15 @@ public:
     return domain_.gate().wait_change(seen, until);
   }
   void wake() override { domain_.gate().wake(); }
-  void set_ready(bool ready) override { domain_.gate().set_ready(ready); }
+  void set_ready(bool ready) override {
+    domain_.gate().set_ready(ready);
+    // Fenced, its lease may expire and another node take its shared guests over: they stop
+    // here first. Registered again: what another node took over meanwhile is forgotten.
+    if (ready)
+      domain_.forget_taken_over();
+    else
+      domain_.stop_shared();
+  }
 
 private:
   control_plane& domain_;
@@ -145,6 +156,29 @@ result<std::shared_ptr<fleet::etcd_client>> fleet_client(const serve_options& op
   auto client = fleet::etcd_client::make(opts.fleet.etcd);
   if (!client) return fail(ec::bad_request, "--fleet: " + client.error().message);
   return *client;
+}
+
+/// `--workspace-root`: an existing, writable directory (probed by creating a file), made
+/// absolute; typed errors at start-up rather than at the first persistent create.
+result<std::filesystem::path> check_workspace_root(const std::filesystem::path& root) {
+  namespace fs = std::filesystem;
+  std::error_code ec_;
+  auto st = fs::status(root, ec_);
+  if (!fs::exists(st))
+    return fail(ec::bad_request, "--workspace-root: " + root.string() + " does not exist");
+  if (!fs::is_directory(st))
+    return fail(ec::bad_request, "--workspace-root: " + root.string() + " is not a directory");
+  auto abs = fs::canonical(root, ec_);
+  if (ec_)
+    return fail(ec::unavailable, "--workspace-root: " + root.string() + ": " + ec_.message());
+  auto probe = abs / (".guestflow-probe-" + std::to_string(::getpid()));
+  std::ofstream out{probe};
+  if (!out)
+    return fail(ec::unavailable, "--workspace-root: " + abs.string() +
+                                     " is not writable: " + std::strerror(errno));
+  out.close();
+  fs::remove(probe, ec_);
+  return abs;
 }
 
 } // namespace
@@ -175,6 +209,7 @@ struct server_instance::impl {
   // Last: stopped (its thread joined) before the domain it watches goes.
   std::unique_ptr<fleet_member> member;
   std::unique_ptr<fleet::node_registrar> registrar;
+  std::shared_ptr<fleet_owners> owners; ///< with --workspace-root
 
   explicit impl(unsigned threads)
       : workers(std::max(1u, threads)) {}
@@ -243,6 +278,15 @@ result<std::unique_ptr<server_instance>> server_instance::start(const serve_opti
     if (auto node = parse_node_name(opts.domain.node, "--node"); !node) return node.error();
   auto etcd = fleet_client(opts);
   if (!etcd) return etcd.error();
+  std::filesystem::path workspace_root;
+  if (!opts.domain.workspace_root.empty()) {
+    if (!*etcd)
+      return fail(ec::bad_request, "--workspace-root needs --fleet etcd://HOST:PORT (a "
+                                   "shared workspace is owned through the fleet's leases)");
+    auto root = check_workspace_root(opts.domain.workspace_root);
+    if (!root) return root.error();
+    workspace_root = *root;
+  }
   if (opts.simulate_exec_stdout && !opts.simulate_latency_ms)
     return fail(ec::bad_request, "--simulate-exec-stdout needs --simulate-latency-ms N");
   std::string canned_stdout;
@@ -292,6 +336,7 @@ result<std::unique_ptr<server_instance>> server_instance::start(const serve_opti
       backend_config cfg;
       cfg.state_dir = opts.state_dir;
       cfg.protected_ports = {port};
+      cfg.workspace_root = workspace_root;
       if (opts.nft_path) cfg.nft = *opts.nft_path;
       m->backend = std::make_unique<guest_backend>(cfg);
     } catch (const std::exception& e) {
@@ -318,6 +363,12 @@ result<std::unique_ptr<server_instance>> server_instance::start(const serve_opti
                                          image.error().message);
     auto domain_cfg = opts.domain;
     domain_cfg.warn = [](const std::string& what) { log().warn("{}", what); };
+    domain_cfg.workspace_root = workspace_root;
+    if (!workspace_root.empty()) {
+      m->owners = std::make_shared<fleet_owners>(
+          *etcd, opts.domain.node.empty() ? host_node_name() : opts.domain.node);
+      domain_cfg.owners = m->owners;
+    }
     auto limits = resolve_capacity(domain_cfg);
     if (!limits) return limits.error();
     domain_cfg.capacity = *limits;
@@ -352,6 +403,7 @@ result<std::unique_ptr<server_instance>> server_instance::start(const serve_opti
     rs.info = [](const std::string& what) { log().info("{}", what); };
     rs.warn = [](const std::string& what) { log().warn("{}", what); };
     m->registrar = std::make_unique<fleet::node_registrar>(*etcd, *m->member, std::move(rs));
+    if (m->owners) m->owners->attach(m->registrar.get());
     m->registrar->start();
   }
   return std::unique_ptr<server_instance>{new server_instance(std::move(m))};
@@ -368,7 +420,9 @@ void server_instance::stop_on_signals() {
 
 void server_instance::run() {
   impl_->io.run();
-  // Out of placement first (its lease revoked), then the rest of the stop.
+  // Shared guests stop before the lease goes (with it their ownership: another node may
+  // take them over at once). Out of placement first (its lease revoked), then the rest.
+  if (impl_->owners && impl_->domain) impl_->domain->stop_shared();
   if (impl_->registrar) impl_->registrar->stop();
   impl_->workers.join(); // pending kills and reaps finish; their replies go nowhere
   // Pool guests were never anyone's: they go with the server (taken ones keep running).

@@ -43,7 +43,16 @@ result<bool> check_id(const std::string& id) {
 
 /// A record read back from the store must only ever point at this guest's own resources:
 /// destroy() kills and deletes whatever it names.
-result<bool> check_owned(const guest_runtime& g, const fs::path& state_dir) {
+/// `ws` is `root/<one name>/workspace`.
+bool under_root(const fs::path& ws, const fs::path& root) {
+  if (root.empty()) return false;
+  auto dir = ws.lexically_normal().parent_path();
+  return ws.filename() == "workspace" && dir.parent_path() == root.lexically_normal() &&
+         !dir.filename().empty() && dir.filename() != "." && dir.filename() != "..";
+}
+
+result<bool> check_owned(const guest_runtime& g, const fs::path& state_dir,
+                         const fs::path& workspace_root) {
   if (auto ok = check_id(g.id); !ok) return ok;
   for (const auto& d : g.cgroup_dirs)
     if (d.size() < g.id.size() + 11 ||
@@ -53,7 +62,8 @@ result<bool> check_owned(const guest_runtime& g, const fs::path& state_dir) {
     return fail(ec::bad_request, "guest record names a foreign netns: " + g.netns);
   if (!g.workspace.empty() &&
       g.workspace.lexically_normal() !=
-          (state_dir / "guests" / g.id / "workspace").lexically_normal())
+          (state_dir / "guests" / g.id / "workspace").lexically_normal() &&
+      !under_root(g.workspace, workspace_root))
     return fail(ec::bad_request,
                 "guest record names a foreign workspace: " + g.workspace.string());
   return true;
@@ -169,7 +179,11 @@ result<guest_runtime> guest_backend::create(const guest_spec& spec) {
   if (hostname.size() > 64)
     return fail(ec::bad_request, "guest name is too long for a hostname (max 64)");
 
-  const auto guest_dir = cfg.state_dir / "guests" / spec.id;
+  if (!spec.guest_dir.empty() && !under_root(spec.guest_dir / "workspace", cfg.workspace_root))
+    return fail(ec::bad_request, "guest directory " + spec.guest_dir.string() +
+                                     " is not right below the workspace root");
+  const auto guest_dir =
+      spec.guest_dir.empty() ? cfg.state_dir / "guests" / spec.id : spec.guest_dir;
   if (spec.kept_workspace) {
     if (auto ok = check_kept_workspace(guest_dir); !ok) return ok.error();
   } else {
@@ -383,7 +397,8 @@ result<bool> guest_backend::check_image(const fs::path& image) {
 }
 
 result<bool> guest_backend::stop(const guest_runtime& recorded) {
-  if (auto ok = check_owned(recorded, impl_->cfg.state_dir); !ok) return ok;
+  if (auto ok = check_owned(recorded, impl_->cfg.state_dir, impl_->cfg.workspace_root); !ok)
+    return ok;
   guest_runtime g = recorded;
   if (g.cgroup_dirs.empty() && g.init_pid <= 0) {
     if (impl_->layout) g.cgroup_dirs = guest_cgroup_dirs(*impl_->layout, g.id);
@@ -404,7 +419,8 @@ result<bool> guest_backend::stop(const guest_runtime& recorded) {
 }
 
 result<bool> guest_backend::destroy(const guest_runtime& recorded) {
-  if (auto ok = check_owned(recorded, impl_->cfg.state_dir); !ok) return ok;
+  if (auto ok = check_owned(recorded, impl_->cfg.state_dir, impl_->cfg.workspace_root); !ok)
+    return ok;
   // A record persisted before its guest was built (the control plane stopped mid-create)
   // names only the id, yet cgroups, a shim already in them, a netns and a workspace may
   // exist: create names each of them by the id alone, so remove those.
@@ -435,6 +451,8 @@ result<bool> guest_backend::destroy(const guest_runtime& recorded) {
     if (ec_ && !first)
       first =
           fail(ec::unavailable, "cannot remove " + g.workspace.string() + ": " + ec_.message());
+    if (under_root(g.workspace, impl_->cfg.workspace_root))
+      ::unlink((g.workspace.parent_path() / shared_spec_file).c_str());
     ::rmdir(g.workspace.parent_path().c_str()); // the guest's directory, now empty
   }
   impl_->releaser.release(std::move(workspace_pin));

@@ -49,7 +49,15 @@ struct guest_spec {
   /// exists already and is checked (`e2fsck -p`: images have no journal) and attached as it
   /// is. A failure then leaves the workspace exactly as it was.
   bool kept_workspace = false;
+  /// Non-empty: the guest's directory (its workspace inside) is this one under
+  /// backend_config::workspace_root (a persistent guest of a fleet) instead of
+  /// state_dir/guests/<id>.
+  std::filesystem::path guest_dir;
 };
+
+/// Beside a shared workspace: the guest's create request and owner, so that another node
+/// can take the guest over (control_plane.cpp writes it; destroy() removes it).
+inline constexpr const char* shared_spec_file = "spec.json";
 
 /// Everything needed to find a live guest again, including after a control-plane
 /// restart (persisted in the record store as JSON by the server).
@@ -83,6 +91,9 @@ struct host_support {
 
 struct backend_config {
   std::filesystem::path state_dir; ///< workspaces live under state_dir/guests/<id>
+  /// Shared by a fleet's nodes (`--workspace-root`): persistent guests' directories
+  /// (guest_spec::guest_dir) live right below it. Empty: none.
+  std::filesystem::path workspace_root;
   uid_t guest_uid = 60000;
   gid_t guest_gid = 60000;
   uint32_t pids_max = 512;

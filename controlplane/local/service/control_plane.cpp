@@ -278,12 +278,21 @@ result<sandbox_created> control_plane::create(const sandbox_create_request& req)
   spec.shape_info = *shp;
   spec.egress = req.egress;
   spec.envs = req.envs;
+  // A named persistent guest of a fleet: its workspace under the shared root, owned here
+  // first (a kept one is a takeover: a cold boot from it).
+  const auto shared = shared_dir(req);
+  if (shared)
+    if (auto ok = claim_shared(req, *shared, spec); !ok) return ok.error();
+  auto release_shared = [&](failure f) -> failure {
+    if (shared && cfg_.owners) cfg_.owners->release(*req.name);
+    return f;
+  };
   {
     std::lock_guard<std::mutex> lock{mu_};
     // Resolved under the lock: remove_image() cannot take the image away before this
     // guest's record names it.
     auto image = images_.resolve(req.rootfs);
-    if (!image) return image.error();
+    if (!image) return release_shared(image.error());
     spec.rootfs = image->name;
     spec.image = image->layout;
     for (const auto& [id, g] : guests_)
@@ -292,7 +301,7 @@ result<sandbox_created> control_plane::create(const sandbox_create_request& req)
                         "; choose another name or delete that sandbox");
     // Admitted in the same critical section that records the guest as creating: its
     // record is its reservation, so concurrent creates count each other.
-    if (auto full = admit(*shp)) return *full;
+    if (auto full = admit(*shp)) return release_shared(*full);
     guest g;
     g.rec.id = spec.id;
     g.rec.name = spec.name;
@@ -332,16 +341,22 @@ result<sandbox_created> control_plane::create(const sandbox_create_request& req)
     // The backend removed what it built; forget the guest entirely (no partial guest).
     store_.erase(spec.id);
     guests_.erase(spec.id);
-    return rt.error();
+    return release_shared(rt.error());
   }
   g.rec.runtime = *rt;
   g.rec.status = sandbox_status::running;
   g.last_activity = clock::now();
-  if (auto ok = save(g); !ok) {
-    backend_.destroy(*rt);
+  auto ok = save(g);
+  if (ok && shared) ok = write_shared_spec(req, *shared);
+  if (!ok) {
+    // A kept workspace stays as it was; a new one goes with the guest.
+    if (spec.kept_workspace)
+      backend_.stop(*rt);
+    else
+      backend_.destroy(*rt);
     store_.erase(spec.id);
     guests_.erase(spec.id);
-    return ok.error();
+    return release_shared(ok.error());
   }
   sandbox_created out;
   out.id = spec.id;
@@ -521,6 +536,9 @@ result<sandbox_deleted> control_plane::destroy_guest(const std::string& id,
   if (!done)
     return fail(ec::unavailable, "destroy of " + id + " failed (" + done.error().message +
                                      "); retry the delete");
+  if (cfg_.owners && g.rec.persistent && !cfg_.workspace_root.empty() &&
+      rt.workspace.parent_path().parent_path() == cfg_.workspace_root)
+    cfg_.owners->release(g.rec.name); // its workspace went with it: nothing left to own
   return sandbox_deleted{id, sandbox_status::destroyed};
 }
 

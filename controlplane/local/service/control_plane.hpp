@@ -3,6 +3,7 @@
 #include "controlplane/local/guests/guest_backend.hpp"
 #include "controlplane/local/images/image_store.hpp"
 #include "controlplane/local/service/capacity.hpp"
+#include "controlplane/local/service/guest_owners.hpp"
 #include "controlplane/local/service/sandbox_service.hpp"
 #include "controlplane/local/service/warm_pool.hpp"
 #include "controlplane/local/store/guest_record.hpp"
@@ -12,6 +13,7 @@
 #include <condition_variable>
 #include <functional>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -45,6 +47,12 @@ struct control_plane_config {
   /// How long the records of destroyed and failed guests are kept before they are pruned
   /// (`--destroyed-retention-hours`): every list and sweep walks them until then.
   std::chrono::seconds destroyed_retention{24 * 3600};
+  /// `--workspace-root`: a named persistent guest's directory (workspace image and
+  /// shared_spec_file) is workspace_root/<name>, so that another node can take it over.
+  /// Empty: every workspace stays under the state dir.
+  std::filesystem::path workspace_root;
+  /// With a fleet: who owns the guests under workspace_root (null: this node alone).
+  std::shared_ptr<guest_owners> owners;
 };
 
 /// The real domain: guest records (write-through to the record store) and the backend
@@ -104,6 +112,15 @@ public:
   /// guest; returns how many. Idempotent; creates afterwards build their guests.
   size_t stop_pool();
 
+  // -- shared workspaces (control_plane_fleet.cpp) --
+  /// The node is fenced (its lease may expire: another node may take its guests over):
+  /// every running persistent guest under the workspace root is stopped. Blocking.
+  void stop_shared();
+  /// The node is registered again: its stopped guests under the workspace root that
+  /// another node now owns are forgotten (local leftovers removed, record destroyed, the
+  /// shared workspace untouched). Blocking (etcd).
+  void forget_taken_over();
+
 private:
   using clock = std::chrono::steady_clock;
 
@@ -144,6 +161,22 @@ private:
   result<bool> wake(const std::string& id);
   /// Idle persistent guests stopped, long-stopped ones deleted (pause_idle's second half).
   void stop_idle();
+
+  // -- shared workspaces (control_plane_fleet.cpp) --
+  /// `req` makes a guest under the workspace root: its directory there, or nullopt.
+  std::optional<std::filesystem::path> shared_dir(const sandbox_create_request& req) const;
+  /// Before building a guest in `dir` (mutex free): ownership taken; `spec` becomes a cold
+  /// boot from the kept workspace when the directory holds a spec (a takeover).
+  result<bool> claim_shared(const sandbox_create_request& req, const std::filesystem::path& dir,
+                            guest_spec& spec);
+  /// After the guest was built: the create request written beside its workspace.
+  result<bool> write_shared_spec(const sandbox_create_request& req,
+                                 const std::filesystem::path& dir);
+  /// Before a start of `spec` (mutex free): false with the owner's name when another node
+  /// owns it (the guest is then forgotten here).
+  result<bool> may_start(const guest_spec& spec);
+  /// Forgets a guest another node owns (mutex held): record destroyed, local leftovers gone.
+  void forget(guest& g, const std::string& owner);
 
   /// A status change through a transitional status: `from` → `via` (mutex held), the
   /// backend `op` (mutex free), then `to` and `arrived` — or back to `from` on failure.

@@ -113,6 +113,10 @@ result<guest_spec> control_plane::begin_start(guest& g) {
   spec.egress = rec.egress;
   spec.envs = rec.envs;
   spec.kept_workspace = true;
+  // Under the shared workspace root: the directory the record names (not the state dir).
+  if (!cfg_.workspace_root.empty() && !rec.runtime.workspace.empty() &&
+      rec.runtime.workspace.parent_path().parent_path() == cfg_.workspace_root)
+    spec.guest_dir = rec.runtime.workspace.parent_path();
   rec.status = sandbox_status::starting;
   if (auto ok = save(g); !ok) {
     rec.status = sandbox_status::stopped;
@@ -124,6 +128,18 @@ result<guest_spec> control_plane::begin_start(guest& g) {
 }
 
 result<sandbox_view> control_plane::finish_start(const guest_spec& spec) {
+  // Owned by this node first: one another node took over is forgotten, never started.
+  if (auto mine = may_start(spec); !mine) {
+    std::lock_guard<std::mutex> lock{mu_};
+    auto& g = guests_.at(spec.id);
+    if (g.rec.status == sandbox_status::starting) {
+      g.rec.status = sandbox_status::stopped;
+      save(g);
+      settled_.notify_all();
+      gate_.changed();
+    }
+    return mine.error();
+  }
   auto rt = backend_.create(spec);
   std::lock_guard<std::mutex> lock{mu_};
   auto& g = guests_.at(spec.id);
