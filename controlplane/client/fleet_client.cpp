@@ -750,6 +750,12 @@ private:
       auto now = etcd_->get(key, cfg_.probe_timeout);
       if (now && (!now->has_value() || (*now)->mod_revision != seen.mod_revision))
         return holder_wait::released;
+      // The holder's node lost (its lease expired, its record gone): the claim is stale
+      // now, not after claim_wait (a persistent guest's owner went with the same lease).
+      if (!node.empty())
+        if (auto rec = etcd_->get(std::string{fleet_nodes_prefix} + node, cfg_.probe_timeout);
+            rec && !rec->has_value())
+          return holder_wait::stale;
       std::unique_lock lk{mu_};
       cv_.wait_for(lk, 200ms, [this] { return stopped_.load(); });
     }

@@ -13,6 +13,7 @@
 #include <csignal>
 #include <dirent.h>
 #include <fstream>
+#include <iostream>
 #include <sys/stat.h>
 
 using namespace guestflow;
@@ -126,7 +127,13 @@ TEST_F(persistent_fleet_test, a_lost_nodes_guest_cold_boots_on_the_other_node_an
   ASSERT_TRUE(test_support::eventually([&] { return guest_pids(id_a).empty(); }, 20s));
   // Never while A's lease is live: the owner key goes with it (TTL 2 s).
   ASSERT_TRUE(test_support::eventually([&] { return owner_of(name).empty(); }, 20s, 50ms));
+  auto cold = std::chrono::steady_clock::now();
   ASSERT_EQ(count(), "5\n"); // cold-booted on node B from the kept workspace
+  std::cerr << "the run after the loss took "
+            << std::chrono::duration_cast<std::chrono::milliseconds>(
+                   std::chrono::steady_clock::now() - cold)
+                   .count()
+            << " ms\n";
   auto on_b = live(1);
   ASSERT_EQ(on_b.size(), 1u);
   EXPECT_EQ(on_b[0].name, name);
