@@ -10,6 +10,7 @@
 #include <deque>
 #include <mutex>
 #include <random>
+#include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 #include <thread>
 #include <unistd.h>
@@ -28,6 +29,16 @@ constexpr std::string_view reusable_prefix = "gf-c-";
 /// connection is enough).
 constexpr int misses_until_gone = 3;
 constexpr uint32_t list_page = 100;
+
+/// The fleet's warnings go to stderr: a CLI's stdout is the guest program's output only
+/// (spdlog's default logger writes to stdout).
+spdlog::logger& fleet_log() {
+  static const std::shared_ptr<spdlog::logger> log = [] {
+    auto l = spdlog::get("guestflow-fleet");
+    return l ? l : spdlog::stderr_color_mt("guestflow-fleet");
+  }();
+  return *log;
+}
 
 bool reusable(const std::optional<std::string>& name) {
   return name && name->compare(0, reusable_prefix.size(), reusable_prefix) == 0;
@@ -351,8 +362,8 @@ private:
     auto probe = made ? client::make(ep, probe_cfg) : made;
     std::lock_guard lk{mu_};
     if (!made || !probe) {
-      spdlog::warn("fleet: node {} at {} cannot be used: {}", name, url,
-                   (made ? probe : made).error().message);
+      fleet_log().warn("fleet: node {} at {} cannot be used: {}", name, url,
+                       (made ? probe : made).error().message);
       return n;
     }
     old = std::move(n->api);
@@ -382,7 +393,7 @@ private:
       for (auto& [_, a] : n->inflight)
         aborts.push_back(std::move(a));
       n->inflight.clear();
-      if (was) spdlog::warn("fleet: control plane node {} is gone: {}", n->name, why);
+      if (was) fleet_log().warn("fleet: control plane node {} is gone: {}", n->name, why);
     }
     auto f = fail(ec::unavailable,
                   "control plane node " + n->name + " (" + n->url + ") is gone: " + why);
@@ -412,8 +423,8 @@ private:
   void refresh_from_etcd() {
     auto records = etcd_->range(fleet_nodes_prefix, cfg_.probe_timeout);
     if (!records) { // etcd away: keep the last table rather than forget every node
-      spdlog::warn("fleet: cannot read nodes from {}: {}", etcd_->url(),
-                   records.error().message);
+      fleet_log().warn("fleet: cannot read nodes from {}: {}", etcd_->url(),
+                       records.error().message);
       return;
     }
     std::map<std::string, std::pair<node_capacity, int64_t>> seen; // record, its revision

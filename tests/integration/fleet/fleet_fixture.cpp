@@ -90,6 +90,10 @@ std::string cli_run::out_so_far() const {
   return slurp(out_);
 }
 
+std::string cli_run::err_so_far() const {
+  return slurp(err_);
+}
+
 void cli_run::signal(int sig) const {
   if (pid_ > 0 && !done_) ::kill(pid_, sig);
 }

@@ -41,6 +41,8 @@ public:
   void signal(int sig) const;
   /// What the run has printed to stdout so far.
   std::string out_so_far() const;
+  /// What the run has printed to stderr so far.
+  std::string err_so_far() const;
   pid_t pid() const { return pid_; }
 
 private:

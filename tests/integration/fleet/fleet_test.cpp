@@ -358,6 +358,34 @@ TEST_F(fleet_etcd_test, places_over_registered_nodes_and_forgets_one_whose_lease
   EXPECT_TRUE(test_support::eventually([&] { return live_total() == 0; }, 90s));
 }
 
+TEST_F(fleet_etcd_test, a_killed_nodes_run_fails_unavailable_long_before_its_lease_ends) {
+  // A lease (8 s) longer than the cut call's probe (2 s): the run must not wait for it.
+  for (auto name : {"n1", "n2"})
+    start_node(name, {"--fleet", etcd->url(), "--fleet-ttl-seconds", "8"});
+  auto c = fleet::etcd_client::make(etcd->url());
+  ASSERT_TRUE(c);
+  etcd_client = *c;
+  ASSERT_TRUE(test_support::eventually([&] { return registered() == 2; }, 30s));
+  ASSERT_EQ(drain(0, true), 200u); // the run goes to n2
+  auto run = start_fleet_code(file("waits.py", waits_for_go));
+  ASSERT_TRUE(test_support::eventually([&] { return run->out_so_far() == "started\n"; }, 60s))
+      << run->err_so_far();
+  ASSERT_EQ(live(1).size(), 1u);
+  kill_node(1);
+  // The failure is told while n2's record is still in etcd; the CLI then waits (at most the
+  // reaper's drain deadline, 60 s) at exit for the delete it owes n2. Its stdout stays the
+  // program's: the fleet's warnings go to stderr.
+  ASSERT_TRUE(test_support::eventually(
+      [&] { return run->err_so_far().find("unavailable") != std::string::npos; }, 15s))
+      << run->err_so_far();
+  EXPECT_EQ(registered(), 2u) << "the lease ended first: the failure came from its expiry";
+  restart_node(1); // registers once its old lease is out; the owed delete then goes through
+  auto o = run->wait(120s);
+  EXPECT_EQ(o.status, 125) << o.err;
+  EXPECT_EQ(o.out, "started\n");
+  EXPECT_TRUE(test_support::eventually([&] { return live_total() == 0; }, 30s));
+}
+
 TEST_F(fleet_etcd_test, with_every_node_full_a_run_fails_at_once_with_capacity) {
   three_registered({"--memory-budget-mb", "128"});
   auto o =
