@@ -319,6 +319,16 @@ protected:
         std::vector<std::string>{"code", "--timeout", "600", program}, fleet_env(), dir.path());
   }
 
+  /// Guests the nodes' etcd records count (what a new runtime places by).
+  uint64_t recorded_guests() const {
+    auto r = etcd_client->range(std::string{fleet_nodes_prefix});
+    uint64_t n = 0;
+    if (r)
+      for (auto& kv : *r)
+        if (auto rec = decode<node_capacity>(kv.value)) n += rec->guests;
+    return n;
+  }
+
   std::shared_ptr<fleet::etcd_client> etcd_client;
 };
 
@@ -329,6 +339,9 @@ TEST_F(fleet_etcd_test, places_over_registered_nodes_and_forgets_one_whose_lease
   for (size_t i = 0; i < 3; ++i) {
     runs.push_back(start_fleet_code(program));
     ASSERT_TRUE(test_support::eventually([&] { return live_total() == i + 1; }, 60s));
+    // Each run is a new runtime, placing by the records: the next one starts once they
+    // count this guest (a node puts its record on change, a moment after the create).
+    ASSERT_TRUE(test_support::eventually([&] { return recorded_guests() == i + 1; }, 30s));
   }
   for (size_t i = 0; i < 3; ++i)
     EXPECT_EQ(live(i).size(), 1u) << names[i];
