@@ -116,9 +116,9 @@ public:
   /// The node is fenced (its lease may expire: another node may take its guests over):
   /// every running persistent guest under the workspace root is stopped. Blocking.
   void stop_shared();
-  /// The node is registered again: its stopped guests under the workspace root that
-  /// another node now owns are forgotten (local leftovers removed, record destroyed, the
-  /// shared workspace untouched). Blocking (etcd).
+  /// The node is registered again: its guests under the workspace root that another node
+  /// now owns are forgotten (processes killed, local leftovers removed, record destroyed,
+  /// the shared workspace untouched). Blocking (etcd).
   void forget_taken_over();
 
 private:

@@ -40,6 +40,14 @@ result<std::string> read_text(const fs::path& p) {
   return text;
 }
 
+/// A guest a node back from a loss may find another node owns: stopped (its processes went
+/// with the host), or running / paused (only the control plane died and its guest ran on:
+/// killed now, as the new owner may have cold-booted it meanwhile).
+bool forgettable(sandbox_status s) {
+  return s == sandbox_status::stopped || s == sandbox_status::running ||
+         s == sandbox_status::paused;
+}
+
 } // namespace
 
 std::optional<fs::path> control_plane::shared_dir(const sandbox_create_request& req) const {
@@ -148,8 +156,7 @@ void control_plane::forget_taken_over() {
   {
     std::lock_guard<std::mutex> lock{mu_};
     for (const auto& [id, g] : guests_)
-      if (g.rec.persistent && g.rec.status == sandbox_status::stopped &&
-          !g.rec.runtime.workspace.empty() &&
+      if (g.rec.persistent && forgettable(g.rec.status) && !g.rec.runtime.workspace.empty() &&
           g.rec.runtime.workspace.parent_path().parent_path() == cfg_.workspace_root)
         shared.emplace_back(id, g.rec.name);
   }
@@ -158,7 +165,7 @@ void control_plane::forget_taken_over() {
     if (!owner || owner->empty()) continue;
     std::lock_guard<std::mutex> lock{mu_};
     auto i = guests_.find(id);
-    if (i == guests_.end() || i->second.rec.status != sandbox_status::stopped) continue;
+    if (i == guests_.end() || !forgettable(i->second.rec.status)) continue;
     forget(i->second, *owner);
     gate_.changed();
     if (cfg_.warn)
