@@ -207,6 +207,9 @@ workspace_disks::workspace_disks(fs::path templates_dir, std::string mke2fs)
     auto n = std::strtoul(v, &end, 10);
     if (end && *end == '\0' && n <= 16) depth_ = n;
   }
+  // A dead server's ready images (their mounts died with it): the templates dir is
+  // otherwise only swept when a new template is built.
+  remove_dead_staging(dir_);
 }
 
 workspace_disks::~workspace_disks() {

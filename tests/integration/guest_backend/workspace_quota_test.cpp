@@ -325,5 +325,26 @@ TEST_F(workspace_quota_test, a_create_takes_an_image_the_pool_made_ready) {
   expect_nothing_left(first);
 }
 
+TEST_F(workspace_quota_test, a_dead_servers_ready_images_are_removed_at_start) {
+  // A ready image of a server that died (its name ends with the dead pid): its mount died
+  // with it, and the next backend on the state dir removes the file.
+  pid_t dead = ::fork();
+  if (dead == 0) ::_exit(0);
+  ASSERT_GT(dead, 0);
+  ASSERT_EQ(::waitpid(dead, nullptr, 0), dead);
+  const auto templates = dir.path() / "disk-templates";
+  fs::create_directories(templates);
+  const auto left = templates / (".staging-ready-ext4-64m-4096i-0-0-7-" + std::to_string(dead));
+  std::ofstream{left} << "x";
+  const auto ours =
+      templates / (".staging-ready-ext4-64m-4096i-0-0-8-" + std::to_string(::getpid()));
+  std::ofstream{ours} << "x";
+  backend.reset();
+  backend = std::make_unique<guest_backend>(cfg);
+  EXPECT_FALSE(fs::exists(left)) << "a dead server's ready image stayed";
+  EXPECT_TRUE(fs::exists(ours)) << "a live server's ready image is not the start's to remove";
+  fs::remove(ours);
+}
+
 } // namespace
 } // namespace guestflow::local::test
