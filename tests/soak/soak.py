@@ -47,7 +47,7 @@ STATUS_OF = {
 }
 OPS = ["create", "exec", "files", "delete", "pause", "resume", "list", "get"]
 KINDS = ["5xx", "429", "drop", "timeout", "lost"]
-LIVE = {"creating", "running", "pausing", "paused", "resuming", "error", "destroying"}
+ENDED = {"destroyed", "failed"}  # every other status (a persistent guest's "stopped" too) is live
 
 
 def log(*parts):
@@ -161,7 +161,7 @@ class ControlPlaneView:
                              valid=lambda d: "data" in d and "pagination" in d)
             rows = page["data"]
             for g in rows:
-                if g["status"] in LIVE:
+                if g["status"] not in ENDED:
                     out[g["id"]] = (g["name"], g["status"])
             offset += len(rows)
             if not rows or offset >= page["pagination"]["total"]:
@@ -187,6 +187,9 @@ class Serve:
             "GUESTFLOW_OWNER": self.owner,
             "GUESTFLOW_SWEEP_GRACE_SECONDS": "0",  # a restart reaps its predecessor's guests
             "GUESTFLOW_SHUTDOWN_SECONDS": str(self.soak.args.shutdown_seconds),
+            # Room for every run the soak keeps in flight: a serve full of slots answers 429 at
+            # once, and the refused runs would spin through the soak's run count unmeasured.
+            "GUESTFLOW_MAX_INFLIGHT": str(self.soak.args.concurrency * 2 + 20),
             "GUESTFLOW_TOKEN": self.soak.token,
             # Flows run in a guest that fits a host's memory budget 100 at a time.
             "CREATEOS_EXECUTOR_SHAPE": "s-1vcpu-1gb",
