@@ -153,6 +153,31 @@ TEST_F(persistent_fleet_test, a_lost_nodes_guest_cold_boots_on_the_other_node_an
   EXPECT_TRUE(std::filesystem::exists(root / name / "spec.json")) << "B's workspace kept";
 }
 
+TEST_F(persistent_fleet_test,
+       a_takeover_whose_kept_image_was_removed_is_not_found_and_frees_it) {
+  start_node("node-a", node_args());
+  start_node("node-b", node_args());
+  ASSERT_TRUE(test_support::eventually([&] { return registered() == 2; }, 30s));
+  const std::string body = R"({"shape":"s-1vcpu-256mb","persistent":true,"name":"kept-1"})";
+  auto made = http_client{nodes[0]->port()}.call("POST", "/v1/sandboxes", body);
+  ASSERT_EQ(made.status, 200u) << made.body;
+  auto id_a = live(0).at(0).id;
+  ASSERT_TRUE(std::filesystem::exists(root / "kept-1" / "workspace.ext4"));
+  kill_node(0);
+  for (int pid : guest_pids(id_a))
+    ::kill(pid, SIGKILL);
+  ASSERT_TRUE(test_support::eventually([&] { return owner_of("kept-1").empty(); }, 20s, 50ms));
+  std::filesystem::remove(root / "kept-1" / "workspace.ext4");
+  auto refused = http_client{nodes[1]->port()}.call("POST", "/v1/sandboxes", body);
+  EXPECT_EQ(refused.status, 404u) << refused.body;
+  EXPECT_NE(refused.body.find("workspace image"), std::string::npos) << refused.body;
+  EXPECT_NE(refused.body.find("is gone"), std::string::npos) << refused.body;
+  EXPECT_TRUE(live(1).empty());
+  EXPECT_EQ(owner_of("kept-1"), "") << "a failed takeover lets ownership go";
+  EXPECT_TRUE(std::filesystem::exists(root / "kept-1" / "spec.json")) << "nothing else lost";
+  restart_node(0); // its record goes with TearDown
+}
+
 TEST_F(persistent_fleet_test, a_missing_or_unfleeted_workspace_root_is_refused_at_start) {
   auto run = [&](std::vector<std::string> args) {
     std::vector<std::string> all{"control-plane", "--state-dir",
