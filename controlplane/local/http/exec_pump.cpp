@@ -2,6 +2,8 @@
 
 #include <boost/asio/dispatch.hpp>
 #include <boost/asio/post.hpp>
+#include <cerrno>
+#include <cstring>
 #include <fcntl.h>
 
 namespace guestflow::local {
@@ -52,19 +54,55 @@ exec_pump::exec_pump(net::any_io_executor io, net::thread_pool& workers,
   err_.is_stderr = true;
 }
 
-void exec_pump::start() {
+std::optional<std::string> exec_pump::open() {
+  if (opened_) return open_error_;
+  opened_ = true;
+  auto fail_with = [this](const char* what) {
+    open_error_ = std::string{"cannot read the command's "} + what + ": " +
+                  std::strerror(errno) + " (the control plane is out of file descriptors)";
+    error_code ignored;
+    for (auto* c : {&out_, &err_}) {
+      c->sd.close(ignored);
+      c->open = false;
+    }
+    return open_error_;
+  };
   for (auto* c : {&out_, &err_}) {
-    int fd = dup_fd(c->is_stderr ? run_->stderr_fd() : run_->stdout_fd());
-    if (fd < 0) continue; // no such pipe: counts as closed
+    int orig = c->is_stderr ? run_->stderr_fd() : run_->stdout_fd();
+    if (orig < 0) continue; // no such pipe: counts as closed
+    int fd = dup_fd(orig);
+    if (fd < 0) return fail_with(c->is_stderr ? "stderr" : "stdout");
     c->sd.assign(fd);
     c->open = true;
-    read(*c);
   }
-  int xfd = dup_fd(run_->exit_fd());
-  if (xfd < 0) {
+  if (int orig = run_->exit_fd(); orig >= 0) {
+    int xfd = dup_fd(orig);
+    if (xfd < 0) return fail_with("exit");
+    exit_.assign(xfd);
+  }
+  return std::nullopt;
+}
+
+void exec_pump::abandon() {
+  killed_ = true;
+  net::post(worker_, [self = shared_from_this()] {
+    self->run_->kill();
+    self->run_->finish();
+  });
+}
+
+void exec_pump::start() {
+  if (open()) { // nothing to read from: kill the command, reap it, say why in the result
+    killed_ = true;
+    exited_ = true;
+    net::post(worker_, [self = shared_from_this()] { self->run_->kill(); });
+    return maybe_finish();
+  }
+  for (auto* c : {&out_, &err_})
+    if (c->open) read(*c);
+  if (!exit_.is_open()) {
     exited_ = true; // cannot watch: rely on the pipes' EOF, finish() waits for the exit
   } else {
-    exit_.assign(xfd);
     exit_.async_wait(net::posix::stream_descriptor::wait_read,
                      [self = shared_from_this()](error_code) { self->on_exit(); });
   }
@@ -174,6 +212,7 @@ void exec_pump::maybe_finish() {
         r.stdout_text = std::move(self->out_.kept);
         r.stderr_text = std::move(self->err_.kept);
       }
+      if (self->open_error_) add(*self->open_error_);
       if (outcome.error) add(*outcome.error);
       if (!error.empty()) r.error = std::move(error);
       if (!self->emit_ || (!r.oom_killed && !r.truncated.any()))

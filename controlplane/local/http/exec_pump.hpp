@@ -13,6 +13,7 @@
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 
 namespace guestflow::local {
@@ -37,7 +38,17 @@ public:
             std::unique_ptr<running_exec> run, exec_limits limits,
             std::chrono::steady_clock::time_point started, emit_fn emit, done_fn done);
 
-  /// Begins reading; `emit` empty means buffered mode.
+  /// Takes the pump's own duplicates of the command's fds (start() does it if not done
+  /// yet). A duplicate that cannot be made (EMFILE/ENFILE: the process is out of file
+  /// descriptors) returns why: read as "no such pipe", it lost the command's whole output
+  /// and reported a clean exit (10,000 streamed execs on a 20,000-fd limit).
+  std::optional<std::string> open();
+
+  /// After a failed open(): kills the command and reaps it on a worker; `done` never runs.
+  void abandon();
+
+  /// Begins reading; `emit` empty means buffered mode. If open() fails here, the command
+  /// is killed and `done` gets an error saying why, never a silent empty output.
   void start();
 
   /// The client went away (or the server stops): SIGKILL the command; the pump still
@@ -79,6 +90,8 @@ private:
   bool exited_ = false;
   bool finishing_ = false;
   bool killed_ = false;
+  bool opened_ = false;
+  std::optional<std::string> open_error_;
 };
 
 } // namespace guestflow::local

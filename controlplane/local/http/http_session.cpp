@@ -384,6 +384,13 @@ private:
         stream_.get_executor(), ctx_.workers, std::move(run), ctx_.options.exec, started,
         std::move(emit),
         [self = shared_from_this()](exec_result r) { self->exec_done(std::move(r)); });
+    // Out of file descriptors: refused (503) before a 200 promises output the pump
+    // could never read; the command is killed and reaped.
+    if (auto why = pump_->open()) {
+      pump_->abandon();
+      pump_.reset();
+      return send(failure_reply(fail(ec::unavailable, "exec: " + *why)));
+    }
     ctx_.track(pump_);
     stream_.expires_never(); // the command may run for hours; the watch detects a gone client
     if (streaming) {
