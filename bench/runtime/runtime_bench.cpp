@@ -66,6 +66,7 @@
 #include <jemalloc/jemalloc.h>
 #include <map>
 #include <optional>
+#include <regex>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -221,9 +222,22 @@ struct batch {
   void finished_one() {
     if (done.fetch_add(1) + 1 == names.size()) all_done.set_value();
   }
+  /// Failures by kind (run index and guest id blanked), for the message that ends a load
+  /// with failures: 1% of one kind and 5% of another are two bugs, not one.
+  std::map<std::string, size_t> kinds;
+
   void record_failure(std::string why) {
+    static const std::regex run_no{"^run [0-9]+: "}, guest{"sb-[0-9a-f]+"};
+    ++kinds[std::regex_replace(std::regex_replace(why, run_no, ""), guest, "sb-*")];
     if (failed.fetch_add(1) == 0) first_error = std::move(why);
     finished_one();
+  }
+
+  std::string kinds_text() const {
+    std::string out;
+    for (const auto& [why, n] : kinds)
+      out += "\n  " + std::to_string(n) + " x " + why.substr(0, 300);
+    return out;
   }
 };
 
@@ -500,7 +514,8 @@ figures run_load(caf::actor_system& sys, runtime& rt, const run_inputs& in, load
   f.failed = b->failed.load();
   if (f.failed)
     throw std::runtime_error(std::to_string(f.failed) + " of " + std::to_string(shape.total()) +
-                             " runs failed; first: " + b->first_error);
+                             " runs failed; first: " + b->first_error +
+                             "; by kind:" + b->kinds_text());
   auto runs = static_cast<double>(to->done - from->done);
   f.wall_s = static_cast<double>(to->at_ns - from->at_ns) / 1e9;
   f.runs_per_s = runs / f.wall_s;

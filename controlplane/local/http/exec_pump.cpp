@@ -67,7 +67,12 @@ std::optional<std::string> exec_pump::open() {
     }
     return open_error_;
   };
+  if (auto taken = run_->take_stdout()) { // handed over: no duplicate needed
+    out_.sd.assign(taken.release());
+    out_.open = true;
+  }
   for (auto* c : {&out_, &err_}) {
+    if (c->open) continue;
     int orig = c->is_stderr ? run_->stderr_fd() : run_->stdout_fd();
     if (orig < 0) continue; // no such pipe: counts as closed
     int fd = dup_fd(orig);

@@ -72,6 +72,9 @@ public:
   virtual int stderr_fd() const = 0;
   /// Becomes readable once the command exited. -1: none (finish() alone tells the exit).
   virtual int exit_fd() const = 0;
+  /// Hands stdout over to the reader instead of its being duplicated (one fd per command
+  /// fewer: the simulated domain's canned output at 10,000 streams). Invalid: not offered.
+  virtual unique_fd take_stdout() { return unique_fd{}; }
   /// SIGKILLs the command (its client went away). Cheap; safe after exit.
   virtual void kill() = 0;
   /// Reaps the command and closes its fds (blocking until it exited); ends the activity.

@@ -19,8 +19,9 @@ namespace {
 /// A command that already printed `text` on stdout (a pipe, closed for writing) and exited 0.
 class printed_command final : public running_exec {
 public:
-  explicit printed_command(const std::string& text, std::atomic<int>* kills)
-      : kills_(kills) {
+  printed_command(const std::string& text, std::atomic<int>* kills, bool hands_over = false)
+      : kills_(kills)
+      , hands_over_(hands_over) {
     int p[2];
     EXPECT_EQ(::pipe2(p, O_CLOEXEC), 0);
     EXPECT_EQ(::write(p[1], text.data(), text.size()), static_cast<ssize_t>(text.size()));
@@ -30,6 +31,7 @@ public:
   int stdout_fd() const override { return out_.get(); }
   int stderr_fd() const override { return -1; }
   int exit_fd() const override { return -1; }
+  unique_fd take_stdout() override { return hands_over_ ? std::move(out_) : unique_fd{}; }
   void kill() override { ++*kills_; }
   exec_outcome finish() override {
     out_.reset();
@@ -39,6 +41,7 @@ public:
 private:
   unique_fd out_;
   std::atomic<int>* kills_;
+  bool hands_over_;
 };
 
 /// Every descriptor number below a lowered soft limit taken, so that the next dup fails
@@ -73,10 +76,11 @@ struct pump_run {
   std::atomic<int> kills{0};
   std::optional<exec_result> result;
 
-  std::shared_ptr<exec_pump> make(const std::string& printed) {
+  std::shared_ptr<exec_pump> make(const std::string& printed, bool hands_over = false) {
     return std::make_shared<exec_pump>(
-        io.get_executor(), workers, std::make_unique<printed_command>(printed, &kills),
-        exec_limits{}, std::chrono::steady_clock::now(), exec_pump::emit_fn{},
+        io.get_executor(), workers,
+        std::make_unique<printed_command>(printed, &kills, hands_over), exec_limits{},
+        std::chrono::steady_clock::now(), exec_pump::emit_fn{},
         [this](exec_result r) { result = std::move(r); });
   }
 
@@ -115,6 +119,20 @@ TEST(ExecPump, OutOfDescriptorsIsAnErrorNotALostOutput) {
       << *r.result->error;
   EXPECT_NE(r.result->error->find("stdout"), std::string::npos) << *r.result->error;
   EXPECT_EQ(r.kills, 1); // the command is not left running unread
+}
+
+TEST(ExecPump, HandedOverStdoutNeedsNoSpareDescriptor) {
+  pump_run r;
+  auto pump = r.make("{\"t\":\"done\"}\n", true); // as the simulated domain's canned output
+  {
+    fds_exhausted full;
+    pump->start();
+    r.wait();
+  }
+  ASSERT_TRUE(r.result);
+  EXPECT_FALSE(r.result->error) << *r.result->error;
+  EXPECT_EQ(r.result->stdout_text, "{\"t\":\"done\"}\n");
+  EXPECT_EQ(r.kills, 0);
 }
 
 TEST(ExecPump, OpenSaysWhyBeforeAnythingIsPromised) {
