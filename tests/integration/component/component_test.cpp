@@ -9,6 +9,7 @@
 #include "tests/integration/control_plane/http_client.hpp"
 #include "tests/integration/runtime/runtime_fixture.hpp"
 #include "tests/support/eventually.hpp"
+#include "tests/support/guest_programs.hpp"
 
 #include <algorithm>
 #include <csignal>
@@ -113,13 +114,7 @@ constexpr const char* py_pattern = "def pattern(n, seed):\n"
                                    "    reps = n // 251 + 1\n"
                                    "    return (block * reps)[:n]\n";
 
-const char* counter_program = "import fcntl\n"
-                              "with open('/workspace/count', 'a+') as f:\n"
-                              "    fcntl.flock(f, fcntl.LOCK_EX)\n"
-                              "    f.write('x\\n')\n"
-                              "    f.flush()\n"
-                              "    f.seek(0)\n"
-                              "    print(len(f.readlines()))\n";
+using test_support::counter_program;
 
 /// The runtime fixture's control plane, environment and clean-up: reusable guests outlive
 /// their runs (and the control plane) by design, so its TearDown deletes what a test kept.

@@ -8,6 +8,7 @@
 #include "tests/integration/control_plane/http_client.hpp"
 #include "tests/integration/runtime/runtime_fixture.hpp"
 #include "tests/support/eventually.hpp"
+#include "tests/support/guest_programs.hpp"
 
 #include <csignal>
 #include <sys/wait.h>
@@ -18,13 +19,7 @@ using namespace std::chrono_literals;
 
 namespace {
 
-const char* counter_program = "import fcntl\n"
-                              "with open('/workspace/count', 'a+') as f:\n"
-                              "    fcntl.flock(f, fcntl.LOCK_EX)\n"
-                              "    f.write('x\\n')\n"
-                              "    f.flush()\n"
-                              "    f.seek(0)\n"
-                              "    print(len(f.readlines()))\n";
+using test_support::counter_program;
 
 class persistent_component_test : public runtime_fixture {
 protected:

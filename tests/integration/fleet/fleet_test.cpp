@@ -12,6 +12,7 @@
 #include "tests/integration/fleet/fleet_fixture.hpp"
 #include "tests/support/etcd_process.hpp"
 #include "tests/support/eventually.hpp"
+#include "tests/support/guest_programs.hpp"
 
 #include <algorithm>
 #include <csignal>
@@ -33,13 +34,7 @@ constexpr const char* waits_for_go = "import os, time\n"
                                      "    time.sleep(0.05)\n"
                                      "print('done', flush=True)\n";
 
-const char* counter_program = "import fcntl\n"
-                              "with open('/workspace/count', 'a+') as f:\n"
-                              "    fcntl.flock(f, fcntl.LOCK_EX)\n"
-                              "    f.write('x\\n')\n"
-                              "    f.flush()\n"
-                              "    f.seek(0)\n"
-                              "    print(len(f.readlines()))\n";
+using test_support::counter_program;
 
 class fleet_test : public fleet_fixture {
 protected:

@@ -9,6 +9,7 @@
 #include "tests/integration/fleet/fleet_fixture.hpp"
 #include "tests/support/etcd_process.hpp"
 #include "tests/support/eventually.hpp"
+#include "tests/support/guest_programs.hpp"
 
 #include <csignal>
 #include <dirent.h>
@@ -22,13 +23,7 @@ using namespace std::chrono_literals;
 
 namespace {
 
-const char* counter_program = "import fcntl\n"
-                              "with open('/workspace/count', 'a+') as f:\n"
-                              "    fcntl.flock(f, fcntl.LOCK_EX)\n"
-                              "    f.write('x\\n')\n"
-                              "    f.flush()\n"
-                              "    f.seek(0)\n"
-                              "    print(len(f.readlines()))\n";
+using test_support::counter_program;
 
 /// Pids of the processes in guest `id`'s cgroups (`…/guestflow/<id>`).
 std::vector<int> guest_pids(const std::string& id) {
