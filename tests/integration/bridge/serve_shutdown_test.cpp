@@ -86,4 +86,7 @@ TEST_F(serve_shutdown_test, a_stop_that_cannot_finish_still_exits_within_the_bou
   EXPECT_EQ(status, 125) << serve->stderr_text();
   EXPECT_NE(serve->stderr_text().find("GUESTFLOW_SHUTDOWN_SECONDS"), std::string::npos)
       << serve->stderr_text();
+  // As promised beside exit 125: the next start sweeps the guest the stopped one owed.
+  start_serve({{"GUESTFLOW_SWEEP_GRACE_SECONDS", "0"}});
+  EXPECT_TRUE(wait_for_live(0)) << serve->stderr_text();
 }
