@@ -5,6 +5,7 @@
 // nobody would ever delete. Real guests on a real control plane (`--faults` holds the
 // create); the caller that stays, and one whose answer the `lost` fault cuts, keep theirs.
 #include "tests/integration/control_plane/fixture.hpp"
+#include "tests/support/raw_connection.hpp"
 
 #include <arpa/inet.h>
 #include <cerrno>
@@ -19,58 +20,7 @@ namespace {
 
 using namespace std::chrono_literals;
 
-/// A raw TCP connection to 127.0.0.1:port: a caller that can vanish mid-call.
-class raw_connection {
-public:
-  explicit raw_connection(uint16_t port)
-      : fd_(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0)) {
-    if (fd_ < 0) throw std::runtime_error("socket failed");
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_port = htons(port);
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (::connect(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0)
-      throw std::runtime_error("connect failed");
-  }
-  ~raw_connection() { close(); }
-  raw_connection(const raw_connection&) = delete;
-  raw_connection& operator=(const raw_connection&) = delete;
-
-  void send(const std::string& bytes) {
-    size_t off = 0;
-    while (off < bytes.size()) {
-      auto n = ::send(fd_, bytes.data() + off, bytes.size() - off, MSG_NOSIGNAL);
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) throw std::runtime_error("send failed");
-      off += static_cast<size_t>(n);
-    }
-  }
-
-  /// Everything the server sends until it closes, within `deadline`.
-  std::string read_to_close(std::chrono::milliseconds deadline = 60s) {
-    std::string got;
-    auto until = std::chrono::steady_clock::now() + deadline;
-    while (std::chrono::steady_clock::now() < until) {
-      pollfd p{fd_, POLLIN, 0};
-      if (::poll(&p, 1, 100) <= 0) continue;
-      char buf[4096];
-      auto n = ::recv(fd_, buf, sizeof buf, 0);
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) return got;
-      got.append(buf, static_cast<size_t>(n));
-    }
-    return got + "TIMEOUT";
-  }
-
-  /// Gone as a SIGKILLed process goes: the socket closed, nothing more said.
-  void close() {
-    if (fd_ >= 0) ::close(fd_);
-    fd_ = -1;
-  }
-
-private:
-  int fd_;
-};
+using test_support::raw_connection;
 
 std::string create_request(const std::string& name) {
   std::string body = R"({"shape":"s-1vcpu-64mb","name":")" + name + R"("})";

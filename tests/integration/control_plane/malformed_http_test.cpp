@@ -2,6 +2,7 @@
 // header or chunk), 408 (a header or body that stops arriving) or 431 (headers too large)
 // before it closes, and closes an idle connection without a word.
 #include "tests/integration/control_plane/fixture.hpp"
+#include "tests/support/raw_connection.hpp"
 
 #include <arpa/inet.h>
 #include <cerrno>
@@ -16,55 +17,7 @@ namespace {
 
 using namespace std::chrono_literals;
 
-/// A raw TCP connection to 127.0.0.1:port.
-class raw_connection {
-public:
-  explicit raw_connection(uint16_t port)
-      : fd_(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0)) {
-    if (fd_ < 0) throw std::runtime_error("socket failed");
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_port = htons(port);
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (::connect(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0)
-      throw std::runtime_error("connect failed");
-  }
-  ~raw_connection() { ::close(fd_); }
-  raw_connection(const raw_connection&) = delete;
-  raw_connection& operator=(const raw_connection&) = delete;
-
-  void send(const std::string& bytes) {
-    size_t off = 0;
-    while (off < bytes.size()) {
-      auto n = ::send(fd_, bytes.data() + off, bytes.size() - off, MSG_NOSIGNAL);
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) throw std::runtime_error("send failed");
-      off += static_cast<size_t>(n);
-    }
-  }
-
-  /// Everything the server sends until it closes (or `deadline` passes: then "TIMEOUT"
-  /// is appended, which no expectation below accepts).
-  std::string read_to_close(std::chrono::milliseconds deadline = 60s) {
-    std::string got;
-    auto until = std::chrono::steady_clock::now() + deadline;
-    while (true) {
-      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-          until - std::chrono::steady_clock::now());
-      if (left.count() <= 0) return got + "TIMEOUT";
-      pollfd p{fd_, POLLIN, 0};
-      if (::poll(&p, 1, static_cast<int>(left.count())) <= 0) continue;
-      char buf[4096];
-      auto n = ::recv(fd_, buf, sizeof buf, 0);
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) return got; // EOF (or a reset after the reply)
-      got.append(buf, static_cast<size_t>(n));
-    }
-  }
-
-private:
-  int fd_;
-};
+using test_support::raw_connection;
 
 class control_plane_malformed_http : public control_plane_test {
 protected:
