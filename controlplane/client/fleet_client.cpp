@@ -250,24 +250,7 @@ public:
     by_id<sandbox_deleted>(
         id, timeout,
         [self, id, cb = std::move(cb)](result<sandbox_deleted> r) mutable {
-          bool gone = r || r.error().code == ec::not_found;
-          std::string name, node;
-          if (gone) {
-            std::lock_guard lk{self->mu_};
-            if (auto i = self->name_of_id_.find(id); i != self->name_of_id_.end())
-              name = i->second;
-            if (auto i = self->node_of_id_.find(id); i != self->node_of_id_.end())
-              node = i->second;
-            self->name_of_id_.erase(id);
-            self->node_of_id_.erase(id);
-          }
-          if (!self->etcd_ || name.empty()) return cb(std::move(r));
-          // The claim goes before the answer: a create of the same name that follows the
-          // answer must not have its fresh claim erased.
-          self->post([self, name, node, r = std::move(r), cb = std::move(cb)]() mutable {
-            self->release_claim(name, node);
-            cb(std::move(r));
-          });
+          self->forget_deleted(id, std::move(r), std::move(cb));
         },
         [id](client& c, millis t, auto k) { c.remove(id, t, std::move(k)); });
   }
@@ -279,26 +262,33 @@ public:
     by_id<sandbox_deleted>(
         id, timeout,
         [self, id, cb = std::move(cb)](result<sandbox_deleted> r) mutable {
-          if (!r && r.error().code != ec::not_found) return cb(std::move(r));
-          std::string name, node;
-          {
-            std::lock_guard lk{self->mu_};
-            if (auto i = self->name_of_id_.find(id); i != self->name_of_id_.end())
-              name = i->second;
-            if (auto i = self->node_of_id_.find(id); i != self->node_of_id_.end())
-              node = i->second;
-            self->name_of_id_.erase(id);
-            self->node_of_id_.erase(id);
-          }
-          if (!self->etcd_ || name.empty()) return cb(std::move(r));
-          self->post([self, name, node, r = std::move(r), cb = std::move(cb)]() mutable {
-            self->release_claim(name, node);
-            cb(std::move(r));
-          });
+          self->forget_deleted(id, std::move(r), std::move(cb));
         },
         [id, idle_s](client& c, millis t, auto k) {
           c.remove_if_idle(id, idle_s, t, std::move(k));
         });
+  }
+
+  /// A delete's answer: a guest gone (deleted, or unknown to its node) is forgotten and its
+  /// name's claim released before the caller hears of it (a create of the same name that
+  /// follows the answer must not have its fresh claim erased); a refusal keeps both.
+  void forget_deleted(const std::string& id, result<sandbox_deleted> r,
+                      callback<sandbox_deleted> cb) {
+    if (!r && r.error().code != ec::not_found) return cb(std::move(r));
+    std::string name, node;
+    {
+      std::lock_guard lk{mu_};
+      if (auto i = name_of_id_.find(id); i != name_of_id_.end()) name = i->second;
+      if (auto i = node_of_id_.find(id); i != node_of_id_.end()) node = i->second;
+      name_of_id_.erase(id);
+      node_of_id_.erase(id);
+    }
+    if (!etcd_ || name.empty()) return cb(std::move(r));
+    post([self = shared_from_this(), name, node, r = std::move(r),
+          cb = std::move(cb)]() mutable {
+      self->release_claim(name, node);
+      cb(std::move(r));
+    });
   }
 
   std::shared_ptr<stream_handle> exec_stream(const std::string& id, const exec_request& req,
