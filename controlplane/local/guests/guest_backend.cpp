@@ -396,24 +396,30 @@ result<bool> guest_backend::check_image(const fs::path& image) {
   return true;
 }
 
+unique_fd guest_backend::tear_down(guest_runtime& g, std::optional<failure>& first) {
+  // A record persisted before its guest was built (the control plane stopped mid-create)
+  // names only the id, yet cgroups, a shim already in them, a netns and a workspace may
+  // exist: create names each of them by the id alone, so remove those.
+  if (g.cgroup_dirs.empty() && g.init_pid <= 0) {
+    if (impl_->layout) g.cgroup_dirs = guest_cgroup_dirs(*impl_->layout, g.id);
+    if (g.netns.empty()) g.netns = netns_name(g.id); // absent: nothing to delete
+  }
+  unique_fd workspace_pin;
+  if (alive(g))
+    if (auto root = impl_->guest_root(g)) workspace_pin = pin_workspace(root->get());
+  if (auto ok = kill_and_remove(g.cgroup_dirs, teardown_timeout); !ok) first = ok.error();
+  if (!g.netns.empty())
+    if (auto ok = destroy_guest_net(g.netns); !ok && !first) first = ok.error();
+  return workspace_pin;
+}
+
 result<bool> guest_backend::stop(const guest_runtime& recorded) {
   if (auto ok = check_owned(recorded, impl_->cfg.state_dir, impl_->cfg.workspace_root); !ok)
     return ok;
   guest_runtime g = recorded;
-  if (g.cgroup_dirs.empty() && g.init_pid <= 0) {
-    if (impl_->layout) g.cgroup_dirs = guest_cgroup_dirs(*impl_->layout, g.id);
-    if (g.netns.empty()) g.netns = netns_name(g.id);
-  }
-  // Pinned, the workspace's unmount happens at the pin's close below, not in the guest's
-  // last exiting process: when stop returns the image is nobody's.
-  unique_fd workspace_pin;
-  if (alive(g))
-    if (auto root = impl_->guest_root(g)) workspace_pin = pin_workspace(root->get());
   std::optional<failure> first;
-  if (auto ok = kill_and_remove(g.cgroup_dirs, teardown_timeout); !ok) first = ok.error();
-  if (!g.netns.empty())
-    if (auto ok = destroy_guest_net(g.netns); !ok && !first) first = ok.error();
-  workspace_pin.reset();
+  // Unmounted here, before stop returns: a start may attach the image again at once.
+  tear_down(g, first).reset();
   if (first) return *first;
   return true;
 }
@@ -421,25 +427,13 @@ result<bool> guest_backend::stop(const guest_runtime& recorded) {
 result<bool> guest_backend::destroy(const guest_runtime& recorded) {
   if (auto ok = check_owned(recorded, impl_->cfg.state_dir, impl_->cfg.workspace_root); !ok)
     return ok;
-  // A record persisted before its guest was built (the control plane stopped mid-create)
-  // names only the id, yet cgroups, a shim already in them, a netns and a workspace may
-  // exist: create names each of them by the id alone, so remove those.
   guest_runtime g = recorded;
-  if (g.cgroup_dirs.empty() && g.init_pid <= 0) {
-    if (impl_->layout) g.cgroup_dirs = guest_cgroup_dirs(*impl_->layout, g.id);
-    if (g.netns.empty()) g.netns = netns_name(g.id); // absent: nothing to delete
-    if (g.workspace.empty()) g.workspace = impl_->cfg.state_dir / "guests" / g.id / "workspace";
-  }
-  // Pinned, the workspace's file system outlives the guest's processes: it is unmounted
-  // (and its loop device detached) by the releaser's thread, not by the guest's last
-  // exiting process, which kill_and_remove waits for.
-  unique_fd workspace_pin;
-  if (alive(g))
-    if (auto root = impl_->guest_root(g)) workspace_pin = pin_workspace(root->get());
+  if (g.cgroup_dirs.empty() && g.init_pid <= 0 && g.workspace.empty())
+    g.workspace = impl_->cfg.state_dir / "guests" / g.id / "workspace";
   std::optional<failure> first;
-  if (auto ok = kill_and_remove(g.cgroup_dirs, teardown_timeout); !ok) first = ok.error();
-  if (!g.netns.empty())
-    if (auto ok = destroy_guest_net(g.netns); !ok && !first) first = ok.error();
+  // The pin goes to the releaser's thread: the unmount and loop detach wait for RCU grace
+  // periods, off the caller's path.
+  auto workspace_pin = tear_down(g, first);
   if (!g.workspace.empty()) {
     // The guest's processes are gone, and with them the only mounts of its workspace's file
     // system and (autoclear) its loop device: the image is just a file now.

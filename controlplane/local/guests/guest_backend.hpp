@@ -1,5 +1,6 @@
 #pragma once
 
+#include "common/unique_fd.hpp"
 #include "messages/egress.hpp"
 #include "messages/error.hpp"
 #include "messages/sandbox.hpp"
@@ -176,6 +177,11 @@ private:
   result<bool> check_kept_workspace(const std::filesystem::path& guest_dir) const;
   /// The kept image is there, writable, and passes `e2fsck -p`.
   result<bool> check_image(const std::filesystem::path& image);
+  /// What stop() and destroy() share: `g` filled by its id when it names nothing (a record
+  /// persisted before create returned), its workspace pinned (the pin is returned: the
+  /// unmount happens at its close, not in the guest's last exiting process), every process
+  /// killed, cgroups and netns removed. `first`: the first failure.
+  unique_fd tear_down(guest_runtime& g, std::optional<failure>& first);
 
   struct impl;
   impl* impl_;
