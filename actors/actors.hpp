@@ -69,7 +69,7 @@ using controlplane_actor = caf::typed_actor<
     /// GET /v1/sandboxes?status= — every page, concatenated ("" = any status).
     caf::replies_to<list_atom, std::string>::with<sandbox_list>,
     /// PUT /v1/sandboxes/{id}/files?path= (id, path, bytes).
-    caf::replies_to<put_atom, std::string, std::string, std::string>::with<bool>,
+    caf::replies_to<put_atom, std::string, std::string, shared_bytes>::with<bool>,
     /// GET /v1/sandboxes/{id}/files?path= with a cap that binds during transfer (id, path,
     /// cap).
     caf::replies_to<fetch_atom, std::string, std::string, uint64_t>::with<std::string>,

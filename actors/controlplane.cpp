@@ -100,7 +100,7 @@ controlplane(controlplane_actor::stateful_pointer<controlplane_state> self,
           list_all(st.client, status, st.timeouts.query, {}, std::move(cb));
         });
       },
-      [self, &st](put_atom, std::string& id, std::string& path, std::string& bytes) {
+      [self, &st](put_atom, std::string& id, std::string& path, shared_bytes& bytes) {
         return call<bool>(self, [&](auto cb) {
           st.client->put_file(id, path, std::move(bytes), st.timeouts.files, std::move(cb));
         });

@@ -282,7 +282,7 @@ void upload_next(self_ptr self) {
       [self, i](bool) {
         // Uploaded: the guest has it now. A whole-flow run's spec carries the ~60 KiB runner,
         // which would otherwise stay in memory for as long as the run (minutes) goes on.
-        std::string{}.swap(self->state.spec.uploads[i].content);
+        self->state.spec.uploads[i].content = {};
         upload_next(self);
       },
       [self](caf::error& err) {

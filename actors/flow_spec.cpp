@@ -86,7 +86,7 @@ result<execution_spec> make_flow_spec(const run_request& req, const normalized_i
   spec.uploads.push_back({in_run_dir("spec.json"), encode(program)});
   for (auto& a : assets)
     if (a.name != session_tool) // the sessions' file tool: 13 KB a flow's guest never runs
-      spec.uploads.push_back({in_run_dir(a.name), std::string{a.content}});
+      spec.uploads.push_back({in_run_dir(a.name), shared_bytes::of_static(a.content)});
   spec.command =
       with_timeout(timeout, "python3", {in_run_dir("runner.py"), in_run_dir("spec.json")});
   spec.timeout_seconds = timeout;

@@ -180,7 +180,7 @@ void file_call(self_ptr self, std::string guest, session_file_call call, file_pr
     // The bytes go to a staging file under a name of our own; the tool then checks the
     // real path and copies them, so a refused path has nothing written.
     self->request(st.cp, st.opts.call_timeout, put_atom::value, guest, stage,
-                  std::move(call.body))
+                  shared_bytes{std::move(call.body)})
         .then(
             [self, guest, args, rp](bool) mutable {
               run_tool(self, guest, args, rp, [self, rp](std::string json) mutable {

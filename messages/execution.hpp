@@ -4,6 +4,7 @@
 #include "messages/error.hpp"
 #include "messages/run.hpp"
 #include "messages/sandbox.hpp"
+#include "messages/shared_bytes.hpp"
 
 #include <cstdint>
 #include <optional>
@@ -14,8 +15,8 @@ namespace guestflow {
 
 /// A file placed in the guest before the command runs.
 struct upload {
-  std::string path; ///< absolute guest path
-  std::string content;
+  std::string path;     ///< absolute guest path
+  shared_bytes content; ///< shared, never copied: the runner is every flow run's
   friend bool operator==(const upload& a, const upload& b) {
     return a.path == b.path && a.content == b.content;
   }

@@ -38,7 +38,7 @@ public:
     c.rootfs = req.rootfs.value_or("");
     answer(std::move(cb), std::move(c));
   }
-  void put_file(const std::string&, const std::string&, std::string, cp::millis,
+  void put_file(const std::string&, const std::string&, shared_bytes, cp::millis,
                 cp::callback<bool> cb) override {
     answer(std::move(cb), true);
   }

@@ -95,7 +95,7 @@ public:
     call<sandbox_list>(spec(verb::get, "/v1/sandboxes" + query, timeout), std::move(cb));
   }
 
-  void put_file(const std::string& id, const std::string& path, std::string body,
+  void put_file(const std::string& id, const std::string& path, shared_bytes body,
                 millis timeout, callback<bool> cb) override {
     if (!checked_id(id, cb) || !checked_path(path, cb)) return;
     auto s = spec(verb::put, files(id, path), timeout);

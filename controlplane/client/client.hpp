@@ -4,6 +4,7 @@
 #include "messages/fleet.hpp"
 #include "messages/image.hpp"
 #include "messages/sandbox.hpp"
+#include "messages/shared_bytes.hpp"
 
 #include <chrono>
 #include <cstdint>
@@ -112,7 +113,7 @@ public:
   virtual void list(const std::string& status, uint32_t limit, uint32_t offset, millis timeout,
                     callback<sandbox_list> cb) = 0;
   /// `path` must be absolute (bad_request otherwise, nothing sent); it is URL-encoded.
-  virtual void put_file(const std::string& id, const std::string& path, std::string body,
+  virtual void put_file(const std::string& id, const std::string& path, shared_bytes body,
                         millis timeout, callback<bool> cb) = 0;
   /// The cap binds during the transfer: a body longer than `max_bytes` aborts the read at
   /// the cap (never buffers more) and fails with artifact_too_large.

@@ -206,11 +206,10 @@ public:
     by_id<sandbox_view>(id, timeout, std::move(cb),
                         [id](client& c, millis t, auto k) { c.get(id, t, std::move(k)); });
   }
-  void put_file(const std::string& id, const std::string& path, std::string body,
+  void put_file(const std::string& id, const std::string& path, shared_bytes body,
                 millis timeout, callback<bool> cb) override {
-    auto shared = std::make_shared<std::string>(std::move(body));
-    by_id<bool>(id, timeout, std::move(cb), [id, path, shared](client& c, millis t, auto k) {
-      c.put_file(id, path, std::move(*shared), t, std::move(k));
+    by_id<bool>(id, timeout, std::move(cb), [id, path, body](client& c, millis t, auto k) {
+      c.put_file(id, path, body, t, std::move(k));
     });
   }
   void get_file(const std::string& id, const std::string& path, size_t max_bytes,
@@ -1093,7 +1092,7 @@ public:
             callback<sandbox_list> cb) override {
     core_->list(status, limit, offset, t, std::move(cb));
   }
-  void put_file(const std::string& id, const std::string& path, std::string body, millis t,
+  void put_file(const std::string& id, const std::string& path, shared_bytes body, millis t,
                 callback<bool> cb) override {
     core_->put_file(id, path, std::move(body), t, std::move(cb));
   }

@@ -102,7 +102,7 @@ http_call::http_call(std::shared_ptr<transport> t, call_spec spec, body_sink sin
     , deadline_timer_(lane_->ioc)
     , retry_(t_->cfg().retry_initial, t_->cfg().retry_max) {
   if (spec_.timeout.count() <= 0) spec_.timeout = t_->cfg().default_timeout;
-  if (spec_.content_type.empty()) spec_.body.clear();
+  if (spec_.content_type.empty()) spec_.body = {};
   std::string_view accept = spec_.kind == body_kind::raw && !sink_ ? "*/*" : "application/json";
   head_ = request_head(spec_, t_->url().host_header, accept, t_->ep().api_key);
 }
@@ -321,7 +321,8 @@ void http_call::send() {
   streaming_ = false;
   parser_.emplace(spec_.body_cap, error_body_cap);
   parser_->header_limit(header_cap);
-  std::array<net::const_buffer, 2> bufs{net::buffer(head_), net::buffer(spec_.body)};
+  std::array<net::const_buffer, 2> bufs{net::buffer(head_),
+                                        net::buffer(spec_.body.data(), spec_.body.size())};
   auto g = gen_;
   if (conn_->tls()) {
     net::async_write(

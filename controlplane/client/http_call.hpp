@@ -4,6 +4,7 @@
 #include "controlplane/client/reply_parser.hpp"
 #include "controlplane/client/retry_policy.hpp"
 #include "controlplane/client/transport.hpp"
+#include "messages/shared_bytes.hpp"
 
 #include <boost/asio/basic_waitable_timer.hpp>
 #include <boost/asio/ip/basic_resolver.hpp>
@@ -21,7 +22,7 @@ struct call_spec {
   boost::beast::http::verb method = boost::beast::http::verb::get;
   std::string target;       ///< prefix + path + query, already encoded
   size_t path_at = 0;       ///< where the path starts in `target` (after the URL prefix)
-  std::string body;         ///< request body (sent when `content_type` is set)
+  shared_bytes body;        ///< request body (sent when `content_type` is set), never copied
   std::string content_type; ///< empty: no body
   bool idempotent = true;   ///< retries transient failures inside the deadline
   body_kind kind = body_kind::jsend;

@@ -33,7 +33,7 @@ public:
             callback<sandbox_list> cb) override {
     inner_->list(status, limit, offset, t, timed(cb));
   }
-  void put_file(const std::string& id, const std::string& path, std::string body, millis t,
+  void put_file(const std::string& id, const std::string& path, shared_bytes body, millis t,
                 callback<bool> cb) override {
     inner_->put_file(id, path, std::move(body), t, timed(cb));
   }

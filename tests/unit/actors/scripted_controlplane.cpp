@@ -125,7 +125,7 @@ scripted_controlplane(controlplane_actor::stateful_pointer<scripted_state> self,
         out.total = out.data.size();
         return out;
       },
-      [self](put_atom, std::string& id, std::string& path, std::string&) -> caf::result<bool> {
+      [self](put_atom, std::string& id, std::string& path, shared_bytes&) -> caf::result<bool> {
         auto& s = *self->state.s;
         s.log.push_back("put " + id + " " + path);
         auto how = s.take("put");

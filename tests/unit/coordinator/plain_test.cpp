@@ -241,12 +241,12 @@ TEST(flow_spec, the_executor_is_the_callers_else_the_settings) {
   s.executor = "core";
   auto spec = make_flow_spec(request_for(), {}, s, "gf-x-abc123-0123456789", assets);
   ASSERT_TRUE(spec) << spec.error().message;
-  EXPECT_NE(spec->uploads[0].content.find(R"("executor":"core")"), std::string::npos);
+  EXPECT_NE(spec->uploads[0].content.view().find(R"("executor":"core")"), std::string::npos);
   auto req = request_for();
   req.executor = "lfx";
   spec = make_flow_spec(req, {}, s, "gf-x-abc123-0123456789", assets);
   ASSERT_TRUE(spec) << spec.error().message;
-  EXPECT_NE(spec->uploads[0].content.find(R"("executor":"lfx")"), std::string::npos);
+  EXPECT_NE(spec->uploads[0].content.view().find(R"("executor":"lfx")"), std::string::npos);
 }
 
 TEST(flow_spec, an_output_that_names_no_vertex_is_refused_listing_the_output_vertices) {
