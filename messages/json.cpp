@@ -232,8 +232,8 @@ void check_duplicates(const value& v, const path& p) {
   }
 }
 
-void write_canonical(rapidjson::Writer<rapidjson::StringBuffer>& w, const value& v,
-                     const path& p) {
+void write_canonical(rapidjson::Writer<rapidjson::StringBuffer>& w,
+                     rapidjson::StringBuffer& out, const value& v, const path& p) {
   switch (v.GetType()) {
   case rapidjson::kNullType:
     w.Null();
@@ -245,7 +245,7 @@ void write_canonical(rapidjson::Writer<rapidjson::StringBuffer>& w, const value&
     w.Bool(true);
     break;
   case rapidjson::kStringType:
-    w.String(v.GetString(), v.GetStringLength());
+    write_string(w, out, {v.GetString(), v.GetStringLength()});
     break;
   case rapidjson::kNumberType:
     if (v.IsUint64())
@@ -260,8 +260,8 @@ void write_canonical(rapidjson::Writer<rapidjson::StringBuffer>& w, const value&
   case rapidjson::kObjectType:
     w.StartObject();
     for (auto& m : v.GetObject()) {
-      w.Key(m.name.GetString(), m.name.GetStringLength());
-      write_canonical(w, m.value, p.field(key_of(m.name)));
+      write_string(w, out, key_of(m.name));
+      write_canonical(w, out, m.value, p.field(key_of(m.name)));
     }
     w.EndObject();
     break;
@@ -269,7 +269,7 @@ void write_canonical(rapidjson::Writer<rapidjson::StringBuffer>& w, const value&
     w.StartArray();
     size_t i = 0;
     for (auto& x : v.GetArray())
-      write_canonical(w, x, p.at(i++));
+      write_canonical(w, out, x, p.at(i++));
     w.EndArray();
     break;
   }
@@ -325,8 +325,64 @@ void raise(const path& p, std::string_view what) {
   throw decode_error{std::move(msg)};
 }
 
+void write_string(rapidjson::Writer<rapidjson::StringBuffer>& w, rapidjson::StringBuffer& out,
+                  std::string_view s) {
+  static constexpr char hex[] = "0123456789ABCDEF";
+  // The writer places the separator and counts the value; the bytes go in below.
+  w.RawValue("", 0, rapidjson::kStringType);
+  out.Put('"');
+  size_t run = 0; // start of the bytes not yet copied
+  for (size_t i = 0; i < s.size(); ++i) {
+    auto c = static_cast<unsigned char>(s[i]);
+    if (c >= 0x20 && c != '"' && c != '\\') continue;
+    std::memcpy(out.Push(i - run), s.data() + run, i - run);
+    run = i + 1;
+    char* e = out.Push(2);
+    e[0] = '\\';
+    switch (c) {
+    case '"':
+    case '\\':
+      e[1] = static_cast<char>(c);
+      break;
+    case '\b':
+      e[1] = 'b';
+      break;
+    case '\t':
+      e[1] = 't';
+      break;
+    case '\n':
+      e[1] = 'n';
+      break;
+    case '\f':
+      e[1] = 'f';
+      break;
+    case '\r':
+      e[1] = 'r';
+      break;
+    default: {
+      e[1] = 'u';
+      char* u = out.Push(4);
+      u[0] = '0';
+      u[1] = '0';
+      u[2] = hex[c >> 4];
+      u[3] = hex[c & 15];
+    }
+    }
+  }
+  std::memcpy(out.Push(s.size() - run), s.data() + run, s.size() - run);
+  out.Put('"');
+}
+
 bool valid_utf8(std::string_view s) noexcept {
   for (size_t i = 0; i < s.size();) {
+    // ASCII, the common case, eight bytes at a time.
+    if (uint64_t w; i + 8 <= s.size()) {
+      std::memcpy(&w, s.data() + i, 8);
+      if ((w & 0x8080808080808080ull) == 0) {
+        i += 8;
+        continue;
+      }
+    }
     auto n = utf8_sequence(s, i);
     if (n == 0) return false;
     i += n;
@@ -439,7 +495,7 @@ std::optional<failure> finish(const rapidjson::ParseResult& pr, const sax_builde
 raw_json canonical(const value& v, const path& p) {
   rapidjson::StringBuffer buf;
   rapidjson::Writer<rapidjson::StringBuffer> w{buf};
-  write_canonical(w, v, p);
+  write_canonical(w, buf, v, p);
   return raw_json{std::string{buf.GetString(), buf.GetSize()}};
 }
 
@@ -615,22 +671,18 @@ json_writer& json_writer::end_array() {
 }
 
 json_writer& json_writer::key(std::string_view k) {
-  if (valid_utf8(k)) {
-    w_.Key(k.data(), static_cast<rapidjson::SizeType>(k.size()));
-  } else {
-    auto s = sanitize_utf8(k);
-    w_.Key(s.data(), static_cast<rapidjson::SizeType>(s.size()));
-  }
+  if (valid_utf8(k))
+    write_string(w_, buf_, k);
+  else
+    write_string(w_, buf_, sanitize_utf8(k));
   return *this;
 }
 
 json_writer& json_writer::str(std::string_view s) {
-  if (valid_utf8(s)) {
-    w_.String(s.data(), static_cast<rapidjson::SizeType>(s.size()));
-  } else {
-    auto t = sanitize_utf8(s);
-    w_.String(t.data(), static_cast<rapidjson::SizeType>(t.size()));
-  }
+  if (valid_utf8(s))
+    write_string(w_, buf_, s);
+  else
+    write_string(w_, buf_, sanitize_utf8(s));
   return *this;
 }
 

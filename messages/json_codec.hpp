@@ -63,6 +63,13 @@ bool valid_utf8(std::string_view s) noexcept;
 /// `s` with every ill-formed UTF-8 sequence replaced by U+FFFD.
 std::string sanitize_utf8(std::string_view s);
 
+/// Writes `s` as the writer's next string (a key where one is due) into `out`, the writer's
+/// buffer: byte for byte what rapidjson::Writer::String writes (UTF-8 unchecked, controls
+/// escaped, `"` and `\` escaped, the rest as is), with each run that needs no escape copied
+/// at once instead of a byte at a time. A flow's graph is tens of KB of strings.
+void write_string(rapidjson::Writer<rapidjson::StringBuffer>& w, rapidjson::StringBuffer& out,
+                  std::string_view s);
+
 /// Canonical compact JSON of `v` (member order kept). Throws decode_error at `p` for a
 /// number that does not fit a double.
 raw_json canonical(const value& v, const path& p);

@@ -1,6 +1,6 @@
 // bench_bridge [--streams N]... [--duration-s S] [--warmup-s S] [--latency-ms N] [--settle-s S]
 //              [--env K=V]... [--flow FILE] [--frames FILE] [--real] [--no-baseline]
-//              [--smoke] [--out FILE]
+//              [--transport tcp|unix] [--smoke] [--out FILE]
 //
 // The bridge's HTTP surface under load. Starts `guestflow control-plane
 // --simulate-latency-ms N --simulate-exec-stdout bench/bridge/prompt_frames.ndjson` (every
@@ -21,6 +21,8 @@
 // --flow/--frames: another flow and its canned frames (bench/flowfarm makes 1-, 5- and
 // 20-vertex ones); --real: a control plane that starts real local guests (root; the frames
 // are the real runner's, their count unchecked); --no-baseline: no 1-stream row first.
+// --transport unix: the server reaches the control plane over its --unix-socket (the
+// one-host deployment the README recommends) instead of loopback TCP.
 // Each level's `raw:` line is what bench/run reads.
 #include "bench/bridge/load_client.hpp"
 #include "bench/fd_limit.hpp"
@@ -284,7 +286,7 @@ int main(int argc, char** argv) {
   std::vector<size_t> levels;
   double duration_s = 10, warmup_s = 3, settle_s = 0;
   uint32_t latency_ms = 50;
-  bool smoke = false, real = false, baseline = true;
+  bool smoke = false, real = false, baseline = true, unix_socket = false;
   std::string out_path;
   std::string frames_path = source_dir + "/bench/bridge/prompt_frames.ndjson";
   std::string flow_path = source_dir + "/examples/flows/prompt.json";
@@ -317,10 +319,14 @@ int main(int argc, char** argv) {
       baseline = false;
     else if (a == "--out" && i + 1 < argc)
       out_path = argv[++i];
+    else if (a == "--transport" && i + 1 < argc &&
+             (std::string{argv[i + 1]} == "unix" || std::string{argv[i + 1]} == "tcp"))
+      unix_socket = std::string{argv[++i]} == "unix";
     else {
       std::cerr << "usage: bench_bridge [--streams N]... [--duration-s S] [--warmup-s S] "
                    "[--latency-ms N] [--env K=V]... [--settle-s S] [--flow FILE] "
-                   "[--frames FILE] [--real] [--no-baseline] [--smoke] [--out FILE]\n";
+                   "[--frames FILE] [--real] [--no-baseline] [--transport tcp|unix] [--smoke] "
+                   "[--out FILE]\n";
       return 2;
     }
   }
@@ -344,10 +350,23 @@ int main(int argc, char** argv) {
     std::vector<std::string> cp_args{"--simulate-latency-ms", std::to_string(latency_ms),
                                      "--simulate-exec-stdout", frames_path};
     if (real) cp_args.clear(); // real guests: the control plane's own defaults
+    auto socket_path = (dir.path() / "cp.sock").string();
+    if (unix_socket) {
+      cp_args.push_back("--unix-socket");
+      cp_args.push_back(socket_path);
+    }
     testing::control_plane_process cp{dir.path() / "cp-state", cp_args};
+    for (auto until = std::chrono::steady_clock::now() + 10s;
+         unix_socket && !std::filesystem::exists(socket_path);)
+      if (std::chrono::steady_clock::now() > until)
+        throw std::runtime_error("the control plane made no socket at " + socket_path);
+      else
+        std::this_thread::sleep_for(10ms); // polled with a deadline: it binds after printing
     // The child's environment is ours plus these; an empty value counts as unset.
     std::map<std::string, std::string> env{
-        {"GUESTFLOW_CONTROL_PLANE_URL", "http://127.0.0.1:" + std::to_string(cp.port())},
+        {"GUESTFLOW_CONTROL_PLANE_URL", unix_socket
+                                            ? "unix://" + socket_path
+                                            : "http://127.0.0.1:" + std::to_string(cp.port())},
         {"GUESTFLOW_CONTROL_PLANE_KEY", ""},
         {"GUESTFLOW_TOKEN", ""},
         {"GUESTFLOW_STATE_DIR", (dir.path() / "serve-state").string()}};
@@ -408,8 +427,10 @@ int main(int argc, char** argv) {
                         : std::string{"unknown"})
           << "; ideal latency "
           << (calls > 0 ? std::to_string(static_cast<int>(ideal_ms + 0.5)) + " ms" : "unknown")
-          << "; window " << duration_s << " s after " << warmup_s << " s warm-up; fd limit "
-          << fd_limit << "; " << std::thread::hardware_concurrency()
+          << "; server to control plane over "
+          << (unix_socket ? "its Unix socket" : "loopback TCP") << "; window " << duration_s
+          << " s after " << warmup_s << " s warm-up; fd limit " << fd_limit << "; "
+          << std::thread::hardware_concurrency()
           << " cores shared by server, control plane and this generator\n";
     if (!extra_env.empty()) {
       table << "server env:";

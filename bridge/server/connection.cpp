@@ -20,6 +20,7 @@
 #include <deque>
 #include <functional>
 #include <limits>
+#include <mutex>
 #include <optional>
 #include <utility> // before the Asio headers (see CONTRIBUTING)
 
@@ -83,11 +84,15 @@ public:
   // ---- run_event_sink -------------------------------------------------------------------
 
   /// From the relay, on an actor thread: one event, encoded when the answer is a stream.
+  /// Events that arrive while a drain is pending join it: one hand-off to this
+  /// connection's thread and one write for a burst (a flow's vertices), not one each.
   void deliver(std::string line, std::optional<run_event> terminal) override {
-    net::post(stream_.get_executor(), [self = shared(), line = std::move(line),
-                                       terminal = std::move(terminal)]() mutable {
-      self->on_event(std::move(line), std::move(terminal));
-    });
+    {
+      std::lock_guard<std::mutex> guard{inbox_mu_};
+      inbox_.push_back({std::move(line), std::move(terminal)});
+      if (inbox_.size() > 1) return; // the drain posted for the first one takes it too
+    }
+    net::post(stream_.get_executor(), [self = shared()] { self->drain_inbox(); });
   }
 
   // ---- line_sink ------------------------------------------------------------------------
@@ -398,6 +403,19 @@ private:
     queue_line(std::move(line), last);
   }
 
+  void drain_inbox() {
+    std::vector<delivery> batch;
+    {
+      std::lock_guard<std::mutex> guard{inbox_mu_};
+      batch.swap(inbox_);
+    }
+    holding_ = true; // queue the whole batch, then write it at once
+    for (auto& d : batch)
+      on_event(std::move(d.line), std::move(d.terminal));
+    holding_ = false;
+    pump();
+  }
+
   void on_event(std::string line, std::optional<run_event> terminal) {
     if (closed_) return;
     if (mode_ == answer::collect) {
@@ -439,7 +457,8 @@ private:
   /// Writes what is queued as one chunk (the head first, the last chunk after the
   /// terminal event); one write at a time.
   void pump() {
-    if (writing_ || closed_ || !streaming_ || (head_.empty() && lines_.empty())) return;
+    if (holding_ || writing_ || closed_ || !streaming_ || (head_.empty() && lines_.empty()))
+      return;
     out_ = std::move(head_);
     head_.clear();
     if (!lines_.empty()) {
@@ -549,7 +568,14 @@ private:
   std::optional<run_event> terminal_; ///< collect: the terminal event
   std::string head_;                  ///< stream: the response head, until written
   std::deque<std::string> lines_;     ///< stream: encoded events not yet written
-  size_t queued_events_ = 0;          ///< lines_ that are events (not heartbeats)
+  struct delivery {
+    std::string line;
+    std::optional<run_event> terminal;
+  };
+  std::mutex inbox_mu_;
+  std::vector<delivery> inbox_; ///< from the relay's thread, until drain_inbox takes them
+  bool holding_ = false;        ///< drain_inbox is queueing a batch: pump after it
+  size_t queued_events_ = 0;    ///< lines_ that are events (not heartbeats)
   bool wrote_since_tick_ = false;
   size_t backlog_bytes_ = 0;
   std::string out_; ///< the write in flight

@@ -24,20 +24,22 @@ struct server::impl {
                  /*reuse_address=*/true) {}
 
   void accept() {
-    acceptor.async_accept(net::make_strand(io),
-                          [this](boost::system::error_code ec, tcp::socket socket) {
-                            if (ec == net::error::operation_aborted || !acceptor.is_open())
-                              return;
-                            if (!ec) {
-                              // A stream writes its head, then events as they happen:
-                              // Nagle would hold each small chunk for the client's
-                              // delayed ACK (40 ms).
-                              boost::system::error_code ignored;
-                              socket.set_option(tcp::no_delay(true), ignored);
-                              serve_connection(std::move(socket), ctx);
-                            }
-                            accept();
-                          });
+    // A strand per connection only when several threads run `io`: with one (the default)
+    // it would only add a lock and shared-state copies to every handler.
+    auto on = ctx.opts.io_threads > 1 ? net::any_io_executor{net::make_strand(io)}
+                                      : net::any_io_executor{io.get_executor()};
+    acceptor.async_accept(on, [this](boost::system::error_code ec, tcp::socket socket) {
+      if (ec == net::error::operation_aborted || !acceptor.is_open()) return;
+      if (!ec) {
+        // A stream writes its head, then events as they happen:
+        // Nagle would hold each small chunk for the client's
+        // delayed ACK (40 ms).
+        boost::system::error_code ignored;
+        socket.set_option(tcp::no_delay(true), ignored);
+        serve_connection(std::move(socket), ctx);
+      }
+      accept();
+    });
   }
 
   server_context ctx; ///< first: connections still pending in io use it as io goes away

@@ -1,5 +1,6 @@
 // decode(encode(x)) == x for every wire type, and encoders are byte-stable.
 
+#include "messages/json_codec.hpp"
 #include "tests/unit/messages/samples.hpp"
 
 #include <gtest/gtest.h>
@@ -301,6 +302,40 @@ TEST(byte_stable, non_finite_timedelta_encodes_as_null) {
   auto back = decode_run_outputs(encode(std::vector<run_outputs>{ro}));
   ASSERT_TRUE(back) << back.error().message;
   EXPECT_FALSE(back->at(0).outputs.at(0)->timedelta.has_value());
+}
+
+// The codec writes strings with its own escaper (codec::write_string); its bytes must be
+// RapidJSON's Writer::String's, for every byte value, in keys and values, at every place a
+// separator goes.
+TEST(byte_stable, write_string_writes_what_rapidjson_writes) {
+  std::vector<std::string> cases{"", "plain", "a\"b\\c/d", "tab\there\r\n\b\f", "\x7f\x01\x1f"};
+  std::string all;
+  for (int c = 0; c < 256; ++c)
+    all.push_back(static_cast<char>(c));
+  cases.push_back(all);
+  cases.push_back(std::string(100, 'x') + "\x19" + std::string(9, 'y') + "\xc3\xa9\"");
+  for (int c = 0; c < 256; ++c)
+    cases.push_back(std::string{"ab"} + static_cast<char>(c) + "cdefghijk");
+  rapidjson::StringBuffer want_buf, got_buf;
+  rapidjson::Writer<rapidjson::StringBuffer> want{want_buf}, got{got_buf};
+  want.StartArray();
+  got.StartArray();
+  for (auto& s : cases) {
+    want.String(s.data(), static_cast<rapidjson::SizeType>(s.size()));
+    codec::write_string(got, got_buf, s);
+    want.StartObject();
+    got.StartObject();
+    want.Key(s.data(), static_cast<rapidjson::SizeType>(s.size()));
+    codec::write_string(got, got_buf, s);
+    want.String(s.data(), static_cast<rapidjson::SizeType>(s.size()));
+    codec::write_string(got, got_buf, s);
+    want.EndObject();
+    got.EndObject();
+  }
+  want.EndArray();
+  got.EndArray();
+  EXPECT_EQ(std::string(got_buf.GetString(), got_buf.GetSize()),
+            std::string(want_buf.GetString(), want_buf.GetSize()));
 }
 
 } // namespace
