@@ -325,16 +325,51 @@ void raise(const path& p, std::string_view what) {
   throw decode_error{std::move(msg)};
 }
 
+namespace {
+
+/// Whether any of the 8 bytes in `w` needs an escape in a JSON string: below 0x20, `"` or
+/// `\\` (the classic has-zero-byte test on w, w ^ '"'… and has-less-than on w; exact as a
+/// yes/no for the word).
+bool escape_in(uint64_t w) noexcept {
+  constexpr uint64_t ones = 0x0101010101010101ull;
+  constexpr uint64_t highs = 0x8080808080808080ull;
+  auto zero = [](uint64_t x) { return (x - ones) & ~x & highs; };
+  return ((w - ones * 0x20) & ~w & highs) | zero(w ^ (ones * '"')) | zero(w ^ (ones * '\\'));
+}
+
+/// The offset of the first byte of `s` at or after `i` that needs an escape, or s.size().
+size_t next_escape(std::string_view s, size_t i) noexcept {
+  for (; i + 8 <= s.size(); i += 8) {
+    uint64_t w;
+    std::memcpy(&w, s.data() + i, 8);
+    if (escape_in(w)) break;
+  }
+  for (; i < s.size(); ++i) {
+    auto c = static_cast<unsigned char>(s[i]);
+    if (c < 0x20 || c == '"' || c == '\\') return i;
+  }
+  return i;
+}
+
+} // namespace
+
 void write_string(rapidjson::Writer<rapidjson::StringBuffer>& w, rapidjson::StringBuffer& out,
                   std::string_view s) {
   static constexpr char hex[] = "0123456789ABCDEF";
   // The writer places the separator and counts the value; the bytes go in below.
   w.RawValue("", 0, rapidjson::kStringType);
+  auto i = next_escape(s, 0);
+  if (i == s.size()) { // the common case: nothing to escape, one copy
+    char* p = out.Push(s.size() + 2);
+    p[0] = '"';
+    std::memcpy(p + 1, s.data(), s.size());
+    p[s.size() + 1] = '"';
+    return;
+  }
   out.Put('"');
   size_t run = 0; // start of the bytes not yet copied
-  for (size_t i = 0; i < s.size(); ++i) {
+  for (; i < s.size(); i = next_escape(s, i + 1)) {
     auto c = static_cast<unsigned char>(s[i]);
-    if (c >= 0x20 && c != '"' && c != '\\') continue;
     std::memcpy(out.Push(i - run), s.data() + run, i - run);
     run = i + 1;
     char* e = out.Push(2);
