@@ -2,7 +2,7 @@
 //
 // The third floor under bench_runtime's CPU per execution, beside bench_round_trip_floor
 // (the round trips) and bench_call_work (their HTTP and JSON): the least that one CAF actor
-// per execution costs, with the runtime's CAF settings (apply_runtime_settings: 2 workers,
+// per execution costs, with the runtime's CAF settings (apply_runtime_settings: its workers,
 // the sharing scheduler) and allocator. Each run is one actor that makes a code run's 4
 // calls (create, upload, exec, delete) on bench::answering_client itself (no control-plane
 // actor between, no request timeouts), gets each answer as one message in its mailbox from

@@ -37,7 +37,7 @@
 #include "actors/runtime.hpp"
 #include "actors/sandbox_policy.hpp"
 #include "actors/system_settings.hpp"
-#include "bench/fd_limit.hpp"
+#include "common/fd_limit.hpp"
 #include "bench/load_flags.hpp"
 #include "bench/reaper_probe.hpp"
 #include "bench/runtime/answering_client.hpp"
@@ -624,7 +624,7 @@ int main(int argc, char** argv) {
     out_path = std::string{GUESTFLOW_SOURCE_DIR} + "/bench/results/runtime.txt";
 
   try {
-    auto fd_limit = bench::raise_fd_limit(); // 10,000 runs: up to 10,000 connections
+    auto fd_limit = raise_fd_limit(); // 10,000 runs: up to 10,000 connections
     guestflow::test_support::temp_dir dir{"guestflow-bench"};
     auto socket_path = dir.path() / "cp.sock";
     std::vector<std::string> cp_args{"--simulate-latency-ms", std::to_string(latency_ms),
@@ -703,7 +703,8 @@ int main(int argc, char** argv) {
                     : std::string{"4 calls per run (create, upload, exec, delete)"})
           << "\n"
           << "this process: actor system "
-          << (caf_threads ? std::to_string(caf_threads) : std::string{"2 (runtime default)"})
+          << (caf_threads ? std::to_string(caf_threads)
+                          : std::to_string(runtime_worker_threads()) + " (runtime default)")
           << " threads, scheduler "
           << (policy.empty() ? std::string{"sharing (runtime default)"} : policy)
           << ", client 1 I/O thread, pool max idle " << ccfg.max_idle_per_endpoint
