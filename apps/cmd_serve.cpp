@@ -5,6 +5,7 @@
 #include "apps/command.hpp"
 #include "bridge/server/server.hpp"
 #include "bridge/server/surfaces/sessions.hpp"
+#include "common/fd_limit.hpp"
 #include "common/net_address.hpp"
 
 #include <caf/exit_reason.hpp>
@@ -80,16 +81,6 @@ result<bridge::server_options> server_options_from(const cp::env_map& env, std::
   o.stream_backlog_bytes = static_cast<size_t>(*backlog);
   o.io_threads = *threads;
   return o;
-}
-
-/// A node server holds a socket per stream plus the control-plane pool: lift the soft
-/// descriptor limit to the hard one, as servers do (1024 would cap it near 300 streams).
-void raise_fd_limit() {
-  rlimit rl{};
-  if (::getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
-    rl.rlim_cur = rl.rlim_max;
-    ::setrlimit(RLIMIT_NOFILE, &rl);
-  }
 }
 
 /// GUESTFLOW_SHUTDOWN_SECONDS: how long a stop may take from the signal to the exit.

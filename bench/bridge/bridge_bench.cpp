@@ -25,9 +25,9 @@
 // one-host deployment the README recommends) instead of loopback TCP.
 // Each level's `raw:` line is what bench/run reads.
 #include "bench/bridge/load_client.hpp"
-#include "bench/fd_limit.hpp"
 #include "bench/load_flags.hpp"
 #include "bench/summary.hpp"
+#include "common/fd_limit.hpp"
 #include "messages/jsend.hpp"
 #include "messages/run.hpp"
 #include "messages/sandbox.hpp"
@@ -340,7 +340,7 @@ int main(int argc, char** argv) {
   if (out_path.empty() && !smoke) out_path = source_dir + "/bench/results/bridge.txt";
 
   try {
-    auto fd_limit = bench::raise_fd_limit(); // 1,000 streams: sockets here and in the server
+    auto fd_limit = raise_fd_limit(); // 1,000 streams: sockets here and in the server
     load_target target;
     target.expected_events = real ? 0 : expected_events(slurp(frames_path));
     target.body = R"({"flow":)" + slurp(flow_path) +

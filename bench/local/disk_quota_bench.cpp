@@ -111,13 +111,11 @@ int main(int argc, char** argv) {
   backend_config without_cfg = with_cfg;
   without_cfg.state_dir = state / "without";
   without_cfg.workspace_quota = false;
+  // The quota as it was before the pool: every create attaches and mounts its own image.
   backend_config unpooled_cfg = with_cfg;
   unpooled_cfg.state_dir = state / "unpooled";
-  guest_backend with{with_cfg}, without{without_cfg};
-  // The quota as it was before the pool: every create attaches and mounts its own image.
-  ::setenv("GUESTFLOW_WORKSPACE_POOL", "0", 1);
-  guest_backend unpooled{unpooled_cfg};
-  ::unsetenv("GUESTFLOW_WORKSPACE_POOL");
+  unpooled_cfg.workspace_pool = 0;
+  guest_backend with{with_cfg}, without{without_cfg}, unpooled{unpooled_cfg};
 
   // The first create of a size builds its template (mke2fs once per state dir and size).
   auto t0 = clock_type::now();

@@ -11,8 +11,8 @@
 // calls per run to a control plane in another process pays at least this.
 // --like-client: per call also the 2 system calls guestflow's client adds (the pooled
 // connection's stale-check peek, Asio's epoll re-arm), to price them.
-#include "bench/fd_limit.hpp"
 #include "bench/load_flags.hpp"
+#include "common/fd_limit.hpp"
 #include "tests/support/temp_dir.hpp"
 
 #include <algorithm>
@@ -213,7 +213,7 @@ figures drive(const std::string& path, size_t k, size_t rounds, bool like_client
 } // namespace
 
 int main(int argc, char** argv) {
-  auto fd_limit = guestflow::bench::raise_fd_limit(); // a socket per connection, both ends
+  auto fd_limit = guestflow::raise_fd_limit(); // a socket per connection, both ends
   guestflow::bench::load_flags flags{4};
   bool like_client = false;
   for (int i = 1; i < argc; ++i) {

@@ -1,6 +1,8 @@
 #include "controlplane/local/serve.hpp"
 
+#include "common/fd_limit.hpp"
 #include "controlplane/local/fleet_owners.hpp"
+#include "controlplane/local/guests/workspace_disk.hpp"
 #include "controlplane/local/http/http_server.hpp"
 #include "controlplane/local/images/image_store.hpp"
 #include "controlplane/local/service/auto_pause.hpp"
@@ -15,6 +17,7 @@
 #include <atomic>
 #include <boost/asio/signal_set.hpp>
 #include <charconv>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <ostream>
@@ -338,6 +341,9 @@ result<std::unique_ptr<server_instance>> server_instance::start(const serve_opti
       cfg.protected_ports = {port};
       cfg.workspace_root = workspace_root;
       if (opts.nft_path) cfg.nft = *opts.nft_path;
+      auto pool = workspace_pool_from(std::getenv("GUESTFLOW_WORKSPACE_POOL"));
+      if (!pool) return pool.error();
+      cfg.workspace_pool = *pool;
       m->backend = std::make_unique<guest_backend>(cfg);
     } catch (const std::exception& e) {
       return fail(ec::unavailable, std::string{"guest backend unavailable: "} + e.what());
@@ -442,6 +448,7 @@ void server_instance::stop() {
 }
 
 int serve(const serve_options& opts, std::ostream& out, std::ostream& err) {
+  raise_fd_limit(); // a guest holds a pidfd and its calls' pipes and sockets
   auto server = server_instance::start(opts);
   if (!server) {
     const auto& f = server.error();

@@ -137,7 +137,8 @@ guest_backend::guest_backend(backend_config cfg)
   impl_->support.seccomp = bool(impl_->seccomp);
   impl_->support.nftables = egress_rules_supported(impl_->tools);
   if (impl_->cfg.workspace_quota)
-    impl_->disks.emplace(impl_->cfg.state_dir / "disk-templates", impl_->cfg.mke2fs);
+    impl_->disks.emplace(impl_->cfg.state_dir / "disk-templates", impl_->cfg.mke2fs,
+                         impl_->cfg.workspace_pool);
 }
 
 guest_backend::~guest_backend() {

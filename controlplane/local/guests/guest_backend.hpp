@@ -105,6 +105,9 @@ struct backend_config {
   /// for benches measuring what that costs: the workspace is then an unbounded host
   /// directory.
   bool workspace_quota = true;
+  /// Quota images kept ready per size (GUESTFLOW_WORKSPACE_POOL, see workspace_pool_from);
+  /// 0: none.
+  size_t workspace_pool = 2;
   // Host tools (overridable so that tests can prove the fail-closed paths).
   std::string bwrap = "/usr/bin/bwrap";
   std::string mke2fs = "/usr/sbin/mke2fs";

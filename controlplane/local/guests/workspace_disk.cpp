@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <cerrno>
+#include <charconv>
 #include <csignal>
 #include <cstdlib>
 #include <cstring>
@@ -198,15 +199,22 @@ fs::path workspace_image_path(const fs::path& ws) {
   return p;
 }
 
-workspace_disks::workspace_disks(fs::path templates_dir, std::string mke2fs)
+result<size_t> workspace_pool_from(const char* value) {
+  if (value == nullptr || *value == '\0') return size_t{2};
+  std::string_view v{value};
+  size_t n = 0;
+  auto [end, err] = std::from_chars(v.data(), v.data() + v.size(), n);
+  if (err != std::errc{} || end != v.data() + v.size() || n > max_workspace_pool)
+    return fail(ec::bad_request, "GUESTFLOW_WORKSPACE_POOL: expected an integer in 0.." +
+                                     std::to_string(max_workspace_pool) + ", got '" +
+                                     std::string{v} + "'");
+  return n;
+}
+
+workspace_disks::workspace_disks(fs::path templates_dir, std::string mke2fs, size_t pool_depth)
     : dir_(std::move(templates_dir))
-    , mke2fs_(std::move(mke2fs)) {
-  // GUESTFLOW_WORKSPACE_POOL: images kept ready per quota (0..16; 0 = none).
-  if (const char* v = std::getenv("GUESTFLOW_WORKSPACE_POOL"); v && *v) {
-    char* end = nullptr;
-    auto n = std::strtoul(v, &end, 10);
-    if (end && *end == '\0' && n <= 16) depth_ = n;
-  }
+    , mke2fs_(std::move(mke2fs))
+    , depth_(std::min(pool_depth, max_workspace_pool)) {
   // A dead server's ready images (their mounts died with it): the templates dir is
   // otherwise only swept when a new template is built.
   remove_dead_staging(dir_);

@@ -47,11 +47,19 @@ struct workspace_quota {
 /// The image file of a guest whose workspace directory (the record's `workspace`) is `ws`.
 std::filesystem::path workspace_image_path(const std::filesystem::path& ws);
 
+constexpr size_t max_workspace_pool = 16;
+
+/// GUESTFLOW_WORKSPACE_POOL's value (null or empty: the default, 2) as the number of quota
+/// images kept ready per size; anything but an integer in 0..16 is refused, naming it.
+result<size_t> workspace_pool_from(const char* value);
+
 class workspace_disks {
 public:
   /// Templates are kept in `templates_dir` (created 0700 on first use); `mke2fs` formats
   /// them (run through the spawn helper, never fork()).
-  workspace_disks(std::filesystem::path templates_dir, std::string mke2fs);
+  /// `pool_depth` images per size are kept ready (set_pool_depth).
+  workspace_disks(std::filesystem::path templates_dir, std::string mke2fs,
+                  size_t pool_depth = 2);
   /// Stops the filler and releases the images it had ready (unmounted, unlinked).
   ~workspace_disks();
   workspace_disks(const workspace_disks&) = delete;
@@ -73,8 +81,7 @@ public:
   /// Removes an image (a missing one is fine), with a pool mount not yet taken.
   static result<bool> remove_image(const std::filesystem::path& image);
 
-  /// Images kept ready per quota (default 2, or GUESTFLOW_WORKSPACE_POOL at construction;
-  /// 0: none, and the ready ones are released).
+  /// Images kept ready per quota (0: none, and the ready ones are released).
   void set_pool_depth(size_t depth);
   /// Ready images right now, all quotas together (tests, benches).
   size_t pool_ready();
@@ -107,7 +114,7 @@ private:
   std::mutex pool_mu_;
   std::condition_variable pool_cv_;
   std::map<std::string, pool> pools_; ///< by template name; at most max_pools
-  size_t depth_ = 2;
+  size_t depth_;
   uint64_t uses_ = 0;
   bool stopping_ = false;
   bool fill_failed_ = false; ///< the last fill failed: creates go the slow way meanwhile

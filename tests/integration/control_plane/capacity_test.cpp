@@ -5,6 +5,9 @@
 
 #include <atomic>
 #include <fstream>
+#include <optional>
+#include <sstream>
+#include <sys/resource.h>
 #include <thread>
 
 namespace guestflow::testing {
@@ -166,6 +169,55 @@ TEST_F(control_plane_capacity, drain_needs_the_key_like_every_route) {
   EXPECT_EQ(field(call("GET", "/v1/capacity"), "draining"), "false");
   EXPECT_EQ(call("POST", "/v1/drain").status, 200u);
   EXPECT_EQ(field(call("GET", "/v1/capacity"), "draining"), "true");
+}
+
+TEST_F(control_plane_capacity, a_bad_workspace_pool_size_is_refused_at_start) {
+  test_support::temp_dir other{"guestflow-cp-test"};
+  auto state = (other.path() / "s").string();
+  for (std::string bad : {"x", "17", "-1", "2x", " 2"}) {
+    auto o = control_plane_process::run_to_exit({"control-plane", "--state-dir", state},
+                                                {{"GUESTFLOW_WORKSPACE_POOL", bad}});
+    EXPECT_EQ(o.status, 2) << bad << ": " << o.stderr_text;
+    EXPECT_NE(o.stderr_text.find(
+                  "GUESTFLOW_WORKSPACE_POOL: expected an integer in 0..16, got '" + bad + "'"),
+              std::string::npos)
+        << o.stderr_text;
+  }
+}
+
+/// Its soft descriptor limit as /proc/PID/limits says it ("Max open files  SOFT  HARD").
+std::pair<std::string, std::string> open_files_limit(pid_t pid) {
+  std::ifstream in{"/proc/" + std::to_string(pid) + "/limits"};
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind("Max open files", 0) == 0) {
+      std::istringstream fields{line.substr(14)};
+      std::string soft, hard;
+      fields >> soft >> hard;
+      return {soft, hard};
+    }
+  return {};
+}
+
+TEST_F(control_plane_capacity, the_daemon_takes_the_hard_descriptor_limit) {
+  rlimit mine{};
+  ASSERT_EQ(::getrlimit(RLIMIT_NOFILE, &mine), 0);
+  // Started with a soft limit below the hard one (it inherits ours), as from a login shell.
+  rlimit low = mine;
+  low.rlim_cur = std::min<rlim_t>(mine.rlim_max / 2, 512);
+  ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &low), 0);
+  test_support::temp_dir other{"guestflow-cp-test"};
+  std::optional<control_plane_process> cp;
+  try {
+    cp.emplace(other.path() / "s");
+  } catch (...) {
+    ::setrlimit(RLIMIT_NOFILE, &mine);
+    throw;
+  }
+  ::setrlimit(RLIMIT_NOFILE, &mine);
+  auto [soft, hard] = open_files_limit(cp->pid());
+  EXPECT_FALSE(hard.empty());
+  EXPECT_EQ(soft, hard) << "a guest holds a pidfd and its calls' pipes and sockets";
+  EXPECT_NE(soft, std::to_string(low.rlim_cur));
 }
 
 TEST_F(control_plane_capacity, bad_capacity_and_fleet_flags_are_refused_at_start) {

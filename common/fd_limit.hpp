@@ -3,11 +3,12 @@
 #include <string>
 #include <sys/resource.h>
 
-namespace guestflow::bench {
+namespace guestflow {
 
-/// Thousands of runs or streams in flight are thousands of sockets, here and in a server
-/// child started afterwards (it inherits the limit): takes the hard limit. Returns
-/// "before -> now (hard N)" for the bench's header.
+/// Thousands of guests, runs or streams in flight are thousands of descriptors (sockets,
+/// pidfds, output pipes), and 1,024 would cap a server near a few hundred: takes the hard
+/// limit, as servers do (a child started afterwards inherits it). Returns
+/// "before -> now (hard N)" for a bench's header.
 inline std::string raise_fd_limit() {
   rlimit rl{};
   if (::getrlimit(RLIMIT_NOFILE, &rl) != 0) return "unknown";
@@ -21,4 +22,4 @@ inline std::string raise_fd_limit() {
          std::to_string(rl.rlim_max) + ")";
 }
 
-} // namespace guestflow::bench
+} // namespace guestflow
