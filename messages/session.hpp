@@ -20,6 +20,10 @@ struct session_request {
   std::string thread_id;
   std::string image; ///< "" = the server's default image
   bool allow_network = false;
+  friend bool operator==(const session_request& a, const session_request& b) {
+    return a.user_id == b.user_id && a.thread_id == b.thread_id && a.image == b.image &&
+           a.allow_network == b.allow_network;
+  }
 };
 
 template<class Inspector>
@@ -37,6 +41,11 @@ struct session_info {
   std::string guest_id;
   std::string image;
   bool allow_network = false;
+  friend bool operator==(const session_info& a, const session_info& b) {
+    return a.session_id == b.session_id && a.user_id == b.user_id &&
+           a.thread_id == b.thread_id && a.warm == b.warm && a.reused == b.reused &&
+           a.guest_id == b.guest_id && a.image == b.image && a.allow_network == b.allow_network;
+  }
 };
 
 template<class Inspector>
@@ -51,6 +60,10 @@ struct session_command {
   std::map<std::string, std::string> env; ///< keys ^[A-Za-z_][A-Za-z0-9_]*$
   std::optional<std::string> cwd;         ///< absolute
   uint32_t timeout_seconds = 600;
+  friend bool operator==(const session_command& a, const session_command& b) {
+    return a.command == b.command && a.env == b.env && a.cwd == b.cwd &&
+           a.timeout_seconds == b.timeout_seconds;
+  }
 };
 
 template<class Inspector>
@@ -62,6 +75,9 @@ typename Inspector::result_type inspect(Inspector& f, session_command& x) {
 struct output_chunk {
   bool is_stderr = false;
   std::string text;
+  friend bool operator==(const output_chunk& a, const output_chunk& b) {
+    return a.is_stderr == b.is_stderr && a.text == b.text;
+  }
 };
 
 template<class Inspector>
@@ -75,6 +91,10 @@ struct command_outcome {
   int32_t exit_code = 0; ///< −1 when timed_out
   bool timed_out = false;
   uint64_t exec_ms = 0;
+  friend bool operator==(const command_outcome& a, const command_outcome& b) {
+    return a.chunks == b.chunks && a.exit_code == b.exit_code && a.timed_out == b.timed_out &&
+           a.exec_ms == b.exec_ms;
+  }
 };
 
 template<class Inspector>
@@ -121,6 +141,13 @@ struct session_file_call {
   uint64_t max_depth = 2;
   uint64_t max_results = 0;
   std::string body; ///< write's bytes
+  friend bool operator==(const session_file_call& a, const session_file_call& b) {
+    return a.op == b.op && a.path == b.path && a.start_line == b.start_line &&
+           a.end_line == b.end_line && a.append == b.append && a.pattern == b.pattern &&
+           a.glob == b.glob && a.include_dirs == b.include_dirs && a.literal == b.literal &&
+           a.case_sensitive == b.case_sensitive && a.ignore == b.ignore &&
+           a.max_depth == b.max_depth && a.max_results == b.max_results && a.body == b.body;
+  }
 };
 
 template<class Inspector>
@@ -133,6 +160,9 @@ typename Inspector::result_type inspect(Inspector& f, session_file_call& x) {
 struct session_file_answer {
   std::string body;
   std::string content_type; ///< application/json | text/plain | application/octet-stream
+  friend bool operator==(const session_file_answer& a, const session_file_answer& b) {
+    return a.body == b.body && a.content_type == b.content_type;
+  }
 };
 
 template<class Inspector>

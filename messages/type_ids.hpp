@@ -14,6 +14,7 @@
 #include "messages/jsend.hpp"
 #include "messages/run.hpp"
 #include "messages/sandbox.hpp"
+#include "messages/session.hpp"
 
 #include <caf/atom.hpp>
 #include <caf/error.hpp>
@@ -60,6 +61,13 @@ CAF_ADD_TYPE_ID(guestflow, (guestflow::reusable_guest))
 CAF_ADD_TYPE_ID(guestflow, (guestflow::returned_file))
 CAF_ADD_TYPE_ID(guestflow, (guestflow::dropped_member))
 CAF_ADD_TYPE_ID(guestflow, (guestflow::returned_files))
+CAF_ADD_TYPE_ID(guestflow, (guestflow::session_request))
+CAF_ADD_TYPE_ID(guestflow, (guestflow::session_info))
+CAF_ADD_TYPE_ID(guestflow, (guestflow::session_command))
+CAF_ADD_TYPE_ID(guestflow, (guestflow::output_chunk))
+CAF_ADD_TYPE_ID(guestflow, (guestflow::command_outcome))
+CAF_ADD_TYPE_ID(guestflow, (guestflow::session_file_call))
+CAF_ADD_TYPE_ID(guestflow, (guestflow::session_file_answer))
 
 CAF_END_TYPE_ID_BLOCK(guestflow)
 
