@@ -122,7 +122,8 @@ constexpr size_t max_patched_numbers = 16;
 struct sax_builder {
   document& doc;
   size_t max_depth;
-  const rapidjson::StringStream& in;
+  rapidjson::InsituStringStream& in; ///< Tell() is not const
+  std::string_view text;             ///< as given: numbers are read here (see RawNumber)
   const patched_numbers& patched;
   size_t depth = 0;
   stop_reason stop = stop_reason::none;
@@ -134,18 +135,23 @@ struct sax_builder {
   bool Int64(int64_t x) { return doc.Int64(x); }
   bool Uint64(uint64_t x) { return doc.Uint64(x); }
   bool Double(double x) { return doc.Double(x); }
-  bool RawNumber(const char* s, rapidjson::SizeType n, bool) {
+  bool RawNumber(const char*, rapidjson::SizeType n, bool) {
+    // RapidJSON parses a number on a local copy of the string stream and moves `in` past it
+    // afterwards: here `in` still stands at the number's first byte. The number is read from
+    // the text there (RapidJSON 1.1's in-situ pointer for it is off by its length).
+    static_assert(rapidjson::StreamTraits<rapidjson::InsituStringStream>::copyOptimization);
+    auto at = in.Tell();
     if (!patched.empty()) {
-      // RapidJSON parses a number on a local copy of a string stream and moves `in` past
-      // it afterwards: here `in` still stands at the number's first byte.
-      constexpr bool local_copy =
-          rapidjson::StreamTraits<rapidjson::StringStream>::copyOptimization;
-      auto it = patched.find(local_copy ? in.Tell() : in.Tell() - n);
-      if (it != patched.end()) {
+      if (auto it = patched.find(at); it != patched.end()) {
         auto inf = std::numeric_limits<double>::infinity();
         return doc.Double(it->second ? -inf : inf);
       }
     }
+    if (at + n > text.size()) {
+      stop = stop_reason::bad_number;
+      return false;
+    }
+    const char* s = text.data() + at;
     double d = 0;
     int64_t i = 0;
     uint64_t u = 0;
@@ -451,23 +457,34 @@ std::optional<failure> parse(std::string_view text, const decode_limits& limits,
   // valid_utf8, which is stricter (escaped surrogates too). Recursive, not iterative: the
   // sax_builder stops at max_depth (≤ 1024 levels, a few hundred KB of stack), and the
   // recursive parser costs a third less per byte.
-  constexpr unsigned flags =
-      rapidjson::kParseNumbersAsStringsFlag | rapidjson::kParseStopWhenDoneFlag;
-  // RapidJSON's string stream reads up to a NUL, without a bounds check per byte: it reads
-  // a NUL-terminated copy (numbers too big for it are patched there). An embedded NUL ends
-  // the parse there, and the check after the value refuses what follows, as for any other
-  // trailing byte. (Not RAPIDJSON_SSE2: Debian's RapidJSON 1.1 then lets raw 0x1A-0x1F
-  // through in strings.)
-  std::string buf{text};
-  std::string_view src{buf};
+  constexpr unsigned flags = rapidjson::kParseInsituFlag |
+                             rapidjson::kParseNumbersAsStringsFlag |
+                             rapidjson::kParseStopWhenDoneFlag;
+  // In situ: strings decode in place in a NUL-terminated copy of the text that the
+  // document keeps (numbers too big for RapidJSON are patched there), read up to the NUL
+  // without a bounds check per byte. An embedded NUL ends the parse there, and the check
+  // after the value refuses what follows, as for any other trailing byte. (Not
+  // RAPIDJSON_SSE2: Debian's RapidJSON 1.1 then lets raw 0x1A-0x1F through in strings.)
+  doc.source = std::make_unique<char[]>(text.size() + 1);
   patched_numbers patched;
   auto max_depth = std::min(limits.max_depth, hard_max_depth);
   for (;;) {
-    rapidjson::StringStream in{buf.c_str()};
-    sax_builder sax{doc, max_depth, in, patched};
+    // (Again) the text as given, with every number patched so far: a parse in situ has
+    // rewritten what it read.
+    char* buf = doc.source.get();
+    std::memcpy(buf, text.data(), text.size());
+    buf[text.size()] = '\0';
+    for (auto& [begin, negative] : patched) {
+      auto end = text.find_first_not_of("+-0123456789.eE", begin);
+      if (end == std::string_view::npos) end = text.size();
+      buf[begin] = '0';
+      std::fill(buf + begin + 1, buf + end, ' ');
+    }
+    rapidjson::InsituStringStream in{buf};
+    sax_builder sax{doc, max_depth, in, text, patched};
     rapidjson::Reader reader;
     rapidjson::ParseResult pr;
-    auto gen = [&](document&) {
+    auto gen = [&](rapidjson::Document&) {
       pr = reader.Parse<flags>(in, sax);
       return !pr.IsError();
     };
@@ -475,17 +492,11 @@ std::optional<failure> parse(std::string_view text, const decode_limits& limits,
     // RapidJSON refuses a number beyond double range outright; let it through as ±inf
     // so that the field receiving it reports "out of range" under its own path.
     if (pr.Code() == rapidjson::kParseErrorNumberTooBig &&
-        patched.size() < max_patched_numbers && pr.Offset() < src.size()) {
-      auto begin = pr.Offset();
-      auto end = src.find_first_not_of("+-0123456789.eE", begin);
-      if (end == std::string_view::npos) end = src.size();
-      patched.emplace(begin, buf[begin] == '-');
-      buf[begin] = '0';
-      std::fill(buf.begin() + static_cast<std::ptrdiff_t>(begin) + 1,
-                buf.begin() + static_cast<std::ptrdiff_t>(end), ' ');
+        patched.size() < max_patched_numbers && pr.Offset() < text.size()) {
+      patched.emplace(pr.Offset(), text[pr.Offset()] == '-');
       continue;
     }
-    if (auto err = finish(pr, sax, src, in.Tell())) return err;
+    if (auto err = finish(pr, sax, text, in.Tell())) return err;
     break;
   }
   try {

@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <rapidjson/document.h>
 #include <rapidjson/stringbuffer.h>
@@ -25,7 +26,13 @@ struct run_outputs;
 namespace guestflow::codec {
 
 using value = rapidjson::Value;
-using document = rapidjson::Document;
+
+/// A parsed document. parse() decodes in place (RapidJSON's in-situ mode: no allocation and
+/// copy per string), in a copy of the text that the document keeps and its strings point
+/// into; a document lives no longer than the decode that made it.
+struct document : rapidjson::Document {
+  std::unique_ptr<char[]> source;
+};
 
 /// Thrown inside a codec, caught at its boundary and turned into `ec::bad_request`.
 struct decode_error {
