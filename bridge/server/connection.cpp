@@ -104,6 +104,7 @@ public:
 
   /// From the line relay, on an actor thread: one line.
   void deliver_line(std::string line, bool last) override {
+    if (last && before_last_) before_last_(); // set before the relay exists: no race
     net::post(stream_.get_executor(),
               [self = shared(), line = std::move(line), last]() mutable {
                 self->on_line(std::move(line), last);
@@ -176,8 +177,9 @@ public:
   }
 
   /// Spawns the line relay and starts watching for the client to go away.
-  line_relay_actor begin_lines() override {
+  line_relay_actor begin_lines(std::function<void()> before_last) override {
     mode_ = answer::stream;
+    before_last_ = std::move(before_last);
     owe();
     std::weak_ptr<line_sink> sink = shared();
     line_relay_ = ctx_.svc.system().spawn(line_relay, std::move(sink));
@@ -586,9 +588,10 @@ private:
   bool finished_ = false;    ///< the last chunk is written (or being written)
   bool closed_ = false;
   bool watching_ = false;
-  bool answered_ = false;      ///< a plain answer is being (or was) written
-  bool owing_ = false;         ///< counted in answers_owed
-  std::function<void()> gone_; ///< on_disconnect: cancels the run
+  bool answered_ = false;             ///< a plain answer is being (or was) written
+  bool owing_ = false;                ///< counted in answers_owed
+  std::function<void()> gone_;        ///< on_disconnect: cancels the run
+  std::function<void()> before_last_; ///< begin_lines: runs before the last line goes out
   net::steady_timer linger_;
   net::steady_timer heartbeat_;
   net::steady_timer request_timer_; ///< the request (header, then body) must arrive in time

@@ -46,8 +46,9 @@ public:
   /// slow-client backlog): spawns the relay that takes the lines to this connection and
   /// watches for the client going away (the relay then quits, which its producer sees).
   /// The head (200) goes out at the relay's `open` or first line; the answer ends after
-  /// the last line.
-  virtual line_relay_actor begin_lines() = 0;
+  /// the last line. `before_last` runs (on the relay's thread) before the last line goes
+  /// out: what the work held is given back before its caller can read that it ended.
+  virtual line_relay_actor begin_lines(std::function<void()> before_last = {}) = 0;
   /// The work behind begin_lines failed: the error answer when nothing is out yet (the
   /// relay is stopped); else nothing — the relay's last line says it.
   virtual void lines_failed(const failure& f) = 0;

@@ -101,7 +101,9 @@ void command(exchange& ex, server_context& ctx) {
     // Live: each piece of output is written as the guest prints it; the task sends the
     // last line. Only a refusal before it started (unknown or released session) is a
     // plain error answer.
-    auto relay = ex.begin_lines();
+    // The slot is given back before the last line goes out, so a caller who read it can
+    // start its next command at once (the answer callback's release is then a no-op).
+    auto relay = ex.begin_lines(ctx.svc.slot_releaser(*slot));
     ask_for<command_outcome>(
         g->sys, g->manager, limit,
         releasing(ctx, std::move(*slot),
