@@ -33,6 +33,7 @@
 #include "messages/sandbox.hpp"
 #include "tests/integration/control_plane/control_plane_process.hpp"
 #include "tests/integration/control_plane/http_client.hpp"
+#include "tests/support/slurp.hpp"
 #include "tests/support/temp_dir.hpp"
 
 #include <algorithm>
@@ -58,12 +59,11 @@ namespace {
 
 const std::string source_dir = GUESTFLOW_SOURCE_DIR;
 
+/// The whole file; a bench input that cannot be read (or is empty) stops the bench.
 std::string slurp(const std::string& path) {
-  std::ifstream in{path, std::ios::binary};
-  if (!in) throw std::runtime_error("cannot read " + path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
+  auto text = test_support::slurp(path);
+  if (text.empty()) throw std::runtime_error("cannot read " + path + " (or it is empty)");
+  return text;
 }
 
 /// Events one run yields from the canned frames (vertex_start, step, stdout frames), plus

@@ -12,6 +12,7 @@
 #include "actors/frame_translator.hpp"
 #include "bench/load_flags.hpp"
 #include "messages/run.hpp"
+#include "tests/support/slurp.hpp"
 
 #include <cstdio>
 #include <ctime>
@@ -25,12 +26,11 @@ using namespace guestflow;
 
 namespace {
 
+/// The whole file; a bench input that cannot be read (or is empty) stops the bench.
 std::string slurp(const std::string& path) {
-  std::ifstream in{path, std::ios::binary};
-  if (!in) throw std::runtime_error("cannot read " + path);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
+  auto text = test_support::slurp(path);
+  if (text.empty()) throw std::runtime_error("cannot read " + path + " (or it is empty)");
+  return text;
 }
 
 double cpu_us() {

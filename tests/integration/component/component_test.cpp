@@ -10,6 +10,7 @@
 #include "tests/integration/runtime/runtime_fixture.hpp"
 #include "tests/support/eventually.hpp"
 #include "tests/support/guest_programs.hpp"
+#include "tests/support/slurp.hpp"
 
 #include <algorithm>
 #include <csignal>
@@ -83,14 +84,9 @@ public:
     done_ = true;
     o.status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
     o.max_rss_kb = ru.ru_maxrss;
-    o.out = slurp(out_);
-    o.err = slurp(err_);
+    o.out = guestflow::test_support::slurp(out_);
+    o.err = guestflow::test_support::slurp(err_);
     return o;
-  }
-
-  static std::string slurp(const std::filesystem::path& p) {
-    std::ifstream in{p, std::ios::binary};
-    return {std::istreambuf_iterator<char>{in}, {}};
   }
 
 private:
@@ -300,7 +296,7 @@ TEST_F(component_test, returned_files_come_back_byte_exact_with_any_name) {
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_EQ(r.out, "written\n");
   for (size_t i = 0; i < small.size(); ++i)
-    EXPECT_EQ(cli_child::slurp(out / small[i].path), pattern(small[i].size, i))
+    EXPECT_EQ(guestflow::test_support::slurp(out / small[i].path), pattern(small[i].size, i))
         << small[i].path;
   EXPECT_TRUE(live_guests().empty()); // reuse none: an ephemeral guest, deleted
 
@@ -316,7 +312,7 @@ TEST_F(component_test, returned_files_come_back_byte_exact_with_any_name) {
                              ".write(pattern(" +
                              std::to_string(big) + ", 9))\n")});
   ASSERT_EQ(rb.status, 0) << rb.err;
-  auto got = cli_child::slurp(big_out / "d d" / "big \n.bin");
+  auto got = guestflow::test_support::slurp(big_out / "d d" / "big \n.bin");
   EXPECT_EQ(got.size(), big);
   EXPECT_TRUE(got == pattern(big, 9));
 }
@@ -391,7 +387,7 @@ print('armed')
       << r.err;
   EXPECT_NE(r.err.find("dropped '/abs'"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("dropped 'link': symbolic link"), std::string::npos) << r.err;
-  EXPECT_EQ(cli_child::slurp(out / "ok.txt"), "ok");
+  EXPECT_EQ(guestflow::test_support::slurp(out / "ok.txt"), "ok");
   EXPECT_FALSE(std::filesystem::exists(dir.path() / "a" / "etc" / "x"));
   EXPECT_FALSE(std::filesystem::exists(out / "filler")); // what came back is the crafted one
   EXPECT_TRUE(live_guests().empty());

@@ -1,6 +1,7 @@
 #include "tests/integration/control_plane/control_plane_process.hpp"
 
 #include "tests/support/eventually.hpp"
+#include "tests/support/slurp.hpp"
 
 #include <cerrno>
 #include <fcntl.h>
@@ -19,12 +20,7 @@ namespace {
 
 using namespace std::chrono_literals;
 
-std::string slurp(const std::filesystem::path& p) {
-  std::ifstream in{p};
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+using test_support::slurp;
 
 /// fork + exec with stdout to a pipe (returned) and stderr to `err_file`.
 pid_t spawn(const std::vector<std::string>& args, const std::map<std::string, std::string>& env,

@@ -3,6 +3,7 @@
 #include "messages/jsend.hpp"
 #include "tests/integration/control_plane/http_client.hpp"
 #include "tests/support/eventually.hpp"
+#include "tests/support/slurp.hpp"
 
 #include <csignal>
 #include <fcntl.h>
@@ -16,10 +17,7 @@ using namespace std::chrono_literals;
 
 namespace {
 
-std::string slurp(const std::filesystem::path& p) {
-  std::ifstream in{p, std::ios::binary};
-  return {std::istreambuf_iterator<char>{in}, {}};
-}
+using test_support::slurp;
 
 } // namespace
 

@@ -11,6 +11,7 @@
 #include "controlplane/local/network/netns_egress.hpp"
 #include "tests/integration/guest_backend/test_guest.hpp"
 #include "tests/integration/guest_backend/test_network.hpp"
+#include "tests/support/slurp.hpp"
 
 #include <algorithm>
 #include <atomic>
@@ -39,12 +40,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string slurp(const std::string& path) {
-  std::ifstream in{path};
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+using test_support::slurp;
 
 std::string read_fd(int fd) {
   std::string out;

@@ -4,6 +4,7 @@
 // server, or deleted by the restarted server.
 
 #include "tests/integration/control_plane/fixture.hpp"
+#include "tests/support/slurp.hpp"
 
 #include <filesystem>
 #include <fstream>
@@ -19,12 +20,7 @@ using workspace_quota_cp = control_plane_test;
 
 constexpr const char* small_shape = R"({"shape":"s-1vcpu-64mb"})"; // 256 MiB of disk
 
-std::string slurp(const fs::path& path) {
-  std::ifstream in{path};
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+using test_support::slurp;
 
 /// Loop devices bound to a file whose path contains `needle`.
 size_t loops_backed_by(const std::string& needle) {

@@ -7,6 +7,7 @@
 #include "controlplane/local/guests/guest_backend.hpp"
 #include "controlplane/local/guests/workspace_disk.hpp"
 #include "tests/integration/guest_backend/test_guest.hpp"
+#include "tests/support/slurp.hpp"
 
 #include <fstream>
 #include <gtest/gtest.h>
@@ -20,12 +21,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string slurp(const fs::path& path) {
-  std::ifstream in{path};
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+using test_support::slurp;
 
 /// Loop devices bound to a file whose path contains `needle` (`/sys/block/loopN/loop/
 /// backing_file` exists only while a device is bound).

@@ -3,6 +3,7 @@
 
 #include "actors/artifact_archive.hpp"
 #include "tar_builder.hpp"
+#include "tests/support/slurp.hpp"
 #include "tests/support/temp_dir.hpp"
 
 #include <filesystem>
@@ -37,10 +38,7 @@ std::string bytes_of(size_t n, unsigned seed) {
   return out;
 }
 
-std::string slurp(const std::filesystem::path& p) {
-  std::ifstream in{p, std::ios::binary};
-  return {std::istreambuf_iterator<char>{in}, {}};
-}
+using test_support::slurp;
 
 } // namespace
 
