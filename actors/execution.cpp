@@ -280,8 +280,8 @@ void upload_next(self_ptr self) {
                              up.content);
       },
       [self, i](bool) {
-        // Uploaded: the guest has it now. A whole-flow run's spec carries the ~60 KiB runner,
-        // which would otherwise stay in memory for as long as the run (minutes) goes on.
+        // Uploaded: the guest has it now. What the run owns (a flow's spec.json, a program)
+        // would otherwise stay in memory for as long as the run (minutes) goes on.
         self->state.spec.uploads[i].content = {};
         upload_next(self);
       },

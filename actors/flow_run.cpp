@@ -78,8 +78,8 @@ void start(self_ptr self) {
   auto calls = static_cast<int64_t>(st.spec.uploads.size() + 3);
   auto backstop = std::chrono::seconds{st.spec.timeout_seconds} + eopts.exec_grace +
                   std::chrono::seconds{10} + eopts.call_timeout * calls;
-  // Moved, not copied: the spec carries the runner (~60 KiB) and this actor outlives the
-  // run by the retention period for late joiners.
+  // Moved, not copied: the spec carries the flow (its spec.json, tens of KB) and this actor
+  // outlives the run by the retention period for late joiners.
   self->request(st.exec, backstop, run_atom::value, std::move(st.spec))
       .then([self](execution_report& r) { end(self, self->state.frames.finish(r)); },
             [self](caf::error& err) {
