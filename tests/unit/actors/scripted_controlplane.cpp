@@ -58,6 +58,24 @@ caf::error failure_of(const script& s, const std::string& op) {
   return make_error(s.last_code, "scripted " + op + " failure");
 }
 
+/// A delete as the script says; the guarded delete is the same (the script's guests have
+/// no calls in progress).
+caf::result<sandbox_deleted>
+scripted_delete(controlplane_actor::stateful_pointer<scripted_state> self,
+                const std::string& id) {
+  using mode = call_script::mode;
+  auto& s = *self->state.s;
+  s.log.push_back("delete " + id);
+  auto how = s.take("delete");
+  if (how == mode::fail) return failure_of(s, "delete");
+  if (how == mode::hang)
+    return self->make_response_promise<caf::typed_response_promise<sandbox_deleted>>();
+  auto* g = s.by_id(id);
+  if (!g || g->deletes) return make_error(ec::not_found, "no such sandbox");
+  ++g->deletes;
+  return sandbox_deleted{id, sandbox_status::destroyed};
+}
+
 } // namespace
 
 controlplane_actor::behavior_type
@@ -197,31 +215,9 @@ scripted_controlplane(controlplane_actor::stateful_pointer<scripted_state> self,
         }
         return view_of(*g);
       },
-      [self](delete_atom, std::string& id) -> caf::result<sandbox_deleted> {
-        auto& s = *self->state.s;
-        s.log.push_back("delete " + id);
-        auto how = s.take("delete");
-        if (how == mode::fail) return failure_of(s, "delete");
-        if (how == mode::hang)
-          return self->make_response_promise<caf::typed_response_promise<sandbox_deleted>>();
-        auto* g = s.by_id(id);
-        if (!g || g->deletes) return make_error(ec::not_found, "no such sandbox");
-        ++g->deletes;
-        return sandbox_deleted{id, sandbox_status::destroyed};
-      },
+      [self](delete_atom, std::string& id) { return scripted_delete(self, id); },
       // The script's guests have no calls in progress: the guarded delete is the delete.
-      [self](delete_atom, std::string& id, uint32_t) -> caf::result<sandbox_deleted> {
-        auto& s = *self->state.s;
-        s.log.push_back("delete " + id);
-        auto how = s.take("delete");
-        if (how == mode::fail) return failure_of(s, "delete");
-        if (how == mode::hang)
-          return self->make_response_promise<caf::typed_response_promise<sandbox_deleted>>();
-        auto* g = s.by_id(id);
-        if (!g || g->deletes) return make_error(ec::not_found, "no such sandbox");
-        ++g->deletes;
-        return sandbox_deleted{id, sandbox_status::destroyed};
-      },
+      [self](delete_atom, std::string& id, uint32_t) { return scripted_delete(self, id); },
       [self](egress_atom, std::string& id) -> caf::result<egress_body> {
         auto& s = *self->state.s;
         s.log.push_back("egress " + id);
