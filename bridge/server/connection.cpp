@@ -58,6 +58,15 @@ std::string chunk_size_line(size_t n) {
   return std::string(buf, static_cast<size_t>(len));
 }
 
+/// What a relay hands a connection: a run's event (its line, and the event itself when it is
+/// the terminal one) or a line-streamed answer's line.
+struct delivery {
+  std::string line;
+  std::optional<run_event> terminal;
+  bool is_line = false;
+  bool last = false; ///< is_line: the answer ends after it
+};
+
 /// One HTTP connection: the transport only. Requests are read one at a time and handed to
 /// the route table's handler (bridge/server/surfaces/), which answers through the exchange
 /// interface; a run's answer (streamed or collected) ends the connection (`Connection:
@@ -84,15 +93,8 @@ public:
   // ---- run_event_sink -------------------------------------------------------------------
 
   /// From the relay, on an actor thread: one event, encoded when the answer is a stream.
-  /// Events that arrive while a drain is pending join it: one hand-off to this
-  /// connection's thread and one write for a burst (a flow's vertices), not one each.
   void deliver(std::string line, std::optional<run_event> terminal) override {
-    {
-      std::lock_guard<std::mutex> guard{inbox_mu_};
-      inbox_.push_back({std::move(line), std::move(terminal)});
-      if (inbox_.size() > 1) return; // the drain posted for the first one takes it too
-    }
-    net::post(stream_.get_executor(), [self = shared()] { self->drain_inbox(); });
+    enqueue({std::move(line), std::move(terminal), false, false});
   }
 
   // ---- line_sink ------------------------------------------------------------------------
@@ -105,10 +107,7 @@ public:
   /// From the line relay, on an actor thread: one line.
   void deliver_line(std::string line, bool last) override {
     if (last && before_last_) before_last_(); // set before the relay exists: no race
-    net::post(stream_.get_executor(),
-              [self = shared(), line = std::move(line), last]() mutable {
-                self->on_line(std::move(line), last);
-              });
+    enqueue({std::move(line), std::nullopt, true, last});
   }
 
   // ---- exchange -------------------------------------------------------------------------
@@ -405,6 +404,18 @@ private:
     queue_line(std::move(line), last);
   }
 
+  /// From a relay's thread: events or lines that arrive while a drain is pending join it,
+  /// so a burst (a flow's vertices, a command's output) is one hand-off to this
+  /// connection's thread and one write, not one each.
+  void enqueue(delivery d) {
+    {
+      std::lock_guard<std::mutex> guard{inbox_mu_};
+      inbox_.push_back(std::move(d));
+      if (inbox_.size() > 1) return; // the drain posted for the first one takes it too
+    }
+    net::post(stream_.get_executor(), [self = shared()] { self->drain_inbox(); });
+  }
+
   void drain_inbox() {
     std::vector<delivery> batch;
     {
@@ -413,7 +424,10 @@ private:
     }
     holding_ = true; // queue the whole batch, then write it at once
     for (auto& d : batch)
-      on_event(std::move(d.line), std::move(d.terminal));
+      if (d.is_line)
+        on_line(std::move(d.line), d.last);
+      else
+        on_event(std::move(d.line), std::move(d.terminal));
     holding_ = false;
     pump();
   }
@@ -570,10 +584,6 @@ private:
   std::optional<run_event> terminal_; ///< collect: the terminal event
   std::string head_;                  ///< stream: the response head, until written
   std::deque<std::string> lines_;     ///< stream: encoded events not yet written
-  struct delivery {
-    std::string line;
-    std::optional<run_event> terminal;
-  };
   std::mutex inbox_mu_;
   std::vector<delivery> inbox_; ///< from the relay's thread, until drain_inbox takes them
   bool holding_ = false;        ///< drain_inbox is queueing a batch: pump after it
