@@ -1,5 +1,6 @@
 #include "actors/system_settings.hpp"
 
+#include "actors/batched_clock.hpp"
 #include "messages/type_ids.hpp"
 
 #include <algorithm>
@@ -18,6 +19,7 @@ void apply_runtime_settings(caf::actor_system_config& cfg) {
   cfg.set("scheduler.policy", caf::atom("sharing"));
   cfg.set("logger.verbosity", caf::atom("quiet"));
   register_types(cfg);
+  use_batched_clock(cfg);
 }
 
 } // namespace guestflow
