@@ -49,6 +49,25 @@ std::string raw_connection::read_to_close(std::chrono::milliseconds deadline) {
   }
 }
 
+std::string raw_connection::read_until(const std::string& needle,
+                                       std::chrono::milliseconds deadline) {
+  std::string got;
+  auto until = std::chrono::steady_clock::now() + deadline;
+  while (got.find(needle) == std::string::npos) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        until - std::chrono::steady_clock::now());
+    if (left.count() <= 0) return got + "TIMEOUT";
+    pollfd p{fd_, POLLIN, 0};
+    if (::poll(&p, 1, static_cast<int>(left.count())) <= 0) continue;
+    char buf[4096];
+    auto n = ::recv(fd_, buf, sizeof buf, 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return got + "TIMEOUT";
+    got.append(buf, static_cast<size_t>(n));
+  }
+  return got;
+}
+
 void raw_connection::close() {
   if (fd_ >= 0) ::close(fd_);
   fd_ = -1;

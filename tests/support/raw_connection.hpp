@@ -22,6 +22,11 @@ public:
   /// appended, which no expectation accepts).
   std::string read_to_close(std::chrono::milliseconds deadline = std::chrono::seconds{60});
 
+  /// What arrives until `needle` has (included; bytes after it in the same read too), or
+  /// what came with "TIMEOUT" appended once `deadline` passes or the peer closes first.
+  std::string read_until(const std::string& needle,
+                         std::chrono::milliseconds deadline = std::chrono::seconds{60});
+
   /// Gone as a SIGKILLed process goes: the socket closed, nothing more said.
   void close();
 

@@ -603,6 +603,8 @@ private:
       if (auto* r = std::get_if<reply>(&a)) return send(std::move(*r), has_body_);
       return send(failure_reply(500, "a streamed request's handler must take its body"), true);
     }
+    if (auto len = head_->content_length(); len && *len <= file_chunk)
+      return small_upload(std::make_shared<file_upload>(std::move(*up)), *len);
     // A body of known length the guest's disk cannot hold is refused (413) before the file
     // is opened: nothing is created or truncated.
     auto checked_open = [&svc = ctx_.service, id = route_.id, path = up->path,
@@ -619,17 +621,70 @@ private:
             });
   }
 
-  void receive_file(std::shared_ptr<guest_file> f, const std::string& path) {
+  /// A body of known length that fits one chunk (a program, a flow): read whole first,
+  /// then the file is opened, written and closed in one worker task. Its descriptor lives
+  /// only inside that task: uploads waiting for a worker hold none (at 10,000 in flight
+  /// they held one each, next to their sockets, and ran the process out of descriptors).
+  /// The room check still comes before the body (and before a 100-continue), and a refused
+  /// open is answered after it, on a connection that stays usable.
+  void small_upload(std::shared_ptr<file_upload> up, uint64_t len) {
+    offload([&svc = ctx_.service, id = route_.id, path = up->path,
+             len] { return svc.check_upload_room(id, path, len); },
+            [self = shared_from_this(), up](result<bool> room) {
+              if (!room) return self->send(failure_reply(room.error()), self->has_body_);
+              bool cont = self->begin_upload_body();
+              self->after_continue(cont, [self, up] { self->read_small(up); });
+            });
+  }
+
+  void read_small(std::shared_ptr<file_upload> up) {
+    if (upload_->is_done()) return write_small(std::move(up));
+    if (received_ == chunk_size_) // more body than its Content-Length: Beast never lets it
+      return send(failure_reply(400, "the body is longer than its Content-Length"), true);
+    auto& body = upload_->get().body();
+    body.data = chunk_.get() + received_;
+    body.size = chunk_size_ - received_;
+    read_deadline();
+    http::async_read(stream_, buf_, *upload_,
+                     [self = shared_from_this(), up](error_code ec, size_t) {
+                       self->read_done();
+                       if (ec == http::error::need_buffer) ec = {};
+                       if (ec) return self->refuse_request(ec, "body", true);
+                       self->received_ = self->chunk_size_ - self->upload_->get().body().size;
+                       self->read_small(up);
+                     });
+  }
+
+  void write_small(std::shared_ptr<file_upload> up) {
+    offload(
+        [up, data = chunk_.get(), n = received_]() -> result<bool> {
+          auto f = up->open();
+          if (!f) return f.error();
+          return write_all(f->fd.get(), data, n); // the file closes here, on the worker
+        },
+        [self = shared_from_this(), up](result<bool> w) {
+          if (!w) return self->send(failure_reply(w.error()));
+          self->upload_done(nullptr, up->path);
+        });
+  }
+
+  /// Takes the head over into a body parser with a buffer sized to the body when its
+  /// length is known (a program is a few KiB; most uploads are far below the chunk), not
+  /// zero-filled: the reads overwrite it. True if the caller waits for a 100-continue.
+  bool begin_upload_body() {
     bool cont = expects_continue(head_->get());
     upload_.emplace(std::move(*head_));
     upload_->body_limit(ctx_.options.max_file_bytes);
-    // Sized to the body when its length is known (a program is a few KiB; most uploads
-    // are far below the chunk) and not zero-filled: the reads overwrite it.
     auto len = upload_->content_length();
     chunk_size_ =
         static_cast<size_t>(len ? std::clamp<uint64_t>(*len, 1, file_chunk) : file_chunk);
     chunk_.reset(new char[chunk_size_]);
     received_ = 0;
+    return cont;
+  }
+
+  void receive_file(std::shared_ptr<guest_file> f, const std::string& path) {
+    bool cont = begin_upload_body();
     after_continue(cont, [self = shared_from_this(), f, path] { self->read_upload(f, path); });
   }
 

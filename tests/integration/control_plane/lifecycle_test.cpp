@@ -1,6 +1,10 @@
 // The wire API end to end on real guests: create → files → exec → delete, listing,
 // pause/resume, auto-pause, egress reads and changes.
 #include "tests/integration/control_plane/fixture.hpp"
+#include "tests/support/raw_connection.hpp"
+
+#include <filesystem>
+#include <sys/types.h>
 
 namespace guestflow::testing {
 namespace {
@@ -85,6 +89,45 @@ TEST_F(control_plane_lifecycle, create_put_exec_get_delete) {
   // The name is free again once the guest is gone.
   auto again = create(R"({"shape":"s-1vcpu-256mb","name":"round-trip"})");
   EXPECT_NE(again.id, g.id);
+}
+
+/// How many of `pid`'s descriptors are open on a file whose path ends with `suffix`.
+size_t open_files_ending(pid_t pid, const std::string& suffix) {
+  size_t n = 0;
+  std::error_code ec;
+  for (auto& e :
+       std::filesystem::directory_iterator("/proc/" + std::to_string(pid) + "/fd", ec)) {
+    auto target = std::filesystem::read_symlink(e.path(), ec).string();
+    if (!ec && target.size() >= suffix.size() &&
+        target.compare(target.size() - suffix.size(), suffix.size(), suffix) == 0)
+      ++n;
+  }
+  return n;
+}
+
+TEST_F(control_plane_lifecycle,
+       a_small_upload_holds_no_descriptor_while_its_body_is_on_the_way) {
+  auto g = create(small);
+  test_support::raw_connection c{cp_->port()};
+  c.send("PUT /v1/sandboxes/" + g.id +
+         "/files?path=/workspace/slow.txt HTTP/1.1\r\nHost: x\r\n"
+         "Content-Type: application/octet-stream\r\nContent-Length: 10\r\n"
+         "Expect: 100-continue\r\n\r\n");
+  // The continue comes once the room is checked: from then on the body may take as long as
+  // the caller likes, with no file of the guest's held open for it.
+  auto cont = c.read_until("\r\n\r\n");
+  ASSERT_EQ(cont.rfind("HTTP/1.1 100 Continue\r\n", 0), 0u) << cont;
+  EXPECT_EQ(open_files_ending(cp_->pid(), "/slow.txt"), 0u);
+  c.send("hello");
+  EXPECT_EQ(open_files_ending(cp_->pid(), "/slow.txt"), 0u);
+  c.send("world");
+  auto reply = c.read_until("}}");
+  EXPECT_EQ(reply.rfind("HTTP/1.1 200 OK\r\n", 0), 0u) << reply;
+  EXPECT_NE(reply.find(R"("size":10)"), std::string::npos) << reply;
+  auto got = get_file(g.id, "/workspace/slow.txt");
+  ASSERT_EQ(got.status, 200u) << got.body;
+  EXPECT_EQ(got.body, "helloworld");
+  EXPECT_EQ(open_files_ending(cp_->pid(), "/slow.txt"), 0u);
 }
 
 TEST_F(control_plane_lifecycle, list_paginates_and_filters) {
