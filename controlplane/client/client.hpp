@@ -47,6 +47,11 @@ struct client_config {
   millis retry_max{5'000};
   size_t max_response_bytes = size_t{64} << 20; ///< body cap for buffered JSON replies
   millis pool_idle_timeout{30'000}; ///< idle pooled connections older than this are closed
+  /// A pooled connection idle for less than this is reused without first peeking at it
+  /// (a system call per request) for a close the server did not announce: servers close
+  /// idle keep-alive connections after seconds, and a request a closed connection drops
+  /// unanswered is resent once on a fresh one anyway. 0: peek before every reuse.
+  millis pool_peek_after{250};
 };
 
 template<class T>

@@ -35,9 +35,14 @@ char* connection::tls_buffer() {
   return tls_buf_.get();
 }
 
+bool connection::reusable() const {
+  auto& s = tls_ ? tls_->next_layer() : *plain_;
+  return s.is_open() && pending.empty();
+}
+
 bool connection::looks_alive() {
   auto& s = sock();
-  if (!s.is_open() || !pending.empty()) return false;
+  if (!reusable()) return false;
   // One non-blocking peek (this runs before every pooled request). EAGAIN: nothing to
   // read, peer silent — the healthy idle state. Anything else (EOF, reset, or unsolicited
   // bytes) means the connection cannot carry a clean exchange.

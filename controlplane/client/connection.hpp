@@ -43,8 +43,11 @@ public:
   char* tls_buffer();
   static constexpr size_t tls_buffer_size = 16 * 1024;
 
-  /// A pooled connection the server closed (FIN, RST, or a stray byte such as a TLS
-  /// close_notify) while idle is not worth a request: non-blocking peek, no I/O wait.
+  /// Open, with no response bytes left over: what reuse needs without a system call.
+  bool reusable() const;
+
+  /// reusable(), and not closed by the server (FIN, RST, or a stray byte such as a TLS
+  /// close_notify) while idle: a non-blocking peek, no I/O wait.
   bool looks_alive();
 
   /// Closes the socket now (no TLS close_notify: the pool never waits on a peer).

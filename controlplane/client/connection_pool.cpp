@@ -14,7 +14,9 @@ std::unique_ptr<connection> connection_pool::acquire() {
       c = std::move(idle_.back());
       idle_.pop_back();
     }
-    if (now - c->idle_since < idle_timeout_ && c->looks_alive()) return c;
+    auto idle = now - c->idle_since;
+    if (idle < idle_timeout_ && (idle < peek_after_ ? c->reusable() : c->looks_alive()))
+      return c;
     c->close();
   }
 }

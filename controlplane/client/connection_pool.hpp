@@ -14,11 +14,14 @@ namespace guestflow::cp {
 /// connections age out instead of all being kept warm.
 class connection_pool {
 public:
-  connection_pool(size_t max_idle, std::chrono::milliseconds idle_timeout)
+  connection_pool(size_t max_idle, std::chrono::milliseconds idle_timeout,
+                  std::chrono::milliseconds peek_after = std::chrono::milliseconds{0})
       : max_idle_(max_idle)
-      , idle_timeout_(idle_timeout) {}
+      , idle_timeout_(idle_timeout)
+      , peek_after_(peek_after) {}
 
-  /// An idle connection that still looks alive, or null (then the caller opens one).
+  /// An idle connection that still looks alive (peeked at once idle for `peek_after` or
+  /// longer), or null (then the caller opens one).
   std::unique_ptr<connection> acquire();
 
   /// Keeps `c` for reuse unless the pool is full or closed (then closes it).
@@ -34,6 +37,7 @@ private:
   std::vector<std::unique_ptr<connection>> idle_;
   size_t max_idle_;
   std::chrono::milliseconds idle_timeout_;
+  std::chrono::milliseconds peek_after_;
   bool closed_ = false;
 };
 

@@ -54,7 +54,7 @@ transport::transport(endpoint ep, client_config cfg, base_url url)
     auto lane = std::make_unique<io_lane>();
     // Each lane keeps its share of the idle connections.
     auto share = (cfg_.max_idle_per_endpoint + cfg_.io_threads - 1) / cfg_.io_threads;
-    lane->pool.emplace(share, cfg_.pool_idle_timeout);
+    lane->pool.emplace(share, cfg_.pool_idle_timeout, cfg_.pool_peek_after);
     lanes_.push_back(std::move(lane));
   }
 }
