@@ -32,39 +32,39 @@ void raw_connection::send(const std::string& bytes) {
   }
 }
 
-std::string raw_connection::read_to_close(std::chrono::milliseconds deadline) {
-  std::string got;
-  auto until = std::chrono::steady_clock::now() + deadline;
-  while (true) {
+bool raw_connection::read_more(std::string& got, std::chrono::steady_clock::time_point until,
+                               bool& timed_out) {
+  for (;;) {
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
         until - std::chrono::steady_clock::now());
-    if (left.count() <= 0) return got + "TIMEOUT";
+    if (left.count() <= 0) return !(timed_out = true);
     pollfd p{fd_, POLLIN, 0};
     if (::poll(&p, 1, static_cast<int>(left.count())) <= 0) continue;
     char buf[4096];
     auto n = ::recv(fd_, buf, sizeof buf, 0);
     if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return got; // EOF (or a reset after the reply)
+    if (n <= 0) return false; // EOF (or a reset after the reply)
     got.append(buf, static_cast<size_t>(n));
+    return true;
   }
+}
+
+std::string raw_connection::read_to_close(std::chrono::milliseconds deadline) {
+  std::string got;
+  bool timed_out = false;
+  auto until = std::chrono::steady_clock::now() + deadline;
+  while (read_more(got, until, timed_out)) {
+  }
+  return timed_out ? got + "TIMEOUT" : got;
 }
 
 std::string raw_connection::read_until(const std::string& needle,
                                        std::chrono::milliseconds deadline) {
   std::string got;
+  bool timed_out = false;
   auto until = std::chrono::steady_clock::now() + deadline;
-  while (got.find(needle) == std::string::npos) {
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-        until - std::chrono::steady_clock::now());
-    if (left.count() <= 0) return got + "TIMEOUT";
-    pollfd p{fd_, POLLIN, 0};
-    if (::poll(&p, 1, static_cast<int>(left.count())) <= 0) continue;
-    char buf[4096];
-    auto n = ::recv(fd_, buf, sizeof buf, 0);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return got + "TIMEOUT";
-    got.append(buf, static_cast<size_t>(n));
-  }
+  while (got.find(needle) == std::string::npos)
+    if (!read_more(got, until, timed_out)) return got + "TIMEOUT";
   return got;
 }
 

@@ -31,6 +31,11 @@ public:
   void close();
 
 private:
+  /// Appends what one read brings; false once the peer has closed or `until` has passed
+  /// (then `timed_out` is set).
+  bool read_more(std::string& got, std::chrono::steady_clock::time_point until,
+                 bool& timed_out);
+
   int fd_;
 };
 

@@ -38,53 +38,43 @@ TEST_F(cp_client, sequential_calls_reuse_one_connection) {
   }
 }
 
-TEST_F(cp_client, a_connection_the_server_closed_while_idle_is_not_reused) {
-  // Each answer is followed by the server closing the connection (an idle timeout),
-  // without announcing it: the next call must notice before sending, even a create.
-  auto cfg = fast_config();
-  cfg.pool_peek_after = 0ms; // peek at every reuse
-  cl->shutdown();
-  cl = make_client(cfg);
-  srv->route("GET", "/v1/whoami", [](exchange& ex) {
-    ex.success(who_json);
-    ex.close_now();
-  });
-  srv->route("POST", "/v1/sandboxes", [](exchange& ex) { ex.success(created_json); });
-  auto o = expect<whoami>();
-  cl->who(5s, o->cb());
-  ASSERT_TRUE(o->get());
-  // Wait until the server has really closed it, so the client sees a dead pooled socket.
-  ASSERT_TRUE(srv->wait_until([&] { return srv->closed_connections() == 1; }));
-  auto c = expect<sandbox_created>();
-  cl->create(minimal(), 5s, c->cb());
-  auto r = c->get();
-  ASSERT_TRUE(r) << r.error().message;
-  EXPECT_EQ(srv->hits("POST", "/v1/sandboxes"), 1u);
-  EXPECT_EQ(srv->connections(), 2u);
+class cp_pool : public cp_client {
+protected:
+  /// A whoami whose connection the server closes right after the answer, unannounced (an
+  /// idle timeout), then a create: it must be made exactly once, on a second connection.
+  void create_after_an_unannounced_close(std::chrono::milliseconds peek_after) {
+    auto cfg = fast_config();
+    cfg.pool_peek_after = peek_after;
+    cl->shutdown();
+    cl = make_client(cfg);
+    srv->route("GET", "/v1/whoami", [](exchange& ex) {
+      ex.success(who_json);
+      ex.close_now();
+    });
+    srv->route("POST", "/v1/sandboxes", [](exchange& ex) { ex.success(created_json); });
+    auto o = expect<whoami>();
+    cl->who(5s, o->cb());
+    ASSERT_TRUE(o->get());
+    // Wait until the server has really closed it: the client holds a dead pooled socket.
+    ASSERT_TRUE(srv->wait_until([&] { return srv->closed_connections() == 1; }));
+    auto c = expect<sandbox_created>();
+    cl->create(minimal(), 5s, c->cb());
+    auto r = c->get();
+    ASSERT_TRUE(r) << r.error().message;
+    EXPECT_EQ(srv->hits("POST", "/v1/sandboxes"), 1u);
+    EXPECT_EQ(srv->connections(), 2u);
+  }
+};
+
+TEST_F(cp_pool, a_connection_the_server_closed_while_idle_is_not_reused) {
+  // Peeked at before every reuse: the create notices the close before it is sent.
+  create_after_an_unannounced_close(0ms);
 }
 
-TEST_F(cp_client, a_connection_closed_right_after_its_answer_costs_one_resend_at_most) {
-  // Reused within pool_peek_after, a connection is not peeked at: one the server closed
-  // without saying so drops the request unanswered, which is resent once on a fresh one.
-  auto cfg = fast_config();
-  cfg.pool_peek_after = 60'000ms;
-  cl->shutdown();
-  cl = make_client(cfg);
-  srv->route("GET", "/v1/whoami", [](exchange& ex) {
-    ex.success(who_json);
-    ex.close_now();
-  });
-  srv->route("POST", "/v1/sandboxes", [](exchange& ex) { ex.success(created_json); });
-  auto o = expect<whoami>();
-  cl->who(5s, o->cb());
-  ASSERT_TRUE(o->get());
-  ASSERT_TRUE(srv->wait_until([&] { return srv->closed_connections() == 1; }));
-  auto c = expect<sandbox_created>();
-  cl->create(minimal(), 5s, c->cb());
-  auto r = c->get();
-  ASSERT_TRUE(r) << r.error().message;
-  EXPECT_EQ(srv->hits("POST", "/v1/sandboxes"), 1u);
-  EXPECT_EQ(srv->connections(), 2u);
+TEST_F(cp_pool, a_connection_closed_right_after_its_answer_costs_one_resend_at_most) {
+  // Reused within pool_peek_after, a connection is not peeked at: the dead one drops the
+  // create unanswered, and it is resent once on a fresh connection.
+  create_after_an_unannounced_close(60'000ms);
 }
 
 TEST_F(cp_client, stale_pooled_connection_is_resent_once_on_a_fresh_one) {
