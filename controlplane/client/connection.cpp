@@ -36,13 +36,12 @@ char* connection::tls_buffer() {
 }
 
 bool connection::reusable() const {
-  auto& s = tls_ ? tls_->next_layer() : *plain_;
-  return s.is_open() && pending.empty();
+  return sock().is_open() && pending.empty();
 }
 
 bool connection::looks_alive() {
-  auto& s = sock();
   if (!reusable()) return false;
+  auto& s = sock();
   // One non-blocking peek (this runs before every pooled request). EAGAIN: nothing to
   // read, peer silent — the healthy idle state. Anything else (EOF, reset, or unsolicited
   // bytes) means the connection cannot carry a clean exchange.

@@ -36,6 +36,7 @@ public:
 
   /// The socket layer: connect, readiness waits, close.
   socket& sock() noexcept { return tls_ ? tls_->next_layer() : *plain_; }
+  const socket& sock() const noexcept { return tls_ ? tls_->next_layer() : *plain_; }
 
   tls_stream& secure() noexcept { return *tls_; }
 
