@@ -157,13 +157,8 @@ using line_relay_actor = caf::typed_actor<
     /// One NDJSON line (without its '\n'); `true`: the last, the answer ends after it.
     caf::reacts_to<std::string, bool>>;
 
-/// Makes one request on behalf of a thread that never waits on an actor (the bridge's I/O
-/// threads): spawned per request with its destination, time limit and callback
-/// (actors/ask.hpp); hands the callback the answer or the failure, then quits.
-template<class... Request>
-using ask_actor = caf::typed_actor<
-    /// The request: sent once to the destination, within the time limit.
-    caf::reacts_to<Request...>>;
+// A thread that never waits on an actor (the bridge's I/O threads) asks through
+// actors/ask.hpp: a per-request answer sink with no behavior, so no interface here.
 
 /// One whole-flow run: listener of its execution, frame → event translation, the bounded
 /// replay buffer, the subscribers and cancellation. Spawned by the coordinator at admission;

@@ -31,6 +31,7 @@
 // `complete` with no failed vertex. Finished runs are not retained for late joiners
 // (retention 0: a serve policy, priced by bench_bridge), so RSS is the in-flight runs'.
 // No client-alone split (the client's calls are the same).
+#include "actors/ask.hpp"
 #include "actors/code_spec.hpp"
 #include "actors/coordinator.hpp"
 #include "actors/guest_names.hpp"
@@ -254,9 +255,8 @@ struct driver_state {
 };
 
 /// The measuring harness: one actor that does what a surface does per run — build the spec
-/// (policy gate, shape, upload path), spawn the execution, ask it from a short-lived actor
-/// (as `guestflow serve` does: a caller that outlives its runs would hold every finished
-/// execution's monitor) — then files each report under its run's slot and, sustained,
+/// (policy gate, shape, upload path), spawn the execution, ask it with `ask_for` as
+/// `guestflow serve` does — then files each report under its run's slot and, sustained,
 /// launches the next.
 caf::behavior driver(caf::stateful_actor<driver_state>* self, runtime* rt, const run_inputs* in,
                      std::shared_ptr<batch> b) {
@@ -271,13 +271,13 @@ caf::behavior driver(caf::stateful_actor<driver_state>* self, runtime* rt, const
     auto exec = rt->spawn_execution();
     b->started[i] = ns_since(b->t0);
     caf::actor drv = self;
-    self->spawn([exec, drv, spec = std::move(*spec)](caf::event_based_actor* asker) mutable {
-      asker->request(exec, caf::duration{10min}, run_atom::value, std::move(spec))
-          .then([asker, drv](execution_report& r) { asker->send(drv, std::move(r)); },
-                [asker, drv](caf::error& e) {
-                  asker->send(drv, failed_atom::value, to_failure(e).message);
-                });
-    });
+    ask_for<execution_report>(
+        self->system(), exec, caf::duration{10min},
+        answer_callback<execution_report>{[drv](result<execution_report> r) {
+          if (r) return caf::anon_send(drv, std::move(*r));
+          caf::anon_send(drv, failed_atom::value, r.error().message);
+        }},
+        run_atom::value, std::move(*spec));
   };
   return {
       [b, launch_next](launch_atom) {

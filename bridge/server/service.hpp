@@ -43,7 +43,7 @@ struct runtime_stats {
 };
 
 /// The bridge's domain side: turns decoded HTTP bodies into runs of the runtime's actors
-/// without blocking: each call is one ask actor (actors/ask.hpp), and its answer arrives
+/// without blocking: each call is one ask (actors/ask.hpp), and its answer arrives
 /// through a `reply`. Thread-safe.
 class service {
 public:

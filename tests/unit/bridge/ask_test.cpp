@@ -1,5 +1,5 @@
-// The ask actor (actors/ask.hpp): one request for a thread that is not an actor, its answer
-// or failure handed to a callback, under CAF's deterministic scheduler.
+// ask_for (actors/ask.hpp): one request for a thread that is not an actor, its answer or
+// failure handed to a callback, under CAF's deterministic scheduler.
 
 #include "actors/ask.hpp"
 #include "tests/unit/actors/deterministic.hpp"
@@ -120,12 +120,41 @@ TEST_F(ask_test, a_destination_that_never_answers_is_transient_at_the_time_limit
   EXPECT_TRUE(*down);
 }
 
-TEST_F(ask_test, a_dead_destination_is_unavailable) {
+TEST_F(ask_test, an_answer_leaves_no_time_limit_behind) {
+  auto got = std::make_shared<std::vector<result<std::string>>>();
+  ask_for<std::string>(sys, dest, caf::duration{30s}, into(got), get_atom::value,
+                       std::string{"k"});
+  EXPECT_EQ(sched.clock().schedule().size(), 1u);
+  run();
+  ASSERT_EQ(got->size(), 1u);
+  // A timeout left armed would keep the asker (and what its callback holds) for 30 s.
+  EXPECT_TRUE(sched.clock().schedule().empty());
+  EXPECT_TRUE(sched.clock().actor_lookup().empty());
+}
+
+TEST_F(ask_test, a_dead_destination_is_unavailable_and_never_answered_on_the_asking_thread) {
   caf::anon_send_exit(dest, caf::exit_reason::user_shutdown);
   run();
   auto got = std::make_shared<std::vector<result<std::string>>>();
   ask_for<std::string>(sys, dest, caf::duration{30s}, into(got), get_atom::value,
                        std::string{"k"});
+  // The dead destination bounced the request at once, on this thread: the callback waits
+  // for an actor thread, as every other answer does.
+  EXPECT_TRUE(got->empty());
+  run();
+  ASSERT_EQ(got->size(), 1u);
+  ASSERT_FALSE(got->front());
+  EXPECT_EQ(got->front().error().code, ec::unavailable);
+}
+
+TEST_F(ask_test, a_request_dropped_unanswered_without_a_limit_is_unavailable) {
+  auto got = std::make_shared<std::vector<result<bool>>>();
+  // `cancel` holds its promise; the destination then ends without answering it.
+  ask_for<bool>(sys, dest, caf::duration{caf::infinite}, into(got), cancel_atom::value,
+                std::string{"x"});
+  run();
+  EXPECT_TRUE(got->empty());
+  caf::anon_send_exit(dest, caf::exit_reason::user_shutdown);
   run();
   ASSERT_EQ(got->size(), 1u);
   ASSERT_FALSE(got->front());
