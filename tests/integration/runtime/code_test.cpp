@@ -199,14 +199,20 @@ TEST_F(code_test, allowed_domains_are_refused_without_creating_a_guest) {
   EXPECT_TRUE(live_guests().empty());
 }
 
-TEST_F(code_test, the_cli_allocates_with_jemalloc_one_arena_unless_malloc_conf_says_otherwise) {
+TEST_F(code_test,
+       the_cli_allocates_with_jemalloc_its_defaults_unless_malloc_conf_says_otherwise) {
   // stats_print: jemalloc prints its options at exit (stderr); no other malloc knows it.
   auto ours = cli({"version"}, {{"MALLOC_CONF", "stats_print:true"}});
   EXPECT_EQ(ours.status, 0);
   EXPECT_NE(ours.stderr_text.find("opt.narenas: 1\n"), std::string::npos) << ours.stderr_text;
-  auto theirs = cli({"version"}, {{"MALLOC_CONF", "stats_print:true,narenas:3"}});
+  EXPECT_NE(ours.stderr_text.find("opt.dirty_decay_ms: 1000 "), std::string::npos)
+      << ours.stderr_text;
+  auto theirs =
+      cli({"version"}, {{"MALLOC_CONF", "stats_print:true,narenas:3,dirty_decay_ms:10000"}});
   EXPECT_EQ(theirs.status, 0);
   EXPECT_NE(theirs.stderr_text.find("opt.narenas: 3\n"), std::string::npos)
+      << theirs.stderr_text;
+  EXPECT_NE(theirs.stderr_text.find("opt.dirty_decay_ms: 10000 "), std::string::npos)
       << theirs.stderr_text;
 }
 
