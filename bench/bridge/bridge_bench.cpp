@@ -393,7 +393,10 @@ int main(int argc, char** argv) {
       all.back().server_rss_settled = process_rss(server.pid());
     }
     auto final_metrics = scrape(server.port());
-    auto server_exit = server.stop();
+    // Waited past serve's own stop bound (GUESTFLOW_SHUTDOWN_SECONDS, 30 s by default): a
+    // stop that needs all of it then exits with its own word (125) instead of this
+    // harness's SIGKILL at the same moment.
+    auto server_exit = server.stop(std::chrono::seconds{45});
     auto server_stderr = server.stderr_text();
     auto guests = live_guests(cp.port()); // every guest the server asked for is deleted
     auto cp_exit = cp.stop();
