@@ -221,6 +221,17 @@ void http_call::connect_one(const net::generic::stream_protocol::endpoint& ep) {
   error_code err;
   conn_->sock().open(ep.protocol(), err);
   if (!err) conn_->sock().non_blocking(true, err);
+  if (err == net::error::no_descriptors ||
+      err == boost::system::errc::too_many_files_open_in_system)
+    // Out of descriptors (this process's or the system's): nothing was sent, and the calls
+    // in flight hold the connections it lacks, so it waits for one of them, as for a full
+    // accept queue, instead of failing a run a moment's wait would have carried.
+    return wait_for_connection(fail(ec::transient, spec_.what() +
+                                                       ": no descriptor left for "
+                                                       "a connection to the "
+                                                       "control plane at " +
+                                                       t_->url().origin() + " (" +
+                                                       err.message() + ")"));
   if (err)
     return attempt_failed(map_transport(phase::connect, err, t_->url().origin(), spec_.what()));
   if (!t_->url().socket_path.empty()) return connect_unix(ep);
@@ -248,12 +259,13 @@ void http_call::connect_unix(const net::generic::stream_protocol::endpoint& ep) 
                                               " is busy (its accept queue is full)"));
 }
 
-/// The server takes no new connection for now; the calls it is serving will soon be done
-/// with theirs. Waits, in FIFO order with the lane's other waiters, for the first of: a
-/// connection another call of this lane releases (handed over directly), or the backoff
-/// (then one more connect, keeping its place in the queue if that is refused too).
-/// Hammering a full accept queue with connects would only burn CPU on both sides. Nothing
-/// of the request was sent, so this holds for every call, create and exec included.
+/// The server takes no new connection for now (or this process has no descriptor for one);
+/// the calls in flight will soon be done with theirs. Waits, in FIFO order with the lane's
+/// other waiters, for the first of: a connection another call of this lane releases (handed
+/// over directly), or the backoff (then one more connect, keeping its place in the queue if
+/// that is refused too). Hammering a full accept queue with connects would only burn CPU on
+/// both sides. Nothing of the request was sent, so this holds for every call, create and exec
+/// included.
 void http_call::wait_for_connection(failure busy) {
   drop_connection();
   auto wait = retry_.next(clock::now(), deadline_, std::nullopt);

@@ -33,8 +33,9 @@ struct io_lane {
   static constexpr size_t read_buffer_size = 64 * 1024;
   std::unique_ptr<char[]> read_buffer{new char[read_buffer_size]};
   /// Calls waiting for a connection because the (Unix) control plane's accept queue is
-  /// full: a connection another call is done with goes to the oldest of them instead of
-  /// the pool. Entries of calls that stopped waiting are skipped.
+  /// full, or because this process has no descriptor for a new one: a connection another
+  /// call is done with goes to the oldest of them instead of the pool. Entries of calls
+  /// that stopped waiting are skipped.
   std::deque<std::weak_ptr<http_call>> connection_waiters;
 };
 

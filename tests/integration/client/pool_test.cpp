@@ -2,6 +2,7 @@
 // out to be closed by the server before it answered a single byte.
 #include "messages/sandbox.hpp"
 #include "tests/integration/client/client_fixture.hpp"
+#include "tests/support/fds_exhausted.hpp"
 
 using namespace gft;
 using namespace guestflow;
@@ -150,5 +151,40 @@ TEST_F(cp_client, failed_answers_still_keep_the_connection) {
     cl->get("x", 5s, o->cb());
     EXPECT_EQ(o->get().error().code, ec::not_found);
   }
+  EXPECT_EQ(srv->connections(), 1u);
+}
+
+TEST_F(cp_client, a_call_with_no_descriptor_left_waits_for_a_connection_in_use) {
+  srv->route("GET", "/v1/whoami", [](exchange& ex) { ex.success(who_json); });
+  auto held = srv->make_gate();
+  auto first_in = srv->make_gate();
+  auto creates = std::make_shared<std::atomic<int>>(0);
+  srv->route("POST", "/v1/sandboxes", [held, first_in, creates](exchange& ex) {
+    if (creates->fetch_add(1) == 0) {
+      first_in->open();
+      held->wait();
+    }
+    ex.success(created_json);
+  });
+  auto first = expect<sandbox_created>();
+  cl->create(minimal(), 10s, first->cb());
+  ASSERT_TRUE(first_in->wait()); // the first create holds the only connection
+  std::optional<guestflow::test_support::fds_exhausted> full{std::in_place};
+  // The second needs a connection of its own and this process has no descriptor for one.
+  auto second = expect<sandbox_created>();
+  cl->create(minimal(), 10s, second->cb());
+  // A rejection on the same (one) lane, after the second create's first attempt: once it
+  // is in, that attempt has met EMFILE.
+  auto marker = expect<sandbox_view>();
+  cl->get("", 10s, marker->cb());
+  ASSERT_FALSE(marker->get());
+  EXPECT_EQ(second->calls.load(), 0) << "failed at once instead of waiting for a connection";
+  held->open();
+  ASSERT_TRUE(first->get());
+  // Still no descriptor: the first create's connection was handed over.
+  auto r = second->get();
+  full.reset();
+  ASSERT_TRUE(r) << r.error().message;
+  EXPECT_EQ(srv->hits("POST", "/v1/sandboxes"), 2u);
   EXPECT_EQ(srv->connections(), 1u);
 }

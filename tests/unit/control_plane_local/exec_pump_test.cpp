@@ -1,6 +1,7 @@
 // exec_pump: a command whose output the pump cannot read (the control plane is out of file
 // descriptors) is an error, never a clean exit with its output silently lost.
 #include "controlplane/local/http/exec_pump.hpp"
+#include "tests/support/fds_exhausted.hpp"
 
 #include <atomic>
 #include <boost/asio/io_context.hpp>
@@ -9,12 +10,13 @@
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <optional>
-#include <sys/resource.h>
 #include <unistd.h>
 #include <vector>
 
 namespace guestflow::local {
 namespace {
+
+using test_support::fds_exhausted;
 
 /// A command that already printed `text` on stdout (a pipe, closed for writing) and exited 0.
 class printed_command final : public running_exec {
@@ -42,32 +44,6 @@ private:
   unique_fd out_;
   std::atomic<int>* kills_;
   bool hands_over_;
-};
-
-/// Every descriptor number below a lowered soft limit taken, so that the next dup fails
-/// with EMFILE; restored on destruction.
-class fds_exhausted {
-public:
-  fds_exhausted() {
-    ::getrlimit(RLIMIT_NOFILE, &saved_);
-    rlimit low = saved_;
-    low.rlim_cur = 256;
-    ::setrlimit(RLIMIT_NOFILE, &low);
-    for (;;) {
-      int fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
-      if (fd < 0) break;
-      fillers_.push_back(fd);
-    }
-  }
-  ~fds_exhausted() {
-    for (int fd : fillers_)
-      ::close(fd);
-    ::setrlimit(RLIMIT_NOFILE, &saved_);
-  }
-
-private:
-  rlimit saved_{};
-  std::vector<int> fillers_;
 };
 
 struct pump_run {
