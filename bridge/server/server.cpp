@@ -2,10 +2,12 @@
 
 #include "bridge/server/connection.hpp"
 #include "bridge/server/surfaces/surfaces.hpp"
+#include "common/accept_pause.hpp"
 
 #include <algorithm>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/address.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <boost/asio/strand.hpp>
 #include <thread>
 #include <utility> // before the Asio headers (see CONTRIBUTING)
@@ -38,6 +40,13 @@ struct server::impl {
         socket.set_option(tcp::no_delay(true), ignored);
         serve_connection(std::move(socket), ctx);
       }
+      if (auto pause = accept_pause(ec); pause.count() > 0) {
+        accept_retry.expires_after(pause);
+        accept_retry.async_wait([this](boost::system::error_code e) {
+          if (!e && acceptor.is_open()) accept();
+        });
+        return;
+      }
       accept();
     });
   }
@@ -45,6 +54,7 @@ struct server::impl {
   server_context ctx; ///< first: connections still pending in io use it as io goes away
   net::io_context io;
   tcp::acceptor acceptor;
+  net::steady_timer accept_retry{io}; ///< the pause after an accept out of descriptors
   std::vector<std::thread> threads;
   bool stopped = false;
 };

@@ -1,10 +1,13 @@
 #include "controlplane/local/http/http_server.hpp"
 
+#include "common/accept_pause.hpp"
 #include "controlplane/local/http/http_session.hpp"
 
 #include <algorithm>
 #include <boost/asio/local/stream_protocol.hpp>
 #include <boost/asio/socket_base.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <memory>
 #include <netinet/in.h>
 #include <stdexcept>
 #include <sys/stat.h>
@@ -94,6 +97,13 @@ void http_server::accept(acceptor& a) {
             if (none_left) break;
             serve(std::move(next));
           }
+        }
+        if (auto pause = accept_pause(ec); pause.count() > 0) {
+          auto retry = std::make_shared<net::steady_timer>(ctx_.io, pause);
+          retry->async_wait([this, &a, retry](boost::system::error_code e) {
+            if (!e && a.is_open()) accept(a);
+          });
+          return;
         }
         accept(a);
       });

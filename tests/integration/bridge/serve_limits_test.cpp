@@ -3,6 +3,7 @@
 // read, and malformed HTTP answered before the close.
 
 #include "tests/integration/bridge/bridge_fixture.hpp"
+#include "tests/integration/control_plane/out_of_descriptors.hpp"
 #include "tests/support/eventually.hpp"
 
 #include <poll.h>
@@ -82,6 +83,11 @@ bool contains(const std::string& haystack, const std::string& needle) {
 }
 
 } // namespace
+
+TEST_F(serve_limits_test, out_of_descriptors_it_waits_to_accept_and_then_serves) {
+  start_serve({{"GUESTFLOW_WARM_POOL", "off"}}); // nothing of its own at work meanwhile
+  expect_it_waits_to_accept_out_of_descriptors(serve->pid(), client(), "/healthz");
+}
 
 TEST_F(serve_limits_test, every_surface_shares_the_slots_and_is_refused_at_once_beyond_them) {
   start_serve({{"GUESTFLOW_MAX_INFLIGHT", "1"}});

@@ -2,6 +2,7 @@
 // `capacity` before anything is built, creates in flight hold their reservation, drain, and
 // the start-up refusals of the capacity flags.
 #include "tests/integration/control_plane/fixture.hpp"
+#include "tests/integration/control_plane/out_of_descriptors.hpp"
 
 #include <atomic>
 #include <fstream>
@@ -255,4 +256,12 @@ TEST_F(control_plane_capacity, bad_capacity_and_fleet_flags_are_refused_at_start
 }
 
 } // namespace
+} // namespace guestflow::testing
+
+namespace guestflow::testing {
+
+TEST_F(control_plane_capacity, out_of_descriptors_it_waits_to_accept_and_then_serves) {
+  expect_it_waits_to_accept_out_of_descriptors(cp_->pid(), client(), "/v1/capacity");
+}
+
 } // namespace guestflow::testing
