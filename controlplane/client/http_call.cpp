@@ -222,16 +222,14 @@ void http_call::connect_one(const net::generic::stream_protocol::endpoint& ep) {
   conn_->sock().open(ep.protocol(), err);
   if (!err) conn_->sock().non_blocking(true, err);
   if (err == net::error::no_descriptors ||
-      err == boost::system::errc::too_many_files_open_in_system)
+      err == boost::system::errc::too_many_files_open_in_system) {
     // Out of descriptors (this process's or the system's): nothing was sent, and the calls
     // in flight hold the connections it lacks, so it waits for one of them, as for a full
     // accept queue, instead of failing a run a moment's wait would have carried.
-    return wait_for_connection(fail(ec::transient, spec_.what() +
-                                                       ": no descriptor left for "
-                                                       "a connection to the "
-                                                       "control plane at " +
-                                                       t_->url().origin() + " (" +
-                                                       err.message() + ")"));
+    auto why = spec_.what() + ": no descriptor left for a connection to the control plane at " +
+               t_->url().origin() + " (" + err.message() + ")";
+    return wait_for_connection(fail(ec::transient, std::move(why)));
+  }
   if (err)
     return attempt_failed(map_transport(phase::connect, err, t_->url().origin(), spec_.what()));
   if (!t_->url().socket_path.empty()) return connect_unix(ep);
