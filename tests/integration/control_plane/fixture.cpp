@@ -1,7 +1,6 @@
 #include "tests/integration/control_plane/fixture.hpp"
 
-#include <fstream>
-#include <sstream>
+#include "tests/support/proc.hpp"
 
 namespace guestflow::testing {
 
@@ -95,16 +94,8 @@ http_reply control_plane_test::get_file(const std::string& id, const std::string
 }
 
 std::vector<int> guest_pids(const std::string& id) {
-  std::vector<int> pids;
-  for (const auto& e : std::filesystem::directory_iterator("/proc")) {
-    auto name = e.path().filename().string();
-    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
-    std::ifstream in{e.path() / "cgroup"};
-    std::stringstream ss;
-    ss << in.rdbuf();
-    if (ss.str().find(id) != std::string::npos) pids.push_back(std::stoi(name));
-  }
-  return pids;
+  return test_support::pids_where(
+      "cgroup", [&id](const std::string& text) { return text.find(id) != std::string::npos; });
 }
 
 size_t control_plane_test::workspace_count() const {

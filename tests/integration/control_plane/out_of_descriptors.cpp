@@ -1,11 +1,11 @@
 #include "tests/integration/control_plane/out_of_descriptors.hpp"
 
+#include "tests/support/proc.hpp"
+
 #include <chrono>
 #include <filesystem>
-#include <fstream>
 #include <future>
 #include <gtest/gtest.h>
-#include <iterator>
 #include <set>
 #include <sstream>
 #include <sys/resource.h>
@@ -15,8 +15,7 @@ namespace {
 
 /// CPU time `pid` has used, in clock ticks (utime + stime of /proc/PID/stat).
 uint64_t cpu_ticks(pid_t pid) {
-  std::ifstream in{"/proc/" + std::to_string(pid) + "/stat"};
-  std::string text{std::istreambuf_iterator<char>{in}, {}};
+  auto text = test_support::proc_text(pid, "stat");
   std::istringstream fields{text.substr(text.rfind(')') + 2)};
   std::string skip;
   for (int i = 3; i < 14; ++i) // state … cmajflt: fields 3 to 13

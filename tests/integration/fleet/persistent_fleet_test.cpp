@@ -10,10 +10,9 @@
 #include "tests/support/etcd_process.hpp"
 #include "tests/support/eventually.hpp"
 #include "tests/support/guest_programs.hpp"
+#include "tests/support/proc.hpp"
 
 #include <csignal>
-#include <dirent.h>
-#include <fstream>
 #include <iostream>
 #include <sys/stat.h>
 
@@ -27,20 +26,10 @@ using test_support::counter_program;
 
 /// Pids of the processes in guest `id`'s cgroups (`…/guestflow/<id>`).
 std::vector<int> guest_pids(const std::string& id) {
-  std::vector<int> out;
-  DIR* d = ::opendir("/proc");
-  if (!d) return out;
-  while (auto* e = ::readdir(d)) {
-    int pid = std::atoi(e->d_name);
-    if (pid <= 0) continue;
-    std::ifstream in{std::string{"/proc/"} + e->d_name + "/cgroup"};
-    std::string text{std::istreambuf_iterator<char>{in}, std::istreambuf_iterator<char>{}};
-    if (text.find("/guestflow/" + id + "\n") != std::string::npos ||
-        text.find("/guestflow/" + id + "/") != std::string::npos)
-      out.push_back(pid);
-  }
-  ::closedir(d);
-  return out;
+  return test_support::pids_where("cgroup", [&id](const std::string& text) {
+    return text.find("/guestflow/" + id + "\n") != std::string::npos ||
+           text.find("/guestflow/" + id + "/") != std::string::npos;
+  });
 }
 
 class persistent_fleet_test : public fleet_fixture {

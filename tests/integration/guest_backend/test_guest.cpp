@@ -1,17 +1,16 @@
 #include "tests/integration/guest_backend/test_guest.hpp"
 
+#include "tests/support/proc.hpp"
+
 #include <arpa/inet.h>
 #include <atomic>
 #include <cerrno>
 #include <climits>
 #include <cstdlib>
-#include <dirent.h>
 #include <fcntl.h>
-#include <fstream>
 #include <netinet/in.h>
 #include <poll.h>
 #include <random>
-#include <sstream>
 #include <sys/socket.h>
 #include <thread>
 #include <unistd.h>
@@ -89,21 +88,9 @@ run_result run(guest_backend& b, const guest_runtime& g, const std::vector<std::
 }
 
 std::vector<pid_t> pids_with_marker(const std::string& marker) {
-  std::vector<pid_t> out;
-  DIR* d = ::opendir("/proc");
-  if (!d) return out;
-  while (auto* e = ::readdir(d)) {
-    char* end = nullptr;
-    long pid = std::strtol(e->d_name, &end, 10);
-    if (*end != '\0' || pid <= 0) continue;
-    std::ifstream in{std::string{"/proc/"} + e->d_name + "/cmdline"};
-    std::stringstream ss;
-    ss << in.rdbuf();
-    if (ss.str().find(marker) != std::string::npos && pid != ::getpid())
-      out.push_back(pid_t(pid));
-  }
-  ::closedir(d);
-  return out;
+  return test_support::pids_where("cmdline", [&marker](const std::string& cmd) {
+    return cmd.find(marker) != std::string::npos;
+  });
 }
 
 struct tcp_server::state {

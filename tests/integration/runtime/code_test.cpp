@@ -6,14 +6,14 @@
 #include "messages/sandbox.hpp"
 #include "tests/integration/runtime/runtime_fixture.hpp"
 #include "tests/support/eventually.hpp"
+#include "tests/support/proc.hpp"
 
 #include <arpa/inet.h>
 #include <csignal>
-#include <dirent.h>
 #include <fcntl.h>
-#include <fstream>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
+#include <sstream>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -106,19 +106,12 @@ struct loopback_listener {
 
 /// Processes whose command line contains `marker` (any uid).
 int processes_with(const std::string& marker) {
-  int n = 0;
-  auto* d = ::opendir("/proc");
-  while (auto* e = ::readdir(d)) {
-    if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
-    std::ifstream in{std::string{"/proc/"} + e->d_name + "/cmdline"};
-    std::string cmd{std::istreambuf_iterator<char>{in}, {}};
+  auto pids = test_support::pids_where("cmdline", [&marker](std::string cmd) {
     for (auto& c : cmd)
       if (c == '\0') c = ' ';
-    if (cmd.find(marker) != std::string::npos && cmd.find("guestflow") == std::string::npos)
-      ++n;
-  }
-  ::closedir(d);
-  return n;
+    return cmd.find(marker) != std::string::npos && cmd.find("guestflow") == std::string::npos;
+  });
+  return static_cast<int>(pids.size());
 }
 
 } // namespace
@@ -396,7 +389,7 @@ TEST_F(code_test, embedded_runs_on_one_state_dir_take_turns_and_a_waiting_one_st
   auto gives_up = start_cli({"code", short_run}, vars);
   // Ctrl-C once it is guestflow's to handle (its signal watch blocks SIGINT first thing).
   auto handles_sigint = [](pid_t pid) {
-    std::ifstream in{"/proc/" + std::to_string(pid) + "/status"};
+    std::istringstream in{test_support::proc_text(pid, "status")};
     for (std::string line; std::getline(in, line);)
       if (line.rfind("SigBlk:", 0) == 0)
         return (std::stoull(line.substr(7), nullptr, 16) & (1ull << (SIGINT - 1))) != 0;
