@@ -1,9 +1,7 @@
 // Exec on real guests: streaming as output arrives, heartbeats, disconnect kills, caps,
 // UTF-8 repair, and the guest's limits (memory, pids) seen through the API.
 #include "tests/integration/control_plane/fixture.hpp"
-
-#include <fstream>
-#include <sstream>
+#include "tests/support/slurp.hpp"
 
 namespace guestflow::testing {
 namespace {
@@ -22,10 +20,8 @@ exec_stream_line parse_line(const std::string& line) {
 std::vector<int> pids_running(const std::string& id, const std::string& argv) {
   std::vector<int> out;
   for (int pid : guest_pids(id)) {
-    std::ifstream in{"/proc/" + std::to_string(pid) + "/cmdline"};
-    std::stringstream ss;
-    ss << in.rdbuf();
-    if (ss.str() == argv) out.push_back(pid);
+    if (test_support::slurp("/proc/" + std::to_string(pid) + "/cmdline") == argv)
+      out.push_back(pid);
   }
   return out;
 }

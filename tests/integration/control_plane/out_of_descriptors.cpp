@@ -1,6 +1,6 @@
 #include "tests/integration/control_plane/out_of_descriptors.hpp"
 
-#include "tests/support/proc.hpp"
+#include "tests/support/slurp.hpp"
 
 #include <chrono>
 #include <filesystem>
@@ -15,7 +15,7 @@ namespace {
 
 /// CPU time `pid` has used, in clock ticks (utime + stime of /proc/PID/stat).
 uint64_t cpu_ticks(pid_t pid) {
-  auto text = test_support::proc_text(pid, "stat");
+  auto text = test_support::slurp("/proc/" + std::to_string(pid) + "/stat");
   std::istringstream fields{text.substr(text.rfind(')') + 2)};
   std::string skip;
   for (int i = 3; i < 14; ++i) // state … cmajflt: fields 3 to 13

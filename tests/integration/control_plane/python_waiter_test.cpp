@@ -4,11 +4,11 @@
 // tracebacks, the timeout's kill); any other first exec never sees it; a delete leaves
 // nothing; guests built on demand, and a pool with GUESTFLOW_POOL_PYTHON=0, are unchanged.
 #include "tests/integration/control_plane/fixture.hpp"
+#include "tests/support/slurp.hpp"
 
 #include <dirent.h>
 #include <fstream>
 #include <signal.h>
-#include <sstream>
 
 namespace guestflow::testing {
 namespace {
@@ -55,8 +55,7 @@ std::vector<std::string> zombie_children(pid_t pid) {
     std::ifstream in{t.path() / "children"};
     int child = 0;
     while (in >> child) {
-      std::ifstream stat{"/proc/" + std::to_string(child) + "/stat"};
-      std::string s((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+      auto s = test_support::slurp("/proc/" + std::to_string(child) + "/stat");
       auto close = s.rfind(')');
       if (close != std::string::npos && s.size() > close + 2 && s[close + 2] == 'Z')
         out.push_back(s);

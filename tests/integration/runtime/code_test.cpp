@@ -7,6 +7,7 @@
 #include "tests/integration/runtime/runtime_fixture.hpp"
 #include "tests/support/eventually.hpp"
 #include "tests/support/proc.hpp"
+#include "tests/support/slurp.hpp"
 
 #include <arpa/inet.h>
 #include <csignal>
@@ -389,7 +390,7 @@ TEST_F(code_test, embedded_runs_on_one_state_dir_take_turns_and_a_waiting_one_st
   auto gives_up = start_cli({"code", short_run}, vars);
   // Ctrl-C once it is guestflow's to handle (its signal watch blocks SIGINT first thing).
   auto handles_sigint = [](pid_t pid) {
-    std::istringstream in{test_support::proc_text(pid, "status")};
+    std::istringstream in{test_support::slurp("/proc/" + std::to_string(pid) + "/status")};
     for (std::string line; std::getline(in, line);)
       if (line.rfind("SigBlk:", 0) == 0)
         return (std::stoull(line.substr(7), nullptr, 16) & (1ull << (SIGINT - 1))) != 0;
