@@ -1,8 +1,9 @@
 #include "actors/batched_clock.hpp"
 
+#include "actors/work_sharing.hpp"
+
 #include <caf/config_value.hpp>
 #include <caf/defaults.hpp>
-#include <caf/policy/work_sharing.hpp>
 #include <caf/policy/work_stealing.hpp>
 #include <caf/settings.hpp>
 #include <stdexcept>
@@ -152,8 +153,7 @@ void use_batched_clock(caf::actor_system_config& cfg) {
   cfg.module_factories.push_back([](caf::actor_system& sys) -> caf::actor_system::module* {
     auto policy =
         caf::get_or(sys.config(), "scheduler.policy", caf::defaults::scheduler::policy);
-    if (policy == caf::atom("sharing"))
-      return new batched_clock_coordinator<caf::policy::work_sharing>(sys);
+    if (policy == caf::atom("sharing")) return new batched_clock_coordinator<work_sharing>(sys);
     if (policy == caf::atom("stealing"))
       return new batched_clock_coordinator<caf::policy::work_stealing>(sys);
     throw std::invalid_argument("use_batched_clock: scheduler.policy must be sharing or "

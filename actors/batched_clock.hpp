@@ -106,7 +106,8 @@ private:
 };
 
 /// Makes systems built from `cfg` use `batched_clock_coordinator` with the scheduler policy
-/// `cfg` names ("sharing" or "stealing"; building the system throws on any other).
+/// `cfg` names: "sharing" (guestflow's `work_sharing`) or "stealing" (CAF's); building the
+/// system throws on any other.
 void use_batched_clock(caf::actor_system_config& cfg);
 
 } // namespace guestflow
