@@ -4,6 +4,7 @@
 #include "actors/exit_classifier.hpp"
 
 #include <algorithm>
+#include <numeric>
 #include <optional>
 
 namespace guestflow {
@@ -46,10 +47,22 @@ std::optional<failure> check_outputs(const flow_graph& g,
   return std::nullopt;
 }
 
+/// Appends one file to a run bundle: a header line "<size> <name>\n", then its bytes
+/// (guest/unpack_run.py writes them back as files).
+void add_to_bundle(std::string& bundle, std::string_view name, std::string_view bytes) {
+  bundle += std::to_string(bytes.size());
+  bundle += ' ';
+  bundle.append(name.data(), name.size());
+  bundle += '\n';
+  bundle.append(bytes.data(), bytes.size());
+}
+
 } // namespace
 
 /// Embedded guest files that are not the flow runner's (actors/session_task.cpp uploads it).
 constexpr std::string_view session_tool = "session_files.py";
+/// The guest program that unpacks a run bundle and starts the runner (`python3 -c` source).
+constexpr std::string_view unpacker = "unpack_run.py";
 
 result<execution_spec> make_flow_spec(const run_request& req, const normalized_inputs& in,
                                       const executor_settings& s, std::string guest_name,
@@ -61,11 +74,16 @@ result<execution_spec> make_flow_spec(const run_request& req, const normalized_i
                                      std::to_string(s.timeout_seconds) +
                                      " s (CREATEOS_EXECUTOR_TIMEOUT_SECONDS)");
   if (auto bad = check_outputs(req.graph, req.outputs)) return std::move(*bad);
-  auto has_runner = std::any_of(assets.begin(), assets.end(),
-                                [](const guest_asset& a) { return a.name == "runner.py"; });
-  if (!has_runner)
-    return fail(ec::unavailable, "this guestflow build embeds no guest/runner.py; rebuild "
-                                 "with the guest runner in the source tree");
+  auto embedded = [&](std::string_view name) {
+    return std::find_if(assets.begin(), assets.end(),
+                        [&](const guest_asset& a) { return a.name == name; });
+  };
+  auto unpack = embedded(unpacker);
+  for (std::string_view needed : {std::string_view{"runner.py"}, unpacker})
+    if (embedded(needed) == assets.end())
+      return fail(ec::unavailable, "this guestflow build embeds no guest/" +
+                                       std::string{needed} +
+                                       "; rebuild with the guest runner in the source tree");
   guest_run_spec program;
   program.graph = req.graph.payload;
   program.inputs = in.inputs;
@@ -83,12 +101,26 @@ result<execution_spec> make_flow_spec(const run_request& req, const normalized_i
   spec.create.egress = s.egress;
   spec.create.envs["PYTHONUNBUFFERED"] = "1";
   spec.create.auto_pause_after_seconds = backstop_auto_pause(timeout);
-  spec.uploads.push_back({in_run_dir("spec.json"), encode(program)});
-  for (auto& a : assets)
-    if (a.name != session_tool) // the sessions' file tool: 13 KB a flow's guest never runs
-      spec.uploads.push_back({in_run_dir(a.name), shared_bytes::of_static(a.content)});
-  spec.command =
-      with_timeout(timeout, "python3", {in_run_dir("runner.py"), in_run_dir("spec.json")});
+  // One upload instead of one per file (each is a control-plane round trip), the embedded
+  // files gzipped: both are serve CPU per run.
+  auto program_json = encode(program);
+  std::string bundle;
+  bundle.reserve(program_json.size() + 64 +
+                 std::accumulate(assets.begin(), assets.end(), size_t{0},
+                                 [](size_t n, const guest_asset& a) {
+                                   return n + a.content.size() + a.name.size() + 24;
+                                 }));
+  for (auto& a : assets) {
+    if (a.name == session_tool || a.name == unpacker) continue; // not run in a flow's guest
+    if (a.gzipped.empty())
+      add_to_bundle(bundle, a.name, a.content);
+    else
+      add_to_bundle(bundle, std::string{a.name} + ".gz", a.gzipped);
+  }
+  add_to_bundle(bundle, "spec.json", program_json);
+  spec.uploads.push_back({in_run_dir("bundle"), std::move(bundle)});
+  spec.command = with_timeout(timeout, "python3",
+                              {"-c", std::string{unpack->content}, in_run_dir("bundle")});
   spec.timeout_seconds = timeout;
   spec.stream = true;
   return spec;

@@ -12,13 +12,15 @@
 namespace guestflow {
 
 /// Turns an admitted whole-flow run into the execution that runs it in a fresh guest:
-/// shape, rootfs and egress from the executor settings; `/workspace/run/spec.json` (the
-/// graph payload, normalized inputs, requested outputs, forwarded runtime options and the
-/// pip fallback) plus every embedded guest file under `/workspace/run/`; the runner under
-/// `timeout --signal=KILL N` with N = the caller's timeout (refused above the executor's
-/// limit) or the limit; streamed exec; PYTHONUNBUFFERED=1 so frames leave the guest before
-/// a kill; auto-pause as the backstop for a guest this process fails to delete. A build
-/// without guest/runner.py embedded is `unavailable`; a requested output that names no
+/// shape, rootfs and egress from the executor settings; one upload, `/workspace/run/bundle`,
+/// holding spec.json (the graph payload, normalized inputs, requested outputs, forwarded
+/// runtime options and the pip fallback) and the runner's files, which
+/// guest/unpack_run.py (`python3 -c`) writes under `/workspace/run/` before it runs the
+/// runner; that command under `timeout --signal=KILL N` with N = the caller's timeout
+/// (refused above the executor's limit) or the limit; streamed exec; PYTHONUNBUFFERED=1 so
+/// frames leave the guest before a kill; auto-pause as the backstop for a guest this
+/// process fails to delete. A build without guest/runner.py or guest/unpack_run.py
+/// embedded is `unavailable`; a requested output that names no
 /// vertex is `bad_request` listing the flow's output vertices. The executor is the
 /// caller's, else the settings'. Nothing here talks to a control plane.
 result<execution_spec> make_flow_spec(const run_request& req, const normalized_inputs& in,

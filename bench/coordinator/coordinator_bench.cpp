@@ -108,7 +108,7 @@ struct world {
     co_opts.owner = "bench0";
     co_opts.settings.max_inflight = max_inflight;
     co_opts.run.replay_bytes = size_t{64} << 20; // the bench measures fan-out, not eviction
-    co_opts.assets = {{"runner.py", "# bench"}};
+    co_opts.assets = {{"runner.py", "# bench"}, {"unpack_run.py", "# bench"}};
     co = sys->spawn(coordinator, cp, reaper, co_opts);
   }
 

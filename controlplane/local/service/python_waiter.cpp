@@ -45,9 +45,13 @@ std::vector<std::string> startup_part(const std::vector<std::string>& env) {
   return out;
 }
 
-/// A script argument python3 runs as a file (not an option, not stdin).
-bool is_script(const std::string& a) {
-  return !a.empty() && a[0] != '-';
+/// Arguments from the first on that python3 runs as a program: a script file (not an
+/// option, not stdin), or `-c CODE`.
+bool is_program(const std::vector<std::string>& a, size_t first) {
+  if (a.size() <= first) return false;
+  const auto& s = a[first];
+  if (s == "-c") return a.size() > first + 1;
+  return !s.empty() && s[0] != '-';
 }
 
 void add_field(std::string& out, const std::string& field) {
@@ -141,10 +145,10 @@ python_waiter::request_for(const exec_request& req, const std::vector<std::strin
   std::vector<std::string> argv;
   static const std::regex duration{R"([0-9]+(\.[0-9]+)?[smhd]?)"};
   const auto& a = req.args;
-  if (req.cmd == "python3" && !a.empty() && is_script(a[0])) {
+  if (req.cmd == "python3" && is_program(a, 0)) {
     argv = a;
   } else if (req.cmd == "timeout" && a.size() >= 4 && a[0] == "--signal=KILL" &&
-             std::regex_match(a[1], duration) && a[2] == "python3" && is_script(a[3])) {
+             std::regex_match(a[1], duration) && a[2] == "python3" && is_program(a, 3)) {
     timeout = a[1];
     argv.assign(a.begin() + 3, a.end());
   } else {

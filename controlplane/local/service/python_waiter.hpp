@@ -18,11 +18,12 @@ bool python_waiter_wanted();
 extern const char* const python_waiter_script;
 
 /// A python3 started in a warm-pool guest before it is taken, blocked reading a FIFO in the
-/// guest's private /tmp, so that the guest's first `python3 FILE ARGS…` (or `timeout
-/// --signal=KILL N python3 FILE ARGS…`) pays no interpreter start-up: the server writes the
-/// request into the FIFO and this process (its pipes untouched until then, its pidfd)
-/// becomes the exec's. Any other first exec kills it first, so nobody sees a process they
-/// did not start. Owns the process: destroying a waiter not handed out kills and reaps it.
+/// guest's private /tmp, so that the guest's first `python3 FILE ARGS…` or `python3 -c CODE
+/// ARGS…` (or either under `timeout --signal=KILL N`) pays no interpreter start-up: the
+/// server writes the request into the FIFO and this process (its pipes untouched until
+/// then, its pidfd) becomes the exec's. Any other first exec kills it first, so nobody sees a
+/// process they did not start. Owns the process: destroying a waiter not handed out kills and
+/// reaps it.
 class python_waiter {
 public:
   /// Starts it with `envs` (the pool guest's: empty, or its image's PATH).

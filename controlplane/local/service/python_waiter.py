@@ -1,6 +1,6 @@
 # guestflow python waiter: a python3 started in a warm-pool guest before anyone takes it,
-# so that the guest's first `python3 FILE ARGS...` (or `timeout --signal=KILL N python3
-# FILE ARGS...`) pays no interpreter start-up. Run as `python3 -c THIS FIFO`; the server
+# so that the guest's first `python3 FILE ARGS...` or `python3 -c CODE ARGS...` (or either
+# under `timeout --signal=KILL N`) pays no interpreter start-up. Run as `python3 -c THIS FIFO`; the server
 # (service/python_waiter.cpp) writes one request into FIFO and makes this process the
 # exec's. Standard library only; it must behave exactly as the command it replaces.
 # Imports cost start-up CPU the waiter must not add: C modules only (`_signal`, not `signal`
@@ -104,6 +104,8 @@ def _main():
         if child:
             _wait_with_deadline(child, _seconds(timeout))
     path = argv[0]
+    if path == "-c":  # `python3 -c CODE ARGS...`: argv is ["-c", ARGS...]
+        return None, ["-c"] + argv[2:], argv[1]  # a str: python3 reads no coding cookie
     if os.path.isdir(path):
         _exec_real(argv)
     try:
@@ -118,21 +120,27 @@ def _main():
 
 
 def _run(path, argv, source):
-    sys.argv = argv
-    sys.orig_argv = ["python3"] + argv
-    sys.path[0] = os.path.dirname(os.path.realpath(path))
-    path = os.path.abspath(path)  # python3's __file__ and traceback name
     main = type(sys)("__main__")
-    main.__file__ = path
-    main.__cached__ = None
-    main.__loader__ = _SourceFileLoader("__main__", path)
+    if path is None:  # -c: as python3 has it, no file, the cwd first on sys.path
+        sys.orig_argv = ["python3", "-c", source] + argv[1:]
+        sys.path[0] = ""
+        main.__loader__ = sys.modules["_frozen_importlib"].BuiltinImporter
+        name = "<string>"
+    else:
+        sys.orig_argv = ["python3"] + argv
+        sys.path[0] = os.path.dirname(os.path.realpath(path))
+        name = path = os.path.abspath(path)  # python3's __file__ and traceback name
+        main.__file__ = path
+        main.__cached__ = None
+        main.__loader__ = _SourceFileLoader("__main__", path)
+    sys.argv = argv
     main.__builtins__ = __builtins__
     sys.modules["__main__"] = main
     try:
         try:
-            code = compile(source, path, "exec", dont_inherit=True)
+            code = compile(source, name, "exec", dont_inherit=True)
         except (SyntaxError, ValueError):
-            if b"PK\x05\x06" in source[-65558:]:  # a zip's end record: python3 runs it
+            if path is not None and b"PK\x05\x06" in source[-65558:]:  # a zip: python3 runs it
                 _exec_real(argv)
             raise
         exec(code, main.__dict__)

@@ -1,8 +1,9 @@
-// The warm pool's python waiter on real guests: a pooled guest's first `python3 FILE` (or
-// the runtime's `timeout --signal=KILL N python3 FILE`) is served by the python3 the pool
-// started ahead, and behaves exactly as the command would (output, status, argv, env, cwd,
-// tracebacks, the timeout's kill); any other first exec never sees it; a delete leaves
-// nothing; guests built on demand, and a pool with GUESTFLOW_POOL_PYTHON=0, are unchanged.
+// The warm pool's python waiter on real guests: a pooled guest's first `python3 FILE` or
+// `python3 -c CODE` (or either under the runtime's `timeout --signal=KILL N`) is served by
+// the python3 the pool started ahead, and behaves exactly as the command would (output,
+// status, argv, env, cwd, tracebacks, the timeout's kill); any other first exec never sees
+// it; a delete leaves nothing; guests built on demand, and a pool with
+// GUESTFLOW_POOL_PYTHON=0, are unchanged.
 #include "tests/integration/control_plane/fixture.hpp"
 #include "tests/support/slurp.hpp"
 
@@ -134,6 +135,48 @@ TEST_F(python_waiter_test, an_uncaught_exception_is_status_1_with_the_program_s_
             std::string::npos)
       << r.stderr_text;
   EXPECT_NE(r.stderr_text.find("ValueError: deliberate"), std::string::npos);
+}
+
+TEST_F(python_waiter_test, code_given_with_dash_c_is_served_as_python3_runs_it) {
+  // What a flow run's first exec is (`python3 -c UNPACK_RUN BUNDLE` under timeout).
+  const std::string code = R"py(import os, sys
+with open("/proc/self/cmdline", "rb") as f:
+    cmdline = f.read().split(b"\0")
+print("served" if cmdline[2].startswith(b"# guestflow python waiter") else "plain")
+print("argv", sys.argv, "orig", sys.orig_argv[:2], sys.orig_argv[3:])
+print("path0", repr(sys.path[0]), "name", __name__, "file" in dir(), "__file__" in globals())
+print("loader", __loader__.__name__, "cwd", os.getcwd())
+if sys.argv[1:] == ["raise"]:
+    raise ValueError("deliberate")
+sys.exit(int(sys.argv[1]))
+)py";
+  start_pool();
+  auto c = take();
+  auto r = exec(c.id, "timeout", {"--signal=KILL", "60", "python3", "-c", code, "7"});
+  EXPECT_EQ(r.exit_code, 7) << r.stderr_text;
+  EXPECT_EQ(started_as(r), "served");
+  auto plain = exec(c.id, "timeout", {"--signal=KILL", "60", "python3", "-c", code, "7"});
+  EXPECT_EQ(plain.exit_code, 7) << plain.stderr_text;
+  EXPECT_EQ(started_as(plain), "plain");
+  EXPECT_EQ(r.stdout_text.substr(r.stdout_text.find('\n')),
+            "\nargv ['-c', '7'] orig ['python3', '-c'] ['7']\n"
+            "path0 '' name __main__ False False\n"
+            "loader BuiltinImporter cwd /workspace\n");
+  EXPECT_EQ(plain.stdout_text.substr(plain.stdout_text.find('\n')),
+            r.stdout_text.substr(r.stdout_text.find('\n')));
+  EXPECT_EQ(r.stderr_text, plain.stderr_text);
+
+  auto d = take();
+  auto fails = exec(d.id, "python3", {"-c", code, "raise"});
+  EXPECT_EQ(fails.exit_code, 1);
+  EXPECT_EQ(started_as(fails), "served");
+  auto fails_plainly = exec(d.id, "python3", {"-c", code, "raise"});
+  EXPECT_EQ(started_as(fails_plainly), "plain");
+  EXPECT_EQ(fails.stderr_text, fails_plainly.stderr_text)
+      << "the waiter's frames must not show";
+  EXPECT_NE(fails.stderr_text.find("  File \"<string>\", line 9, in <module>\n"),
+            std::string::npos)
+      << fails.stderr_text;
 }
 
 TEST_F(python_waiter_test,

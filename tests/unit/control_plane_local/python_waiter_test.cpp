@@ -1,5 +1,6 @@
 // Which first execs of a pool guest the python waiter serves (python_waiter::request_for):
-// exactly `python3 FILE…` and `timeout --signal=KILL N python3 FILE…`, with an environment
+// exactly `python3 FILE…` or `python3 -c CODE…`, alone or under `timeout --signal=KILL N`,
+// with an environment
 // that leaves python3's start-up as the waiter's was; and the request it then writes.
 #include "controlplane/local/guests/guest_exec.hpp"
 #include "controlplane/local/service/python_waiter.hpp"
@@ -53,11 +54,26 @@ TEST(python_waiter, serves_the_runtime_timeout_form_with_its_duration) {
   }
 }
 
+TEST(python_waiter, serves_code_given_with_dash_c_alone_or_under_the_runtime_timeout) {
+  auto r = request("python3", {"-c", "import sys\nprint(sys.argv)", "a b"});
+  ASSERT_TRUE(r);
+  auto f = fields(*r);
+  EXPECT_EQ(std::vector<std::string>(f.begin() + 1, f.begin() + 7),
+            (std::vector<std::string>{"", "/workspace", "3", "-c",
+                                      "import sys\nprint(sys.argv)", "a b"}));
+  r = request("timeout", {"--signal=KILL", "600", "python3", "-c", "pass", "/workspace/b"});
+  ASSERT_TRUE(r);
+  f = fields(*r);
+  EXPECT_EQ(std::vector<std::string>(f.begin() + 1, f.begin() + 7),
+            (std::vector<std::string>{"600", "/workspace", "3", "-c", "pass", "/workspace/b"}));
+}
+
 TEST(python_waiter, refuses_what_would_not_run_exactly_as_the_command) {
   EXPECT_FALSE(request("python3", {}));                          // reads stdin
   EXPECT_FALSE(request("python3", {"-"}));                       // stdin
   EXPECT_FALSE(request("python3", {"-u", "main.py"}));           // interpreter option
-  EXPECT_FALSE(request("python3", {"-c", "print(1)"}));          // not a file
+  EXPECT_FALSE(request("python3", {"-c"}));                      // -c without its code
+  EXPECT_FALSE(request("python3", {"-I", "-c", "print(1)"}));    // interpreter option
   EXPECT_FALSE(request("python3", {"-m", "http.server"}));       // a module
   EXPECT_FALSE(request("python3", {""}));                        // no file
   EXPECT_FALSE(request("python", {"main.py"}));                  // another program
@@ -71,6 +87,7 @@ TEST(python_waiter, refuses_what_would_not_run_exactly_as_the_command) {
   EXPECT_FALSE(request("timeout", {"--signal=KILL", "5x", "python3", "main.py"}));
   EXPECT_FALSE(request("timeout", {"--signal=KILL", "--kill-after=1", "5", "python3", "m.py"}));
   EXPECT_FALSE(request("timeout", {"--signal=KILL", "5", "python3"}));
+  EXPECT_FALSE(request("timeout", {"--signal=KILL", "5", "python3", "-c"}));
 }
 
 TEST(python_waiter, refuses_an_environment_that_changes_python_start_up) {

@@ -84,7 +84,7 @@ protected:
     rp = sys.spawn(reaper, cp, ro);
     opts.owner = "abc123";
     opts.seed = 7;
-    opts.assets = {{"runner.py", "print('runner')"}};
+    opts.assets = {{"runner.py", "print('runner')"}, {"unpack_run.py", "# unpack"}};
     // A two-vertex flow that ends well, unless a test scripts otherwise.
     s->stream_lines = frames({start_a, built_a, start_b, built_b, "user print", outputs, done});
     s->stream_exit = 0;
@@ -232,9 +232,8 @@ TEST_F(coordinator_test, events_arrive_in_order_with_gapless_seq_after_the_guest
   EXPECT_EQ(name.rfind("gf-x-abc123-", 0), 0u);
   EXPECT_EQ(name.size(), 22u);
   EXPECT_EQ(s->log,
-            (std::vector<std::string>{"create " + name, "put sb-1 /workspace/run/spec.json",
-                                      "put sb-1 /workspace/run/runner.py", "stream sb-1",
-                                      "cancel", "delete sb-1"}));
+            (std::vector<std::string>{"create " + name, "put sb-1 /workspace/run/bundle",
+                                      "stream sb-1", "cancel", "delete sb-1"}));
   auto st = stats();
   EXPECT_EQ(st.accepted, 1u);
   EXPECT_EQ(st.finished, 1u);

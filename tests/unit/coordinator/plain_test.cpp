@@ -5,12 +5,17 @@
 #include "actors/event_log.hpp"
 #include "actors/executor_settings.hpp"
 #include "actors/flow_spec.hpp"
+#include "tests/support/slurp.hpp"
+#include "tests/support/temp_dir.hpp"
 
 #include <algorithm>
+#include <fcntl.h>
 #include <filesystem>
 #include <fstream>
 #include <gtest/gtest.h>
 #include <iterator>
+#include <sys/wait.h>
+#include <unistd.h>
 
 namespace guestflow {
 namespace {
@@ -185,7 +190,43 @@ run_request request_for(std::optional<uint32_t> timeout = std::nullopt) {
   return *r;
 }
 
-const std::vector<guest_asset> assets{{"lfx_path.py", "# lfx"}, {"runner.py", "# runner"}};
+const std::vector<guest_asset> assets{
+    {"lfx_path.py", "# lfx"}, {"runner.py", "# runner"}, {"unpack_run.py", "# unpack"}};
+
+/// A run bundle's files in order, as (name, bytes): each a "<size> <name>\n" line, then
+/// its bytes. An empty name marks a bundle that does not parse.
+std::vector<std::pair<std::string, std::string>> bundle_files(std::string_view b) {
+  std::vector<std::pair<std::string, std::string>> out;
+  while (!b.empty()) {
+    auto nl = b.find('\n');
+    auto sp = b.find(' ');
+    if (nl == std::string_view::npos || sp > nl) return {{"", ""}};
+    auto size = std::stoul(std::string{b.substr(0, sp)});
+    if (nl + 1 + size > b.size()) return {{"", ""}};
+    out.emplace_back(std::string{b.substr(sp + 1, nl - sp - 1)},
+                     std::string{b.substr(nl + 1, size)});
+    b.remove_prefix(nl + 1 + size);
+  }
+  return out;
+}
+
+/// `argv` run to its end with stdout into `out`: its exit status, or -1.
+int run_to_file(const std::vector<std::string>& argv, const std::filesystem::path& out) {
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    int fd = ::open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    if (fd < 0 || ::dup2(fd, 1) < 0) ::_exit(126);
+    std::vector<char*> args;
+    for (auto& a : argv)
+      args.push_back(const_cast<char*>(a.c_str()));
+    args.push_back(nullptr);
+    ::execvp(args[0], args.data());
+    ::_exit(127);
+  }
+  int status = 0;
+  if (pid < 0 || ::waitpid(pid, &status, 0) != pid || !WIFEXITED(status)) return -1;
+  return WEXITSTATUS(status);
+}
 
 TEST(flow_spec, builds_the_execution_of_a_run) {
   executor_settings s;
@@ -205,22 +246,71 @@ TEST(flow_spec, builds_the_execution_of_a_run) {
   EXPECT_EQ(spec->create.egress, egress_policy::deny_all());
   EXPECT_EQ(spec->create.envs.at("PYTHONUNBUFFERED"), "1");
   EXPECT_EQ(spec->create.auto_pause_after_seconds, std::optional<uint32_t>{720});
-  ASSERT_EQ(spec->uploads.size(), 3u);
-  EXPECT_EQ(spec->uploads[0].path, "/workspace/run/spec.json");
-  EXPECT_EQ(spec->uploads[0].content,
+  // One upload: the runner's files (not the unpacker, passed as the command) and the spec.
+  ASSERT_EQ(spec->uploads.size(), 1u);
+  EXPECT_EQ(spec->uploads[0].path, "/workspace/run/bundle");
+  auto files = bundle_files(spec->uploads[0].content.view());
+  ASSERT_EQ(files.size(), 3u);
+  EXPECT_EQ(files[0], (std::pair<std::string, std::string>{"lfx_path.py", "# lfx"}));
+  EXPECT_EQ(files[1], (std::pair<std::string, std::string>{"runner.py", "# runner"}));
+  EXPECT_EQ(files[2].first, "spec.json");
+  EXPECT_EQ(files[2].second,
             R"({"graph":{"nodes":[{"id":"A","data":{"type":"ChatInput"}}],"edges":[]},)"
             R"("inputs":[{"input_value":"hi","type":"any","components":[]}],"outputs":["A"],)"
             R"("runtime_options":{"max_iterations":3},"install_lfx":true,"pip":["x"],)"
             R"("executor":"auto"})");
-  EXPECT_EQ(spec->uploads[1].path, "/workspace/run/lfx_path.py");
-  EXPECT_EQ(spec->uploads[2].path, "/workspace/run/runner.py");
-  EXPECT_EQ(spec->uploads[2].content, "# runner");
   EXPECT_EQ(spec->command.cmd, "timeout");
   EXPECT_EQ(spec->command.args,
-            (std::vector<std::string>{"--signal=KILL", "600", "python3",
-                                      "/workspace/run/runner.py", "/workspace/run/spec.json"}));
+            (std::vector<std::string>{"--signal=KILL", "600", "python3", "-c", "# unpack",
+                                      "/workspace/run/bundle"}));
   EXPECT_EQ(spec->timeout_seconds, 600u);
   EXPECT_TRUE(spec->stream);
+}
+
+TEST(flow_spec, a_file_embedded_gzipped_travels_gzipped) {
+  const std::vector<guest_asset> zipped{{"runner.py", "# runner", "GZ"},
+                                        {"unpack_run.py", "# unpack", "GZ2"}};
+  auto spec = make_flow_spec(request_for(), {}, {}, "gf-x-abc123-0123456789", zipped);
+  ASSERT_TRUE(spec) << spec.error().message;
+  auto files = bundle_files(spec->uploads[0].content.view());
+  ASSERT_EQ(files.size(), 2u);
+  EXPECT_EQ(files[0], (std::pair<std::string, std::string>{"runner.py.gz", "GZ"}));
+  EXPECT_EQ(files[1].first, "spec.json");
+  EXPECT_EQ(spec->command.args[4], "# unpack") << "the command is the plain source";
+}
+
+TEST(flow_spec, the_guest_unpacks_the_bundle_and_runs_the_runner_as_python3_runs_it) {
+  // The real embedded files, unpacked by the real unpacker, in a directory standing in for
+  // /workspace/run: every file comes back byte for byte and the runner runs the flow.
+  auto flow = test_support::slurp(GUESTFLOW_SOURCE_DIR "/examples/flows/hello.json");
+  auto req = decode<run_request>(R"({"flow":)" + flow + "}");
+  ASSERT_TRUE(req) << req.error().message;
+  auto spec = make_flow_spec(*req, {}, {}, "gf-x-abc123-0123456789", guest_assets());
+  ASSERT_TRUE(spec) << spec.error().message;
+  test_support::temp_dir dir;
+  auto bundle = dir.path() / "bundle";
+  {
+    std::ofstream f{bundle, std::ios::binary};
+    f << spec->uploads[0].content.view();
+  }
+  auto args = spec->command.args; // timeout --signal=KILL N python3 -c SOURCE BUNDLE
+  ASSERT_EQ(args.size(), 6u);
+  args.back() = bundle.string();
+  auto out = dir.path() / "stdout";
+  EXPECT_EQ(run_to_file({args.begin() + 2, args.end()}, out), 0);
+  auto frames = test_support::slurp(out.string());
+  EXPECT_NE(frames.find(R"("t":"note")"), std::string::npos) << frames;
+  EXPECT_EQ(frames.substr(frames.rfind('{')), "{\"t\":\"done\"}\n") << frames;
+  EXPECT_FALSE(std::filesystem::exists(bundle)) << "unpacked, then removed";
+  for (auto& a : guest_assets()) {
+    auto there = dir.path() / std::string{a.name};
+    if (a.name == "runner.py" || a.name == "lfx_path.py")
+      EXPECT_EQ(test_support::slurp(there.string()), a.content) << a.name;
+    else
+      EXPECT_FALSE(std::filesystem::exists(there)) << a.name;
+  }
+  EXPECT_NE(test_support::slurp((dir.path() / "spec.json").string()).find(R"("graph")"),
+            std::string::npos);
 }
 
 TEST(flow_spec, caller_timeout_is_used_up_to_the_limit_and_refused_beyond) {
@@ -266,11 +356,16 @@ TEST(flow_spec, an_output_that_names_no_vertex_is_refused_listing_the_output_ver
   EXPECT_TRUE(make_flow_spec(*req, {}, {}, "gf-x-abc123-0123456789", assets));
 }
 
-TEST(flow_spec, a_build_without_the_runner_is_unavailable) {
-  auto spec =
-      make_flow_spec(request_for(), {}, {}, "gf-x-abc123-0123456789", {{"lfx_path.py", "#"}});
+TEST(flow_spec, a_build_without_the_runner_or_its_unpacker_is_unavailable) {
+  auto spec = make_flow_spec(request_for(), {}, {}, "gf-x-abc123-0123456789",
+                             {{"lfx_path.py", "#"}, {"unpack_run.py", "#"}});
   ASSERT_FALSE(spec);
   EXPECT_EQ(spec.error().code, ec::unavailable);
+  EXPECT_NE(spec.error().message.find("guest/runner.py"), std::string::npos);
+  spec = make_flow_spec(request_for(), {}, {}, "gf-x-abc123-0123456789", {{"runner.py", "#"}});
+  ASSERT_FALSE(spec);
+  EXPECT_EQ(spec.error().code, ec::unavailable);
+  EXPECT_NE(spec.error().message.find("guest/unpack_run.py"), std::string::npos);
 }
 
 TEST(guest_assets, the_build_embeds_every_guest_file_byte_for_byte) {

@@ -1,0 +1,44 @@
+"""Unpacks a flow run's bundle beside it and runs runner.py as `python3 runner.py
+spec.json` would. Run as `python3 -c THIS /workspace/run/bundle` (guest/README.md)."""
+import os
+import runpy
+import sys
+import zlib
+
+
+def unpack(bundle):
+    """Writes each file (a b"<size> <name>\\n" line, then its bytes; `X.gz` is X gzipped)
+    beside the bundle, removes it, and returns that directory."""
+    here = os.path.dirname(os.path.abspath(bundle))
+    with open(bundle, "rb") as f:
+        data = f.read()
+    os.unlink(bundle)
+    at = 0
+    while at < len(data):
+        end = data.find(b"\n", at, at + 300)
+        size, _, name = data[at:max(end, at)].decode("ascii", "replace").partition(" ")
+        if end < 0 or not size.isdigit() or not name or "/" in name or name in (".", ".."):
+            raise ValueError(f"run bundle: no valid header at byte {at}")
+        at = end + 1 + int(size)
+        if at > len(data):
+            raise ValueError(f"run bundle: {name} is cut short")
+        body = data[end + 1:at]
+        if name.endswith(".gz"):
+            name, body = name[:-3], zlib.decompress(body, 31)
+        with open(os.path.join(here, name), "wb") as out:
+            out.write(body)
+    return here
+
+
+def main(argv):
+    if len(argv) != 2:
+        raise SystemExit("usage: python3 -c UNPACK_RUN /workspace/run/bundle")
+    here = unpack(argv[1])
+    runner = os.path.join(here, "runner.py")
+    sys.argv = [runner, os.path.join(here, "spec.json")]
+    sys.path[0] = here  # as for `python3 runner.py`: the script's directory, not the cwd
+    runpy.run_path(runner, run_name="__main__")
+
+
+if __name__ == "__main__":
+    main(sys.argv)

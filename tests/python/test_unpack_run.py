@@ -1,0 +1,86 @@
+"""guest/unpack_run.py: a flow run's one upload, unpacked beside itself, then the runner.
+
+The host's side (actors/flow_spec.cpp) is checked byte for byte by unit_coordinator's
+flow_spec tests; here the guest's side on bundles made as the host makes them, and on
+bundles it must refuse.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import unittest
+
+from .test_runner_harness import REPO, flow_graph, spec_for
+
+UNPACK = (REPO / "guest" / "unpack_run.py").read_text(encoding="utf-8")
+
+
+def entry(name: str, data: bytes) -> bytes:
+    return f"{len(data)} {name}\n".encode() + data
+
+
+def run_bundle(bundle: bytes):
+    """(completed process, directory) of `python3 -c UNPACK_RUN DIR/bundle`."""
+    tmp = tempfile.TemporaryDirectory()
+    path = os.path.join(tmp.name, "bundle")
+    with open(path, "wb") as f:
+        f.write(bundle)
+    proc = subprocess.run([sys.executable, "-c", UNPACK, path], capture_output=True,
+                          timeout=60, cwd=tmp.name)
+    return proc, tmp
+
+
+class UnpackRun(unittest.TestCase):
+    def test_the_runner_runs_the_spec_with_its_files_beside_it(self):
+        runner = (REPO / "guest" / "runner.py").read_bytes()
+        lfx_path = (REPO / "guest" / "lfx_path.py").read_bytes()
+        spec = json.dumps(spec_for(flow_graph("hello"), [{"input_value": "hi"}])).encode()
+        proc, tmp = run_bundle(entry("lfx_path.py", lfx_path) +
+                               entry("runner.py.gz", gzip.compress(runner)) +
+                               entry("spec.json", spec))
+        with tmp:
+            self.assertEqual(proc.returncode, 0, proc.stderr)
+            frames = [json.loads(line) for line in proc.stdout.splitlines()]
+            self.assertEqual(frames[0]["t"], "note")
+            self.assertEqual(frames[-1], {"t": "done"})
+            outputs = [f for f in frames if f["t"] == "outputs"][0]["run_outputs"]
+            self.assertEqual(outputs[0]["inputs"], {"input_value": "hi"})
+            self.assertEqual(sorted(os.listdir(tmp.name)), ["lfx_path.py", "runner.py",
+                                                            "spec.json"])
+            with open(os.path.join(tmp.name, "runner.py"), "rb") as f:
+                self.assertEqual(f.read(), runner)  # gunzipped, byte for byte
+            self.assertEqual(proc.stderr, b"")
+
+    def test_the_runner_sees_what_python3_runner_py_would_show_it(self):
+        probe = (b"import os, sys\n"
+                 b"print(sys.argv == [os.path.join(os.path.dirname(__file__), 'runner.py'),"
+                 b" os.path.join(os.path.dirname(__file__), 'spec.json')],"
+                 b" sys.path[0] == os.path.dirname(__file__), __name__)\n")
+        proc, tmp = run_bundle(entry("runner.py", probe) + entry("spec.json", b"{}"))
+        with tmp:
+            self.assertEqual(proc.returncode, 0, proc.stderr)
+            self.assertEqual(proc.stdout, b"True True __main__\n")
+
+    def test_a_bundle_that_does_not_parse_runs_nothing(self):
+        runs = entry("runner.py", b"open('ran', 'w')\n")
+        for bad, why in [(b"12 runner.py\nshort", b"cut short"),
+                         (b"no header line", b"no valid header"),
+                         (entry("../runner.py", b"x") + runs, b"no valid header"),
+                         (entry("a/b", b"x") + runs, b"no valid header"),
+                         (b"x1 runner.py\n" + runs, b"no valid header")]:
+            proc, tmp = run_bundle(bad)
+            with tmp:
+                self.assertEqual(proc.returncode, 1, bad)
+                self.assertIn(why, proc.stderr, bad)
+                self.assertFalse(os.path.exists(os.path.join(tmp.name, "ran")), bad)
+                self.assertFalse(os.path.exists(os.path.join(os.path.dirname(tmp.name),
+                                                             "runner.py")))
+
+
+if __name__ == "__main__":
+    unittest.main()
