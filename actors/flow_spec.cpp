@@ -104,19 +104,20 @@ result<execution_spec> make_flow_spec(const run_request& req, const normalized_i
   // One upload instead of one per file (each is a control-plane round trip), the embedded
   // files gzipped: both are serve CPU per run.
   auto program_json = encode(program);
-  std::string bundle;
-  bundle.reserve(program_json.size() + 64 +
-                 std::accumulate(assets.begin(), assets.end(), size_t{0},
-                                 [](size_t n, const guest_asset& a) {
-                                   return n + a.content.size() + a.name.size() + 24;
-                                 }));
+  std::vector<std::pair<std::string, std::string_view>> files; // what the bundle holds
   for (auto& a : assets) {
     if (a.name == session_tool || a.name == unpacker) continue; // not run in a flow's guest
     if (a.gzipped.empty())
-      add_to_bundle(bundle, a.name, a.content);
+      files.emplace_back(std::string{a.name}, a.content);
     else
-      add_to_bundle(bundle, std::string{a.name} + ".gz", a.gzipped);
+      files.emplace_back(std::string{a.name} + ".gz", a.gzipped);
   }
+  std::string bundle;
+  bundle.reserve(std::accumulate(
+      files.begin(), files.end(), program_json.size() + 64,
+      [](size_t n, const auto& f) { return n + f.first.size() + f.second.size() + 24; }));
+  for (auto& [name, bytes] : files)
+    add_to_bundle(bundle, name, bytes);
   add_to_bundle(bundle, "spec.json", program_json);
   spec.uploads.push_back({in_run_dir("bundle"), std::move(bundle)});
   spec.command = with_timeout(timeout, "python3",
