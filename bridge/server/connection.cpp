@@ -3,6 +3,7 @@
 #include "actors/line_relay.hpp"
 #include "actors/run_relay.hpp"
 #include "bridge/server/exchange.hpp"
+#include "common/body_room.hpp"
 #include "messages/bridge.hpp"
 #include "messages/http_status.hpp"
 #include "messages/secret.hpp"
@@ -275,6 +276,7 @@ private:
         return refuse(*no);
     if (parser_->is_done()) return dispatch();
     parser_->body_limit(limit);
+    reserve_body_room(buf_, parser_->content_length());
     auto read_body = [self = shared()] {
       self->arm_request_timer();
       http::async_read(self->stream_, self->buf_, *self->parser_,
@@ -292,6 +294,7 @@ private:
 
   void on_body(error_code ec) {
     request_timer_.cancel();
+    buf_.shrink_to_fit(); // the body's room: a streamed answer holds the connection for long
     if (ec == http::error::body_limit) return refuse(too_large(body_cap()), 413);
     if (ec) return malformed(ec);
     dispatch();

@@ -1,5 +1,6 @@
 #include "controlplane/local/http/http_session.hpp"
 
+#include "common/body_room.hpp"
 #include "controlplane/local/http/replies.hpp"
 #include "controlplane/local/http/routes.hpp"
 #include "messages/jsend.hpp"
@@ -125,6 +126,7 @@ private:
   // ---- request cycle -------------------------------------------------------------------
 
   void read_header() {
+    buf_.shrink_to_fit(); // whatever body room a failed request left (keeps pipelined bytes)
     head_.emplace();
     head_->header_limit(max_header_bytes);
     head_->body_limit(std::numeric_limits<uint64_t>::max()); // each route sets its own
@@ -214,6 +216,7 @@ private:
     bool cont = expects_continue(req);
     body_.emplace(std::move(*head_));
     body_->body_limit(limit);
+    reserve_body_room(buf_, body_->content_length());
     after_continue(cont, [self = shared_from_this()] {
       self->read_deadline();
       http::async_read(self->stream_, self->buf_, *self->body_, [self](error_code ec, size_t) {
@@ -224,6 +227,7 @@ private:
   }
 
   void on_body(error_code ec) {
+    buf_.shrink_to_fit(); // the body's room: an exec holds the session for its whole run
     if (ec == http::error::body_limit)
       return send(too_large(0, ctx_.options.max_json_bytes), true);
     if (ec) return refuse_request(ec, "body", true);
@@ -680,6 +684,7 @@ private:
         static_cast<size_t>(len ? std::clamp<uint64_t>(*len, 1, file_chunk) : file_chunk);
     chunk_.reset(new char[chunk_size_]);
     received_ = 0;
+    reserve_body_room(buf_, len);
     return cont;
   }
 
@@ -723,6 +728,7 @@ private:
     upload_.reset();
     chunk_.reset(); // an idle keep-alive session keeps no upload buffer
     chunk_size_ = 0;
+    buf_.shrink_to_fit();
     send(success_reply("{\"path\":" + quote_json(path) +
                        ",\"size\":" + std::to_string(received_) + "}"));
   }
