@@ -294,7 +294,7 @@ private:
 
   void on_body(error_code ec) {
     request_timer_.cancel();
-    buf_.shrink_to_fit(); // the body's room: a streamed answer holds the connection for long
+    give_back_body_room(buf_); // a streamed answer holds the connection for long
     if (ec == http::error::body_limit) return refuse(too_large(body_cap()), 413);
     if (ec) return malformed(ec);
     dispatch();

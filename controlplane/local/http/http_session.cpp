@@ -126,7 +126,7 @@ private:
   // ---- request cycle -------------------------------------------------------------------
 
   void read_header() {
-    buf_.shrink_to_fit(); // whatever body room a failed request left (keeps pipelined bytes)
+    give_back_body_room(buf_); // whatever room a request that failed half-way left
     head_.emplace();
     head_->header_limit(max_header_bytes);
     head_->body_limit(std::numeric_limits<uint64_t>::max()); // each route sets its own
@@ -227,7 +227,7 @@ private:
   }
 
   void on_body(error_code ec) {
-    buf_.shrink_to_fit(); // the body's room: an exec holds the session for its whole run
+    give_back_body_room(buf_); // an exec holds the session for its whole run
     if (ec == http::error::body_limit)
       return send(too_large(0, ctx_.options.max_json_bytes), true);
     if (ec) return refuse_request(ec, "body", true);
@@ -728,7 +728,7 @@ private:
     upload_.reset();
     chunk_.reset(); // an idle keep-alive session keeps no upload buffer
     chunk_size_ = 0;
-    buf_.shrink_to_fit();
+    give_back_body_room(buf_);
     send(success_reply("{\"path\":" + quote_json(path) +
                        ",\"size\":" + std::to_string(received_) + "}"));
   }

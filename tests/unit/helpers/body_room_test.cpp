@@ -64,7 +64,7 @@ read_outcome read_request(size_t size, bool room) {
     http::async_read(s, buf, parser, [&, header_reads](beast::error_code ec2, size_t) {
       ASSERT_FALSE(ec2) << ec2.message();
       out.body_reads = s.reads - header_reads;
-      buf.shrink_to_fit();
+      guestflow::give_back_body_room(buf);
       out.capacity_after = buf.capacity();
       out.body = std::move(parser.get().body());
     });
@@ -102,6 +102,16 @@ TEST(body_room, bytes_already_buffered_are_kept_and_counted) {
   EXPECT_GE(buf.capacity(), 4300u);
   ASSERT_EQ(buf.size(), 300u);
   EXPECT_EQ(beast::buffers_to_string(buf.data()), std::string(300, 'p'));
+  guestflow::give_back_body_room(buf);
+  EXPECT_EQ(beast::buffers_to_string(buf.data()), std::string(300, 'p')); // a pipelined request
+  EXPECT_LE(buf.capacity(), 4096u);
+}
+
+TEST(body_room, a_buffer_the_size_of_a_header_is_kept_for_the_next_read) {
+  beast::flat_buffer buf;
+  buf.reserve(1024);
+  guestflow::give_back_body_room(buf);
+  EXPECT_EQ(buf.capacity(), 1024u);
 }
 
 } // namespace
