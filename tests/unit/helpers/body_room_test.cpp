@@ -5,8 +5,10 @@
 #include <boost/asio/local/stream_protocol.hpp>
 #include <boost/asio/write.hpp>
 #include <boost/beast/core/buffers_to_string.hpp>
+#include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/http/read.hpp>
 #include <boost/beast/http/string_body.hpp>
+#include <boost/optional/optional.hpp>
 #include <gtest/gtest.h>
 #include <string>
 #include <utility> // before the Asio headers (see CONTRIBUTING)
@@ -84,13 +86,13 @@ TEST(body_room, a_body_of_known_length_is_read_in_a_few_reads_not_512_bytes_at_a
 
 TEST(body_room, the_room_is_capped_and_nothing_is_reserved_without_a_length) {
   beast::flat_buffer buf;
-  guestflow::reserve_body_room(buf, boost::none);
+  guestflow::reserve_body_room(buf, boost::optional<std::uint64_t>{});
   EXPECT_EQ(buf.capacity(), 0u);
-  guestflow::reserve_body_room(buf, std::uint64_t{10} << 30);
+  guestflow::reserve_body_room(buf, boost::optional<std::uint64_t>{std::uint64_t{10} << 30});
   EXPECT_GE(buf.capacity(), 64u * 1024);
   EXPECT_LT(buf.capacity(), 128u * 1024);
   beast::flat_buffer small;
-  guestflow::reserve_body_room(small, std::uint64_t{2000});
+  guestflow::reserve_body_room(small, boost::optional<std::uint64_t>{2000});
   EXPECT_GE(small.capacity(), 2000u);
 }
 
@@ -98,7 +100,7 @@ TEST(body_room, bytes_already_buffered_are_kept_and_counted) {
   beast::flat_buffer buf;
   auto n = net::buffer_copy(buf.prepare(300), net::buffer(std::string(300, 'p')));
   buf.commit(n);
-  guestflow::reserve_body_room(buf, std::uint64_t{4000});
+  guestflow::reserve_body_room(buf, boost::optional<std::uint64_t>{4000});
   EXPECT_GE(buf.capacity(), 4300u);
   ASSERT_EQ(buf.size(), 300u);
   EXPECT_EQ(beast::buffers_to_string(buf.data()), std::string(300, 'p'));
