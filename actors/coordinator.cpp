@@ -46,7 +46,7 @@ caf::result<std::string> admit(self_ptr self, run_request& req, run_subscriber_a
   auto in = run_inputs::normalize(req.inputs, req.runtime_options);
   if (!in) return make_error(in.error().code, in.error().message);
   auto name = names::ephemeral(names::guest_kind::executor, st.opts.owner, st.rng);
-  auto spec = make_flow_spec(req, *in, st.opts.settings, name, st.opts.assets);
+  auto spec = make_flow_spec(req, *in, st.opts.settings, name, st.opts.assets, st.bundle_head);
   if (!spec) return make_error(spec.error().code, spec.error().message);
   auto id = fresh_run_id(self);
   auto verdict = st.slots->offer(id);
@@ -82,6 +82,7 @@ coordinator(coordinator_actor::stateful_pointer<coordinator_state> self, control
   st.cp = std::move(cp);
   st.reaper = std::move(reaper);
   st.opts = std::move(opts);
+  st.bundle_head = flow_bundle_head(st.opts.assets);
   st.rng.seed(st.opts.seed != 0 ? st.opts.seed : std::random_device{}());
   st.slots = st.opts.slots ? st.opts.slots
                            : std::make_shared<admission>(st.opts.settings.max_inflight,

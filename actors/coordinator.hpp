@@ -35,7 +35,8 @@ struct coordinator_state {
   reaper_actor reaper;
   coordinator_options opts;
   std::mt19937_64 rng;
-  std::shared_ptr<admission> slots;                     ///< opts.slots, or its own
+  std::shared_ptr<admission> slots; ///< opts.slots, or its own
+  shared_bytes bundle_head; ///< flow_bundle_head(opts.assets): every run's upload shares it
   std::unordered_map<std::string, flow_run_actor> runs; ///< by run id, until the actor quits
   std::map<caf::actor_addr, std::string> ids;           ///< run actor → run id
   coordinator_stats stats;

@@ -64,9 +64,35 @@ constexpr std::string_view session_tool = "session_files.py";
 /// The guest program that unpacks a run bundle and starts the runner (`python3 -c` source).
 constexpr std::string_view unpacker = "unpack_run.py";
 
+shared_bytes flow_bundle_head(const std::vector<guest_asset>& assets) {
+  std::vector<std::pair<std::string, std::string_view>> files;
+  for (auto& a : assets) {
+    if (a.name == session_tool || a.name == unpacker) continue; // not run in a flow's guest
+    if (a.gzipped.empty())
+      files.emplace_back(std::string{a.name}, a.content);
+    else
+      files.emplace_back(std::string{a.name} + ".gz", a.gzipped);
+  }
+  std::string head;
+  head.reserve(
+      std::accumulate(files.begin(), files.end(), size_t{0}, [](size_t n, const auto& f) {
+        return n + f.first.size() + f.second.size() + 24;
+      }));
+  for (auto& [name, bytes] : files)
+    add_to_bundle(head, name, bytes);
+  return head;
+}
+
 result<execution_spec> make_flow_spec(const run_request& req, const normalized_inputs& in,
                                       const executor_settings& s, std::string guest_name,
                                       const std::vector<guest_asset>& assets) {
+  return make_flow_spec(req, in, s, std::move(guest_name), assets, flow_bundle_head(assets));
+}
+
+result<execution_spec> make_flow_spec(const run_request& req, const normalized_inputs& in,
+                                      const executor_settings& s, std::string guest_name,
+                                      const std::vector<guest_asset>& assets,
+                                      const shared_bytes& bundle_head) {
   auto timeout = req.timeout_seconds.value_or(s.timeout_seconds);
   if (timeout == 0 || timeout > s.timeout_seconds)
     return fail(ec::bad_request, "timeout_seconds: " + std::to_string(timeout) +
@@ -102,24 +128,14 @@ result<execution_spec> make_flow_spec(const run_request& req, const normalized_i
   spec.create.envs["PYTHONUNBUFFERED"] = "1";
   spec.create.auto_pause_after_seconds = backstop_auto_pause(timeout);
   // One upload instead of one per file (each is a control-plane round trip), the embedded
-  // files gzipped: both are serve CPU per run.
+  // files gzipped: both are serve CPU per run. The embedded part is `bundle_head`, shared
+  // by every run's upload; only spec.json is this run's own.
   auto program_json = encode(program);
-  std::vector<std::pair<std::string, std::string_view>> files; // what the bundle holds
-  for (auto& a : assets) {
-    if (a.name == session_tool || a.name == unpacker) continue; // not run in a flow's guest
-    if (a.gzipped.empty())
-      files.emplace_back(std::string{a.name}, a.content);
-    else
-      files.emplace_back(std::string{a.name} + ".gz", a.gzipped);
-  }
-  std::string bundle;
-  bundle.reserve(std::accumulate(
-      files.begin(), files.end(), program_json.size() + 64,
-      [](size_t n, const auto& f) { return n + f.first.size() + f.second.size() + 24; }));
-  for (auto& [name, bytes] : files)
-    add_to_bundle(bundle, name, bytes);
-  add_to_bundle(bundle, "spec.json", program_json);
-  spec.uploads.push_back({in_run_dir("bundle"), std::move(bundle)});
+  std::string own;
+  own.reserve(program_json.size() + 32);
+  add_to_bundle(own, "spec.json", program_json);
+  spec.uploads.push_back(
+      {in_run_dir("bundle"), shared_bytes::joined(bundle_head, std::move(own))});
   spec.command = with_timeout(timeout, "python3",
                               {"-c", std::string{unpack->content}, in_run_dir("bundle")});
   spec.timeout_seconds = timeout;

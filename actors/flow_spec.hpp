@@ -27,4 +27,15 @@ result<execution_spec> make_flow_spec(const run_request& req, const normalized_i
                                       const executor_settings& s, std::string guest_name,
                                       const std::vector<guest_asset>& assets);
 
+/// The same with the bundle's shared part made once (`flow_bundle_head(assets)`), as the
+/// coordinator does: a run then copies only its own spec.json, not the runner's files.
+result<execution_spec> make_flow_spec(const run_request& req, const normalized_inputs& in,
+                                      const executor_settings& s, std::string guest_name,
+                                      const std::vector<guest_asset>& assets,
+                                      const shared_bytes& bundle_head);
+
+/// What every flow run's bundle begins with: the embedded runner's files (gzipped where the
+/// build could), each as "<size> <name>\n" and its bytes.
+shared_bytes flow_bundle_head(const std::vector<guest_asset>& assets);
+
 } // namespace guestflow

@@ -331,8 +331,10 @@ void http_call::send() {
   streaming_ = false;
   parser_.emplace(spec_.body_cap, error_body_cap);
   parser_->header_limit(header_cap);
-  std::array<net::const_buffer, 2> bufs{net::buffer(head_),
-                                        net::buffer(spec_.body.data(), spec_.body.size())};
+  auto body = spec_.body.pieces();
+  std::array<net::const_buffer, 3> bufs{net::buffer(head_),
+                                        net::buffer(body[0].data(), body[0].size()),
+                                        net::buffer(body[1].data(), body[1].size())};
   auto g = gen_;
   if (conn_->tls()) {
     net::async_write(

@@ -158,6 +158,24 @@ TEST_F(cp_client, put_and_get_file_with_an_encoded_path) {
   EXPECT_EQ(reqs[1].query, reqs[0].query);
 }
 
+TEST_F(cp_client, a_body_of_two_pieces_goes_out_as_one) {
+  // A flow run's bundle: the bytes every run shares, then the run's own spec.
+  std::string stored, length;
+  srv->route("PUT", "/v1/sandboxes/sb-1/files", [&](exchange& ex) {
+    stored = ex.req.body;
+    length = ex.req.header("content-length");
+    ex.success(R"({"path":"/workspace/run/bundle","bytes":1})");
+  });
+  std::string head(70'000, 'h'); // more than one socket write's worth
+  auto body = shared_bytes::joined(shared_bytes::of_static(head), "7 spec.json\n{\"a\":1}");
+  auto p = expect<bool>();
+  cl->put_file("sb-1", "/workspace/run/bundle", body, 5s, p->cb());
+  auto put = p->get();
+  ASSERT_TRUE(put) << put.error().message;
+  EXPECT_EQ(stored, head + "7 spec.json\n{\"a\":1}");
+  EXPECT_EQ(length, std::to_string(body.size()));
+}
+
 TEST_F(cp_client, exec_buffered) {
   std::string seen;
   srv->route("POST", "/v1/sandboxes/sb-1/exec", [&](exchange& ex) {

@@ -249,7 +249,7 @@ TEST(flow_spec, builds_the_execution_of_a_run) {
   // One upload: the runner's files (not the unpacker, passed as the command) and the spec.
   ASSERT_EQ(spec->uploads.size(), 1u);
   EXPECT_EQ(spec->uploads[0].path, "/workspace/run/bundle");
-  auto files = bundle_files(spec->uploads[0].content.view());
+  auto files = bundle_files(spec->uploads[0].content.str());
   ASSERT_EQ(files.size(), 3u);
   EXPECT_EQ(files[0], (std::pair<std::string, std::string>{"lfx_path.py", "# lfx"}));
   EXPECT_EQ(files[1], (std::pair<std::string, std::string>{"runner.py", "# runner"}));
@@ -272,11 +272,32 @@ TEST(flow_spec, a_file_embedded_gzipped_travels_gzipped) {
                                         {"unpack_run.py", "# unpack", "GZ2"}};
   auto spec = make_flow_spec(request_for(), {}, {}, "gf-x-abc123-0123456789", zipped);
   ASSERT_TRUE(spec) << spec.error().message;
-  auto files = bundle_files(spec->uploads[0].content.view());
+  auto files = bundle_files(spec->uploads[0].content.str());
   ASSERT_EQ(files.size(), 2u);
   EXPECT_EQ(files[0], (std::pair<std::string, std::string>{"runner.py.gz", "GZ"}));
   EXPECT_EQ(files[1].first, "spec.json");
   EXPECT_EQ(spec->command.args[4], "# unpack") << "the command is the plain source";
+}
+
+TEST(flow_spec, every_run_shares_the_embedded_part_of_its_bundle) {
+  auto head = flow_bundle_head(assets);
+  auto a = make_flow_spec(request_for(), {}, {}, "gf-x-abc123-0123456789", assets, head);
+  auto b = make_flow_spec(request_for(), {}, {}, "gf-x-abc123-9876543210", assets, head);
+  ASSERT_TRUE(a && b);
+  auto& ca = a->uploads[0].content;
+  auto& cb = b->uploads[0].content;
+  // The runner's files are the head's bytes, not a copy per run; only spec.json is the run's.
+  EXPECT_EQ(ca.pieces()[0].data(), head.pieces()[1].data());
+  EXPECT_EQ(cb.pieces()[0].data(), head.pieces()[1].data());
+  auto own = ca.pieces()[1]; // "<size> spec.json\n" and the spec
+  EXPECT_EQ(own.substr(own.find(' ') + 1, 10), "spec.json\n");
+  // The same bundle as one made without a shared head.
+  auto whole = make_flow_spec(request_for(), {}, {}, "gf-x-abc123-0123456789", assets);
+  ASSERT_TRUE(whole);
+  EXPECT_EQ(ca.str(), whole->uploads[0].content.str());
+  auto files = bundle_files(ca.str());
+  ASSERT_EQ(files.size(), 3u);
+  EXPECT_EQ(files[2].first, "spec.json");
 }
 
 TEST(flow_spec, the_guest_unpacks_the_bundle_and_runs_the_runner_as_python3_runs_it) {
@@ -291,7 +312,7 @@ TEST(flow_spec, the_guest_unpacks_the_bundle_and_runs_the_runner_as_python3_runs
   auto bundle = dir.path() / "bundle";
   {
     std::ofstream f{bundle, std::ios::binary};
-    f << spec->uploads[0].content.view();
+    f << spec->uploads[0].content.str();
   }
   auto args = spec->command.args; // timeout --signal=KILL N python3 -c SOURCE BUNDLE
   ASSERT_EQ(args.size(), 6u);
@@ -331,12 +352,12 @@ TEST(flow_spec, the_executor_is_the_callers_else_the_settings) {
   s.executor = "core";
   auto spec = make_flow_spec(request_for(), {}, s, "gf-x-abc123-0123456789", assets);
   ASSERT_TRUE(spec) << spec.error().message;
-  EXPECT_NE(spec->uploads[0].content.view().find(R"("executor":"core")"), std::string::npos);
+  EXPECT_NE(spec->uploads[0].content.str().find(R"("executor":"core")"), std::string::npos);
   auto req = request_for();
   req.executor = "lfx";
   spec = make_flow_spec(req, {}, s, "gf-x-abc123-0123456789", assets);
   ASSERT_TRUE(spec) << spec.error().message;
-  EXPECT_NE(spec->uploads[0].content.view().find(R"("executor":"lfx")"), std::string::npos);
+  EXPECT_NE(spec->uploads[0].content.str().find(R"("executor":"lfx")"), std::string::npos);
 }
 
 TEST(flow_spec, an_output_that_names_no_vertex_is_refused_listing_the_output_vertices) {
