@@ -2,7 +2,7 @@
 
 #include "bridge/server/connection.hpp"
 #include "bridge/server/surfaces/surfaces.hpp"
-#include "common/accept_pause.hpp"
+#include "common/accept_loop.hpp"
 
 #include <algorithm>
 #include <boost/asio/io_context.hpp>
@@ -23,32 +23,44 @@ struct server::impl {
        const route_table& routes)
       : ctx{svc, stats, std::move(opts), routes}
       , acceptor(io, tcp::endpoint{net::ip::make_address(listen.host), listen.port},
-                 /*reuse_address=*/true) {}
+                 /*reuse_address=*/true) {
+    acceptor.non_blocking(true); // accept_queued: an empty queue answers at once
+  }
+
+  /// A strand per connection only when several threads run `io`: with one (the default)
+  /// it would only add a lock and shared-state copies to every handler.
+  net::any_io_executor connection_executor() {
+    return ctx.opts.io_threads > 1 ? net::any_io_executor{net::make_strand(io)}
+                                   : net::any_io_executor{io.get_executor()};
+  }
 
   void accept() {
-    // A strand per connection only when several threads run `io`: with one (the default)
-    // it would only add a lock and shared-state copies to every handler.
-    auto on = ctx.opts.io_threads > 1 ? net::any_io_executor{net::make_strand(io)}
-                                      : net::any_io_executor{io.get_executor()};
-    acceptor.async_accept(on, [this](boost::system::error_code ec, tcp::socket socket) {
-      if (ec == net::error::operation_aborted || !acceptor.is_open()) return;
-      if (!ec) {
-        // A stream writes its head, then events as they happen:
-        // Nagle would hold each small chunk for the client's
-        // delayed ACK (40 ms).
-        boost::system::error_code ignored;
-        socket.set_option(tcp::no_delay(true), ignored);
-        serve_connection(std::move(socket), ctx);
-      }
-      if (auto pause = accept_pause(ec); pause.count() > 0) {
-        accept_retry.expires_after(pause);
-        accept_retry.async_wait([this](boost::system::error_code e) {
-          if (!e && acceptor.is_open()) accept();
+    acceptor.async_accept(
+        connection_executor(), [this](boost::system::error_code ec, tcp::socket socket) {
+          if (ec == net::error::operation_aborted || !acceptor.is_open()) return;
+          if (!ec) {
+            serve(std::move(socket));
+            accept_queued(
+                acceptor, [this] { return tcp::socket{connection_executor()}; },
+                [this](tcp::socket next) { serve(std::move(next)); });
+          }
+          if (auto pause = accept_pause(ec); pause.count() > 0) {
+            accept_retry.expires_after(pause);
+            accept_retry.async_wait([this](boost::system::error_code e) {
+              if (!e && acceptor.is_open()) accept();
+            });
+            return;
+          }
+          accept();
         });
-        return;
-      }
-      accept();
-    });
+  }
+
+  void serve(tcp::socket socket) {
+    // A stream writes its head, then events as they happen: Nagle would hold each small
+    // chunk for the client's delayed ACK (40 ms).
+    boost::system::error_code ignored;
+    socket.set_option(tcp::no_delay(true), ignored);
+    serve_connection(std::move(socket), ctx);
   }
 
   server_context ctx; ///< first: connections still pending in io use it as io goes away

@@ -1,6 +1,6 @@
 #include "controlplane/local/http/http_server.hpp"
 
-#include "common/accept_pause.hpp"
+#include "common/accept_loop.hpp"
 #include "controlplane/local/http/http_session.hpp"
 
 #include <algorithm>
@@ -81,32 +81,27 @@ void http_server::start() {
 }
 
 void http_server::accept(acceptor& a) {
-  a.async_accept(
-      net::make_strand(ctx_.io),
-      [this, &a](boost::system::error_code ec, net::generic::stream_protocol::socket s) {
-        if (ec == net::error::operation_aborted || !a.is_open()) return;
-        if (!ec) {
-          serve(std::move(s));
-          // Take what else is queued now: one wakeup per connection leaves a burst of
-          // connects waiting behind every session's I/O on this thread, and a full Unix
-          // accept queue refuses new connections outright. Bounded, to stay fair to sessions.
-          for (int more = 0; more < 256; ++more) {
-            net::generic::stream_protocol::socket next{net::make_strand(ctx_.io)};
-            boost::system::error_code none_left;
-            a.accept(next, none_left);
-            if (none_left) break;
-            serve(std::move(next));
-          }
-        }
-        if (auto pause = accept_pause(ec); pause.count() > 0) {
-          auto retry = std::make_shared<net::steady_timer>(ctx_.io, pause);
-          retry->async_wait([this, &a, retry](boost::system::error_code e) {
-            if (!e && a.is_open()) accept(a);
-          });
-          return;
-        }
-        accept(a);
+  a.async_accept(net::make_strand(ctx_.io), [this,
+                                             &a](boost::system::error_code ec,
+                                                 net::generic::stream_protocol::socket s) {
+    if (ec == net::error::operation_aborted || !a.is_open()) return;
+    if (!ec) {
+      serve(std::move(s));
+      // A full Unix accept queue refuses new connections outright.
+      accept_queued(
+          a,
+          [this] { return net::generic::stream_protocol::socket{net::make_strand(ctx_.io)}; },
+          [this](net::generic::stream_protocol::socket next) { serve(std::move(next)); });
+    }
+    if (auto pause = accept_pause(ec); pause.count() > 0) {
+      auto retry = std::make_shared<net::steady_timer>(ctx_.io, pause);
+      retry->async_wait([this, &a, retry](boost::system::error_code e) {
+        if (!e && a.is_open()) accept(a);
       });
+      return;
+    }
+    accept(a);
+  });
 }
 
 void http_server::serve(net::generic::stream_protocol::socket s) {
