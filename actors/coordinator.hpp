@@ -8,6 +8,7 @@
 
 #include <caf/stateful_actor.hpp>
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <memory>
 #include <random>
@@ -38,7 +39,12 @@ struct coordinator_state {
   std::shared_ptr<admission> slots; ///< opts.slots, or its own
   shared_bytes bundle_head; ///< flow_bundle_head(opts.assets): every run's upload shares it
   std::unordered_map<std::string, flow_run_actor> runs; ///< by run id, until the actor quits
-  std::map<caf::actor_addr, std::string> ids;           ///< run actor → run id
+  /// Ended runs still waiting for late joiners, oldest first, and what each holds (an id
+  /// no longer in `retained` went meanwhile and is skipped).
+  std::deque<std::string> ended;
+  std::unordered_map<std::string, uint64_t> retained;
+  uint64_t retained_bytes = 0; ///< the sum over `retained`, within settings.retention_bytes
+  std::map<caf::actor_addr, std::string> ids; ///< run actor → run id
   coordinator_stats stats;
 };
 

@@ -119,6 +119,9 @@ result<executor_settings> executor_settings_from_env(const policy::env_map& env,
   }
   r.number<uint64_t>("GUESTFLOW_MAX_INFLIGHT", s.max_inflight, 1, uint64_t{1} << 32);
   r.number<uint64_t>("GUESTFLOW_MAX_QUEUED", s.max_queued, 0, uint64_t{1} << 32);
+  uint64_t retention_mb = s.retention_bytes >> 20;
+  r.number<uint64_t>("GUESTFLOW_RUN_RETENTION_MB", retention_mb, 0, uint64_t{1} << 20);
+  s.retention_bytes = retention_mb << 20;
   if (r.error) return *r.error;
   return s;
 }

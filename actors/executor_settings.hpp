@@ -39,6 +39,11 @@ struct executor_settings {
   /// (flows, sandbox and component runs); default default_max_inflight(host).
   uint64_t max_inflight = 64;
   uint64_t max_queued = 0; ///< GUESTFLOW_MAX_QUEUED: whole-flow runs waiting for a slot
+  /// GUESTFLOW_RUN_RETENTION_MB: the events ended flow runs keep for late joiners, all
+  /// together, counted as their NDJSON (as each run's own replay cap is): past it the oldest
+  /// ended runs go before their retention period is over. Resident memory is ~4-5× this
+  /// (each event held as a struct, the run's actor around it).
+  uint64_t retention_bytes = uint64_t{64} << 20;
 };
 
 /// The guest memory one default slot stands for: the sandbox surface's default guest.

@@ -25,6 +25,14 @@ void publish(self_ptr self, run_event e) {
     if (s.from <= stamped.seq) caf_bridge::enqueue_shared(self, s.handle, msg);
 }
 
+/// What an ended run counts against the retention budget while it waits for late joiners:
+/// its events as NDJSON, and a little for the actor around them, so that runs of few events
+/// count too.
+size_t retained_bytes(const flow_run_state& st) {
+  constexpr size_t actor = 2048;
+  return st.log.bytes() + actor;
+}
+
 /// The single terminal event; then the slot is freed and the run waits for late joiners.
 void end(self_ptr self, run_event terminal) {
   auto& st = self->state;
@@ -37,7 +45,8 @@ void end(self_ptr self, run_event terminal) {
   for (auto& s : st.subs)
     self->demonitor(s.addr);
   st.subs.clear();
-  if (st.parent) self->send(st.parent, done_atom::value, st.run_id);
+  if (st.parent)
+    self->send(st.parent, done_atom::value, st.run_id, uint64_t{retained_bytes(st)});
   if (st.opts.retention.count() == 0) return self->quit();
   self->delayed_send(self, st.opts.retention, expire_atom::value);
 }

@@ -541,6 +541,44 @@ TEST_F(coordinator_test, a_finished_run_stays_joinable_for_its_retention_then_go
   EXPECT_EQ(gone->error->code, ec::not_found);
 }
 
+TEST_F(coordinator_test, past_the_retention_budget_the_oldest_ended_runs_go_before_their_time) {
+  opts.run.retention = 60s;
+  opts.settings.retention_bytes = 5000; // room for one ended run of this flow, not two
+  boot();
+  auto [sub, got] = subscriber();
+  auto first = start();
+  ASSERT_TRUE(subscribe(first, 0, sub)->value) << "alone within the budget, it stays";
+  auto second = start();
+  auto gone = subscribe(first, 0, sub);
+  ASSERT_TRUE(gone->error) << "the oldest went to make room";
+  EXPECT_EQ(gone->error->code, ec::not_found);
+  auto [sub2, got2] = subscriber();
+  ASSERT_TRUE(subscribe(second, 0, sub2)->value);
+  EXPECT_EQ(got2->events.size(), 6u) << "the newest is whole";
+  EXPECT_EQ(stats().runs, 1u);
+  advance(61s);
+  EXPECT_EQ(stats().runs, 0u); // and the time limit still holds for the rest
+}
+
+TEST_F(coordinator_test, runs_within_the_retention_budget_all_stay_joinable) {
+  opts.run.retention = 60s;
+  boot();
+  std::vector<std::string> ids;
+  for (int i = 0; i < 5; ++i)
+    ids.push_back(start());
+  for (auto& id : ids) {
+    auto [sub, got] = subscriber();
+    EXPECT_TRUE(subscribe(id, 0, sub)->value) << id;
+  }
+  advance(61s);
+  EXPECT_EQ(stats().runs, 0u);
+  // Runs that went by time leave no bookkeeping behind: a full budget's worth later, the
+  // newest run is still joinable.
+  auto last = start();
+  auto [sub, got] = subscriber();
+  EXPECT_TRUE(subscribe(last, 0, sub)->value);
+}
+
 TEST_F(coordinator_test, stopping_the_coordinator_cancels_running_runs) {
   auto [id, sub, got] = hung_run();
   caf::anon_send_exit(co, caf::exit_reason::user_shutdown);

@@ -146,6 +146,7 @@ TEST(executor_settings, reads_every_variable) {
                                   {"CREATEOS_EXECUTOR_PIP", "lfx==0.1, langchain-experimental"},
                                   {"GUESTFLOW_MAX_INFLIGHT", "3"},
                                   {"GUESTFLOW_MAX_QUEUED", "0"},
+                                  {"GUESTFLOW_RUN_RETENTION_MB", "64"},
                                   {"GUESTFLOW_RUNNER_EXECUTOR", " lfx "}});
   ASSERT_TRUE(s) << s.error().message;
   EXPECT_EQ(s->shape, "s-2vcpu-4gb");
@@ -156,7 +157,9 @@ TEST(executor_settings, reads_every_variable) {
   EXPECT_EQ(s->pip, (std::vector<std::string>{"lfx==0.1", "langchain-experimental"}));
   EXPECT_EQ(s->max_inflight, 3u);
   EXPECT_EQ(s->max_queued, 0u);
+  EXPECT_EQ(s->retention_bytes, uint64_t{64} << 20);
   EXPECT_EQ(s->executor, "lfx");
+  EXPECT_EQ(executor_settings_from_env({})->retention_bytes, uint64_t{64} << 20);
   auto deny = executor_settings_from_env({{"CREATEOS_EXECUTOR_EGRESS", "240.0.0.0/4"}});
   ASSERT_TRUE(deny);
   EXPECT_EQ(deny->egress, egress_policy::deny_all());
@@ -173,6 +176,7 @@ TEST(executor_settings, malformed_values_are_refused_naming_the_variable) {
            {"CREATEOS_EXECUTOR_PIP", "lfx --index-url=http://evil"},
            {"GUESTFLOW_MAX_INFLIGHT", "0"},
            {"GUESTFLOW_MAX_QUEUED", "-1"},
+           {"GUESTFLOW_RUN_RETENTION_MB", "lots"},
            {"GUESTFLOW_RUNNER_EXECUTOR", "fastest"},
        }) {
     auto s = executor_settings_from_env({{key, value}});
