@@ -122,7 +122,7 @@ struct run_event {
   std::vector<std::string> failed;
   /// complete / error: the guest's output streams cut at a cap (wire `truncated`, absent
   /// when nothing was cut): the frames past the cut were lost.
-  output_cut truncated;
+  output_cut truncated{};
 
   bool terminal() const noexcept { return type == kind::complete || type == kind::error; }
 
@@ -172,7 +172,7 @@ struct sandbox_result {
   uint64_t execution_time_ms = 0;
   /// Streams cut at a cap (wire `truncated`, absent when nothing was cut): the output is
   /// not the program's whole output, whatever `exit_code` says.
-  output_cut truncated;
+  output_cut truncated{};
   friend bool operator==(const sandbox_result& a, const sandbox_result& b) {
     return a.stdout_text == b.stdout_text && a.stderr_text == b.stderr_text &&
            a.exit_code == b.exit_code && a.execution_time_ms == b.execution_time_ms &&

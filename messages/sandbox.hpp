@@ -80,9 +80,9 @@ struct sandbox_create_request {
   bool persistent = false;
   /// Persistent only: stopped after this long without exec or file access (0: never;
   /// absent: 600).
-  std::optional<uint32_t> idle_ttl_seconds;
+  std::optional<uint32_t> idle_ttl_seconds{};
   /// Persistent only: deleted after this long stopped (0: never; absent: 14 days).
-  std::optional<uint32_t> delete_after_stop_seconds;
+  std::optional<uint32_t> delete_after_stop_seconds{};
 
   friend bool operator==(const sandbox_create_request& a, const sandbox_create_request& b) {
     return a.shape == b.shape && a.rootfs == b.rootfs && a.name == b.name &&
@@ -275,7 +275,7 @@ struct exec_result {
   int32_t exit_code = 0;
   std::optional<std::string> error;
   uint64_t exec_ms = 0;
-  output_cut truncated;
+  output_cut truncated{};
   bool oom_killed = false;
   friend bool operator==(const exec_result& a, const exec_result& b) {
     return a.stdout_text == b.stdout_text && a.stderr_text == b.stderr_text &&
@@ -303,9 +303,9 @@ struct exec_stream_line {
     outcome
   };
   kind type = kind::heartbeat;
-  std::string text;      ///< stdout / stderr / error payload
-  int32_t exit_code = 0; ///< when type == exit_code
-  output_cut truncated;  ///< outcome / exit_code lines
+  std::string text;       ///< stdout / stderr / error payload
+  int32_t exit_code = 0;  ///< when type == exit_code
+  output_cut truncated{}; ///< outcome / exit_code lines
   bool oom_killed = false;
   friend bool operator==(const exec_stream_line& a, const exec_stream_line& b) {
     return a.type == b.type && a.text == b.text && a.exit_code == b.exit_code &&
@@ -328,7 +328,7 @@ struct capabilities {
   uint32_t max_timeout_seconds = 3600;
   /// The images a create's `rootfs` may name (local control plane: `debian:12` first, then
   /// the added ones by name); empty when the control plane does not list them (CreateOS).
-  std::vector<std::string> images;
+  std::vector<std::string> images{};
   friend bool operator==(const capabilities& a, const capabilities& b) {
     return a.isolation == b.isolation &&
            a.supports_deny_all_egress == b.supports_deny_all_egress &&

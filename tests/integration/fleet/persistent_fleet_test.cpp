@@ -128,8 +128,11 @@ TEST_F(persistent_fleet_test, a_lost_nodes_guest_cold_boots_on_the_other_node_an
   restart_node(0);
   ASSERT_TRUE(test_support::eventually([&] { return registered() == 2; }, 30s));
   ASSERT_TRUE(test_support::eventually([&] { return live(0).empty(); }, 20s, 100ms));
-  for (auto& v : records(0))
-    if (v.id == id_a) EXPECT_EQ(v.status, sandbox_status::destroyed);
+  for (auto& v : records(0)) {
+    if (v.id == id_a) {
+      EXPECT_EQ(v.status, sandbox_status::destroyed);
+    }
+  }
   EXPECT_TRUE(guest_pids(id_a).empty());
   EXPECT_EQ(count(), "6\n");
   EXPECT_EQ(live(1).at(0).status, sandbox_status::running);

@@ -233,7 +233,7 @@ int run_to_file(const std::vector<std::string>& argv, const std::filesystem::pat
 }
 
 TEST(flow_spec, builds_the_execution_of_a_run) {
-  executor_settings s;
+  executor_settings s{};
   s.rootfs = "tpl";
   s.egress = egress_policy::deny_all();
   s.install_lfx = true;
