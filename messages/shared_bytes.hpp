@@ -4,7 +4,6 @@
 #include <caf/error.hpp>
 #include <caf/meta/load_callback.hpp>
 #include <memory>
-#include <optional>
 #include <ostream>
 #include <string>
 #include <string_view>
@@ -37,15 +36,11 @@ public:
 
   /// `head`'s bytes (shared, not copied) followed by `tail` (taken over).
   static shared_bytes joined(const shared_bytes& head, std::string tail) {
-    auto head_bytes = head.str_if_joined();
+    if (!head.head_.empty()) // a joined head (rare): its two pieces as one
+      return joined(shared_bytes{head.str()}, std::move(tail));
     shared_bytes b{std::move(tail)};
-    if (head_bytes) {
-      b.head_owner_ = std::make_shared<const std::string>(std::move(*head_bytes));
-      b.head_ = *b.head_owner_;
-    } else {
-      b.head_owner_ = head.owner_;
-      b.head_ = head.tail_;
-    }
+    b.head_owner_ = head.owner_;
+    b.head_ = head.tail_;
     return b;
   }
 
@@ -71,12 +66,6 @@ public:
   }
 
 private:
-  /// A joined value used as a head: its two pieces as one (rare; heads are single).
-  std::optional<std::string> str_if_joined() const {
-    if (head_.empty()) return std::nullopt;
-    return str();
-  }
-
   std::shared_ptr<const std::string> head_owner_; ///< null: none, or static storage
   std::string_view head_;
   std::shared_ptr<const std::string> owner_; ///< null: empty, or static storage

@@ -35,24 +35,28 @@ struct server::impl {
   }
 
   void accept() {
-    acceptor.async_accept(
-        connection_executor(), [this](boost::system::error_code ec, tcp::socket socket) {
-          if (ec == net::error::operation_aborted || !acceptor.is_open()) return;
-          if (!ec) {
-            serve(std::move(socket));
-            accept_queued(
-                acceptor, [this] { return tcp::socket{connection_executor()}; },
-                [this](tcp::socket next) { serve(std::move(next)); });
-          }
-          if (auto pause = accept_pause(ec); pause.count() > 0) {
-            accept_retry.expires_after(pause);
-            accept_retry.async_wait([this](boost::system::error_code e) {
-              if (!e && acceptor.is_open()) accept();
-            });
-            return;
-          }
-          accept();
-        });
+    acceptor.async_accept(connection_executor(),
+                          [this](boost::system::error_code ec, tcp::socket socket) {
+                            on_accept(ec, std::move(socket));
+                          });
+  }
+
+  void on_accept(boost::system::error_code ec, tcp::socket socket) {
+    if (ec == net::error::operation_aborted || !acceptor.is_open()) return;
+    if (!ec) {
+      serve(std::move(socket));
+      accept_queued(
+          acceptor, [this] { return tcp::socket{connection_executor()}; },
+          [this](tcp::socket next) { serve(std::move(next)); });
+    }
+    if (auto pause = accept_pause(ec); pause.count() > 0) {
+      accept_retry.expires_after(pause);
+      accept_retry.async_wait([this](boost::system::error_code e) {
+        if (!e && acceptor.is_open()) accept();
+      });
+      return;
+    }
+    accept();
   }
 
   void serve(tcp::socket socket) {

@@ -81,27 +81,31 @@ void http_server::start() {
 }
 
 void http_server::accept(acceptor& a) {
-  a.async_accept(net::make_strand(ctx_.io), [this,
-                                             &a](boost::system::error_code ec,
-                                                 net::generic::stream_protocol::socket s) {
-    if (ec == net::error::operation_aborted || !a.is_open()) return;
-    if (!ec) {
-      serve(std::move(s));
-      // A full Unix accept queue refuses new connections outright.
-      accept_queued(
-          a,
-          [this] { return net::generic::stream_protocol::socket{net::make_strand(ctx_.io)}; },
-          [this](net::generic::stream_protocol::socket next) { serve(std::move(next)); });
-    }
-    if (auto pause = accept_pause(ec); pause.count() > 0) {
-      auto retry = std::make_shared<net::steady_timer>(ctx_.io, pause);
-      retry->async_wait([this, &a, retry](boost::system::error_code e) {
-        if (!e && a.is_open()) accept(a);
+  a.async_accept(
+      net::make_strand(ctx_.io),
+      [this, &a](boost::system::error_code ec, net::generic::stream_protocol::socket s) {
+        on_accept(a, ec, std::move(s));
       });
-      return;
-    }
-    accept(a);
-  });
+}
+
+void http_server::on_accept(acceptor& a, boost::system::error_code ec,
+                            net::generic::stream_protocol::socket s) {
+  if (ec == net::error::operation_aborted || !a.is_open()) return;
+  if (!ec) {
+    serve(std::move(s));
+    // A full Unix accept queue refuses new connections outright.
+    accept_queued(
+        a, [this] { return net::generic::stream_protocol::socket{net::make_strand(ctx_.io)}; },
+        [this](net::generic::stream_protocol::socket next) { serve(std::move(next)); });
+  }
+  if (auto pause = accept_pause(ec); pause.count() > 0) {
+    auto retry = std::make_shared<net::steady_timer>(ctx_.io, pause);
+    retry->async_wait([this, &a, retry](boost::system::error_code e) {
+      if (!e && a.is_open()) accept(a);
+    });
+    return;
+  }
+  accept(a);
 }
 
 void http_server::serve(net::generic::stream_protocol::socket s) {

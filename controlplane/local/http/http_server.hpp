@@ -63,6 +63,8 @@ public:
 
 private:
   void accept(acceptor& a);
+  void on_accept(acceptor& a, boost::system::error_code ec,
+                 boost::asio::generic::stream_protocol::socket s);
   void serve(boost::asio::generic::stream_protocol::socket s);
 
   http_context ctx_;
