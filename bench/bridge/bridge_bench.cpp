@@ -1,6 +1,6 @@
 // bench_bridge [--streams N]... [--duration-s S] [--warmup-s S] [--latency-ms N] [--settle-s S]
 //              [--env K=V]... [--flow FILE] [--frames FILE] [--real] [--no-baseline]
-//              [--transport tcp|unix] [--smoke] [--out FILE]
+//              [--transport tcp|unix] [--server-cpu N] [--smoke] [--out FILE]
 //
 // The bridge's HTTP surface under load. Starts `guestflow control-plane
 // --simulate-latency-ms N --simulate-exec-stdout bench/bridge/prompt_frames.ndjson` (every
@@ -23,9 +23,14 @@
 // are the real runner's, their count unchecked); --no-baseline: no 1-stream row first.
 // --transport unix: the server reaches the control plane over its --unix-socket (the
 // one-host deployment the README recommends) instead of loopback TCP.
+// --server-cpu N: every thread of the server pinned to CPU N (the control plane and this
+// generator left free): the difference against an unpinned run is what the hand-offs
+// between the server's threads cost in wake-ups of another CPU (bench/README.md, "Hand-offs
+// across CPUs").
 // Each level's `raw:` line is what bench/run reads.
 #include "bench/bridge/load_client.hpp"
 #include "bench/load_flags.hpp"
+#include "bench/pin_threads.hpp"
 #include "bench/summary.hpp"
 #include "common/fd_limit.hpp"
 #include "messages/jsend.hpp"
@@ -43,6 +48,7 @@
 #include <fstream>
 #include <iostream>
 #include <map>
+#include <optional>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -291,6 +297,7 @@ int main(int argc, char** argv) {
   std::string frames_path = source_dir + "/bench/bridge/prompt_frames.ndjson";
   std::string flow_path = source_dir + "/examples/flows/prompt.json";
   std::map<std::string, std::string> extra_env;
+  std::optional<int> server_cpu;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--streams" && i + 1 < argc)
@@ -322,11 +329,13 @@ int main(int argc, char** argv) {
     else if (a == "--transport" && i + 1 < argc &&
              (std::string{argv[i + 1]} == "unix" || std::string{argv[i + 1]} == "tcp"))
       unix_socket = std::string{argv[++i]} == "unix";
+    else if (a == "--server-cpu" && i + 1 < argc)
+      server_cpu = static_cast<int>(uint_flag<uint32_t>(a, argv[++i], 0, CPU_SETSIZE - 1));
     else {
       std::cerr << "usage: bench_bridge [--streams N]... [--duration-s S] [--warmup-s S] "
                    "[--latency-ms N] [--env K=V]... [--settle-s S] [--flow FILE] "
-                   "[--frames FILE] [--real] [--no-baseline] [--transport tcp|unix] [--smoke] "
-                   "[--out FILE]\n";
+                   "[--frames FILE] [--real] [--no-baseline] [--transport tcp|unix] "
+                   "[--server-cpu N] [--smoke] [--out FILE]\n";
       return 2;
     }
   }
@@ -376,6 +385,7 @@ int main(int argc, char** argv) {
     testing::control_plane_process server{
         {"serve", "--listen", "127.0.0.1:0"}, env, dir.path() / "serve.stderr"};
     target.port = server.port();
+    if (server_cpu) bench::pin_threads(server.pid(), *server_cpu);
 
     auto warmup = std::chrono::milliseconds{static_cast<int64_t>(warmup_s * 1000)};
     auto window = std::chrono::milliseconds{static_cast<int64_t>(duration_s * 1000)};
@@ -434,7 +444,10 @@ int main(int argc, char** argv) {
           << (unix_socket ? "its Unix socket" : "loopback TCP") << "; window " << duration_s
           << " s after " << warmup_s << " s warm-up; fd limit " << fd_limit << "; "
           << std::thread::hardware_concurrency()
-          << " cores shared by server, control plane and this generator\n";
+          << " cores shared by server, control plane and this generator"
+          << (server_cpu ? "; the server's threads pinned to CPU " + std::to_string(*server_cpu)
+                         : std::string{})
+          << "\n";
     if (!extra_env.empty()) {
       table << "server env:";
       for (auto& [k, v] : extra_env)

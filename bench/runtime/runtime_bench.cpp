@@ -1,6 +1,6 @@
 // bench_runtime [--inflight K]... [--transport unix|tcp|memory]... [--rounds R]
 //               [--latency-ms N] [--scheduler sharing|stealing] [--caf-threads N] [--smoke]
-//               [--flow FILE --frames FILE] [--out FILE]
+//               [--flow FILE --frames FILE] [--one-cpu N] [--out FILE]
 //
 // The runtime's own overhead per execution, beyond the control plane's own latency.
 // Starts `guestflow control-plane --simulate-latency-ms N` (every call answered after N
@@ -31,6 +31,10 @@
 // `complete` with no failed vertex. Finished runs are not retained for late joiners
 // (retention 0: a serve policy, priced by bench_bridge), so RSS is the in-flight runs'.
 // No client-alone split (the client's calls are the same).
+// --one-cpu N: every thread of this process but the sampling one (CAF's workers and clock,
+// the client's I/O thread) pinned to CPU N, the control plane left free: the difference
+// against an unpinned run is what the hand-offs between those threads cost in wake-ups of
+// another CPU (bench/README.md, "Hand-offs across CPUs").
 #include "actors/ask.hpp"
 #include "actors/code_spec.hpp"
 #include "actors/coordinator.hpp"
@@ -39,6 +43,7 @@
 #include "actors/sandbox_policy.hpp"
 #include "actors/system_settings.hpp"
 #include "bench/load_flags.hpp"
+#include "bench/pin_threads.hpp"
 #include "bench/reaper_probe.hpp"
 #include "bench/runtime/answering_client.hpp"
 #include "bench/summary.hpp"
@@ -574,6 +579,7 @@ int main(int argc, char** argv) {
   size_t max_idle = 0;
   std::vector<std::string> transports;
   size_t caf_threads = 0;
+  std::optional<int> one_cpu;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (flags.take(i, argc, argv))
@@ -586,6 +592,8 @@ int main(int argc, char** argv) {
       frames_path = argv[++i];
     else if (a == "--scheduler" && i + 1 < argc)
       policy = argv[++i];
+    else if (a == "--one-cpu" && i + 1 < argc)
+      one_cpu = static_cast<int>(bench::uint_flag<uint32_t>(a, argv[++i], 0, CPU_SETSIZE - 1));
     else if (a == "--caf-threads" && i + 1 < argc)
       caf_threads = bench::uint_flag<size_t>(a, argv[++i]);
     else if (a == "--max-idle" && i + 1 < argc)
@@ -598,7 +606,7 @@ int main(int argc, char** argv) {
       std::cerr
           << "usage: bench_runtime [--inflight K]... [--transport unix|tcp|memory]... "
              "[--rounds R] [--latency-ms N] [--scheduler sharing|stealing] [--caf-threads N] "
-             "[--smoke] [--flow FILE --frames FILE] [--out FILE]\n";
+             "[--smoke] [--flow FILE --frames FILE] [--one-cpu N] [--out FILE]\n";
       return 2;
     }
   }
@@ -679,6 +687,7 @@ int main(int argc, char** argv) {
       ro.coordinator.settings.max_inflight = uint64_t{1} << 24;
       ro.coordinator.run.retention = std::chrono::seconds{0};
       runtime rt{sys, client_for(transport), ro};
+      if (one_cpu) bench::pin_threads(::getpid(), *one_cpu, ::getpid());
       // Warm-up: code paths, thread stacks, pool and allocator arenas, not measured.
       run_load(sys, rt, in, {load_mode::burst, std::min<size_t>(200, inflight.front())}, rng,
                rss, server.pid());
@@ -710,7 +719,11 @@ int main(int argc, char** argv) {
           << ", client 1 I/O thread, pool max idle " << ccfg.max_idle_per_endpoint
           << ", jemalloc " << jemalloc_arenas() << " arena(s)"
           << "; fd limit " << fd_limit << "; " << std::thread::hardware_concurrency()
-          << " cores shared with the control plane child\n\n";
+          << " cores shared with the control plane child"
+          << (one_cpu ? "; this process's threads but the sampling one pinned to CPU " +
+                            std::to_string(*one_cpu)
+                      : std::string{})
+          << "\n\n";
     char line[256];
     std::snprintf(line, sizeof(line), "%-6s %8s %-9s %8s %9s %9s %11s %7s %11s %11s\n", "via",
                   "inflight", "load", "runs/s", "p50 ms", "p99 ms", "CPU us/run", "kernel",
