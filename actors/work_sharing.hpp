@@ -1,10 +1,15 @@
 #pragma once
 
+#include "common/lendable_loop.hpp"
+
 #include <caf/policy/unprofiled.hpp>
 #include <caf/resumable.hpp>
 #include <cerrno>
+#include <chrono>
 #include <cstddef>
+#include <cstdint>
 #include <deque>
+#include <memory>
 #include <mutex>
 #include <semaphore.h>
 
@@ -20,11 +25,24 @@ namespace guestflow {
 /// for a worker that announced its sleep, after releasing the lock: one futex call on each
 /// side. CAF also allocates a list node per job; here the queue is a deque.
 /// Same order and same guarantees otherwise: FIFO, a job runs on whichever worker is free.
+///
+/// An idle worker does not sleep while there is a control-plane client's I/O loop to
+/// borrow (common/lendable_loop.hpp): it runs that loop until a job comes, so the answers
+/// the loop hands to actors, and the calls actors start on it, cross no thread. One worker
+/// runs it at a time; the others sleep as before, and are woken first. A busy worker still
+/// runs the loop's ready handlers every `poll_every` jobs.
 class work_sharing : public caf::policy::unprofiled {
 public:
+  static constexpr uint32_t poll_every = 32;
+  static constexpr std::chrono::milliseconds retry_borrow_after{100};
+
   struct coordinator_data {
     explicit coordinator_data(caf::scheduler::abstract_coordinator*) { sem_init(&wake, 0, 0); }
-    ~coordinator_data() { sem_destroy(&wake); }
+    ~coordinator_data() {
+      // The workers are gone: the loop's own thread runs it again.
+      if (loop) loop->give_back();
+      sem_destroy(&wake);
+    }
     coordinator_data(const coordinator_data&) = delete;
     coordinator_data& operator=(const coordinator_data&) = delete;
 
@@ -32,7 +50,21 @@ public:
     std::deque<caf::resumable*> queue; ///< guarded by lock
     size_t sleepers = 0; ///< workers that will wait on `wake` and no post owes; guarded by lock
     sem_t wake;          ///< one post per sleeper an enqueuer claimed
+    // Guarded by lock:
+    std::shared_ptr<lendable_loop> loop; ///< borrowed: idle workers run it
+    bool running_loop = false;           ///< a worker is in it (or about to be)
+    bool loop_nudged = false;            ///< a wake-up is on its way to that worker
+    bool borrowing = false;              ///< a worker is borrowing one
+    std::chrono::steady_clock::time_point borrow_after{}; ///< after a failed borrow
+    uint32_t since_poll = 0; ///< jobs taken since the loop last ran
   };
+
+  /// The scheduler whose loop the calling thread is running (its enqueues need no wake-up:
+  /// the thread looks at the queue as soon as the handler returns).
+  static const coordinator_data*& running_loop_for() {
+    static thread_local const coordinator_data* d = nullptr;
+    return d;
+  }
 
   struct worker_data {
     explicit worker_data(caf::scheduler::abstract_coordinator*) {}
@@ -42,17 +74,25 @@ public:
   void enqueue(Coordinator* self, caf::resumable* job) {
     auto& d = self->data();
     bool wake = false;
+    std::shared_ptr<lendable_loop> nudge;
     {
       std::lock_guard<std::mutex> guard{d.lock};
       d.queue.push_back(job);
-      if (d.sleepers > 0) {
+      if (running_loop_for() == &d) {
+        // A handler of the loop: this worker takes the job when the handler returns, on
+        // the thread that has the answer in cache, without waking another.
+      } else if (d.sleepers > 0) {
         --d.sleepers;
         wake = true;
+      } else if (d.running_loop && !d.loop_nudged) {
+        d.loop_nudged = true;
+        nudge = d.loop;
       }
     }
-    // A post made before its sleeper reaches sem_wait is kept by the semaphore: no lost
-    // wake-up.
+    // A post made before its sleeper reaches sem_wait is kept by the semaphore, and a
+    // nudge before the worker is in the loop by the loop: no lost wake-up.
     if (wake) sem_post(&d.wake);
+    if (nudge) nudge->nudge();
   }
 
   template<class Coordinator>
@@ -79,19 +119,68 @@ public:
   caf::resumable* dequeue(Worker* self) {
     auto& d = self->parent()->data();
     for (;;) {
+      caf::resumable* job = nullptr;
+      std::shared_ptr<lendable_loop> loop; // to run now: ready handlers only if there is a job
+      bool borrow = false;
       {
         std::lock_guard<std::mutex> guard{d.lock};
         if (!d.queue.empty()) {
-          auto* job = d.queue.front();
+          job = d.queue.front();
           d.queue.pop_front();
-          return job;
+          if (!d.loop || d.running_loop || ++d.since_poll < poll_every) return job;
+          loop = d.loop;
+        } else if (d.loop && !d.running_loop) {
+          loop = d.loop;
+        } else if (!d.loop && !d.borrowing && lendable_loop::any_to_borrow() &&
+                   std::chrono::steady_clock::now() >= d.borrow_after) {
+          d.borrowing = borrow = true;
+        } else {
+          ++d.sleepers;
         }
-        ++d.sleepers;
+        if (loop) {
+          d.running_loop = true;
+          d.since_poll = 0;
+        }
+      }
+      if (loop) {
+        run_loop(d, *loop, job != nullptr);
+        if (job) return job;
+        continue;
+      }
+      if (borrow) {
+        auto got = lendable_loop::borrow();
+        std::lock_guard<std::mutex> guard{d.lock};
+        d.borrowing = false;
+        // The loop's thread was busy past the hand-over wait: not again for a while.
+        if (!got) d.borrow_after = std::chrono::steady_clock::now() + retry_borrow_after;
+        d.loop = std::move(got);
+        continue;
       }
       // Woken, the queue may be empty again (another worker took the job): look again.
       while (sem_wait(&d.wake) != 0 && errno == EINTR) {
       }
     }
+  }
+
+  /// Runs `loop` on this worker: one handler, blocking until there is one or a job comes
+  /// (`ready_only`: the ready handlers, not blocking). Drops the loop once its owner took it
+  /// back or it stopped.
+  static void run_loop(coordinator_data& d, lendable_loop& loop, bool ready_only) {
+    bool keep = loop.enter();
+    if (keep) {
+      running_loop_for() = &d;
+      if (ready_only)
+        loop.poll();
+      else
+        keep = loop.run_one();
+      running_loop_for() = nullptr;
+      loop.leave();
+      if (!keep) loop.give_back();
+    }
+    std::lock_guard<std::mutex> guard{d.lock};
+    d.running_loop = false;
+    d.loop_nudged = false;
+    if (!keep) d.loop.reset();
   }
 
   template<class Worker, class UnaryFunction>

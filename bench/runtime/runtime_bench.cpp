@@ -1,6 +1,6 @@
 // bench_runtime [--inflight K]... [--transport unix|tcp|memory]... [--rounds R]
 //               [--latency-ms N] [--scheduler sharing|stealing] [--caf-threads N] [--smoke]
-//               [--flow FILE --frames FILE] [--one-cpu N] [--out FILE]
+//               [--flow FILE --frames FILE] [--one-cpu N] [--no-lend] [--out FILE]
 //
 // The runtime's own overhead per execution, beyond the control plane's own latency.
 // Starts `guestflow control-plane --simulate-latency-ms N` (every call answered after N
@@ -31,6 +31,8 @@
 // `complete` with no failed vertex. Finished runs are not retained for late joiners
 // (retention 0: a serve policy, priced by bench_bridge), so RSS is the in-flight runs'.
 // No client-alone split (the client's calls are the same).
+// --no-lend: the client's I/O thread keeps its loop (no scheduler worker runs it; see
+// common/lendable_loop.hpp), to compare.
 // --one-cpu N: every thread of this process but the sampling one (CAF's workers and clock,
 // the client's I/O thread) pinned to CPU N, the control plane left free: the difference
 // against an unpinned run is what the hand-offs between those threads cost in wake-ups of
@@ -580,6 +582,7 @@ int main(int argc, char** argv) {
   std::vector<std::string> transports;
   size_t caf_threads = 0;
   std::optional<int> one_cpu;
+  bool no_lend = false;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (flags.take(i, argc, argv))
@@ -592,6 +595,8 @@ int main(int argc, char** argv) {
       frames_path = argv[++i];
     else if (a == "--scheduler" && i + 1 < argc)
       policy = argv[++i];
+    else if (a == "--no-lend")
+      no_lend = true;
     else if (a == "--one-cpu" && i + 1 < argc)
       one_cpu = static_cast<int>(bench::uint_flag<uint32_t>(a, argv[++i], 0, CPU_SETSIZE - 1));
     else if (a == "--caf-threads" && i + 1 < argc)
@@ -606,7 +611,7 @@ int main(int argc, char** argv) {
       std::cerr
           << "usage: bench_runtime [--inflight K]... [--transport unix|tcp|memory]... "
              "[--rounds R] [--latency-ms N] [--scheduler sharing|stealing] [--caf-threads N] "
-             "[--smoke] [--flow FILE --frames FILE] [--one-cpu N] [--out FILE]\n";
+             "[--smoke] [--flow FILE --frames FILE] [--one-cpu N] [--no-lend] [--out FILE]\n";
       return 2;
     }
   }
@@ -641,6 +646,7 @@ int main(int argc, char** argv) {
     guestflow::testing::control_plane_process server{dir.path() / "state", cp_args};
     cp::client_config ccfg; // the CLI's defaults
     if (max_idle) ccfg.max_idle_per_endpoint = max_idle;
+    ccfg.lend_io_to_scheduler = !no_lend;
     auto client_for = [&](const std::string& transport) -> std::shared_ptr<cp::client> {
       if (transport == "memory")
         return std::make_shared<bench::answering_client>(std::chrono::milliseconds{latency_ms});
@@ -716,8 +722,10 @@ int main(int argc, char** argv) {
                           : std::to_string(runtime_worker_threads()) + " (runtime default)")
           << " threads, scheduler "
           << (policy.empty() ? std::string{"sharing (runtime default)"} : policy)
-          << ", client 1 I/O thread, pool max idle " << ccfg.max_idle_per_endpoint
-          << ", jemalloc " << jemalloc_arenas() << " arena(s)"
+          << ", client 1 I/O lane ("
+          << (no_lend ? "its own thread" : "lent to the scheduler's idle worker")
+          << "), pool max idle " << ccfg.max_idle_per_endpoint << ", jemalloc "
+          << jemalloc_arenas() << " arena(s)"
           << "; fd limit " << fd_limit << "; " << std::thread::hardware_concurrency()
           << " cores shared with the control plane child"
           << (one_cpu ? "; this process's threads but the sampling one pinned to CPU " +

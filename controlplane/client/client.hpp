@@ -52,6 +52,10 @@ struct client_config {
   /// idle keep-alive connections after seconds, and a request a closed connection drops
   /// unanswered is resent once on a fresh one anyway. 0: peek before every reuse.
   millis pool_peek_after{250};
+  /// Lets an idle worker of the actor scheduler run the I/O lanes instead of their own
+  /// threads (common/lendable_loop.hpp): answers reach actors without waking another
+  /// thread. The lanes' threads run them until then, and again after the scheduler ends.
+  bool lend_io_to_scheduler = true;
 };
 
 template<class T>

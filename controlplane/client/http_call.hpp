@@ -51,11 +51,12 @@ using body_sink = std::function<std::optional<failure>(std::string_view)>;
 /// idempotent transient failures with backoff inside the deadline. Completes exactly once.
 ///
 /// Cost per call, because thousands are in flight: every handler runs on the call's lane
-/// (one thread, so no strand); one deadline timer covers the whole call (resolve, connect,
-/// TLS, write, read, backoff) and closes the connection when it fires; the request head is
-/// written by hand next to the body (no header containers); the reply parser keeps no
-/// header fields; a plain connection waits for readability and reads into its lane's
-/// buffer (no speculative read before the answer exists, no buffer per connection).
+/// (one thread at a time: its own, or the scheduler worker it is lent to; no strand); one
+/// deadline timer covers the whole call (resolve, connect, TLS, write, read, backoff) and
+/// closes the connection when it fires; the request head is written by hand next to the body
+/// (no header containers); the reply parser keeps no header fields; a plain connection waits
+/// for readability and reads into its lane's buffer (no speculative read before the answer
+/// exists, no buffer per connection).
 ///
 /// Stale pooled connections: a request on a *reused* connection whose write fails, or whose
 /// read ends with EOF or a reset before a single response byte, is sent once more on a

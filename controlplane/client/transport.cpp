@@ -61,26 +61,75 @@ transport::transport(endpoint ep, client_config cfg, base_url url)
 
 transport::~transport() {
   // Only reached once no handler holds us: the threads have left run() already.
-  for (auto& l : lanes_)
+  for (auto& l : lanes_) {
+    if (l->loop) l->loop->reclaim(); // unlisted: no borrower may touch the lane any more
     if (l->thread.joinable()) l->thread.detach();
+  }
 }
+
+namespace {
+
+/// Runs `f`, logging what a handler threw (the loop goes on).
+template<class F>
+void logging_errors(F&& f) {
+  try {
+    f();
+  } catch (const std::exception& e) {
+    spdlog::error("control-plane client thread: {}", e.what());
+  } catch (...) {
+    spdlog::error("control-plane client thread: unknown exception");
+  }
+}
+
+/// A lane's io_context as a loop the scheduler may borrow.
+class lane_loop final : public lendable_loop {
+public:
+  explicit lane_loop(net::io_context& ioc)
+      : ioc_(ioc) {}
+
+  bool run_one() override {
+    bool ran = true;
+    logging_errors([&] { ran = ioc_.run_one() > 0; });
+    return ran;
+  }
+
+  void poll() override {
+    logging_errors([&] { ioc_.poll(); });
+  }
+
+  void wake() override {
+    net::post(ioc_, [] {});
+  }
+
+private:
+  net::io_context& ioc_;
+};
+
+} // namespace
 
 void transport::start() {
   std::lock_guard<std::mutex> lock(mtx_);
   for (auto& l : lanes_) {
     l->work.emplace(net::make_work_guard(l->ioc));
+    if (cfg_.lend_io_to_scheduler) l->loop = std::make_shared<lane_loop>(l->ioc);
     l->thread = std::thread([self = shared_from_this(), lane = l.get()] {
-      for (;;) {
-        try {
-          lane->ioc.run();
-          return;
-        } catch (const std::exception& e) {
-          spdlog::error("control-plane client thread: {}", e.what());
-        } catch (...) {
-          spdlog::error("control-plane client thread: unknown exception");
+      if (!lane->loop) {
+        for (;;) {
+          bool ended = false;
+          logging_errors([&] {
+            lane->ioc.run();
+            ended = true;
+          });
+          if (ended) return;
         }
       }
+      // Lent: one handler at a time, stepping aside while a scheduler runs the loop.
+      for (;;) {
+        lane->loop->owner_turn();
+        if (!lane->loop->run_one()) return;
+      }
     });
+    if (l->loop) lendable_loop::lend(l->loop);
   }
 }
 
@@ -123,6 +172,13 @@ void transport::shutdown() {
     for (auto& l : lanes_)
       threads.push_back(std::move(l->thread));
   }
+  // The lanes' own threads run them again: what follows needs them running.
+  bool inside = false;
+  for (auto& l : lanes_)
+    if (l->loop) {
+      inside = inside || l->loop->borrowed_here();
+      l->loop->reclaim();
+    }
   for (auto& c : live)
     c->abort(fail(ec::unavailable, "control-plane client for " + url_.origin() + " shut down"));
   live.clear();
@@ -133,13 +189,13 @@ void transport::shutdown() {
     for (auto& l : lanes_)
       l->work.reset();
   }
-  bool inside = false;
   auto me = std::this_thread::get_id();
   for (auto& t : threads)
     inside = inside || t.get_id() == me;
   for (auto& t : threads) {
     if (!t.joinable()) continue;
-    // A thread cannot join itself, nor wait for siblings that wait for its handler.
+    // A thread cannot join itself, nor wait for siblings that wait for its handler (nor
+    // can a scheduler worker running a lane: the lane's thread waits for it to leave).
     if (inside)
       t.detach();
     else

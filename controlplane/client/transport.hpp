@@ -1,5 +1,6 @@
 #pragma once
 
+#include "common/lendable_loop.hpp"
 #include "controlplane/client/client.hpp"
 #include "controlplane/client/connection_pool.hpp"
 #include "controlplane/client/url.hpp"
@@ -21,8 +22,9 @@ namespace guestflow::cp {
 class http_call;
 
 /// One I/O thread with its own io_context and connection pool. A call and its connection
-/// stay on one lane from start to finish, so every handler of a call runs on one thread
-/// and none needs a strand; a plain connection reads into the lane's one buffer.
+/// stay on one lane from start to finish, so the handlers of a call run on one thread at a
+/// time (the lane's, or the scheduler worker it is lent to: `loop`) and none needs a
+/// strand; a plain connection reads into the lane's one buffer.
 struct io_lane {
   io_lane()
       : ioc(1) {}
@@ -30,6 +32,8 @@ struct io_lane {
   std::optional<connection_pool> pool;
   std::optional<boost::asio::executor_work_guard<boost::asio::io_context::executor_type>> work;
   std::thread thread;
+  /// The io_context as a loop a scheduler may borrow (null: not lent; `thread` runs it).
+  std::shared_ptr<lendable_loop> loop;
   static constexpr size_t read_buffer_size = 64 * 1024;
   std::unique_ptr<char[]> read_buffer{new char[read_buffer_size]};
   /// Calls waiting for a connection because the (Unix) control plane's accept queue is

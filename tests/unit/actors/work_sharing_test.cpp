@@ -1,10 +1,14 @@
 // The runtime's work-sharing scheduler policy (actors/work_sharing.hpp) in a real actor
 // system: a job enqueued from a thread that is no worker, while every worker sleeps, is
 // always run (no lost wake-up), with one worker or several; nothing is lost under load from
-// many threads at once; and the system stops.
+// many threads at once; and the system stops. With a loop lent (common/lendable_loop.hpp),
+// an idle worker runs it: its handlers run on a worker, jobs still reach a worker that
+// waits in it, and the loop goes back to its own thread when the system ends or its owner
+// takes it back.
 
 #include "actors/system_settings.hpp"
 #include "actors/work_sharing.hpp"
+#include "tests/support/task_loop.hpp"
 
 #include <atomic>
 #include <caf/actor_system.hpp>
@@ -13,6 +17,7 @@
 #include <caf/scoped_actor.hpp>
 #include <caf/send.hpp>
 #include <chrono>
+#include <future>
 #include <gtest/gtest.h>
 #include <memory>
 #include <thread>
@@ -86,6 +91,102 @@ TEST_P(work_sharing_test, nothing_is_lost_when_many_threads_enqueue_at_once) {
   EXPECT_EQ(total, int64_t{threads} * per_thread);
   for (auto& c : counters)
     caf::anon_send_exit(c, caf::exit_reason::user_shutdown);
+}
+
+/// Where the next task posted on `loop` runs.
+std::thread::id runner_of(test_support::task_loop& loop) {
+  auto where = std::make_shared<std::promise<std::thread::id>>();
+  auto got = where->get_future();
+  loop.post([where] { where->set_value(std::this_thread::get_id()); });
+  if (got.wait_for(10s) != std::future_status::ready) {
+    ADD_FAILURE() << "the task did not run within 10 s";
+    return {};
+  }
+  return got.get();
+}
+
+/// Polls until the scheduler borrowed the lent loop (nothing left to borrow).
+bool borrowed_within(std::chrono::seconds limit) {
+  for (auto until = std::chrono::steady_clock::now() + limit;
+       std::chrono::steady_clock::now() < until;)
+    if (!lendable_loop::any_to_borrow())
+      return true;
+    else
+      std::this_thread::sleep_for(1ms); // polled with a deadline
+  return false;
+}
+
+TEST_P(work_sharing_test, an_idle_worker_runs_a_lent_loop_until_the_system_ends) {
+  auto loop = std::make_shared<test_support::task_loop>();
+  loop->start();
+  lendable_loop::lend(loop);
+  {
+    config cfg{GetParam()};
+    caf::actor_system sys{cfg};
+    ASSERT_TRUE(borrowed_within(10s));
+    auto on_worker = runner_of(*loop);
+    EXPECT_NE(on_worker, loop->owner_id());
+    EXPECT_NE(on_worker, std::this_thread::get_id());
+    // Answers handed from the loop to an actor, and back: the actor's jobs run on the worker
+    // that runs the loop, and what they post waits for that worker's next idle moment.
+    auto echo = sys.spawn([]() -> caf::behavior { return {[](int32_t x) { return x; }}; });
+    std::promise<int32_t> done;
+    std::function<void(int32_t)> step = [&](int32_t i) {
+      if (i == 1000) return done.set_value(i);
+      loop->post([&, i] {
+        sys.spawn([&, i](caf::event_based_actor* self) {
+          self->request(echo, 5s, i)
+              .then([&](int32_t r) { step(r + 1); },
+                    [&](caf::error& e) {
+                      ADD_FAILURE() << caf::to_string(e);
+                      done.set_value(-1);
+                    });
+        });
+      });
+    };
+    step(0);
+    auto finished = done.get_future();
+    ASSERT_EQ(finished.wait_for(30s), std::future_status::ready);
+    EXPECT_EQ(finished.get(), 1000);
+    // A job from a thread that is no worker reaches the worker waiting in the loop.
+    caf::scoped_actor self{sys};
+    for (int32_t i = 0; i < 2000; ++i) {
+      bool answered = false;
+      self->request(echo, 5s, i)
+          .receive([&](int32_t r) { answered = r == i; },
+                   [&](caf::error& e) { ADD_FAILURE() << i << ": " << caf::to_string(e); });
+      ASSERT_TRUE(answered) << i;
+    }
+    caf::anon_send_exit(echo, caf::exit_reason::user_shutdown);
+  }
+  // The system ended: the loop's own thread runs it again, and it can be borrowed again.
+  EXPECT_EQ(runner_of(*loop), loop->owner_id());
+  EXPECT_TRUE(lendable_loop::any_to_borrow());
+  loop->stop();
+}
+
+TEST_P(work_sharing_test, a_loop_its_owner_takes_back_returns_to_its_thread) {
+  auto loop = std::make_shared<test_support::task_loop>();
+  loop->start();
+  lendable_loop::lend(loop);
+  config cfg{GetParam()};
+  caf::actor_system sys{cfg};
+  ASSERT_TRUE(borrowed_within(10s));
+  EXPECT_NE(runner_of(*loop), loop->owner_id());
+  loop->reclaim(); // the owner shuts down while a worker waits in its loop
+  EXPECT_EQ(runner_of(*loop), loop->owner_id());
+  // The workers sleep as before.
+  auto echo = sys.spawn([]() -> caf::behavior { return {[](int32_t x) { return x; }}; });
+  caf::scoped_actor self{sys};
+  for (int32_t i = 0; i < 200; ++i) {
+    bool answered = false;
+    self->request(echo, 5s, i)
+        .receive([&](int32_t r) { answered = r == i; },
+                 [&](caf::error& e) { ADD_FAILURE() << caf::to_string(e); });
+    ASSERT_TRUE(answered) << i;
+  }
+  caf::anon_send_exit(echo, caf::exit_reason::user_shutdown);
+  loop->stop();
 }
 
 INSTANTIATE_TEST_SUITE_P(workers, work_sharing_test, ::testing::Values(1, 3));

@@ -1,0 +1,100 @@
+#pragma once
+
+#include "common/lendable_loop.hpp"
+
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <thread>
+
+namespace guestflow::test_support {
+
+/// A lendable_loop that runs posted functions: what a client's I/O lane is to the
+/// scheduler, without sockets. `start` gives it an owner thread that runs it the way a
+/// lane's thread does (stepping aside while it is borrowed).
+class task_loop final : public lendable_loop {
+public:
+  ~task_loop() override { stop(); }
+
+  void post(std::function<void()> f) {
+    std::lock_guard<std::mutex> guard{mtx_};
+    tasks_.push_back(std::move(f));
+    cv_.notify_all();
+  }
+
+  bool run_one() override {
+    std::function<void()> f;
+    {
+      std::unique_lock<std::mutex> lock{mtx_};
+      cv_.wait(lock, [&] { return !tasks_.empty() || woken_ || stopped_; });
+      woken_ = false;
+      if (tasks_.empty()) return !stopped_;
+      f = std::move(tasks_.front());
+      tasks_.pop_front();
+    }
+    f();
+    return true;
+  }
+
+  void poll() override {
+    for (;;) {
+      std::function<void()> f;
+      {
+        std::lock_guard<std::mutex> guard{mtx_};
+        if (tasks_.empty()) return;
+        f = std::move(tasks_.front());
+        tasks_.pop_front();
+      }
+      f();
+    }
+  }
+
+  void wake() override {
+    std::lock_guard<std::mutex> guard{mtx_};
+    woken_ = true;
+    ++wakes_;
+    cv_.notify_all();
+  }
+
+  /// How often wake() was called.
+  int wakes() const {
+    std::lock_guard<std::mutex> guard{mtx_};
+    return wakes_;
+  }
+
+  /// Starts the owner thread.
+  void start() {
+    owner_ = std::thread([this] {
+      for (;;) {
+        owner_turn();
+        if (!run_one()) return;
+      }
+    });
+  }
+
+  std::thread::id owner_id() const { return owner_.get_id(); }
+
+  /// Takes the loop back, lets the owner thread end and joins it.
+  void stop() {
+    reclaim();
+    {
+      std::lock_guard<std::mutex> guard{mtx_};
+      stopped_ = true;
+      cv_.notify_all();
+    }
+    if (owner_.joinable()) owner_.join();
+  }
+
+private:
+  mutable std::mutex mtx_;
+  std::condition_variable cv_;
+  std::deque<std::function<void()>> tasks_;
+  bool woken_ = false;
+  bool stopped_ = false;
+  int wakes_ = 0;
+  std::thread owner_;
+};
+
+} // namespace guestflow::test_support
