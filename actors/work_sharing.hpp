@@ -11,7 +11,9 @@
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <semaphore.h>
+#include <time.h>
 
 namespace guestflow {
 
@@ -122,6 +124,7 @@ public:
       caf::resumable* job = nullptr;
       std::shared_ptr<lendable_loop> loop; // to run now: ready handlers only if there is a job
       bool borrow = false;
+      std::optional<std::chrono::steady_clock::time_point> retry_at; // of a failed borrow
       {
         std::lock_guard<std::mutex> guard{d.lock};
         if (!d.queue.empty()) {
@@ -131,9 +134,13 @@ public:
           loop = d.loop;
         } else if (d.loop && !d.running_loop) {
           loop = d.loop;
-        } else if (!d.loop && !d.borrowing && lendable_loop::any_to_borrow() &&
-                   std::chrono::steady_clock::now() >= d.borrow_after) {
-          d.borrowing = borrow = true;
+        } else if (!d.loop && !d.borrowing && lendable_loop::any_to_borrow()) {
+          if (std::chrono::steady_clock::now() >= d.borrow_after)
+            d.borrowing = borrow = true;
+          else { // sleep, but not past the retry: an idle system has no job to wake it
+            ++d.sleepers;
+            retry_at = d.borrow_after;
+          }
         } else {
           ++d.sleepers;
         }
@@ -156,10 +163,28 @@ public:
         d.loop = std::move(got);
         continue;
       }
+      if (retry_at && !sleep_until(d, *retry_at)) continue;
       // Woken, the queue may be empty again (another worker took the job): look again.
       while (sem_wait(&d.wake) != 0 && errno == EINTR) {
       }
     }
+  }
+
+  /// Waits on the semaphore until `t`. False: look at the queue again (woken, or `t`
+  /// passed and this worker no longer counts as a sleeper). True: `t` passed but an
+  /// enqueuer had claimed this sleeper, so its post is on the way for the caller to take.
+  static bool sleep_until(coordinator_data& d, std::chrono::steady_clock::time_point t) {
+    auto ns =
+        std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
+    timespec ts{static_cast<time_t>(ns / 1'000'000'000), static_cast<long>(ns % 1'000'000'000)};
+    int r;
+    while ((r = sem_clockwait(&d.wake, CLOCK_MONOTONIC, &ts)) != 0 && errno == EINTR) {
+    }
+    if (r == 0) return false; // woken: look at the queue (the post is taken)
+    std::lock_guard<std::mutex> guard{d.lock};
+    if (d.sleepers == 0) return true;
+    --d.sleepers;
+    return false;
   }
 
   /// Runs `loop` on this worker: one handler, blocking until there is one or a job comes

@@ -154,4 +154,9 @@ bool lendable_loop::borrowed_here() const {
   return inside_ && inside_thread_ == this_thread_key();
 }
 
+bool lendable_loop::borrowed() const {
+  std::lock_guard<std::mutex> guard{mtx_};
+  return state_ == state::borrowed;
+}
+
 } // namespace guestflow

@@ -72,6 +72,9 @@ public:
   /// Whether the calling thread is running this loop as a borrower right now.
   bool borrowed_here() const;
 
+  /// Whether a borrower has the loop (its owner's thread stepped aside).
+  bool borrowed() const;
+
 private:
   enum class state : uint8_t { owned, claimed, borrowed };
 

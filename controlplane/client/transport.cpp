@@ -69,17 +69,19 @@ transport::~transport() {
 
 namespace {
 
-/// Runs `f`, logging what a handler threw (the loop goes on).
+/// Runs `f`, logging what it threw as `what` (the loop, or the caller, goes on).
 template<class F>
-void logging_errors(F&& f) {
+void logging_errors(const char* what, F&& f) {
   try {
     f();
   } catch (const std::exception& e) {
-    spdlog::error("control-plane client thread: {}", e.what());
+    spdlog::error("{}: {}", what, e.what());
   } catch (...) {
-    spdlog::error("control-plane client thread: unknown exception");
+    spdlog::error("{}: unknown exception", what);
   }
 }
+
+constexpr const char* in_handler = "control-plane client thread";
 
 /// A lane's io_context as a loop the scheduler may borrow.
 class lane_loop final : public lendable_loop {
@@ -89,12 +91,12 @@ public:
 
   bool run_one() override {
     bool ran = true;
-    logging_errors([&] { ran = ioc_.run_one() > 0; });
+    logging_errors(in_handler, [&] { ran = ioc_.run_one() > 0; });
     return ran;
   }
 
   void poll() override {
-    logging_errors([&] { ioc_.poll(); });
+    logging_errors(in_handler, [&] { ioc_.poll(); });
   }
 
   void wake() override {
@@ -116,7 +118,7 @@ void transport::start() {
       if (!lane->loop) {
         for (;;) {
           bool ended = false;
-          logging_errors([&] {
+          logging_errors(in_handler, [&] {
             lane->ioc.run();
             ended = true;
           });
@@ -205,13 +207,7 @@ void transport::shutdown() {
 
 void transport::post_or_run(std::function<void()> f) {
   auto guarded = [f = std::move(f)] {
-    try {
-      f();
-    } catch (const std::exception& e) {
-      spdlog::error("control-plane client callback threw: {}", e.what());
-    } catch (...) {
-      spdlog::error("control-plane client callback threw");
-    }
+    logging_errors("control-plane client callback threw", f);
   };
   {
     std::lock_guard<std::mutex> lock(mtx_);

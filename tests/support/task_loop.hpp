@@ -2,9 +2,12 @@
 
 #include "common/lendable_loop.hpp"
 
+#include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <functional>
+#include <future>
+#include <gtest/gtest.h>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -64,6 +67,14 @@ public:
     return wakes_;
   }
 
+  /// A loop whose owner thread runs, listed for borrowers.
+  static std::shared_ptr<task_loop> lent() {
+    auto loop = std::make_shared<task_loop>();
+    loop->start();
+    lendable_loop::lend(loop);
+    return loop;
+  }
+
   /// Starts the owner thread.
   void start() {
     owner_ = std::thread([this] {
@@ -75,6 +86,19 @@ public:
   }
 
   std::thread::id owner_id() const { return owner_.get_id(); }
+
+  /// The thread that runs the next posted task (the owner's, or a borrower's); a failure
+  /// and a default id if none runs it within 10 s.
+  std::thread::id runner() {
+    auto where = std::make_shared<std::promise<std::thread::id>>();
+    auto got = where->get_future();
+    post([where] { where->set_value(std::this_thread::get_id()); });
+    if (got.wait_for(std::chrono::seconds{10}) != std::future_status::ready) {
+      ADD_FAILURE() << "no thread ran the task within 10 s";
+      return {};
+    }
+    return got.get();
+  }
 
   /// Takes the loop back, lets the owner thread end and joins it.
   void stop() {

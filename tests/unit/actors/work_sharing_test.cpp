@@ -49,20 +49,31 @@ caf::behavior counter(caf::event_based_actor*) {
 
 class work_sharing_test : public ::testing::TestWithParam<size_t> {};
 
-TEST_P(work_sharing_test, a_job_handed_to_sleeping_workers_always_runs) {
-  config cfg{GetParam()};
-  caf::actor_system sys{cfg};
-  auto echo = sys.spawn([]() -> caf::behavior { return {[](int32_t x) { return x; }}; });
+/// Sends `n` requests to `echo` one after another from the test's thread (no worker), each
+/// after the last answer: with every worker idle, each is a hand-off to a sleeping worker
+/// (or one waiting in a lent loop). The index of the first unanswered one, or `n`.
+int32_t answered_in_turn(caf::actor_system& sys, const caf::actor& echo, int32_t n) {
   caf::scoped_actor self{sys};
-  // Each round starts with every worker idle (the last answer was received), so each
-  // request is a hand-off to a sleeping worker from a thread that is none.
-  for (int32_t i = 0; i < 2000; ++i) {
+  for (int32_t i = 0; i < n; ++i) {
     bool answered = false;
     self->request(echo, 5s, i)
         .receive([&](int32_t r) { answered = r == i; },
                  [&](caf::error& e) { ADD_FAILURE() << i << ": " << caf::to_string(e); });
-    ASSERT_TRUE(answered) << i;
+    if (!answered) return i;
   }
+  return n;
+}
+
+/// Answers each int32 with itself.
+caf::behavior echo_behavior() {
+  return {[](int32_t x) { return x; }};
+}
+
+TEST_P(work_sharing_test, a_job_handed_to_sleeping_workers_always_runs) {
+  config cfg{GetParam()};
+  caf::actor_system sys{cfg};
+  auto echo = sys.spawn(echo_behavior);
+  EXPECT_EQ(answered_in_turn(sys, echo, 2000), 2000);
   caf::anon_send_exit(echo, caf::exit_reason::user_shutdown);
 }
 
@@ -93,23 +104,11 @@ TEST_P(work_sharing_test, nothing_is_lost_when_many_threads_enqueue_at_once) {
     caf::anon_send_exit(c, caf::exit_reason::user_shutdown);
 }
 
-/// Where the next task posted on `loop` runs.
-std::thread::id runner_of(test_support::task_loop& loop) {
-  auto where = std::make_shared<std::promise<std::thread::id>>();
-  auto got = where->get_future();
-  loop.post([where] { where->set_value(std::this_thread::get_id()); });
-  if (got.wait_for(10s) != std::future_status::ready) {
-    ADD_FAILURE() << "the task did not run within 10 s";
-    return {};
-  }
-  return got.get();
-}
-
-/// Polls until the scheduler borrowed the lent loop (nothing left to borrow).
-bool borrowed_within(std::chrono::seconds limit) {
+/// Polls until the scheduler borrowed `loop` (its owner's thread stepped aside).
+bool borrowed_within(const lendable_loop& loop, std::chrono::seconds limit) {
   for (auto until = std::chrono::steady_clock::now() + limit;
        std::chrono::steady_clock::now() < until;)
-    if (!lendable_loop::any_to_borrow())
+    if (loop.borrowed())
       return true;
     else
       std::this_thread::sleep_for(1ms); // polled with a deadline
@@ -117,19 +116,17 @@ bool borrowed_within(std::chrono::seconds limit) {
 }
 
 TEST_P(work_sharing_test, an_idle_worker_runs_a_lent_loop_until_the_system_ends) {
-  auto loop = std::make_shared<test_support::task_loop>();
-  loop->start();
-  lendable_loop::lend(loop);
+  auto loop = test_support::task_loop::lent();
   {
     config cfg{GetParam()};
     caf::actor_system sys{cfg};
-    ASSERT_TRUE(borrowed_within(10s));
-    auto on_worker = runner_of(*loop);
+    ASSERT_TRUE(borrowed_within(*loop, 10s));
+    auto on_worker = loop->runner();
     EXPECT_NE(on_worker, loop->owner_id());
     EXPECT_NE(on_worker, std::this_thread::get_id());
     // Answers handed from the loop to an actor, and back: the actor's jobs run on the worker
     // that runs the loop, and what they post waits for that worker's next idle moment.
-    auto echo = sys.spawn([]() -> caf::behavior { return {[](int32_t x) { return x; }}; });
+    auto echo = sys.spawn(echo_behavior);
     std::promise<int32_t> done;
     std::function<void(int32_t)> step = [&](int32_t i) {
       if (i == 1000) return done.set_value(i);
@@ -149,42 +146,26 @@ TEST_P(work_sharing_test, an_idle_worker_runs_a_lent_loop_until_the_system_ends)
     ASSERT_EQ(finished.wait_for(30s), std::future_status::ready);
     EXPECT_EQ(finished.get(), 1000);
     // A job from a thread that is no worker reaches the worker waiting in the loop.
-    caf::scoped_actor self{sys};
-    for (int32_t i = 0; i < 2000; ++i) {
-      bool answered = false;
-      self->request(echo, 5s, i)
-          .receive([&](int32_t r) { answered = r == i; },
-                   [&](caf::error& e) { ADD_FAILURE() << i << ": " << caf::to_string(e); });
-      ASSERT_TRUE(answered) << i;
-    }
+    EXPECT_EQ(answered_in_turn(sys, echo, 2000), 2000);
     caf::anon_send_exit(echo, caf::exit_reason::user_shutdown);
   }
   // The system ended: the loop's own thread runs it again, and it can be borrowed again.
-  EXPECT_EQ(runner_of(*loop), loop->owner_id());
+  EXPECT_EQ(loop->runner(), loop->owner_id());
   EXPECT_TRUE(lendable_loop::any_to_borrow());
   loop->stop();
 }
 
 TEST_P(work_sharing_test, a_loop_its_owner_takes_back_returns_to_its_thread) {
-  auto loop = std::make_shared<test_support::task_loop>();
-  loop->start();
-  lendable_loop::lend(loop);
+  auto loop = test_support::task_loop::lent();
   config cfg{GetParam()};
   caf::actor_system sys{cfg};
-  ASSERT_TRUE(borrowed_within(10s));
-  EXPECT_NE(runner_of(*loop), loop->owner_id());
+  ASSERT_TRUE(borrowed_within(*loop, 10s));
+  EXPECT_NE(loop->runner(), loop->owner_id());
   loop->reclaim(); // the owner shuts down while a worker waits in its loop
-  EXPECT_EQ(runner_of(*loop), loop->owner_id());
+  EXPECT_EQ(loop->runner(), loop->owner_id());
   // The workers sleep as before.
-  auto echo = sys.spawn([]() -> caf::behavior { return {[](int32_t x) { return x; }}; });
-  caf::scoped_actor self{sys};
-  for (int32_t i = 0; i < 200; ++i) {
-    bool answered = false;
-    self->request(echo, 5s, i)
-        .receive([&](int32_t r) { answered = r == i; },
-                 [&](caf::error& e) { ADD_FAILURE() << caf::to_string(e); });
-    ASSERT_TRUE(answered) << i;
-  }
+  auto echo = sys.spawn(echo_behavior);
+  EXPECT_EQ(answered_in_turn(sys, echo, 200), 200);
   caf::anon_send_exit(echo, caf::exit_reason::user_shutdown);
   loop->stop();
 }
