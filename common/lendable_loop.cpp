@@ -26,6 +26,17 @@ listing& listed() {
   return l;
 }
 
+/// Drops the listing's entries of owners that are gone, and `gone` (may be null).
+void unlist(listing& l, const lendable_loop* gone) {
+  std::lock_guard<std::mutex> guard{l.mtx};
+  l.loops.erase(std::remove_if(l.loops.begin(), l.loops.end(),
+                               [gone](auto& w) {
+                                 auto p = w.lock();
+                                 return !p || p.get() == gone;
+                               }),
+                l.loops.end());
+}
+
 /// How long a borrower waits for the owner's thread to step aside (it finishes the handler
 /// it is in, or leaves epoll_wait on the wake-up: microseconds) before it gives up for now.
 constexpr auto handover_wait = std::chrono::milliseconds{2};
@@ -46,11 +57,9 @@ bool lendable_loop::any_to_borrow() noexcept {
 std::shared_ptr<lendable_loop> lendable_loop::borrow() {
   auto& l = listed();
   std::shared_ptr<lendable_loop> got;
+  unlist(l, nullptr);
   {
     std::lock_guard<std::mutex> guard{l.mtx};
-    l.loops.erase(
-        std::remove_if(l.loops.begin(), l.loops.end(), [](auto& w) { return w.expired(); }),
-        l.loops.end());
     for (auto& w : l.loops) {
       auto loop = w.lock();
       if (!loop) continue;
@@ -86,16 +95,7 @@ void lendable_loop::owner_turn() {
 
 void lendable_loop::reclaim() {
   auto& l = listed();
-  {
-    std::lock_guard<std::mutex> guard{l.mtx};
-    auto me = this;
-    l.loops.erase(std::remove_if(l.loops.begin(), l.loops.end(),
-                                 [me](auto& w) {
-                                   auto p = w.lock();
-                                   return !p || p.get() == me;
-                                 }),
-                  l.loops.end());
-  }
+  unlist(l, this);
   std::unique_lock<std::mutex> lock{mtx_};
   if (reclaimed_) return;
   reclaimed_ = true;

@@ -83,17 +83,20 @@ void logging_errors(const char* what, F&& f) {
 
 constexpr const char* in_handler = "control-plane client thread";
 
+/// Runs one handler of `ioc` (blocking until one is ready); false once it has none left.
+bool run_one_handler(net::io_context& ioc) {
+  bool ran = true;
+  logging_errors(in_handler, [&] { ran = ioc.run_one() > 0; });
+  return ran;
+}
+
 /// A lane's io_context as a loop the scheduler may borrow.
 class lane_loop final : public lendable_loop {
 public:
   explicit lane_loop(net::io_context& ioc)
       : ioc_(ioc) {}
 
-  bool run_one() override {
-    bool ran = true;
-    logging_errors(in_handler, [&] { ran = ioc_.run_one() > 0; });
-    return ran;
-  }
+  bool run_one() override { return run_one_handler(ioc_); }
 
   void poll() override {
     logging_errors(in_handler, [&] { ioc_.poll(); });
@@ -114,22 +117,11 @@ void transport::start() {
   for (auto& l : lanes_) {
     l->work.emplace(net::make_work_guard(l->ioc));
     if (cfg_.lend_io_to_scheduler) l->loop = std::make_shared<lane_loop>(l->ioc);
+    // One handler at a time; a lent lane's thread steps aside while a scheduler runs it.
     l->thread = std::thread([self = shared_from_this(), lane = l.get()] {
-      if (!lane->loop) {
-        for (;;) {
-          bool ended = false;
-          logging_errors(in_handler, [&] {
-            lane->ioc.run();
-            ended = true;
-          });
-          if (ended) return;
-        }
-      }
-      // Lent: one handler at a time, stepping aside while a scheduler runs the loop.
-      for (;;) {
-        lane->loop->owner_turn();
-        if (!lane->loop->run_one()) return;
-      }
+      do {
+        if (lane->loop) lane->loop->owner_turn();
+      } while (run_one_handler(lane->ioc));
     });
     if (l->loop) lendable_loop::lend(l->loop);
   }

@@ -107,11 +107,10 @@ TEST_P(work_sharing_test, nothing_is_lost_when_many_threads_enqueue_at_once) {
 /// Polls until the scheduler borrowed `loop` (its owner's thread stepped aside).
 bool borrowed_within(const lendable_loop& loop, std::chrono::seconds limit) {
   for (auto until = std::chrono::steady_clock::now() + limit;
-       std::chrono::steady_clock::now() < until;)
-    if (loop.borrowed())
-      return true;
-    else
-      std::this_thread::sleep_for(1ms); // polled with a deadline
+       std::chrono::steady_clock::now() < until;) {
+    if (loop.borrowed()) return true;
+    std::this_thread::sleep_for(1ms); // polled with a deadline
+  }
   return false;
 }
 
