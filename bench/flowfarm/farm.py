@@ -231,6 +231,18 @@ def peer_point(b, k, smoke, transport, latency_ms, workdir):
     return p
 
 
+def best_of(tries, measure):
+    """The point of `tries` measurements with the least CPU per run; a try that failed,
+    erred or leaked a guest is the point instead (never hidden behind a good one). Every
+    try's CPU per run is kept in it as `cpu_us_per_run_tries`."""
+    points = [measure() for _ in range(tries)]
+    bad = [p for p in points if "failed" in p or p.get("errors") or p.get("guests_leaked")]
+    best = dict(bad[0] if bad else min(points, key=lambda p: p["cpu_us_per_run"]))
+    if tries > 1:
+        best["cpu_us_per_run_tries"] = [p.get("cpu_us_per_run") for p in points]
+    return best
+
+
 def serve_work(b, flow, smoke):
     """bench_serve_work: serve's own in-memory work per streamed run of `flow` (paths)."""
     rc, so, se = run([b("bench/bridge/bench_serve_work"), "--flow", flow[0], "--frames",
@@ -307,6 +319,11 @@ def ratios(res):
                      % (k, r["runs_per_core_s"], r["cpu_below"], g["cpu_us_per_run"],
                         q["cpu_us_per_run"], r["rss_below"], g["rss_per_inflight"],
                         q["rss_per_inflight"], r["runs_per_s"]))
+        if "cpu_us_per_run_tries" in g or "cpu_us_per_run_tries" in q:
+            tries = lambda p: " / ".join("%.0f" % x for x in p.get("cpu_us_per_run_tries",
+                                                                   [p["cpu_us_per_run"]]))
+            lines.append("          each side's better of its tries (CPU us per run: runtime "
+                         "%s, peer %s)" % (tries(g), tries(q)))
     targets = []
     at = 1000 if 1000 in res["levels"] else max(res["levels"])
     r = next((x for x in out if x["concurrency"] == at), None)
@@ -407,7 +424,7 @@ def markdown(res):
                             p["guests_leaked"], p["errors"] if not p["errors"] else
                             "%d (%s)" % (p["errors"], p["errors_by"])))
     fl = res.get("floors")
-    if fl:
+    if fl and fl["sum_us"]:  # 0: this run skipped the floors
         md += ["", "Floors at %d in flight (same run): round trips %.1f µs + call work %.1f µs + "
                "actor %.1f µs = %.1f µs per run." % (fl["inflight"], fl["round_trip_us"],
                                                      fl["call_work_us"], fl["actor_us"],
@@ -551,12 +568,18 @@ def main(argv):
         if "floors" not in skip:
             k = 50 if a.smoke else (1000 if 1000 in levels else max(levels))
             res["floors"] = floors(b, k, a.smoke)
+        target_k = 1000 if 1000 in levels else max(levels)
         for k in levels:
+            # The targets' level: each side's better of two tries (the peer has a slow mode
+            # there, ~8x its CPU per run, seen on some first passes; a single try of it
+            # would print a "met" that the peer's good runs do not support).
+            tries = 2 if k == target_k and not a.smoke else 1
             if "runtime-code" not in skip:
-                add("runtime-code", 0, runtime_point(b, k, None, a.smoke, a.transport))
+                add("runtime-code", 0, best_of(tries, lambda: runtime_point(
+                    b, k, None, a.smoke, a.transport)))
             if "peer-code" not in skip:
-                add("peer-code", 0, peer_point(b, k, a.smoke, a.transport, a.latency_ms,
-                                               workdir))
+                add("peer-code", 0, best_of(tries, lambda: peer_point(
+                    b, k, a.smoke, a.transport, a.latency_ms, workdir)))
         other = "tcp" if a.transport == "unix" else "unix"
         for k in ([] if a.smoke or "compare-other" in skip else [1000] if 1000 in levels else []):
             # The issue's figures were over loopback TCP: the same pair on the other transport.
