@@ -54,6 +54,8 @@ bool is_vertex(const value& v) {
          node->value.FindMember("template") != node->value.MemberEnd();
 }
 
+/// The node's fields and shape checks; its template values and outputs come from
+/// `write_vertex`, which writes them anyway.
 graph_node node_of(const value& v, const path& p) {
   object_view n{v, p};
   graph_node x;
@@ -66,22 +68,56 @@ graph_node node_of(const value& v, const path& p) {
   if (auto nd = data.find("node")) {
     object_view node{*nd, data.at("node")};
     if (auto dn = node.opt_str("display_name")) x.display_name = std::move(*dn);
-    if (auto t = node.find("template")) {
-      object_view tv{*t, node.at("template")};
-      for (auto& m : t->GetObject()) {
-        if (!m.value.IsObject()) continue;
-        std::string_view field{m.name.GetString(), m.name.GetStringLength()};
-        object_view entry{m.value, tv.at(field)};
-        if (auto val = entry.raw("value"))
-          x.template_values[std::string{field}] = codec::canonical(*val, entry.at("value"));
-      }
-    }
-    if (auto outs = node.find("outputs")) {
-      codec::expect_array(*outs, node.at("outputs"));
-      x.outputs = codec::canonical(*outs, node.at("outputs"));
-    }
+    if (auto t = node.find("template")) codec::expect_object(*t, node.at("template"));
+    if (auto outs = node.find("outputs")) codec::expect_array(*outs, node.at("outputs"));
   }
   return x;
+}
+
+/// Where `write_vertex` is inside a node: the levels that lead to what it keeps.
+enum class vertex_level { node, data, inner, template_, entry, other };
+
+/// Writes `v` (at `level` of a vertex checked by node_of) canonically into `w`, keeping in
+/// `x` the text of `data.node.template.<field>.value` (null too) and of a non-null
+/// `data.node.outputs` as written: the payload and the fields share one serialization.
+void write_vertex(json_writer& w, const value& v, const path& p, vertex_level level,
+                  graph_node& x, std::string_view field = {}) {
+  if (level == vertex_level::other || !v.IsObject()) {
+    w.canonical(v, p);
+    return;
+  }
+  w.begin_object();
+  for (auto& m : v.GetObject()) {
+    std::string_view k{m.name.GetString(), m.name.GetStringLength()};
+    w.document_key(k);
+    auto at = p.field(k);
+    auto begin = w.size() + 1; // after the ':'
+    auto next = vertex_level::other;
+    switch (level) {
+    case vertex_level::node:
+      if (k == "data") next = vertex_level::data;
+      break;
+    case vertex_level::data:
+      if (k == "node") next = vertex_level::inner;
+      break;
+    case vertex_level::inner:
+      if (k == "template") next = vertex_level::template_;
+      break;
+    case vertex_level::template_:
+      next = vertex_level::entry;
+      break;
+    default:
+      break;
+    }
+    write_vertex(w, m.value, at, next, x, level == vertex_level::template_ ? k : field);
+    if ((level == vertex_level::entry && k == "value") ||
+        (level == vertex_level::inner && k == "outputs" && !m.value.IsNull())) {
+      auto text = w.since(begin);
+      (level == vertex_level::entry ? x.template_values[std::string{field}] : x.outputs) =
+          raw_json{std::string{text}};
+    }
+  }
+  w.end_object();
 }
 
 graph_edge edge_of(const value& v, const path& p) {
@@ -263,7 +299,7 @@ flow_graph flow_graph_of(const value& v, const path& p) {
     auto at = nodes_at.at(i++);
     if (!is_vertex(n)) continue;
     x.nodes.push_back(node_of(n, at));
-    w.raw(codec::canonical(n, at));
+    write_vertex(w, n, at, vertex_level::node, x.nodes.back());
   }
   w.end_array();
   auto edges_at = g.at("edges");
@@ -273,7 +309,7 @@ flow_graph flow_graph_of(const value& v, const path& p) {
   auto prefix = p.is_root() ? std::string{} : p.str() + ".";
   if (auto err = check(x, wrapped ? prefix + "data." : prefix))
     throw decode_error{std::move(err->message)};
-  w.field("edges", codec::canonical(edges, edges_at)).end_object();
+  w.key("edges").canonical(edges, edges_at).end_object();
   x.payload = raw_json{w.take()};
   return x;
 }

@@ -118,8 +118,47 @@ using patched_numbers = std::map<size_t, bool>;
 /// refused as a whole (a legitimate document has no such numbers at all).
 constexpr size_t max_patched_numbers = 16;
 
+/// A key's length and first and last bytes in one word: keys that differ there (nearly
+/// all pairs of one object's keys) are told apart without a byte comparison.
+uint32_t key_print(std::string_view k) noexcept {
+  if (k.empty()) return 0;
+  return static_cast<uint32_t>(k.size()) << 16 |
+         static_cast<uint32_t>(static_cast<unsigned char>(k.front())) << 8 |
+         static_cast<unsigned char>(k.back());
+}
+
+/// A key that occurs twice among one object's `n` keys, if any: pairwise on prints for
+/// the usual few (no allocation), sorted in `scratch` beyond.
+std::optional<std::string_view> duplicate_key(const std::string_view* keys, size_t n,
+                                              std::vector<std::string_view>& scratch) {
+  constexpr size_t pairwise_max = 32;
+  if (n < 2) return std::nullopt;
+  if (n <= pairwise_max) {
+    uint32_t prints[pairwise_max];
+    for (size_t i = 0; i < n; ++i) {
+      prints[i] = key_print(keys[i]);
+      for (size_t j = 0; j < i; ++j)
+        if (prints[i] == prints[j] && keys[i] == keys[j]) return keys[i];
+    }
+    return std::nullopt;
+  }
+  scratch.assign(keys, keys + n);
+  std::sort(scratch.begin(), scratch.end());
+  auto dup = std::adjacent_find(scratch.begin(), scratch.end());
+  if (dup == scratch.end()) return std::nullopt;
+  return *dup;
+}
+
 /// SAX front end that feeds a GenericDocument while enforcing depth, UTF-8 and numbers.
 struct sax_builder {
+  sax_builder(document& d, size_t max, rapidjson::InsituStringStream& s, std::string_view t,
+              const patched_numbers& p)
+      : doc(d)
+      , max_depth(max)
+      , in(s)
+      , text(t)
+      , patched(p) {}
+
   document& doc;
   size_t max_depth;
   rapidjson::InsituStringStream& in; ///< Tell() is not const
@@ -127,6 +166,13 @@ struct sax_builder {
   const patched_numbers& patched;
   size_t depth = 0;
   stop_reason stop = stop_reason::none;
+  /// Duplicate keys are refused (two `cmd` members must not mean different things to
+  /// different parsers): looked for as each object ends, among its keys (the open objects'
+  /// keys are this stack); naming the object is left to a walk of the document, for the
+  /// documents that have one.
+  std::vector<std::string_view> keys;
+  std::vector<std::string_view> scratch;
+  bool duplicate = false;
 
   bool Null() { return doc.Null(); }
   bool Bool(bool b) { return doc.Bool(b); }
@@ -176,10 +222,16 @@ struct sax_builder {
     }
     return doc.String(s, n, copy);
   }
-  bool Key(const char* s, rapidjson::SizeType n, bool copy) { return String(s, n, copy); }
+  bool Key(const char* s, rapidjson::SizeType n, bool copy) {
+    keys.emplace_back(s, n); // in the document's text: as long-lived as the document
+    return String(s, n, copy);
+  }
   bool StartObject() { return enter() && doc.StartObject(); }
   bool EndObject(rapidjson::SizeType n) {
     --depth;
+    auto first = keys.data() + (keys.size() - n);
+    if (!duplicate && duplicate_key(first, n, scratch)) duplicate = true;
+    keys.resize(keys.size() - n);
     return doc.EndObject(n);
   }
   bool StartArray() { return enter() && doc.StartArray(); }
@@ -209,32 +261,22 @@ std::string_view key_of(const value& k) {
   return {k.GetString(), k.GetStringLength()};
 }
 
-/// Refuses duplicate keys: two `cmd` members must not mean different things to different
-/// parsers. Recursion is bounded by the depth limit.
-void check_duplicates(const value& v, const path& p) {
+/// Names the first object, in document order, with a duplicate key (the parse only saw
+/// that there is one). Recursion is bounded by the depth limit.
+void check_duplicates(const value& v, const path& p, std::vector<std::string_view>& keys,
+                      std::vector<std::string_view>& scratch) {
   if (v.IsObject()) {
-    auto n = v.MemberCount();
-    if (n > 1 && n <= 16) { // most objects: pairwise, without allocating
-      auto b = v.MemberBegin();
-      for (rapidjson::SizeType i = 1; i < n; ++i)
-        for (rapidjson::SizeType j = 0; j < i; ++j)
-          if (key_of(b[i].name) == key_of(b[j].name))
-            raise(p, "duplicate key " + quote_json(key_of(b[i].name)));
-    } else if (n > 1) {
-      std::vector<std::string_view> keys;
-      keys.reserve(n);
-      for (auto& m : v.GetObject())
-        keys.push_back(key_of(m.name));
-      std::sort(keys.begin(), keys.end());
-      auto dup = std::adjacent_find(keys.begin(), keys.end());
-      if (dup != keys.end()) raise(p, "duplicate key " + quote_json(*dup));
-    }
+    keys.clear();
     for (auto& m : v.GetObject())
-      check_duplicates(m.value, p.field(key_of(m.name)));
+      keys.push_back(key_of(m.name));
+    if (auto dup = duplicate_key(keys.data(), keys.size(), scratch))
+      raise(p, "duplicate key " + quote_json(*dup));
+    for (auto& m : v.GetObject())
+      check_duplicates(m.value, p.field(key_of(m.name)), keys, scratch);
   } else if (v.IsArray()) {
     size_t i = 0;
     for (auto& x : v.GetArray())
-      check_duplicates(x, p.at(i++));
+      check_duplicates(x, p.at(i++), keys, scratch);
   }
 }
 
@@ -468,6 +510,7 @@ std::optional<failure> parse(std::string_view text, const decode_limits& limits,
   doc.source = std::make_unique<char[]>(text.size() + 1);
   patched_numbers patched;
   auto max_depth = std::min(limits.max_depth, hard_max_depth);
+  bool duplicate = false;
   for (;;) {
     // (Again) the text as given, with every number patched so far: a parse in situ has
     // rewritten what it read.
@@ -497,14 +540,17 @@ std::optional<failure> parse(std::string_view text, const decode_limits& limits,
       continue;
     }
     if (auto err = finish(pr, sax, text, in.Tell())) return err;
+    duplicate = sax.duplicate;
     break;
   }
+  if (!duplicate) return std::nullopt;
   try {
-    check_duplicates(doc, path{});
+    std::vector<std::string_view> keys, scratch;
+    check_duplicates(doc, path{}, keys, scratch);
   } catch (const decode_error& e) {
     return fail(ec::bad_request, e.message);
   }
-  return std::nullopt;
+  return fail(ec::bad_request, "document: duplicate key"); // seen by the parse: fail closed
 }
 
 namespace {
@@ -769,6 +815,16 @@ json_writer& json_writer::raw(const raw_json& x) {
   // byte at a time, and a flow's graph is tens of KB).
   w_.RawValue(x.text.data(), 0, rapidjson::kObjectType);
   std::memcpy(buf_.Push(x.text.size()), x.text.data(), x.text.size());
+  return *this;
+}
+
+json_writer& json_writer::canonical(const value& v, const path& p) {
+  write_canonical(w_, buf_, v, p);
+  return *this;
+}
+
+json_writer& json_writer::document_key(std::string_view k) {
+  write_string(w_, buf_, k);
   return *this;
 }
 

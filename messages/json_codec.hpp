@@ -176,6 +176,17 @@ public:
   json_writer& dbl(double x); ///< non-finite → null
   json_writer& null();
   json_writer& raw(const raw_json& x); ///< verbatim; empty → null
+  /// `v` of a parsed document in place, byte for byte what `codec::canonical` gives (no
+  /// intermediate string); throws decode_error at `p` as it does.
+  json_writer& canonical(const value& v, const path& p);
+  /// A key of a parsed document (valid UTF-8 already: written as is, not sanitized).
+  json_writer& document_key(std::string_view k);
+  /// Bytes written so far, and the text written since `from` (valid until the next write):
+  /// a member's value begins one byte (the writer's ':') after its key.
+  size_t size() const { return buf_.GetSize(); }
+  std::string_view since(size_t from) const {
+    return {buf_.GetString() + from, buf_.GetSize() - from};
+  }
 
   template<class V>
   json_writer& field(std::string_view k, const V& v) {

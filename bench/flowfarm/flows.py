@@ -30,8 +30,14 @@ def _edge(src_node, src_type, src_out, dst_id, field, input_types):
             "targetHandle": _handle(th)}
 
 
-def make_flow(vertices):
-    """The Langflow export of a V-vertex chain (dict)."""
+CODE_SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "guest",
+                           "runner.py")
+
+
+def make_flow(vertices, code_bytes=0):
+    """The Langflow export of a V-vertex chain (dict). With `code_bytes`, every node's
+    template also carries a `code` entry of that many bytes of Python source, as Langflow's
+    own exports carry each component's class (prompt.json has them stripped)."""
     if vertices < 1:
         raise ValueError("a flow has at least one vertex")
     with open(SOURCE) as f:
@@ -53,6 +59,16 @@ def make_flow(vertices):
         nodes.append(out)
         edges.append(_edge(prev, prev_type, prev_out, out["id"], "input_value",
                            ["Data", "DataFrame", "Message"]))
+    if code_bytes:
+        with open(CODE_SOURCE) as f:
+            source = f.read()
+        code = (source * (code_bytes // len(source) + 1))[:code_bytes]
+        for n in nodes:
+            n["data"]["node"]["template"]["code"] = {
+                "advanced": True, "dynamic": True, "fileTypes": [], "file_path": "",
+                "info": "", "list": False, "load_from_db": False, "multiline": True,
+                "name": "code", "password": False, "placeholder": "", "required": True,
+                "show": True, "title_case": False, "type": "code", "value": code}
     flow = {k: v for k, v in base.items() if k != "data"}
     flow["name"] = "flowfarm-%d" % vertices
     flow["data"] = {"nodes": nodes, "edges": edges, "viewport": base["data"].get("viewport", {})}
@@ -82,10 +98,11 @@ def make_frames(flow):
     return "".join(json.dumps(x, separators=(",", ":")) + "\n" for x in lines)
 
 
-def write(directory, vertices):
-    """Writes flow-V.json and frames-V.ndjson under `directory`; returns both paths."""
-    flow = make_flow(vertices)
-    fp = os.path.join(directory, "flow-%d.json" % vertices)
+def write(directory, vertices, code_bytes=0):
+    """Writes flow-V.json (flow-V-code.json with `code_bytes`) and frames-V.ndjson under
+    `directory`; returns both paths."""
+    flow = make_flow(vertices, code_bytes)
+    fp = os.path.join(directory, "flow-%d%s.json" % (vertices, "-code" if code_bytes else ""))
     rp = os.path.join(directory, "frames-%d.ndjson" % vertices)
     with open(fp, "w") as f:
         json.dump(flow, f)

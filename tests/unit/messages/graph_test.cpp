@@ -1,6 +1,8 @@
 // Flow graphs: what the decoder extracts, validation of graphs built in code, and the
 // deterministic topological order.
 
+#include "messages/json_codec.hpp"
+#include "tests/support/slurp.hpp"
 #include "tests/unit/messages/samples.hpp"
 
 #include <gtest/gtest.h>
@@ -42,6 +44,57 @@ TEST(graph, extracts_nodes_from_a_langflow_export) {
   EXPECT_EQ(prompt.template_values.at("nums").text, "[1,2.5,-3,1e300]");
   EXPECT_TRUE(prompt.outputs.empty());
   EXPECT_EQ(g.nodes[3].display_name, "note");
+}
+
+/// Each template value and the outputs of every node of `text` (a flow), and the payload,
+/// are what `codec::canonical` makes of them in the parsed document.
+void expect_fields_as_canonical(const std::string& text) {
+  auto g = decode<flow_graph>(text);
+  ASSERT_TRUE(g) << g.error().message;
+  codec::document doc;
+  ASSERT_FALSE(codec::parse(text, decode_limits{}, doc));
+  const codec::value& root = doc.HasMember("nodes") ? doc : doc["data"];
+  size_t i = 0;
+  std::string payload = R"({"nodes":[)";
+  for (auto& n : root["nodes"].GetArray()) {
+    if (i == g->nodes.size() || n["id"].GetString() != g->nodes[i].id) continue; // a note
+    payload += (i ? "," : "") + codec::canonical(n, {}).text;
+    auto& x = g->nodes[i++];
+    auto& data = n["data"];
+    if (!data.HasMember("node") || !data["node"].IsObject()) {
+      EXPECT_TRUE(x.template_values.empty() && x.outputs.empty()) << x.id;
+      continue;
+    }
+    auto& node = data["node"];
+    std::map<std::string, raw_json> want;
+    if (node.HasMember("template") && node["template"].IsObject())
+      for (auto& m : node["template"].GetObject())
+        if (m.value.IsObject() && m.value.HasMember("value"))
+          want[m.name.GetString()] = codec::canonical(m.value["value"], codec::path{});
+    EXPECT_EQ(x.template_values, want) << x.id;
+    bool outs = node.HasMember("outputs") && !node["outputs"].IsNull();
+    EXPECT_EQ(x.outputs.text, outs ? codec::canonical(node["outputs"], {}).text : "") << x.id;
+  }
+  EXPECT_EQ(i, g->nodes.size());
+  EXPECT_EQ(g->payload.text,
+            payload + R"(],"edges":)" + codec::canonical(root["edges"], {}).text + "}")
+      << "the payload: each vertex and the edges, canonical";
+}
+
+TEST(graph, template_values_and_outputs_are_their_canonical_text) {
+  expect_fields_as_canonical(sample_graph_json());
+  // Escapes the canonical form rewrites, null values, a null template and outputs, nested
+  // "value" keys deeper than a template entry, entries that are not objects.
+  expect_fields_as_canonical(
+      R"({"nodes":[{"id":"a","data":{"type":"A","node":{"template":{)"
+      R"("code":{"type":"code","value":"def f():\n\treturn \"\u00e9\/\"\n"},)"
+      R"("nulled":{"value":null},"plain":"not an entry","deep":{"x":{"value":1}},)"
+      R"("num":{"value":-0.5e-3},"obj":{"value":{"value":[true,{}]}}},"outputs":null}}},)"
+      R"({"id":"b","data":{"type":"B","node":{"template":null,"outputs":[]}}},)"
+      R"({"id":"c","data":{"type":"C","node":null}}],"edges":[]})");
+  for (auto name : {"basic_prompting", "diamond", "hello", "prompt", "python", "slow"})
+    expect_fields_as_canonical(test_support::slurp(
+        std::string{GUESTFLOW_SOURCE_DIR "/examples/flows/"} + name + ".json"));
 }
 
 TEST(graph, handles_may_be_objects_or_oe_encoded_strings) {

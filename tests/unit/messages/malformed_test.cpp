@@ -30,6 +30,14 @@ std::string nested(const std::string& open, const std::string& close, size_t dep
   return s;
 }
 
+/// `"k0":0,"k1":0,…` (`n` members, no duplicate).
+std::string many_keys(size_t n) {
+  std::string s;
+  for (size_t i = 0; i < n; ++i)
+    s += (i ? ",\"k" : "\"k") + std::to_string(i) + "\":0";
+  return s;
+}
+
 std::string node(const std::string& id, const std::string& type = "T") {
   return R"({"id":")" + id + R"(","data":{"type":")" + type + R"("}})";
 }
@@ -90,6 +98,17 @@ std::vector<bad_input> table() {
        R"(duplicate key "cmd")"},
       {"NestedDuplicateKey", "graph", R"({"nodes":[{"id":"a","id":"b"}],"edges":[]})",
        "nodes[0]", "duplicate key"},
+      {"DuplicateKeyInTheSecondNode", "graph",
+       R"({"nodes":[{"id":"a","data":{"type":"T"}},{"id":"b","data":{"x":1,"x":2}}],)"
+       R"("edges":[]})",
+       "nodes[1].data", R"(duplicate key "x")"},
+      {"DuplicateKeySpelledWithAnEscape", "exec_request", R"({"cmd":"ls","cmd":"rm"})",
+       "document", R"(duplicate key "cmd")"},
+      {"DuplicateEmptyKey", "exec_request", R"({"":1,"cmd":"ls","":2})", "document",
+       R"(duplicate key "")"},
+      {"DuplicateKeyAmongForty", "graph",
+       R"({"nodes":[{"id":"a","data":{)" + many_keys(40) + R"(,"k17":0}}],"edges":[]})",
+       "nodes[0].data", R"(duplicate key "k17")"},
       {"RootIsArray", "exec_request", "[]", "document", "expected object, got array"},
       {"RootIsString", "view", R"("sb-1")", "document", "expected object"},
       // -- sandbox_create_request ------------------------------------------------------------
