@@ -27,10 +27,26 @@ namespace guestflow::codec {
 
 using value = rapidjson::Value;
 
+/// Where a document's values live: the first 2 KB in the document itself (most parses are
+/// small answers and frames, and allocate nothing for their values), then 16 KB chunks,
+/// which jemalloc's thread cache serves. RapidJSON's default pool took a 64 KB chunk for
+/// every parse: past that cache, so an arena lock and freshly faulted pages each time.
+struct document_pool {
+  static constexpr size_t inline_bytes = 2048;
+  static constexpr size_t chunk_bytes = 16 * 1024 - 64; ///< with its header, in 16 KB
+  alignas(16) char first[inline_bytes];
+  rapidjson::MemoryPoolAllocator<> pool{first, inline_bytes, chunk_bytes};
+};
+
 /// A parsed document. parse() decodes in place (RapidJSON's in-situ mode: no allocation and
 /// copy per string), in a copy of the text that the document keeps and its strings point
-/// into; a document lives no longer than the decode that made it.
-struct document : rapidjson::Document {
+/// into; a document lives no longer than the decode that made it (and never moves: its
+/// values point into it).
+struct document : private document_pool, rapidjson::Document {
+  document()
+      : rapidjson::Document(&pool) {}
+  document(const document&) = delete;
+  document& operator=(const document&) = delete;
   std::unique_ptr<char[]> source;
 };
 

@@ -46,6 +46,10 @@ TEST(graph, extracts_nodes_from_a_langflow_export) {
   EXPECT_EQ(g.nodes[3].display_name, "note");
 }
 
+std::string edge_json(const std::string& from, const std::string& to) {
+  return R"({"source":")" + from + R"(","target":")" + to + R"("})";
+}
+
 /// Each template value and the outputs of every node of `text` (a flow), and the payload,
 /// are what `codec::canonical` makes of them in the parsed document.
 void expect_fields_as_canonical(const std::string& text) {
@@ -95,6 +99,30 @@ TEST(graph, template_values_and_outputs_are_their_canonical_text) {
   for (auto name : {"basic_prompting", "diamond", "hello", "prompt", "python", "slow"})
     expect_fields_as_canonical(test_support::slurp(
         std::string{GUESTFLOW_SOURCE_DIR "/examples/flows/"} + name + ".json"));
+}
+
+TEST(graph, a_graph_far_bigger_than_a_document_chunk_decodes_whole) {
+  // 400 nodes in a chain, the first with a 3,000-entry template: its member array alone
+  // (~96 KB) is bigger than any chunk of the document's pool, the document many chunks.
+  std::string nodes, edges;
+  for (int i = 0; i < 400; ++i) {
+    std::string tpl;
+    for (int f = 0; f < (i == 0 ? 3000 : 3); ++f)
+      tpl +=
+          (f ? ",\"f" : "\"f") + std::to_string(f) + R"(":{"value":)" + std::to_string(f) + "}";
+    nodes += (i ? "," : "") + std::string{R"({"id":"n)"} + std::to_string(i) +
+             R"(","data":{"type":"T","node":{"template":{)" + tpl + "}}}}";
+    if (i)
+      edges +=
+          (i > 1 ? "," : "") + edge_json("n" + std::to_string(i - 1), "n" + std::to_string(i));
+  }
+  expect_fields_as_canonical(R"({"nodes":[)" + nodes + R"(],"edges":[)" + edges + "]}");
+  auto g = decode<flow_graph>(R"({"nodes":[)" + nodes + R"(],"edges":[)" + edges + "]}");
+  ASSERT_TRUE(g) << g.error().message;
+  ASSERT_EQ(g->nodes.size(), 400u);
+  EXPECT_EQ(g->nodes[0].template_values.size(), 3000u);
+  EXPECT_EQ(g->nodes[0].template_values.at("f2999").text, "2999");
+  EXPECT_EQ(ids_in_order(*g).back(), "n399");
 }
 
 TEST(graph, handles_may_be_objects_or_oe_encoded_strings) {
