@@ -84,7 +84,9 @@ def machine():
     return {"host": socket.gethostname(), "cores": os.cpu_count(), "cpu": model,
             "mem_bytes": mem, "kernel": os.uname().release,
             "commit": git("rev-parse", "--short", "HEAD"),
-            "dirty": bool(git("status", "--porcelain", "--untracked-files=no"))}
+            # The results this bench writes do not make the measured code dirty.
+            "dirty": bool(git("status", "--porcelain", "--untracked-files=no", "--", ".",
+                              ":!bench/results"))}
 
 
 def loadavg():
