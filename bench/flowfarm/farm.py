@@ -572,9 +572,9 @@ def main(argv):
             res["floors"] = floors(b, k, a.smoke)
         target_k = 1000 if 1000 in levels else max(levels)
         for k in levels:
-            # The targets' level: each side's better of two tries (the peer has a slow mode
-            # there, ~8x its CPU per run, seen on some first passes; a single try of it
-            # would print a "met" that the peer's good runs do not support).
+            # The targets' level: each side's better of two tries (the peer has a slow mode,
+            # 5-150x its CPU per run, met now and then at 1,000 and 10,000; a single try of
+            # it would print a "met" that the peer's good runs do not support).
             tries = 2 if k == target_k and not a.smoke else 1
             if "runtime-code" not in skip:
                 add("runtime-code", 0, best_of(tries, lambda: runtime_point(
