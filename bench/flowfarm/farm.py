@@ -352,6 +352,23 @@ def ratios(res):
                             q["cpu_us_per_run"], q["rss_per_inflight"] / g["rss_per_inflight"],
                             g["runs_per_s"] / q["runs_per_s"]))
     g = by("runtime-code", fl["inflight"]) if fl else None
+    if g and fl and fl["sum_us"] and g.get("client_alone_cpu_us_per_run"):
+        # Each part against its own floors: the client (measured alone in the same
+        # bench_runtime run) against the round trips + call work, the rest (actors, spec,
+        # reaper, hand-offs) against one actor. A client at its floors still leaves the rest.
+        client = g["client_alone_cpu_us_per_run"]
+        rest = max(g["cpu_us_per_run"] - client, 0.0)
+        client_floors = fl["round_trip_us"] + fl["call_work_us"]
+        at_floor = client_floors + rest
+        room = TARGETS["cpu_vs_floors"] * fl["sum_us"] - client_floors
+        lines.append("  the runtime at %d by part: the client alone %.1f us (%.1fx its floors, "
+                     "round trips + call work %.1f us) + the rest %.1f us (actors, spec, reaper, "
+                     "hand-offs: %.1fx the actor floor, %.1f us); with the client at its floors "
+                     "the runtime would be %.1f us, %.2fx the floors' sum, and %gx needs the "
+                     "rest at %.1f us or less"
+                     % (fl["inflight"], client, client / client_floors, client_floors, rest,
+                        rest / fl["actor_us"], fl["actor_us"], at_floor,
+                        at_floor / fl["sum_us"], TARGETS["cpu_vs_floors"], max(room, 0.0)))
     if g and fl:
         x = g["cpu_us_per_run"] / fl["sum_us"]
         targets.append(("runtime CPU per run <= %gx the sum of its floors at %d (%.1f us vs "

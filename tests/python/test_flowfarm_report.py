@@ -69,6 +69,20 @@ class Report(unittest.TestCase):
         self.assertEqual(floors[0]["measured"], "3.33x")
         self.assertIn("Floors at 1000", farm.markdown(res))
 
+    def test_the_runtime_is_split_against_each_parts_floors(self):
+        res = result({"inflight": 1000, "round_trip_us": 6.0, "call_work_us": 5.0,
+                      "actor_us": 4.0, "sum_us": 15.0})
+        self.assertNotIn("by part", "\n".join(res["ratio_lines"]))  # no client-alone figure
+        res["points"][0]["client_alone_cpu_us_per_run"] = 30.0
+        _, lines, _ = farm.ratios(res)
+        split = [l for l in lines if "by part" in l]
+        self.assertEqual(len(split), 1)
+        # 50 = client 30 (30 / 11 = 2.7x) + rest 20 (20 / 4 = 5.0x); 11 + 20 = 31 us = 2.07x
+        # the floors; 1.5x (22.5 us) leaves the rest 22.5 - 11 = 11.5 us.
+        for part in ("client alone 30.0 us (2.7x its floors", "11.0 us) + the rest 20.0 us",
+                     "5.0x the actor floor", "would be 31.0 us, 2.07x", "rest at 11.5 us"):
+            self.assertIn(part, split[0])
+
     def test_a_run_that_skipped_the_floors_reports_without_them(self):
         res = result({"inflight": 0, "sum_us": 0})
         md = farm.markdown(res)
