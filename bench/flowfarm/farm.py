@@ -233,6 +233,11 @@ def peer_point(b, k, smoke, transport, latency_ms, workdir):
     return p
 
 
+def targets_level(levels):
+    """The concurrency the targets are judged at: 1,000, or the highest level run."""
+    return 1000 if 1000 in levels else max(levels)
+
+
 def best_of(tries, measure):
     """The point of `tries` measurements with the least CPU per run; a try that failed,
     erred or leaked a guest is the point instead (never hidden behind a good one). Every
@@ -327,7 +332,7 @@ def ratios(res):
             lines.append("          each side's better of its tries (CPU us per run: runtime "
                          "%s, peer %s)" % (tries(g), tries(q)))
     targets = []
-    at = 1000 if 1000 in res["levels"] else max(res["levels"])
+    at = targets_level(res["levels"])
     r = next((x for x in out if x["concurrency"] == at), None)
     if r:
         targets.append(("runtime CPU per run >= %gx below the peer's at %d" %
@@ -584,10 +589,9 @@ def main(argv):
     try:
         flow_files = {v: flows.write(workdir, v) for v in vertices}
         add = lambda path, v, p: res["points"].append(dict(p, path=path, vertices=v))
+        target_k = targets_level(levels)
         if "floors" not in skip:
-            k = 50 if a.smoke else (1000 if 1000 in levels else max(levels))
-            res["floors"] = floors(b, k, a.smoke)
-        target_k = 1000 if 1000 in levels else max(levels)
+            res["floors"] = floors(b, 50 if a.smoke else target_k, a.smoke)
         for k in levels:
             # The targets' level: each side's better of two tries (the peer has a slow mode,
             # 5-150x its CPU per run, met now and then at 1,000 and 10,000; a single try of
