@@ -231,8 +231,10 @@ void control_plane::stop_idle() {
           std::chrono::duration<double>(now - g.last_activity).count() >=
               g.rec.idle_ttl_seconds * cfg_.auto_pause_scale)
         idle.push_back(id);
+      // Whole seconds on both sides: a guest stopped at x.999 would pass `>=` one
+      // millisecond later at x+1.0. `>` keeps it stopped at least the seconds asked for.
       else if (s == sandbox_status::stopped && g.rec.delete_after_stop_seconds > 0 &&
-               now_s - g.rec.stopped_unix >= int64_t{g.rec.delete_after_stop_seconds})
+               now_s - g.rec.stopped_unix > int64_t{g.rec.delete_after_stop_seconds})
         expired.push_back(id);
     }
   }
