@@ -23,7 +23,7 @@ from .test_runner_harness import (
 
 
 class FailingVertices(unittest.TestCase):
-    def test_raising_code_fails_its_vertex_and_downstream_is_not_built(self):
+    def test_raising_code_fails_its_vertex_and_the_run_stops_there(self):
         code = "print('before the failure')\nraise ValueError('boom: ' + input_value)\n"
         result = run_runner(spec_for(python_graph(code), [chat("x")]))
         assert_well_formed(self, result)  # still outputs + done, exit 0: the host decides
@@ -38,26 +38,28 @@ class FailingVertices(unittest.TestCase):
         self.assertIn("line 2", trace)
         self.assertIn("raise ValueError", trace)
         self.assertNotIn("runner.py", trace)  # only the user's frames
-        for vid in ("ParseData-Gv8nD", "ChatOutput-Ju3kM"):
-            downstream = result.step(vid)
-            self.assertFalse(downstream["valid"])
-            self.assertEqual(downstream["error"], f"not built: upstream {PY} failed")
-            self.assertEqual(downstream["outputs"], {"error": downstream["error"]})
-            self.assertEqual(downstream["duration_ms"], 0)
+        self.assertNotIn("result", step)  # a failed vertex has no ResultData
+        # Langflow stops at the first failure: its step is the last, nothing else builds
+        self.assertEqual(result.steps[-1]["id"], PY)
+        self.assertEqual([s["id"] for s in result.steps], ["ChatInput-Wc5sA", PY])
         self.assertEqual([f["id"] for f in result.of("vertex_start")], ["ChatInput-Wc5sA", PY])
         self.assertEqual(result.run_outputs, [{"inputs": {"input_value": "x"}, "outputs": []}])
 
-    def test_user_code_fails_only_its_vertex_and_independent_branches_still_build(self):
-        graph = set_field(flow_graph("diamond"), "Prompt-Lf1bW", "template", "{nobody}")
-        result = run_runner(spec_for(graph, [chat("hi")], outputs=["Prompt-Rt2cE", "Chat Output"]))
+    def test_the_run_stops_at_the_first_failure_even_before_independent_branches(self):
+        graph = set_field(flow_graph("diamond"), "Prompt-Rt2cE", "template", "{nobody}")
+        spec = spec_for(graph, [chat("hi"), chat("second input never runs")],
+                        outputs=["Prompt-Lf1bW", "Chat Output"])
+        result = run_runner(spec)
         assert_well_formed(self, result)
-        self.assertFalse(result.step("Prompt-Lf1bW")["valid"])
-        self.assertTrue(result.step("Prompt-Rt2cE")["valid"])  # independent branch still built
-        for vid in ("Prompt-Jn3dR", "ChatOutput-Dx4eT"):
-            self.assertEqual(result.step(vid)["error"], "not built: upstream Prompt-Lf1bW failed")
-        outputs = result.run_outputs[0]["outputs"]
-        self.assertEqual([o["component_id"] for o in outputs], ["Prompt-Rt2cE"])
-        self.assertEqual(outputs[0]["results"]["prompt"]["text"], "Whisper: (hi)")
+        # build order: ChatInput, Prompt-Lf1bW, Prompt-Rt2cE (fails), Prompt-Jn3dR, ChatOutput
+        self.assertEqual([(s["id"], s["valid"]) for s in result.steps],
+                         [("ChatInput-Dm9aQ", True), ("Prompt-Lf1bW", True),
+                          ("Prompt-Rt2cE", False)])
+        self.assertFalse(any(s.get("error", "").startswith("not built") for s in result.steps))
+        self.assertEqual(len(result.run_outputs), 1)  # the second input's run never started
+        outputs = result.run_outputs[0]["outputs"]  # what was built and asked for
+        self.assertEqual([o["component_id"] for o in outputs], ["Prompt-Lf1bW"])
+        self.assertEqual(outputs[0]["results"]["prompt"]["text"], "Shout: hi!")
 
     def test_user_code_failures_are_vertex_failures(self):
         cases = [

@@ -6,6 +6,7 @@ No tests here: shared by the test_runner*.py modules.
 from __future__ import annotations
 
 import copy
+import importlib
 import json
 import os
 import subprocess
@@ -16,13 +17,30 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-RUNNER = REPO / "guest" / "runner.py"
+GUEST = REPO / "guest"
+RUNNER = GUEST / "runner.py"
+# What a flow run's bundle carries beside spec.json (actors/flow_spec.cpp): every guest/*.py
+# but the agent sessions' file helper and the unpacker (the command's own source).
+RUN_FILES = sorted(p.name for p in GUEST.glob("*.py")
+                   if p.name not in ("session_files.py", "unpack_run.py"))
 FLOWS = REPO / "examples" / "flows"
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 # The stand-in lfx package (put its parent on PYTHONPATH): tests/fixtures/lfx_guest/lfx.
 LFX_STANDIN = REPO / "tests" / "fixtures" / "lfx_guest"
 FRAME_MAX = 1 << 20
-FRAME_TYPES = {"note", "vertex_start", "step", "outputs", "done", "fatal"}
+FRAME_TYPES = {"note", "vertex_start", "step", "outputs", "done", "fatal", "token", "message",
+               "state"}
+
+
+def import_guest(name: str):
+    """A guest module imported here (runner.py's siblings import each other by name)."""
+    if str(GUEST) not in sys.path:
+        sys.path.insert(0, str(GUEST))
+    write_bytecode, sys.dont_write_bytecode = sys.dont_write_bytecode, True  # no guest/__pycache__
+    try:
+        return importlib.import_module(name)
+    finally:
+        sys.dont_write_bytecode = write_bytecode
 
 
 def flow_graph(name: str) -> dict:
@@ -180,7 +198,9 @@ def assert_well_formed(test, result: RunResult, *, success: bool = True) -> None
         return
     test.assertEqual(result.returncode, 0, result.stderr)
     test.assertEqual(frames[-1], {"t": "done"})
-    test.assertEqual(frames[-2]["t"], "outputs")
+    tail = frames[-3:-1] if frames[-2]["t"] == "state" else frames[-2:-1]
+    test.assertEqual(tail[0]["t"], "outputs")  # then an optional state, then done
+    test.assertEqual(len(result.of("state")), len(tail) - 1)
     test.assertEqual(len(result.of("done")), 1)
     test.assertEqual(result.of("fatal"), [])
     last_start = None

@@ -31,7 +31,8 @@ from .test_runner_exports import grouped_flow
 from .test_runner_harness import (
     FIXTURES,
     LFX_STANDIN,
-    RUNNER,
+    GUEST,
+    RUN_FILES,
     assert_well_formed,
     chat,
     run_runner,
@@ -280,8 +281,10 @@ class ExecutorChoice(unittest.TestCase):
 
     def test_without_lfx_path_py_beside_the_runner(self):
         with tempfile.TemporaryDirectory() as tmp:
+            for name in RUN_FILES:  # the runner and its modules, without lfx_path.py
+                if name != "lfx_path.py":
+                    shutil.copy(GUEST / name, os.path.join(tmp, name))
             lonely = os.path.join(tmp, "runner.py")
-            shutil.copy(RUNNER, lonely)
             result = run_runner(lfx_spec(upper_flow(), [chat("a")]), env=STANDIN, runner=lonely)
             assert_well_formed(self, result, success=False)
             self.assertNotIn("code", result.fatal)  # the host's fault: guest_failed

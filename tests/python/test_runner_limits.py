@@ -1,9 +1,9 @@
-"""guest/runner.py under hostile output: 100 MB prints, stray fd-1 writes, oversized frames."""
+"""guest/runner.py under hostile output: 100 MB prints, stray fd-1 writes, oversized frames
+(frame_protocol.py)."""
 
 from __future__ import annotations
 
 import copy
-import importlib.util
 import json
 import unittest
 
@@ -11,10 +11,10 @@ from .test_runner_harness import (
     PY,
     python_graph,
     FRAME_MAX,
-    RUNNER,
     assert_well_formed,
     chat,
     flow_graph,
+    import_guest,
     node_by_id,
     run_runner,
     set_field,
@@ -24,13 +24,6 @@ from .test_runner_harness import (
 RSS_LIMIT_KIB = 100 * 1024
 LOG_CAP = 256 << 10
 
-
-
-def load_runner_module():
-    spec = importlib.util.spec_from_file_location("guestflow_runner_under_test", RUNNER)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)  # defines only; main() runs under __main__
-    return module
 
 
 class HugeOutput(unittest.TestCase):
@@ -130,7 +123,7 @@ class StrayWrites(unittest.TestCase):
 class FrameEncoding(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        cls.runner = load_runner_module()
+        cls.frames = import_guest("frame_protocol")
 
     def decode(self, line: bytes):
         self.assertTrue(line.endswith(b"\n"))
@@ -144,7 +137,7 @@ class FrameEncoding(unittest.TestCase):
             current = current["x"]
         frame = {"t": "note", "nan": float("nan"), "inf": float("-inf"), "bytes": b"\xffok",
                  "surrogate": "a\udcffb", 3: "int key", "deep": nested, "set": {1}}
-        out = self.decode(self.runner.encode_frame(frame))
+        out = self.decode(self.frames.encode_frame(frame))
         self.assertEqual(out["nan"], "nan")
         self.assertEqual(out["inf"], "-inf")
         self.assertEqual(out["bytes"], "\ufffdok")
@@ -155,7 +148,7 @@ class FrameEncoding(unittest.TestCase):
 
     def test_oversized_frames_are_clipped_with_a_marker(self):
         big = "\x00" * (3 << 20)
-        out = self.decode(self.runner.encode_frame(
+        out = self.decode(self.frames.encode_frame(
             {"t": "step", "event": {"type": "vertex", "id": "a", "name": "A", "valid": True,
                                     "duration_ms": 1, "outputs": {"o": big}, "logs": big}}))
         self.assertIn("[guestflow: truncated", out["event"]["logs"])
@@ -164,19 +157,19 @@ class FrameEncoding(unittest.TestCase):
                 {"component_id": f"V-{i}", "component_display_name": "V",
                  "results": {"r": "x" * size}} for i in range(n)] + [None]}]}
 
-        out = self.decode(self.runner.encode_frame(outputs_frame(2000, 3000)))
+        out = self.decode(self.frames.encode_frame(outputs_frame(2000, 3000)))
         self.assertEqual(len(out["run_outputs"][0]["outputs"]), 2001)  # no entry dropped
         self.assertIsNone(out["run_outputs"][0]["outputs"][-1])
         self.assertIn("[guestflow: truncated", out["run_outputs"][0]["outputs"][0]["results"]["r"])
-        with self.assertRaises(self.runner.RunnerFatal):  # main() reports it as a fatal frame
-            self.runner.encode_frame(outputs_frame(20000, 10))
+        with self.assertRaises(self.frames.RunnerFatal):  # main() reports it as a fatal frame
+            self.frames.encode_frame(outputs_frame(20000, 10))
 
     def test_sync_marker_prefix_detection(self):
         marker = b"\x00\x1b[guestflow-sync abc 1]\x00"
-        self.assertEqual(self.runner._marker_prefix_len(b"data\x00\x1b[guest", marker), 8)
-        self.assertEqual(self.runner._marker_prefix_len(b"data\x00", marker), 1)
-        self.assertEqual(self.runner._marker_prefix_len(b"data", marker), 0)
-        self.assertEqual(self.runner._marker_prefix_len(b"\x00x\x00", marker), 1)
+        self.assertEqual(self.frames._marker_prefix_len(b"data\x00\x1b[guest", marker), 8)
+        self.assertEqual(self.frames._marker_prefix_len(b"data\x00", marker), 1)
+        self.assertEqual(self.frames._marker_prefix_len(b"data", marker), 0)
+        self.assertEqual(self.frames._marker_prefix_len(b"\x00x\x00", marker), 1)
 
 
 if __name__ == "__main__":

@@ -15,7 +15,7 @@ import sys
 import tempfile
 import unittest
 
-from .test_runner_harness import REPO, flow_graph, spec_for
+from .test_runner_harness import GUEST, REPO, RUN_FILES, flow_graph, spec_for
 
 UNPACK = (REPO / "guest" / "unpack_run.py").read_text(encoding="utf-8")
 
@@ -37,12 +37,13 @@ def run_bundle(bundle: bytes):
 
 class UnpackRun(unittest.TestCase):
     def test_the_runner_runs_the_spec_with_its_files_beside_it(self):
-        runner = (REPO / "guest" / "runner.py").read_bytes()
-        lfx_path = (REPO / "guest" / "lfx_path.py").read_bytes()
+        runner = (GUEST / "runner.py").read_bytes()
+        files = b"".join(entry(name, (GUEST / name).read_bytes()) for name in RUN_FILES
+                         if name != "runner.py")
         spec = json.dumps(spec_for(flow_graph("hello"), [{"input_value": "hi"}])).encode()
-        proc, tmp = run_bundle(entry("lfx_path.py", lfx_path) +
-                               entry("runner.py.gz", gzip.compress(runner)) +
-                               entry("spec.json", spec))
+        secret = b'{"OPENAI_API_KEY": "sk-unpacked-and-unlinked"}'
+        proc, tmp = run_bundle(files + entry("runner.py.gz", gzip.compress(runner)) +
+                               entry("variables.json", secret) + entry("spec.json", spec))
         with tmp:
             self.assertEqual(proc.returncode, 0, proc.stderr)
             frames = [json.loads(line) for line in proc.stdout.splitlines()]
@@ -50,8 +51,8 @@ class UnpackRun(unittest.TestCase):
             self.assertEqual(frames[-1], {"t": "done"})
             outputs = [f for f in frames if f["t"] == "outputs"][0]["run_outputs"]
             self.assertEqual(outputs[0]["inputs"], {"input_value": "hi"})
-            self.assertEqual(sorted(os.listdir(tmp.name)), ["lfx_path.py", "runner.py",
-                                                            "spec.json"])
+            # variables.json was read and unlinked by the runner: nothing of it is left
+            self.assertEqual(sorted(os.listdir(tmp.name)), sorted(RUN_FILES + ["spec.json"]))
             with open(os.path.join(tmp.name, "runner.py"), "rb") as f:
                 self.assertEqual(f.read(), runner)  # gunzipped, byte for byte
             self.assertEqual(proc.stderr, b"")
