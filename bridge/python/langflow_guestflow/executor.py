@@ -4,33 +4,48 @@
 lfx CLI, Loop subgraphs, ``Graph.arun``) here. Langflow's UI build endpoint walks the
 vertices itself and never enters this path, so the playground still runs in-process.
 
-What one ``execute(unit)`` does:
+What one ``execute(unit)`` does, as lfx's ``InProcessExecutor`` would
+(``execution/backends/in_process.py``):
 
 1. Serializes ``unit.graph.dump()`` and the caller inputs (``unit.inputs`` and/or
    ``runtime_options["initial_inputs"]``, an ``InputValueRequest``, a dict, a string or a
    list of those -- ``Coordinator.stream`` passes ``inputs=[]`` and the real inputs in
-   ``initial_inputs``) and POSTs ``/v1/runs`` with ``stream: true``.
-2. Reads the NDJSON run events line by line as they arrive and yields one
-   ``StepResult(payload=<event dict>)`` per event. ``payload`` is the JSON event, not an
-   in-process ``Vertex`` (the seam allows executor-defined payloads).
-3. On the ``complete`` event, ends with exactly one ``RunComplete(outputs=[RunOutputs…])``
-   rebuilt from the event, so ``Graph.arun`` / ``/api/v1/run`` get the flow's real
-   outputs. On the ``error`` event it raises :class:`GuestflowRunError` (after yielding the
-   event), as the in-process executor raises when a run fails.
-4. If the consumer stops early (``aclose()``, task cancellation, an exception), the run is
+   ``initial_inputs``), plus the run state that lives on the graph object and not in its
+   dump (``_runtime``): ``session_id``, ``user_id``, ``context``, values set after load
+   (sent as ``tweaks``), the user's variables (``variables``: secrets, resolved on this
+   host) and the session's history from Langflow's memory. POSTs ``/v1/runs``.
+2. Reads the NDJSON run events as they arrive. Streaming path: each ``vertex_built`` is
+   yielded as ``StepResult(payload=VertexBuildResult)`` rebuilt from the event (``_shapes``;
+   ``payload.vertex.event`` is the raw event), the ``complete`` event as
+   ``StepResult(payload=Finish())``, then ``RunComplete(outputs=[RunOutputs…])``. Legacy
+   path (``runtime_options["_use_arun_legacy"]``, what ``Graph.arun`` / ``/api/v1/run``
+   use): only the ``RunComplete``.
+3. Feeds the caller's ``runtime_options["event_manager"]`` as events arrive, with the
+   names and payloads of an in-process run: ``on_build_start`` (``vertex_started``),
+   ``on_token`` (``token``), ``on_message`` (``message``, after storing it with
+   ``astore_message``), ``on_end_vertex`` (``vertex_built``: ``{"build_data": {id, valid,
+   data}}`` as ``Graph.async_start`` sends it), ``on_error`` (``error``).
+4. On the ``error`` event it raises, on both paths, after the steps before it: lfx's
+   ``ComponentBuildError`` with Langflow's text when a vertex failed (``failed`` is set)
+   and lfx imports, else :class:`GuestflowRunError`. The ``complete`` event's ``context``
+   is set back on the host graph.
+5. If the consumer stops early (``aclose()``, task cancellation, an exception), the run is
    cancelled with ``DELETE /v1/runs/{id}`` before the generator finishes (bounded by a few
    seconds), and the request also carries ``cancel_on_disconnect: true`` so a worker that
-   dies mid-run does not leave its run going.
+   dies mid-run does not leave its run going. A stream that breaks mid-run is rejoined
+   from the last seq.
 
 Runtime options honoured: ``initial_inputs``; ``max_iterations``, ``config``,
-``reset_output_values``, ``fallback_to_env_vars`` (forwarded when JSON-serializable);
+``reset_output_values``, ``fallback_to_env_vars`` (forwarded when JSON-serializable;
+``fallback_to_env_vars`` also lets a variable come from this worker's environment);
 ``outputs`` (vertex ids or display names to harvest, as ``Graph.arun`` passes them);
 ``inputs_components`` / ``types`` (merged into the seam-level inputs, as
-``Graph._arun_legacy`` does); and this executor's own ``guestflow_timeout_seconds`` (the
-run's wall clock, at most the server's executor limit) and ``guestflow_executor`` (``auto``,
-``core`` or ``lfx``: the guest executor; else ``GUESTFLOW_RUNNER_EXECUTOR`` of the worker, else
-the server's setting). ``event_manager``, ``session_id`` and anything else cannot
-cross a process boundary and are dropped with a debug log; ``_``-prefixed keys are ignored.
+``Graph._arun_legacy`` does); ``session_id`` and ``event_manager``; and this executor's own
+``guestflow_timeout_seconds`` (the run's wall clock, at most the server's executor limit)
+and ``guestflow_executor`` (``auto``, ``core`` or ``lfx``: the guest executor; else
+``GUESTFLOW_RUNNER_EXECUTOR`` of the worker, else the server's setting). Anything else
+cannot cross a process boundary and is dropped with a debug log; ``_``-prefixed keys are
+ignored.
 
 No per-run state lives on the executor: lfx's registry hands the same instance to every
 concurrent run, so everything a run needs is a local of its own generator frame.
@@ -41,6 +56,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import inspect
 import json
 import logging
 import os
@@ -50,7 +66,7 @@ from urllib.parse import quote
 from lfx.execution.executor import Executor
 from lfx.execution.types import RunComplete, StepResult
 
-from langflow_guestflow import _http, _settings
+from langflow_guestflow import _http, _runtime, _settings, _shapes
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
@@ -70,6 +86,9 @@ _BODY_OPTIONS = (
     "outputs",
     "inputs_components",
     "types",
+    "session_id",
+    "event_manager",
+    "stream",
     "guestflow_timeout_seconds",
     "guestflow_executor",
 )
@@ -97,13 +116,17 @@ class GuestflowExecutor(Executor):
         self._token = token
 
     async def execute(self, unit: Unit) -> AsyncIterator[StepResult | RunComplete]:
-        """Yield one StepResult per run event, then exactly one RunComplete."""
+        """Streaming path: a StepResult per built vertex, Finish, then one RunComplete."""
         try:
             ep = _settings.endpoint(self._url, self._token)
             idle = _settings.float_env("GUESTFLOW_STREAM_IDLE_TIMEOUT_SECONDS", 120.0)
         except _settings.SettingsError as exc:
             raise GuestflowRunError("bad_request", str(exc)) from exc
+        opts = dict(unit.runtime_options or {})
+        legacy = bool(opts.get("_use_arun_legacy"))
         body = build_run_body(unit)
+        secrets = await add_run_state(body, unit)
+        run = _RunEvents(unit.graph, body["flow"], opts.get("event_manager"), secrets)
 
         run_id: str | None = None
         next_seq = 0
@@ -114,7 +137,7 @@ class GuestflowExecutor(Executor):
             if resp.status != 200:
                 data = await resp.read_all(idle_timeout=30.0)
                 err = _http.error_from_answer(resp.status, data, resp.headers)
-                raise GuestflowRunError(err.code, err.message, err.run_id)
+                raise GuestflowRunError(err.code, run.scrub(err.message), err.run_id)
             run_id = resp.headers.get("x-guestflow-run-id") or None
             rejoins = 0
             while True:
@@ -132,16 +155,18 @@ class GuestflowExecutor(Executor):
                         etype = event.get("type")
                         if etype == "complete":
                             finished = True
-                            yield StepResult(payload=event)
+                            _runtime.apply_context(unit.graph, event.get("context"))
+                            if not legacy:
+                                yield StepResult(payload=_shapes.finish(event))
                             yield RunComplete(outputs=rebuild_run_outputs(event.get("outputs")))
                             return
                         if etype == "error":
                             finished = True
-                            yield StepResult(payload=event)
-                            raise GuestflowRunError(
-                                str(event.get("code") or "guest_failed"), str(event.get("message") or ""), run_id
-                            )
-                        yield StepResult(payload=event)
+                            await run.on_error(event)
+                            raise run.failure(event, run_id)
+                        payload = await run.on_event(event)
+                        if payload is not None and not legacy:
+                            yield StepResult(payload=payload)
                     problem = "the run stream ended before the run's terminal event"
                 except _http.GuestflowConnectionError as exc:
                     problem = str(exc)
@@ -159,13 +184,69 @@ class GuestflowExecutor(Executor):
                     err = _http.error_from_answer(resp.status, data, resp.headers)
                     raise GuestflowRunError(err.code, f"rejoining the run failed: {err.message}", run_id)
         except _http.GuestflowError as exc:
-            raise GuestflowRunError(exc.code, exc.message, run_id or exc.run_id) from exc
+            raise GuestflowRunError(exc.code, run.scrub(exc.message), run_id or exc.run_id) from exc
         finally:
             if resp is not None:
                 await resp.aclose()
             if not finished and run_id is not None:
                 # The consumer left (aclose / cancellation / error) before the run ended.
                 await _cancel(ep, run_id)
+
+
+class _RunEvents:
+    """One run's events turned into lfx shapes, the caller's event_manager calls and memory."""
+
+    def __init__(self, graph: Any, dump: Any, event_manager: Any, secrets: dict[str, str]) -> None:
+        self.graph = graph
+        self.nodes = {_runtime.node_id(n): n for n in _runtime.nodes_of(dump)}
+        self.event_manager = event_manager
+        self.secrets = secrets
+        self.flow_id = None if isinstance(graph, (dict, str, bytes)) else getattr(graph, "flow_id", None)
+
+    def scrub(self, text: str) -> str:
+        return _runtime.scrub(text, self.secrets)
+
+    async def _emit(self, name: str, data: Any) -> None:
+        if self.event_manager is None:
+            return
+        result = getattr(self.event_manager, name)(data=data)
+        if inspect.isawaitable(result):
+            await result
+
+    async def on_event(self, event: dict[str, Any]) -> Any:
+        """A non-terminal event: the caller's callbacks; the payload to yield, if any."""
+        etype = event.get("type")
+        if etype == "vertex_built":
+            built = _shapes.vertex_build_result(event, self.nodes.get(str(event.get("id"))), self.graph)
+            build_data = {"id": built.vertex.id, "valid": True, "data": _shapes.dump_result(built.result_dict)}
+            await self._emit("on_end_vertex", {"build_data": build_data})
+            return built
+        if etype == "vertex_started":
+            await self._emit("on_build_start", {"id": event.get("id")})
+        elif etype == "token":
+            await self._emit("on_token", event.get("data"))
+        elif etype == "message":
+            data = event.get("data")
+            try:
+                await _runtime.store_message(data, self.flow_id)
+            except Exception as exc:
+                msg = f"storing a message of the run in Langflow's memory failed: {type(exc).__name__}: {exc}"
+                raise GuestflowRunError("unavailable", self.scrub(msg), event.get("run_id")) from exc
+            await self._emit("on_message", data)
+        return None
+
+    async def on_error(self, event: dict[str, Any]) -> None:
+        await self._emit("on_error", {"error": self.scrub(str(event.get("message") or ""))})
+
+    def failure(self, event: dict[str, Any], run_id: str | None) -> Exception:
+        """lfx's ComponentBuildError for a failed vertex, else GuestflowRunError."""
+        code = str(event.get("code") or "guest_failed")
+        message = self.scrub(str(event.get("message") or ""))
+        if code == "guest_failed" and event.get("failed"):
+            built = _shapes.component_build_error(message, self.scrub(str(event.get("traceback") or "")))
+            if built is not None:
+                return built
+        return GuestflowRunError(code, message, run_id)
 
 
 async def _cancel(ep: _settings.Endpoint, run_id: str) -> None:
@@ -194,6 +275,49 @@ def _decode_event(line: bytes) -> dict[str, Any]:
         msg = f"a run event is not a JSON object: {line[:120]!r}"
         raise GuestflowRunError("transient", msg)
     return event
+
+
+async def add_run_state(body: dict[str, Any], unit: Unit) -> dict[str, str]:
+    """The graph's run state into ``body``; returns the secrets sent (``variables``).
+
+    Raises GuestflowRunError (``bad_request``) naming a variable that is not set, and
+    (``unavailable``) when Langflow's memory cannot be read: before anything runs.
+    """
+    graph = unit.graph
+    opts = unit.runtime_options or {}
+    if isinstance(graph, (dict, str, bytes)):
+        graph = None  # a bare dump has no run state
+    dump = body["flow"]
+    session = _runtime.session_id(graph, opts)
+    if session and opts.get("_use_arun_legacy") and opts.get("session_id") and graph is not None:
+        # Graph._arun_legacy: `if session_id: self.session_id = session_id`.
+        with contextlib.suppress(AttributeError, TypeError):
+            graph.session_id = session
+    if session:
+        body["session_id"] = session
+    if user := _runtime.user_id(graph):
+        body["user_id"] = user
+    if context := _runtime.context(graph):
+        body["context"] = context
+    tweaks = _runtime.tweaks(graph, dump) if graph is not None else {}
+    if tweaks:
+        body["tweaks"] = tweaks
+    try:
+        variables = await _runtime.resolve_variables(
+            graph, dump, tweaks, fallback_to_env_vars=bool(opts.get("fallback_to_env_vars"))
+        )
+    except _runtime.VariableError as exc:
+        raise GuestflowRunError("bad_request", str(exc)) from exc
+    if variables:
+        body["variables"] = variables
+    try:
+        history = await _runtime.history(session)
+    except Exception as exc:
+        msg = f"reading session {session}'s messages from Langflow's memory failed: {type(exc).__name__}: {exc}"
+        raise GuestflowRunError("unavailable", _runtime.scrub(msg, variables)) from exc
+    if history is not None:
+        body["history"] = history
+    return variables
 
 
 # -- request body --------------------------------------------------------------------------

@@ -214,7 +214,7 @@ class _NdjsonServer:
         def chunk(data: bytes) -> bytes:
             return b"%x\r\n%s\r\n" % (len(data), data)
 
-        first = json.dumps({"run_id": "run-1", "seq": 0, "type": "vertex_started", "id": "a", "name": "A"}).encode()
+        first = json.dumps({"run_id": "run-1", "seq": 0, "type": "vertex_built", "id": "a", "name": "A"}).encode()
         # The first event split across two chunks, the second event held back.
         writer.write(chunk(first[:10]) + chunk(first[10:] + b"\n"))
         await writer.drain()
@@ -242,7 +242,7 @@ class StreamingReader(unittest.IsolatedAsyncioTestCase):
             # Received while the server still holds the rest of the body back.
             self.assertFalse(server.release.is_set())
             self.assertIsInstance(first, StepResult)
-            self.assertEqual(first.payload["type"], "vertex_started")
+            self.assertEqual(first.payload.vertex.id, "a")
             server.release.set()
             rest = [item async for item in gen]
             self.assertEqual([type(i) for i in rest], [StepResult, RunComplete])
