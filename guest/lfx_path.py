@@ -1,57 +1,76 @@
-"""guestflow guest runner, lfx path: run the graph with Langflow's own engine.
+"""guestflow guest runner, lfx path: Langflow's own engine runs the flow as Langflow's run does.
 
 Imported lazily by runner.py when spec.json's `executor` is `lfx` (or `auto` and lfx
-imports). The host uploads it next to runner.py. It rebuilds the graph with
-`Graph.from_payload`, targets the caller's input the way `Graph._run` does
-(`_set_inputs`), drives `async_start` with the forwarded runtime options, reports one
-`vertex_start`/`step` per built vertex, and harvests outputs exactly like `Graph._run`:
-built vertices whose id or display name the caller asked for, else every output vertex.
+imports); the host uploads it next to runner.py. runner.py has already applied the tweaks,
+the session id and the `load_from_db` variables to the payload. Then, as Langflow's
+`/api/v1/run` does (`Graph._arun_legacy` -> `Graph._run` -> `Graph.process`):
 
-The lfx API used here, and nothing else (tests/fixtures/lfx_guest/lfx is a stand-in that
-implements exactly this): `lfx.graph.graph.base.Graph` with `from_payload(payload)`,
-`_prepared`/`prepare()`, `_set_inputs(components, inputs, input_type)`,
-`async_start(...)` (an async generator of `VertexBuildResult`s ending with a `Finish`),
-`_run_queue` (its head is the vertex the next step builds), `get_vertex(id)`,
-`get_all_successors(vertex, flat=True)` and `vertices`; a vertex's `id`, `display_name`,
-`outputs`, `built`, `is_output` and `result` (a `ResultData` with `model_dump`); a build
-result's `vertex`, `valid` and `result_dict.outputs`; `lfx.graph.graph.constants.Finish`.
+* `Graph.from_payload(payload, user_id=..., context=...)`, `graph.session_id` set;
+* per caller input: `_set_inputs` (the input components and type), `session_id` on every
+  vertex that has the field, then the vertices layer by layer in lfx's run order
+  (`sort_vertices`, `build_vertex`, `get_next_runnable_vertices`); a layer's vertices are
+  built one after the other (lfx builds them concurrently), each reported as
+  `vertex_start` then `step` (with `result`, the ResultData dict, and `types`);
+* the first vertex that fails stops the run (Langflow raises there): its step, valid
+  false, is the last; nothing after it builds and no later input runs;
+* outputs harvested as `Graph._run` does: built vertices, a vertex without a result first
+  drained (`consume_async_generator`), the ones the caller named (id or display name),
+  else every output vertex;
+* an EventManager in every build: `on_token` -> `token` frames (before the vertex's step);
+* lfx's memory API (`aget_messages`, `astore_message`, `aupdate_messages`) served from the
+  session's history (spec.history): a component reads the session's messages, and each
+  message stored becomes a `message` frame and part of the history later vertices read (a
+  streamed message is stored first with empty text, then updated: a second `message`
+  frame with the same id and the whole text);
+* the graph's context after the run, JSON-able parts only, as `self.context` (runner.py
+  sends it as the `state` frame).
 
-Unlike the core executor, a failing vertex stops the run (Langflow's behaviour); every
-vertex not built by then gets a not-built step: "upstream <id> failed" for those downstream
-of the failure, "the run stopped when <id> failed" for the others. Generators (streaming
-outputs) are not drained, so such a vertex reports an empty result, as the seed documents.
+The lfx API used: `lfx.graph.graph.base.Graph` (`from_payload`, `session_id`, `context`,
+`vertices`, `get_vertex`, `_set_inputs`, `has_session_id_vertices`, `sort_vertices`,
+`build_vertex`, `get_next_runnable_vertices`, `run_manager.remove_vertex_from_runnables`),
+vertices (`id`, `display_name`, `outputs`, `built`, `is_output`, `result`, `results`,
+`update_raw_params`, `consume_async_generator`), `lfx.events.event_manager.EventManager`,
+`lfx.memory`, `lfx.schema.message.Message` and `lfx.exceptions.component.ComponentBuildError`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import copy
-import inspect
+import json
+import sys
 import time
 import traceback
+import uuid
+from collections import deque
+
+from run_services import History
 
 _GRAPH = None
-_FINISH = None
+_EVENTS = None
+_MESSAGE = None
+_BUILD_ERROR = None
 VERSION = None
-_FORWARDED = ("max_iterations", "config", "reset_output_values", "fallback_to_env_vars")
-_NEEDED = ("from_payload", "async_start", "prepare", "get_vertex")
+_NEEDED = ("from_payload", "sort_vertices", "build_vertex", "get_next_runnable_vertices", "_set_inputs",
+           "get_vertex")
+_MEMORY_FUNCTIONS = ("aget_messages", "astore_message", "aupdate_messages")
 
 
 def load() -> None:
     """Imports lfx; raises (ImportError or whatever lfx raises) when it cannot be used."""
-    global _GRAPH, _FINISH, VERSION  # noqa: PLW0603 - a lazy import cache
+    global _GRAPH, _EVENTS, _MESSAGE, _BUILD_ERROR, VERSION  # noqa: PLW0603 - a lazy import cache
     import lfx  # noqa: PLC0415
+    import lfx.memory  # noqa: F401, PLC0415
+    from lfx.events.event_manager import EventManager  # noqa: PLC0415
+    from lfx.exceptions.component import ComponentBuildError  # noqa: PLC0415
     from lfx.graph.graph.base import Graph  # noqa: PLC0415
+    from lfx.schema.message import Message  # noqa: PLC0415
 
     missing = [name for name in _NEEDED if not callable(getattr(Graph, name, None))]
     if missing:
         raise ImportError(f"lfx's Graph has no {', '.join(missing)}: this lfx is not one "
                           "guestflow can drive")
-    try:
-        from lfx.graph.graph.constants import Finish  # noqa: PLC0415
-    except ImportError:
-        Finish = None  # noqa: N806
-    _GRAPH, _FINISH = Graph, Finish
+    _GRAPH, _EVENTS, _MESSAGE, _BUILD_ERROR = Graph, EventManager, Message, ComponentBuildError
     VERSION = _version(lfx)
 
 
@@ -69,46 +88,33 @@ def _version(module) -> str | None:
     return found if isinstance(found, str) else None
 
 
-def _is_finish(result) -> bool:
-    if _FINISH is not None and isinstance(result, _FINISH):
-        return True
-    return type(result).__name__ == "Finish"
+def _dump(value):
+    """A pydantic-style value as JSON-able data (the runner's encoder handles the rest)."""
+    if hasattr(value, "model_dump"):
+        try:
+            return value.model_dump(mode="json")
+        except Exception:  # noqa: BLE001 - fall back to the runner's own encoding
+            return value.model_dump()
+    return value
 
 
-def _peek(graph):
-    queue = getattr(graph, "_run_queue", None)
+def _jsonable(value):
+    """`value` if it survives JSON as it is, else None (the state frame keeps only those)."""
     try:
-        return queue[0] if queue else None
-    except (TypeError, IndexError, KeyError):
+        json.dumps(value, allow_nan=False)
+    except (TypeError, ValueError):
         return None
+    return value
 
 
-def _vertex(graph, vid):
-    try:
-        return graph.get_vertex(vid)
-    except Exception:  # noqa: BLE001 - lfx raises ValueError for an unknown id
-        return None
-
-
-def _name(graph, vid) -> str:
-    vertex = _vertex(graph, vid)
-    name = getattr(vertex, "display_name", None)
-    return name if isinstance(name, str) and name else vid
-
-
-def _downstream(graph, vertex) -> set:
-    """Ids of every vertex downstream of `vertex` (lfx's flat list may repeat a vertex)."""
-    try:
-        return {v.id for v in graph.get_all_successors(vertex, flat=True)}
-    except Exception:  # noqa: BLE001 - older lfx: no flat successors; walk successor_map
-        seen, stack = set(), [vertex.id]
-        successor_map = getattr(graph, "successor_map", {}) or {}
-        while stack:
-            for nxt in successor_map.get(stack.pop(), []):
-                if nxt not in seen:
-                    seen.add(nxt)
-                    stack.append(nxt)
-        return seen
+def _langflow_error(vertex, exc) -> str:
+    """The error Langflow puts after "Error building Component <name>: \\n\\n" (the host
+    rebuilds that text from the display name and this); any other failure as it is."""
+    if isinstance(exc, _BUILD_ERROR):
+        prefix = f"Error building Component {getattr(vertex, 'display_name', '')}: \n\n"
+        text = getattr(exc, "message", None) or str(exc)
+        return text[len(prefix):] if text.startswith(prefix) else text
+    return f"{type(exc).__name__}: {exc}"
 
 
 class LfxExecutor:
@@ -117,30 +123,143 @@ class LfxExecutor:
     def __init__(self, spec: dict, emitter, error_outputs, fatal) -> None:
         self.spec = spec
         self.emitter = emitter
-        self.error_outputs = error_outputs  # runner.error_outputs: one failure shape for both
-        self.fatal = fatal  # runner.RunnerFatal(message, code=None, tb="", **extra)
+        self.error_outputs = error_outputs  # runner's error_outputs: one failure shape for both
+        self.fatal = fatal  # RunnerFatal(message, code=None, tb="", **extra)
         self.payload = spec["graph"].payload
         self.lfx_version = VERSION
-        self.dropped = []
-        self._loaded = None  # the first run's graph, built by check()
+        self.history = History(spec["history"])
+        self.context = None  # the graph's context after the run: runner.py's state frame
+        self.failed = False
+        self._graph = None
+        self._current = None  # the vertex being built: whose tokens and messages arrive now
+        self._events = None
+
+    # -- lfx's memory API, served from the session's history -------------------------------
+
+    async def _aget_messages(self, sender=None, sender_name=None, session_id=None, context_id=None,  # noqa: ARG002
+                             order_by="timestamp", order="DESC", flow_id=None, limit=None,  # noqa: ARG002
+                             user_id=None):  # noqa: ARG002
+        found = self.history.retrieve(sender=sender, sender_name=sender_name,
+                                      session_id=str(session_id) if session_id else None,
+                                      limit=limit, order=str(order or "DESC").upper())
+        fields = getattr(_MESSAGE, "model_fields", None) or {}
+        return [_MESSAGE(**{k: v for k, v in m.items() if not fields or k in fields}) for m in found]
+
+    async def _astore_message(self, message, flow_id=None, run_id=None, user_id=None):  # noqa: ARG002
+        """lfx's stub (the same checks and stamps), kept in the session's history and sent
+        to the host as a `message` frame."""
+        if not message:
+            return []
+        if not message.session_id or not message.sender or not message.sender_name:
+            raise ValueError(
+                f"All of session_id, sender, and sender_name must be provided. Session ID: "
+                f"{message.session_id}, Sender: {message.sender}, Sender Name: {message.sender_name}")
+        if flow_id:
+            message.flow_id = str(flow_id)
+        if run_id and hasattr(message, "run_id"):
+            message.run_id = str(run_id)
+        if not getattr(message, "id", None):
+            message.id = str(uuid.uuid4())
+        data = _dump(message)
+        if not isinstance(message.text, str):
+            data["text"] = ""  # still streaming: its text arrives as tokens, then an update
+        self.history.store(data)
+        self.emitter.message(self._current or "", data)
+        return [message]
+
+    async def _aupdate_messages(self, messages):
+        """lfx's update (a streamed message's final text): the history's entry with that id
+        replaced, and a `message` frame with the same id (the host replaces its copy)."""
+        if not isinstance(messages, list):
+            messages = [messages]
+        for message in messages:
+            if not getattr(message, "id", None):
+                raise ValueError(f"Failed to update message: Message without ID cannot be updated: {message}")
+            data = _dump(message)
+            kept = self.history.messages
+            at = next((i for i, m in enumerate(kept) if m.get("id") == data.get("id")), None)
+            if at is None:
+                self.history.store(data)
+            else:
+                kept[at] = data
+            self.emitter.message(self._current or "", data)
+        return messages
+
+    def _serve_memory(self) -> None:
+        """Every lfx module's binding of the memory functions (lfx.memory, its stubs, what
+        imported them by name) now reaches the session's history."""
+        import lfx.memory  # noqa: PLC0415
+
+        served = {"aget_messages": self._aget_messages, "astore_message": self._astore_message,
+                  "aupdate_messages": self._aupdate_messages}
+        originals = {}
+        for name in _MEMORY_FUNCTIONS:
+            for module_name in ("lfx.memory", "lfx.memory.stubs"):
+                found = getattr(sys.modules.get(module_name), name, None)
+                if found is not None:
+                    originals[id(found)] = name
+        for module_name, module in list(sys.modules.items()):
+            if not (module_name == "lfx" or module_name.startswith("lfx.")) or module is None:
+                continue
+            for attr in _MEMORY_FUNCTIONS:
+                current = getattr(module, attr, None)
+                if current is not None and id(current) in originals:
+                    setattr(module, attr, served[originals[id(current)]])
+        for name in _MEMORY_FUNCTIONS:
+            setattr(lfx.memory, name, served[name])
+
+    # -- events ---------------------------------------------------------------------------
+
+    def _on_token(self, *, manager, event_type, data) -> None:  # noqa: ARG002
+        if isinstance(data, dict):
+            self.emitter.token(self._current or "", str(data.get("chunk", "")), str(data.get("id", "")))
+
+    def _event_manager(self):
+        """Langflow's stream-tokens manager, its token callback a `token` frame; messages
+        reach the host from astore_message (so a message is sent once), the rest is dropped."""
+        manager = _EVENTS(None)
+        manager.register_event("on_token", "token", self._on_token)
+        for name, event_type in (("on_message", "add_message"), ("on_end", "end"),
+                                 ("on_end_vertex", "end_vertex"), ("on_error", "error"),
+                                 ("on_build_start", "build_start"), ("on_build_end", "build_end")):
+            manager.register_event(name, event_type, _dropped)
+        return manager
+
+    # -- the run ----------------------------------------------------------------------------
 
     def _load(self):
+        spec = self.spec
+        context = copy.deepcopy(spec["context"]) if spec["context"] else None
         try:
-            return _GRAPH.from_payload(copy.deepcopy(self.payload))
+            graph = _GRAPH.from_payload(copy.deepcopy(self.payload), user_id=spec["user_id"],
+                                        context=context)
         except Exception as exc:  # noqa: BLE001 - lfx refuses the flow: the caller's to fix
             raise self.fatal(f"lfx could not load the flow: {type(exc).__name__}: {exc}",
                              code="bad_request", tb=traceback.format_exc()[-8000:]) from None
+        if spec["session_id"]:
+            graph.session_id = spec["session_id"]
+        return graph
 
     def check(self) -> None:
-        """Loads the graph once before anything runs: a flow lfx refuses never half-runs."""
-        self._loaded = self._load()
+        """Serves the memory API, then loads the graph before anything runs: components are
+        instantiated there (their imports see the served memory), and a flow lfx refuses
+        never half-runs."""
+        self._serve_memory()
+        self._events = self._event_manager()
+        self._graph = self._load()
 
     def run(self) -> list:
-        return asyncio.run(self._run_all())
+        try:
+            return asyncio.run(self._run_all())
+        finally:
+            if self._graph is not None:
+                context = dict(getattr(self._graph, "context", {}) or {})
+                self.context = {k: v for k, v in context.items() if _jsonable(v) is not None or v is None}
 
     async def _run_all(self) -> list:
-        spec = self.spec
-        runs = spec["inputs"] or [None]
+        graph = self._graph if self._graph is not None else self._load()
+        self._graph = graph
+        runs = self.spec["inputs"] or [None]
         out = []
         for i, entry in enumerate(runs):
             if entry is None:
@@ -150,103 +269,104 @@ class LfxExecutor:
                 components, input_type = entry["components"], entry["type"]
             if len(runs) > 1:
                 self.emitter.note(run=i, inputs=run_inputs)
-            outputs = await self._run_once(run_inputs, components, input_type)
+            outputs = await self._run_once(graph, run_inputs, components, input_type)
             out.append({"inputs": run_inputs, "outputs": outputs})
+            if self.failed:  # Langflow's run raised here: later inputs do not run
+                break
         return out
 
-    def _start_kwargs(self, graph, run_inputs: dict, targeted: bool) -> dict:
-        params = inspect.signature(graph.async_start).parameters
-        options = self.spec["runtime_options"]
-        kwargs = {}
-        for key in _FORWARDED:
-            if options.get(key) is None:
-                continue
-            if key in params:
-                kwargs[key] = options[key]
-            elif key not in self.dropped:
-                self.dropped.append(key)
-                self.emitter.note(warning=f"this lfx's async_start has no {key}; not forwarded")
-        if run_inputs and not targeted and "inputs" in params:
-            kwargs["inputs"] = run_inputs
-        return kwargs
-
-    async def _run_once(self, run_inputs: dict, components: list, input_type) -> list:
-        emitter = self.emitter
-        graph = self._loaded if self._loaded is not None else self._load()
-        self._loaded = None
-        if not getattr(graph, "_prepared", True):
-            graph.prepare()
-        targeted = False
-        if run_inputs and hasattr(graph, "_set_inputs"):
+    async def _run_once(self, graph, run_inputs: dict, components: list, input_type) -> list:
+        """Graph._run, one vertex at a time."""
+        if run_inputs:
             graph._set_inputs(components, dict(run_inputs), input_type)  # noqa: SLF001
-            targeted = True
-        stream = graph.async_start(**self._start_kwargs(graph, run_inputs, targeted))
-        while True:
-            vid = _peek(graph)  # astep builds the head of the run queue
-            if vid is not None:
-                emitter.vertex_start(vid, _name(graph, vid))
-            cap = emitter.begin_capture()
-            started = time.perf_counter()
-            try:
-                result = await stream.__anext__()
-            except StopAsyncIteration:
-                emitter.end_capture(cap)
-                break
-            except Exception as exc:  # noqa: BLE001 - a vertex build failed: Langflow stops here
-                logs = emitter.end_capture(cap)
-                if vid is None:  # nothing to blame: lfx itself stopped
-                    raise self.fatal(f"lfx stopped the run: {type(exc).__name__}: {exc}",
-                                     tb=traceback.format_exc()[-8000:]) from None
-                self._failed(graph, vid, exc, logs, time.perf_counter() - started)
-                break
-            logs = emitter.end_capture(cap)
-            if _is_finish(result):
-                break
-            vertex = getattr(result, "vertex", None)
-            if vertex is None:
-                continue
-            data = getattr(result, "result_dict", None)
-            outputs = getattr(data, "outputs", None) or {}
-            emitter.step(vertex.id, vertex.display_name, bool(getattr(result, "valid", True)),
-                         round((time.perf_counter() - started) * 1000), outputs, logs)
-        return self._harvest(graph)
+        session_id = self.spec["session_id"]
+        if session_id:  # runner.py put it in the payload too; _run sets it on the vertices
+            for vertex_id in getattr(graph, "has_session_id_vertices", []):
+                graph.get_vertex(vertex_id).update_raw_params({"session_id": session_id})
+        if not await self._process(graph):
+            self.failed = True
+        return await self._harvest(graph)
 
-    def _failed(self, graph, vid, exc, logs, elapsed) -> None:
-        error = f"{type(exc).__name__}: {exc}"
+    async def _process(self, graph) -> bool:
+        """Graph.process: layer by layer in lfx's order; False once a vertex failed."""
+        to_process = deque(graph.sort_vertices())
+        initialize_run = getattr(graph, "initialize_run", None)
+        if initialize_run is not None:
+            await initialize_run()
+        lock = asyncio.Lock()
+        while to_process:
+            batch = list(to_process)
+            to_process.clear()
+            built = []
+            for vertex_id in batch:
+                vertex = await self._build(graph, vertex_id)
+                if vertex is None:
+                    return False
+                built.append(vertex)
+            for vertex in built:
+                graph.run_manager.remove_vertex_from_runnables(vertex.id)
+            following = []
+            for vertex in built:
+                following.extend(await graph.get_next_runnable_vertices(lock, vertex=vertex, cache=False))
+            to_process.extend(sorted(set(following)))
+        return True
+
+    async def _build(self, graph, vertex_id: str):
+        """Builds one vertex and reports it; the vertex, or None when it failed."""
+        emitter = self.emitter
+        vertex = graph.get_vertex(vertex_id)
+        emitter.vertex_start(vertex_id, vertex.display_name)
+        self._current = vertex_id
+        cap = emitter.begin_capture()
+        started = time.perf_counter()
+        try:
+            result = await graph.build_vertex(
+                vertex_id=vertex_id, user_id=graph.user_id, inputs_dict={},
+                fallback_to_env_vars=bool(self.spec["runtime_options"].get("fallback_to_env_vars")),
+                event_manager=self._events)
+        except Exception as exc:  # noqa: BLE001 - the vertex failed: Langflow stops here
+            logs = emitter.end_capture(cap)
+            self._failed(vertex, exc, logs, time.perf_counter() - started)
+            return None
+        finally:
+            self._current = None
+        logs = emitter.end_capture(cap)
+        data = result.result_dict
+        outputs = getattr(data, "outputs", None) or {}
+        emitter.step(vertex_id, vertex.display_name, bool(result.valid),
+                     round((time.perf_counter() - started) * 1000), outputs, logs,
+                     result=_dump(data),
+                     types={name: type(value).__name__
+                            for name, value in (getattr(vertex, "results", None) or {}).items()})
+        return vertex
+
+    def _failed(self, vertex, exc, logs: str, elapsed: float) -> None:
+        error = _langflow_error(vertex, exc)
         tb = getattr(exc, "formatted_traceback", None) or traceback.format_exc()
-        vertex = _vertex(graph, vid)
         label = "output"
         outputs = getattr(vertex, "outputs", None)
         if outputs and isinstance(outputs[0], dict) and isinstance(outputs[0].get("name"), str):
             label = outputs[0]["name"]
         if logs and not logs.endswith("\n"):
             logs += "\n"
-        self.emitter.step(vid, _name(graph, vid), False, round(elapsed * 1000),
+        self.emitter.step(vertex.id, vertex.display_name, False, round(elapsed * 1000),
                           self.error_outputs(label, error, tb), logs + error, error=error)
-        downstream = _downstream(graph, vertex) if vertex is not None else set()
-        for other in graph.vertices:  # payload order; each unbuilt vertex once
-            if other.id == vid or getattr(other, "built", False):
-                continue
-            if other.id in downstream:
-                message = f"not built: upstream {vid} failed"
-            else:
-                message = f"not built: the run stopped when {vid} failed (lfx stops at the first failure)"
-            self.emitter.step(other.id, other.display_name, False, 0, {"error": message}, message,
-                              error=message)
 
-    def _harvest(self, graph) -> list:
-        """Graph._run: built vertices the caller asked for, else every output vertex."""
+    async def _harvest(self, graph) -> list:
+        """Graph._run: built vertices the caller asked for, else every output vertex; a
+        vertex without a result is drained first (consume_async_generator)."""
         wanted = self.spec["outputs"]
+        stream = bool(self.spec["runtime_options"].get("stream"))
         out = []
         for vertex in graph.vertices:
             if not vertex.built:
                 continue
+            if not vertex.result and not stream and hasattr(vertex, "consume_async_generator"):
+                await vertex.consume_async_generator()
             if (not wanted and vertex.is_output) or vertex.display_name in wanted or vertex.id in wanted:
-                result = vertex.result
-                if result is not None and hasattr(result, "model_dump"):
-                    try:
-                        result = result.model_dump(mode="json")
-                    except Exception:  # noqa: BLE001 - fall back to the runner's own encoding
-                        result = result.model_dump()
-                out.append(result)
+                out.append(_dump(vertex.result))
         return out
+
+
+def _dropped(*, manager, event_type, data) -> None:  # noqa: ARG001
+    """An lfx event the guest does not send: the host makes its own from the frames."""

@@ -1,3 +1,0 @@
-"""Stand-in for the ``lfx`` package (see ../README.md). Not the real lfx."""
-
-STAND_IN = True
