@@ -21,14 +21,18 @@ What one ``execute(unit)`` does, as lfx's ``InProcessExecutor`` would
    path (``runtime_options["_use_arun_legacy"]``, what ``Graph.arun`` / ``/api/v1/run``
    use): only the ``RunComplete``.
 3. Feeds the caller's ``runtime_options["event_manager"]`` as events arrive, with the
-   names and payloads of an in-process run: ``on_build_start`` (``vertex_started``),
-   ``on_token`` (``token``), ``on_message`` (``message``, after storing it with
-   ``astore_message``), ``on_end_vertex`` (``vertex_built``: ``{"build_data": {id, valid,
-   data}}`` as ``Graph.async_start`` sends it), ``on_error`` (``error``).
-4. On the ``error`` event it raises, on both paths, after the steps before it: lfx's
-   ``ComponentBuildError`` with Langflow's text when a vertex failed (``failed`` is set)
-   and lfx imports, else :class:`GuestflowRunError`. The ``complete`` event's ``context``
-   is set back on the host graph.
+   names and payloads of an in-process run: ``on_token`` (``token``), ``on_message``
+   (``message``, after storing it with ``astore_message``); on the streaming path also
+   ``on_build_start`` (``vertex_started``) and ``on_end_vertex`` (``vertex_built``:
+   ``{"build_data": {id, valid, data}}``), which only ``Graph.async_start`` sends, and
+   ``on_error`` (``error``) -- on the legacy path Langflow's run endpoint sends that itself
+   when the run raises.
+4. On the ``error`` event it raises, on both paths, after the steps before it, what lfx's
+   run raises: for a failed vertex (``failed`` is set) lfx's ``ComponentBuildError`` with
+   Langflow's text on the streaming path, ``ValueError("Error running graph: …")`` from it
+   on the legacy path (``Graph._run`` wraps it so); otherwise, or without lfx,
+   :class:`GuestflowRunError`. The ``complete`` event's ``context`` is set back on the
+   host graph.
 5. If the consumer stops early (``aclose()``, task cancellation, an exception), the run is
    cancelled with ``DELETE /v1/runs/{id}`` before the generator finishes (bounded by a few
    seconds), and the request also carries ``cancel_on_disconnect: true`` so a worker that
@@ -162,10 +166,13 @@ class GuestflowExecutor(Executor):
                             return
                         if etype == "error":
                             finished = True
-                            await run.on_error(event)
-                            raise run.failure(event, run_id)
-                        payload = await run.on_event(event)
-                        if payload is not None and not legacy:
+                            if not legacy:
+                                # The legacy caller (Langflow's run endpoint) sends its own
+                                # error event when the run raises, as it does in process.
+                                await run.on_error(event)
+                            raise run.failure(event, run_id, legacy=legacy)
+                        payload = await run.on_event(event, legacy=legacy)
+                        if payload is not None:
                             yield StepResult(payload=payload)
                     problem = "the run stream ended before the run's terminal event"
                 except _http.GuestflowConnectionError as exc:
@@ -213,16 +220,19 @@ class _RunEvents:
         if inspect.isawaitable(result):
             await result
 
-    async def on_event(self, event: dict[str, Any]) -> Any:
+    async def on_event(self, event: dict[str, Any], *, legacy: bool) -> Any:
         """A non-terminal event: the caller's callbacks; the payload to yield, if any."""
         etype = event.get("type")
         if etype == "vertex_built":
+            if legacy:
+                return None  # Graph._run neither yields nor announces built vertices
             built = _shapes.vertex_build_result(event, self.nodes.get(str(event.get("id"))), self.graph)
             build_data = {"id": built.vertex.id, "valid": True, "data": _shapes.dump_result(built.result_dict)}
             await self._emit("on_end_vertex", {"build_data": build_data})
             return built
         if etype == "vertex_started":
-            await self._emit("on_build_start", {"id": event.get("id")})
+            if not legacy:
+                await self._emit("on_build_start", {"id": event.get("id")})
         elif etype == "token":
             await self._emit("on_token", event.get("data"))
         elif etype == "message":
@@ -238,12 +248,22 @@ class _RunEvents:
     async def on_error(self, event: dict[str, Any]) -> None:
         await self._emit("on_error", {"error": self.scrub(str(event.get("message") or ""))})
 
-    def failure(self, event: dict[str, Any], run_id: str | None) -> Exception:
-        """lfx's ComponentBuildError for a failed vertex, else GuestflowRunError."""
+    def failure(self, event: dict[str, Any], run_id: str | None, *, legacy: bool) -> Exception:
+        """What lfx's run raises for this ``error`` event.
+
+        A failed vertex: lfx's ``ComponentBuildError`` with Langflow's text (the streaming
+        path, ``Graph.async_start``); the legacy path's ``Graph._run`` wraps it as
+        ``ValueError("Error running graph: …")``. Anything else (a timeout, a cancelled or
+        refused run, no lfx here): GuestflowRunError.
+        """
         code = str(event.get("code") or "guest_failed")
         message = self.scrub(str(event.get("message") or ""))
         if code == "guest_failed" and event.get("failed"):
             built = _shapes.component_build_error(message, self.scrub(str(event.get("traceback") or "")))
+            if built is not None and legacy:
+                wrapped = ValueError(f"Error running graph: {built}")
+                wrapped.__cause__ = built
+                return wrapped
             if built is not None:
                 return built
         return GuestflowRunError(code, message, run_id)

@@ -152,15 +152,20 @@ class Failures(unittest.IsolatedAsyncioTestCase):
         self.assertEqual(ctx.exception.message, COMPONENT_ERROR)
         self.assertEqual([i.payload.vertex.id for i in seen], [IN], "only the step before the failure")
 
-    async def test_the_legacy_path_raises(self) -> None:
+    async def test_the_legacy_path_raises_what_graph_run_raises(self) -> None:
         from lfx.exceptions.component import ComponentBuildError
 
+        manager = RecordingEventManager()
         async with FakeServe([_built(IN, "Chat Input", "hi"), _failure(COMPONENT_ERROR, [OUT])]) as serve:
-            unit = Unit(graph=_flows.hello_graph(), runtime_options={"_use_arun_legacy": True})
+            unit = Unit(graph=_flows.hello_graph(), runtime_options={"_use_arun_legacy": True, "event_manager": manager})
             seen: list = []
-            with self.assertRaises(ComponentBuildError):
+            with self.assertRaises(ValueError) as ctx:
                 await _drain(GuestflowExecutor(url=serve.url, token="t").execute(unit), seen)
+        # Graph._run: `raise ValueError(f"Error running graph: {exc}") from exc`.
+        self.assertEqual(str(ctx.exception), f"Error running graph: {COMPONENT_ERROR}")
+        self.assertIsInstance(ctx.exception.__cause__, ComponentBuildError)
         self.assertEqual(seen, [], "no RunComplete, no partial outputs")
+        self.assertEqual(manager.calls, [], "the run endpoint sends its own error event, as in process")
 
     async def test_a_run_that_failed_without_a_vertex_raises_guestflow_s_error(self) -> None:
         timeout = {"type": "error", "code": "timeout", "message": "the run took longer than 2 s"}
@@ -200,6 +205,15 @@ class Events(unittest.IsolatedAsyncioTestCase):
         build_data = manager.calls[5][1]["build_data"]
         self.assertEqual((build_data["id"], build_data["valid"]), (OUT, True))
         self.assertEqual(build_data["data"]["component_id"], OUT)
+
+    async def test_the_legacy_path_passes_tokens_and_messages_only(self) -> None:
+        # Graph._run builds through process(): components send tokens and messages, but the
+        # build_start / end_vertex events are async_start's.
+        manager = RecordingEventManager()
+        async with FakeServe(HAPPY) as serve:
+            unit = Unit(graph=_flows.hello_graph(), runtime_options={"_use_arun_legacy": True, "event_manager": manager})
+            await _drain(GuestflowExecutor(url=serve.url, token="t").execute(unit), [])
+        self.assertEqual(manager.names(), ["on_token", "on_token"])
 
     async def test_an_error_reaches_on_error_before_the_raise(self) -> None:
         manager = RecordingEventManager()
