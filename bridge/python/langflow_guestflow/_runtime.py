@@ -205,16 +205,32 @@ def tweaks(graph: Any, dump: Any) -> dict[str, dict[str, Any]]:
             except (TypeError, ValueError):
                 continue
             if value != spec.get("value"):
-                changed[field] = value
+                changed[field] = _tweak_value(spec, value)
         if changed:
             out[vid] = changed
     return out
 
 
+def _tweak_value(spec: dict[str, Any], value: Any) -> Any:
+    """``value`` as lfx's apply_tweaks sets it on a field of this template entry.
+
+    apply_tweaks reads a dict tweak as the field's attributes (``{"value": …}``) except for a
+    ``NestedDict`` or ``mcp`` field, and a plain tweak turns ``load_from_db`` off: a dict
+    value is wrapped, and a ``load_from_db`` field stays one (its value names a variable).
+    """
+    if spec.get("type") in ("NestedDict", "mcp"):
+        return value
+    if spec.get("load_from_db"):
+        return {"value": value, "load_from_db": True}
+    if isinstance(value, dict):
+        return {"value": value}
+    return value
+
+
 # -- variables ---------------------------------------------------------------------------
 
 
-def _load_from_db_fields(graph: Any, dump: Any, tweaked: dict[str, dict[str, Any]]):
+def _load_from_db_fields(graph: Any, dump: Any):
     """(variable name, vertex display name, field) of every load_from_db field with a name."""
     vertices = _vertices(graph)
     for node in nodes_of(dump):
@@ -224,10 +240,8 @@ def _load_from_db_fields(graph: Any, dump: Any, tweaked: dict[str, dict[str, Any
             if not isinstance(spec, dict) or not spec.get("load_from_db"):
                 continue
             name = spec.get("value")
-            if field in tweaked.get(vid, {}):
-                name = tweaked[vid][field]
-            elif isinstance(raw, dict) and field in raw:
-                name = raw[field]
+            if isinstance(raw, dict) and field in raw:
+                name = raw[field]  # what update_params_with_load_from_db_fields reads
             if isinstance(name, str) and name.strip():
                 yield name, display_name(node), field
 
@@ -290,13 +304,13 @@ def _is_noop(session: Any) -> bool:
 
 
 async def resolve_variables(
-    graph: Any, dump: Any, tweaked: dict[str, dict[str, Any]], *, fallback_to_env_vars: bool
+    graph: Any, dump: Any, *, fallback_to_env_vars: bool
 ) -> dict[str, str]:
     """Every variable the run needs, by name. Raises VariableError naming a missing one."""
     out: dict[str, str] = {}
     requested = request_variables(graph)
     source = _VariableSource(user_id(graph), fallback_to_env_vars=fallback_to_env_vars)
-    for name, vertex_name, field in _load_from_db_fields(graph, dump, tweaked):
+    for name, vertex_name, field in _load_from_db_fields(graph, dump):
         if name in out:
             continue
         if name in requested:

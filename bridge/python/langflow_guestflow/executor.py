@@ -324,7 +324,7 @@ async def add_run_state(body: dict[str, Any], unit: Unit) -> dict[str, str]:
         body["tweaks"] = tweaks
     try:
         variables = await _runtime.resolve_variables(
-            graph, dump, tweaks, fallback_to_env_vars=bool(opts.get("fallback_to_env_vars"))
+            graph, dump, fallback_to_env_vars=bool(opts.get("fallback_to_env_vars"))
         )
     except _runtime.VariableError as exc:
         raise GuestflowRunError("bad_request", str(exc)) from exc

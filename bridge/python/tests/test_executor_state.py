@@ -59,6 +59,20 @@ class RunState(unittest.IsolatedAsyncioTestCase):
         self.assertEqual(body["context"], {"request": {"lang": "fr"}})
         self.assertEqual(body["tweaks"], {IN: {"input_value": "set after load"}})
 
+    async def test_tweaks_read_as_lfx_s_apply_tweaks_reads_them(self) -> None:
+        # apply_tweaks takes a dict as the field's attributes and turns load_from_db off for a
+        # plain value: a dict goes as {"value": …}, a variable name keeps load_from_db.
+        graph = _with_secret_field()
+        graph.get_vertex(IN).update_raw_params({"input_value": {"text": "a dict"}}, overwrite=True)
+        graph.get_vertex(OUT).update_raw_params({"sender_name": "GF_OTHER_KEY"}, overwrite=True)
+        with mock.patch.dict(os.environ, {"GF_OTHER_KEY": SECRET}):
+            async with FakeServe(HAPPY) as serve:
+                await _run(serve, Unit(graph=graph, runtime_options={"fallback_to_env_vars": True}))
+        body = serve.bodies[0]
+        self.assertEqual(body["tweaks"], {IN: {"input_value": {"value": {"text": "a dict"}}},
+                                          OUT: {"sender_name": {"value": "GF_OTHER_KEY", "load_from_db": True}}})
+        self.assertEqual(body["variables"], {"GF_OTHER_KEY": SECRET}, "the name set after load is the one resolved")
+
     async def test_an_untouched_graph_sends_no_tweaks(self) -> None:
         async with FakeServe(HAPPY) as serve:
             await _run(serve, Unit(graph=_flows.hello_graph()))
