@@ -32,11 +32,13 @@ import sys
 import time
 import traceback
 
-from core_executor import CoreExecutor
-from flow_graph import Graph
-from frame_protocol import Emitter, OutputCapture, encode_frame, error_outputs, write_all
-from run_errors import LFX_IMAGE_HINT, RunnerFatal, SpecError
-from run_services import apply_tweaks, resolve_load_from_db, set_session_id, take_variables
+sys.dont_write_bytecode = True  # a run directory is used once: no __pycache__ left beside us
+
+from core_executor import CoreExecutor  # noqa: E402
+from flow_graph import Graph  # noqa: E402
+from frame_protocol import Emitter, OutputCapture, encode_frame, error_outputs, write_all  # noqa: E402
+from run_errors import LFX_IMAGE_HINT, RunnerFatal, SpecError  # noqa: E402
+from run_services import apply_tweaks, resolve_load_from_db, set_session_id, take_variables  # noqa: E402
 
 RUNNER_VERSION = 1
 PIP_TAIL = 4096  # bytes of pip output quoted in a failed-install message

@@ -124,13 +124,18 @@ _RSS_WRAPPER = (
 
 
 def run_runner(spec=None, *, spec_text=None, env=None, args=None, timeout=60.0,
-               measure_rss=False, wrap=None, runner=None) -> RunResult:
+               measure_rss=False, wrap=None, runner=None, files=None, inspect=None) -> RunResult:
     """Runs the runner like the host does and collects every stdout line as it arrives.
 
     `wrap` prefixes the command line (e.g. ["timeout", "--signal=KILL", "3"], as the host does);
-    `runner` is another runner.py to run (default: guest/runner.py).
+    `runner` is another runner.py to run (default: guest/runner.py); `files` ({name: bytes})
+    are written beside spec.json (variables.json); `inspect(run_dir)` is called after the
+    run, before the directory goes.
     """
     with tempfile.TemporaryDirectory(prefix="gf-runner-") as tmp:
+        for name, data in (files or {}).items():
+            with open(os.path.join(tmp, name), "wb") as f:
+                f.write(data)
         spec_path = os.path.join(tmp, "spec.json")
         if spec_text is None:
             spec_text = json.dumps(spec)
@@ -166,6 +171,8 @@ def run_runner(spec=None, *, spec_text=None, env=None, args=None, timeout=60.0,
             proc.wait()
             killer.cancel()
         elapsed = time.monotonic() - started
+        if inspect is not None:
+            inspect(tmp)
         if elapsed >= timeout:
             raise AssertionError(f"runner killed after {timeout} s; lines so far: {lines[-5:]}")
         err = b"".join(stderr).decode("utf-8", "replace")
