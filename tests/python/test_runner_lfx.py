@@ -9,7 +9,9 @@ only have run through lfx_path.py and the stand-in.
 from __future__ import annotations
 
 import copy
+import hashlib
 import importlib.util
+import json
 import os
 import shutil
 import tempfile
@@ -23,6 +25,7 @@ from .langflow_shapes import (
     edge,
     graph,
     note,
+    prompt,
     raising,
     sleep,
     uppercase,
@@ -207,6 +210,152 @@ class RunsThroughLfx(unittest.TestCase):
         self.assertIn("lfx could not load the flow: ValueError: Component 'OpenAIModel' (OpenAIModel-m1)",
                       result.fatal["error"])
         self.assertIn("from_payload", result.fatal["traceback"])
+
+
+def stream_text(vid: str, chunks: list) -> dict:
+    return component(vid, "StreamText", "Model", {"chunks": json.dumps(chunks), "delay": 0})
+
+
+def memory(vid: str = "Memory-m1") -> dict:
+    return component(vid, "Memory", "Message History",
+                     {"n_messages": 100, "order": "Ascending", "sender": "Machine and User",
+                      "sender_name": "", "session_id": "", "template": "{sender_name}: {text}"},
+                     ("messages_text", "dataframe"))
+
+
+def loop_node(vid: str = "LoopComponent-l1") -> dict:
+    node = component(vid, "LoopComponent", "Loop", {"data": None}, ("item", "done"))
+    node["data"]["node"]["outputs"][0]["allows_loop"] = True
+    return node
+
+
+def said(sender_name: str, text: str, session: str = "S1") -> dict:
+    """A message of the session's history as Langflow's memory API gives it."""
+    sender = "User" if sender_name == "User" else "Machine"
+    return {"text": text, "sender": sender, "sender_name": sender_name, "session_id": session,
+            "timestamp": "2026-12-01 10:00:00 UTC", "flow_id": None, "id": f"m-{text}", "files": [],
+            "properties": {}, "error": False}
+
+
+class LangflowRunState(unittest.TestCase):
+    """What crosses into the guest's lfx run (session, user, context, history, variables)
+    and what comes out of it (tokens, stored messages, the context) - as Langflow's run."""
+
+    def run_lfx(self, spec, **kw):
+        result = run_runner(spec, env=STANDIN, **kw)
+        assert_well_formed(self, result)
+        self.assertEqual(result.notes()[0]["executor"], "lfx")
+        return result
+
+    def test_user_session_and_context_reach_the_graph_and_the_context_comes_back(self):
+        nodes = [chat_input(), component("Identity-id1", "Identity", "Identity", {"input_value": ""}),
+                 component("SetContext-c1", "SetContext", "Set",
+                           {"key": "answer", "value": "42", "input_value": ""}),
+                 chat_output()]
+        spec = lfx_spec(graph(nodes, chain(*nodes)), [chat("hi")], session_id="S1", user_id="u-7",
+                        context={"request": "r1"})
+        result = self.run_lfx(spec)
+        seen = json.loads(texts(result)[0][0])
+        self.assertEqual(seen, {"flow_id": None, "input": "hi", "session_id": "S1", "user_id": "u-7"})
+        # graph.context: the request's context plus what the flow set, as the state frame.
+        self.assertEqual(result.of("state"), [{"t": "state", "context": {"request": "r1", "answer": "42"}}])
+        step = result.step("Identity-id1")
+        self.assertEqual(step["types"], {"text": "Message"})
+        self.assertEqual(step["result"]["component_id"], "Identity-id1")
+        self.assertEqual(step["result"]["outputs"], step["outputs"])
+        self.assertEqual(step["result"]["results"]["text"]["text"], texts(result)[0][0])
+        # Chat Input and Chat Output stored their messages in the session: two message frames.
+        stored = result.of("message")
+        self.assertEqual([(m["id"], m["data"]["sender"], m["data"]["session_id"]) for m in stored],
+                         [("ChatInput-in1", "User", "S1"), ("ChatOutput-out1", "Machine", "S1")])
+        self.assertEqual(stored[0]["data"]["text"], "hi")
+        self.assertTrue(all(m["data"]["id"] for m in stored))
+
+    def test_without_a_session_nothing_is_stored(self):
+        result = self.run_lfx(lfx_spec(upper_flow(), [chat("hi")]))
+        self.assertEqual(result.of("message"), [])
+        self.assertEqual(result.of("state"), [{"t": "state", "context": {}}])
+
+    def test_memory_reads_the_shipped_history_and_what_the_run_stored(self):
+        nodes = [chat_input(), memory(), prompt("Prompt-p1", "{history}|{question}", history="", question=""),
+                 chat_output()]
+        edges = [edge("ChatInput-in1", "message", "Prompt-p1", "question"),
+                 edge("Memory-m1", "messages_text", "Prompt-p1", "history"),
+                 edge("Prompt-p1", "prompt", "ChatOutput-out1", "input_value")]
+        history = [said("User", "my name is Ada"), said("AI", "hello Ada"),
+                   said("User", "another session", session="S2")]
+        spec = lfx_spec(graph(nodes, edges), [chat("what is my name?")], session_id="S1", history=history)
+        result = self.run_lfx(spec)
+        # lfx's first layer is [ChatInput-in1, Memory-m1]: the input is stored before Memory reads.
+        self.assertEqual(texts(result), [["User: my name is Ada\nAI: hello Ada\nUser: what is my name?"
+                                          "|what is my name?"]])
+        frame = result.step("Memory-m1")["result"]["results"]["dataframe"]
+        self.assertEqual(result.step("Memory-m1")["types"], {"messages_text": "Message", "dataframe": "DataFrame"})
+        self.assertTrue(frame)
+        self.assertEqual([m["data"]["text"] for m in result.of("message")],
+                         ["what is my name?", texts(result)[0][0]])
+
+    def test_streamed_chunks_arrive_as_tokens_before_the_vertex_step(self):
+        nodes = [chat_input(), stream_text("StreamText-s1", ["Hel", "lo", " there"]), chat_output()]
+        result = self.run_lfx(lfx_spec(graph(nodes, chain(*nodes)), [chat("go")], session_id="S1"))
+        order = [(f["t"], f.get("id") or f.get("event", {}).get("id")) for f in result.frames
+                 if f["t"] in ("vertex_start", "step", "token", "message")]
+        self.assertEqual(order[-7:], [("vertex_start", "ChatOutput-out1"), ("message", "ChatOutput-out1"),
+                                      ("token", "ChatOutput-out1"), ("token", "ChatOutput-out1"),
+                                      ("token", "ChatOutput-out1"), ("message", "ChatOutput-out1"),
+                                      ("step", "ChatOutput-out1")])
+        tokens = result.of("token")
+        first, final = result.of("message")[-2:]
+        self.assertEqual([t["data"]["chunk"] for t in tokens], ["Hel", "lo", " there"])
+        self.assertEqual({t["data"]["id"] for t in tokens}, {first["data"]["id"]})
+        # Stored with empty text while it streams, then updated (same id) with the whole text.
+        self.assertEqual((first["data"]["text"], final["data"]["text"]), ("", "Hello there"))
+        self.assertEqual(final["data"]["id"], first["data"]["id"])
+        self.assertEqual(texts(result), [["Hello there"]])
+
+    def test_a_stream_nobody_stores_is_drained_without_tokens(self):
+        nodes = [chat_input(), stream_text("StreamText-s1", ["a", "b"]), chat_output()]
+        result = self.run_lfx(lfx_spec(graph(nodes, chain(*nodes)), [chat("go")]))
+        self.assertEqual(result.of("token"), [])
+        self.assertEqual(texts(result), [["ab"]])
+
+    def test_a_variable_reaches_its_component_and_no_frame(self):
+        secret = "sk-guestflow-test-0123456789"
+        key = component("KeyCheck-k1", "KeyCheck", "Key Check", {"api_key": "OPENAI_API_KEY"})
+        key["data"]["node"]["template"]["api_key"]["load_from_db"] = True
+        nodes = [chat_input(), key, chat_output()]
+        spec = lfx_spec(graph(nodes, [edge("KeyCheck-k1", "text", "ChatOutput-out1", "input_value")]),
+                        [chat("x")])
+        result = self.run_lfx(spec, files={"variables.json": json.dumps({"OPENAI_API_KEY": secret}).encode()})
+        digest = hashlib.sha256(secret.encode()).hexdigest()
+        self.assertEqual(texts(result), [[f"sha256={digest} length={len(secret)}"]])
+        self.assertNotIn(secret.encode(), b"".join(result.lines))
+
+    def test_a_loop_runs_its_body_once_per_item_inside_the_loop_vertex(self):
+        nodes = [chat_input(), component("Lines-x1", "Lines", "Lines", {"input_value": ""}, ("dataframe",)),
+                 loop_node(), uppercase("Uppercase-up1")]
+        edges = [edge("ChatInput-in1", "message", "Lines-x1", "input_value"),
+                 edge("Lines-x1", "dataframe", "LoopComponent-l1", "data"),
+                 edge("LoopComponent-l1", "item", "Uppercase-up1", "input_value"),
+                 edge("Uppercase-up1", "text", "LoopComponent-l1", "item")]
+        result = self.run_lfx(lfx_spec(graph(nodes, edges), [chat("a\nb\nc")], outputs=["Loop"]))
+        # The body is a subgraph the Loop runs per item: it gets no step of its own.
+        self.assertEqual([s["id"] for s in result.steps], ["ChatInput-in1", "Lines-x1", "LoopComponent-l1"])
+        done = result.step("LoopComponent-l1")["outputs"]["done"]
+        self.assertEqual(done, {"message": [{"text": "A"}, {"text": "B"}, {"text": "C"}], "type": "array"})
+        self.assertEqual(result.step("LoopComponent-l1")["types"], {"item": "Data", "done": "DataFrame"})
+
+    def test_a_failing_loop_body_fails_the_loop_with_langflow_s_text(self):
+        nodes = [chat_input(), component("Lines-x1", "Lines", "Lines", {"input_value": ""}, ("dataframe",)),
+                 loop_node(), raising("Raise-r1", "bad item")]
+        edges = [edge("ChatInput-in1", "message", "Lines-x1", "input_value"),
+                 edge("Lines-x1", "dataframe", "LoopComponent-l1", "data"),
+                 edge("LoopComponent-l1", "item", "Raise-r1", "input_value"),
+                 edge("Raise-r1", "text", "LoopComponent-l1", "item")]
+        result = self.run_lfx(lfx_spec(graph(nodes, edges), [chat("a")]))
+        failed = result.steps[-1]
+        self.assertEqual((failed["id"], failed["valid"]), ("LoopComponent-l1", False))
+        self.assertEqual(failed["error"], "Error building Component Raise: \n\nbad item (input: a)")
 
 
 class Timeout(unittest.TestCase):
