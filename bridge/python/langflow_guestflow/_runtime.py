@@ -34,6 +34,8 @@ logger = logging.getLogger(__name__)
 ENV_NAMES = "GUESTFLOW_EXECUTOR_ENV"
 MASK = "********"
 MIN_SECRET_BYTES = 4
+# lfx's value classes a guest can rebuild from their JSON (the `types` of the run events).
+LFX_VALUE_TYPES = ("Message", "Data", "DataFrame")
 # The component source and lfx's CODE_EXECUTION_FIELD_NAMES (utils/flow_validation.py): a
 # tweak of one is refused, so a value read back from raw_params is never sent for them.
 PROTECTED_FIELDS = frozenset({
@@ -153,18 +155,27 @@ def context(graph: Any) -> dict[str, Any] | None:
     return out or None
 
 
-def apply_context(graph: Any, returned: Any) -> None:
-    """What the guest set on its graph's context, set on the host graph's."""
+def apply_context(graph: Any, returned: Any, sent: dict[str, Any] | None) -> None:
+    """What the guest set on its graph's context, set on the host graph's.
+
+    The guest returns its whole context as JSON; an entry equal to what was sent is the
+    host's own value round-tripped (a Loop's ``Data`` list would come back as dicts), so
+    only the entries the guest added or changed are set.
+    """
     if not isinstance(returned, dict) or not returned or isinstance(graph, (dict, str, bytes)):
+        return
+    sent = sent or {}
+    changed = {k: v for k, v in returned.items() if k not in sent or sent[k] != v}
+    if not changed:
         return
     current = getattr(graph, "context", None)
     merged = dict(current) if isinstance(current, dict) else {}
-    merged.update(returned)
+    merged.update(changed)
     try:
         graph.context = merged
     except (AttributeError, TypeError):
         if isinstance(current, dict):
-            current.update(returned)
+            current.update(changed)
 
 
 # -- tweaks ------------------------------------------------------------------------------
@@ -200,28 +211,34 @@ def tweaks(graph: Any, dump: Any) -> dict[str, dict[str, Any]]:
             spec = template.get(field)
             if field in PROTECTED_FIELDS or field in fed.get(vid, ()) or not isinstance(spec, dict):
                 continue
+            value_type = type(value).__name__ if type(value).__name__ in LFX_VALUE_TYPES else None
             try:
                 value = jsonable(value)
             except (TypeError, ValueError):
                 continue
             if value != spec.get("value"):
-                changed[field] = _tweak_value(spec, value)
+                changed[field] = _tweak_value(spec, value, value_type)
         if changed:
             out[vid] = changed
     return out
 
 
-def _tweak_value(spec: dict[str, Any], value: Any) -> Any:
+def _tweak_value(spec: dict[str, Any], value: Any, value_type: str | None) -> Any:
     """``value`` as lfx's apply_tweaks sets it on a field of this template entry.
 
     apply_tweaks reads a dict tweak as the field's attributes (``{"value": …}``) except for a
     ``NestedDict`` or ``mcp`` field, and a plain tweak turns ``load_from_db`` off: a dict
     value is wrapped, and a ``load_from_db`` field stays one (its value names a variable).
+    An lfx object (a Loop's ``Data`` item) goes as its JSON with its class name beside it
+    (``value_type``, as the run events' ``types`` name built values), for the guest to
+    rebuild it.
     """
     if spec.get("type") in ("NestedDict", "mcp"):
         return value
     if spec.get("load_from_db"):
         return {"value": value, "load_from_db": True}
+    if value_type is not None:
+        return {"value": value, "value_type": value_type}
     if isinstance(value, dict):
         return {"value": value}
     return value

@@ -159,7 +159,7 @@ class GuestflowExecutor(Executor):
                         etype = event.get("type")
                         if etype == "complete":
                             finished = True
-                            _runtime.apply_context(unit.graph, event.get("context"))
+                            _runtime.apply_context(unit.graph, event.get("context"), body.get("context"))
                             if not legacy:
                                 yield StepResult(payload=_shapes.finish(event))
                             yield RunComplete(outputs=rebuild_run_outputs(event.get("outputs")))

@@ -88,12 +88,33 @@ class RunState(unittest.IsolatedAsyncioTestCase):
         self.assertEqual(graph.session_id, "new", "as Graph._arun_legacy sets it")
 
     async def test_the_context_the_guest_set_comes_back_onto_the_graph(self) -> None:
+        from lfx.schema.data import Data
+
         graph = _flows.hello_graph()
-        graph.context = {"kept": 1}
-        events = [*HAPPY[:-1], _complete("hi", context={"counter": 3})]
+        items = [Data(data={"text": "one"})]
+        graph.context = {"kept": 1, "items": items, "changed": "before"}
+        # The guest returns its whole context as JSON: what it was sent, round-tripped, and
+        # what it set.
+        returned = {"kept": 1, "items": [{"text_key": "text", "data": {"text": "one"}, "default_value": ""}],
+                    "changed": "after", "counter": 3}
+        events = [*HAPPY[:-1], _complete("hi", context=returned)]
         async with FakeServe(events) as serve:
             await _run(serve, Unit(graph=graph))
-        self.assertEqual(dict(graph.context), {"kept": 1, "counter": 3})
+        self.assertEqual(serve.bodies[0]["context"]["items"], returned["items"])
+        self.assertEqual(graph.context["counter"], 3)
+        self.assertEqual(graph.context["changed"], "after")
+        self.assertIs(graph.context["items"], items, "the host's own objects are not replaced by their JSON")
+
+    async def test_an_lfx_object_set_after_load_goes_with_its_class_name(self) -> None:
+        from lfx.schema.data import Data
+
+        graph = _flows.hello_graph()
+        graph.get_vertex(IN).update_raw_params({"input_value": Data(data={"text": "item"})}, overwrite=True)
+        async with FakeServe(HAPPY) as serve:
+            await _run(serve, Unit(graph=graph))
+        tweak = serve.bodies[0]["tweaks"][IN]["input_value"]
+        self.assertEqual(tweak["value_type"], "Data")
+        self.assertEqual(tweak["value"]["data"], {"text": "item"})
 
 
 class Variables(unittest.IsolatedAsyncioTestCase):
