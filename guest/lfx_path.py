@@ -54,6 +54,8 @@ VERSION = None
 _NEEDED = ("from_payload", "sort_vertices", "build_vertex", "get_next_runnable_vertices", "_set_inputs",
            "get_vertex")
 _MEMORY_FUNCTIONS = ("aget_messages", "astore_message", "aupdate_messages")
+# Graph.async_start's options: Langflow's /api/v1/run path (_arun_legacy) takes none of them.
+_STREAMING_ONLY = ("max_iterations", "config", "reset_output_values")
 
 
 def load() -> None:
@@ -247,6 +249,12 @@ class LfxExecutor:
         self._serve_memory()
         self._events = self._event_manager()
         self._graph = self._load()
+        options = self.spec["runtime_options"]
+        unused = [key for key in _STREAMING_ONLY if options.get(key) is not None]
+        if unused:
+            self.emitter.note(warning="runtime options of Langflow's streaming run (async_start) "
+                              "that its /api/v1/run path (_arun_legacy), which lfx runs here, "
+                              "does not take: not used", options=unused)
 
     def run(self) -> list:
         try:

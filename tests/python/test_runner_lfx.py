@@ -164,6 +164,14 @@ class RunsThroughLfx(unittest.TestCase):
         self.assertEqual(result.step("Sleep-s1")["logs"], "sleeping 0.0 s\n")
         self.assertEqual(texts(result), [["zzz"]])
 
+    def test_streaming_run_options_are_named_as_not_used(self):
+        options = {"max_iterations": 10, "config": {"output": {"cache": False}},
+                   "reset_output_values": True, "fallback_to_env_vars": False}
+        result = self.run_lfx(lfx_spec(upper_flow(), [chat("a")], runtime_options=options))
+        warning = next(n for n in result.notes() if "warning" in n)
+        self.assertEqual(warning["options"], ["max_iterations", "config", "reset_output_values"])
+        self.assertEqual(texts(result), [["A"]])
+
     def test_canvas_notes_and_non_component_nodes_never_reach_lfx(self):
         g = upper_flow()
         orphan = copy.deepcopy(g["nodes"][1])
