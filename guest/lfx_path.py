@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import inspect
 import json
 import sys
 import time
@@ -312,7 +313,9 @@ class LfxExecutor:
                     return False
                 built.append(vertex)
             for vertex in built:
-                graph.run_manager.remove_vertex_from_runnables(vertex.id)
+                removed = graph.run_manager.remove_vertex_from_runnables(vertex.id)
+                if inspect.isawaitable(removed):  # a coroutine in some lfx revisions
+                    await removed
             following = []
             for vertex in built:
                 following.extend(await graph.get_next_runnable_vertices(lock, vertex=vertex, cache=False))
