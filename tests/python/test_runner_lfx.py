@@ -245,6 +245,20 @@ def said(sender_name: str, text: str, session: str = "S1") -> dict:
             "properties": {}, "error": False}
 
 
+def in_process_run(g: dict, text: str, outputs: list):
+    """The same flow through the stand-in lfx in this process (Graph.arun: Langflow's run)."""
+    import asyncio  # noqa: PLC0415
+    import sys  # noqa: PLC0415
+
+    sys.path.insert(0, str(LFX_STANDIN))
+    try:
+        from lfx.graph import Graph  # noqa: PLC0415
+
+        return asyncio.run(Graph.from_payload(copy.deepcopy(g)).arun([{"input_value": text}], outputs=outputs))
+    finally:
+        sys.path.remove(str(LFX_STANDIN))
+
+
 class LangflowRunState(unittest.TestCase):
     """What crosses into the guest's lfx run (session, user, context, history, variables)
     and what comes out of it (tokens, stored messages, the context) - as Langflow's run."""
@@ -352,6 +366,20 @@ class LangflowRunState(unittest.TestCase):
         done = result.step("LoopComponent-l1")["outputs"]["done"]
         self.assertEqual(done, {"message": [{"text": "A"}, {"text": "B"}, {"text": "C"}], "type": "array"})
         self.assertEqual(result.step("LoopComponent-l1")["types"], {"item": "Data", "done": "DataFrame"})
+
+    def test_the_guest_s_loop_gives_what_the_stand_in_gives_in_process(self):
+        nodes = [chat_input(), component("Lines-x1", "Lines", "Lines", {"input_value": ""}, ("dataframe",)),
+                 loop_node(), uppercase("Uppercase-up1")]
+        edges = [edge("ChatInput-in1", "message", "Lines-x1", "input_value"),
+                 edge("Lines-x1", "dataframe", "LoopComponent-l1", "data"),
+                 edge("LoopComponent-l1", "item", "Uppercase-up1", "input_value"),
+                 edge("Uppercase-up1", "text", "LoopComponent-l1", "item")]
+        g = graph(nodes, edges)
+        guest = self.run_lfx(lfx_spec(copy.deepcopy(g), [chat("x\ny\nz")], outputs=["Loop"]))
+        in_process = in_process_run(g, "x\ny\nz", ["Loop"])
+        done = in_process[0].outputs[0].results["done"]
+        self.assertEqual([d.data for d in done.to_data_list()], [{"text": "X"}, {"text": "Y"}, {"text": "Z"}])
+        self.assertEqual(guest.run_outputs[0]["outputs"][0]["results"]["done"], done.to_dict())
 
     def test_a_failing_loop_body_fails_the_loop_with_langflow_s_text(self):
         nodes = [chat_input(), component("Lines-x1", "Lines", "Lines", {"input_value": ""}, ("dataframe",)),
