@@ -101,13 +101,13 @@ def _dump(value):
     return value
 
 
-def _jsonable(value):
-    """`value` if it survives JSON as it is, else None (the state frame keeps only those)."""
+def _json_ok(value) -> bool:
+    """Whether `value` survives JSON as it is (the state frame keeps only those)."""
     try:
         json.dumps(value, allow_nan=False)
     except (TypeError, ValueError):
-        return None
-    return value
+        return False
+    return True
 
 
 def _langflow_error(vertex, exc) -> str:
@@ -263,11 +263,12 @@ class LfxExecutor:
         finally:
             if self._graph is not None:
                 context = dict(getattr(self._graph, "context", {}) or {})
-                self.context = {k: v for k, v in context.items() if _jsonable(v) is not None or v is None}
+                self.context = {k: v for k, v in context.items() if isinstance(k, str) and _json_ok(v)}
 
     async def _run_all(self) -> list:
-        graph = self._graph if self._graph is not None else self._load()
-        self._graph = graph
+        if self._graph is None:
+            self.check()
+        graph = self._graph
         runs = self.spec["inputs"] or [None]
         out = []
         for i, entry in enumerate(runs):
