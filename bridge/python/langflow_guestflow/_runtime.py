@@ -13,8 +13,8 @@ user's variables behind every ``load_from_db`` field (``interface/initialize/loa
   Langflow's variable service, then the environment with ``fallback_to_env_vars`` or when
   Langflow has no database), plus every name of ``GUESTFLOW_EXECUTOR_ENV``. A variable that
   resolves to nothing fails the run before it starts, naming it -- never a value.
-* :func:`history` / :func:`store_message` -- the session's messages through Langflow's
-  memory API (``lfx.memory``: ``aget_messages``, ``astore_message``).
+* :func:`history` / :class:`MessageStore` -- the session's messages through Langflow's
+  memory API (``lfx.memory``: ``aget_messages``, ``astore_message``, ``aupdate_messages``).
 
 Secrets travel only in the request's ``variables``; nothing here logs a value.
 """
@@ -400,26 +400,53 @@ async def history(session: str | None) -> list[dict[str, Any]] | None:
     return out
 
 
-async def store_message(data: Any, flow_id: Any) -> bool:
-    """A message the guest stored, stored in Langflow's memory (``astore_message``).
+class MessageStore:
+    """One run's guest messages in Langflow's memory, by the guest's message id.
 
-    Returns False when this host has no Langflow memory (serve's store keeps it then). The
-    guest's message id is dropped: Langflow gives the message its own when it stores it.
+    A guest stores a streamed message twice: first with empty text, then -- same id -- with
+    the whole text (``aupdate_messages``, as lfx's ``send_message`` does). The first is
+    stored with ``astore_message`` (Langflow gives it its own id); a later one with an id
+    already seen updates that stored message with ``aupdate_messages``.
     """
-    memory = _memory()
-    store = getattr(memory, "astore_message", None)
-    if not callable(store) or not isinstance(data, dict):
-        return False
-    try:
+
+    def __init__(self, flow_id: Any) -> None:
+        self.flow_id = flow_id
+        self.memory = _memory()
+        self.seen: set[str] = set()
+        self.stored: dict[str, Any] = {}
+
+    async def put(self, data: Any) -> bool:
+        """Stores or updates one message; True when its id was not seen before in the run."""
+        if not isinstance(data, dict):
+            return True
+        guest_id = data.get("id") or None
+        first = guest_id is None or guest_id not in self.seen
+        if guest_id is not None:
+            self.seen.add(guest_id)
+        store = getattr(self.memory, "astore_message", None)
+        if not callable(store):
+            return first
+        fields = {k: v for k, v in data.items() if k != "id" and v is not None}
+        if not first:
+            previous = self.stored.get(guest_id)
+            update = getattr(self.memory, "aupdate_messages", None)
+            if previous is not None and callable(update):
+                for key, value in fields.items():
+                    with contextlib.suppress(AttributeError, TypeError, ValueError):
+                        setattr(previous, key, value)
+                updated = await update(previous)
+                if isinstance(updated, list) and updated:
+                    self.stored[guest_id] = updated[0]
+            return False
         from lfx.schema.message import Message
-    except ImportError:
-        return False
-    fields = {k: v for k, v in data.items() if k != "id" and v is not None}
-    try:
-        message = Message.model_validate(fields) if hasattr(Message, "model_validate") else Message(**fields)
-    except Exception:  # noqa: BLE001 - keep the fields every stored message has
-        keep = ("text", "sender", "sender_name", "session_id", "files", "timestamp")
-        message = Message(**{k: fields[k] for k in keep if k in fields})
-    flow = flow_id or fields.get("flow_id")
-    await store(message, flow_id=str(flow) if flow else None)
-    return True
+
+        try:
+            message = Message.model_validate(fields) if hasattr(Message, "model_validate") else Message(**fields)
+        except Exception:  # noqa: BLE001 - keep the fields every stored message has
+            keep = ("text", "sender", "sender_name", "session_id", "files", "timestamp")
+            message = Message(**{k: fields[k] for k in keep if k in fields})
+        flow = self.flow_id or fields.get("flow_id")
+        stored = await store(message, flow_id=str(flow) if flow else None)
+        if guest_id is not None:
+            self.stored[guest_id] = stored[0] if isinstance(stored, list) and stored else message
+        return True

@@ -208,7 +208,8 @@ class _RunEvents:
         self.nodes = {_runtime.node_id(n): n for n in _runtime.nodes_of(dump)}
         self.event_manager = event_manager
         self.secrets = secrets
-        self.flow_id = None if isinstance(graph, (dict, str, bytes)) else getattr(graph, "flow_id", None)
+        flow_id = None if isinstance(graph, (dict, str, bytes)) else getattr(graph, "flow_id", None)
+        self.messages = _runtime.MessageStore(flow_id)
 
     def scrub(self, text: str) -> str:
         return _runtime.scrub(text, self.secrets)
@@ -238,11 +239,12 @@ class _RunEvents:
         elif etype == "message":
             data = event.get("data")
             try:
-                await _runtime.store_message(data, self.flow_id)
+                first = await self.messages.put(data)
             except Exception as exc:
                 msg = f"storing a message of the run in Langflow's memory failed: {type(exc).__name__}: {exc}"
                 raise GuestflowRunError("unavailable", self.scrub(msg), event.get("run_id")) from exc
-            await self._emit("on_message", data)
+            if first:  # a streamed message's final text is an update: lfx sends no message event for it
+                await self._emit("on_message", data)
         return None
 
     async def on_error(self, event: dict[str, Any]) -> None:

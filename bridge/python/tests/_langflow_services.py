@@ -21,7 +21,7 @@ from unittest import mock
 
 
 class LangflowMemory:
-    """langflow.memory's aget_messages / astore_message over a list instead of the table."""
+    """langflow.memory's aget_messages / astore_message / aupdate_messages over a list, not the table."""
 
     def __init__(self) -> None:
         self.rows: list[Any] = []
@@ -41,6 +41,18 @@ class LangflowMemory:
             stored.timestamp = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M:%S %Z")
         self.rows.append(stored)
         return [copy.deepcopy(stored)]
+
+    async def aupdate_messages(self, messages: Any) -> list[Any]:
+        """langflow.memory.aupdate_messages: the stored row with each message's id replaced."""
+        out = []
+        for message in messages if isinstance(messages, list) else [messages]:
+            at = next((i for i, m in enumerate(self.rows) if m.id == message.id), None)
+            if at is None:
+                msg = f"Message with id {message.id} not found"
+                raise ValueError(msg)
+            self.rows[at] = copy.deepcopy(message)
+            out.append(copy.deepcopy(message))
+        return out
 
     async def aget_messages(
         self,
@@ -110,6 +122,7 @@ def installed():
     with contextlib.ExitStack() as stack:
         stack.enter_context(mock.patch.object(lfx.memory, "aget_messages", memory.aget_messages))
         stack.enter_context(mock.patch.object(lfx.memory, "astore_message", memory.astore_message))
+        stack.enter_context(mock.patch.object(lfx.memory, "aupdate_messages", memory.aupdate_messages, create=True))
         stack.enter_context(mock.patch.object(lfx.services.deps, "session_scope", session_scope))
         stack.enter_context(mock.patch.object(lfx.services.deps, "get_variable_service", lambda: variables))
         yield memory, variables

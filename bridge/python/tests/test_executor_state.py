@@ -267,6 +267,22 @@ class Memory(unittest.IsolatedAsyncioTestCase):
         self.assertNotEqual(self.memory.rows[-1].id, "guest-id-1", "Langflow gives it its own id")
         self.assertIn(("on_message", stored), manager.calls)
 
+    async def test_a_streamed_message_stored_then_updated_is_one_message(self) -> None:
+        graph = _flows.hello_graph()
+        graph.session_id = self.session
+        manager = RecordingEventManager()
+        first = {"text": "", "sender": "Machine", "sender_name": "AI", "session_id": self.session, "id": "g-7",
+                 "timestamp": "2026-12-06 10:00:05 UTC"}
+        final = {**first, "text": "streamed whole"}
+        events = [*HAPPY[:3], {"type": "message", "id": OUT, "data": first}, *HAPPY[3:5],
+                  {"type": "message", "id": OUT, "data": final}, *HAPPY[5:]]
+        async with FakeServe(events) as serve:
+            await _run(serve, Unit(graph=graph, runtime_options={"event_manager": manager}))
+        texts = [m.text for m in await self.memory.aget_messages(session_id=self.session, order="ASC")]
+        self.assertEqual(texts, ["first question", "first answer", "streamed whole"])
+        self.assertEqual([d for n, d in manager.calls if n == "on_message"], [first],
+                         "lfx sends no message event for a streamed message's update")
+
     async def test_no_session_no_history(self) -> None:
         async with FakeServe(HAPPY) as serve:
             await _run(serve, Unit(graph=_flows.hello_graph()))
