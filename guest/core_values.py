@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import datetime
 import json
-import uuid
 
 from flow_graph import Node
 from frame_protocol import jsonable
@@ -23,7 +22,7 @@ class Message:
     """The parts of Langflow's Message that the core components use."""
 
     __slots__ = ("text", "sender", "sender_name", "session_id", "timestamp", "id", "flow_id",
-                 "context_id", "source")
+                 "context_id")
 
     def __init__(self, text: str, sender=None, sender_name=None, session_id: str = "") -> None:
         self.text = text
@@ -34,7 +33,6 @@ class Message:
         self.id = None  # set when the message is stored (Langflow: the database row's id)
         self.flow_id = None
         self.context_id = ""
-        self.source = None  # (id, display name) of the vertex that made it, when not the holder
 
     @classmethod
     def from_stored(cls, stored: dict) -> "Message":
@@ -56,14 +54,12 @@ class Message:
                 "session_id": self.session_id}
 
     def dump(self, node: Node) -> dict:
-        source_id, source_name = self.source or (node.id, node.name)
         return {
             "text_key": "text", "default_value": "", "text": self.text, "sender": self.sender,
             "sender_name": self.sender_name, "files": [], "session_id": self.session_id,
             "timestamp": self.timestamp, "flow_id": self.flow_id, "error": False, "edit": False,
             "properties": {"text_color": "", "background_color": "", "edited": False,
-                           "source": {"id": source_id, "display_name": source_name,
-                                      "source": None},
+                           "source": {"id": node.id, "display_name": node.name, "source": None},
                            "icon": "", "allow_markdown": False, "positive_feedback": None,
                            "state": "complete", "targets": []},
             "category": "message", "content_blocks": [],
@@ -72,6 +68,8 @@ class Message:
     def store(self, node: Node) -> dict:
         """Gives the message an id (Langflow's stored row has one) and returns the stored dict:
         what the `message` frame carries and the session's history keeps."""
+        import uuid  # noqa: PLC0415 - here, not at the top: most runs store nothing
+
         if self.id is None:
             self.id = str(uuid.uuid4())
         stored = self.dump(node)
