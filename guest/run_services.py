@@ -192,7 +192,7 @@ def apply_tweaks(graph_raw, tweaks: dict) -> None:
     for raw in nodes:
         if not isinstance(raw, dict):
             continue
-        by_id.setdefault(raw.get("id"), raw)
+        by_id[raw.get("id")] = raw  # as lfx's dict comprehensions: the last one wins
         data = raw.get("data") if isinstance(raw.get("data"), dict) else {}
         node = data.get("node") if isinstance(data.get("node"), dict) else {}
         by_name[node.get("display_name")] = raw
