@@ -110,6 +110,16 @@ def _json_ok(value) -> bool:
     return True
 
 
+def _message(stored: dict):
+    """A history entry as lfx's Message (lfx's Data validator keeps unknown keys in `data`;
+    a Message model that refuses them gets the fields it declares)."""
+    try:
+        return _MESSAGE(**stored)
+    except TypeError:
+        fields = getattr(_MESSAGE, "model_fields", None) or {}
+        return _MESSAGE(**{k: v for k, v in stored.items() if k in fields})
+
+
 def _langflow_error(vertex, exc) -> str:
     """The error Langflow puts after "Error building Component <name>: \\n\\n" (the host
     rebuilds that text from the display name and this); any other failure as it is."""
@@ -145,8 +155,7 @@ class LfxExecutor:
         found = self.history.retrieve(sender=sender, sender_name=sender_name,
                                       session_id=str(session_id) if session_id else None,
                                       limit=limit, order=str(order or "DESC").upper())
-        fields = getattr(_MESSAGE, "model_fields", None) or {}
-        return [_MESSAGE(**{k: v for k, v in m.items() if not fields or k in fields}) for m in found]
+        return [_message(m) for m in found]
 
     async def _astore_message(self, message, flow_id=None, run_id=None, user_id=None):  # noqa: ARG002
         """lfx's stub (the same checks and stamps), kept in the session's history and sent

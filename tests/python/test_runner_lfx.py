@@ -306,6 +306,7 @@ class LangflowRunState(unittest.TestCase):
                  edge("Prompt-p1", "prompt", "ChatOutput-out1", "input_value")]
         history = [said("User", "my name is Ada"), said("AI", "hello Ada"),
                    said("User", "another session", session="S2")]
+        history[0].update(category="message", edit=False, stored_by="another Langflow")  # unknown keys too
         spec = lfx_spec(graph(nodes, edges), [chat("what is my name?")], session_id="S1", history=history)
         result = self.run_lfx(spec)
         # lfx's first layer is [ChatInput-in1, Memory-m1]: the input is stored before Memory reads.
