@@ -8,8 +8,10 @@ only have run through lfx_path.py and the stand-in.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import hashlib
+import io
 import importlib.util
 import json
 import os
@@ -393,6 +395,57 @@ class LangflowRunState(unittest.TestCase):
         failed = result.steps[-1]
         self.assertEqual((failed["id"], failed["valid"]), ("LoopComponent-l1", False))
         self.assertEqual(failed["error"], "Error building Component Raise: \n\nbad item (input: a)")
+
+
+class StandInInProcess(unittest.TestCase):
+    """The stand-in lfx in this process raises and streams as SOURCES.md says Langflow does."""
+
+    def setUp(self):
+        import sys  # noqa: PLC0415
+
+        sys.path.insert(0, str(LFX_STANDIN))
+        self.addCleanup(sys.path.remove, str(LFX_STANDIN))
+        quiet = contextlib.redirect_stdout(io.StringIO())  # Raise prints before it fails
+        quiet.__enter__()
+        self.addCleanup(quiet.__exit__, None, None, None)
+
+    def failing(self):
+        from lfx.graph import Graph  # noqa: PLC0415
+
+        nodes = [chat_input(), raising("Raise-r1", "boom"), chat_output()]
+        return Graph.from_payload(graph(nodes, chain(*nodes)))
+
+    def test_the_run_path_raises_error_running_graph(self):
+        import asyncio  # noqa: PLC0415
+
+        with self.assertRaises(ValueError) as caught:
+            asyncio.run(self.failing().arun([{"input_value": "hi"}]))
+        self.assertEqual(str(caught.exception), "Error running graph: Error building Component Raise: \n\nboom (input: hi)")
+        self.assertEqual(type(caught.exception.__cause__).__name__, "ComponentBuildError")
+
+    def test_the_stream_yields_the_steps_before_the_failure_then_raises(self):
+        import asyncio  # noqa: PLC0415
+
+        from lfx.events.event_manager import create_default_event_manager  # noqa: PLC0415
+        from lfx.exceptions.component import ComponentBuildError  # noqa: PLC0415
+        from lfx.execution import get_default_coordinator  # noqa: PLC0415
+        from lfx.schema.schema import InputValueRequest  # noqa: PLC0415
+
+        queue: asyncio.Queue = asyncio.Queue()
+        seen = []
+
+        async def run():
+            manager = create_default_event_manager(queue)
+            async for item in get_default_coordinator().stream(
+                    self.failing(), initial_inputs=InputValueRequest(input_value="hi"), event_manager=manager):
+                seen.append(item.vertex.id)
+
+        with self.assertRaises(ComponentBuildError) as caught:
+            asyncio.run(run())
+        self.assertEqual(seen, ["ChatInput-in1"])
+        self.assertEqual(str(caught.exception), "Error building Component Raise: \n\nboom (input: hi)")
+        events = [json.loads(queue.get_nowait()[1])["event"] for _ in range(queue.qsize())]
+        self.assertEqual(events, ["build_start", "end_vertex", "build_start"])
 
 
 class Timeout(unittest.TestCase):
