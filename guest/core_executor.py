@@ -10,7 +10,6 @@ drained before the vertex's step, one `token` frame per chunk, as `Graph._run` d
 from __future__ import annotations
 
 import time
-import traceback
 
 from core_components import (
     CORE_COMPONENTS,
@@ -91,6 +90,8 @@ class CoreExecutor:
         except KeyboardInterrupt:
             raise
         except BaseException as exc:  # noqa: BLE001 - a component fault fails its vertex only
+            import traceback  # noqa: PLC0415 - only a failed vertex needs it
+
             return None, f"{node.name} ({node.id}) failed: {type(exc).__name__}: {exc}", \
                 traceback.format_exc()
 

@@ -7,15 +7,17 @@ frame's entries and each step's `result`).
 
 from __future__ import annotations
 
-import datetime
 import json
+import time
 
 from flow_graph import Node
 from frame_protocol import jsonable
 
 
 def _now() -> str:
-    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%S %Z")
+    """Langflow's message timestamp: `datetime.now(timezone.utc)` as "%Y-%m-%d %H:%M:%S %Z"
+    (time, not datetime: importing datetime costs every run about 2 ms)."""
+    return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())
 
 
 class Message:

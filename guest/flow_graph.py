@@ -3,12 +3,12 @@
 Loads every shape Langflow produces (a bare `{nodes, edges}`, a `Graph.dump()`, an exported
 flow file), ignores canvas notes and other non-component nodes, flattens groups the way
 Langflow's `process_flow` does, validates ids and edges (a `SpecError` names the field) and
-computes a deterministic build order (topological, ties by position in `nodes`).
+computes a deterministic build order (topological, ties by position in `nodes`). The
+flattening itself is in `flow_groups.py`, imported only for a graph that has a group.
 """
 
 from __future__ import annotations
 
-import copy
 import heapq
 import json
 
@@ -31,7 +31,7 @@ def _handle(value):
     return None
 
 
-def _edge_ends(raw: dict):
+def edge_ends(raw: dict):
     """(source, target, source handle, target handle) of a raw edge; handles are dicts."""
     source, target = raw.get("source"), raw.get("target")
     data = raw.get("data") if isinstance(raw.get("data"), dict) else {}
@@ -44,7 +44,7 @@ def _edge_ends(raw: dict):
     return source, target, src, dst
 
 
-def _non_component(raw: dict, where: str):
+def non_component(raw: dict, where: str):
     """Why a node is not a component vertex (the runner then ignores it), or None.
 
     Langflow exports canvas notes as `"type": "noteNode"` (with `data.type: "note"` and a
@@ -83,7 +83,7 @@ def _non_component(raw: dict, where: str):
     return None
 
 
-def _group_flow(raw: dict, where: str):
+def group_flow(raw: dict, where: str):
     """A Langflow group node's sub-graph (`data.node.flow.data`), or None for a plain vertex."""
     flow = raw["data"]["node"].get("flow")
     if not flow:
@@ -100,144 +100,11 @@ def _group_flow(raw: dict, where: str):
     return data
 
 
-def _is_group(raw) -> bool:
-    data = raw.get("data") if isinstance(raw, dict) else None
-    node = data.get("node") if isinstance(data, dict) else None
-    return isinstance(node, dict) and bool(node.get("flow"))
-
-
-def _template_of(raw) -> dict | None:
-    data = raw.get("data") if isinstance(raw, dict) else None
-    node = data.get("node") if isinstance(data, dict) else None
-    template = node.get("template") if isinstance(node, dict) else None
-    return template if isinstance(template, dict) else None
-
-
-def _into_group(gid: str, dst: dict, members: dict, where: str):
-    """Langflow's update_target_handle: an edge into a group feeds the proxied inner field."""
-    proxy = dst.get("proxy")
-    if (not isinstance(proxy, dict) or not isinstance(proxy.get("id"), str)
-            or not isinstance(proxy.get("field"), str)):
-        raise SpecError(f"{where}.data.targetHandle.proxy: required for an edge into group "
-                        f"{gid!r} (the id and field of the grouped vertex it feeds)")
-    pid, field = proxy["id"], proxy["field"]
-    if pid not in members:
-        raise SpecError(f"{where}.data.targetHandle.proxy.id: {pid!r} is not a vertex of "
-                        f"group {gid!r}")
-    new = {"fieldName": field, "id": pid}
-    for key in ("type", "inputTypes"):
-        if dst.get(key) is not None:
-            new[key] = dst[key]
-    inner_field = (_template_of(members[pid]) or {}).get(field)
-    nested = inner_field.get("proxy") if isinstance(inner_field, dict) else None
-    if _is_group(members[pid]) and isinstance(nested, dict):  # it feeds a nested group: follow on
-        new["proxy"] = {"field": nested.get("field"), "id": nested.get("id")}
-    return pid, new
-
-
-def _out_of_group(gid: str, gnode: dict, src: dict, g_nodes: list, g_edges: list,
-                  members: dict, where: str):
-    """Langflow's update_source_handle: an edge out of a group leaves from the proxied vertex."""
-    name = src.get("name")
-    found = None
-    if isinstance(name, str) and name:
-        for out in gnode.get("outputs") or []:
-            if isinstance(out, dict) and out.get("name") == name:
-                proxy = out.get("proxy")
-                if isinstance(proxy, dict) and isinstance(proxy.get("id"), str):
-                    pname = proxy.get("name") or proxy.get("field")
-                    if isinstance(pname, str) and pname:
-                        found = (proxy["id"], pname)
-                break
-        if found is None:  # outputs are named "<inner id>_<output>" by Langflow's frontend
-            for nid in sorted(members, key=len, reverse=True):
-                if name.startswith(nid + "_"):
-                    found = (nid, name[len(nid) + 1:])
-                    break
-    if found is None:  # Langflow's find_last_node: the first vertex no inner edge leaves
-        sources = {_edge_ends(e)[0] for e, _ in g_edges if isinstance(e, dict)}
-        last = next((n["id"] for n, w in g_nodes if isinstance(n, dict) and n.get("id") in members
-                     and n["id"] not in sources and _non_component(n, w) is None), None)
-        if last is None:
-            raise SpecError(f"{where}.source: group {gid!r} has no vertex its output can come from")
-        found = (last, name)
-    pid, pname = found
-    if pid not in members:
-        raise SpecError(f"{where}.data.sourceHandle: group {gid!r} output {name!r} points at "
-                        f"{pid!r}, which is not one of its vertices")
-    new = dict(src)
-    new["id"] = pid
-    if pname:
-        new["name"] = pname
-    return pid, new
-
-
-def _ungroup(at: int, entries: list, edge_entries: list) -> str:
-    """Flattens the group node entries[at] in place, as Langflow's process_flow does.
-
-    The group's vertices join the graph (appended, so nested groups are flattened in turn),
-    they inherit the group's `frozen`, the group's proxied template fields override theirs,
-    and edges into or out of the group are redirected to the proxied inner vertices.
-    """
-    raw, where = entries[at]
-    gid = raw.get("id")
-    if not isinstance(gid, str) or not gid:
-        raise SpecError(f"{where}.id: required (a non-empty string)")
-    gnode = raw["data"]["node"]
-    fdata = copy.deepcopy(_group_flow(raw, where))
-    fwhere = f"{where}.data.node.flow.data"
-    g_nodes = [(n, f"{fwhere}.nodes[{k}]") for k, n in enumerate(fdata["nodes"])]
-    g_edges = [(e, f"{fwhere}.edges[{k}]") for k, e in enumerate(fdata["edges"])]
-    frozen = gnode.get("frozen", False)
-    members: dict = {}
-    for n, _ in g_nodes:
-        if not isinstance(n, dict):
-            continue
-        ndata = n.get("data")
-        if isinstance(ndata, dict) and isinstance(ndata.get("node"), dict):
-            ndata["node"]["frozen"] = frozen  # add_frozen: the group's flag wins
-        if isinstance(n.get("id"), str) and n["id"]:
-            members.setdefault(n["id"], n)
-    kept, redirected = [], []
-    for e, ewhere in edge_entries:
-        if not isinstance(e, dict):
-            raise SpecError(f"{ewhere}: expected an object")
-        source, target, src, dst = _edge_ends(e)
-        if gid not in (source, target):
-            kept.append((e, ewhere))
-            continue
-        if target == gid:
-            target, dst = _into_group(gid, dst, members, ewhere)
-        if source == gid:
-            source, src = _out_of_group(gid, gnode, src, g_nodes, g_edges, members, ewhere)
-        redirected.append(({"id": e.get("id"), "source": source, "target": target,
-                            "data": {"sourceHandle": src, "targetHandle": dst}}, ewhere))
-    for value in (gnode.get("template") or {}).values():  # update_template, after the edges
-        # (as Langflow: an outer group's override replaces the inner proxy the edges followed)
-        proxy = value.get("proxy") if isinstance(value, dict) else None
-        if not isinstance(proxy, dict) or proxy.get("id") not in members:
-            continue
-        template, field = _template_of(members[proxy["id"]]), proxy.get("field")
-        if template is None or not isinstance(field, str):
-            continue
-        old = template.get(field) if isinstance(template.get(field), dict) else {}
-        merged = dict(value)
-        for key in ("show", "advanced"):
-            if key in old:
-                merged[key] = old[key]
-        merged["display_name"] = old.get("display_name", old.get("name", field))
-        template[field] = merged
-    del entries[at]
-    entries.extend(g_nodes)
-    edge_entries[:] = kept + g_edges + redirected
-    return gid
-
-
 def _components_only(nodes: list) -> list:
     """`nodes` without ignored canvas nodes, inside group sub-flows too (for lfx)."""
     out = []
     for raw in nodes:
-        if not isinstance(raw, dict) or _non_component(raw, "graph") is not None:
+        if not isinstance(raw, dict) or non_component(raw, "graph") is not None:
             continue
         flow = raw["data"]["node"].get("flow")
         inner = flow.get("data") if isinstance(flow, dict) else None
@@ -255,7 +122,7 @@ class Node:
                  "frozen")
 
     def __init__(self, raw: dict, index: int, where: str) -> None:
-        # _non_component() has checked data, data.type, data.node and data.node.template.
+        # non_component() has checked data, data.type, data.node and data.node.template.
         vid = raw.get("id")
         if not isinstance(vid, str) or not vid:
             raise SpecError(f"{where}.id: required (a non-empty string)")
@@ -296,7 +163,7 @@ class Edge:
     __slots__ = ("source", "target", "field", "output", "index")
 
     def __init__(self, raw: dict, index: int, where: str, ids: dict, ignored: dict) -> None:
-        source, target, src_handle, dst_handle = _edge_ends(raw)
+        source, target, src_handle, dst_handle = edge_ends(raw)
         for end, vid in (("source", source), ("target", target)):
             if not isinstance(vid, str) or not vid:
                 raise SpecError(f"{where}.{end}: required (a vertex id)")
@@ -337,14 +204,16 @@ class Graph:
             raw_node, where = entries[i]
             if not isinstance(raw_node, dict):
                 raise SpecError(f"{where}: expected an object")
-            why = _non_component(raw_node, where)
+            why = non_component(raw_node, where)
             if why is not None:
                 vid = raw_node.get("id")
                 self.ignored[vid if isinstance(vid, str) and vid else where] = why
                 del entries[i]
                 continue
-            if _group_flow(raw_node, where) is not None:
-                self.groups.append(_ungroup(i, entries, edge_entries))
+            if group_flow(raw_node, where) is not None:
+                from flow_groups import ungroup  # noqa: PLC0415 - only a graph with groups
+
+                self.groups.append(ungroup(i, entries, edge_entries))
                 continue
             i += 1
         # lfx gets the graph as exported (it flattens groups itself), minus ignored nodes.

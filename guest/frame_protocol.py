@@ -17,8 +17,6 @@ import os
 import sys
 import threading
 
-from run_errors import RunnerFatal
-
 FRAME_MAX = 1 << 20  # bytes per frame line, newline included
 LOG_CAP = 256 << 10  # captured output kept per vertex (head and tail)
 SYNC_TIMEOUT_S = 5.0
@@ -313,86 +311,9 @@ def jsonable(value, depth: int = 0):
         return f"<unprintable {type(value).__name__}>"
 
 
-def _clip(value, limit: int):
-    """`value` with every string longer than `limit` cut to its head and tail around a marker."""
-    if isinstance(value, str):
-        if len(value) <= limit:
-            return value
-        head, tail = limit - limit // 4, limit // 4
-        return (value[:head] + f"…[guestflow: truncated {len(value) - head - tail} characters]…"
-                + value[len(value) - tail:])
-    if isinstance(value, dict):
-        return {k: _clip(v, limit) for k, v in value.items()}
-    if isinstance(value, list):  # never shortened: the host reads these lists positionally
-        return [_clip(v, limit) for v in value]
-    return value
-
-
-def _longest(value) -> int:
-    if isinstance(value, str):
-        return len(value)
-    if isinstance(value, dict):
-        return max((_longest(v) for v in value.values()), default=0)
-    if isinstance(value, list):
-        return max((_longest(v) for v in value), default=0)
-    return 0
-
-
-def _line(frame) -> bytes:
+def frame_line(frame) -> bytes:
     text = json.dumps(frame, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
     return text.encode("utf-8", "replace") + b"\n"
-
-
-def _minimal(frame: dict) -> dict:
-    """Last resort for a frame that stays too large after clipping every string."""
-    kind = frame.get("t")
-    if kind == "step":
-        ev = frame["event"]
-        return {"t": "step", "event": {
-            "type": "vertex", "id": ev.get("id", ""), "name": ev.get("name", ""),
-            "valid": ev.get("valid", False), "duration_ms": ev.get("duration_ms", 0),
-            "outputs": {}, "logs": "[guestflow: step frame too large; outputs and logs dropped]",
-            **({"error": _clip(ev["error"], 1024)} if "error" in ev else {})}}
-    if kind == "outputs":
-        runs = []
-        for run in frame.get("run_outputs", []):
-            outs = [None if r is None else {
-                "component_id": r.get("component_id", ""),
-                "component_display_name": r.get("component_display_name", ""),
-                "results": {}, "artifacts": {}, "outputs": {}, "logs": {}, "messages": [],
-                "used_frozen_result": False} for r in run.get("outputs", [])]
-            runs.append({"inputs": _clip(run.get("inputs", {}), 256), "outputs": outs})
-        return {"t": "outputs", "run_outputs": runs}
-    if kind == "fatal":
-        out = {"t": "fatal", "error": _clip(str(frame.get("error", "")), 4096), "traceback": ""}
-        if isinstance(frame.get("code"), str):
-            out["code"] = frame["code"]
-        return out
-    if kind in ("token", "message"):  # the host relays these: keep who and which message
-        data = frame.get("data") if isinstance(frame.get("data"), dict) else {}
-        kept = {k: _clip(data[k], 64) for k in ("id", "session_id", "sender", "sender_name")
-                if isinstance(data.get(k), str)}
-        marker = "[guestflow: frame too large]"
-        kept["chunk" if kind == "token" else "text"] = marker
-        return {"t": kind, "id": frame.get("id", ""), "data": kept}
-    if kind == "state":
-        return {"t": "state", "context": {}}
-    return {"t": kind or "note", "error": "[guestflow: frame too large]"}
-
-
-def _fits(frame: dict):
-    """`frame`'s line when it fits, else the line with its strings clipped, else None."""
-    line = _line(frame)
-    if len(line) <= FRAME_MAX:
-        return line
-    longest = _longest(frame)
-    for limit in (256 << 10, 64 << 10, 16 << 10, 4096, 1024, 256, 64):
-        if limit >= longest:
-            continue  # clipping at this limit would change nothing
-        line = _line(_clip(frame, limit))
-        if len(line) <= FRAME_MAX:
-            return line
-    return None
 
 
 def mask_secrets(value, secrets):
@@ -410,39 +331,17 @@ def mask_secrets(value, secrets):
 
 
 def encode_frame(frame: dict, secrets=()) -> bytes:
-    """One frame line (<= FRAME_MAX bytes), clipping long strings with a marker if needed.
-
-    A step's `result` repeats what its `outputs` and `logs` say, so it is clipped first
-    (the step's own fields stay whole as long as clipping the result is enough).
-    """
+    """One frame line (<= FRAME_MAX bytes), clipping long strings with a marker if needed
+    (`frame_limits.py`, imported only for a frame that does not fit)."""
     frame = jsonable(frame)
     if secrets:
         frame = mask_secrets(frame, secrets)
-    line = _fits(frame) if frame.get("t") != "step" else None
-    if line is not None:
-        return line
-    if frame.get("t") == "step":
-        line = _line(frame)
-        if len(line) <= FRAME_MAX:
-            return line
-        event = frame.get("event") if isinstance(frame.get("event"), dict) else {}
-        if "result" in event:
-            without = {**event}
-            result = without.pop("result")
-            rest = len(_line({**frame, "event": {**without, "result": None}}))
-            if rest <= FRAME_MAX:
-                for limit in (64 << 10, 16 << 10, 4096, 1024, 256, 64):
-                    clipped = {**frame, "event": {**event, "result": _clip(result, limit)}}
-                    line = _line(clipped)
-                    if len(line) <= FRAME_MAX:
-                        return line
-        line = _fits(frame)
-        if line is not None:
-            return line
-    line = _line(_minimal(frame))
+    line = frame_line(frame)
     if len(line) <= FRAME_MAX:
         return line
-    raise RunnerFatal(f"a {frame.get('t')!r} frame stays larger than {FRAME_MAX} bytes")
+    from frame_limits import fit  # noqa: PLC0415 - few runs ever make a frame this large
+
+    return fit(frame)
 
 
 class Emitter:

@@ -4,7 +4,7 @@
   `take_variables` reads the file and unlinks it before anything else runs;
   `resolve_load_from_db` puts each `load_from_db` field's value in place on the graph
   payload, before either executor sees it. A value is never part of an error text.
-* **Tweaks** (`spec.tweaks`): applied to the payload as lfx's `process_tweaks` does.
+* **Tweaks** (`spec.tweaks`): in `run_tweaks.py`, imported only by a run that has some.
 * **Session** (`spec.session_id`): set on every vertex with a `session_id` field, as
   `Graph._run` does before it builds anything.
 * **History** (`spec.history`): the session's messages, oldest first; memory components
@@ -19,19 +19,6 @@ import os
 from run_errors import RunnerFatal
 
 VARIABLES_FILE = "variables.json"
-
-# lfx/utils/flow_validation.py: fields a tweak never overrides, in every tweak policy.
-CODE_EXECUTION_COMPONENT_TYPES = frozenset({
-    "CSVAgent", "CodeAct Agent (Smolagents)", "CodeActAgentSmolagents", "Cuga",
-    "LambdaFilterComponent", "OpenDsStar Agent", "OpenDsStarAgent", "Python Code Structured",
-    "PythonCodeStructuredTool", "Python Function", "PythonFunction", "PythonFunctionComponent",
-    "Python Interpreter", "PythonREPLComponent", "Python REPL", "PythonREPLToolComponent",
-    "PythonREPLTool", "Smart Transform"})
-CODE_EXECUTION_FIELD_NAMES = frozenset({
-    "allow_dangerous_code", "function_code", "python_code", "tool_code", "filter_instruction",
-    "global_imports"})
-PROTECTED_TWEAK_FIELDS_BY_COMPONENT = {"SQLComponent": frozenset({"database_url", "query"})}
-
 
 # -- variables ---------------------------------------------------------------------------------
 
@@ -69,7 +56,7 @@ def take_variables(spec_path: str):
     return values, None
 
 
-def _nodes_of(graph_raw):
+def nodes_of(graph_raw):
     """The node list of a graph payload in any of Langflow's shapes (None when absent)."""
     if not isinstance(graph_raw, dict):
         return None
@@ -105,7 +92,7 @@ def resolve_load_from_db(graph_raw, variables: dict) -> list:
     variable that is not set, its vertex and field, and never a value.
     """
     resolved, missing = [], []
-    for raw, node in _all_nodes(_nodes_of(graph_raw)):
+    for raw, node in _all_nodes(nodes_of(graph_raw)):
         for field, entry in node["template"].items():
             if not isinstance(entry, dict) or entry.get("load_from_db") is not True:
                 continue
@@ -126,94 +113,6 @@ def resolve_load_from_db(graph_raw, variables: dict) -> list:
     return resolved
 
 
-# -- tweaks ------------------------------------------------------------------------------------
-
-
-def _protected(component_type, field: str, field_type) -> bool:
-    """lfx's is_protected_tweak_field: code fields keep the flow author's value."""
-    return (field_type == "code" or field == "code"
-            or (component_type in CODE_EXECUTION_COMPONENT_TYPES
-                and field in CODE_EXECUTION_FIELD_NAMES)
-            or field in PROTECTED_TWEAK_FIELDS_BY_COMPONENT.get(component_type or "", ()))
-
-
-def _tweak_node(raw: dict, node_tweaks: dict, refused: list) -> None:
-    """lfx's apply_tweaks for one node (permissive policy: the guest has no settings)."""
-    data = raw.get("data") if isinstance(raw.get("data"), dict) else {}
-    node = data.get("node") if isinstance(data.get("node"), dict) else {}
-    template = node.get("template")
-    if not isinstance(template, dict):
-        return
-    for name, value in node_tweaks.items():
-        if name not in template:
-            continue  # a field the template does not declare is skipped, as in lfx
-        entry = template[name]
-        if not isinstance(entry, dict):
-            entry = template[name] = {"value": entry}
-        field_type = entry.get("type", "")
-        if _protected(data.get("type"), name, field_type):
-            refused.append(name)
-            continue
-        if field_type == "NestedDict":
-            if isinstance(value, str):  # lfx repairs JSON text; the guest parses valid JSON only
-                try:
-                    value = json.loads(value)
-                except ValueError:
-                    pass
-            entry["value"] = value
-        elif field_type == "mcp":
-            entry["value"] = value
-        elif field_type == "dict" and isinstance(value, dict):
-            entry["value"] = value["value"] if len(value) == 1 and "value" in value else value
-        elif isinstance(value, dict):
-            for key, item in value.items():
-                entry["file_path" if field_type == "file" else key] = item
-            if "load_from_db" not in value and "load_from_db" in entry:
-                entry["load_from_db"] = False
-        else:
-            entry["file_path" if field_type == "file" else "value"] = value
-            if "load_from_db" in entry:
-                entry["load_from_db"] = False
-
-
-def apply_tweaks(graph_raw, tweaks: dict) -> None:
-    """lfx's process_tweaks on the payload, in place, before anything builds.
-
-    A key naming a vertex id (else a display name) with an object value tweaks that vertex;
-    any other value tweaks that field on every vertex that has it. A tweak of a protected
-    field (code, python_code, global_imports, ... as lfx's flow_validation lists them) is
-    refused: RunnerFatal bad_request with lfx's TweakRefusedError text. Unlike lfx's API
-    layer the guest does not add `stream` (the host already tweaked its graph for that).
-    """
-    nodes = _nodes_of(graph_raw)
-    if not tweaks or nodes is None:
-        return
-    by_id, by_name = {}, {}
-    for raw in nodes:
-        if not isinstance(raw, dict):
-            continue
-        by_id[raw.get("id")] = raw  # as lfx's dict comprehensions: the last one wins
-        data = raw.get("data") if isinstance(raw.get("data"), dict) else {}
-        node = data.get("node") if isinstance(data.get("node"), dict) else {}
-        by_name[node.get("display_name")] = raw
-    refused: list = []
-    for_all = {}
-    for key, value in tweaks.items():
-        if isinstance(value, dict):
-            target = by_id.get(key) or by_name.get(key)
-            if target is not None:
-                _tweak_node(target, value, refused)
-        else:
-            for_all[key] = value
-    if for_all:
-        for raw in nodes:
-            if isinstance(raw, dict):
-                _tweak_node(raw, for_all, refused)
-    if refused:
-        raise RunnerFatal(f"Refused tweak keys {sorted(set(refused))}: The field is protected and "
-                          "keeps the value set by the flow author.", code="bad_request")
-
-
 # -- session -----------------------------------------------------------------------------------
 
 
@@ -227,7 +126,7 @@ def set_session_id(graph_raw, session_id: str) -> list:
     if not session_id:
         return []
     done = []
-    for raw, node in _all_nodes(_nodes_of(graph_raw)):
+    for raw, node in _all_nodes(nodes_of(graph_raw)):
         entry = node["template"].get("session_id")
         if entry is None:
             continue

@@ -9,11 +9,18 @@ described in ``guest/README.md``. This file is the entry: it takes the run's sec
 payload (tweaks, the session id, ``load_from_db`` fields), picks the executor and runs it.
 The pieces, beside it in the run directory:
 
-* ``frame_protocol.py``: stdout capture and the frames (caps, encoding, secret masking).
-* ``flow_graph.py``: the graph model (Langflow's shapes, groups, canvas notes, build order).
-* ``run_services.py``: what the host ships in: variables, tweaks, session id, history.
-* ``core_values.py``, ``core_components.py``, ``core_executor.py``: the core executor.
+* ``frame_protocol.py``: stdout capture and the frames (encoding, secret masking);
+  ``frame_limits.py``: a frame too large, clipped to fit.
+* ``flow_graph.py``: the graph model (Langflow's shapes, canvas notes, build order);
+  ``flow_groups.py``: groups flattened.
+* ``run_services.py``: what the host ships in: variables, session id, history;
+  ``run_tweaks.py``: tweaks.
+* ``core_values.py``, ``core_components.py``, ``core_executor.py``: the core executor;
+  ``core_python.py``: its Python Interpreter.
 * ``lfx_path.py``: Langflow's own engine (``executor: lfx``).
+
+Each run compiles what it imports afresh, so each piece is imported only by a run that
+needs it (guest/README.md).
 
 Both executors stop at the first vertex that fails (Langflow's behaviour): its ``step``
 (valid false) is the last step; the run then still ends with ``outputs`` and ``done`` and
@@ -23,22 +30,20 @@ an unusable executor or a runner fault.
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
 import json
 import os
-import subprocess
 import sys
 import time
-import traceback
 
 sys.dont_write_bytecode = True  # a run directory is used once: no __pycache__ left beside us
 
-from core_executor import CoreExecutor  # noqa: E402
+# Every run compiles these files afresh (a new run directory, no bytecode), so what a run
+# does not need is imported where it is needed: the core executor only when it runs,
+# tweaks only when the spec has some, subprocess only for install_lfx, traceback on a fault.
 from flow_graph import Graph  # noqa: E402
 from frame_protocol import Emitter, OutputCapture, encode_frame, error_outputs, write_all  # noqa: E402
 from run_errors import LFX_IMAGE_HINT, RunnerFatal, SpecError  # noqa: E402
-from run_services import apply_tweaks, resolve_load_from_db, set_session_id, take_variables  # noqa: E402
+from run_services import resolve_load_from_db, set_session_id, take_variables  # noqa: E402
 
 RUNNER_VERSION = 1
 PIP_TAIL = 4096  # bytes of pip output quoted in a failed-install message
@@ -92,7 +97,10 @@ def validate_spec(spec, variables=None) -> dict:
     tweaks = _optional(spec, "tweaks", dict, "an object ({vertex id or display name: {field: "
                        "value}} or {field: value})") or {}
     history = _history(spec)
-    apply_tweaks(spec["graph"], tweaks)
+    if tweaks:
+        from run_tweaks import apply_tweaks  # noqa: PLC0415 - most runs have no tweaks
+
+        apply_tweaks(spec["graph"], tweaks)
     set_session_id(spec["graph"], session_id)
     resolve_load_from_db(spec["graph"], variables or {})
     graph = Graph(spec["graph"])
@@ -205,6 +213,8 @@ def _install_lfx(spec_dir: str, pip_args: list, emitter: Emitter) -> None:
     shown = "python3 -m pip install lfx" + "".join(" " + a for a in pip_args)
     emitter.note(install="lfx", command=shown, target=target)
     started = time.monotonic()
+    import subprocess  # noqa: PLC0415 - only this fallback starts a process
+
     try:
         proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                 stderr=subprocess.STDOUT)
@@ -226,6 +236,8 @@ def _install_lfx(spec_dir: str, pip_args: list, emitter: Emitter) -> None:
             f"instead, {LFX_IMAGE_HINT}. pip said: {output[-1500:]}", code="unavailable")
     emitter.note(installed="lfx", seconds=round(time.monotonic() - started, 2))
     sys.path.insert(0, target)
+    import importlib  # noqa: PLC0415
+
     importlib.invalidate_caches()
 
 
@@ -248,6 +260,8 @@ def _load_lfx_path():
 
 
 def _lfx_importable() -> bool:
+    import importlib.util  # noqa: PLC0415
+
     try:
         return importlib.util.find_spec("lfx") is not None
     except (ImportError, ValueError):  # a broken lfx: let loading it tell why
@@ -262,6 +276,12 @@ def lfx_unavailable(reason: str) -> RunnerFatal:
         code="unavailable")
 
 
+def _core(spec: dict, emitter: Emitter, fallback_reason=None):
+    from core_executor import CoreExecutor  # noqa: PLC0415 - not when lfx runs the flow
+
+    return CoreExecutor(spec, emitter, fallback_reason)
+
+
 def choose_executor(spec: dict, spec_path: str, emitter: Emitter):
     """(executor, reason) for spec["executor"]; `lfx` never falls back to core."""
     mode = spec["executor"]
@@ -272,23 +292,23 @@ def choose_executor(spec: dict, spec_path: str, emitter: Emitter):
     else:
         chosen = "executor auto: lfx is installed" if mode == "auto" else f"executor {mode} was requested"
     if mode == "core":
-        return CoreExecutor(spec, emitter), chosen
+        return _core(spec, emitter), chosen
     if mode == "auto" and not _lfx_importable():
         reason = "executor auto: lfx is not installed"
-        return CoreExecutor(spec, emitter, reason), reason
+        return _core(spec, emitter, reason), reason
     try:
         module = _load_lfx_path()
     except _NoLfxPath as exc:
         if mode == "lfx":
             raise RunnerFatal(f"runner: {exc}") from None  # a host fault: no code
         reason = f"executor auto: lfx is installed but {exc}"
-        return CoreExecutor(spec, emitter, reason), reason
+        return _core(spec, emitter, reason), reason
     except Exception as exc:  # noqa: BLE001 - any import failure means "no lfx path"
         why = f"{type(exc).__name__}: {exc}"
         if mode == "lfx":
             raise lfx_unavailable(why) from None
         reason = f"executor auto: lfx is not usable ({why})"
-        return CoreExecutor(spec, emitter, reason), reason
+        return _core(spec, emitter, reason), reason
     return module.LfxExecutor(spec, emitter, error_outputs, RunnerFatal), chosen
 
 
@@ -359,6 +379,8 @@ def main(argv: list) -> int:
     except RunnerFatal as exc:
         emitter.fatal(str(exc), exc.tb, exc.code, **exc.extra)
     except BaseException as exc:  # noqa: BLE001 - any runner fault becomes a fatal frame
+        import traceback  # noqa: PLC0415 - only a fault needs it
+
         emitter.fatal(f"runner error: {type(exc).__name__}: {exc}", traceback.format_exc()[-8000:])
     return 1
 

@@ -124,6 +124,9 @@ class FrameEncoding(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         cls.frames = import_guest("frame_protocol")
+        import_guest("frame_limits")  # encode_frame's import for a frame too large, done here
+        # (import_guest writes no bytecode into guest/)
+        cls.RunnerFatal = import_guest("run_errors").RunnerFatal
 
     def decode(self, line: bytes):
         self.assertTrue(line.endswith(b"\n"))
@@ -161,7 +164,7 @@ class FrameEncoding(unittest.TestCase):
         self.assertEqual(len(out["run_outputs"][0]["outputs"]), 2001)  # no entry dropped
         self.assertIsNone(out["run_outputs"][0]["outputs"][-1])
         self.assertIn("[guestflow: truncated", out["run_outputs"][0]["outputs"][0]["results"]["r"])
-        with self.assertRaises(self.frames.RunnerFatal):  # main() reports it as a fatal frame
+        with self.assertRaises(self.RunnerFatal):  # main() reports it as a fatal frame
             self.frames.encode_frame(outputs_frame(20000, 10))
 
     def test_sync_marker_prefix_detection(self):
