@@ -15,6 +15,7 @@ from lfx.schema.schema import InputValueRequest
 
 from langflow_guestflow.executor import GuestflowExecutor, GuestflowRunError
 from tests import _flows
+from tests._fake_serve import RecordingEventManager
 from tests._server import ModuleServer
 
 # Flows of the core executor fit a small guest; the default executor shape (8 GiB where the
@@ -61,12 +62,15 @@ class ExecutorOverServer(unittest.IsolatedAsyncioTestCase):
             runtime_options={"initial_inputs": InputValueRequest(input_value="hello guest")},
         )
         items = [item async for item in _executor().execute(unit)]
-        steps = [i.payload for i in items[:-1]]
-        self.assertTrue(all(isinstance(p, dict) for p in steps))
-        self.assertEqual([p["seq"] for p in steps], list(range(len(steps))), "seq 0,1,2… gapless")
-        self.assertEqual(len({p["run_id"] for p in steps}), 1)
-        self.assertIn("vertex_built", [p["type"] for p in steps])
-        self.assertEqual(steps[-1]["type"], "complete")
+        built = [i.payload for i in items[:-2]]
+        self.assertEqual([b.vertex.id for b in built], ["ChatInput-hK3vQ", "ChatOutput-p8RtZ"])
+        self.assertTrue(all(b.valid for b in built))
+        events = [b.vertex.event for b in built]
+        self.assertEqual(len({e["run_id"] for e in events}), 1)
+        self.assertEqual([e["type"] for e in events], ["vertex_built", "vertex_built"])
+        finish = items[-2].payload
+        self.assertEqual(type(finish).__name__, "Finish")
+        self.assertEqual(finish.event["type"], "complete")
         final = items[-1]
         self.assertIsInstance(final, RunComplete)
         self.assertEqual(len(final.outputs), 1)
@@ -75,13 +79,16 @@ class ExecutorOverServer(unittest.IsolatedAsyncioTestCase):
         self.assertEqual(_chat_text(final.outputs), ["hello guest"])
 
     async def test_seam_level_inputs_as_graph_arun_passes_them(self) -> None:
+        manager = RecordingEventManager()
         unit = Unit(
             graph=_flows.hello_graph(),
             inputs=[{"input_value": "from arun"}],
-            runtime_options={"_use_arun_legacy": True, "session_id": "s1", "event_manager": object(), "stream": False},
+            runtime_options={"_use_arun_legacy": True, "session_id": "s1", "event_manager": manager, "stream": False},
         )
         items = [item async for item in _executor().execute(unit)]
+        self.assertEqual([type(i) for i in items], [RunComplete], "the legacy path yields the outputs only")
         self.assertEqual(_chat_text(items[-1].outputs), ["from arun"])
+        self.assertNotIn("on_end_vertex", manager.names(), "Graph._run announces no vertex ends")
 
     async def test_concurrent_runs_keep_their_own_inputs(self) -> None:
         async def run(text: str) -> list[str]:
@@ -96,7 +103,7 @@ class ExecutorOverServer(unittest.IsolatedAsyncioTestCase):
         gen = _executor().execute(Unit(graph=_flows.sleeping_graph(60), runtime_options={"initial_inputs": "x"}))
         first = await asyncio.wait_for(anext(gen), 30.0)
         self.assertIsInstance(first, StepResult)
-        run_id = first.payload["run_id"]
+        run_id = first.payload.vertex.event["run_id"]
         started = time.monotonic()
         await asyncio.wait_for(gen.aclose(), 10.0)
         terminal = await _terminal_event(run_id, 10.0)
@@ -109,7 +116,7 @@ class ExecutorOverServer(unittest.IsolatedAsyncioTestCase):
 
         async def consume() -> None:
             async for item in _executor().execute(Unit(graph=_flows.sleeping_graph(60), runtime_options={"initial_inputs": "x"})):
-                seen.append(item.payload)
+                seen.append(item.payload.vertex.event)
 
         task = asyncio.create_task(consume())
         deadline = time.monotonic() + 30
@@ -123,7 +130,7 @@ class ExecutorOverServer(unittest.IsolatedAsyncioTestCase):
         self.assertEqual(terminal["type"], "error", terminal)
         self.assertEqual(terminal["code"], "cancelled", terminal)
 
-    async def test_run_error_event_raises_after_yielding_it(self) -> None:
+    async def test_a_run_that_times_out_raises_after_the_steps_before(self) -> None:
         unit = Unit(
             graph=_flows.sleeping_graph(30),
             runtime_options={"initial_inputs": "x", "guestflow_timeout_seconds": 2},
@@ -133,15 +140,15 @@ class ExecutorOverServer(unittest.IsolatedAsyncioTestCase):
             async for item in _executor().execute(unit):
                 seen.append(item)
         self.assertEqual(ctx.exception.code, "timeout", ctx.exception)
-        self.assertTrue(seen and seen[-1].payload["type"] == "error")
+        self.assertEqual([i.payload.vertex.id for i in seen], ["ChatInput-Sw1fY"], "the step before the timeout")
         self.assertFalse(any(isinstance(i, RunComplete) for i in seen))
 
     async def test_the_terminal_event_says_which_executor_ran(self) -> None:
         seen = [item async for item in _executor().execute(Unit(graph=_flows.hello_graph().dump(), inputs=[{"input_value": "hi"}]))]
-        complete = seen[-2].payload
+        complete = seen[-2].payload.event
         self.assertEqual(complete["type"], "complete", complete)
         self.assertIn(complete["executor"], ("core", "lfx"))
-        self.assertTrue(complete["ok"])
+        self.assertFalse(complete.get("failed"), "a complete run has no failed vertex")
 
     async def test_an_executor_the_guest_lacks_fails_the_run(self) -> None:
         # The guests here have no lfx: asking for it fails at once, never falling back.
