@@ -17,7 +17,8 @@ The pieces, beside it in the run directory:
   ``run_tweaks.py``: tweaks.
 * ``core_values.py``, ``core_components.py``, ``core_executor.py``: the core executor;
   ``core_python.py``: its Python Interpreter.
-* ``lfx_path.py``: Langflow's own engine (``executor: lfx``).
+* ``lfx_start.py``: the way to lfx (install_lfx, loading ``lfx_path.py``, why lfx cannot run);
+  ``lfx_path.py``: Langflow's own engine (``executor: lfx``).
 
 Each run compiles what it imports afresh, so each piece is imported only by a run that
 needs it (guest/README.md).
@@ -33,20 +34,18 @@ from __future__ import annotations
 import json
 import os
 import sys
-import time
 
 sys.dont_write_bytecode = True  # a run directory is used once: no __pycache__ left beside us
 
 # Every run compiles these files afresh (a new run directory, no bytecode), so what a run
 # does not need is imported where it is needed: the core executor only when it runs,
-# tweaks only when the spec has some, subprocess only for install_lfx, traceback on a fault.
+# tweaks only when the spec has some, lfx_start.py only when lfx may run, traceback on a fault.
 from flow_graph import Graph  # noqa: E402
-from frame_protocol import Emitter, OutputCapture, encode_frame, error_outputs, write_all  # noqa: E402
-from run_errors import LFX_IMAGE_HINT, RunnerFatal, SpecError  # noqa: E402
+from frame_protocol import Emitter, OutputCapture, encode_frame, write_all  # noqa: E402
+from run_errors import RunnerFatal, SpecError  # noqa: E402
 from run_services import resolve_load_from_db, set_session_id, take_variables  # noqa: E402
 
 RUNNER_VERSION = 1
-PIP_TAIL = 4096  # bytes of pip output quoted in a failed-install message
 EXECUTORS = ("auto", "core", "lfx")  # spec.json "executor"; auto is the default
 HISTORY_TEXT_KEYS = ("text", "sender", "sender_name", "session_id", "timestamp", "id", "flow_id",
                      "context_id")
@@ -205,60 +204,6 @@ def load_spec(path: str, variables=None) -> dict:
 # -- choosing the executor ---------------------------------------------------------------------
 
 
-def _install_lfx(spec_dir: str, pip_args: list, emitter: Emitter) -> None:
-    """Per-run fallback for an image without lfx: pip install lfx (+ extras) into the run dir."""
-    target = os.path.join(spec_dir, "site-packages")
-    cmd = [sys.executable, "-m", "pip", "install", "--disable-pip-version-check", "--no-input",
-           "--target", target, "lfx", *pip_args]
-    shown = "python3 -m pip install lfx" + "".join(" " + a for a in pip_args)
-    emitter.note(install="lfx", command=shown, target=target)
-    started = time.monotonic()
-    import subprocess  # noqa: PLC0415 - only this fallback starts a process
-
-    try:
-        proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                stderr=subprocess.STDOUT)
-    except OSError as exc:
-        raise RunnerFatal(f"install_lfx: could not start `{shown}`: {exc}",
-                          code="unavailable") from None
-    tail = b""
-    assert proc.stdout is not None
-    while True:
-        chunk = proc.stdout.read(1 << 16)
-        if not chunk:
-            break
-        tail = (tail + chunk)[-PIP_TAIL:]
-    code = proc.wait()
-    output = tail.decode("utf-8", "replace").strip()
-    if code != 0:
-        raise RunnerFatal(
-            f"install_lfx: `{shown}` failed (exit {code}); the guest could not install lfx - "
-            f"instead, {LFX_IMAGE_HINT}. pip said: {output[-1500:]}", code="unavailable")
-    emitter.note(installed="lfx", seconds=round(time.monotonic() - started, 2))
-    sys.path.insert(0, target)
-    import importlib  # noqa: PLC0415
-
-    importlib.invalidate_caches()
-
-
-class _NoLfxPath(Exception):
-    """lfx_path.py is not beside runner.py: the host did not upload it."""
-
-
-def _load_lfx_path():
-    """The lfx executor module, or raises with the reason lfx cannot be used."""
-    here = os.path.dirname(os.path.abspath(__file__))
-    if not os.path.isfile(os.path.join(here, "lfx_path.py")):
-        raise _NoLfxPath(f"lfx_path.py is missing beside {os.path.join(here, 'runner.py')} "
-                         "(the host uploads both)")
-    if here not in sys.path:
-        sys.path.insert(0, here)
-    import lfx_path  # noqa: PLC0415 - lazy on purpose: only when lfx is wanted
-
-    lfx_path.load()  # imports lfx; raises what lfx raises when it is not usable
-    return lfx_path
-
-
 def _lfx_importable() -> bool:
     import importlib.util  # noqa: PLC0415
 
@@ -266,14 +211,6 @@ def _lfx_importable() -> bool:
         return importlib.util.find_spec("lfx") is not None
     except (ImportError, ValueError):  # a broken lfx: let loading it tell why
         return True
-
-
-def lfx_unavailable(reason: str) -> RunnerFatal:
-    return RunnerFatal(
-        f"executor lfx: lfx is not usable in this guest ({reason}). lfx runs the flow only on "
-        f"an image that has it: {LFX_IMAGE_HINT}. Or use executor auto (or core) to run the "
-        "flow with guestflow's core executor if it has only core component types.",
-        code="unavailable")
 
 
 def _core(spec: dict, emitter: Emitter, fallback_reason=None):
@@ -285,31 +222,14 @@ def _core(spec: dict, emitter: Emitter, fallback_reason=None):
 def choose_executor(spec: dict, spec_path: str, emitter: Emitter):
     """(executor, reason) for spec["executor"]; `lfx` never falls back to core."""
     mode = spec["executor"]
-    if spec["install_lfx"]:
-        _install_lfx(os.path.dirname(os.path.abspath(spec_path)), spec["pip"], emitter)
-        mode = "lfx"
-        chosen = "install_lfx installed lfx for this run"
-    else:
-        chosen = "executor auto: lfx is installed" if mode == "auto" else f"executor {mode} was requested"
-    if mode == "core":
-        return _core(spec, emitter), chosen
-    if mode == "auto" and not _lfx_importable():
+    if mode == "core":  # validate_spec refuses install_lfx with core
+        return _core(spec, emitter), "executor core was requested"
+    if mode == "auto" and not spec["install_lfx"] and not _lfx_importable():
         reason = "executor auto: lfx is not installed"
         return _core(spec, emitter, reason), reason
-    try:
-        module = _load_lfx_path()
-    except _NoLfxPath as exc:
-        if mode == "lfx":
-            raise RunnerFatal(f"runner: {exc}") from None  # a host fault: no code
-        reason = f"executor auto: lfx is installed but {exc}"
-        return _core(spec, emitter, reason), reason
-    except Exception as exc:  # noqa: BLE001 - any import failure means "no lfx path"
-        why = f"{type(exc).__name__}: {exc}"
-        if mode == "lfx":
-            raise lfx_unavailable(why) from None
-        reason = f"executor auto: lfx is not usable ({why})"
-        return _core(spec, emitter, reason), reason
-    return module.LfxExecutor(spec, emitter, error_outputs, RunnerFatal), chosen
+    from lfx_start import choose_lfx  # noqa: PLC0415 - only a run that may use lfx
+
+    return choose_lfx(spec, spec_path, emitter, _core)
 
 
 # -- main ----------------------------------------------------------------------------------
