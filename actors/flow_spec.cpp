@@ -118,6 +118,11 @@ result<execution_spec> make_flow_spec(const run_request& req, const normalized_i
   program.install_lfx = s.install_lfx;
   program.pip = s.pip;
   program.executor = req.executor.value_or(s.executor);
+  program.session_id = req.session_id;
+  program.user_id = req.user_id;
+  program.context = req.context;
+  program.tweaks = req.tweaks;
+  program.history = req.history;
 
   execution_spec spec;
   spec.name = guest_name;
@@ -129,11 +134,15 @@ result<execution_spec> make_flow_spec(const run_request& req, const normalized_i
   spec.create.auto_pause_after_seconds = backstop_auto_pause(timeout);
   // One upload instead of one per file (each is a control-plane round trip), the embedded
   // files gzipped: both are serve CPU per run. The embedded part is `bundle_head`, shared
-  // by every run's upload; only spec.json is this run's own.
+  // by every run's upload; only spec.json (and variables.json) is this run's own. The
+  // secrets are a file of their own, which the runner unlinks before anything else runs,
+  // so that spec.json (which a flow's code can read) never holds them.
   auto program_json = encode(program);
   std::string own;
   own.reserve(program_json.size() + 32);
   add_to_bundle(own, "spec.json", program_json);
+  if (!req.variables.empty())
+    add_to_bundle(own, "variables.json", encode_variables(req.variables));
   spec.uploads.push_back(
       {in_run_dir("bundle"), shared_bytes::joined(bundle_head, std::move(own))});
   spec.command = with_timeout(timeout, "python3",

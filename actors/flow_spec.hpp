@@ -14,7 +14,9 @@ namespace guestflow {
 /// Turns an admitted whole-flow run into the execution that runs it in a fresh guest:
 /// shape, rootfs and egress from the executor settings; one upload, `/workspace/run/bundle`,
 /// holding spec.json (the graph payload, normalized inputs, requested outputs, forwarded
-/// runtime options and the pip fallback) and the runner's files, which
+/// runtime options, the pip fallback and the runtime state: session, user, context, tweaks,
+/// history), variables.json when the run has variables (its secrets, never in spec.json)
+/// and the runner's files, which
 /// guest/unpack_run.py (`python3 -c`) writes under `/workspace/run/` before it runs the
 /// runner; that command under `timeout --signal=KILL N` with N = the caller's timeout
 /// (refused above the executor's limit) or the limit; streamed exec; PYTHONUNBUFFERED=1 so

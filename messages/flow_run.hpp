@@ -7,6 +7,7 @@
 #include "messages/error.hpp"
 #include "messages/graph.hpp"
 #include "messages/json.hpp"
+#include "messages/secret.hpp"
 
 #include <cstdint>
 #include <optional>
@@ -35,6 +36,18 @@ typename Inspector::result_type inspect(Inspector& f, run_input& x) {
   return f(x.input_value, x.type, x.session, x.components);
 }
 
+/// Caps on a run request's runtime state (decode refuses more, naming the field).
+struct run_request_caps {
+  static constexpr size_t id_bytes = 1024;           ///< session_id, user_id
+  static constexpr size_t variables = 256;           ///< entries
+  static constexpr size_t variable_name_bytes = 128; ///< an environment-variable-like name
+  static constexpr size_t variable_value_bytes = size_t{64} << 10;
+  static constexpr size_t history_messages = 10'000;
+};
+
+/// True for an environment-variable-like name: `[A-Za-z_][A-Za-z0-9_]*`, ≤ 128 bytes.
+bool is_variable_name(std::string_view name) noexcept;
+
 /// A whole-flow run as a caller asks for it (the bridge's HTTP body, or the CLI). Inputs
 /// and runtime options stay as the caller sent them: the coordinator normalizes them (the
 /// two may disagree, and only it knows which keys cross into the guest).
@@ -51,30 +64,55 @@ struct run_request {
   /// The guest executor ("auto" | "core" | "lfx", see is_executor_name); nullopt = the
   /// executor settings' choice.
   std::optional<std::string> executor;
+  /// Langflow's runtime state on the graph (`graph.session_id`, `graph.user_id`): memory
+  /// is keyed by the session.
+  std::optional<std::string> session_id;
+  std::optional<std::string> user_id;
+  raw_json context; ///< object: request variables set on `graph.context`; empty = absent
+  raw_json tweaks;  ///< object: `{vertex id or display name: {field: value}}`; empty = absent
+  /// Secrets for `load_from_db` fields: shipped to the guest as variables.json, never in
+  /// spec.json, and scrubbed from everything the run prints.
+  secret_vars variables;
+  /// The session's prior messages (Langflow message dicts, oldest first); nullopt = the
+  /// caller sent none (serve may then use its own store), an empty list = "no history".
+  std::optional<std::vector<raw_json>> history;
   friend bool operator==(const run_request& a, const run_request& b) {
     return a.graph == b.graph && a.inputs == b.inputs &&
            a.runtime_options == b.runtime_options && a.outputs == b.outputs &&
            a.timeout_seconds == b.timeout_seconds && a.stream == b.stream &&
-           a.cancel_on_disconnect == b.cancel_on_disconnect && a.executor == b.executor;
+           a.cancel_on_disconnect == b.cancel_on_disconnect && a.executor == b.executor &&
+           a.session_id == b.session_id && a.user_id == b.user_id && a.context == b.context &&
+           a.tweaks == b.tweaks && a.variables == b.variables && a.history == b.history;
   }
+  friend bool operator!=(const run_request& a, const run_request& b) { return !(a == b); }
 };
 
 template<class Inspector>
 typename Inspector::result_type inspect(Inspector& f, run_request& x) {
   return f(x.graph, x.inputs, x.runtime_options, x.outputs, x.timeout_seconds, x.stream,
-           x.cancel_on_disconnect, x.executor);
+           x.cancel_on_disconnect, x.executor, x.session_id, x.user_id, x.context, x.tweaks,
+           x.variables, x.history);
 }
+
+/// `x` as its encoding shows it: every variable's value "********".
+run_request redacted(const run_request& x);
 
 /// The guest runner's executors: "lfx" (Langflow's own engine, when the guest's image has
 /// it), "core" (the runner's built-in components) and "auto" (lfx when it imports).
 bool is_executor_name(std::string_view name) noexcept;
 
 /// Decodes the bridge's body `{flow, inputs?, runtime_options?, outputs?, stream? (true),
-/// timeout_seconds?, cancel_on_disconnect? (false), executor?}`; `flow` is a `Graph.dump()`
+/// timeout_seconds?, cancel_on_disconnect? (false), executor?, session_id?, user_id?,
+/// context?, tweaks?, variables?, history?}`; `flow` is a `Graph.dump()`
 /// (`{data:{nodes,edges}}` or bare) and is validated like `decode<flow_graph>` (errors name
-/// `flow.…`). Unknown keys are ignored.
+/// `flow.…`). `context` and `tweaks` are objects, kept canonical; `variables` an object of
+/// names (is_variable_name) to strings without NUL; `history` a list of objects; all within
+/// run_request_caps. An error names the field (and a variable's name), never a variable's
+/// value. Unknown keys are ignored.
 template<>
 result<run_request> decode<run_request>(std::string_view, const decode_limits&);
+/// The body decode<run_request> reads, with each variable's value "********": an encoded
+/// request never carries a secret (decode(encode(x)) == redacted(x)).
 std::string encode(const run_request& x);
 
 /// The coordinator's admission counters.
@@ -138,7 +176,9 @@ std::optional<std::string> error_member(const raw_json& x);
 
 /// What the guest runner reads from /workspace/run/spec.json (see guest/runner.py):
 /// `{"graph":{"nodes","edges"},"inputs":[…],"outputs":[…],"runtime_options":{…},
-/// "install_lfx":bool,"pip":[…],"executor":"auto"|"core"|"lfx"}`.
+/// "install_lfx":bool,"pip":[…],"executor":"auto"|"core"|"lfx", "session_id"?,
+/// "user_id"?, "context"?:{…}, "tweaks"?:{…}, "history"?:[…]}` (the optional keys absent
+/// when the request had none). Secrets are not in it: see encode_variables.
 struct guest_run_spec {
   raw_json graph; ///< flow_graph::payload
   std::vector<run_input> inputs;
@@ -147,8 +187,17 @@ struct guest_run_spec {
   bool install_lfx = false;
   std::vector<std::string> pip;
   std::string executor = "auto";
+  std::optional<std::string> session_id;
+  std::optional<std::string> user_id;
+  raw_json context; ///< object; empty = absent
+  raw_json tweaks;  ///< object; empty = absent
+  std::optional<std::vector<raw_json>> history;
 };
 
 std::string encode(const guest_run_spec& x);
+
+/// The bundle's variables.json, `{"NAME":"VALUE",…}`: the one encoder that writes the
+/// values (the runner reads the file and unlinks it before anything else runs).
+std::string encode_variables(const secret_vars& x);
 
 } // namespace guestflow

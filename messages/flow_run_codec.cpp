@@ -1,6 +1,8 @@
 #include "messages/flow_run.hpp"
 #include "messages/json_codec.hpp"
 
+#include <algorithm>
+
 namespace guestflow {
 
 namespace {
@@ -60,7 +62,115 @@ void write_input(json_writer& w, const run_input& x) {
   w.field("components", x.components).end_object();
 }
 
+using caps = run_request_caps;
+
+/// A size-capped identifier string (session_id, user_id); absent or null → nullopt.
+std::optional<std::string> capped_id(const object_view& o, std::string_view key) {
+  auto s = o.opt_str(key);
+  if (!s) return s;
+  auto at = o.at(key);
+  if (s->size() > caps::id_bytes)
+    codec::raise(at, std::to_string(s->size()) + " bytes exceeds the limit of " +
+                         std::to_string(caps::id_bytes));
+  codec::no_nul(*s, at);
+  return s;
+}
+
+/// An object member kept canonical; absent or null → empty.
+raw_json object_or_empty(const object_view& o, std::string_view key) {
+  auto v = o.find(key);
+  if (v == nullptr) return {};
+  auto at = o.at(key);
+  codec::expect_object(*v, at);
+  return codec::canonical(*v, at);
+}
+
+/// `variables`: names → strings. Errors name the variable (its name, shortened when it is
+/// not one), never its value.
+secret_vars variables_of(const object_view& o) {
+  secret_vars out;
+  auto v = o.find("variables");
+  if (v == nullptr) return out;
+  auto at = o.at("variables");
+  codec::expect_object(*v, at);
+  if (v->MemberCount() > caps::variables)
+    codec::raise(at, std::to_string(v->MemberCount()) + " variables exceeds the limit of " +
+                         std::to_string(caps::variables));
+  for (auto& m : v->GetObject()) {
+    std::string_view name{m.name.GetString(), m.name.GetStringLength()};
+    if (!is_variable_name(name)) {
+      auto shown = codec::sanitize_utf8(name.substr(0, 64));
+      codec::raise(at, quote_json(shown) + (name.size() > 64 ? "…" : "") +
+                           " is not a variable name (letters, digits and _, not starting "
+                           "with a digit, at most " +
+                           std::to_string(caps::variable_name_bytes) + " bytes)");
+    }
+    auto vat = at.field(name);
+    if (!m.value.IsString())
+      codec::raise(vat, std::string{"expected string, got "} + codec::type_name(m.value));
+    std::string value{m.value.GetString(), m.value.GetStringLength()};
+    if (value.size() > caps::variable_value_bytes)
+      codec::raise(vat, "value of " + std::to_string(value.size()) +
+                            " bytes exceeds the limit of " +
+                            std::to_string(caps::variable_value_bytes));
+    codec::no_nul(value, vat);
+    out.set(std::string{name}, std::move(value));
+  }
+  return out;
+}
+
+/// `history`: a list of message objects, each kept canonical.
+std::optional<std::vector<raw_json>> history_of(const object_view& o) {
+  auto v = o.find("history");
+  if (v == nullptr) return std::nullopt;
+  auto at = o.at("history");
+  codec::expect_array(*v, at);
+  if (v->Size() > caps::history_messages)
+    codec::raise(at, std::to_string(v->Size()) + " messages exceeds the limit of " +
+                         std::to_string(caps::history_messages));
+  std::vector<raw_json> out;
+  out.reserve(v->Size());
+  size_t i = 0;
+  for (auto& m : v->GetArray()) {
+    auto mat = at.at(i++);
+    codec::expect_object(m, mat);
+    out.push_back(codec::canonical(m, mat));
+  }
+  return out;
+}
+
+void write_history(json_writer& w, const std::optional<std::vector<raw_json>>& history) {
+  if (!history) return;
+  w.key("history").begin_array();
+  for (auto& m : *history)
+    w.raw(m);
+  w.end_array();
+}
+
+void write_variables(json_writer& w, const secret_vars::map_type& values) {
+  w.begin_object();
+  for (auto& [name, value] : values)
+    w.field(name, value);
+  w.end_object();
+}
+
 } // namespace
+
+bool is_variable_name(std::string_view name) noexcept {
+  if (name.empty() || name.size() > run_request_caps::variable_name_bytes) return false;
+  auto alpha = [](char c) {
+    return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || c == '_';
+  };
+  if (!alpha(name[0])) return false;
+  return std::all_of(name.begin() + 1, name.end(),
+                     [&](char c) { return alpha(c) || (c >= '0' && c <= '9'); });
+}
+
+run_request redacted(const run_request& x) {
+  auto out = x;
+  out.variables = secret_vars{x.variables.redacted()};
+  return out;
+}
 
 // -- run_request ------------------------------------------------------------------------
 
@@ -97,6 +207,12 @@ result<run_request> decode<run_request>(std::string_view text, const decode_limi
             codec::raise(at, std::to_string(secs) + " out of range (expected 1..86400)");
           x.timeout_seconds = static_cast<uint32_t>(secs);
         }
+        x.session_id = capped_id(o, "session_id");
+        x.user_id = capped_id(o, "user_id");
+        x.context = object_or_empty(o, "context");
+        x.tweaks = object_or_empty(o, "tweaks");
+        x.variables = variables_of(o);
+        x.history = history_of(o);
         return x;
       });
 }
@@ -108,6 +224,13 @@ std::string encode(const run_request& x) {
   w.field("outputs", x.outputs);
   w.field("stream", x.stream).opt_field("timeout_seconds", x.timeout_seconds);
   w.field("cancel_on_disconnect", x.cancel_on_disconnect).opt_field("executor", x.executor);
+  w.opt_field("session_id", x.session_id).opt_field("user_id", x.user_id);
+  w.raw_field_if("context", x.context).raw_field_if("tweaks", x.tweaks);
+  if (!x.variables.empty()) {
+    w.key("variables");
+    write_variables(w, x.variables.redacted());
+  }
+  write_history(w, x.history);
   w.end_object();
   return w.take();
 }
@@ -217,7 +340,16 @@ std::string encode(const guest_run_spec& x) {
     w.raw(x.runtime_options);
   w.field("install_lfx", x.install_lfx);
   w.field("pip", x.pip).field("executor", x.executor);
+  w.opt_field("session_id", x.session_id).opt_field("user_id", x.user_id);
+  w.raw_field_if("context", x.context).raw_field_if("tweaks", x.tweaks);
+  write_history(w, x.history);
   w.end_object();
+  return w.take();
+}
+
+std::string encode_variables(const secret_vars& x) {
+  json_writer w;
+  write_variables(w, x.reveal());
   return w.take();
 }
 

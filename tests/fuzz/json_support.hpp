@@ -21,6 +21,22 @@ template<class T>
 struct has_encode<T, std::void_t<decltype(encode(std::declval<const T&>()))>> : std::true_type {
 };
 
+template<class T, class = void>
+struct has_redacted : std::false_type {};
+template<class T>
+struct has_redacted<T, std::void_t<decltype(redacted(std::declval<const T&>()))>>
+    : std::true_type {};
+
+/// What an encoding of `x` keeps: all of it, unless its type has secrets that every encoder
+/// redacts (a run request's variables): then `redacted(x)`.
+template<class T>
+T as_encoded(const T& x) {
+  if constexpr (has_redacted<T>::value)
+    return redacted(x);
+  else
+    return x;
+}
+
 /// A refusal must be what decoders promise: bad_request, saying why.
 inline void check_refusal(const failure& f, std::string_view decoder) {
   FUZZ_CHECK(f.code == ec::bad_request, std::string{decoder} + " failed with " +
@@ -29,7 +45,8 @@ inline void check_refusal(const failure& f, std::string_view decoder) {
 }
 
 /// `decode<T>` over `input` with the default limits, then with a size cap below the input's
-/// size (which must refuse it), then the round trip when T has an encoder.
+/// size (which must refuse it), then the round trip when T has an encoder (to the value
+/// with its secrets redacted, when it has any).
 template<class T>
 void check_decoder(std::string_view input, std::string_view name) {
   auto r = decode<T>(input);
@@ -46,10 +63,10 @@ void check_decoder(std::string_view input, std::string_view name) {
     auto back = decode<T>(bytes);
     FUZZ_CHECK(back, std::string{name} + ": its own encoding does not decode: " +
                          back.error().message + "\nencoded: " + bytes);
-    FUZZ_CHECK(*back == *r, std::string{name} +
-                                ": the value changed through encode/decode\n"
-                                "encoded: " +
-                                bytes);
+    FUZZ_CHECK(*back == as_encoded(*r), std::string{name} +
+                                            ": the value changed through encode/decode\n"
+                                            "encoded: " +
+                                            bytes);
     FUZZ_CHECK(encode(*back) == bytes, std::string{name} +
                                            ": encoding is not stable\nfirst:  " + bytes +
                                            "\nsecond: " + encode(*back));

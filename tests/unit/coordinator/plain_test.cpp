@@ -329,13 +329,43 @@ TEST(flow_spec, the_guest_unpacks_the_bundle_and_runs_the_runner_as_python3_runs
   EXPECT_FALSE(std::filesystem::exists(bundle)) << "unpacked, then removed";
   for (auto& a : guest_assets()) {
     auto there = dir.path() / std::string{a.name};
-    if (a.name == "runner.py" || a.name == "lfx_path.py")
-      EXPECT_EQ(test_support::slurp(there.string()), a.content) << a.name;
-    else
+    // Every runner module is unpacked; the unpacker (the command) and the sessions' tool
+    // are not in a flow's bundle.
+    if (a.name == "unpack_run.py" || a.name == "session_files.py")
       EXPECT_FALSE(std::filesystem::exists(there)) << a.name;
+    else
+      EXPECT_EQ(test_support::slurp(there.string()), a.content) << a.name;
   }
   EXPECT_NE(test_support::slurp((dir.path() / "spec.json").string()).find(R"("graph")"),
             std::string::npos);
+}
+
+TEST(flow_spec, runtime_state_goes_in_spec_json_and_secrets_in_their_own_file) {
+  auto req = request_for();
+  req.session_id = "sess-1";
+  req.user_id = "user-7";
+  req.context = raw_json{R"({"k":"v"})"};
+  req.tweaks = raw_json{R"({"A":{"input_value":"x"}})"};
+  req.history = std::vector<raw_json>{raw_json{R"({"text":"earlier","sender":"User"})"}};
+  req.variables.set("OPENAI_API_KEY", "sk-secret-value");
+  auto spec = make_flow_spec(req, {}, {}, "gf-x-abc123-0123456789", assets);
+  ASSERT_TRUE(spec) << spec.error().message;
+  auto files = bundle_files(spec->uploads[0].content.str());
+  ASSERT_EQ(files.size(), 4u);
+  EXPECT_EQ(files[2].first, "spec.json");
+  EXPECT_EQ(files[2].second,
+            R"({"graph":{"nodes":[{"id":"A","data":{"type":"ChatInput"}}],"edges":[]},)"
+            R"("inputs":[],"outputs":["A"],"runtime_options":{},"install_lfx":false,)"
+            R"("pip":[],"executor":"auto","session_id":"sess-1","user_id":"user-7",)"
+            R"("context":{"k":"v"},"tweaks":{"A":{"input_value":"x"}},)"
+            R"("history":[{"text":"earlier","sender":"User"}]})");
+  EXPECT_EQ(files[3], (std::pair<std::string, std::string>{
+                          "variables.json", R"({"OPENAI_API_KEY":"sk-secret-value"})"}));
+  // Without variables there is no variables.json at all.
+  req.variables = {};
+  spec = make_flow_spec(req, {}, {}, "gf-x-abc123-0123456789", assets);
+  ASSERT_TRUE(spec);
+  EXPECT_EQ(bundle_files(spec->uploads[0].content.str()).size(), 3u);
 }
 
 TEST(flow_spec, caller_timeout_is_used_up_to_the_limit_and_refused_beyond) {

@@ -162,6 +162,23 @@ TEST(guest_spec, encodes_what_the_runner_reads) {
             R"({"input_value":null,"type":"chat","components":[]}],)"
             R"("outputs":["ChatOutput-1"],"runtime_options":{},)"
             R"("install_lfx":true,"pip":["langchain-experimental"],"executor":"auto"})");
+  g.session_id = "s";
+  g.user_id = "u";
+  g.context = json(R"({"a":1})");
+  g.tweaks = json(R"({"ChatInput-1":{"input_value":"t"}})");
+  g.history = std::vector<raw_json>{};
+  auto text = encode(g);
+  EXPECT_EQ(text.substr(text.find(R"("executor")")),
+            R"("executor":"auto","session_id":"s","user_id":"u","context":{"a":1},)"
+            R"("tweaks":{"ChatInput-1":{"input_value":"t"}},"history":[]})");
+}
+
+TEST(guest_spec, variables_json_is_the_one_encoding_with_the_values) {
+  secret_vars v;
+  v.set("B_KEY", "two \"quoted\"");
+  v.set("A_KEY", "sk-one");
+  EXPECT_EQ(encode_variables(v), R"({"A_KEY":"sk-one","B_KEY":"two \"quoted\""})");
+  EXPECT_EQ(encode_variables(secret_vars{}), "{}");
 }
 
 TEST(json_helpers, type_of_and_error_member) {
