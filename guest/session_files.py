@@ -8,6 +8,7 @@ with "path" (text, invalid UTF-8 replaced) and, when the bytes are not UTF-8, "p
 """
 
 import base64
+import errno
 import fnmatch
 import json
 import os
@@ -177,10 +178,34 @@ def op_read(args):
     return {"data_b64": b64(data)}
 
 
+def dangling(path):
+    """The first symlink on `path` (itself included) whose target is missing, or None."""
+    parts = [p for p in path.split(b"/") if p]
+    for i in range(1, len(parts) + 1):
+        here = b"/" + b"/".join(parts[:i])
+        if os.path.islink(here) and not os.path.exists(here):
+            return here
+        if not os.path.lexists(here):
+            return None
+    return None
+
+
+def in_stage(path, stage):
+    """Whether `path` (symlinks resolved) is the runtime's staging directory or below it."""
+    stage_dir = os.path.realpath(os.path.dirname(stage))
+    real = os.path.realpath(path)
+    return real == stage_dir or real.startswith(stage_dir.rstrip(b"/") + b"/")
+
+
 def op_write(args):
     path = checked(args)
     stage = args["stage"].encode()
     try:
+        if in_stage(path, stage):
+            raise Refusal("policy_refused", "the session's staging directory is not writable through the file API: " + shown(path))
+        link = dangling(path)
+        if link is not None:
+            raise Refusal("not_found", "symlink leads nowhere: " + shown(link) + " -> " + shown(os.readlink(link)))
         if os.path.isdir(path):
             raise Refusal("bad_request", "is a directory, not a file: " + shown(path))
         parent = os.path.dirname(path)
@@ -343,16 +368,41 @@ def refuse(code, message):
     sys.stdout.write("ERR %s %s\n" % (code, b64(message.encode("utf-8", "replace"))))
 
 
+# What a failed system call means to the caller, by errno: (code, reason). Anything else is
+# guest_failed, still one line (never a traceback).
+ERRNO_CODES = {
+    errno.ENOENT: ("not_found", "no such file or directory"),
+    errno.ENOTDIR: ("not_found", "a parent of the path is not a directory"),
+    errno.ELOOP: ("not_found", "too many levels of symbolic links"),
+    errno.EACCES: ("policy_refused", "permission denied"),
+    errno.EPERM: ("policy_refused", "operation not permitted"),
+    errno.EROFS: ("policy_refused", "read-only file system"),
+    errno.ETXTBSY: ("policy_refused", "text file busy"),
+    errno.EISDIR: ("bad_request", "is a directory"),
+    errno.ENAMETOOLONG: ("bad_request", "file name too long"),
+    errno.ENOSPC: ("artifact_too_large", "no space left in the guest"),
+    errno.EDQUOT: ("artifact_too_large", "disk quota exceeded in the guest"),
+    errno.EFBIG: ("artifact_too_large", "file too large"),
+}
+
+
+def os_refusal(e):
+    """(code, one-line message) for an OSError the walk did not expect."""
+    code, reason = ERRNO_CODES.get(e.errno, ("guest_failed", e.strerror or type(e).__name__))
+    name = e.filename
+    if isinstance(name, bytes):
+        return code, reason + ": " + shown(name)
+    return code, reason + (": " + repr(name) if name is not None else "")
+
+
 def main():
     args = json.loads(sys.argv[1])
     try:
         answer = OPS[args["op"]](args)
     except Refusal as r:
         return refuse(r.code, str(r))
-    except PermissionError as e:
-        return refuse("policy_refused", "permission denied: %s" % e)
-    except IsADirectoryError as e:
-        return refuse("bad_request", "is a directory: %s" % e)
+    except OSError as e:
+        return refuse(*os_refusal(e))
     sys.stdout.write("OK " + json.dumps(answer, ensure_ascii=True, separators=(",", ":")) + "\n")
 
 

@@ -1,12 +1,14 @@
 """DeerFlow sandbox provider backed by ``guestflow serve``'s sessions (bridge/API.md "Sessions").
 
 ``GuestflowSandboxProvider`` hands DeerFlow one guest per (user, thread): ``acquire`` is
-``POST /v1/sessions`` (the same user and thread always get the same guest, reclaimed from
-the server's warm pool after a ``release``), and ``GuestflowSandbox`` maps DeerFlow's
+``POST /v1/sessions`` (the same user and thread always get the same guest, kept by the
+server with its files after a ``release``), and ``GuestflowSandbox`` maps DeerFlow's
 ``Sandbox`` contract onto the session's commands and file API.
 
 Configure DeerFlow with ``sandbox.use: langflow_guestflow.deerflow:GuestflowSandboxProvider``
-and ``GUESTFLOW_URL`` / ``GUESTFLOW_TOKEN`` in its environment.
+and ``GUESTFLOW_URL`` / ``GUESTFLOW_TOKEN`` in its environment; the provider reads the rest
+of DeerFlow's ``sandbox:`` section (``_deerflow_config``: each key honoured or refused at
+construction, naming it). bridge/python/README.md "DeerFlow" has a config.yaml excerpt.
 
 When ``deerflow`` is importable the classes subclass its ``Sandbox`` and ``SandboxProvider``
 ABCs (and grep returns its ``GrepMatch``, a full pool raises its
@@ -28,14 +30,18 @@ import errno
 import http.client
 import json
 import math
+import importlib
 import os
 import re
 import threading
+import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
 
+from langflow_guestflow._deerflow_config import GuestflowConfigError, SessionSettings, settings_from
 from langflow_guestflow._http import (
     CONNECT_TIMEOUT_SECONDS,
     GuestflowConnectionError,
@@ -74,16 +80,40 @@ except ImportError:  # pragma: no cover
 
         CODE = "SANDBOX_CAPACITY_EXCEEDED"
 
-        def __init__(self, message: str = "All sandbox replica slots are in use", *, retry_after_seconds: float = 5.0, reason: str = "capacity", **_: Any) -> None:
+        def __init__(
+            self,
+            message: str = "All sandbox replica slots are in use",
+            *,
+            active: int = 0,
+            warm: int = 0,
+            reserved: int = 0,
+            replicas: int = 0,
+            retry_after_seconds: float = 5.0,
+            reason: str = "capacity",
+        ) -> None:
             super().__init__(message)
             self.message = message
+            self.active, self.warm, self.reserved, self.replicas = active, warm, reserved, replicas
             self.retry_after_seconds = retry_after_seconds
             self.reason = reason
 
 
+try:
+    from deerflow.config.paths import VIRTUAL_PATH_PREFIX
+except ImportError:  # pragma: no cover
+    VIRTUAL_PATH_PREFIX = "/mnt/user-data"  # DeerFlow's deerflow.config.paths value
+
 DEERFLOW_AVAILABLE = _SandboxBase is not None and _ProviderBase is not None
 
-__all__ = ["DEERFLOW_AVAILABLE", "GrepMatch", "GuestflowSandbox", "GuestflowSandboxProvider", "SandboxCapacityExceededError"]
+__all__ = [
+    "DEERFLOW_AVAILABLE",
+    "GrepMatch",
+    "GuestflowConfigError",
+    "GuestflowSandbox",
+    "GuestflowSandboxProvider",
+    "SandboxCapacityExceededError",
+    "SessionSettings",
+]
 
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 DEFAULT_COMMAND_TIMEOUT_SECONDS = 600
@@ -96,8 +126,6 @@ MAX_LIST_DEPTH = 64  # the server's limit
 class _DuckSandbox:
     """What DeerFlow's ``Sandbox`` gives its subclasses, when DeerFlow is not installed."""
 
-    persistent_shell_sessions: bool | None = None
-
     def __init__(self, id: str) -> None:  # noqa: A002 (DeerFlow's parameter name)
         self._id = id
 
@@ -105,19 +133,15 @@ class _DuckSandbox:
     def id(self) -> str:
         return self._id
 
-    def execute_command_in_scope(self, command: str, env: dict[str, str] | None = None, timeout: float | None = None, *, scope_id: str | None = None) -> str:
-        del scope_id
-        return self.execute_command(command, env=env, timeout=timeout)  # type: ignore[attr-defined]
-
-    def release_command_scope(self, scope_id: str) -> None:
-        del scope_id
-
 
 class _DuckProvider:
     """What DeerFlow's ``SandboxProvider`` gives its subclasses, when DeerFlow is not installed."""
 
     uses_thread_data_mounts: bool = False
     needs_upload_permission_adjustment: bool = True
+
+    async def acquire_async(self, thread_id: str | None = None, *, user_id: str | None = None) -> str:
+        return await asyncio.to_thread(self.acquire, thread_id, user_id=user_id)  # type: ignore[attr-defined]
 
 
 def _validate_env(env: dict[str, str] | None) -> None:
@@ -230,7 +254,8 @@ def _file_error(err: GuestflowError, path: str, *, directory_expected: bool = Fa
     if status == 404 or code == "not_found":
         return FileNotFoundError(errno.ENOENT, err.message, path)
     if status == 403 or code == "policy_refused":
-        return PermissionError(errno.EACCES, err.message, path)
+        # A read-only place is EROFS, as DeerFlow's LocalSandbox says it; any other refusal EACCES.
+        return PermissionError(errno.EROFS if "read-only" in err.message else errno.EACCES, err.message, path)
     if status == 413 or code == "artifact_too_large":
         return OSError(errno.EFBIG, err.message, path)
     if status == 400 and "director" in err.message.lower():
@@ -239,44 +264,106 @@ def _file_error(err: GuestflowError, path: str, *, directory_expected: bool = Fa
     return OSError(errno.EIO, f"guestflow {code}: {err.message}", path)
 
 
+
+
+def _line_range(text: str) -> str:
+    """Lines as DeerFlow's LocalSandbox returns a range: each without its line ending,
+    joined by ``\\n`` (so the last line has none)."""
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    return "\n".join(line.rstrip("\r\n") for line in lines)
+
+
+def _timeout_notice(timeout: float) -> str:
+    """DeerFlow's LocalSandbox notice for a command killed at its timeout."""
+    seconds = float(timeout)
+    amount = str(int(seconds)) if seconds.is_integer() else f"{seconds:g}"
+    unit = "second" if seconds == 1 else "seconds"
+    return (
+        f"Command timed out after {amount} {unit} and was terminated. "
+        "To run a long-lived process such as a web server, start it in the background "
+        f"and redirect its output, e.g. `your-command > {VIRTUAL_PATH_PREFIX}/workspace/server.log 2>&1 &`."
+    )
+
+
 class GuestflowSandbox(_SandboxBase or _DuckSandbox):  # type: ignore[misc]
     """One session's guest as a DeerFlow ``Sandbox``; ``id`` is the session id.
 
-    Every command is a fresh ``sh -lc`` (no shell state carries over between calls).
+    Every command is a fresh ``sh -lc`` (no shell state carries over between calls), with
+    the config's ``environment`` under the call's ``env``. An object held across a
+    ``release`` keeps working, as DeerFlow's LocalSandbox does: the server refuses a
+    released session's calls, so the object acquires its (user, thread) again (the same
+    guest, with every file) and repeats the call once.
     """
 
-    persistent_shell_sessions = False
-
-    def __init__(self, id: str, *, client: _Client | None = None) -> None:  # noqa: A002
+    def __init__(
+        self,
+        id: str,  # noqa: A002
+        *,
+        client: _Client | None = None,
+        environment: dict[str, str] | None = None,
+        command_timeout: int = DEFAULT_COMMAND_TIMEOUT_SECONDS,
+        reacquire: Callable[[str, str], str] | None = None,
+        owner: tuple[str, str] | None = None,
+    ) -> None:
         super().__init__(id)
         self._client = client or _Client(endpoint())
         self._base = "/v1/sessions/" + quote(id, safe="")
+        self._environment = dict(environment or {})
+        self._command_timeout = command_timeout
+        self._reacquire = reacquire
+        self._owner = owner  # (user_id, thread_id), for reacquire
+
+    def _revived(self, err: GuestflowError) -> bool:
+        """After a 400: whether the session was released and is now acquired again."""
+        if err.status != 400 or self._reacquire is None:
+            return False
+        try:
+            session = self._client.json("GET", self._base, timeout=CONNECT_TIMEOUT_SECONDS * 3)
+        except GuestflowError:
+            return False
+        if session.get("state") != "warm":
+            return False
+        user, thread = self._owner or (str(session["user_id"]), str(session["thread_id"]))
+        return self._reacquire(thread, user) == self.id
+
+    def _session_call(self, call: Callable[[], Any]) -> Any:
+        try:
+            return call()
+        except GuestflowError as err:
+            if not self._revived(err):
+                raise
+        return call()
 
     # -- commands ------------------------------------------------------------------------
 
     def execute_command(self, command: str, env: dict[str, str] | None = None, timeout: float | None = None) -> str:
         """Runs ``sh -lc command`` in the guest; the output as DeerFlow's LocalSandbox
         formats it (stdout, then ``Std Error:`` and stderr, then ``Exit Code: N`` when not
-        0). A failed call (server gone, session released) is an ``Error: …`` string, as
-        DeerFlow's remote sandboxes answer; a bad env key is ``ValueError``."""
+        0, or its timeout notice). A failed call (server gone, session deleted) is an
+        ``Error: …`` string, as DeerFlow's remote sandboxes answer; a bad env key is
+        ``ValueError``. ``timeout`` ``None`` is the config's ``bash_command_timeout``; the
+        server counts whole seconds, so a fraction is rounded up."""
         _validate_env(env)
-        seconds = DEFAULT_COMMAND_TIMEOUT_SECONDS if timeout is None else min(max(1, math.ceil(timeout)), 86400)
+        if timeout is None:
+            timeout = self._command_timeout
+        seconds = min(max(1, math.ceil(timeout)), 86400)
         body: dict[str, Any] = {"command": command, "timeout_seconds": seconds}
-        if env:
-            body["env"] = dict(env)
+        merged = {**self._environment, **(env or {})}
+        if merged:
+            body["env"] = merged
         try:
-            answer = self._client.json("POST", self._base + "/commands", json_body=body, timeout=seconds + 60.0)
+            answer = self._session_call(lambda: self._client.json("POST", self._base + "/commands", json_body=body, timeout=seconds + 60.0))
         except GuestflowError as err:
             return f"Error: {err.message}"
-        stdout = str(answer.get("stdout") or "")
+        output = str(answer.get("stdout") or "")
         stderr = str(answer.get("stderr") or "")
-        output = stdout
         if stderr:
             output += f"\nStd Error:\n{stderr}" if output else stderr
         if answer.get("timed_out"):
-            notice = f"Command timed out after {seconds} seconds"
+            notice = _timeout_notice(timeout)
             output += f"\n{notice}" if output else notice
-            output += "\nExit Code: 124"
         elif answer.get("exit_code", 0) != 0:
             output += f"\nExit Code: {answer.get('exit_code')}"
         return output or "(no output)"
@@ -287,17 +374,36 @@ class GuestflowSandbox(_SandboxBase or _DuckSandbox):  # type: ignore[misc]
         return f"{self._base}/files/{op}?{_query(params)}"
 
     def read_file(self, path: str, start_line: int | None = None, end_line: int | None = None) -> str:
+        """The file's text; with a line range, the lines as DeerFlow's LocalSandbox gives
+        them (1-based, inclusive, a start below 1 read as 1, each line without its ending)."""
         raw = _guard_path(path)
+        ranged = start_line is not None or end_line is not None
+        first = max(int(start_line or 1), 1)
+        empty = end_line is not None and int(end_line) < first
+        params = {"path": raw}
+        if ranged:
+            # An empty range still checks the file is there (LocalSandbox opens it first).
+            params.update(start_line=1 if empty else first, end_line=1 if empty else end_line)
         try:
-            data = self._client.call("GET", self._files("read", path=raw, start_line=start_line, end_line=end_line))
+            data = self._session_call(lambda: self._client.call("GET", self._files("read", **params)))
         except GuestflowError as err:
             raise _file_error(err, path) from err
-        return data.decode("utf-8", "replace")
+        text = data.decode("utf-8", "replace")
+        if not ranged:
+            return text
+        return "" if empty else _line_range(text)
 
     def download_file(self, path: str) -> bytes:
+        """The file's bytes; only under DeerFlow's ``/mnt/user-data`` (``PermissionError``
+        otherwise, before any request, as DeerFlow's sandboxes refuse it), and the server
+        refuses a symlink leading out of its download prefix."""
         raw = _guard_path(path)
+        allowed = VIRTUAL_PATH_PREFIX.strip("/")
+        stripped = path.lstrip("/")
+        if stripped != allowed and not stripped.startswith(allowed + "/"):
+            raise PermissionError(errno.EACCES, f"Access denied: path must be under '{VIRTUAL_PATH_PREFIX}'", path)
         try:
-            return self._client.call("GET", self._files("download", path=raw))
+            return self._session_call(lambda: self._client.call("GET", self._files("download", path=raw)))
         except GuestflowError as err:
             raise _file_error(err, path) from err
 
@@ -310,23 +416,27 @@ class GuestflowSandbox(_SandboxBase or _DuckSandbox):  # type: ignore[misc]
     def _put(self, op: str, path: str, data: bytes, *, append: bool | None = None) -> None:
         raw = _guard_path(path)
         try:
-            self._client.call("PUT", self._files(op, path=raw, append=append), raw_body=data)
+            self._session_call(lambda: self._client.call("PUT", self._files(op, path=raw, append=append), raw_body=data))
         except GuestflowError as err:
             raise _file_error(err, path) from err
 
     def list_dir(self, path: str, max_depth=2) -> list[str]:
-        """Everything under ``path`` to ``max_depth`` levels, directories marked with a
-        trailing ``/`` and DeerFlow's ignored names (``node_modules``, ``*.log``, …) left out,
-        as DeerFlow's LocalSandbox does; ``max_depth`` 0 (or less) is ``[]``. A missing path
-        is ``FileNotFoundError``, never ``[]``."""
+        """Files and directories under ``path`` to ``max_depth`` levels, directories marked
+        with a trailing ``/`` and DeerFlow's ignored names (``node_modules``, ``*.log``, …)
+        left out, as DeerFlow's LocalSandbox does; symlinks are not listed (LocalSandbox
+        lists none as itself, BoxLite's ``find -type f -o -type d`` none at all) nor
+        followed. ``max_depth`` 0 (or less) is ``[]``. A missing path is
+        ``FileNotFoundError``, never ``[]``."""
         raw = _guard_path(path)
         depth = min(max(0, int(max_depth)), MAX_LIST_DEPTH)
         try:
-            answer = self._client.json("GET", self._files("list", path=raw, max_depth=depth))
+            answer = self._session_call(lambda: self._client.json("GET", self._files("list", path=raw, max_depth=depth)))
         except GuestflowError as err:
             raise _file_error(err, path, directory_expected=True) from err
         out = []
         for entry in answer.get("entries", []):
+            if entry.get("type") == "symlink":
+                continue
             name = _name_of(entry)
             out.append(name + "/" if entry.get("type") == "dir" and not name.endswith("/") else name)
         return out
@@ -339,7 +449,9 @@ class GuestflowSandbox(_SandboxBase or _DuckSandbox):  # type: ignore[misc]
         raw = _guard_path(path)
         cap = int(max_results)
         try:
-            answer = self._client.json("GET", self._files("glob", path=raw, pattern=pattern, include_dirs=include_dirs, max_results=max(cap, 1)))
+            answer = self._session_call(
+                lambda: self._client.json("GET", self._files("glob", path=raw, pattern=pattern, include_dirs=include_dirs, max_results=max(cap, 1)))
+            )
         except GuestflowError as err:
             raise _file_error(err, path, directory_expected=True) from err
         found = [_name_of(m) for m in answer.get("matches", [])]
@@ -364,7 +476,7 @@ class GuestflowSandbox(_SandboxBase or _DuckSandbox):  # type: ignore[misc]
         cap = int(max_results)
         params = {"path": raw, "pattern": pattern, "glob": glob, "literal": literal, "case_sensitive": case_sensitive, "max_results": max(cap, 1)}
         try:
-            answer = self._client.json("GET", self._files("grep", **params))
+            answer = self._session_call(lambda: self._client.json("GET", self._files("grep", **params)))
         except GuestflowError as err:
             raise _file_error(err, path) from err
         matches = [GrepMatch(path=_name_of(m), line_number=int(m["line_number"]), line=_summary(str(m.get("line", "")))) for m in answer.get("matches", [])]
@@ -374,68 +486,123 @@ class GuestflowSandbox(_SandboxBase or _DuckSandbox):  # type: ignore[misc]
 class GuestflowSandboxProvider(_ProviderBase or _DuckProvider):  # type: ignore[misc]
     """DeerFlow ``SandboxProvider`` over ``guestflow serve``'s sessions.
 
+    DeerFlow builds it with no arguments: the server is ``GUESTFLOW_URL`` /
+    ``GUESTFLOW_TOKEN`` and the settings are DeerFlow's ``sandbox:`` config section
+    (``_deerflow_config``: every key honoured or refused here, naming it). ``url``,
+    ``token`` and ``config`` (the section as a mapping or DeerFlow's model) are for use
+    without DeerFlow.
+
     ``acquire`` gives the same (user, thread) the same guest; ``release`` returns it to the
-    server's warm pool (reclaimable only by the same user and thread); ``reset`` releases
-    what this instance acquired; ``shutdown`` deletes it. A thread of ``None`` gets a
-    guest of its own (a fresh thread id); a user of ``None`` is ``"default"``.
+    server, which keeps it with its files for the same user and thread (the sandbox object
+    stays usable: its next call acquires it again); ``reset`` and ``shutdown`` release what
+    this instance holds; only ``delete`` deletes a guest. A thread of ``None`` gets a guest of
+    its own (a fresh thread id); a user of ``None`` is ``"default"``.
     """
 
     uses_thread_data_mounts = False
     needs_upload_permission_adjustment = False
 
-    def __init__(self, url: str | None = None, token: str | None = None, *, image: str | None = None, allow_network: bool = False, **_: Any) -> None:
+    def __init__(self, *, url: str | None = None, token: str | None = None, config: Any = None) -> None:
+        if config is None:
+            config = _deerflow_section()
+        self._settings = settings_from(config)
         self._client = _Client(endpoint(url, token))
-        self._image = image
-        self._allow_network = allow_network
-        self._lock = threading.Lock()
-        self._sandboxes: dict[str, GuestflowSandbox] = {}  # active, acquired here
-        self._acquired: set[str] = set()  # every session acquired here and not deleted
+        self._lock = threading.Condition()
+        self._objects: dict[str, GuestflowSandbox] = {}  # every session met here and not deleted
+        self._active: set[str] = set()  # acquired here and not released
+        self._ids: dict[tuple[str, str], str] = {}  # (user, thread) -> session id
+        self._pending = 0  # acquires between their slot and the server's answer
+
+    @property
+    def settings(self) -> SessionSettings:
+        return self._settings
+
+    def _sandbox(self, session: dict[str, Any]) -> GuestflowSandbox:
+        """The one object of a session (callers hold the lock)."""
+        sid = str(session["session_id"])
+        owner = (str(session.get("user_id", "")), str(session.get("thread_id", "")))
+        if sid not in self._objects:
+            self._objects[sid] = GuestflowSandbox(
+                sid,
+                client=self._client,
+                environment=self._settings.environment,
+                command_timeout=self._settings.command_timeout,
+                reacquire=lambda thread, user: self.acquire(thread, user_id=user),
+                owner=owner,
+            )
+        self._ids[owner] = sid
+        return self._objects[sid]
+
+    def _capacity_error(self, message: str, retry_after: float) -> Exception:
+        replicas = self._settings.replicas or 0
+        return SandboxCapacityExceededError(message, active=len(self._active), replicas=replicas, retry_after_seconds=retry_after)
 
     def acquire(self, thread_id: str | None = None, *, user_id: str | None = None) -> str:
-        body: dict[str, Any] = {
-            "user_id": user_id or "default",
-            "thread_id": thread_id or f"deerflow-{uuid.uuid4().hex}",
-            "allow_network": bool(self._allow_network),
-        }
-        if self._image:
-            body["image"] = self._image
-        try:
-            session = self._client.json("POST", "/v1/sessions", json_body=body, timeout=FILE_CALL_TIMEOUT_SECONDS)
-        except GuestflowError as err:
-            if err.status == 429 or err.code == "capacity":
-                raise SandboxCapacityExceededError(err.message, retry_after_seconds=err.retry_after or 5.0) from err
-            raise
-        sandbox_id = str(session["session_id"])
-        with self._lock:
-            self._acquired.add(sandbox_id)
-            if sandbox_id not in self._sandboxes:
-                self._sandboxes[sandbox_id] = GuestflowSandbox(sandbox_id, client=self._client)
-        return sandbox_id
-
-    async def acquire_async(self, thread_id: str | None = None, *, user_id: str | None = None) -> str:
-        return await asyncio.to_thread(self.acquire, thread_id, user_id=user_id)
+        """The session of (user, thread), active. At the config's ``replicas`` active
+        sessions of this provider, or the server's own cap, ``overflow_policy`` ``wait``
+        (DeerFlow's default) waits up to ``acquire_timeout`` seconds for a slot, ``reject``
+        raises ``SandboxCapacityExceededError`` at once."""
+        user = user_id or "default"
+        thread = thread_id or f"deerflow-{uuid.uuid4().hex}"
+        body: dict[str, Any] = {"user_id": user, "thread_id": thread, "allow_network": self._settings.allow_network}
+        if self._settings.image:
+            body["image"] = self._settings.image
+        deadline = time.monotonic() + (self._settings.acquire_timeout if self._settings.wait_for_capacity else 0.0)
+        while True:
+            with self._lock:
+                known = self._ids.get((user, thread))
+                slot = known is None or known not in self._active
+                cap = self._settings.replicas
+                if slot and cap is not None and len(self._active) + self._pending >= cap:
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        raise self._capacity_error(f"{cap} of {cap} sandbox replicas of this provider are active (sandbox.replicas)", 1.0)
+                    self._lock.wait(min(left, 1.0))  # woken by a release
+                    continue
+                if slot:
+                    self._pending += 1
+            try:
+                session = self._client.json("POST", "/v1/sessions", json_body=body, timeout=FILE_CALL_TIMEOUT_SECONDS)
+            except GuestflowError as err:
+                if err.status != 429 and err.code != "capacity":
+                    raise
+                retry = err.retry_after or 1.0
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise self._capacity_error(err.message, retry) from err
+                with self._lock:
+                    self._lock.wait(min(left, retry))
+                continue
+            finally:
+                if slot:
+                    with self._lock:
+                        self._pending -= 1
+            with self._lock:
+                sandbox = self._sandbox(session)
+                self._active.add(sandbox.id)
+                return sandbox.id
 
     def get(self, sandbox_id: str) -> GuestflowSandbox | None:
-        """The active session's sandbox; ``None`` when the server does not know it or it
-        was released (commands and files need an active session)."""
+        """The session's sandbox, one object per session: after a ``release`` too, as
+        DeerFlow's LocalSandbox keeps its instance (its first call acquires the session
+        again). ``None`` for a session the server does not know (or one deleted here)."""
         with self._lock:
-            cached = self._sandboxes.get(sandbox_id)
-        if cached is not None:
-            return cached
+            known = self._objects.get(sandbox_id)
+        if known is not None:
+            return known
         try:
             session = self._client.json("GET", "/v1/sessions/" + quote(sandbox_id, safe=""), timeout=CONNECT_TIMEOUT_SECONDS * 3)
         except GuestflowError as err:
             if err.status == 404 or err.code == "not_found":
                 return None
             raise
-        if session.get("state") != "active":
-            return None
         with self._lock:
-            return self._sandboxes.setdefault(sandbox_id, GuestflowSandbox(sandbox_id, client=self._client))
+            return self._sandbox(session)
 
     def release(self, sandbox_id: str) -> None:
         with self._lock:
-            self._sandboxes.pop(sandbox_id, None)
+            self._active.discard(sandbox_id)
+            self._lock.notify_all()
         try:
             self._client.json("POST", "/v1/sessions/" + quote(sandbox_id, safe="") + "/release", timeout=FILE_CALL_TIMEOUT_SECONDS)
         except GuestflowError as err:
@@ -443,27 +610,37 @@ class GuestflowSandboxProvider(_ProviderBase or _DuckProvider):  # type: ignore[
                 raise
 
     def reset(self) -> None:
+        """Releases every session this instance holds active."""
         with self._lock:
-            ids = list(self._sandboxes)
+            ids = sorted(self._active)
         for sandbox_id in ids:
             self.release(sandbox_id)
 
     def shutdown(self) -> None:
-        """Deletes the guests this instance acquired, released ones too (DeerFlow calls it
-        when the app stops)."""
-        with self._lock:
-            ids = sorted(self._acquired)
-            self._sandboxes.clear()
-        for sandbox_id in ids:
-            self.delete(sandbox_id)
+        """Releases what this instance holds (DeerFlow calls it when the app stops): the
+        server keeps each thread's guest with its files for the next acquire."""
+        self.reset()
 
     def delete(self, sandbox_id: str) -> None:
-        """Deletes the session's guest (not part of DeerFlow's contract)."""
+        """Deletes the session's guest and its files (not part of DeerFlow's contract)."""
         with self._lock:
-            self._sandboxes.pop(sandbox_id, None)
-            self._acquired.discard(sandbox_id)
+            self._active.discard(sandbox_id)
+            self._objects.pop(sandbox_id, None)
+            for key in [k for k, v in self._ids.items() if v == sandbox_id]:
+                del self._ids[key]
+            self._lock.notify_all()
         try:
             self._client.json("DELETE", "/v1/sessions/" + quote(sandbox_id, safe=""), timeout=FILE_CALL_TIMEOUT_SECONDS)
         except GuestflowError as err:
             if err.status != 404 and err.code != "not_found":
                 raise
+
+
+def _deerflow_section() -> Any:
+    """DeerFlow's ``sandbox:`` section, looked up when the provider is built (so a test's
+    patched ``deerflow.config.get_app_config`` is seen); ``None`` without DeerFlow."""
+    try:
+        config_module = importlib.import_module("deerflow.config")
+    except ImportError:
+        return None
+    return getattr(config_module.get_app_config(), "sandbox", None)

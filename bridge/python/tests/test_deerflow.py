@@ -1,23 +1,31 @@
 """The DeerFlow provider against a real ``guestflow serve`` with real guests: sessions keyed by
-user and thread, commands, and byte-exact file names through list_dir, glob, grep, read and
-download (test_deerflow_contract.py checks its DeerFlow contract offline)."""
+user and thread, commands, byte-exact file names through list_dir, glob, grep, read and
+download, typed file errors, a sandbox held across a release, and the ``sandbox:`` config
+keys it honours (test_deerflow_contract.py and test_deerflow_config.py check the contract
+and the config offline; test_deerflow_upstream.py runs DeerFlow's own sandbox tests)."""
 
 from __future__ import annotations
 
 import asyncio
+import errno
 import json
 import os
 import re
+import threading
+import time
 import unittest
 import urllib.error
 import urllib.request
 
+from deerflow.sandbox.exceptions import SandboxCapacityExceededError
 from deerflow.sandbox.search import GrepMatch
 
 from langflow_guestflow.deerflow import GuestflowSandbox, GuestflowSandboxProvider
 from tests._server import ModuleServer
+from tests.test_deerflow_config import _section
 
-MODULE = ModuleServer(extra_env={"GUESTFLOW_SESSION_REPLICAS": "8"})
+# DeerFlow's download prefix (its VIRTUAL_PATH_PREFIX) for the server's file API too.
+MODULE = ModuleServer(extra_env={"GUESTFLOW_SESSION_REPLICAS": "12", "GUESTFLOW_DOWNLOAD_PREFIX": "/mnt/user-data"})
 
 
 def setUpModule() -> None:  # noqa: N802
@@ -69,7 +77,7 @@ class ServerTest(unittest.TestCase):
     def setUpClass(cls) -> None:
         assert _sessions_served(), "guestflow serve answers no /v1/sessions"
         assert MODULE.server is not None
-        cls.provider = GuestflowSandboxProvider(url=MODULE.server.url, token=MODULE.server.token)
+        cls.provider = GuestflowSandboxProvider(url=MODULE.server.url, token=MODULE.server.token, config={})
         cls.sandbox_id = cls.provider.acquire("thread-main", user_id="user-1")
         sandbox = cls.provider.get(cls.sandbox_id)
         assert sandbox is not None
@@ -78,7 +86,8 @@ class ServerTest(unittest.TestCase):
     @classmethod
     def tearDownClass(cls) -> None:
         if hasattr(cls, "provider"):
-            cls.provider.shutdown()
+            for sid in list(cls.provider._objects):
+                cls.provider.delete(sid)
 
     def test_same_thread_same_sandbox_and_async_acquire(self) -> None:
         again = self.provider.acquire("thread-main", user_id="user-1")
@@ -97,20 +106,21 @@ class ServerTest(unittest.TestCase):
         self.assertEqual(self.sandbox.execute_command("cat; printf done"), "done")
 
     def test_timeout_kills_and_says_so(self) -> None:
-        out = self.sandbox.execute_command("sleep 30 & sleep 30; echo never", timeout=1)
-        self.assertIn("timed out", out)
-        self.assertTrue(out.endswith("Exit Code: 124"), out)
+        out = self.sandbox.execute_command("echo started; sleep 30 & sleep 30; echo never", timeout=1)
+        # LocalSandbox's layout: the output, a newline, the notice.
+        self.assertTrue(out.startswith("started\n\nCommand timed out after 1 second and was terminated."), out)
         self.assertNotIn("never", out)
+        self.assertNotIn("Exit Code", out)  # DeerFlow's notice stands alone
 
     def test_write_read_update_download_round_trip(self) -> None:
         path = "/workspace/rt/notes.txt"
         self.sandbox.write_file(path, "one\ntwo\n")
         self.sandbox.write_file(path, "three\n", append=True)
         self.assertEqual(self.sandbox.read_file(path), "one\ntwo\nthree\n")
-        self.assertEqual(self.sandbox.read_file(path, start_line=2, end_line=3), "two\nthree\n")
+        self.assertEqual(self.sandbox.read_file(path, start_line=2, end_line=3), "two\nthree")
         blob = bytes(range(256)) * 4
-        self.sandbox.update_file("/workspace/rt/blob.bin", blob)
-        self.assertEqual(self.sandbox.download_file("/workspace/rt/blob.bin"), blob)
+        self.sandbox.update_file("/mnt/user-data/outputs/rt/blob.bin", blob)
+        self.assertEqual(self.sandbox.download_file("/mnt/user-data/outputs/rt/blob.bin"), blob)
 
     def test_missing_and_wrong_kind_paths(self) -> None:
         with self.assertRaises(FileNotFoundError):
@@ -118,7 +128,7 @@ class ServerTest(unittest.TestCase):
         with self.assertRaises(FileNotFoundError):
             self.sandbox.read_file("/workspace/no-such-file")
         with self.assertRaises(FileNotFoundError):
-            self.sandbox.download_file("/workspace/no-such-file")
+            self.sandbox.download_file("/mnt/user-data/no-such-file")
         self.sandbox.write_file("/workspace/kind/file.txt", "x")
         with self.assertRaises(OSError):
             self.sandbox.list_dir("/workspace/kind/file.txt")
@@ -129,12 +139,12 @@ class ServerTest(unittest.TestCase):
     def test_download_outside_the_prefix_or_via_symlink_is_permission_error(self) -> None:
         with self.assertRaises(PermissionError):
             self.sandbox.download_file("/etc/passwd")
-        self.sandbox.execute_command("mkdir -p /workspace/links && ln -sf /etc/passwd /workspace/links/out")
+        self.sandbox.execute_command("mkdir -p /mnt/user-data/links && ln -sf /etc/passwd /mnt/user-data/links/out")
         with self.assertRaises(PermissionError):
-            self.sandbox.download_file("/workspace/links/out")
+            self.sandbox.download_file("/mnt/user-data/links/out")
 
     def test_edge_names_round_trip_through_list_dir_glob_grep_read(self) -> None:
-        root = "/workspace/edge"
+        root = "/mnt/user-data/outputs/edge"
         for name in EDGE_NAMES:
             self.sandbox.write_file(f"{root}/{name}", f"needle in {name!r}\n")
         listed = self.sandbox.list_dir(root, max_depth=1)
@@ -217,27 +227,175 @@ class ServerTest(unittest.TestCase):
         assert sandbox is not None
         sandbox.write_file("/workspace/kept.txt", "still here")
         self.provider.release(sid)
-        self.assertIsNone(self.provider.get(sid))  # a warm session serves no commands
+        self.assertIs(self.provider.get(sid), sandbox)  # as LocalSandbox: the same instance
         self.assertEqual(self.provider.acquire("thread-release", user_id="user-2"), sid)
         again = self.provider.get(sid)
-        assert again is not None
+        self.assertIs(again, sandbox)  # one object per session
         self.assertEqual(again.read_file("/workspace/kept.txt"), "still here")
         # Another user's same thread is another guest.
         other = self.provider.acquire("thread-release", user_id="user-3")
         self.assertNotEqual(other, sid)
         self.provider.delete(other)
 
-    def test_reset_releases_what_it_acquired(self) -> None:
+    def test_an_object_held_across_a_release_keeps_working(self) -> None:
+        """As DeerFlow's LocalSandbox (its release keeps the instance usable)."""
         assert MODULE.server is not None
-        p = GuestflowSandboxProvider(url=MODULE.server.url, token=MODULE.server.token)
+        sid = self.provider.acquire("thread-held", user_id="user-5")
+        held = self.provider.get(sid)
+        assert held is not None
+        held.write_file("/mnt/user-data/workspace/a.txt", "before")
+        self.provider.release(sid)
+        status, body = MODULE.server.get("/v1/sessions/" + sid)
+        self.assertEqual(json.loads(body)["state"], "warm", body)
+        self.assertEqual(held.read_file("/mnt/user-data/workspace/a.txt"), "before")
+        self.assertEqual(held.execute_command("printf after"), "after")
+        status, body = MODULE.server.get("/v1/sessions/" + sid)
+        self.assertEqual(json.loads(body)["state"], "active", body)  # acquired again for the call
+        self.assertIs(self.provider.get(sid), held)
+        self.assertIsNone(self.provider.get("gf-b-no-such-session"))
+        # A deleted session stays deleted: the held object's calls fail.
+        self.provider.delete(sid)
+        self.assertTrue(held.execute_command("true").startswith("Error: "))
+        with self.assertRaises(FileNotFoundError):
+            held.read_file("/mnt/user-data/workspace/a.txt")
+
+    def test_reset_and_shutdown_release_delete_deletes(self) -> None:
+        assert MODULE.server is not None
+        p = GuestflowSandboxProvider(url=MODULE.server.url, token=MODULE.server.token, config={})
         sid = p.acquire("thread-reset", user_id="user-4")
         p.reset()
         status, body = MODULE.server.get("/v1/sessions/" + sid)
         self.assertEqual(status, 200, body)
         self.assertEqual(json.loads(body)["state"], "warm")
-        p.shutdown()
+        self.assertEqual(p.acquire("thread-reset", user_id="user-4"), sid)
+        p.shutdown()  # DeerFlow's app stop: the thread's guest and files stay
+        status, body = MODULE.server.get("/v1/sessions/" + sid)
+        self.assertEqual(json.loads(body)["state"], "warm", body)
+        p.delete(sid)
         status, _ = MODULE.server.get("/v1/sessions/" + sid)
         self.assertEqual(status, 404)
+
+
+class FileErrorTest(unittest.TestCase):
+    """File errors typed as DeerFlow's sandboxes raise them, never a tool's traceback."""
+
+    @classmethod
+    def setUpClass(cls) -> None:
+        assert MODULE.server is not None
+        cls.provider = GuestflowSandboxProvider(url=MODULE.server.url, token=MODULE.server.token, config={})
+        sandbox = cls.provider.get(cls.provider.acquire("thread-errors", user_id="user-e"))
+        assert sandbox is not None
+        cls.sandbox = sandbox
+
+    @classmethod
+    def tearDownClass(cls) -> None:
+        for sid in list(cls.provider._objects):
+            cls.provider.delete(sid)
+
+    def test_write_through_a_dangling_link_is_not_found(self) -> None:
+        self.sandbox.execute_command("mkdir -p /mnt/user-data/workspace && ln -sfn /nowhere/at/all /mnt/user-data/workspace/dangling")
+        for path in ("/mnt/user-data/workspace/dangling", "/mnt/user-data/workspace/dangling/below.txt"):
+            with self.subTest(path=path), self.assertRaises(FileNotFoundError) as caught:
+                self.sandbox.write_file(path, "x")
+            self.assertIn("symlink leads nowhere", str(caught.exception))
+            self.assertNotIn("Traceback", str(caught.exception))
+        self.assertIn("No such file", self.sandbox.execute_command("ls /nowhere"))
+
+    def test_write_to_a_read_only_place_is_permission_error(self) -> None:
+        # /usr is the image's read-only mount (EROFS, as LocalSandbox raises for a read-only
+        # mount); /proc/version is not writable (EACCES).
+        for path, code in (("/usr/lib/new-file", errno.EROFS), ("/usr/new-dir/file", errno.EROFS), ("/proc/version", errno.EACCES)):
+            with self.subTest(path=path):
+                with self.assertRaises(PermissionError) as caught:
+                    self.sandbox.update_file(path, b"x")
+                self.assertEqual(caught.exception.errno, code)
+                message = str(caught.exception)
+                self.assertNotIn("Traceback", message)
+                self.assertEqual(len(message.splitlines()), 1, message)
+
+    def test_the_staging_directory_is_not_writable(self) -> None:
+        for path in ("/workspace/.gf-session/planted", "/workspace/.gf-session"):
+            with self.subTest(path=path), self.assertRaises(PermissionError) as caught:
+                self.sandbox.write_file(path, "x")
+            self.assertIn("staging directory", str(caught.exception))
+        # Nor through a link to it.
+        self.sandbox.execute_command("ln -sfn /workspace/.gf-session /mnt/user-data/stage-link")
+        with self.assertRaises(PermissionError):
+            self.sandbox.write_file("/mnt/user-data/stage-link/planted", "x")
+        self.assertEqual(self.sandbox.execute_command("ls /workspace/.gf-session/planted 2>/dev/null || echo absent"), "absent\n")
+
+
+class HonouredOnServerTest(unittest.TestCase):
+    """The honoured keys with real guests."""
+
+    def provider(self, **keys: object) -> GuestflowSandboxProvider:
+        assert MODULE.server is not None
+        provider = GuestflowSandboxProvider(url=MODULE.server.url, token=MODULE.server.token, config=_section(**keys))
+        self.addCleanup(self._delete_all, provider)
+        return provider
+
+    @staticmethod
+    def _delete_all(provider: GuestflowSandboxProvider) -> None:
+        for sid in list(provider._objects):
+            provider.delete(sid)
+
+    def test_environment_reaches_every_command(self) -> None:
+        provider = self.provider(environment={"NODE_ENV": "production", "DEBUG": "false"})
+        sandbox = provider.get(provider.acquire("env-thread", user_id="cfg"))
+        assert sandbox is not None
+        self.assertEqual(sandbox.execute_command('printf "%s %s" "$NODE_ENV" "$DEBUG"'), "production false")
+        # The call's env is layered over it, for that call only.
+        self.assertEqual(sandbox.execute_command('printf "%s"  "$DEBUG"', env={"DEBUG": "true"}), "true")
+        self.assertEqual(sandbox.execute_command('printf "%s" "$DEBUG"'), "false")
+
+    def test_allow_network_is_the_sessions(self) -> None:
+        assert MODULE.server is not None
+        for allow in (False, True):
+            with self.subTest(allow_network=allow):
+                sid = self.provider(allow_network=allow).acquire(f"net-{allow}", user_id="cfg")
+                status, body = MODULE.server.get("/v1/sessions/" + sid)
+                self.assertEqual(status, 200, body)
+                self.assertIs(json.loads(body)["sandbox"]["allow_network"], allow)
+
+    def test_bash_command_timeout_bounds_a_command_given_no_timeout(self) -> None:
+        provider = self.provider(bash_command_timeout=1)
+        sandbox = provider.get(provider.acquire("timeout-thread", user_id="cfg"))
+        assert sandbox is not None
+        started = time.monotonic()
+        out = sandbox.execute_command("sleep 20; echo never")
+        self.assertLess(time.monotonic() - started, 15)
+        self.assertIn("Command timed out after 1 second and was terminated.", out)
+        self.assertNotIn("never", out)
+
+    def test_replicas_bounds_this_providers_active_sessions_reject(self) -> None:
+        provider = self.provider(replicas=1, overflow_policy="reject")
+        first = provider.acquire("rep-1", user_id="cfg")
+        self.assertEqual(provider.acquire("rep-1", user_id="cfg"), first)  # the same thread holds no new slot
+        started = time.monotonic()
+        with self.assertRaises(SandboxCapacityExceededError) as caught:
+            provider.acquire("rep-2", user_id="cfg")
+        self.assertLess(time.monotonic() - started, 1.0)  # reject: at once
+        self.assertEqual((caught.exception.replicas, caught.exception.active), (1, 1))
+        provider.release(first)
+        second = provider.acquire("rep-2", user_id="cfg")
+        self.assertNotEqual(second, first)
+
+    def test_replicas_with_wait_waits_acquire_timeout_then_gives_up_or_gets_the_slot(self) -> None:
+        provider = self.provider(replicas=1, overflow_policy="wait", acquire_timeout=2)
+        first = provider.acquire("wait-1", user_id="cfg")
+        started = time.monotonic()
+        with self.assertRaises(SandboxCapacityExceededError):
+            provider.acquire("wait-2", user_id="cfg")
+        self.assertGreaterEqual(time.monotonic() - started, 2.0)
+        # A release while another acquire waits gives it the slot.
+        got: list[str] = []
+        waiter = threading.Thread(target=lambda: got.append(provider.acquire("wait-2", user_id="cfg")))
+        waiter.start()
+        provider.release(first)
+        waiter.join(timeout=60)
+        self.assertFalse(waiter.is_alive())
+        self.assertEqual(len(got), 1)
+        self.assertNotEqual(got[0], first)
 
 
 if __name__ == "__main__":

@@ -37,11 +37,11 @@ class ContractTest(unittest.TestCase):
         self.assertIs(provider_module.SandboxCapacityExceededError, SandboxCapacityExceededError)
         # Instantiable: every abstract method is implemented.
         self.assertEqual(GuestflowSandbox("gf-b-x").id, "gf-b-x")
-        GuestflowSandboxProvider(url="http://127.0.0.1:9")
+        GuestflowSandboxProvider(url="http://127.0.0.1:9", config={})
 
     def test_signatures_match_the_abcs_exactly(self) -> None:
         checked = (
-            (Sandbox, GuestflowSandbox, {"execute_command_in_scope", "release_command_scope"}),
+            (Sandbox, GuestflowSandbox, set()),
             (SandboxProvider, GuestflowSandboxProvider, {"acquire_async", "reset"}),
         )
         for base, cls, concrete in checked:
@@ -54,6 +54,13 @@ class ContractTest(unittest.TestCase):
                         [(p.name, p.kind, p.default) for p in want.parameters.values()],
                     )
         self.assertTrue(asyncio.iscoroutinefunction(GuestflowSandboxProvider.acquire_async))
+
+    def test_nothing_deerflow_lacks(self) -> None:
+        """DeerFlow's Sandbox has no command scopes or shell-session flag; neither has ours."""
+        for name in ("execute_command_in_scope", "release_command_scope", "persistent_shell_sessions"):
+            with self.subTest(name=name):
+                self.assertFalse(hasattr(Sandbox, name))
+                self.assertFalse(hasattr(GuestflowSandbox, name))
 
     def test_bad_env_key_is_value_error_before_any_request(self) -> None:
         sandbox = GuestflowSandbox("gf-b-x", client=_NoCalls())
@@ -88,11 +95,12 @@ import asyncio
 from langflow_guestflow import deerflow as d
 assert not d.DEERFLOW_AVAILABLE
 s = d.GuestflowSandbox("gf-b-y")
-assert s.id == "gf-b-y" and s.persistent_shell_sessions is False
+assert s.id == "gf-b-y" and not hasattr(s, "persistent_shell_sessions")
 for name in ("execute_command", "read_file", "write_file", "update_file", "download_file",
-             "list_dir", "glob", "grep", "execute_command_in_scope", "release_command_scope"):
+             "list_dir", "glob", "grep"):
     assert callable(getattr(s, name)), name
-p = d.GuestflowSandboxProvider(url="http://127.0.0.1:9")
+p = d.GuestflowSandboxProvider(url="http://127.0.0.1:9")  # no DeerFlow: no config to read
+assert p.settings == d.SessionSettings()
 for name in ("acquire", "acquire_async", "get", "release", "reset"):
     assert callable(getattr(p, name)), name
 assert asyncio.iscoroutinefunction(p.acquire_async)
@@ -128,14 +136,22 @@ class _Canned:
     def __init__(self, *answers: object) -> None:
         self.answers = list(answers)
         self.requests: list[tuple[str, str]] = []
+        self.bodies: list[object] = []
 
-    def json(self, method: str, path: str, **_: object) -> object:
+    def json(self, method: str, path: str, **kwargs: object) -> object:
         self.requests.append((method, path))
-        return self.answers.pop(0)
+        self.bodies.append(kwargs.get("json_body"))
+        answer = self.answers.pop(0)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
 
     def call(self, method: str, path: str, **_: object) -> bytes:
         self.requests.append((method, path))
-        return b""
+        answer = self.answers.pop(0) if self.answers else b""
+        if isinstance(answer, Exception):
+            raise answer
+        return answer  # type: ignore[return-value]
 
 
 class WireMappingTest(unittest.TestCase):
@@ -211,8 +227,79 @@ class WireMappingTest(unittest.TestCase):
             def json(self, *_: object, **__: object) -> object:
                 raise GuestflowError("capacity", "4 of 4 session guests are active", status=429, retry_after=2.0)
 
-        provider = GuestflowSandboxProvider(url="http://127.0.0.1:9")
+        provider = GuestflowSandboxProvider(url="http://127.0.0.1:9", config={"overflow_policy": "reject"})
         provider._client = _Full()  # type: ignore[assignment]
         with self.assertRaises(SandboxCapacityExceededError) as caught:
             provider.acquire("t", user_id="u")
         self.assertEqual(caught.exception.retry_after_seconds, 2.0)
+
+
+class DeerFlowBehaviourTest(unittest.TestCase):
+    """DeerFlow's smaller semantics, each as its own code or test has it."""
+
+    def test_line_range_drops_each_line_ending_as_local_sandbox(self) -> None:
+        # LocalSandbox.read_file: lines rstrip("\\r\\n"), joined by "\\n"; the server sends
+        # the lines with their endings. (E2B/BoxLite tests: "line 2\\nline 3\\nline 4".)
+        client = _Canned(b"line 2\nline 3\r\nline 4\n", b"line 4\nline 5", b"whole\n", b"x\n")
+        sandbox = GuestflowSandbox("gf-b-x", client=client)
+        self.assertEqual(sandbox.read_file("/mnt/user-data/workspace/r.txt", start_line=2, end_line=4), "line 2\nline 3\nline 4")
+        self.assertEqual(sandbox.read_file("/mnt/user-data/workspace/r.txt", start_line=4), "line 4\nline 5")
+        self.assertEqual(sandbox.read_file("/mnt/user-data/workspace/r.txt"), "whole\n")
+        # An empty range (end before start) is "" once the file is known to be there.
+        self.assertEqual(sandbox.read_file("/mnt/user-data/workspace/r.txt", start_line=3, end_line=2), "")
+        self.assertEqual(
+            [path.split("?", 1)[1] for _, path in client.requests],
+            [
+                "path=/mnt/user-data/workspace/r.txt&start_line=2&end_line=4",
+                "path=/mnt/user-data/workspace/r.txt&start_line=4",
+                "path=/mnt/user-data/workspace/r.txt",
+                "path=/mnt/user-data/workspace/r.txt&start_line=1&end_line=1",
+            ],
+        )
+
+    def test_timeout_notice_says_what_deerflow_says(self) -> None:
+        # test_local_sandbox_command_timeout.py: "after 1.5 seconds", "after 1 second".
+        timed_out = {"stdout": "partial", "stderr": "", "exit_code": -1, "timed_out": True}
+        client = _Canned(dict(timed_out), dict(timed_out, stdout=""))
+        sandbox = GuestflowSandbox("gf-b-x", client=client)
+        out = sandbox.execute_command("wait", timeout=1.5)
+        self.assertIn("after 1.5 seconds", out)
+        self.assertTrue(out.startswith("partial\nCommand timed out after 1.5 seconds and was terminated."), out)
+        self.assertNotIn("Exit Code", out)  # LocalSandbox adds none after its notice
+        self.assertIn("after 1 second and", sandbox.execute_command("wait", timeout=1))
+        self.assertEqual([b["timeout_seconds"] for b in client.bodies], [2, 1])  # whole seconds, rounded up
+
+    def test_download_only_under_mnt_user_data(self) -> None:
+        sandbox = GuestflowSandbox("gf-b-x", client=_NoCalls())
+        for path in ("/etc/passwd", "/workspace/a.txt", "/mnt/user-datax/a", "/mnt/skills/x"):
+            with self.subTest(path=path), self.assertRaises(PermissionError) as caught:
+                sandbox.download_file(path)
+            self.assertIn("path must be under '/mnt/user-data'", str(caught.exception))
+        client = _Canned(b"bytes")
+        self.assertEqual(GuestflowSandbox("gf-b-x", client=client).download_file("/mnt/user-data/outputs/a.bin"), b"bytes")
+
+    def test_config_environment_under_every_command_the_call_env_over_it(self) -> None:
+        client = _Canned({"stdout": "ok", "exit_code": 0}, {"stdout": "ok", "exit_code": 0})
+        sandbox = GuestflowSandbox("gf-b-x", client=client, environment={"A": "1", "B": "2"}, command_timeout=42)
+        sandbox.execute_command("true", env={"B": "3"})
+        sandbox.execute_command("true")
+        self.assertEqual(client.bodies, [{"command": "true", "timeout_seconds": 42, "env": {"A": "1", "B": "3"}}, {"command": "true", "timeout_seconds": 42, "env": {"A": "1", "B": "2"}}])
+
+    def test_an_object_held_across_a_release_acquires_again(self) -> None:
+        from langflow_guestflow._http import GuestflowError
+
+        released = GuestflowError("bad_request", "session gf-b-x is released: acquire it again", status=400)
+        client = _Canned(released, {"session_id": "gf-b-x", "state": "warm", "user_id": "u", "thread_id": "t"}, {"stdout": "back", "exit_code": 0})
+        again: list[tuple[str, str]] = []
+
+        def reacquire(thread: str, user: str) -> str:
+            again.append((user, thread))
+            return "gf-b-x"
+
+        sandbox = GuestflowSandbox("gf-b-x", client=client, reacquire=reacquire, owner=("u", "t"))
+        self.assertEqual(sandbox.execute_command("echo back"), "back")
+        self.assertEqual(again, [("u", "t")])
+        # A deleted session is not brought back: its 404 is the answer.
+        gone = _Canned(GuestflowError("not_found", "no session gf-b-x", status=404))
+        self.assertIn("Error: no session", GuestflowSandbox("gf-b-x", client=gone, reacquire=reacquire).execute_command("true"))
+        self.assertEqual(len(again), 1)

@@ -13,12 +13,11 @@ def _validate_extra_env(extra_env: dict[str, str] | None) -> None:
         return
     for key in extra_env:
         if not isinstance(key, str) or not _ENV_NAME_PATTERN.fullmatch(key):
-            raise ValueError(f"extra_env key {key!r} is not a valid POSIX environment variable name")
+            raise ValueError(f"extra_env key {key!r} is not a valid POSIX environment variable name (must match ^[A-Za-z_][A-Za-z0-9_]*$)")
 
 
 class Sandbox(ABC):
     _id: str
-    persistent_shell_sessions: bool | None = None
 
     def __init__(self, id: str):
         self._id = id
@@ -30,20 +29,6 @@ class Sandbox(ABC):
     @abstractmethod
     def execute_command(self, command: str, env: dict[str, str] | None = None, timeout: float | None = None) -> str:
         pass
-
-    def execute_command_in_scope(
-        self,
-        command: str,
-        env: dict[str, str] | None = None,
-        timeout: float | None = None,
-        *,
-        scope_id: str | None = None,
-    ) -> str:
-        del scope_id
-        return self.execute_command(command, env=env, timeout=timeout)
-
-    def release_command_scope(self, scope_id: str) -> None:
-        del scope_id
 
     @abstractmethod
     def read_file(self, path: str, start_line: int | None = None, end_line: int | None = None) -> str:
