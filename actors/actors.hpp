@@ -32,6 +32,7 @@ using exec_atom = caf::atom_constant<caf::atom("exec")>;
 using stream_atom = caf::atom_constant<caf::atom("stream")>;
 using cancel_atom = caf::atom_constant<caf::atom("cancel")>;
 using resume_atom = caf::atom_constant<caf::atom("resume")>;
+using stop_atom = caf::atom_constant<caf::atom("stop")>;
 using delete_atom = caf::atom_constant<caf::atom("delete")>;
 using egress_atom = caf::atom_constant<caf::atom("egress")>;
 using done_atom = caf::atom_constant<caf::atom("done")>;
@@ -82,6 +83,8 @@ using controlplane_actor = caf::typed_actor<
     caf::reacts_to<cancel_atom, exec_sink_actor>,
     /// POST …/resume.
     caf::replies_to<resume_atom, std::string>::with<sandbox_view>,
+    /// POST …/stop (a persistent guest: memory freed, workspace kept).
+    caf::replies_to<stop_atom, std::string>::with<sandbox_view>,
     /// DELETE /v1/sandboxes/{id}.
     caf::replies_to<delete_atom, std::string>::with<sandbox_deleted>,
     /// DELETE /v1/sandboxes/{id}?if_idle_for=S: refused while the guest is in use (reap).
@@ -265,7 +268,11 @@ using session_task_actor = exec_sink_actor::extend<
     /// The server is stopping: the running command is killed and answered `unavailable`.
     caf::reacts_to<cancel_atom>,
     /// (guest id, call): the file API through the guest-side tool (guest/session_files.py).
-    caf::replies_to<fetch_atom, std::string, session_file_call>::with<session_file_answer>>;
+    caf::replies_to<fetch_atom, std::string, session_file_call>::with<session_file_answer>,
+    /// (guest id, thread dir): the thread's uploads into the guest; replies the files copied.
+    caf::replies_to<put_atom, std::string, std::string>::with<uint64_t>,
+    /// (guest id, thread dir): the guest's outputs into the thread dir; the files copied.
+    caf::replies_to<get_atom, std::string, std::string>::with<uint64_t>>;
 
 /// The sessions of `guestflow serve`: one guest per (user, thread), the warm pool with its
 /// replica cap and idle timeout (actors/session_pool.hpp). Every guest is tracked by the
@@ -275,7 +282,7 @@ using session_manager_actor = caf::typed_actor<
     /// created (concurrent acquires of one key share one create); capacity at the cap with
     /// no warm guest to evict.
     caf::replies_to<acquire_atom, session_request>::with<session_info>,
-    /// Releases session `id` into the warm pool.
+    /// Releases session `id` into the warm pool (its outputs copied back first).
     caf::replies_to<release_atom, std::string>::with<session_info>,
     /// Deletes session `id` and its guest.
     caf::replies_to<delete_atom, std::string>::with<session_info>,
@@ -292,7 +299,7 @@ using session_manager_actor = caf::typed_actor<
     /// The server is stopping: every running command ends with `unavailable` (streamed:
     /// its last line), and new ones are refused so.
     caf::reacts_to<drain_atom>,
-    /// Internal: deletes the warm guests idle past the timeout.
+    /// Internal: stops the warm guests idle past the timeout.
     caf::reacts_to<tick_atom>>;
 
 } // namespace guestflow

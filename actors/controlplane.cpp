@@ -141,6 +141,10 @@ controlplane(controlplane_actor::stateful_pointer<controlplane_state> self,
         return call<sandbox_view>(
             self, [&](auto cb) { st.client->resume(id, st.timeouts.query, std::move(cb)); });
       },
+      [self, &st](stop_atom, std::string& id) {
+        return call<sandbox_view>(
+            self, [&](auto cb) { st.client->stop(id, st.timeouts.remove, std::move(cb)); });
+      },
       [self, &st](delete_atom, std::string& id) {
         return call<sandbox_deleted>(
             self, [&](auto cb) { st.client->remove(id, st.timeouts.remove, std::move(cb)); });

@@ -13,31 +13,39 @@
 
 namespace guestflow {
 
-/// The guest name of the session of (user, thread) for runtime `owner`: of the ephemeral
-/// form `gf-b-<owner6>-<10 base36 chars of a hash of both>` (22 chars), so that the
-/// reaper's sweep and `guestflow reap` treat a leftover like any other guest of this
-/// runtime, yet deterministic, so one (user, thread) never gets two guests.
+/// The guest name of the session of (user, thread) for runtime `owner`: `gf-s-` + 17
+/// base36 chars of a hash of all three (22 chars). Deterministic, so one (user, thread) never
+/// gets two guests and a restarted server finds its stopped guest again; never of the
+/// ephemeral form (no '-' at index 11), so no sweep of ephemeral guests (the reaper's,
+/// `guestflow reap`) deletes a session's files: only DELETE and the retention do.
 std::string session_guest_name(std::string_view owner, std::string_view user_id,
                                std::string_view thread_id);
 
 struct session_pool_options {
-  uint32_t replicas = 3; ///< GUESTFLOW_SESSION_REPLICAS: creating + active + warm
+  /// GUESTFLOW_SESSION_REPLICAS: running guests (creating or waking + active + warm).
+  uint32_t replicas = 3;
   std::chrono::seconds idle_timeout{600}; ///< GUESTFLOW_SESSION_IDLE_TIMEOUT_SECONDS; 0 = never
+  /// GUESTFLOW_SESSION_RETENTION_SECONDS: a stopped guest is deleted (by the control plane,
+  /// delete_after_stop_seconds) this long after its stop, and forgotten here then; 0 = never.
+  std::chrono::seconds retention{1'209'600};
 };
 
 /// The session pool's bookkeeping, without I/O or a clock of its own (the caller passes
 /// `now`, tests a fake one): which guest each session has and in which state, the replica
-/// cap, which warm guest to evict, which are idle past the timeout. The session manager
-/// actor does the control-plane calls it decides on.
+/// cap over running guests, which warm guest to stop for room, which are idle past the
+/// timeout, which stopped ones the retention has deleted. The session manager actor does
+/// the control-plane calls it decides on.
 class session_pool {
 public:
   using time_point = std::chrono::steady_clock::time_point;
 
   enum class state : uint8_t {
-    creating, ///< its create is in flight
+    creating, ///< its create, or the wake of its stopped guest, is in flight
     active,   ///< acquired
-    warm,     ///< released: kept for the same user and thread
-    deleting, ///< its delete is in flight (not counted against the cap)
+    warm,     ///< released: running, kept for the same user and thread
+    stopping, ///< its stop is in flight (not counted against the cap)
+    stopped,  ///< memory freed, files kept; the next acquire wakes it (not counted)
+    deleting, ///< its delete is in flight (not counted)
   };
 
   struct slot {
@@ -45,57 +53,66 @@ public:
     session_request req;
     std::string guest_id;
     state st = state::creating;
-    time_point released_at{};
+    time_point released_at{}; ///< warm: since; stopped: when it stopped
   };
 
   /// What an acquire must do next.
   struct decision {
     enum class kind : uint8_t {
       ready,  ///< the session is active now (`reused`)
-      wait,   ///< a create or delete of this name is in flight: ask again when it ends
-      create, ///< a creating slot was added: create the guest (after deleting `evict`)
+      wait,   ///< a create, wake, stop or delete of this name is in flight: ask again later
+      create, ///< a creating slot was added: create the guest (after stopping `evict`)
+      wake,   ///< its stopped guest `guest_id` is waking: start it (after stopping `evict`)
       refuse, ///< `why`
     };
     kind what = kind::refuse;
     bool reused = false;
-    std::optional<std::string> evict; ///< create: a warm guest now `deleting`, delete it
+    std::string guest_id;             ///< wake
+    std::optional<std::string> evict; ///< create, wake: a warm guest now `stopping`
     failure why;
   };
 
   explicit session_pool(session_pool_options opts);
 
   /// Acquires the session `name` for `req`: the active or warm slot (ready), a slot in
-  /// flight (wait), or a new one (create) — at the cap by evicting the least recently
-  /// released warm slot; with none to evict, refused with `capacity`. A slot of another
-  /// image or network policy is refused with `bad_request`.
+  /// flight (wait), its stopped guest (wake), or a new one (create). Waking or creating at
+  /// the cap first stops the least recently released warm slot; with none, refused with
+  /// `capacity`. A slot of another image, network policy or mounts is refused with
+  /// `bad_request`.
   decision acquire(const std::string& name, const session_request& req, time_point now);
 
-  /// The create of a creating slot answered: it becomes active.
+  /// The create or wake of a creating slot succeeded: it becomes active on `guest_id`.
   void created(const std::string& name, std::string guest_id);
 
-  /// The create failed: the slot is gone.
+  /// The create or wake failed: the slot is forgotten (a guest left behind is found again
+  /// by name on the next acquire).
   void create_failed(const std::string& name);
 
-  /// active → warm (idle from `now`); a warm slot stays as it is. not_found for no slot,
-  /// bad_request for one still being created or deleted.
+  /// active → warm (idle from `now`); warm and stopped stay as they are. not_found for no
+  /// slot, bad_request for one in flight.
   result<slot> release(const std::string& name, time_point now);
 
   /// Marks the slot deleting (the caller deletes its guest); not_found for no slot,
-  /// bad_request for one being created; a second delete of a deleting slot is not_found.
+  /// bad_request for one in flight; a second delete of a deleting slot is not_found.
   result<slot> begin_delete(const std::string& name);
 
   /// The delete of a deleting slot ended (either way): the slot is gone.
   void deleted(const std::string& name);
 
-  /// Warm slots idle for the timeout or longer, now marked deleting.
+  /// The stop of a stopping slot answered: stopped from `now`; failed: forgotten (the
+  /// guest is found again by name; the control plane's idle TTL stops it meanwhile).
+  void stopped(const std::string& name, bool ok, time_point now);
+
+  /// Warm slots idle for the timeout or longer, now marked stopping. Stopped slots past
+  /// the retention are forgotten (the control plane deleted their guests).
   std::vector<slot> expire(time_point now);
 
-  /// When the next warm slot falls idle (none: no warm slot or no timeout).
+  /// When the next warm slot falls idle or stopped slot expires (none: nothing to wait for).
   std::optional<time_point> next_expiry() const;
 
   const slot* find(const std::string& name) const;
 
-  /// Slots that count against the cap (creating, active, warm).
+  /// Slots that count against the cap: running guests (creating, active, warm).
   size_t counted() const;
 
   const session_pool_options& options() const noexcept { return opts_; }

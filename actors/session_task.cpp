@@ -1,11 +1,22 @@
 #include "actors/session_task.hpp"
 
 #include "actors/guest_assets.hpp"
+#include "common/unique_fd.hpp"
 #include "messages/base64.hpp"
 #include "messages/bridge.hpp"
 #include "messages/type_ids.hpp"
 
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <dirent.h>
+#include <fcntl.h>
+#include <linux/openat2.h>
+#include <memory>
 #include <random>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 namespace guestflow {
 
@@ -227,6 +238,255 @@ void file_call(self_ptr self, std::string guest, session_file_call call, file_pr
   });
 }
 
+// -- thread directory sync: the host side (blocking; the task runs detached for it) --------
+
+/// openat2 below `dirfd` refusing every symlink and `..` out of it.
+int open_beneath(int dirfd, const std::string& rel, uint64_t flags, uint64_t mode = 0) {
+  open_how how{};
+  how.flags = flags | O_CLOEXEC;
+  how.mode = mode;
+  how.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS;
+  return static_cast<int>(::syscall(SYS_openat2, dirfd, rel.c_str(), &how, sizeof how));
+}
+
+/// An absolute directory opened without following a symlink anywhere in it.
+unique_fd open_dir(const std::string& dir) {
+  unique_fd root{::open("/", O_PATH | O_DIRECTORY | O_CLOEXEC)};
+  if (!root || dir.size() < 2 || dir[0] != '/') return unique_fd{};
+  return unique_fd{open_beneath(root.get(), dir.substr(1), O_RDONLY | O_DIRECTORY)};
+}
+
+failure sync_too_large(uint64_t max_files, uint64_t max_bytes) {
+  return failure{ec::artifact_too_large,
+                 "a thread directory's sync is capped at " + std::to_string(max_files) +
+                     " files and " + std::to_string(max_bytes) +
+                     " bytes together (GUESTFLOW_SESSION_SYNC_CAP_BYTES); nothing was copied"};
+}
+
+bool walk_files(int dirfd, const std::string& prefix, int depth, std::vector<host_file>& out,
+                uint64_t& total, uint64_t max_files, uint64_t max_bytes) {
+  unique_fd own{::fcntl(dirfd, F_DUPFD_CLOEXEC, 0)};
+  DIR* d = own ? ::fdopendir(own.get()) : nullptr;
+  if (!d) return true;
+  own.release();
+  std::vector<std::string> names;
+  while (auto* e = ::readdir(d)) {
+    std::string name = e->d_name;
+    if (name != "." && name != "..") names.push_back(std::move(name));
+  }
+  bool ok = true;
+  for (auto& name : names) {
+    struct stat st {};
+    if (::fstatat(::dirfd(d), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) continue;
+    auto rel = prefix.empty() ? name : prefix + "/" + name;
+    if (S_ISDIR(st.st_mode) && depth < 64) {
+      unique_fd sub{open_beneath(::dirfd(d), name, O_RDONLY | O_DIRECTORY)};
+      if (sub && !walk_files(sub.get(), rel, depth + 1, out, total, max_files, max_bytes)) {
+        ok = false;
+        break;
+      }
+    } else if (S_ISREG(st.st_mode) && name.rfind(".upload-", 0) != 0) {
+      total += static_cast<uint64_t>(st.st_size);
+      out.push_back({rel, static_cast<uint64_t>(st.st_size)});
+      if (out.size() > max_files || total > max_bytes) {
+        ok = false;
+        break;
+      }
+    }
+  }
+  ::closedir(d);
+  return ok;
+}
+
+/// The parts of a relative path; nullopt when one is empty, `.` or `..`.
+std::optional<std::vector<std::string>> plain_parts(const std::string& rel) {
+  std::vector<std::string> parts;
+  size_t i = 0;
+  while (i <= rel.size()) {
+    auto j = rel.find('/', i);
+    if (j == std::string::npos) j = rel.size();
+    auto part = rel.substr(i, j - i);
+    if (part.empty() || part == "." || part == ".." || part.find('\0') != std::string::npos)
+      return std::nullopt;
+    parts.push_back(std::move(part));
+    i = j + 1;
+  }
+  return parts;
+}
+
+} // namespace
+
+result<std::vector<host_file>> host_files_below(const std::string& dir, uint64_t max_files,
+                                                uint64_t max_bytes) {
+  std::vector<host_file> out;
+  auto root = open_dir(dir);
+  if (!root) {
+    if (errno == ENOENT) return out;
+    return fail(ec::policy_refused,
+                dir + " cannot be read without following a symlink: " + std::strerror(errno));
+  }
+  uint64_t total = 0;
+  if (!walk_files(root.get(), "", 0, out, total, max_files, max_bytes))
+    return sync_too_large(max_files, max_bytes);
+  std::sort(out.begin(), out.end(),
+            [](const host_file& a, const host_file& b) { return a.rel < b.rel; });
+  return out;
+}
+
+result<std::string> read_host_file(const std::string& dir, const std::string& rel) {
+  auto root = open_dir(dir);
+  unique_fd f{root ? open_beneath(root.get(), rel, O_RDONLY | O_NOFOLLOW) : -1};
+  if (!f)
+    return fail(ec::policy_refused,
+                "cannot read " + dir + "/" + rel +
+                    " without following a symlink: " + std::strerror(errno));
+  std::string out;
+  char buf[65536];
+  for (;;) {
+    auto n = ::read(f.get(), buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return fail(ec::unavailable, "reading " + rel + ": " + std::strerror(errno));
+    if (n == 0) break;
+    out.append(buf, static_cast<size_t>(n));
+  }
+  return out;
+}
+
+result<bool> write_host_file(const std::string& dir, const std::string& rel,
+                             const std::string& bytes) {
+  auto parts = plain_parts(rel);
+  if (!parts) return fail(ec::bad_request, "not a plain relative path: " + rel);
+  auto d = open_dir(dir);
+  if (!d && errno == ENOENT) return fail(ec::not_found, "no directory " + dir);
+  if (!d)
+    return fail(ec::policy_refused,
+                dir + " cannot be opened without following a symlink: " + std::strerror(errno));
+  for (size_t i = 0; i + 1 < parts->size(); ++i) {
+    auto& part = (*parts)[i];
+    if (::mkdirat(d.get(), part.c_str(), 0755) != 0 && errno != EEXIST)
+      return fail(ec::unavailable,
+                  "cannot create " + part + " in " + dir + ": " + std::strerror(errno));
+    unique_fd next{open_beneath(d.get(), part, O_RDONLY | O_DIRECTORY)};
+    if (!next)
+      return fail(ec::policy_refused, "the host's " + part + " of " + rel +
+                                          " is not a directory (a symlink is never followed)");
+    d = std::move(next);
+  }
+  static thread_local std::mt19937_64 rng{std::random_device{}()};
+  auto tmp = ".gf-sync-" + std::to_string(rng());
+  unique_fd f{open_beneath(d.get(), tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0644)};
+  if (!f) return fail(ec::unavailable, "cannot write in " + dir + ": " + std::strerror(errno));
+  size_t off = 0;
+  while (off < bytes.size()) {
+    auto n = ::write(f.get(), bytes.data() + off, bytes.size() - off);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      auto why = std::strerror(errno);
+      ::unlinkat(d.get(), tmp.c_str(), 0);
+      return fail(ec::unavailable, "writing " + rel + ": " + why);
+    }
+    off += static_cast<size_t>(n);
+  }
+  f.reset();
+  if (::renameat(d.get(), tmp.c_str(), d.get(), parts->back().c_str()) != 0) {
+    auto why = std::strerror(errno);
+    ::unlinkat(d.get(), tmp.c_str(), 0);
+    return fail(ec::bad_request, "cannot put " + rel + " in place: " + why);
+  }
+  return true;
+}
+
+namespace {
+
+using count_promise = caf::typed_response_promise<uint64_t>;
+
+void end_sync(self_ptr self, count_promise rp, result<uint64_t> r) {
+  if (r)
+    rp.deliver(*r);
+  else
+    rp.deliver(make_error(r.error().code, r.error().message));
+  self->quit();
+}
+
+/// Puts files[i…] into the guest, one at a time.
+void put_next(self_ptr self, std::string guest, std::string dir,
+              std::shared_ptr<std::vector<host_file>> files, size_t i, count_promise rp) {
+  if (i == files->size()) return end_sync(self, rp, uint64_t{files->size()});
+  auto bytes = read_host_file(dir, (*files)[i].rel);
+  if (!bytes) return end_sync(self, rp, bytes.error());
+  auto& st = self->state;
+  self->request(st.cp, st.opts.call_timeout, put_atom::value, guest,
+                std::string{guest_uploads_dir} + "/" + (*files)[i].rel,
+                shared_bytes{std::move(*bytes)})
+      .then([self, guest, dir, files, i,
+             rp](bool) mutable { put_next(self, guest, dir, files, i + 1, rp); },
+            [self, rp](caf::error& e) mutable { end_sync(self, rp, to_failure(e)); });
+}
+
+void uploads_in(self_ptr self, std::string guest, std::string thread_dir, count_promise rp) {
+  auto& o = self->state.opts;
+  auto dir = thread_dir + "/uploads";
+  auto files = host_files_below(dir, o.sync_max_files, o.sync_max_bytes);
+  if (!files) return end_sync(self, rp, files.error());
+  put_next(self, std::move(guest), std::move(dir),
+           std::make_shared<std::vector<host_file>>(std::move(*files)), 0, rp);
+}
+
+/// Fetches files[i…] from the guest into the thread dir's outputs, one at a time.
+void get_next(self_ptr self, std::string guest, std::string dir,
+              std::shared_ptr<std::vector<host_file>> files, size_t i, uint64_t left,
+              count_promise rp) {
+  if (i == files->size()) return end_sync(self, rp, uint64_t{files->size()});
+  auto& st = self->state;
+  auto rel = (*files)[i].rel;
+  // The cap binds while the bytes travel: a file grown since the listing is cut off.
+  self->request(st.cp, st.opts.call_timeout, fetch_atom::value, guest,
+                std::string{guest_outputs_dir} + "/" + rel, left)
+      .then(
+          [self, guest, dir, files, i, left, rel, rp](std::string& bytes) mutable {
+            if (auto ok = write_host_file(dir, "outputs/" + rel, bytes); !ok)
+              return end_sync(self, rp, ok.error());
+            get_next(self, guest, dir, files, i + 1, left - bytes.size(), rp);
+          },
+          [self, rp](caf::error& e) mutable { end_sync(self, rp, to_failure(e)); });
+}
+
+void outputs_out(self_ptr self, std::string guest, std::string thread_dir, count_promise rp) {
+  auto& st = self->state;
+  session_file_call list;
+  list.op = "list";
+  list.path = guest_outputs_dir;
+  list.max_depth = 64;
+  list.ignore = false;
+  self->request(st.cp, st.opts.call_timeout + std::chrono::seconds{10}, exec_atom::value, guest,
+                session_tool_request(tool_args(list, st.opts, stage_path())),
+                ms(st.opts.call_timeout))
+      .then(
+          [self, guest, thread_dir, rp](exec_result& r) mutable {
+            auto& o = self->state.opts;
+            auto answer = session_tool_answer(r);
+            if (!answer && answer.error().code == ec::not_found)
+              return end_sync(self, rp, uint64_t{0});
+            if (!answer) return end_sync(self, rp, answer.error());
+            bool truncated = false;
+            auto entries = decode_listing(*answer, truncated);
+            if (!entries) return end_sync(self, rp, entries.error());
+            auto files = std::make_shared<std::vector<host_file>>();
+            uint64_t total = 0;
+            const std::string prefix = std::string{guest_outputs_dir} + "/";
+            for (auto& e : *entries) {
+              if (e.type != "file") continue; // links are never followed out
+              if (e.path.compare(0, prefix.size(), prefix) != 0) continue;
+              files->push_back({e.path.substr(prefix.size()), e.size});
+              total += e.size;
+            }
+            if (truncated || files->size() > o.sync_max_files || total > o.sync_max_bytes)
+              return end_sync(self, rp, sync_too_large(o.sync_max_files, o.sync_max_bytes));
+            get_next(self, guest, thread_dir, files, 0, o.sync_max_bytes, rp);
+          },
+          [self, rp](caf::error& e) mutable { end_sync(self, rp, to_failure(e)); });
+}
+
 } // namespace
 
 exec_request session_exec_request(const session_command& cmd) {
@@ -302,6 +562,16 @@ session_task(session_task_actor::stateful_pointer<session_task_state> self,
       [self](fetch_atom, std::string& guest, session_file_call& call) {
         auto rp = self->make_response_promise<file_promise>();
         file_call(self, std::move(guest), std::move(call), rp);
+        return rp;
+      },
+      [self](put_atom, std::string& guest, std::string& thread_dir) {
+        auto rp = self->make_response_promise<count_promise>();
+        uploads_in(self, std::move(guest), std::move(thread_dir), rp);
+        return rp;
+      },
+      [self](get_atom, std::string& guest, std::string& thread_dir) {
+        auto rp = self->make_response_promise<count_promise>();
+        outputs_out(self, std::move(guest), std::move(thread_dir), rp);
         return rp;
       },
       [self](exec_stream_line& line) {

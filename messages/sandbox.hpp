@@ -64,6 +64,26 @@ enum class sandbox_status : uint8_t {
 std::string_view to_string(sandbox_status x) noexcept;
 std::optional<sandbox_status> sandbox_status_from_string(std::string_view x) noexcept;
 
+/// A bind mount a create asks for (local control plane only: CreateOS has none). Exactly one
+/// source: a host directory (under the control plane's mount roots, resolved with symlinks
+/// before the check) or a directory of the guest's own workspace volume (relative, made at
+/// start when missing, so what the guest writes there is kept with the workspace).
+struct sandbox_mount {
+  std::string host_path;     ///< absolute host directory
+  std::string workspace_dir; ///< or: relative to the workspace volume's root
+  std::string guest_path;    ///< absolute, where the guest sees it
+  bool read_only = false;
+  friend bool operator==(const sandbox_mount& a, const sandbox_mount& b) {
+    return a.host_path == b.host_path && a.workspace_dir == b.workspace_dir &&
+           a.guest_path == b.guest_path && a.read_only == b.read_only;
+  }
+};
+
+template<class Inspector>
+typename Inspector::result_type inspect(Inspector& f, sandbox_mount& x) {
+  return f(x.host_path, x.workspace_dir, x.guest_path, x.read_only);
+}
+
 /// Body of `POST /v1/sandboxes`. The decoder enforces the wire rules: `shape` required,
 /// `name` ≤ 22 chars of [a-z0-9-], `auto_pause_after_seconds` in 60–86400, env keys
 /// non-empty without '=' or NUL, egress per `parse_egress`.
@@ -83,6 +103,8 @@ struct sandbox_create_request {
   std::optional<uint32_t> idle_ttl_seconds{};
   /// Persistent only: deleted after this long stopped (0: never; absent: 14 days).
   std::optional<uint32_t> delete_after_stop_seconds{};
+  /// Local control plane: bind mounts (absent on the wire when empty).
+  std::vector<sandbox_mount> mounts;
 
   friend bool operator==(const sandbox_create_request& a, const sandbox_create_request& b) {
     return a.shape == b.shape && a.rootfs == b.rootfs && a.name == b.name &&
@@ -90,14 +112,15 @@ struct sandbox_create_request {
            a.auto_pause_after_seconds == b.auto_pause_after_seconds &&
            a.ingress_enabled == b.ingress_enabled && a.persistent == b.persistent &&
            a.idle_ttl_seconds == b.idle_ttl_seconds &&
-           a.delete_after_stop_seconds == b.delete_after_stop_seconds;
+           a.delete_after_stop_seconds == b.delete_after_stop_seconds && a.mounts == b.mounts;
   }
 };
 
 template<class Inspector>
 typename Inspector::result_type inspect(Inspector& f, sandbox_create_request& x) {
   return f(x.shape, x.rootfs, x.name, x.egress, x.envs, x.auto_pause_after_seconds,
-           x.ingress_enabled, x.persistent, x.idle_ttl_seconds, x.delete_after_stop_seconds);
+           x.ingress_enabled, x.persistent, x.idle_ttl_seconds, x.delete_after_stop_seconds,
+           x.mounts);
 }
 
 /// `data` of a successful create: the guest is running when this returns.

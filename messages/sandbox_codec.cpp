@@ -53,6 +53,52 @@ std::optional<uint32_t> opt_auto_pause(const object_view& o) {
   return static_cast<uint32_t>(x);
 }
 
+constexpr size_t max_mounts = 32;
+
+/// `mounts`: `[{"host_path"|"workspace_dir", "guest_path", "read_only"?}]`. The shape only
+/// (one source, absolute guest path, no NUL or control byte: the record store keeps them
+/// as lines); what may be bound where is the control plane's to decide.
+std::vector<sandbox_mount> mounts_of(const object_view& o) {
+  std::vector<sandbox_mount> out;
+  auto v = o.find("mounts");
+  if (v == nullptr) return out;
+  auto at = o.at("mounts");
+  codec::expect_array(*v, at);
+  if (v->Size() > max_mounts) codec::raise(at, "more than 32 mounts");
+  auto text = [](const object_view& m, std::string_view key) {
+    auto s = m.str_or(key, "");
+    for (unsigned char c : s)
+      if (c < 0x20 || c == 0x7f) codec::raise(m.at(key), "must not contain control bytes");
+    return s;
+  };
+  for (rapidjson::SizeType i = 0; i < v->Size(); ++i) {
+    object_view m{(*v)[i], at.at(i)};
+    sandbox_mount x;
+    x.host_path = text(m, "host_path");
+    x.workspace_dir = text(m, "workspace_dir");
+    x.guest_path = text(m, "guest_path");
+    x.read_only = m.boolean_or("read_only", false);
+    if (x.host_path.empty() == x.workspace_dir.empty())
+      codec::raise(m.where(), "needs exactly one of host_path and workspace_dir");
+    if (x.guest_path.empty() || x.guest_path[0] != '/')
+      codec::raise(m.at("guest_path"), "must be an absolute path");
+    out.push_back(std::move(x));
+  }
+  return out;
+}
+
+void write_mounts(json_writer& w, const std::vector<sandbox_mount>& xs) {
+  if (xs.empty()) return;
+  w.key("mounts").begin_array();
+  for (auto& x : xs) {
+    w.begin_object();
+    if (!x.host_path.empty()) w.field("host_path", x.host_path);
+    if (!x.workspace_dir.empty()) w.field("workspace_dir", x.workspace_dir);
+    w.field("guest_path", x.guest_path).field("read_only", x.read_only).end_object();
+  }
+  w.end_array();
+}
+
 /// A persistent guest's TTL (idle_ttl_seconds, delete_after_stop_seconds): 0 (never) to
 /// UINT32_MAX seconds.
 std::optional<uint32_t> opt_seconds(const object_view& o, std::string_view key) {
@@ -252,6 +298,7 @@ result<sandbox_create_request> decode<sandbox_create_request>(std::string_view t
         x.persistent = o.boolean_or("persistent", false);
         x.idle_ttl_seconds = opt_seconds(o, "idle_ttl_seconds");
         x.delete_after_stop_seconds = opt_seconds(o, "delete_after_stop_seconds");
+        x.mounts = mounts_of(o);
         return result<sandbox_create_request>{std::move(x)};
       });
 }
@@ -448,8 +495,9 @@ std::string encode(const sandbox_create_request& x) {
   // Only when asked for: CreateOS knows no persistent guests.
   if (x.persistent) w.field("persistent", true);
   w.opt_field("idle_ttl_seconds", x.idle_ttl_seconds)
-      .opt_field("delete_after_stop_seconds", x.delete_after_stop_seconds)
-      .end_object();
+      .opt_field("delete_after_stop_seconds", x.delete_after_stop_seconds);
+  write_mounts(w, x.mounts);
+  w.end_object();
   return w.take();
 }
 

@@ -5,6 +5,7 @@
 
 #include "messages/inspect_optional.hpp"
 #include "messages/json.hpp"
+#include "messages/sandbox.hpp"
 
 #include <cstdint>
 #include <map>
@@ -20,15 +21,22 @@ struct session_request {
   std::string thread_id;
   std::string image; ///< "" = the server's default image
   bool allow_network = false;
+  /// DeerFlow's `mounts` (`host_path`, `container_path` → guest_path, `read_only`): host
+  /// directories under GUESTFLOW_SESSION_MOUNT_ROOTS, part of the guest's identity.
+  std::vector<sandbox_mount> mounts;
+  /// DeerFlow's host directory of the thread (`…/threads/<id>/user-data`), under a mount
+  /// root: its `uploads` go in on acquire, the guest's outputs come back on release. "": none.
+  std::string thread_dir;
   friend bool operator==(const session_request& a, const session_request& b) {
     return a.user_id == b.user_id && a.thread_id == b.thread_id && a.image == b.image &&
-           a.allow_network == b.allow_network;
+           a.allow_network == b.allow_network && a.mounts == b.mounts &&
+           a.thread_dir == b.thread_dir;
   }
 };
 
 template<class Inspector>
 typename Inspector::result_type inspect(Inspector& f, session_request& x) {
-  return f(x.user_id, x.thread_id, x.image, x.allow_network);
+  return f(x.user_id, x.thread_id, x.image, x.allow_network, x.mounts, x.thread_dir);
 }
 
 /// The session object of every session answer.
@@ -36,22 +44,27 @@ struct session_info {
   std::string session_id; ///< the guest name
   std::string user_id;
   std::string thread_id;
-  bool warm = false;   ///< released into the warm pool (else active)
-  bool reused = false; ///< the guest existed before this call
+  bool warm = false;    ///< released into the warm pool (else active)
+  bool stopped = false; ///< released and stopped (memory freed, files kept)
+  bool reused = false;  ///< the guest existed before this call
   std::string guest_id;
   std::string image;
   bool allow_network = false;
+  /// Files copied by this call: the thread's uploads in (acquire), the outputs back
+  /// (release); absent from the answer when the session has no thread_dir.
+  std::optional<uint64_t> synced_files;
   friend bool operator==(const session_info& a, const session_info& b) {
     return a.session_id == b.session_id && a.user_id == b.user_id &&
-           a.thread_id == b.thread_id && a.warm == b.warm && a.reused == b.reused &&
-           a.guest_id == b.guest_id && a.image == b.image && a.allow_network == b.allow_network;
+           a.thread_id == b.thread_id && a.warm == b.warm && a.stopped == b.stopped &&
+           a.reused == b.reused && a.guest_id == b.guest_id && a.image == b.image &&
+           a.allow_network == b.allow_network && a.synced_files == b.synced_files;
   }
 };
 
 template<class Inspector>
 typename Inspector::result_type inspect(Inspector& f, session_info& x) {
-  return f(x.session_id, x.user_id, x.thread_id, x.warm, x.reused, x.guest_id, x.image,
-           x.allow_network);
+  return f(x.session_id, x.user_id, x.thread_id, x.warm, x.stopped, x.reused, x.guest_id,
+           x.image, x.allow_network, x.synced_files);
 }
 
 /// POST /v1/sessions/{id}/commands.
@@ -120,6 +133,17 @@ std::string encode_command_lines(const command_outcome& x);
 std::string encode_command_line(const output_chunk& x);
 /// A streamed command's last line: `{"exit_code", "timed_out"}`.
 std::string encode_command_end(const command_outcome& x);
+
+/// One entry of the file tool's `list` answer (bridge/API.md "Files"): the exact bytes of
+/// its absolute path (`path_b64` when given, else `path`), its type and size.
+struct listed_entry {
+  std::string path;
+  std::string type; ///< file | dir | symlink | other
+  uint64_t size = 0;
+};
+
+/// `{"entries": [...], "truncated"}` of the file tool's list; `truncated` set from it.
+result<std::vector<listed_entry>> decode_listing(std::string_view json, bool& truncated);
 
 } // namespace guestflow
 

@@ -35,6 +35,36 @@ bool shell_name(std::string_view s) {
   return true;
 }
 
+constexpr size_t max_mounts = 16;
+
+/// An absolute path without NUL or control bytes (the control plane's record keeps lines).
+std::string mount_path(const object_view& m, std::string_view key) {
+  auto s = m.str(key);
+  if (s.empty() || s[0] != '/') codec::raise(m.at(key), "must be an absolute path");
+  for (unsigned char c : s)
+    if (c < 0x20 || c == 0x7f) codec::raise(m.at(key), "must not contain control bytes");
+  return s;
+}
+
+/// DeerFlow's `mounts` as its config has them: `[{host_path, container_path, read_only}]`.
+std::vector<sandbox_mount> deerflow_mounts(const object_view& o) {
+  std::vector<sandbox_mount> out;
+  auto v = o.find("mounts");
+  if (v == nullptr) return out;
+  auto at = o.at("mounts");
+  codec::expect_array(*v, at);
+  if (v->Size() > max_mounts) codec::raise(at, "more than 16 mounts");
+  for (rapidjson::SizeType i = 0; i < v->Size(); ++i) {
+    object_view m{(*v)[i], at.at(i)};
+    sandbox_mount x;
+    x.host_path = mount_path(m, "host_path");
+    x.guest_path = mount_path(m, "container_path");
+    x.read_only = m.boolean_or("read_only", false);
+    out.push_back(std::move(x));
+  }
+  return out;
+}
+
 } // namespace
 
 template<>
@@ -48,6 +78,11 @@ result<session_request> decode<session_request>(std::string_view text,
     x.image = o.str_or("image", "");
     codec::no_nul(x.image, o.at("image"));
     x.allow_network = o.boolean_or("allow_network", false);
+    x.mounts = deerflow_mounts(o);
+    x.thread_dir = o.str_or("thread_dir", "");
+    codec::no_nul(x.thread_dir, o.at("thread_dir"));
+    if (!x.thread_dir.empty() && x.thread_dir[0] != '/')
+      codec::raise(o.at("thread_dir"), "must be an absolute path");
     return result<session_request>{std::move(x)};
   });
 }
@@ -88,8 +123,11 @@ std::string encode(const session_info& x) {
       .field("session_id", x.session_id)
       .field("user_id", x.user_id)
       .field("thread_id", x.thread_id)
-      .field("state", x.warm ? "warm" : "active")
-      .field("reused", x.reused);
+      .field("state", x.stopped ? "stopped"
+                      : x.warm  ? "warm"
+                                : "active")
+      .field("reused", x.reused)
+      .opt_field("synced_files", x.synced_files);
   w.key("sandbox")
       .begin_object()
       .field("id", x.guest_id)
@@ -142,6 +180,40 @@ std::string encode_command_lines(const command_outcome& x) {
   for (auto& c : x.chunks)
     lines += encode_command_line(c) + '\n';
   return lines + encode_command_end(x) + '\n';
+}
+
+result<std::vector<listed_entry>> decode_listing(std::string_view json, bool& truncated) {
+  struct listing {
+    std::vector<listed_entry> entries;
+    bool truncated = false;
+  };
+  auto r =
+      codec::decode_with<listing>(json, decode_limits{}, [](const value& v, const path& p) {
+        object_view o{v, p};
+        listing out;
+        out.truncated = o.boolean_or("truncated", false);
+        auto& xs = o.need("entries");
+        auto at = o.at("entries");
+        codec::expect_array(xs, at);
+        for (rapidjson::SizeType i = 0; i < xs.Size(); ++i) {
+          object_view e{xs[i], at.at(i)};
+          listed_entry x;
+          if (auto b64 = e.opt_str("path_b64")) {
+            auto bytes = base64_decode(*b64);
+            if (!bytes) codec::raise(e.at("path_b64"), "not base64");
+            x.path = std::move(*bytes);
+          } else {
+            x.path = e.str("path");
+          }
+          x.type = e.str("type");
+          x.size = e.uint_or("size", 0);
+          out.entries.push_back(std::move(x));
+        }
+        return result<listing>{std::move(out)};
+      });
+  if (!r) return r.error();
+  truncated = r->truncated;
+  return std::move(r->entries);
 }
 
 } // namespace guestflow

@@ -178,6 +178,13 @@ public:
                           std::move(cb));
   }
 
+  void stop(const std::string& id, millis timeout, callback<sandbox_view> cb) override {
+    if (ep_.kind == provider::createos)
+      return reject(std::move(cb), fail(ec::unavailable, "CreateOS has no persistent guests"));
+    if (!checked_id(id, cb)) return;
+    call<sandbox_view>(spec(verb::post, sandbox(id) + "/stop", timeout), std::move(cb));
+  }
+
   void images(millis timeout, callback<image_list> cb) override {
     if (!local_images(cb)) return;
     call<image_list>(spec(verb::get, "/v1/images", timeout), std::move(cb));
@@ -293,6 +300,10 @@ void client::remove_image(const std::string&, millis, callback<image_removed> cb
 void client::remove_if_idle(const std::string&, uint32_t, millis,
                             callback<sandbox_deleted> cb) {
   cb(fail(ec::unavailable, "this control-plane client cannot delete only an idle guest"));
+}
+
+void client::stop(const std::string&, millis, callback<sandbox_view> cb) {
+  cb(fail(ec::unavailable, "this control-plane client cannot stop a guest"));
 }
 
 void client::capacity(millis, callback<node_capacity> cb) {

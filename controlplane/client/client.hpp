@@ -146,6 +146,10 @@ public:
   /// such guard: there it is the plain delete. Default (a test double): unavailable.
   virtual void remove_if_idle(const std::string& id, uint32_t idle_seconds, millis timeout,
                               callback<sandbox_deleted> cb);
+  /// `POST /v1/sandboxes/{id}/stop` (a local control plane's persistent guest: processes
+  /// gone, memory freed, workspace kept; the next exec or file call starts it again).
+  /// Idempotent. CreateOS has no such guests; default (a test double): unavailable.
+  virtual void stop(const std::string& id, millis timeout, callback<sandbox_view> cb);
 
   /// Guest images of a local control plane (`guestflow image`): `GET /v1/images`, `POST
   /// /v1/images` (never retried; an import may take minutes: give it the time) and `DELETE

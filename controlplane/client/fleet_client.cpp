@@ -253,6 +253,11 @@ public:
         },
         [id](client& c, millis t, auto k) { c.remove(id, t, std::move(k)); });
   }
+  /// On the guest's node (client::stop).
+  void stop(const std::string& id, millis timeout, callback<sandbox_view> cb) override {
+    by_id<sandbox_view>(id, timeout, std::move(cb),
+                        [id](client& c, millis t, auto k) { c.stop(id, t, std::move(k)); });
+  }
   /// remove(), guarded on the guest's node (client::remove_if_idle); a refusal keeps the
   /// name's claim.
   void remove_if_idle(const std::string& id, uint32_t idle_s, millis timeout,
@@ -1127,6 +1132,9 @@ public:
   void remove_if_idle(const std::string& id, uint32_t idle_s, millis t,
                       callback<sandbox_deleted> cb) override {
     core_->remove_if_idle(id, idle_s, t, std::move(cb));
+  }
+  void stop(const std::string& id, millis t, callback<sandbox_view> cb) override {
+    core_->stop(id, t, std::move(cb));
   }
   void shutdown() override { core_->shutdown(); }
 

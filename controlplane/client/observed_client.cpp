@@ -70,6 +70,9 @@ public:
                       callback<sandbox_deleted> cb) override {
     inner_->remove_if_idle(id, idle_s, t, timed(cb));
   }
+  void stop(const std::string& id, millis t, callback<sandbox_view> cb) override {
+    inner_->stop(id, t, timed(cb));
+  }
   void images(millis t, callback<image_list> cb) override { inner_->images(t, timed(cb)); }
   void add_image(const image_add_request& req, millis t, callback<image_added> cb) override {
     inner_->add_image(req, t, timed(cb));

@@ -16,8 +16,8 @@ namespace {
 
 using namespace std::chrono_literals;
 
-/// Pool decisions answer at once, but an acquire may wait for a create (and an eviction's
-/// delete before it).
+/// Pool decisions answer at once, but an acquire may wait for a create or wake (and an
+/// eviction's stop before it) and the thread's uploads; a release for its outputs.
 const caf::duration acquire_limit{5min};
 /// A command's own timeout is at most a day; the task answers within it plus its backstop.
 caf::duration command_limit(uint32_t timeout_seconds) {
@@ -60,7 +60,7 @@ void get(exchange& ex, server_context& ctx) {
 
 void release(exchange& ex, server_context& ctx) {
   if (auto g = gateway(ex, ctx))
-    ask_session(ex, *g, caf::duration{30s}, release_atom::value, id_of(ex));
+    ask_session(ex, *g, acquire_limit, release_atom::value, id_of(ex));
 }
 
 void remove(exchange& ex, server_context& ctx) {

@@ -6,6 +6,7 @@
 #include "controlplane/local/guests/guest_exec.hpp"
 #include "controlplane/local/guests/guest_files.hpp"
 #include "controlplane/local/guests/guest_init.hpp"
+#include "controlplane/local/guests/guest_mounts.hpp"
 #include "controlplane/local/guests/host_command.hpp"
 #include "controlplane/local/guests/sandbox_launch.hpp"
 #include "controlplane/local/guests/seccomp_filter.hpp"
@@ -234,6 +235,19 @@ result<guest_runtime> guest_backend::create(const guest_spec& spec) {
                                           ": " + std::strerror(errno)));
   }
 
+  if (!spec.mounts.empty()) {
+    unique_fd own_dir;
+    if (!workspace_mount)
+      own_dir.reset(
+          ::open(rt.workspace.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+    int root = workspace_mount ? workspace_mount.get() : own_dir.get();
+    if (root < 0)
+      return undo(fail(ec::unavailable, "cannot open the workspace " + rt.workspace.string() +
+                                            ": " + std::strerror(errno)));
+    if (auto ok = make_workspace_dirs(root, spec.mounts, cfg.guest_uid, cfg.guest_gid); !ok)
+      return undo(ok.error());
+  }
+
   cgroup_limits limits;
   limits.memory_bytes = spec.shape_info.mem_mib << 20;
   limits.pids_max = cfg.pids_max;
@@ -261,6 +275,7 @@ result<guest_runtime> guest_backend::create(const guest_spec& spec) {
   }
   req.workspace = rt.workspace.string();
   req.workspace_fd = workspace_mount.get();
+  req.mounts = spec.mounts;
   if (spec.image) {
     req.ro_binds = spec.image->ro_binds;
     if (!spec.image->root.empty()) {

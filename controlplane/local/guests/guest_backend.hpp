@@ -54,6 +54,10 @@ struct guest_spec {
   /// backend_config::workspace_root (a persistent guest of a fleet) instead of
   /// state_dir/guests/<id>.
   std::filesystem::path guest_dir;
+  /// Bind mounts, checked and normalized by resolve_mounts() (guest_mounts.hpp): the
+  /// workspace directories are made before the launch; a host directory that became a
+  /// symlink since is refused by the launch.
+  std::vector<sandbox_mount> mounts;
 };
 
 /// Beside a shared workspace: the guest's create request and owner, so that another node

@@ -38,9 +38,15 @@ constexpr const char* workspace_mountpoint = "/run/guestflow/workspace";
 /// The same for an image's root and its read-only binds (ro_mountpoint(i)).
 constexpr const char* rootfs_mountpoint = "/run/guestflow/rootfs";
 constexpr const char* ro_mountpoints = "/run/guestflow/ro";
+/// And a create's bind mounts (bind_mountpoint(i)).
+constexpr const char* bind_mountpoints = "/run/guestflow/mnt";
 
 std::string ro_mountpoint(size_t i) {
   return std::string{ro_mountpoints} + "/" + std::to_string(i);
+}
+
+std::string bind_mountpoint(size_t i) {
+  return std::string{bind_mountpoints} + "/" + std::to_string(i);
 }
 
 /// An image root's init: the memfd bwrap inherits as fd_init (exec'd through /proc).
@@ -191,6 +197,9 @@ std::vector<std::string> bwrap_argv(const launch_request& req,
   for (size_t i = 0; i < req.ro_binds.size(); ++i)
     add({"--ro-bind", ro_mountpoint(i), req.ro_binds[i]});
   add({"--bind", workspace_mountpoint, "/workspace", "--chdir", "/workspace"});
+  for (size_t i = 0; i < req.mounts.size(); ++i)
+    add({req.mounts[i].read_only ? "--ro-bind" : "--bind", bind_mountpoint(i),
+         req.mounts[i].guest_path});
   add({"--seccomp", fd(fd_seccomp), "--info-fd", fd(fd_info), "--"});
   a.insert(a.end(), command.begin(), command.end());
   return a;
@@ -298,6 +307,15 @@ result<launched_init> launch_guest_init(const launch_request& req) {
   if (image_root) image_mounts.push_back({req.root, rootfs_mountpoint, false});
   for (size_t i = 0; i < req.ro_binds.size(); ++i)
     image_mounts.push_back({req.ro_binds[i], ro_mountpoint(i), true});
+  // A workspace directory is opened through the workspace's mountpoint, which B attaches
+  // before it binds these: a symlink the guest left in its workspace is refused there too.
+  for (size_t i = 0; i < req.mounts.size(); ++i) {
+    const auto& m = req.mounts[i];
+    image_mounts.push_back({m.workspace_dir.empty()
+                                ? m.host_path
+                                : std::string{workspace_mountpoint} + "/" + m.workspace_dir,
+                            bind_mountpoint(i), true});
+  }
   for (const auto& m : image_mounts) {
     std::filesystem::create_directories(m.mountpoint, mk);
     if (mk)
@@ -305,6 +323,7 @@ result<launched_init> launch_guest_init(const launch_request& req) {
                   "cannot create the mountpoint " + m.mountpoint + ": " + mk.message());
   }
   if (!req.ro_binds.empty()) ::chmod(ro_mountpoints, 0755);
+  if (!req.mounts.empty()) ::chmod(bind_mountpoints, 0755);
   // The helper (spawn_helper.hpp) is A; it forks B, which execs bwrap. bwrap's descriptors
   // first, then the netns and the cgroup.procs files (spawn_helper/protocol.hpp).
   std::vector<int> fds(std::begin(fds_for_bwrap), std::begin(fds_for_bwrap) + fd_count);

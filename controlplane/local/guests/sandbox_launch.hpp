@@ -1,6 +1,7 @@
 #pragma once
 
 #include "messages/error.hpp"
+#include "messages/sandbox.hpp"
 
 #include <chrono>
 #include <linux/filter.h>
@@ -50,6 +51,10 @@ struct launch_request {
   std::string root;
   /// Host directories bound read-only at the same path in the guest (a python-env image).
   std::vector<std::string> ro_binds;
+  /// Bind mounts (guest_mounts.hpp, already checked): a host directory or a directory of
+  /// the workspace, each opened by the shim refusing every symlink and bound at its guest
+  /// path after /workspace, read-only when asked.
+  std::vector<sandbox_mount> mounts;
   /// With `root`: a sealed, read-only memfd holding the guest init (guest_init.hpp).
   int init_fd = -1;
   std::chrono::milliseconds timeout{10000};

@@ -1,6 +1,7 @@
 #include "controlplane/local/service/control_plane.hpp"
 
 #include "controlplane/local/guests/guest_exec.hpp"
+#include "controlplane/local/guests/guest_mounts.hpp"
 #include "controlplane/local/service/clock.hpp"
 #include "controlplane/local/service/shapes.hpp"
 
@@ -268,8 +269,12 @@ result<sandbox_created> control_plane::create(const sandbox_create_request& req)
   if (!req.persistent && (req.idle_ttl_seconds || req.delete_after_stop_seconds))
     return fail(ec::bad_request, "idle_ttl_seconds and delete_after_stop_seconds apply only "
                                  "to a persistent sandbox (\"persistent\": true)");
-  // Persistent guests are built for their caller: their workspace is theirs to keep.
-  if (pool_ && !req.persistent && req.egress.mode == egress_policy::kind::deny_all)
+  auto mounts = resolve_mounts(req.mounts, mount_roots_from_env());
+  if (!mounts) return mounts.error();
+  // Persistent guests are built for their caller: their workspace is theirs to keep. Pool
+  // guests were built without mounts.
+  if (pool_ && !req.persistent && mounts->empty() &&
+      req.egress.mode == egress_policy::kind::deny_all)
     if (auto taken = create_from_pool(req, *shp)) return std::move(*taken);
 
   guest_spec spec;
@@ -278,6 +283,7 @@ result<sandbox_created> control_plane::create(const sandbox_create_request& req)
   spec.shape_info = *shp;
   spec.egress = req.egress;
   spec.envs = req.envs;
+  spec.mounts = *mounts;
   // A named persistent guest of a fleet: its workspace under the shared root, owned here
   // first (a kept one is a takeover: a cold boot from it).
   const auto shared = shared_dir(req);
@@ -310,6 +316,7 @@ result<sandbox_created> control_plane::create(const sandbox_create_request& req)
     g.rec.rootfs = spec.rootfs;
     g.rec.egress = spec.egress;
     g.rec.envs = spec.envs;
+    g.rec.mounts = spec.mounts;
     g.rec.auto_pause_after_seconds = req.auto_pause_after_seconds;
     g.rec.ingress_enabled = req.ingress_enabled;
     g.rec.created_at = now_rfc3339();

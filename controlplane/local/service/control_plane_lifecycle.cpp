@@ -1,5 +1,6 @@
 // Persistent guests: stop (processes gone, workspace kept), start from the kept workspace,
 // wake on use, idle TTL and retention. The rest of control_plane is control_plane.cpp.
+#include "controlplane/local/guests/guest_mounts.hpp"
 #include "controlplane/local/service/clock.hpp"
 #include "controlplane/local/service/control_plane.hpp"
 #include "controlplane/local/service/shapes.hpp"
@@ -102,6 +103,9 @@ result<guest_spec> control_plane::begin_start(guest& g) {
   if (!shp) return fail(ec::unavailable, "shape " + rec.shape + " is no longer offered");
   auto image = images_.resolve(rec.rootfs);
   if (!image) return image.error();
+  // Its mounts checked again: the operator may have narrowed the roots since.
+  auto mounts = resolve_mounts(rec.mounts, mount_roots_from_env());
+  if (!mounts) return mounts.error();
   // The same gate as a create: its memory is committed again.
   if (auto full = admit(*shp)) return *full;
   guest_spec spec;
@@ -112,6 +116,7 @@ result<guest_spec> control_plane::begin_start(guest& g) {
   spec.image = image->layout;
   spec.egress = rec.egress;
   spec.envs = rec.envs;
+  spec.mounts = *mounts;
   spec.kept_workspace = true;
   // Under the shared workspace root: the directory the record names (not the state dir).
   if (!cfg_.workspace_root.empty() && !rec.runtime.workspace.empty() &&

@@ -22,6 +22,7 @@ struct guest_record {
   std::string rootfs;
   egress_policy egress;
   std::map<std::string, std::string> envs;
+  std::vector<sandbox_mount> mounts; ///< as resolve_mounts() left them (checked at each start)
   std::optional<uint32_t> auto_pause_after_seconds;
   bool ingress_enabled = false;
   std::string created_at; ///< RFC 3339 UTC

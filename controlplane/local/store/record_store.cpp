@@ -1,5 +1,7 @@
 #include "controlplane/local/store/record_store.hpp"
 
+#include "controlplane/local/guests/guest_mounts.hpp"
+
 #include <cstring>
 #include <fcntl.h>
 #include <sqlite3.h>
@@ -122,6 +124,7 @@ result<std::unique_ptr<record_store>> record_store::open(const std::filesystem::
     if (auto r = store->add_column(c, "INTEGER NOT NULL DEFAULT 0"); !r) return r.error();
   for (const char* c : {"stopped_at", "last_used_at"})
     if (auto r = store->add_column(c, "TEXT"); !r) return r.error();
+  if (auto r = store->add_column("mounts", "TEXT NOT NULL DEFAULT ''"); !r) return r.error();
   return store;
 }
 
@@ -162,7 +165,8 @@ result<bool> record_store::put(const guest_record& r) {
            "auto_pause, ingress, created_at, paused_at, last_resumed_at, note, init_pid, "
            "init_start_time, cgroup_dirs, netns, workspace, ip, pooled, ended_at, persistent, "
            "idle_ttl, delete_after_stop, stopped_at, stopped_unix, last_used_at, "
-           "last_used_unix) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"};
+           "last_used_unix, mounts) VALUES "
+           "(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"};
     if (!s) return rollback(db_failure(db_, "prepare"));
     s.text(1, r.id);
     s.integer(2, r.seq);
@@ -195,6 +199,7 @@ result<bool> record_store::put(const guest_record& r) {
     s.integer(26, r.stopped_unix);
     s.opt_text(27, r.last_used_at);
     s.integer(28, r.last_used_unix);
+    s.text(29, mounts_to_text(r.mounts));
     if (sqlite3_step(s.s) != SQLITE_DONE) return rollback(db_failure(db_, "insert guest"));
   }
   {
@@ -235,11 +240,12 @@ result<bool> record_store::erase_all(const std::vector<std::string>& ids) {
 
 result<std::vector<guest_record>> record_store::load_all() {
   std::vector<guest_record> out;
-  stmt s{db_, "SELECT id, seq, name, status, shape, rootfs, egress, auto_pause, ingress, "
-              "created_at, paused_at, last_resumed_at, note, init_pid, init_start_time, "
-              "cgroup_dirs, netns, workspace, ip, pooled, ended_at, persistent, idle_ttl, "
-              "delete_after_stop, stopped_at, stopped_unix, last_used_at, last_used_unix "
-              "FROM guests ORDER BY seq"};
+  stmt s{db_,
+         "SELECT id, seq, name, status, shape, rootfs, egress, auto_pause, ingress, "
+         "created_at, paused_at, last_resumed_at, note, init_pid, init_start_time, "
+         "cgroup_dirs, netns, workspace, ip, pooled, ended_at, persistent, idle_ttl, "
+         "delete_after_stop, stopped_at, stopped_unix, last_used_at, last_used_unix, mounts "
+         "FROM guests ORDER BY seq"};
   if (!s) return db_failure(db_, "prepare");
   int rc;
   while ((rc = sqlite3_step(s.s)) == SQLITE_ROW) {
@@ -282,6 +288,9 @@ result<std::vector<guest_record>> record_store::load_all() {
     r.stopped_unix = sqlite3_column_int64(s.s, 25);
     r.last_used_at = s.col_opt_text(26);
     r.last_used_unix = sqlite3_column_int64(s.s, 27);
+    auto mounts = mounts_from_text(s.col_text(28));
+    if (!mounts) return mounts.error();
+    r.mounts = std::move(*mounts);
     out.push_back(std::move(r));
   }
   if (rc != SQLITE_DONE) return db_failure(db_, "load guests");

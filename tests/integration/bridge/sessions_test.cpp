@@ -5,6 +5,8 @@
 #include "tests/integration/bridge/bridge_fixture.hpp"
 #include "tests/support/eventually.hpp"
 
+#include <filesystem>
+#include <fstream>
 #include <future>
 #include <gtest/gtest.h>
 #include <set>
@@ -19,7 +21,20 @@ class sessions : public bridge_fixture {
 protected:
   void SetUp() override {
     runtime_fixture::SetUp();
-    start_serve({{"GUESTFLOW_SESSION_REPLICAS", "2"}});
+    start_serve(
+        {{"GUESTFLOW_SESSION_REPLICAS", "2"}, {"GUESTFLOW_DOWNLOAD_PREFIX", "/workspace"}});
+  }
+
+  /// The control plane's view of session `id`'s guest (nullopt: none left).
+  std::optional<sandbox_view> guest_of(const std::string& id) const {
+    for (auto& g : live_guests())
+      if (g.name == id) return g;
+    return std::nullopt;
+  }
+
+  bool stopped(const std::string& id) const {
+    auto g = guest_of(id);
+    return g && g->status == sandbox_status::stopped;
   }
 
   /// POST /v1/sessions for (user, thread).
@@ -125,15 +140,18 @@ TEST_F(sessions, OneGuestPerUserAndThreadReleasedIntoTheWarmPoolAndEvictedAtTheC
   auto back = acquire("alice", "t1");
   EXPECT_EQ(id_of(back), a);
   EXPECT_NE(back.body.find("\"state\":\"active\""), std::string::npos) << back.body;
-  // Released again, then a new thread at the cap evicts it (the only warm guest).
+  // Released again, then a new thread at the cap evicts it (the only warm guest): stopped,
+  // its memory freed and its files kept, not deleted.
   ASSERT_EQ(call("POST", "/v1/sessions/" + a + "/release").status, 200u);
   auto c = active("t3");
-  EXPECT_EQ(call("GET", "/v1/sessions/" + a).status, 404u);
-  EXPECT_TRUE(eventually([&] { return gone(a); }, 30s));
+  auto got = call("GET", "/v1/sessions/" + a);
+  EXPECT_EQ(got.status, 200u);
+  EXPECT_NE(got.body.find("\"state\":\"stopped\""), std::string::npos) << got.body;
+  EXPECT_TRUE(stopped(a));
   EXPECT_FALSE(gone(b));
   EXPECT_FALSE(gone(c));
   // Commands need an active session.
-  EXPECT_EQ(run(a, R"({"command":"true"})").status, 404u);
+  EXPECT_EQ(run(a, R"({"command":"true"})").status, 400u);
   // DELETE deletes the guest.
   auto del = call("DELETE", "/v1/sessions/" + b);
   EXPECT_EQ(del.status, 200u) << del.body;
@@ -159,16 +177,26 @@ TEST_F(sessions, ConcurrentAcquiresOfOneThreadGetOneGuest) {
   EXPECT_EQ(n, 1u);
 }
 
-TEST_F(sessions, WarmGuestsIdlePastTheTimeoutAreDeletedAndShutdownDeletesTheRest) {
+TEST_F(sessions, WarmGuestsIdlePastTheTimeoutStopAndAStoppedServerKeepsEveryGuest) {
   start_serve({{"GUESTFLOW_SESSION_IDLE_TIMEOUT_SECONDS", "1"}});
   auto a = active("idle");
   auto b = active("kept");
+  ASSERT_EQ(run(a, R"({"command":"echo a > /mnt/user-data/workspace/a"})").status, 200u);
+  ASSERT_EQ(run(b, R"({"command":"echo b > /mnt/user-data/workspace/b"})").status, 200u);
   ASSERT_EQ(call("POST", "/v1/sessions/" + a + "/release").status, 200u);
-  EXPECT_TRUE(eventually([&] { return gone(a); }, 30s));
-  EXPECT_EQ(call("GET", "/v1/sessions/" + a).status, 404u);
-  EXPECT_FALSE(gone(b)); // active: never idles out
+  EXPECT_TRUE(eventually([&] { return stopped(a); }, 30s));
+  EXPECT_NE(call("GET", "/v1/sessions/" + a).body.find("\"state\":\"stopped\""),
+            std::string::npos);
+  EXPECT_FALSE(stopped(b)); // active: never idles out
   EXPECT_EQ(serve->stop(), 0);
-  EXPECT_TRUE(eventually([&] { return gone(b); }, 30s));
+  // A stop of the server deletes nothing: a new server finds each thread's guest by name.
+  EXPECT_FALSE(gone(a));
+  EXPECT_FALSE(gone(b));
+  start_serve({});
+  EXPECT_EQ(active("idle"), a);
+  EXPECT_EQ(active("kept"), b);
+  EXPECT_EQ(file("GET", a, "read", "/mnt/user-data/workspace/a").body, "a\n");
+  EXPECT_EQ(file("GET", b, "read", "/mnt/user-data/workspace/b").body, "b\n");
 }
 
 TEST_F(sessions, CommandsRunWithEnvCwdAndATimeoutThatKillsTheGroup) {
@@ -274,7 +302,7 @@ TEST_F(sessions, AStopEndsRunningCommandsWithUnavailable) {
   EXPECT_EQ(next_event(*streamed), std::nullopt);
   EXPECT_EQ(buffered->status(), 503u);
   EXPECT_EQ(stopped.get(), 0);
-  EXPECT_TRUE(eventually([&] { return gone(id); }, 30s));
+  EXPECT_FALSE(gone(id)); // the session's files outlive the server
 }
 
 TEST_F(sessions, CommandsTakeAnExecutionSlot) {
@@ -401,7 +429,9 @@ TEST_F(sessions, NamesRoundTripByteExactThroughEveryFileCall) {
 }
 
 TEST_F(sessions, TraversalDirectoriesMissingPathsAndTheCapAreTypedErrors) {
-  start_serve({{"GUESTFLOW_DOWNLOAD_CAP_BYTES", "1000"}, {"GUESTFLOW_MAX_BODY_BYTES", "4096"}});
+  start_serve({{"GUESTFLOW_DOWNLOAD_CAP_BYTES", "1000"},
+               {"GUESTFLOW_MAX_BODY_BYTES", "4096"},
+               {"GUESTFLOW_DOWNLOAD_PREFIX", "/workspace"}});
   auto id = active("edges");
   // A write over the body cap: 413 before it is read, nothing written.
   auto over = file("PUT", id, "write", "/workspace/over", "", std::string(5000, 'x'));
@@ -431,6 +461,178 @@ TEST_F(sessions, TraversalDirectoriesMissingPathsAndTheCapAreTypedErrors) {
   EXPECT_EQ(ls.body.find("under"), std::string::npos) << ls.body;
   EXPECT_EQ(file("GET", id, "list", "/workspace").body.find("/workspace/b\""),
             std::string::npos);
+}
+
+/// DeerFlow's side (issue 37): host directories the operator allows, a thread directory
+/// with uploads, the guests' persistent paths.
+class deerflow_sessions : public sessions {
+protected:
+  std::filesystem::path roots, skills, thread;
+
+  void SetUp() override {
+    runtime_fixture::SetUp();
+    roots = dir.path() / "roots";
+    skills = dir.path() / "skills";
+    thread = roots / "threads" / "t1" / "user-data";
+    std::filesystem::create_directories(thread / "uploads" / "sub");
+    std::filesystem::create_directories(skills / "public");
+    std::ofstream{skills / "public" / "SKILL.md"} << "skill\n";
+    std::ofstream{thread / "uploads" / "in.txt", std::ios::binary} << "uploaded\n";
+    std::ofstream{thread / "uploads" / "sub" / "b\xff y", std::ios::binary} << "raw";
+    std::ofstream{dir.path() / "secret"} << "secret\n";
+    std::filesystem::create_symlink(dir.path() / "secret", thread / "uploads" / "link");
+    // The guest runs as its own uid: the host directories it may write must let it.
+    for (auto& d : {roots, skills, skills / "public"})
+      std::filesystem::permissions(d, std::filesystem::perms::all);
+    // The control plane binds only under its own roots: the same variables as serve.
+    cp = std::make_unique<control_plane_process>(dir.path() / "cp-deerflow",
+                                                 std::vector<std::string>{}, deerflow_env({}));
+    start_serve(deerflow_env({{"GUESTFLOW_SESSION_REPLICAS", "3"}}));
+  }
+
+  std::map<std::string, std::string> deerflow_env(std::map<std::string, std::string> extra) {
+    extra.emplace("GUESTFLOW_SESSION_MOUNT_ROOTS", roots.string());
+    extra.emplace("GUESTFLOW_SESSION_SKILLS_DIR", skills.string());
+    return extra;
+  }
+
+  http_reply acquire_thread(const std::string& thread_id, const std::string& extra = {}) {
+    return call("POST", "/v1/sessions",
+                R"({"user_id":"u","thread_id":")" + thread_id + R"(","thread_dir":")" +
+                    (roots / "threads" / thread_id / "user-data").string() + "\"" + extra +
+                    "}");
+  }
+
+  std::string shell(const std::string& id, const std::string& command) {
+    std::string body = "{\"command\":" + quote_json(command) + "}";
+    auto r = run(id, body);
+    EXPECT_EQ(r.status, 200u) << r.body;
+    return r.body;
+  }
+
+  static std::string slurp(const std::filesystem::path& p) {
+    std::ifstream in{p, std::ios::binary};
+    return {std::istreambuf_iterator<char>(in), {}};
+  }
+};
+
+TEST_F(deerflow_sessions, AFreshThreadHasDeerFlowsPathsAndItsFirstCdSucceeds) {
+  auto r = acquire_thread("fresh");
+  ASSERT_EQ(r.status, 200u) << r.body;
+  auto id = id_of(r);
+  // DeerFlow's bash tool prefixes every command with this cd.
+  auto out = shell(id, "cd /mnt/user-data/workspace && pwd && ls /mnt/user-data && "
+                       "ls /mnt/skills/public && test -d /mnt/acp-workspace && echo acp && "
+                       "(touch /mnt/skills/x 2>/dev/null && echo writable || echo read-only)");
+  EXPECT_NE(out.find(R"("stdout":"/mnt/user-data/workspace\noutputs\nuploads\nworkspace\n)"
+                     R"(SKILL.md\nacp\nread-only\n")"),
+            std::string::npos)
+      << out;
+  EXPECT_NE(out.find(R"("exit_code":0)"), std::string::npos) << out;
+}
+
+TEST_F(deerflow_sessions, FourThreadsOnThreeReplicasLoseNoFileAndOutputsReachTheHost) {
+  auto first = acquire_thread("t1");
+  ASSERT_EQ(first.status, 200u) << first.body;
+  auto a = id_of(first);
+  // The thread's uploads are in, byte-exact; a symlink is never followed out.
+  EXPECT_NE(first.body.find(R"("synced_files":2)"), std::string::npos) << first.body;
+  EXPECT_EQ(file("GET", a, "read", "/mnt/user-data/uploads/in.txt").body, "uploaded\n");
+  EXPECT_EQ(file("GET", a, "read", "/mnt/user-data/uploads/sub/b\xff y").body, "raw");
+  EXPECT_EQ(file("GET", a, "read", "/mnt/user-data/uploads/link").status, 404u);
+  shell(a, "echo report > '/mnt/user-data/outputs/r\xc3\xa9sum\xc3\xa9.md' && "
+           "mkdir -p /mnt/user-data/outputs/charts && printf png > "
+           "/mnt/user-data/outputs/charts/c.png && echo kept > /mnt/user-data/workspace/w && "
+           "ln -s /etc/passwd /mnt/user-data/outputs/passwd");
+  auto rel = call("POST", "/v1/sessions/" + a + "/release");
+  ASSERT_EQ(rel.status, 200u) << rel.body;
+  EXPECT_NE(rel.body.find(R"("synced_files":2)"), std::string::npos) << rel.body;
+  // The outputs are in the thread's host directory; the link was not copied.
+  EXPECT_EQ(slurp(thread / "outputs" / "r\xc3\xa9sum\xc3\xa9.md"), "report\n");
+  EXPECT_EQ(slurp(thread / "outputs" / "charts" / "c.png"), "png");
+  EXPECT_FALSE(std::filesystem::exists(thread / "outputs" / "passwd"));
+  // Three more threads with three replicas: the first one's guest is stopped for room.
+  std::vector<std::string> others;
+  for (auto t : {"t2", "t3", "t4"}) {
+    auto r = acquire_thread(t);
+    ASSERT_EQ(r.status, 200u) << r.body;
+    others.push_back(id_of(r));
+  }
+  EXPECT_TRUE(stopped(a));
+  ASSERT_EQ(call("POST", "/v1/sessions/" + others[0] + "/release").status, 200u);
+  // It comes back (waking its guest, stopping t2's): every file is there.
+  auto back = acquire_thread("t1");
+  ASSERT_EQ(back.status, 200u) << back.body;
+  EXPECT_EQ(id_of(back), a);
+  EXPECT_NE(back.body.find("\"reused\":true"), std::string::npos) << back.body;
+  EXPECT_TRUE(stopped(others[0]));
+  EXPECT_EQ(file("GET", a, "read", "/mnt/user-data/uploads/in.txt").body, "uploaded\n");
+  EXPECT_EQ(file("GET", a, "read", "/mnt/user-data/workspace/w").body, "kept\n");
+  EXPECT_EQ(file("GET", a, "read", "/mnt/user-data/outputs/charts/c.png").body, "png");
+  EXPECT_NE(shell(a, "cd /mnt/user-data/workspace && cat w").find("kept"), std::string::npos);
+  // Outputs past the sync's cap: refused whole, the session stays active.
+  shell(a, "head -c 2048 /dev/zero > /mnt/user-data/outputs/big");
+  start_serve(deerflow_env({{"GUESTFLOW_SESSION_SYNC_CAP_BYTES", "1024"}}));
+  ASSERT_EQ(acquire_thread("t1").status, 200u);
+  auto capped = call("POST", "/v1/sessions/" + a + "/release");
+  EXPECT_EQ(capped.status, 413u) << capped.body;
+  EXPECT_FALSE(std::filesystem::exists(thread / "outputs" / "big"));
+  EXPECT_NE(call("GET", "/v1/sessions/" + a).body.find("\"state\":\"active\""),
+            std::string::npos);
+}
+
+TEST_F(deerflow_sessions, MountsOnlyUnderTheOperatorsRoots) {
+  auto data = roots / "data";
+  auto rw = roots / "rw";
+  std::filesystem::create_directories(data);
+  std::filesystem::create_directories(rw);
+  std::filesystem::permissions(rw, std::filesystem::perms::all);
+  std::ofstream{data / "d.csv"} << "1,2\n";
+  auto mounts = R"(,"mounts":[{"host_path":")" + data.string() +
+                R"(","container_path":"/mnt/data","read_only":true},{"host_path":")" +
+                rw.string() + R"(","container_path":"/mnt/rw","read_only":false}])";
+  auto r = acquire_thread("m", mounts);
+  ASSERT_EQ(r.status, 200u) << r.body;
+  auto id = id_of(r);
+  auto out = shell(id, "cat /mnt/data/d.csv; (echo x > /mnt/data/y) 2>/dev/null || echo ro; "
+                       "echo w > /mnt/rw/out && echo rw");
+  EXPECT_NE(out.find(R"("stdout":"1,2\nro\nrw\n")"), std::string::npos) << out;
+  EXPECT_EQ(slurp(rw / "out"), "w\n");
+  // Another thread asking for a directory outside the roots, or a link out of them.
+  std::filesystem::create_directory_symlink(dir.path(), roots / "escape");
+  for (auto bad : {dir.path().string(), (roots / "escape").string()}) {
+    auto refused = acquire_thread("m2", R"(,"mounts":[{"host_path":")" + bad +
+                                            R"(","container_path":"/mnt/x"}])");
+    EXPECT_EQ(refused.status, 403u) << refused.body;
+    EXPECT_NE(refused.body.find("policy_refused"), std::string::npos) << refused.body;
+    EXPECT_NE(refused.body.find(roots.string()), std::string::npos) << refused.body;
+  }
+  auto outside =
+      call("POST", "/v1/sessions",
+           R"({"user_id":"u","thread_id":"m3","thread_dir":")" + dir.path().string() + R"("})");
+  EXPECT_EQ(outside.status, 403u) << outside.body;
+  // The same thread with other mounts is another guest: refused until it is deleted.
+  EXPECT_EQ(acquire_thread("m").status, 400u);
+}
+
+TEST_F(deerflow_sessions, TheRetentionDeletesAStoppedGuestAndOnlyThen) {
+  start_serve(deerflow_env({{"GUESTFLOW_SESSION_IDLE_TIMEOUT_SECONDS", "1"},
+                            {"GUESTFLOW_SESSION_RETENTION_SECONDS", "3"}}));
+  auto id = id_of(acquire_thread("ret"));
+  ASSERT_FALSE(id.empty());
+  shell(id, "echo x > /mnt/user-data/workspace/x");
+  ASSERT_EQ(call("POST", "/v1/sessions/" + id + "/release").status, 200u);
+  EXPECT_TRUE(eventually([&] { return stopped(id); }, 30s));
+  EXPECT_TRUE(eventually([&] { return gone(id); }, 60s));
+  EXPECT_TRUE(
+      eventually([&] { return call("GET", "/v1/sessions/" + id).status == 404u; }, 30s));
+  // A new acquire of the thread starts afresh.
+  auto again = acquire_thread("ret");
+  ASSERT_EQ(again.status, 200u) << again.body;
+  EXPECT_EQ(file("GET", id, "read", "/mnt/user-data/workspace/x").status, 404u);
+  // DELETE deletes a session's guest at once, files and all.
+  EXPECT_EQ(call("DELETE", "/v1/sessions/" + id).status, 200u);
+  EXPECT_TRUE(eventually([&] { return gone(id); }, 30s));
 }
 
 } // namespace

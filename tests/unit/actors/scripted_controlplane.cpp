@@ -19,6 +19,13 @@ fake_guest* script::by_id(const std::string& id) {
   return nullptr;
 }
 
+void script::wake(const std::string& id) {
+  if (auto* g = by_id(id); g && !g->deletes && g->status == sandbox_status::stopped) {
+    log.push_back("wake " + id);
+    g->status = sandbox_status::running;
+  }
+}
+
 size_t script::live() const {
   size_t n = 0;
   for (auto& g : guests)
@@ -154,6 +161,7 @@ scripted_controlplane(controlplane_actor::stateful_pointer<scripted_state> self,
         }
         if (how == mode::hang)
           return self->make_response_promise<caf::typed_response_promise<bool>>();
+        s.wake(id);
         if (auto* g = s.by_id(id); g && g->status != sandbox_status::running)
           return make_error(ec::paused, "sandbox is paused");
         return true;
@@ -181,6 +189,7 @@ scripted_controlplane(controlplane_actor::stateful_pointer<scripted_state> self,
         }
         if (how == mode::hang)
           return self->make_response_promise<caf::typed_response_promise<exec_result>>();
+        s.wake(id);
         if (auto* g = s.by_id(id); g && g->status != sandbox_status::running)
           return make_error(ec::paused, "sandbox is paused");
         if (!s.exec_replies.empty()) {
@@ -213,6 +222,16 @@ scripted_controlplane(controlplane_actor::stateful_pointer<scripted_state> self,
           g->status = s.resume_to;
           g->last_resumed_at = "2020-01-03T00:00:00Z";
         }
+        return view_of(*g);
+      },
+      // A persistent guest's stop: the next exec or file call wakes it (below).
+      [self](stop_atom, std::string& id) -> caf::result<sandbox_view> {
+        auto& s = *self->state.s;
+        s.log.push_back("stop " + id);
+        if (s.take("stop") == mode::fail) return failure_of(s, "stop");
+        auto* g = s.by_id(id);
+        if (!g || g->deletes) return make_error(ec::not_found, "no such sandbox");
+        g->status = sandbox_status::stopped;
         return view_of(*g);
       },
       [self](delete_atom, std::string& id) { return scripted_delete(self, id); },

@@ -45,7 +45,7 @@ struct fake_guest {
 };
 
 struct script {
-  /// by op: create put exec stream delete list get resume egress fetch
+  /// by op: create put exec stream delete list get resume stop egress fetch
   std::map<std::string, call_script> calls;
   exec_result exec_reply;               ///< what a successful exec returns
   std::deque<exec_result> exec_replies; ///< answered first, one per successful exec
@@ -68,6 +68,8 @@ struct script {
   call_script::mode take(const std::string& op);
   ec last_code = ec::transient; ///< the code of the last failing call taken
   fake_guest* by_id(const std::string& id);
+  /// A stopped guest starts on use (a persistent guest of the local control plane).
+  void wake(const std::string& id);
   size_t live() const; ///< guests never deleted
   int deletes_of_name(const std::string& name) const;
   int count(const std::string& prefix) const; ///< log lines starting with `prefix`

@@ -30,6 +30,60 @@ TEST(SessionCodec, RequestNeedsUserAndThread) {
                                        std::string(257, 'x') + "\"}"));
 }
 
+TEST(SessionCodec, RequestTakesDeerFlowsMountsAndAThreadDir) {
+  auto ok = decode<session_request>(
+      R"({"user_id":"u","thread_id":"t","thread_dir":"/srv/t/user-data","mounts":[)"
+      R"({"host_path":"/srv/data","container_path":"/mnt/data","read_only":true},)"
+      R"({"host_path":"/srv/rw","container_path":"/mnt/rw"}]})");
+  ASSERT_TRUE(ok) << ok.error().message;
+  EXPECT_EQ(ok->thread_dir, "/srv/t/user-data");
+  ASSERT_EQ(ok->mounts.size(), 2u);
+  EXPECT_EQ(ok->mounts[0], (sandbox_mount{"/srv/data", "", "/mnt/data", true}));
+  EXPECT_EQ(ok->mounts[1], (sandbox_mount{"/srv/rw", "", "/mnt/rw", false}));
+  for (auto bad : {R"({"user_id":"u","thread_id":"t","thread_dir":"rel"})",
+                   R"({"user_id":"u","thread_id":"t","mounts":[{"host_path":"/a"}]})",
+                   R"({"user_id":"u","thread_id":"t","mounts":[{"host_path":"a",)"
+                   R"("container_path":"/mnt/a"}]})",
+                   R"({"user_id":"u","thread_id":"t","mounts":[{"host_path":"/a
+b",)"
+                   R"("container_path":"/mnt/a"}]})",
+                   R"({"user_id":"u","thread_id":"t","mounts":{}})"}) {
+    auto r = decode<session_request>(bad);
+    ASSERT_FALSE(r) << bad;
+    EXPECT_EQ(r.error().code, ec::bad_request);
+  }
+}
+
+TEST(SessionCodec, TheStateSaysStoppedAndTheSyncIsCounted) {
+  session_info x;
+  x.session_id = "gf-s-x";
+  x.stopped = true;
+  EXPECT_NE(encode(x).find(R"("state":"stopped")"), std::string::npos) << encode(x);
+  EXPECT_EQ(encode(x).find("synced_files"), std::string::npos);
+  x.stopped = false;
+  x.warm = true;
+  x.synced_files = 3;
+  EXPECT_NE(encode(x).find(R"("state":"warm")"), std::string::npos);
+  EXPECT_NE(encode(x).find(R"("synced_files":3)"), std::string::npos);
+}
+
+TEST(SessionCodec, AListingNamesEachEntryByItsExactBytes) {
+  bool cut = true;
+  auto xs =
+      decode_listing(R"({"entries":[{"path":"/o/a","type":"file","size":3},)"
+                     R"({"path":"/o/�","path_b64":"L28v/w==","type":"symlink","size":1}],)"
+                     R"("truncated":false})",
+                     cut);
+  ASSERT_TRUE(xs) << xs.error().message;
+  EXPECT_FALSE(cut);
+  ASSERT_EQ(xs->size(), 2u);
+  EXPECT_EQ((*xs)[0].path, "/o/a");
+  EXPECT_EQ((*xs)[0].size, 3u);
+  EXPECT_EQ((*xs)[1].path, std::string("/o/\xff"));
+  EXPECT_EQ((*xs)[1].type, "symlink");
+  EXPECT_FALSE(decode_listing(R"({"entries":[{"path_b64":"!!","type":"file"}]})", cut));
+}
+
 TEST(SessionCodec, OutputKeepsTheOrderOfBothStreams) {
   command_outcome x;
   x.chunks = {{false, "a"}, {true, "b"}, {false, "c"}};

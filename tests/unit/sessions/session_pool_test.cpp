@@ -17,16 +17,16 @@ struct fake_clock {
 };
 
 session_request req(std::string image = "", bool net = false) {
-  return {"u", "t", std::move(image), net};
+  return {"u", "t", std::move(image), net, {}, ""};
 }
 
-TEST(SessionGuestName, DeterministicOursAndDistinct) {
+TEST(SessionGuestName, DeterministicKeptFromSweepsAndDistinct) {
   auto a = session_guest_name("abc123", "alice", "thread-1");
   EXPECT_EQ(a, session_guest_name("abc123", "alice", "thread-1"));
   EXPECT_EQ(a.size(), 22u);
-  auto parsed = names::parse(a);
-  ASSERT_TRUE(parsed);
-  EXPECT_EQ(parsed->owner, "abc123"); // reap and the sweep find leftovers
+  EXPECT_EQ(a.rfind("gf-s-", 0), 0u);
+  // Not of the ephemeral form: no sweep of ephemeral guests deletes a session's files.
+  EXPECT_FALSE(names::parse(a));
   EXPECT_NE(a, session_guest_name("abc123", "alice", "thread-2"));
   EXPECT_NE(a, session_guest_name("abc123", "bob", "thread-1"));
   // The parts are length-prefixed: moving a byte between user and thread is another key.
@@ -63,9 +63,17 @@ TEST(SessionPool, AnotherImageOrNetworkIsRefused) {
   EXPECT_EQ(d.what, kind::refuse);
   EXPECT_EQ(d.why.code, ec::bad_request);
   EXPECT_EQ(p.acquire("a", req("", true), c.now).what, kind::refuse);
+  auto mounted = req();
+  mounted.mounts.push_back({"/srv/data", "", "/mnt/data", true});
+  EXPECT_EQ(p.acquire("a", mounted, c.now).what, kind::refuse);
+  // The thread dir is not the guest's identity: the latest acquire's is the one synced.
+  auto other_dir = req();
+  other_dir.thread_dir = "/srv/threads/t";
+  EXPECT_EQ(p.acquire("a", other_dir, c.now).what, kind::ready);
+  EXPECT_EQ(p.find("a")->req.thread_dir, "/srv/threads/t");
 }
 
-TEST(SessionPool, AtTheCapTheLeastRecentlyReleasedWarmGuestIsEvicted) {
+TEST(SessionPool, AtTheCapTheLeastRecentlyReleasedWarmGuestIsStoppedAndWokenLater) {
   fake_clock c;
   session_pool p{{3, 600s}};
   for (auto n : {"a", "b", "c"}) {
@@ -80,17 +88,57 @@ TEST(SessionPool, AtTheCapTheLeastRecentlyReleasedWarmGuestIsEvicted) {
   EXPECT_EQ(d.what, kind::create);
   ASSERT_TRUE(d.evict);
   EXPECT_EQ(*d.evict, "b");
-  EXPECT_EQ(p.find("b")->st, state::deleting);
+  EXPECT_EQ(p.find("b")->st, state::stopping);
   EXPECT_EQ(p.counted(), 3u);
-  // b's own user comes back while its delete is in flight: wait, then create anew.
+  // b's own user comes back while its stop is in flight: wait, then wake the same guest.
   EXPECT_EQ(p.acquire("b", req(), c.now).what, kind::wait);
-  p.deleted("b");
-  EXPECT_EQ(p.find("b"), nullptr);
+  p.stopped("b", true, c.now);
+  EXPECT_EQ(p.find("b")->st, state::stopped);
+  EXPECT_EQ(p.find("b")->guest_id, "id-b"); // files kept with it
   p.created("d", "id-d");
+  EXPECT_EQ(p.counted(), 3u); // a stopped guest holds no running place
   d = p.acquire("b", req(), c.now);
-  EXPECT_EQ(d.what, kind::create);
-  ASSERT_TRUE(d.evict);
+  EXPECT_EQ(d.what, kind::wake);
+  EXPECT_EQ(d.guest_id, "id-b");
+  EXPECT_TRUE(d.reused);
+  ASSERT_TRUE(d.evict); // waking needs a running place too
   EXPECT_EQ(*d.evict, "a");
+  EXPECT_EQ(p.find("b")->st, state::creating);
+  p.created("b", "id-b");
+  EXPECT_EQ(p.find("b")->st, state::active);
+  // A failed stop forgets the slot: the guest is found again by name.
+  p.stopped("a", false, c.now);
+  EXPECT_EQ(p.find("a"), nullptr);
+}
+
+TEST(SessionPool, AStoppedGuestIsForgottenAfterTheRetention) {
+  fake_clock c;
+  session_pool p{{1, 10s, 100s}};
+  p.acquire("a", req(), c.now);
+  p.created("a", "id-a");
+  p.release("a", c.now);
+  c.advance(10s);
+  auto idle = p.expire(c.now);
+  ASSERT_EQ(idle.size(), 1u);
+  EXPECT_EQ(p.find("a")->st, state::stopping);
+  p.stopped("a", true, c.now);
+  ASSERT_TRUE(p.next_expiry());
+  EXPECT_EQ(*p.next_expiry(), c.now + 100s);
+  c.advance(99s);
+  p.expire(c.now);
+  EXPECT_EQ(p.find("a")->st, state::stopped);
+  EXPECT_TRUE(p.begin_delete("a")) << "a stopped session can be deleted";
+  p.deleted("a");
+  p.acquire("a", req(), c.now);
+  p.created("a", "id-a2");
+  p.release("a", c.now);
+  c.advance(10s);
+  p.expire(c.now);
+  p.stopped("a", true, c.now);
+  c.advance(100s);
+  EXPECT_TRUE(p.expire(c.now).empty());
+  EXPECT_EQ(p.find("a"), nullptr); // the control plane deleted it at the same time
+  EXPECT_FALSE(p.next_expiry());
 }
 
 TEST(SessionPool, AnActiveGuestIsNeverEvicted) {
@@ -127,21 +175,20 @@ TEST(SessionPool, WarmGuestsIdlePastTheTimeoutExpire) {
   auto gone = p.expire(c.now);
   ASSERT_EQ(gone.size(), 1u);
   EXPECT_EQ(gone[0].name, "a");
-  EXPECT_EQ(p.find("a")->st, state::deleting);
+  EXPECT_EQ(p.find("a")->st, state::stopping);
   EXPECT_EQ(p.find("c")->st, state::active); // active guests never idle out
   c.advance(1h);
   gone = p.expire(c.now);
   ASSERT_EQ(gone.size(), 1u);
   EXPECT_EQ(gone[0].name, "b");
-  // A reclaimed guest's idle time starts again at its next release.
-  p.deleted("a");
-  p.deleted("b");
+  p.stopped("a", false, c.now);
+  p.stopped("b", false, c.now);
   EXPECT_FALSE(p.next_expiry());
 }
 
 TEST(SessionPool, NoTimeoutNeverExpires) {
   fake_clock c;
-  session_pool p{{3, 0s}};
+  session_pool p{{3, 0s, 0s}};
   p.acquire("a", req(), c.now);
   p.created("a", "a");
   p.release("a", c.now);
