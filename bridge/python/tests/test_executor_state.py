@@ -95,8 +95,7 @@ class RunState(unittest.IsolatedAsyncioTestCase):
         graph.context = {"kept": 1, "items": items, "changed": "before"}
         # The guest returns its whole context as JSON: what it was sent, round-tripped, and
         # what it set.
-        returned = {"kept": 1, "items": [{"text_key": "text", "data": {"text": "one"}, "default_value": ""}],
-                    "changed": "after", "counter": 3}
+        returned = {"kept": 1, "items": [items[0].model_dump(mode="json")], "changed": "after", "counter": 3}
         events = [*HAPPY[:-1], _complete("hi", context=returned)]
         async with FakeServe(events) as serve:
             await _run(serve, Unit(graph=graph))
@@ -113,8 +112,7 @@ class RunState(unittest.IsolatedAsyncioTestCase):
         async with FakeServe(HAPPY) as serve:
             await _run(serve, Unit(graph=graph))
         tweak = serve.bodies[0]["tweaks"][IN]["input_value"]
-        self.assertEqual(tweak["value_type"], "Data")
-        self.assertEqual(tweak["value"]["data"], {"text": "item"})
+        self.assertEqual(tweak, {"value": Data(data={"text": "item"}).model_dump(mode="json"), "value_type": "Data"})
 
 
 class Variables(unittest.IsolatedAsyncioTestCase):
