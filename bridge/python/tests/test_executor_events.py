@@ -12,10 +12,8 @@ from __future__ import annotations
 import asyncio
 import copy
 import logging
-import os
 import time
 import unittest
-from unittest import mock
 
 from lfx.execution.types import RunComplete, StepResult, Unit
 
