@@ -36,6 +36,7 @@ MASK = "********"
 MIN_SECRET_BYTES = 4
 # lfx's value classes a guest can rebuild from their JSON (the `types` of the run events).
 LFX_VALUE_TYPES = ("Message", "Data", "DataFrame")
+_JSON_SCALARS = (str, int, float, bool, type(None))
 # The component source and lfx's CODE_EXECUTION_FIELD_NAMES (utils/flow_validation.py): a
 # tweak of one is refused, so a value read back from raw_params is never sent for them.
 PROTECTED_FIELDS = frozenset({
@@ -211,6 +212,8 @@ def tweaks(graph: Any, dump: Any) -> dict[str, dict[str, Any]]:
             spec = template.get(field)
             if field in PROTECTED_FIELDS or field in fed.get(vid, ()) or not isinstance(spec, dict):
                 continue
+            if type(value) in _JSON_SCALARS and value == spec.get("value"):
+                continue  # the common case, without a JSON round trip
             value_type = type(value).__name__ if type(value).__name__ in LFX_VALUE_TYPES else None
             try:
                 value = jsonable(value)
