@@ -43,9 +43,13 @@ def sleeping_graph(seconds: float) -> dict[str, Any]:
 # -- flows built from Langflow's node shape ----------------------------------------------------
 
 
-def node(node_id: str, node_type: str, display_name: str, fields: dict[str, Any], outputs: list[str]) -> dict:
-    """A vertex as Langflow exports it (``genericNode``: ``data.type``, ``data.node.template``)."""
+def node(node_id: str, node_type: str, display_name: str, fields: dict[str, Any], outputs: list[str],
+         *, load_from_db: tuple[str, ...] = ()) -> dict:
+    """A vertex as Langflow exports it (``genericNode``: ``data.type``, ``data.node.template``);
+    the fields in ``load_from_db`` name a variable, as an API key field does."""
     template = {name: {"value": value, "name": name, "show": True} for name, value in fields.items()}
+    for name in load_from_db:
+        template[name]["load_from_db"] = True
     template["_type"] = "Component"
     return {
         "id": node_id,
