@@ -32,7 +32,6 @@ REFUSED = {
     "idle_timeout": "a released session's idle time is the server's GUESTFLOW_SESSION_IDLE_TIMEOUT_SECONDS (POST /v1/sessions takes none); set it there",
     "memory_mib": "a session guest's memory is the server's LANGFLOW_SANDBOX_MEMORY_MB (POST /v1/sessions takes none); set it there",
     "cpus": "a session guest's CPU share is the server's (POST /v1/sessions takes none)",
-    "mounts": "POST /v1/sessions takes no host mounts",
     "thread_data_mounts": "a guestflow guest never shares the gateway's thread directories",
     "port": "an AioSandboxProvider setting (guestflow guests have no container ports)",
     "container_prefix": "an AioSandboxProvider setting (guestflow names its guests itself)",
@@ -42,10 +41,10 @@ REFUSED = {
 }
 
 # Keys of the provider's own, not DeerFlow's.
-OWN_KEYS = frozenset({"allow_network"})
+OWN_KEYS = frozenset({"allow_network", "sync_thread_dir"})
 
 HONOURED = frozenset(
-    {"image", "environment", "replicas", "overflow_policy", "acquire_timeout", "burst_limit", "bash_command_timeout", "allow_host_bash"}
+    {"image", "environment", "replicas", "overflow_policy", "acquire_timeout", "burst_limit", "bash_command_timeout", "allow_host_bash", "mounts"}
 )
 
 
@@ -60,6 +59,8 @@ class SessionSettings:
     wait_for_capacity: bool = True  # overflow_policy "wait" (DeerFlow's default) vs "reject"
     acquire_timeout: float = 30.0  # seconds "wait" waits for a free slot
     command_timeout: int = 600  # bash_command_timeout: a command's timeout when the caller gives none
+    mounts: tuple[dict[str, Any], ...] = ()  # POST /v1/sessions "mounts", DeerFlow's shape
+    sync_thread_dir: bool = True  # send DeerFlow's thread directory ("thread_dir") with each acquire
 
 
 def _given(section: Any) -> dict[str, Any]:
@@ -91,6 +92,23 @@ def _number(key: str, value: Any, *, minimum: float, integer: bool = False) -> f
     return value
 
 
+def _mount(index: int, mount: Any) -> dict[str, Any]:
+    """One of DeerFlow's ``mounts`` (``VolumeMountConfig`` or its mapping) as the session
+    API takes it; the server refuses a host path outside its GUESTFLOW_SESSION_MOUNT_ROOTS."""
+    get = mount.get if isinstance(mount, Mapping) else lambda k, d=None: getattr(mount, k, d)
+    out: dict[str, Any] = {}
+    for key in ("host_path", "container_path"):
+        value = get(key)
+        if not isinstance(value, str) or not value.startswith("/") or any(ord(c) < 0x20 or ord(c) == 0x7F for c in value):
+            raise _refuse(f"mounts[{index}].{key}", f"expected an absolute path, got {value!r}")
+        out[key] = value
+    read_only = get("read_only", False)
+    if not isinstance(read_only, bool):
+        raise _refuse(f"mounts[{index}].read_only", f"expected true or false, got {read_only!r}")
+    out["read_only"] = read_only
+    return out
+
+
 def settings_from(section: Any) -> SessionSettings:
     """The section's settings; ``GuestflowConfigError`` naming the first key that cannot
     be honoured (before anything is sent)."""
@@ -99,16 +117,19 @@ def settings_from(section: Any) -> SessionSettings:
         if key in REFUSED:
             raise _refuse(key, REFUSED[key])
         if key not in DEERFLOW_KEYS and key not in HONOURED and key not in OWN_KEYS:
-            raise _refuse(key, "not a key the guestflow provider knows (it honours image, environment, replicas, overflow_policy, acquire_timeout, bash_command_timeout and allow_network)")
+            raise _refuse(key, "not a key the guestflow provider knows (it honours image, environment, mounts, replicas, overflow_policy, acquire_timeout, bash_command_timeout, allow_network and sync_thread_dir)")
     out: dict[str, Any] = {}
     if given.get("image") is not None:
         if not isinstance(given["image"], str) or not given["image"] or "\0" in given["image"]:
             raise _refuse("image", f"expected an image name, got {given['image']!r}")
         out["image"] = given["image"]
-    if "allow_network" in given:
-        if not isinstance(given["allow_network"], bool):
-            raise _refuse("allow_network", f"expected true or false, got {given['allow_network']!r}")
-        out["allow_network"] = given["allow_network"]
+    for flag in ("allow_network", "sync_thread_dir"):
+        if flag in given:
+            if not isinstance(given[flag], bool):
+                raise _refuse(flag, f"expected true or false, got {given[flag]!r}")
+            out[flag] = given[flag]
+    if given.get("mounts"):
+        out["mounts"] = tuple(_mount(i, m) for i, m in enumerate(given["mounts"]))
     if given.get("allow_host_bash"):
         raise _refuse("allow_host_bash", "true applies to LocalSandboxProvider only; guestflow runs every command in a guest, never on the host")
     env = given.get("environment") or {}

@@ -323,7 +323,7 @@ class GuestflowSandbox(_SandboxBase or _DuckSandbox):  # type: ignore[misc]
             session = self._client.json("GET", self._base, timeout=CONNECT_TIMEOUT_SECONDS * 3)
         except GuestflowError:
             return False
-        if session.get("state") != "warm":
+        if session.get("state") not in ("warm", "stopped"):
             return False
         user, thread = self._owner or (str(session["user_id"]), str(session["thread_id"]))
         return self._reacquire(thread, user) == self.id
@@ -538,7 +538,10 @@ class GuestflowSandboxProvider(_ProviderBase or _DuckProvider):  # type: ignore[
         return SandboxCapacityExceededError(message, active=len(self._active), replicas=replicas, retry_after_seconds=retry_after)
 
     def acquire(self, thread_id: str | None = None, *, user_id: str | None = None) -> str:
-        """The session of (user, thread), active. At the config's ``replicas`` active
+        """The session of (user, thread), active, with the config's ``image``, ``mounts``
+        and ``allow_network``, and (``sync_thread_dir``, the default) DeerFlow's thread
+        directory, so the server copies its uploads in and the outputs back on release, as
+        DeerFlow's remote providers do. At the config's ``replicas`` active
         sessions of this provider, or the server's own cap, ``overflow_policy`` ``wait``
         (DeerFlow's default) waits up to ``acquire_timeout`` seconds for a slot, ``reject``
         raises ``SandboxCapacityExceededError`` at once."""
@@ -547,6 +550,11 @@ class GuestflowSandboxProvider(_ProviderBase or _DuckProvider):  # type: ignore[
         body: dict[str, Any] = {"user_id": user, "thread_id": thread, "allow_network": self._settings.allow_network}
         if self._settings.image:
             body["image"] = self._settings.image
+        if self._settings.mounts:
+            body["mounts"] = [dict(m) for m in self._settings.mounts]
+        thread_dir = _thread_dir(thread_id, user_id) if self._settings.sync_thread_dir else None
+        if thread_dir:
+            body["thread_dir"] = thread_dir
         deadline = time.monotonic() + (self._settings.acquire_timeout if self._settings.wait_for_capacity else 0.0)
         while True:
             with self._lock:
@@ -634,6 +642,22 @@ class GuestflowSandboxProvider(_ProviderBase or _DuckProvider):  # type: ignore[
         except GuestflowError as err:
             if err.status != 404 and err.code != "not_found":
                 raise
+
+
+def _thread_dir(thread_id: str | None, user_id: str | None) -> str | None:
+    """DeerFlow's host directory of the thread's ``/mnt/user-data`` (its
+    ``Paths.sandbox_user_data_dir``, created with its ``ensure_thread_dirs`` as its own
+    providers do), for the server to copy uploads in on acquire and outputs back on
+    release; ``None`` without DeerFlow or a thread."""
+    if thread_id is None:
+        return None
+    try:
+        paths_module = importlib.import_module("deerflow.config.paths")
+    except ImportError:
+        return None
+    paths = paths_module.get_paths()
+    paths.ensure_thread_dirs(thread_id, user_id=user_id)
+    return str(paths.sandbox_user_data_dir(thread_id, user_id=user_id))
 
 
 def _deerflow_section() -> Any:

@@ -22,18 +22,24 @@ from deerflow.sandbox.search import GrepMatch
 
 from langflow_guestflow.deerflow import GuestflowSandbox, GuestflowSandboxProvider
 from tests._server import ModuleServer
-from tests.test_deerflow_config import _section
+from tests.test_deerflow_config import DeerFlowHome, _section
 
-# DeerFlow's download prefix (its VIRTUAL_PATH_PREFIX) for the server's file API too.
-MODULE = ModuleServer(extra_env={"GUESTFLOW_SESSION_REPLICAS": "12", "GUESTFLOW_DOWNLOAD_PREFIX": "/mnt/user-data"})
+# DeerFlow's home (its threads' directories) is the server's mount root; DeerFlow's download
+# prefix (its VIRTUAL_PATH_PREFIX) the server's too.
+HOME = DeerFlowHome()
+MODULE = ModuleServer(
+    extra_env={"GUESTFLOW_SESSION_REPLICAS": "12", "GUESTFLOW_DOWNLOAD_PREFIX": "/mnt/user-data", "GUESTFLOW_SESSION_MOUNT_ROOTS": HOME.path}
+)
 
 
 def setUpModule() -> None:  # noqa: N802
+    HOME.start()
     MODULE.start()
 
 
 def tearDownModule() -> None:  # noqa: N802
     MODULE.stop()
+    HOME.stop()
 
 
 def _sessions_served() -> bool:
@@ -396,6 +402,65 @@ class HonouredOnServerTest(unittest.TestCase):
         self.assertFalse(waiter.is_alive())
         self.assertEqual(len(got), 1)
         self.assertNotEqual(got[0], first)
+
+
+class ThreadDirectoryTest(unittest.TestCase):
+    """DeerFlow's layout on a fresh thread, its ``mounts``, and its thread directory synced
+    as its remote providers sync it (uploads in on acquire, outputs back on release)."""
+
+    def provider(self, **keys: object) -> GuestflowSandboxProvider:
+        assert MODULE.server is not None
+        provider = GuestflowSandboxProvider(url=MODULE.server.url, token=MODULE.server.token, config=_section(**keys))
+        self.addCleanup(lambda: [provider.delete(sid) for sid in list(provider._objects)])
+        return provider
+
+    def test_a_fresh_threads_first_command_finds_deerflows_layout(self) -> None:
+        provider = self.provider()
+        sandbox = provider.get(provider.acquire("fresh-thread", user_id="layout"))
+        assert sandbox is not None
+        # DeerFlow's bash tool prefixes every command with this cd.
+        self.assertEqual(sandbox.execute_command("cd /mnt/user-data/workspace; pwd"), "/mnt/user-data/workspace\n")
+        self.assertEqual(sorted(sandbox.list_dir("/mnt/user-data", max_depth=1)), ["/mnt/user-data/outputs/", "/mnt/user-data/uploads/", "/mnt/user-data/workspace/"])
+
+    def test_uploads_in_on_acquire_outputs_back_on_release(self) -> None:
+        provider = self.provider()
+        thread_dir = os.path.join(HOME.path, "users", "sync-user", "threads", "sync-thread", "user-data")
+        os.makedirs(os.path.join(thread_dir, "uploads"), exist_ok=True)
+        with open(os.path.join(thread_dir, "uploads", "brief.txt"), "wb") as f:
+            f.write(b"from the gateway\n")
+        sid = provider.acquire("sync-thread", user_id="sync-user")
+        sandbox = provider.get(sid)
+        assert sandbox is not None
+        self.assertEqual(sandbox.read_file("/mnt/user-data/uploads/brief.txt"), "from the gateway\n")
+        sandbox.update_file("/mnt/user-data/outputs/report.md", b"# done\n")
+        sandbox.update_file("/mnt/user-data/outputs/charts/one.bin", bytes(range(256)))
+        provider.release(sid)
+        with open(os.path.join(thread_dir, "outputs", "report.md"), "rb") as f:
+            self.assertEqual(f.read(), b"# done\n")
+        with open(os.path.join(thread_dir, "outputs", "charts", "one.bin"), "rb") as f:
+            self.assertEqual(f.read(), bytes(range(256)))
+
+    def test_mounts_from_the_config(self) -> None:
+        project = os.path.join(HOME.path, "project")
+        os.makedirs(project, exist_ok=True)
+        with open(os.path.join(project, "README"), "w", encoding="utf-8") as f:
+            f.write("mounted\n")
+        provider = self.provider(mounts=[{"host_path": project, "container_path": "/mnt/project", "read_only": True}])
+        sandbox = provider.get(provider.acquire("mount-thread", user_id="mounts"))
+        assert sandbox is not None
+        self.assertEqual(sandbox.read_file("/mnt/project/README"), "mounted\n")
+        with self.assertRaises(PermissionError) as caught:
+            sandbox.write_file("/mnt/project/new.txt", "x")
+        self.assertEqual(caught.exception.errno, errno.EROFS)
+        self.assertFalse(os.path.exists(os.path.join(project, "new.txt")))
+
+    def test_a_mount_outside_the_servers_roots_is_refused(self) -> None:
+        from langflow_guestflow._http import GuestflowError
+
+        provider = self.provider(mounts=[{"host_path": "/etc", "container_path": "/mnt/etc", "read_only": True}])
+        with self.assertRaises(GuestflowError) as caught:
+            provider.acquire("outside-thread", user_id="mounts")
+        self.assertIn("GUESTFLOW_SESSION_MOUNT_ROOTS", caught.exception.message)
 
 
 if __name__ == "__main__":

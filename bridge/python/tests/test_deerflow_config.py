@@ -10,6 +10,8 @@ from __future__ import annotations
 import importlib.util
 import os
 import re
+import shutil
+import tempfile
 import unittest
 from unittest import mock
 from types import SimpleNamespace
@@ -21,6 +23,26 @@ from deerflow.sandbox.sandbox_provider import get_sandbox_provider, reset_sandbo
 from langflow_guestflow.deerflow import GuestflowConfigError, GuestflowSandboxProvider, SessionSettings
 
 USE = "langflow_guestflow.deerflow:GuestflowSandboxProvider"
+
+
+class DeerFlowHome:
+    """A DeerFlow home (``DEER_FLOW_HOME``: where its threads' directories are) for a test
+    module: made at import so the module's server can take it as its mount root."""
+
+    def __init__(self) -> None:
+        self.path = os.path.realpath(tempfile.mkdtemp(prefix="gf-deerflow-home-"))
+        self._before: str | None = None
+
+    def start(self) -> None:
+        self._before = os.environ.get("DEER_FLOW_HOME")
+        os.environ["DEER_FLOW_HOME"] = self.path
+
+    def stop(self) -> None:
+        if self._before is None:
+            os.environ.pop("DEER_FLOW_HOME", None)
+        else:
+            os.environ["DEER_FLOW_HOME"] = self._before
+        shutil.rmtree(self.path, ignore_errors=True)
 def _section(**keys: object) -> SandboxConfig:
     return SandboxConfig(use=USE, **keys)
 
@@ -61,7 +83,8 @@ class ConstructionTest(unittest.TestCase):
             "idle_timeout": 600,
             "memory_mib": 1024,
             "cpus": 2,
-            "mounts": [{"host_path": "/srv/x", "container_path": "/mnt/x", "read_only": True}],
+            "mounts": [{"host_path": "relative/x", "container_path": "/mnt/x", "read_only": True}],
+            "sync_thread_dir": "no",
             "thread_data_mounts": True,
             "port": 8080,
             "container_prefix": "deer-flow-sandbox",
@@ -86,7 +109,7 @@ class ConstructionTest(unittest.TestCase):
                 section = {"use": USE, key: value}
                 with self.assertRaises(GuestflowConfigError) as caught:
                     GuestflowSandboxProvider(url="http://127.0.0.1:9", config=section)
-                self.assertTrue(str(caught.exception).startswith(f"sandbox.{key}: "), str(caught.exception))
+                self.assertTrue(re.match(rf"sandbox\.{key}(\[0\]\.host_path)?: ", str(caught.exception)), str(caught.exception))
 
     def test_a_refused_key_in_deerflows_model_is_refused_through_the_factory(self) -> None:
         app_config.set_app_config(SimpleNamespace(sandbox=_section(idle_timeout=0)))
@@ -111,15 +134,38 @@ class ConstructionTest(unittest.TestCase):
         self.assertIsInstance(provider, GuestflowSandboxProvider)
         self.assertEqual(
             provider.settings,
-            SessionSettings(environment={"PYTHONUNBUFFERED": "1", "API_KEY": "k-123"}, replicas=3, wait_for_capacity=True, acquire_timeout=30.0, command_timeout=600),
+            SessionSettings(
+                environment={"PYTHONUNBUFFERED": "1", "API_KEY": "k-123"},
+                replicas=3,
+                wait_for_capacity=True,
+                acquire_timeout=30.0,
+                command_timeout=600,
+                mounts=({"host_path": "/srv/deerflow/shared", "container_path": "/mnt/shared", "read_only": True},),
+            ),
         )
 
-    def test_image_and_allow_network_go_with_every_acquire(self) -> None:
-        provider = GuestflowSandboxProvider(url="http://127.0.0.1:9", config=_section(image="python:3.12-slim", allow_network=True))
+    def test_image_mounts_allow_network_and_the_thread_dir_go_with_every_acquire(self) -> None:
+        home = DeerFlowHome()
+        home.start()
+        self.addCleanup(home.stop)
+        mounts = [{"host_path": "/srv/project", "container_path": "/mnt/project", "read_only": True}, {"host_path": "/srv/shared", "container_path": "/home/user/shared"}]
+        provider = GuestflowSandboxProvider(url="http://127.0.0.1:9", config=_section(image="python:3.12-slim", allow_network=True, mounts=mounts))
         recorder = _Recorder()
         provider._client = recorder  # type: ignore[assignment]
         provider.acquire("t1", user_id="u")
-        self.assertEqual(recorder.bodies, [("/v1/sessions", {"user_id": "u", "thread_id": "t1", "allow_network": True, "image": "python:3.12-slim"})])
+        provider.acquire(None, user_id="u")  # no thread: no thread directory
+        thread_dir = os.path.join(home.path, "users", "u", "threads", "t1", "user-data")
+        want_mounts = [dict(mounts[0]), dict(mounts[1], read_only=False)]
+        self.assertEqual(recorder.bodies[0], ("/v1/sessions", {"user_id": "u", "thread_id": "t1", "allow_network": True, "image": "python:3.12-slim", "mounts": want_mounts, "thread_dir": thread_dir}))
+        self.assertNotIn("thread_dir", recorder.bodies[1][1])
+        # DeerFlow's ensure_thread_dirs made the thread's directories, as its providers do.
+        for sub in ("user-data/workspace", "user-data/uploads", "user-data/outputs", "acp-workspace"):
+            self.assertTrue(os.path.isdir(os.path.join(home.path, "users", "u", "threads", "t1", sub)), sub)
+        # sync_thread_dir: false sends none.
+        quiet = GuestflowSandboxProvider(url="http://127.0.0.1:9", config=_section(sync_thread_dir=False))
+        quiet._client = recorder = _Recorder()  # type: ignore[assignment]
+        quiet.acquire("t2", user_id="u")
+        self.assertEqual(recorder.bodies, [("/v1/sessions", {"user_id": "u", "thread_id": "t2", "allow_network": False})])
 
     def test_overflow_policy_and_acquire_timeout(self) -> None:
         self.assertFalse(GuestflowSandboxProvider(url="http://127.0.0.1:9", config=_section(overflow_policy="reject")).settings.wait_for_capacity)

@@ -227,7 +227,7 @@ class WireMappingTest(unittest.TestCase):
             def json(self, *_: object, **__: object) -> object:
                 raise GuestflowError("capacity", "4 of 4 session guests are active", status=429, retry_after=2.0)
 
-        provider = GuestflowSandboxProvider(url="http://127.0.0.1:9", config={"overflow_policy": "reject"})
+        provider = GuestflowSandboxProvider(url="http://127.0.0.1:9", config={"overflow_policy": "reject", "sync_thread_dir": False})
         provider._client = _Full()  # type: ignore[assignment]
         with self.assertRaises(SandboxCapacityExceededError) as caught:
             provider.acquire("t", user_id="u")

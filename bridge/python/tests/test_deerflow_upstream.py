@@ -15,24 +15,30 @@ import unittest
 
 from langflow_guestflow.deerflow import GuestflowSandbox, GuestflowSandboxProvider
 from tests._server import ModuleServer
+from tests.test_deerflow_config import DeerFlowHome
 
-# DeerFlow's download prefix, and a small download cap for the EFBIG case.
+# DeerFlow's home as the server's mount root, its download prefix, and a small download cap
+# for the EFBIG case.
 DOWNLOAD_CAP = 1 << 20
+HOME = DeerFlowHome()
 MODULE = ModuleServer(
     extra_env={
         "GUESTFLOW_SESSION_REPLICAS": "12",
         "GUESTFLOW_DOWNLOAD_PREFIX": "/mnt/user-data",
         "GUESTFLOW_DOWNLOAD_CAP_BYTES": str(DOWNLOAD_CAP),
+        "GUESTFLOW_SESSION_MOUNT_ROOTS": HOME.path,
     }
 )
 
 
 def setUpModule() -> None:  # noqa: N802
+    HOME.start()
     MODULE.start()
 
 
 def tearDownModule() -> None:  # noqa: N802
     MODULE.stop()
+    HOME.stop()
 
 
 def _provider() -> GuestflowSandboxProvider:
