@@ -4,6 +4,7 @@
 #include "actors/run_relay.hpp"
 #include "bridge/server/exchange.hpp"
 #include "common/body_room.hpp"
+#include "common/transfer_coding.hpp"
 #include "messages/bridge.hpp"
 #include "messages/http_status.hpp"
 #include "messages/secret.hpp"
@@ -246,6 +247,11 @@ private:
     auto& req = parser_->get();
     version_ = req.version();
     keep_alive_ = req.keep_alive();
+    if (auto framing = check_framing(req); framing.status) { // its body cannot be told apart
+      keep_alive_ = false;
+      return refuse(fail(ec::bad_request, "malformed HTTP request: " + framing.reason),
+                    framing.status);
+    }
     auto method = sv(req.method_string());
     auto target = sv(req.target());
     auto r = ctx_.routes.match(method, target);

@@ -1,6 +1,7 @@
 #include "controlplane/local/http/http_session.hpp"
 
 #include "common/body_room.hpp"
+#include "common/transfer_coding.hpp"
 #include "controlplane/local/http/replies.hpp"
 #include "controlplane/local/http/routes.hpp"
 #include "messages/jsend.hpp"
@@ -190,6 +191,11 @@ private:
     auto& req = head_->get();
     version_ = req.version();
     keep_alive_ = req.keep_alive();
+    if (auto framing = check_framing(req); framing.status) { // its body cannot be told apart
+      keep_alive_ = false;
+      return send(failure_reply(framing.status, "malformed HTTP request: " + framing.reason),
+                  true);
+    }
     // An early reply (before the body was read) must close a connection with a body.
     has_body_ = head_->chunked() || head_->content_length().value_or(0) > 0;
     const auto& key = ctx_.options.api_key;

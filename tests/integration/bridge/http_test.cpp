@@ -162,6 +162,55 @@ TEST_F(http_test, plain_answers_keep_the_connection_alive_but_an_early_refusal_c
   ::close(fd);
 }
 
+// RFC 9112 6.1/6.3: a body that cannot be framed the one way every reader agrees on is
+// refused and the connection closed (Beast alone framed `xchunked` by its Content-Length).
+TEST_F(http_test, an_unknown_transfer_coding_is_refused_not_framed) {
+  auto exchange = [&](const std::string& request) {
+    int fd = connect_raw();
+    EXPECT_EQ(::write(fd, request.data(), request.size()),
+              static_cast<ssize_t>(request.size()));
+    std::string got;
+    for (;;) {
+      pollfd p{fd, POLLIN, 0};
+      if (::poll(&p, 1, 30'000) != 1) {
+        got += "TIMEOUT";
+        break;
+      }
+      char buf[4096];
+      auto n = ::read(fd, buf, sizeof buf);
+      if (n <= 0) break;
+      got.append(buf, static_cast<size_t>(n));
+    }
+    ::close(fd);
+    return got;
+  };
+  auto answers = [](const std::string& text) {
+    size_t n = 0;
+    for (auto at = text.find("HTTP/1.1 "); at != std::string::npos;
+         at = text.find("HTTP/1.1 ", at + 1))
+      ++n;
+    return n;
+  };
+  auto head =
+      "POST /v1/sandbox/run HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + token + "\r\n";
+  std::string body = R"({"code":5})"; // framed by its length, a 400 naming `code`
+  auto with_length = exchange(head + "Transfer-Encoding: xchunked\r\nContent-Length: " +
+                              std::to_string(body.size()) + "\r\n\r\n" + body);
+  EXPECT_EQ(with_length.substr(0, 13), "HTTP/1.1 501 ") << with_length;
+  EXPECT_TRUE(contains(with_length, "Connection: close")) << with_length;
+  EXPECT_TRUE(contains(with_length, "transfer coding 'xchunked' is not implemented"))
+      << with_length;
+  auto smuggled =
+      exchange(head + "Transfer-Encoding: gzip, chunked\r\n\r\nGET /healthz HTTP/1.1\r\n\r\n");
+  EXPECT_EQ(smuggled.substr(0, 13), "HTTP/1.1 501 ") << smuggled;
+  EXPECT_EQ(answers(smuggled), 1u) << smuggled;
+  auto twice = exchange(head + "Transfer-Encoding: chunked, chunked\r\n\r\n0\r\n\r\n"
+                               "GET /healthz HTTP/1.1\r\n\r\n");
+  EXPECT_EQ(twice.substr(0, 13), "HTTP/1.1 400 ") << twice;
+  EXPECT_EQ(answers(twice), 1u) << twice;
+  EXPECT_EQ(call("GET", "/healthz").status, 200u);
+}
+
 TEST_F(http_test, a_non_loopback_address_without_a_token_is_refused_at_start) {
   auto r = control_plane_process::run_to_exit({"serve", "--listen", "0.0.0.0:0"},
                                               env({{"GUESTFLOW_TOKEN", ""}}));

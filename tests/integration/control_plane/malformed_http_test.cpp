@@ -88,6 +88,54 @@ TEST_F(control_plane_malformed_http, a_body_that_stops_arriving_is_408) {
   EXPECT_EQ(sandbox_total(), 0u);
 }
 
+/// Occurrences of `needle` in `text`.
+size_t count(const std::string& text, const std::string& needle) {
+  size_t n = 0;
+  for (auto at = text.find(needle); at != std::string::npos; at = text.find(needle, at + 1))
+    ++n;
+  return n;
+}
+
+// RFC 9112 6.1/6.3: a request whose body cannot be framed the one way every reader agrees
+// on is refused and the connection closed; Beast alone framed `xchunked` by its
+// Content-Length, and one without a length as bodiless (its body the next request).
+TEST_F(control_plane_malformed_http, an_unknown_transfer_coding_is_refused_not_framed) {
+  std::string body = R"({"shape":"no-such-shape"})";
+  auto with_length = exchange("POST /v1/sandboxes HTTP/1.1\r\nHost: x\r\n"
+                              "Transfer-Encoding: xchunked\r\nContent-Length: " +
+                              std::to_string(body.size()) + "\r\n\r\n" + body);
+  EXPECT_EQ(with_length.rfind("HTTP/1.1 501 Not Implemented\r\n", 0), 0u) << with_length;
+  EXPECT_NE(with_length.find("Connection: close"), std::string::npos) << with_length;
+  EXPECT_NE(with_length.find("transfer coding 'xchunked' is not implemented"),
+            std::string::npos)
+      << with_length;
+  EXPECT_EQ(with_length.find("no-such-shape"), std::string::npos) << "the body was read";
+
+  // Without a length, what follows the head is not a second request.
+  auto smuggled = exchange("POST /v1/sandboxes HTTP/1.1\r\nHost: x\r\n"
+                           "Transfer-Encoding: gzip, chunked\r\n\r\n"
+                           "GET /v1/shapes HTTP/1.1\r\nHost: x\r\n\r\n");
+  EXPECT_EQ(smuggled.rfind("HTTP/1.1 501 Not Implemented\r\n", 0), 0u) << smuggled;
+  EXPECT_EQ(count(smuggled, "HTTP/1.1 "), 1u) << smuggled;
+  EXPECT_EQ(sandbox_total(), 0u);
+}
+
+TEST_F(control_plane_malformed_http, faulty_chunked_framing_is_400) {
+  for (std::string fields : {"Transfer-Encoding: chunked, chunked\r\n",
+                             "Transfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n",
+                             "Transfer-Encoding: ,\r\n"}) {
+    auto reply = exchange("POST /v1/sandboxes HTTP/1.1\r\nHost: x\r\n" + fields +
+                          "\r\n0\r\n\r\nGET /v1/shapes HTTP/1.1\r\nHost: x\r\n\r\n");
+    expect_answer(reply, "HTTP/1.1 400 Bad Request", "malformed HTTP request");
+    EXPECT_EQ(count(reply, "HTTP/1.1 "), 1u) << fields << reply;
+  }
+  auto old = exchange("POST /v1/sandboxes HTTP/1.0\r\nHost: x\r\n"
+                      "Transfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n");
+  EXPECT_EQ(old.rfind("HTTP/1.0 400 Bad Request\r\n", 0), 0u) << old;
+  EXPECT_NE(old.find("HTTP/1.0 request"), std::string::npos) << old;
+  EXPECT_EQ(sandbox_total(), 0u);
+}
+
 TEST_F(control_plane_malformed_http, an_idle_connection_closes_without_an_answer) {
   raw_connection c{cp_->port()};
   EXPECT_EQ(c.read_to_close(), "") << "nothing was asked: nothing to answer";
