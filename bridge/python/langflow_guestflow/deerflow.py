@@ -304,8 +304,8 @@ class GuestflowSandbox(_SandboxBase or _DuckSandbox):  # type: ignore[misc]
         client: _Client | None = None,
         environment: dict[str, str] | None = None,
         command_timeout: int = DEFAULT_COMMAND_TIMEOUT_SECONDS,
-        reacquire: Callable[[str, str], str] | None = None,
-        owner: tuple[str, str] | None = None,
+        reacquire: Callable[[str, str | None], str] | None = None,
+        owner: tuple[str | None, str] | None = None,
     ) -> None:
         super().__init__(id)
         self._client = client or _Client(endpoint())
@@ -313,7 +313,7 @@ class GuestflowSandbox(_SandboxBase or _DuckSandbox):  # type: ignore[misc]
         self._environment = dict(environment or {})
         self._command_timeout = command_timeout
         self._reacquire = reacquire
-        self._owner = owner  # (user_id, thread_id), for reacquire
+        self._owner = owner  # (user_id, thread_id) as acquired, for reacquire
 
     def _revived(self, err: GuestflowError) -> bool:
         """After a 400: whether the session was released and is now acquired again."""
@@ -520,7 +520,7 @@ class GuestflowSandboxProvider(_ProviderBase or _DuckProvider):  # type: ignore[
     def _sandbox(self, session: dict[str, Any]) -> GuestflowSandbox:
         """The one object of a session (callers hold the lock)."""
         sid = str(session["session_id"])
-        owner = (str(session.get("user_id", "")), str(session.get("thread_id", "")))
+        owner: tuple[str | None, str] = (str(session.get("user_id", "")), str(session.get("thread_id", "")))
         if sid not in self._objects:
             self._objects[sid] = GuestflowSandbox(
                 sid,
@@ -530,7 +530,7 @@ class GuestflowSandboxProvider(_ProviderBase or _DuckProvider):  # type: ignore[
                 reacquire=lambda thread, user: self.acquire(thread, user_id=user),
                 owner=owner,
             )
-        self._ids[owner] = sid
+        self._ids[(owner[0] or "default", owner[1])] = sid
         return self._objects[sid]
 
     def _capacity_error(self, message: str, retry_after: float) -> Exception:
@@ -587,6 +587,7 @@ class GuestflowSandboxProvider(_ProviderBase or _DuckProvider):  # type: ignore[
                         self._pending -= 1
             with self._lock:
                 sandbox = self._sandbox(session)
+                sandbox._owner = (user_id, thread)  # as DeerFlow asked: the same thread directory again
                 self._active.add(sandbox.id)
                 return sandbox.id
 
