@@ -354,6 +354,17 @@ class HonouredOnServerTest(unittest.TestCase):
         self.assertEqual(sandbox.execute_command('printf "%s"  "$DEBUG"', env={"DEBUG": "true"}), "true")
         self.assertEqual(sandbox.execute_command('printf "%s" "$DEBUG"'), "false")
 
+    def test_image_is_the_sessions(self) -> None:
+        from langflow_guestflow._http import GuestflowError
+
+        assert MODULE.server is not None
+        sid = self.provider(image="debian:12").acquire("image-thread", user_id="cfg")
+        status, body = MODULE.server.get("/v1/sessions/" + sid)
+        self.assertEqual(json.loads(body)["sandbox"]["image"], "debian:12", body)
+        with self.assertRaises(GuestflowError) as caught:
+            self.provider(image="no-such-image:1").acquire("image-thread-2", user_id="cfg")
+        self.assertIn("no-such-image:1", caught.exception.message)
+
     def test_allow_network_is_the_sessions(self) -> None:
         assert MODULE.server is not None
         for allow in (False, True):
