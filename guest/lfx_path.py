@@ -77,6 +77,20 @@ def load() -> None:
     VERSION = _version(lfx)
 
 
+_TYPED_VALUES = ("Data", "Message", "DataFrame")
+
+
+def _typed_value(type_name: str, value):
+    """The lfx object of that class from its JSON (lfx's JSON dump of it)."""
+    if type_name == "Data":
+        from lfx.schema.data import Data  # noqa: PLC0415
+        return Data(data=value) if isinstance(value, dict) else Data(data={"value": value})
+    if type_name == "Message":
+        return _message(value) if isinstance(value, dict) else _MESSAGE(text=str(value))
+    from lfx.schema.dataframe import DataFrame  # noqa: PLC0415
+    return DataFrame(value)
+
+
 def _version(module) -> str | None:
     try:
         from importlib.metadata import PackageNotFoundError, version  # noqa: PLC0415
@@ -250,7 +264,26 @@ class LfxExecutor:
                              code="bad_request", tb=traceback.format_exc()[-8000:]) from None
         if spec["session_id"]:
             graph.session_id = spec["session_id"]
+        self._set_typed_values(graph)
         return graph
+
+    def _set_typed_values(self, graph) -> None:
+        """A value the host graph held as an lfx object (a Loop's `Data` item, set with
+        update_raw_params) arrives as a tweak `{"value": JSON, "value_type": "Data"}`: the
+        vertex gets the object again, as it had it in process."""
+        for raw in self.payload.get("nodes") or []:
+            data = raw.get("data") if isinstance(raw, dict) else None
+            node = data.get("node") if isinstance(data, dict) else None
+            template = node.get("template") if isinstance(node, dict) else None
+            if not isinstance(template, dict):
+                continue
+            typed = {field: entry for field, entry in template.items()
+                     if isinstance(entry, dict) and entry.get("value_type") in _TYPED_VALUES}
+            if not typed:
+                continue
+            vertex = graph.get_vertex(raw.get("id"))
+            vertex.update_raw_params({field: _typed_value(entry["value_type"], entry.get("value"))
+                                      for field, entry in typed.items()}, overwrite=True)
 
     def check(self) -> None:
         """Serves the memory API, then loads the graph before anything runs: components are

@@ -282,3 +282,41 @@ class Memory(unittest.IsolatedAsyncioTestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class Loop(unittest.IsolatedAsyncioTestCase):
+    async def test_a_loop_whose_body_runs_in_a_guest_yields_the_in_process_data(self) -> None:
+        from lfx.execution import (Coordinator, ExecutorRegistry, InProcessExecutor, get_default_coordinator,
+                                   set_default_coordinator)
+
+        def graph():
+            nodes = [
+                _flows.node("Lines-l", "Lines", "Lines", {"input_value": "one\ntwo\nthree"}, ["dataframe"]),
+                _flows.node("LoopComponent-loop", "LoopComponent", "Loop", {"data": None}, ["item", "done"]),
+                _flows.node("Uppercase-u", "Uppercase", "Uppercase", {"input_value": ""}, ["text"]),
+            ]
+            edges = [_flows.edge("Lines-l", "dataframe", "LoopComponent-loop", "data"),
+                     _flows.edge("LoopComponent-loop", "item", "Uppercase-u", "input_value"),
+                     _flows.edge("Uppercase-u", "text", "LoopComponent-loop", "item")]
+            return _flows.graph_of({"data": {"nodes": nodes, "edges": edges}})
+
+        async def done_output(coordinator) -> list:
+            previous = get_default_coordinator()
+            set_default_coordinator(coordinator)
+            try:
+                results = [r async for r in graph().async_start()]
+            finally:
+                set_default_coordinator(previous)
+            loop = next(r for r in results if getattr(r, "vertex", None) is not None
+                        and r.vertex.id == "LoopComponent-loop")
+            return [d.data for d in loop.result_dict.results["done"].to_data_list()]
+
+        registry = ExecutorRegistry()
+        registry.register(InProcessExecutor())
+        local = await done_output(Coordinator(registry=registry))
+        registry.register(_executor())
+        remote = await done_output(Coordinator(registry=registry, executor_kind="guestflow"))
+        self.assertEqual(len(local), 3, local)
+        self.assertEqual(remote, local)
+
+
