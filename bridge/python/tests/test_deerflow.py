@@ -27,14 +27,17 @@ from tests.test_deerflow_config import DeerFlowHome, _section
 # DeerFlow's home (its threads' directories) is the server's mount root; DeerFlow's download
 # prefix (its VIRTUAL_PATH_PREFIX) the server's too.
 HOME = DeerFlowHome()
-MODULE = ModuleServer(
-    extra_env={"GUESTFLOW_SESSION_REPLICAS": "12", "GUESTFLOW_DOWNLOAD_PREFIX": "/mnt/user-data", "GUESTFLOW_SESSION_MOUNT_ROOTS": HOME.path}
-)
+ENV = {"GUESTFLOW_SESSION_REPLICAS": "12", "GUESTFLOW_DOWNLOAD_PREFIX": "/mnt/user-data"}
+MODULE = ModuleServer(extra_env=ENV)
 
 
 def setUpModule() -> None:  # noqa: N802
-    HOME.start()
-    MODULE.start()
+    ENV["GUESTFLOW_SESSION_MOUNT_ROOTS"] = HOME.start()
+    try:
+        MODULE.start()
+    except BaseException:
+        HOME.stop()
+        raise
 
 
 def tearDownModule() -> None:  # noqa: N802

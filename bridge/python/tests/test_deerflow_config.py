@@ -27,22 +27,25 @@ USE = "langflow_guestflow.deerflow:GuestflowSandboxProvider"
 
 class DeerFlowHome:
     """A DeerFlow home (``DEER_FLOW_HOME``: where its threads' directories are) for a test
-    module: made at import so the module's server can take it as its mount root."""
+    module; ``start`` makes it and gives its path (the module's server's mount root)."""
 
     def __init__(self) -> None:
-        self.path = os.path.realpath(tempfile.mkdtemp(prefix="gf-deerflow-home-"))
+        self.path = ""
         self._before: str | None = None
 
-    def start(self) -> None:
+    def start(self) -> str:
+        self.path = os.path.realpath(tempfile.mkdtemp(prefix="gf-deerflow-home-"))
         self._before = os.environ.get("DEER_FLOW_HOME")
         os.environ["DEER_FLOW_HOME"] = self.path
+        return self.path
 
     def stop(self) -> None:
         if self._before is None:
             os.environ.pop("DEER_FLOW_HOME", None)
         else:
             os.environ["DEER_FLOW_HOME"] = self._before
-        shutil.rmtree(self.path, ignore_errors=True)
+        if self.path:
+            shutil.rmtree(self.path, ignore_errors=True)
 def _section(**keys: object) -> SandboxConfig:
     return SandboxConfig(use=USE, **keys)
 

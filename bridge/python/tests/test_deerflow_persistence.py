@@ -13,12 +13,17 @@ from tests._server import ModuleServer
 from tests.test_deerflow_config import DeerFlowHome
 
 HOME = DeerFlowHome()
-MODULE = ModuleServer(extra_env={"GUESTFLOW_SESSION_REPLICAS": "3", "GUESTFLOW_SESSION_MOUNT_ROOTS": HOME.path})
+ENV = {"GUESTFLOW_SESSION_REPLICAS": "3"}
+MODULE = ModuleServer(extra_env=ENV)
 
 
 def setUpModule() -> None:  # noqa: N802
-    HOME.start()
-    MODULE.start()
+    ENV["GUESTFLOW_SESSION_MOUNT_ROOTS"] = HOME.start()
+    try:
+        MODULE.start()
+    except BaseException:
+        HOME.stop()
+        raise
 
 
 def tearDownModule() -> None:  # noqa: N802

@@ -21,19 +21,17 @@ from tests.test_deerflow_config import DeerFlowHome
 # for the EFBIG case.
 DOWNLOAD_CAP = 1 << 20
 HOME = DeerFlowHome()
-MODULE = ModuleServer(
-    extra_env={
-        "GUESTFLOW_SESSION_REPLICAS": "12",
-        "GUESTFLOW_DOWNLOAD_PREFIX": "/mnt/user-data",
-        "GUESTFLOW_DOWNLOAD_CAP_BYTES": str(DOWNLOAD_CAP),
-        "GUESTFLOW_SESSION_MOUNT_ROOTS": HOME.path,
-    }
-)
+ENV = {"GUESTFLOW_SESSION_REPLICAS": "12", "GUESTFLOW_DOWNLOAD_PREFIX": "/mnt/user-data", "GUESTFLOW_DOWNLOAD_CAP_BYTES": str(DOWNLOAD_CAP)}
+MODULE = ModuleServer(extra_env=ENV)
 
 
 def setUpModule() -> None:  # noqa: N802
-    HOME.start()
-    MODULE.start()
+    ENV["GUESTFLOW_SESSION_MOUNT_ROOTS"] = HOME.start()
+    try:
+        MODULE.start()
+    except BaseException:
+        HOME.stop()
+        raise
 
 
 def tearDownModule() -> None:  # noqa: N802
