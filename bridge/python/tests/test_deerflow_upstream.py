@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import errno
 import re
+import shlex
 import threading
 import time
 import unittest
@@ -367,6 +368,18 @@ class CommandTimeoutTest(_WithProvider):
         elapsed = time.monotonic() - start
         self.assertLess(elapsed, 3, f"expected prompt return, took {elapsed:.1f}s")
         self.assertIn("serving", output)
+
+    def test_backgrounded_process_does_not_inherit_deleted_temp_capture(self) -> None:
+        sbx = self.sandbox("commands")
+        marker = "/mnt/user-data/workspace/fd1"
+        script = f"import os, pathlib, time; pathlib.Path({marker!r}).write_text(os.readlink('/proc/self/fd/1')); time.sleep(2)"
+        output = sbx.execute_command(f"mkdir -p /mnt/user-data/workspace; rm -f {marker}; python3 -c {shlex.quote(script)} & echo launched", timeout=10)
+        self.assertIn("launched", output)
+        # The guest polls for the marker, with a deadline (DeerFlow's test: 50 x 0.1 s).
+        seen = sbx.execute_command(f"for i in $(seq 50); do [ -s {marker} ] && break; sleep 0.1; done; cat {marker}")
+        self.assertNotIn("Exit Code", seen, "the backgrounded process never wrote its marker")
+        self.assertRegex(seen, r"^(pipe|socket):\[\d+\]$|^/", seen)  # where its stdout went
+        self.assertNotIn(" (deleted)", seen)
 
     def test_foreground_blocking_command_times_out_with_notice(self) -> None:
         sbx = self.sandbox("commands")
