@@ -7,6 +7,8 @@ find_package(SQLite3 REQUIRED)
 find_package(GTest REQUIRED)
 find_package(benchmark REQUIRED)
 find_package(spdlog REQUIRED)
+# libarchive-dev: image imports read tars (and their compression) with it.
+find_package(LibArchive 3.6 REQUIRED)
 
 find_path(CAF_INCLUDE_DIR caf/all.hpp REQUIRED)
 find_library(CAF_CORE_LIBRARY caf_core REQUIRED)

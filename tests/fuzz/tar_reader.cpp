@@ -1,11 +1,11 @@
-// The image import's tar reader (controlplane/local/images/tar_reader), fed through a byte
-// source that returns short reads of drawn sizes, as a decompressor's pipe does.
+// The image import's archive reader (controlplane/local/images/archive_reader: libarchive's
+// filters and tar reader, plus the type-flag check on each member's header block), fed
+// through a byte source that returns short reads of drawn sizes, as a pipe does.
 // Properties: total (members until the end, or a bad_request naming the offset); a file
-// member yields exactly its size in data, never more; no more data than input; member count
-// bounded by the input's blocks; detect_compression total on any head.
+// member yields exactly its size in data, never more; no more data than the uncompressed
+// stream; member count bounded by the uncompressed stream's blocks.
 
-#include "controlplane/local/images/tar_reader.hpp"
-
+#include "controlplane/local/images/archive_reader.hpp"
 #include "tests/fuzz/fuzz_support.hpp"
 #include "tests/fuzz/tar_support.hpp"
 
@@ -37,7 +37,7 @@ private:
 
 void check(std::string_view archive, draws& d) {
   memory_source src{archive, d};
-  local::tar_reader reader{src};
+  local::archive_reader reader{src};
   uint64_t members = 0, data_total = 0;
   std::vector<char> buf(4096);
   for (;;) {
@@ -49,7 +49,7 @@ void check(std::string_view archive, draws& d) {
     }
     if (!*m) return;
     ++members;
-    FUZZ_CHECK(members <= archive.size() / 512, "more members than header blocks");
+    FUZZ_CHECK(members <= reader.position() / 512, "more members than header blocks");
     auto& member = **m;
     // Only files' data is read (as image_import does); the rest, and sometimes a file's
     // data too, is left for next() to skip.
@@ -72,7 +72,7 @@ void check(std::string_view archive, draws& d) {
     }
     FUZZ_CHECK(got == member.size, "a member's data ended early without an error");
     data_total += got;
-    FUZZ_CHECK(data_total <= archive.size(), "more data than input");
+    FUZZ_CHECK(data_total <= reader.position(), "more data than the uncompressed stream");
   }
 }
 
@@ -81,7 +81,6 @@ void check(std::string_view archive, draws& d) {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   auto input = as_view(data, size);
   draws d{fingerprint(input)};
-  (void)local::to_string(local::detect_compression(input.data(), input.size()));
   check(input, d);
   auto fixed = with_checksums_fixed(input);
   if (fixed != input) check(fixed, d);

@@ -1,25 +1,18 @@
 #include "controlplane/local/images/image_import.hpp"
 
 #include "common/unique_fd.hpp"
-#include "controlplane/local/images/tar_reader.hpp"
+#include "controlplane/local/images/archive_reader.hpp"
 
 #include <algorithm>
 #include <cerrno>
 #include <climits>
-#include <csignal>
 #include <cstring>
 #include <dirent.h>
 #include <fcntl.h>
 #include <functional>
 #include <map>
-#include <optional>
-#include <spawn.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
-
-extern char** environ;
 
 namespace guestflow::local {
 namespace {
@@ -300,109 +293,8 @@ private:
   int fd_;
 };
 
-/// A host decompressor (`gzip -dc` …) reading `input` on its stdin; its stdout is the
-/// source. stderr goes to a memfd (never a pipe nobody drains).
-class decompressor final : public byte_source {
-public:
-  static result<std::unique_ptr<decompressor>> start(archive_compression c, int input,
-                                                     const std::string& source) {
-    const char* tool = to_string(c);
-    unique_fd err{::memfd_create("decompressor-stderr", MFD_CLOEXEC)};
-    int p[2];
-    if (!err || ::pipe2(p, O_CLOEXEC) != 0)
-      return io_failure("starting " + std::string{tool}, errno);
-    unique_fd out_r{p[0]}, out_w{p[1]};
-    posix_spawn_file_actions_t fa;
-    posix_spawnattr_t attr;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawnattr_init(&attr);
-    posix_spawn_file_actions_adddup2(&fa, input, 0);
-    posix_spawn_file_actions_adddup2(&fa, out_w.get(), 1);
-    posix_spawn_file_actions_adddup2(&fa, err.get(), 2);
-    sigset_t none, defaults;
-    sigemptyset(&none);
-    sigemptyset(&defaults);
-    sigaddset(&defaults, SIGPIPE);
-    posix_spawnattr_setsigmask(&attr, &none);
-    posix_spawnattr_setsigdefault(&attr, &defaults);
-    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
-    std::string dash_dc = "-dc";
-    char* argv[] = {const_cast<char*>(tool), dash_dc.data(), nullptr};
-    pid_t pid = 0;
-    int rc = ::posix_spawnp(&pid, tool, &fa, &attr, argv, environ);
-    posix_spawn_file_actions_destroy(&fa);
-    posix_spawnattr_destroy(&attr);
-    if (rc == ENOENT)
-      return fail(ec::unavailable, source + " is " + tool + "-compressed, and `" + tool +
-                                       "` is not installed on this host (Debian: apt-get "
-                                       "install " +
-                                       (c == archive_compression::xz ? "xz-utils" : tool) +
-                                       "); decompress it first or install the tool");
-    if (rc != 0) return io_failure("starting " + std::string{tool}, rc);
-    return std::unique_ptr<decompressor>{
-        new decompressor(pid, std::move(out_r), std::move(err), tool, source)};
-  }
-
-  ~decompressor() override {
-    if (pid_ > 0) {
-      ::kill(pid_, SIGKILL);
-      ::waitpid(pid_, nullptr, 0);
-    }
-  }
-
-  result<size_t> read(char* buf, size_t n) override {
-    for (;;) {
-      auto r = ::read(out_.get(), buf, n);
-      if (r >= 0) return size_t(r);
-      if (errno != EINTR) return io_failure("reading from " + tool_, errno);
-    }
-  }
-
-  /// Ends the tool. With `drain`, reads what is left first (the archive may end before the
-  /// stream does) and any failed exit is the answer; without, closes the pipe (the tool dies
-  /// of SIGPIPE) and only a failure the tool explained on stderr is — a corrupt stream
-  /// reads as a bad archive, and the tool's words say more.
-  std::optional<failure> finish(bool drain) {
-    char buf[16 * 1024];
-    while (drain && out_) {
-      auto r = ::read(out_.get(), buf, sizeof buf);
-      if (r < 0 && errno == EINTR) continue;
-      if (r <= 0) break;
-    }
-    out_.reset();
-    int status = 0;
-    while (::waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
-    }
-    pid_ = 0;
-    if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return std::nullopt;
-    std::string said(512, '\0');
-    auto n = ::pread(err_.get(), said.data(), said.size(), 0);
-    said.resize(n > 0 ? size_t(n) : 0);
-    while (!said.empty() && (said.back() == '\n' || said.back() == ' '))
-      said.pop_back();
-    if (!drain && said.empty()) return std::nullopt;
-    return fail(ec::bad_request, source_ + ": `" + tool_ + " -dc` failed" +
-                                     (said.empty() ? std::string{} : ": " + said) +
-                                     " (corrupt or truncated " + tool_ + " data?)");
-  }
-
-private:
-  decompressor(pid_t pid, unique_fd out, unique_fd err, std::string tool, std::string source)
-      : pid_(pid)
-      , out_(std::move(out))
-      , err_(std::move(err))
-      , tool_(std::move(tool))
-      , source_(std::move(source)) {}
-
-  pid_t pid_;
-  unique_fd out_;
-  unique_fd err_;
-  std::string tool_;
-  std::string source_;
-};
-
 result<bool> import_tar(byte_source& in, tree_writer& w) {
-  tar_reader tar{in};
+  archive_reader tar{in};
   for (;;) {
     auto next = tar.next();
     if (!next) return next.error();
@@ -549,21 +441,9 @@ result<import_report> import_rootfs(const fs::path& source, const fs::path& dest
     dir_walker walker{w, st.st_dev};
     if (auto ok = walker.walk(in.get(), ""); !ok) return ok.error();
   } else if (S_ISREG(st.st_mode)) {
-    char head[8] = {};
-    auto n = ::pread(in.get(), head, sizeof head, 0);
-    if (n < 0) return io_failure("reading " + shown, errno);
-    auto c = detect_compression(head, size_t(n));
-    if (c == archive_compression::none) {
-      fd_source src{in.get()};
-      if (auto ok = import_tar(src, w); !ok)
-        return fail(ok.error().code, shown + ": " + ok.error().message);
-    } else {
-      auto dec = decompressor::start(c, in.get(), shown);
-      if (!dec) return dec.error();
-      auto ok = import_tar(**dec, w);
-      if (auto failed = (*dec)->finish(bool(ok))) return *failed;
-      if (!ok) return fail(ok.error().code, shown + ": " + ok.error().message);
-    }
+    fd_source src{in.get()};
+    if (auto ok = import_tar(src, w); !ok)
+      return fail(ok.error().code, shown + ": " + ok.error().message);
   } else {
     return fail(ec::bad_request,
                 "rootfs " + shown + " is neither a tar archive nor a directory");

@@ -47,10 +47,10 @@ struct import_report {
 };
 
 /// Imports `source` (a tar — plain, gzip, xz, zstd or bzip2, recognised by magic bytes and
-/// decompressed by the host's gzip/xz/zstd/bzip2 — or a directory) into `dest`, which must
-/// be an empty directory. bad_request for hostile or malformed input (see above) and for a
-/// source that is neither; unavailable when a host tool is missing or the disk fails. On
-/// failure `dest` holds a partial tree that the caller removes.
+/// read in-process by libarchive (archive_reader.hpp) — or a directory) into `dest`, which
+/// must be an empty directory. bad_request for hostile or malformed input (see above) and
+/// for a source that is neither; unavailable when the disk fails. On failure `dest` holds a
+/// partial tree that the caller removes.
 result<import_report> import_rootfs(const std::filesystem::path& source,
                                     const std::filesystem::path& dest);
 
