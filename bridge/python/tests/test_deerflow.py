@@ -435,6 +435,10 @@ class ThreadDirectoryTest(unittest.TestCase):
         # DeerFlow's bash tool prefixes every command with this cd.
         self.assertEqual(sandbox.execute_command("cd /mnt/user-data/workspace; pwd"), "/mnt/user-data/workspace\n")
         self.assertEqual(sorted(sandbox.list_dir("/mnt/user-data", max_depth=1)), ["/mnt/user-data/outputs/", "/mnt/user-data/uploads/", "/mnt/user-data/workspace/"])
+        # DeerFlow's other two paths: skills (read-only) and the ACP workspace (writable).
+        self.assertEqual(sandbox.execute_command("test -d /mnt/skills && test -d /mnt/acp-workspace && touch /mnt/acp-workspace/x && echo both"), "both\n")
+        with self.assertRaises(PermissionError):
+            sandbox.write_file("/mnt/skills/planted.md", "x")
 
     def test_uploads_in_on_acquire_outputs_back_on_release(self) -> None:
         provider = self.provider()
