@@ -94,7 +94,12 @@ caf::result<std::string> admit(self_ptr self, run_request& req, run_subscriber_a
   ++st.stats.accepted;
   for (auto& key : in->ignored)
     spdlog::debug("flow run {}: runtime_options.{} ignored", id, key);
-  flow_run_init init{id, std::move(*spec), st.opts.run, std::move(first), cancel_on_disconnect};
+  flow_run_init init{id,
+                     std::move(*spec),
+                     st.opts.run,
+                     std::move(first),
+                     cancel_on_disconnect,
+                     secret_scrubber{req.variables}};
   auto run = self->spawn(flow_run, coordinator_actor{self}, st.cp, st.reaper, std::move(init));
   self->monitor(run);
   st.runs.emplace(id, run);

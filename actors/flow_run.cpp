@@ -14,10 +14,12 @@ namespace {
 using self_ptr = flow_run_actor::stateful_pointer<flow_run_state>;
 using phase = flow_run_state::phase;
 
-/// Stamps `e` with run id and seq, buffers it and sends it to every subscriber: one shared
-/// message, so that fan-out to N subscribers copies no event.
+/// Masks the run's secrets in `e`, stamps it with run id and seq, buffers it and sends it
+/// to every subscriber: one shared message, so that fan-out to N subscribers copies no
+/// event. The one way out for a run's events, so the one place secrets are scrubbed.
 void publish(self_ptr self, run_event e) {
   auto& st = self->state;
+  scrub(e, st.secrets);
   auto& stamped = st.log.append(std::move(e), st.run_id);
   if (st.subs.empty()) return;
   caf_bridge::shared_message<run_event> msg{stamped};
@@ -177,6 +179,7 @@ flow_run_actor::behavior_type flow_run(flow_run_actor::stateful_pointer<flow_run
   st.reaper = std::move(reaper);
   st.spec = std::move(init.spec);
   st.opts = std::move(init.opts);
+  st.secrets = std::move(init.secrets);
   st.opts.frames.timeout_seconds = st.spec.timeout_seconds;
   st.frames = frame_translator{st.opts.frames};
   st.log = event_log{st.opts.replay_bytes};

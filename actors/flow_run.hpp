@@ -30,6 +30,7 @@ struct flow_run_init {
   flow_run_options opts;
   run_subscriber_actor first_subscriber; ///< attached from seq 0 at spawn, if set
   bool first_cancel_on_disconnect = false;
+  secret_scrubber secrets; ///< the run's variables: masked in every event it publishes
 };
 
 struct flow_run_state {
@@ -59,14 +60,17 @@ struct flow_run_state {
   std::optional<failure> cancel_reason; ///< the terminal error of a cancelled run
   bool stopping = false;                ///< cancel sent to the execution
   std::vector<run_event> scratch;       ///< events of one stream line, reused
+  secret_scrubber secrets;              ///< empty for a run without variables
 };
 
 /// One whole-flow run (see actors.hpp): waits for admission, then owns one execution as
 /// its listener, turns the streamed frames into events, fans each event in order to every
-/// subscriber and keeps the bounded replay buffer. The terminal event is sent exactly once,
-/// after the execution answered (its guest is deleted by then); cancel, the last
-/// `cancel_on_disconnect` subscriber going away and a protocol violation all stop the
-/// execution first. When the coordinator goes away the run is cancelled.
+/// subscriber and keeps the bounded replay buffer. Every event passes one place before it
+/// is kept or sent, where the run's secret values are replaced by "********" (the events,
+/// its replay, the CLI's output and whatever a subscriber stores or logs never hold one). The
+/// terminal event is sent exactly once, after the execution answered (its guest is deleted by
+/// then); cancel, the last `cancel_on_disconnect` subscriber going away and a protocol
+/// violation all stop the execution first. When the coordinator goes away the run is cancelled.
 flow_run_actor::behavior_type flow_run(flow_run_actor::stateful_pointer<flow_run_state> self,
                                        coordinator_actor parent, controlplane_actor cp,
                                        reaper_actor reaper, flow_run_init init);

@@ -9,8 +9,10 @@ run_event event_of(run_event::kind k) {
   return e;
 }
 
-/// A failed vertex's message: its outputs' `error`, else its logs, else its outputs.
+/// A failed vertex's message: its step's `error`, else its outputs' `error`, else its
+/// logs, else its outputs.
 std::string vertex_error(const guest_frame& f) {
+  if (!f.error.empty()) return f.error;
   if (auto e = error_member(f.vertex_outputs)) return *e;
   if (!f.logs.empty()) return f.logs;
   if (!f.vertex_outputs.empty() && f.vertex_outputs.text != "{}" &&
@@ -25,6 +27,19 @@ ec fatal_code(std::string_view name) {
   auto c = ec_from_string(name);
   if (c && (*c == ec::bad_request || *c == ec::unavailable)) return *c;
   return ec::guest_failed;
+}
+
+/// What Langflow raises for a vertex that failed to build (lfx's `ComponentBuildError`, from
+/// `Vertex._build_results`): "Error building Component <display name>: \n\n<error>". An
+/// error that already is that text (lfx in the guest raised it) is kept as it is.
+std::string component_build_error(const std::string& name, const std::string& error) {
+  constexpr std::string_view prefix = "Error building Component ";
+  if (error.compare(0, prefix.size(), prefix) == 0) return error;
+  std::string out{prefix};
+  out += name;
+  out += ": \n\n";
+  out += error;
+  return out;
 }
 
 } // namespace
@@ -100,8 +115,12 @@ void frame_translator::on_stdout_line(std::string_view line, std::vector<run_eve
       e.duration_ms = f.duration_ms;
       e.outputs = std::move(f.vertex_outputs);
       e.logs = std::move(f.logs);
+      e.result = std::move(f.result);
+      e.types = std::move(f.types);
     } else {
       e.message = vertex_error(f);
+      if (failed_.empty())
+        first_failure_ = component_build_error(f.name.empty() ? f.id : f.name, e.message);
       failed_.push_back(f.id);
     }
     e.id = std::move(f.id);
@@ -109,6 +128,17 @@ void frame_translator::on_stdout_line(std::string_view line, std::vector<run_eve
     out.push_back(std::move(e));
     return;
   }
+  case fk::token:
+  case fk::message: {
+    auto e = event_of(f.type == fk::token ? ek::token : ek::message);
+    e.id = std::move(f.id);
+    e.data = std::move(f.data);
+    out.push_back(std::move(e));
+    return;
+  }
+  case fk::state:
+    context_ = std::move(f.context);
+    return;
   case fk::outputs:
     outputs_ = std::move(f.run_outputs_list);
     return;
@@ -178,6 +208,9 @@ run_event frame_translator::terminal(const execution_report& report) {
     return error_event(fail(ec::killed, "the runner was killed (SIGKILL, exit 137) before its "
                                         "time limit, and not by the memory limit" +
                                             stderr_excerpt()));
+  // Langflow stops at the first vertex that fails and raises its error: the run is an
+  // error whatever the runner did next (outputs and done, or a fatal).
+  if (!failed_.empty()) return error_event(fail(ec::guest_failed, first_failure_));
   if (fatal_) return error_event(*fatal_);
   if (report.result.truncated.stdout_cut && !done_)
     return error_event(
@@ -200,6 +233,7 @@ run_event frame_translator::terminal(const execution_report& report) {
                                                   " after its done frame" + stderr_excerpt()));
   auto e = event_of(run_event::kind::complete);
   e.run_outputs_list = outputs_;
+  e.context = context_;
   return e;
 }
 

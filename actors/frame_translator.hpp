@@ -23,12 +23,17 @@ struct frame_translator_options {
 /// events"), without run_id and seq (the run actor stamps them). Guest output is untrusted:
 /// lines are capped, frames decoded strictly, and the first protocol violation (a line
 /// over the cap, a malformed frame) decides the outcome and ends translation — the caller
-/// should then stop the guest. The terminal event comes from `finish`, once the execution
-/// has answered, and only then: exit 0 after a `done` frame is `complete` with the last
-/// `outputs` frame; a timeout or OOM outcome, a `fatal` frame, a truncated last line, a
-/// non-zero exit or a missing `done` is one `error`. Either says which executor the runner
-/// chose and which vertices failed. A `fatal` frame's own `code` is kept when it is one a
-/// runner can mean (bad_request, unavailable), else it is `guest_failed`.
+/// should then stop the guest. `token` and `message` frames are relayed as events of those
+/// names, their `data` verbatim; a step's `result` and `types` ride on `vertex_built`.
+/// The terminal event comes from `finish`, once the execution has answered, and only then:
+/// exit 0 after a `done` frame, with no vertex failed, is `complete` with the last `outputs`
+/// frame (and the `state` frame's context); a timeout, OOM or kill outcome, a failed vertex
+/// (as Langflow raises: `guest_failed` with lfx's ComponentBuildError text for the first
+/// one, "Error building Component <name>: \n\n<error>"), a `fatal` frame, a truncated
+/// last line, a non-zero exit or a missing `done` is one `error`. Either says which
+/// executor the runner chose, and an error which vertices failed. A `fatal` frame's own
+/// `code` is kept when it is one a runner can mean (bad_request, unavailable), else it is
+/// `guest_failed`.
 class frame_translator {
 public:
   explicit frame_translator(frame_translator_options opts = {});
@@ -65,6 +70,8 @@ private:
   std::optional<failure> fatal_;
   std::string executor_;            ///< from the runner's first note that names one
   std::vector<std::string> failed_; ///< ids of vertex_failed events, in order
+  std::string first_failure_;       ///< Langflow's text for the first failed vertex
+  raw_json context_;                ///< the `state` frame's context
   std::vector<run_outputs> outputs_;
   std::string stderr_;
   std::string stream_error_; ///< the control plane's last `{"error":…}` line

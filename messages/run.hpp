@@ -3,6 +3,7 @@
 #include "messages/error.hpp"
 #include "messages/json.hpp"
 #include "messages/sandbox.hpp"
+#include "messages/secret.hpp"
 
 #include <cstdint>
 #include <optional>
@@ -51,19 +52,42 @@ typename Inspector::result_type inspect(Inspector& f, run_outputs& x) {
   return f(x.inputs, x.outputs);
 }
 
+/// Caps on what a guest's frames may carry beyond the line cap (frame_translator's
+/// `max_line`): decode refuses more, naming the field.
+struct frame_caps {
+  static constexpr size_t id_bytes = 1024;       ///< a vertex or message id
+  static constexpr size_t types = 256;           ///< step `types` entries
+  static constexpr size_t type_name_bytes = 256; ///< a `types` class name
+};
+
 /// A line the guest runner printed (DESIGN.md "Guest frames"). Any line that is not a JSON
 /// object with a known string `t` is user output (`stdout_line`).
 struct guest_frame {
-  enum class kind : uint8_t { note, vertex_start, step, outputs, done, fatal, stdout_line };
+  enum class kind : uint8_t {
+    note,
+    vertex_start,
+    step,
+    outputs,
+    done,
+    fatal,
+    stdout_line,
+    token,   ///< one streamed chunk of a vertex's output
+    message, ///< a message the run stored
+    state,   ///< the graph's context after the run
+  };
   kind type = kind::stdout_line;
-  std::string id;                            ///< vertex_start / step
+  std::string id;                            ///< vertex_start / step / token / message
   std::string name;                          ///< vertex_start / step
   bool valid = false;                        ///< step
   uint64_t duration_ms = 0;                  ///< step
   raw_json vertex_outputs;                   ///< step: event.outputs
   std::string logs;                          ///< step: event.logs
+  raw_json result;                           ///< step: event.result (ResultData object)
+  raw_json types;                            ///< step: event.types ({output: class name})
+  raw_json data;                             ///< token / message: `data` object
+  raw_json context;                          ///< state: `context` object
   std::vector<run_outputs> run_outputs_list; ///< outputs frame
-  std::string error;                         ///< fatal
+  std::string error;                         ///< fatal; step: event.error, if any
   std::string traceback;                     ///< fatal
   /// fatal: the error name the runner gives its failure ("bad_request" for a flow its
   /// executor cannot run); empty when it gives none or one this host does not know.
@@ -73,20 +97,26 @@ struct guest_frame {
   friend bool operator==(const guest_frame& a, const guest_frame& b) {
     return a.type == b.type && a.id == b.id && a.name == b.name && a.valid == b.valid &&
            a.duration_ms == b.duration_ms && a.vertex_outputs == b.vertex_outputs &&
-           a.logs == b.logs && a.run_outputs_list == b.run_outputs_list && a.error == b.error &&
-           a.traceback == b.traceback && a.code == b.code && a.executor == b.executor &&
-           a.line == b.line;
+           a.logs == b.logs && a.result == b.result && a.types == b.types && a.data == b.data &&
+           a.context == b.context && a.run_outputs_list == b.run_outputs_list &&
+           a.error == b.error && a.traceback == b.traceback && a.code == b.code &&
+           a.executor == b.executor && a.line == b.line;
   }
 };
 
 template<class Inspector>
 typename Inspector::result_type inspect(Inspector& f, guest_frame& x) {
-  return f(x.type, x.id, x.name, x.valid, x.duration_ms, x.vertex_outputs, x.logs,
-           x.run_outputs_list, x.error, x.traceback, x.code, x.executor, x.line);
+  return f(x.type, x.id, x.name, x.valid, x.duration_ms, x.vertex_outputs, x.logs, x.result,
+           x.types, x.data, x.context, x.run_outputs_list, x.error, x.traceback, x.code,
+           x.executor, x.line);
 }
 
 /// Classifies one runner line. A line that *is* a frame (known `t`) but has wrong field
 /// types is `bad_request` naming the field; anything that is not a frame is stdout_line.
+/// `token` needs `id` and `data: {chunk: string, id?: string}`; `message` `id` and a `data`
+/// object; `state` a `context` object; a step's `result` is an object and its `types` an
+/// object of class names (each within frame_caps); the JSON values are kept verbatim
+/// (canonical).
 result<guest_frame> decode_frame(std::string_view line, const decode_limits& limits = {});
 std::string encode(const guest_frame& x);
 
@@ -99,16 +129,22 @@ struct run_event {
     stdout_line, ///< wire "stdout"
     complete,
     error,
+    token,   ///< a streamed chunk of a vertex's output (Langflow's on_token)
+    message, ///< a message the run stored (Langflow's on_message)
   };
   std::string run_id;
   uint64_t seq = 0;
   kind type = kind::stdout_line;
-  std::string id;                            ///< vertex_*
+  std::string id;                            ///< vertex_* / token / message
   std::string name;                          ///< vertex_*
   bool valid = false;                        ///< vertex_built
   uint64_t duration_ms = 0;                  ///< vertex_built
   raw_json outputs;                          ///< vertex_built
   std::string logs;                          ///< vertex_built
+  raw_json result;                           ///< vertex_built: the vertex's ResultData
+  raw_json types;                            ///< vertex_built: {output: class name}
+  raw_json data;                             ///< token / message, verbatim from the guest
+  raw_json context;                          ///< complete: the graph's context after the run
   std::string line;                          ///< stdout
   std::vector<run_outputs> run_outputs_list; ///< complete: "outputs"
   ec code = ec::guest_failed;                ///< error: "code"
@@ -116,9 +152,8 @@ struct run_event {
   /// complete / error: the guest executor that ran the flow ("core" | "lfx"); empty when
   /// the run ended before the runner said (wire: absent).
   std::string executor;
-  /// complete / error: the ids of the vertices that failed or were not built because an
-  /// upstream one failed, in event order. On `complete` the wire also says `"ok":
-  /// failed.empty()`.
+  /// error: the ids of the vertices that failed (or were not built because an upstream one
+  /// failed), in event order; a run with one ends with `error`, never `complete`.
   std::vector<std::string> failed;
   /// complete / error: the guest's output streams cut at a cap (wire `truncated`, absent
   /// when nothing was cut): the frames past the cut were lost.
@@ -129,8 +164,9 @@ struct run_event {
   friend bool operator==(const run_event& a, const run_event& b) {
     return a.run_id == b.run_id && a.seq == b.seq && a.type == b.type && a.id == b.id &&
            a.name == b.name && a.valid == b.valid && a.duration_ms == b.duration_ms &&
-           a.outputs == b.outputs && a.logs == b.logs && a.line == b.line &&
-           a.run_outputs_list == b.run_outputs_list && a.code == b.code &&
+           a.outputs == b.outputs && a.logs == b.logs && a.result == b.result &&
+           a.types == b.types && a.data == b.data && a.context == b.context &&
+           a.line == b.line && a.run_outputs_list == b.run_outputs_list && a.code == b.code &&
            a.message == b.message && a.executor == b.executor && a.failed == b.failed &&
            a.truncated == b.truncated;
   }
@@ -139,8 +175,14 @@ struct run_event {
 template<class Inspector>
 typename Inspector::result_type inspect(Inspector& f, run_event& x) {
   return f(x.run_id, x.seq, x.type, x.id, x.name, x.valid, x.duration_ms, x.outputs, x.logs,
-           x.line, x.run_outputs_list, x.code, x.message, x.executor, x.failed, x.truncated);
+           x.result, x.types, x.data, x.context, x.line, x.run_outputs_list, x.code, x.message,
+           x.executor, x.failed, x.truncated);
 }
+
+/// `e` with every secret value of `s` replaced (messages/secret.hpp) in each field a caller
+/// sees: strings as they are, JSON values inside their strings (keys too) and any number or
+/// literal that holds one, so the value stays valid JSON.
+void scrub(run_event& e, const secret_scrubber& s);
 
 /// A vertex that failed, with its error (what the CLI's `--json` body lists).
 struct failed_vertex {
@@ -149,10 +191,10 @@ struct failed_vertex {
   std::string error;
 };
 
-/// The CLI's `--json` body for a run's terminal event. Completed with every vertex built:
-/// `{"outputs":[RunOutputs…], "executor"}` (Langflow's /api/v1/run shape); with failed
-/// vertices, also `"ok": false, "failed": [{id, name, error}…]`; a run that failed:
-/// `{"error": {code, message}, "executor"?, "failed"?: […]}`.
+/// The CLI's `--json` body for a run's terminal event. Completed:
+/// `{"outputs":[RunOutputs…], "executor"}` (Langflow's /api/v1/run shape); a run that
+/// failed (a failed vertex included): `{"error": {code, message}, "executor"?,
+/// "failed"?: [{id, name, error}…]}`.
 std::string encode_run_body(const run_event& terminal,
                             const std::vector<failed_vertex>& failed);
 

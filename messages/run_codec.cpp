@@ -8,8 +8,9 @@ namespace guestflow {
 
 namespace {
 
-constexpr std::array<std::string_view, 6> event_names{
-    "vertex_started", "vertex_built", "vertex_failed", "stdout", "complete", "error",
+constexpr std::array<std::string_view, 8> event_names{
+    "vertex_started", "vertex_built", "vertex_failed", "stdout",
+    "complete",       "error",        "token",         "message",
 };
 
 // -- ResultData / RunOutputs ------------------------------------------------------------
@@ -104,6 +105,58 @@ uint64_t duration_of(const object_view& o, std::string_view key) {
   return codec::as_uint(*v, at);
 }
 
+/// A required id string within frame_caps.
+std::string capped_id(const object_view& o, std::string_view key) {
+  auto s = o.str(key);
+  if (s.size() > frame_caps::id_bytes)
+    codec::raise(o.at(key), std::to_string(s.size()) + " bytes exceeds the limit of " +
+                                std::to_string(frame_caps::id_bytes));
+  return s;
+}
+
+/// A required object member, kept canonical.
+raw_json object_member(const object_view& o, std::string_view key) {
+  auto at = o.at(key);
+  auto& v = o.need(key);
+  codec::expect_object(v, at);
+  return codec::canonical(v, at);
+}
+
+/// An optional object member (absent or null → empty), kept canonical.
+raw_json opt_object_member(const object_view& o, std::string_view key) {
+  auto v = o.find(key);
+  if (v == nullptr) return {};
+  auto at = o.at(key);
+  codec::expect_object(*v, at);
+  return codec::canonical(*v, at);
+}
+
+/// A token's `data`: Langflow's on_token payload `{chunk, id}` (other keys kept).
+raw_json token_data(const object_view& o) {
+  object_view d{o.need("data"), o.at("data")};
+  d.str("chunk");
+  if (d.find("id") != nullptr) capped_id(d, "id");
+  return codec::canonical(o.need("data"), o.at("data"));
+}
+
+/// A step's `types`: `{output name: class name}`.
+raw_json types_of(const object_view& ev) {
+  auto v = ev.find("types");
+  if (v == nullptr) return {};
+  auto at = ev.at("types");
+  codec::expect_object(*v, at);
+  if (v->MemberCount() > frame_caps::types)
+    codec::raise(at, std::to_string(v->MemberCount()) + " entries exceeds the limit of " +
+                         std::to_string(frame_caps::types));
+  for (auto& m : v->GetObject()) {
+    auto mat = at.field({m.name.GetString(), m.name.GetStringLength()});
+    if (codec::as_string(m.value, mat).size() > frame_caps::type_name_bytes)
+      codec::raise(mat, "a class name longer than " +
+                            std::to_string(frame_caps::type_name_bytes) + " bytes");
+  }
+  return codec::canonical(*v, at);
+}
+
 guest_frame stdout_frame(std::string_view line) {
   guest_frame f;
   f.type = guest_frame::kind::stdout_line;
@@ -163,6 +216,20 @@ result<guest_frame> decode_frame(std::string_view line, const decode_limits& lim
       f.duration_ms = duration_of(ev, "duration_ms");
       f.vertex_outputs = ev.raw_or_empty("outputs");
       f.logs = ev.str_or("logs", "");
+      f.error = ev.str_or("error", "");
+      f.result = opt_object_member(ev, "result");
+      f.types = types_of(ev);
+    } else if (type == "token") {
+      f.type = guest_frame::kind::token;
+      f.id = capped_id(o, "id");
+      f.data = token_data(o);
+    } else if (type == "message") {
+      f.type = guest_frame::kind::message;
+      f.id = capped_id(o, "id");
+      f.data = object_member(o, "data");
+    } else if (type == "state") {
+      f.type = guest_frame::kind::state;
+      f.context = object_member(o, "context");
     } else if (type == "outputs") {
       f.type = guest_frame::kind::outputs;
       f.run_outputs_list = run_outputs_list_of(o, "run_outputs");
@@ -205,8 +272,18 @@ std::string encode(const guest_frame& x) {
         .field("valid", x.valid)
         .field("duration_ms", x.duration_ms)
         .raw_field_if("outputs", x.vertex_outputs)
-        .field("logs", x.logs)
-        .end_object();
+        .field("logs", x.logs);
+    if (!x.error.empty()) w.field("error", x.error);
+    w.raw_field_if("result", x.result).raw_field_if("types", x.types).end_object();
+    break;
+  case kind::token:
+    w.field("t", "token").field("id", x.id).field("data", x.data);
+    break;
+  case kind::message:
+    w.field("t", "message").field("id", x.id).field("data", x.data);
+    break;
+  case kind::state:
+    w.field("t", "state").field("context", x.context);
     break;
   case kind::outputs:
     w.field("t", "outputs");
@@ -256,6 +333,13 @@ result<run_event> decode<run_event>(std::string_view text, const decode_limits& 
       x.duration_ms = o.uint_or("duration_ms", 0);
       x.outputs = o.raw_or_empty("outputs");
       x.logs = o.str_or("logs", "");
+      x.result = opt_object_member(o, "result");
+      x.types = opt_object_member(o, "types");
+      break;
+    case kind::token:
+    case kind::message:
+      x.id = o.str("id");
+      x.data = object_member(o, "data");
       break;
     case kind::vertex_failed:
       x.id = o.str("id");
@@ -267,6 +351,7 @@ result<run_event> decode<run_event>(std::string_view text, const decode_limits& 
       break;
     case kind::complete:
       x.run_outputs_list = run_outputs_list_of(o, "outputs");
+      x.context = opt_object_member(o, "context");
       break;
     case kind::error: {
       auto code = o.str("code");
@@ -304,7 +389,13 @@ std::string encode(const run_event& x) {
         .field("valid", x.valid)
         .field("duration_ms", x.duration_ms)
         .raw_field_if("outputs", x.outputs)
-        .field("logs", x.logs);
+        .field("logs", x.logs)
+        .raw_field_if("result", x.result)
+        .raw_field_if("types", x.types);
+    break;
+  case kind::token:
+  case kind::message:
+    w.field("id", x.id).field("data", x.data);
     break;
   case kind::vertex_failed:
     w.field("id", x.id).field("name", x.name).field("error", x.message);
@@ -314,7 +405,7 @@ std::string encode(const run_event& x) {
     break;
   case kind::complete:
     codec::write_run_outputs_list(w, "outputs", x.run_outputs_list);
-    w.field("ok", x.failed.empty());
+    w.raw_field_if("context", x.context);
     break;
   case kind::error:
     w.field("code", to_string(x.code)).field("message", x.message);
@@ -327,6 +418,33 @@ std::string encode(const run_event& x) {
   }
   w.end_object();
   return w.take();
+}
+
+namespace {
+
+void scrub_result_data(result_data& r, const secret_scrubber& s) {
+  for (auto* j : {&r.results, &r.artifacts, &r.outputs, &r.logs, &r.messages})
+    s.scrub_json(*j);
+  if (r.duration) s.scrub(*r.duration);
+  s.scrub(r.component_display_name);
+  s.scrub(r.component_id);
+}
+
+} // namespace
+
+void scrub(run_event& e, const secret_scrubber& s) {
+  if (s.empty()) return;
+  for (auto* text : {&e.id, &e.name, &e.logs, &e.line, &e.message})
+    s.scrub(*text);
+  for (auto& id : e.failed)
+    s.scrub(id);
+  for (auto* j : {&e.outputs, &e.result, &e.types, &e.data, &e.context})
+    s.scrub_json(*j);
+  for (auto& ro : e.run_outputs_list) {
+    s.scrub_json(ro.inputs);
+    for (auto& r : ro.outputs)
+      if (r) scrub_result_data(*r, s);
+  }
 }
 
 std::string encode_run_body(const run_event& terminal,
@@ -344,7 +462,6 @@ std::string encode_run_body(const run_event& terminal,
   }
   if (!terminal.executor.empty()) w.field("executor", terminal.executor);
   if (!failed.empty()) {
-    if (terminal.type != run_event::kind::error) w.field("ok", false);
     w.key("failed").begin_array();
     for (auto& f : failed)
       w.begin_object()

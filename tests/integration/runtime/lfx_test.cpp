@@ -129,12 +129,14 @@ TEST_F(lfx_test, a_failing_vertex_stops_lfx_and_its_successors_are_not_built) {
            one_step_flow("Raise", R"({"input_value":{"value":""},"message":{"value":"no"}})"));
   auto r = run({f, "--image", "langflow", "--executor", "lfx", "--input", "x", "--json"});
   EXPECT_EQ(r.status, 1) << r.stderr_text;
-  EXPECT_NE(r.stdout_text.find(R"("executor":"lfx","ok":false,"failed":[{"id":"step")"),
+  EXPECT_NE(r.stdout_text.find(R"({"error":{"code":"guest_failed",)"
+                               R"("message":"Error building Component step: \n\n)"),
             std::string::npos)
       << r.stdout_text;
-  EXPECT_NE(r.stdout_text.find(R"({"id":"out","name":"out","error":"not built: upstream step)"),
-            std::string::npos)
+  EXPECT_NE(r.stdout_text.find(R"("executor":"lfx","failed":[{"id":"step")"), std::string::npos)
       << r.stdout_text;
+  EXPECT_EQ(r.stdout_text.find(R"({"id":"out")"), std::string::npos)
+      << "the vertex after the failed one is not built: " << r.stdout_text;
   EXPECT_NE(r.stderr_text.find("✗ step"), std::string::npos) << r.stderr_text;
   EXPECT_TRUE(live_guests().empty());
 }

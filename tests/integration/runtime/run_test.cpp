@@ -169,8 +169,17 @@ TEST_F(run_test, the_core_executor_refuses_unknown_types_before_any_vertex_runs)
 TEST_F(run_test, a_langflow_starter_export_with_a_note_is_refused_by_core_naming_its_model) {
   // Chat Input → Prompt → OpenAI → Chat Output, plus a canvas note: the export loads, and
   // the core executor, which has no OpenAI component, says so before anything runs.
-  auto r = run({example("basic_prompting"), "--input", "hi", "--executor", "core", "--json"});
+  // Its OpenAI key is a Langflow global variable (`load_from_db`): without it the run is
+  // refused first, naming the variable; with it, the core executor names the model.
+  auto unset =
+      run({example("basic_prompting"), "--input", "hi", "--executor", "core", "--json"});
+  EXPECT_EQ(unset.status, 2) << unset.stderr_text;
+  EXPECT_NE(unset.stdout_text.find("variable 'OPENAI_API_KEY'"), std::string::npos)
+      << unset.stdout_text;
+  auto r = run({example("basic_prompting"), "--input", "hi", "--executor", "core", "--var",
+                "OPENAI_API_KEY=sk-not-used-here", "--json"});
   EXPECT_EQ(r.status, 2) << r.stderr_text;
+  EXPECT_EQ(r.stdout_text.find("sk-not-used-here"), std::string::npos) << r.stdout_text;
   EXPECT_NE(r.stdout_text.find(R"("error":{"code":"bad_request")"), std::string::npos)
       << r.stdout_text;
   EXPECT_NE(r.stdout_text.find("OpenAIModel-Kp3sD"), std::string::npos) << r.stdout_text;
@@ -183,7 +192,7 @@ TEST_F(run_test, an_export_with_a_canvas_note_runs_and_says_which_executor_ran) 
   auto r = run({example("prompt"), "--input", "Ada", "--json"});
   ASSERT_EQ(r.status, 0) << r.stderr_text;
   EXPECT_NE(r.stdout_text.find(R"("executor":"core")"), std::string::npos) << r.stdout_text;
-  EXPECT_EQ(r.stdout_text.find(R"("ok":false)"), std::string::npos) << r.stdout_text;
+  EXPECT_EQ(r.stdout_text.find(R"("error":{)"), std::string::npos) << r.stdout_text;
   EXPECT_NE(r.stdout_text.find("Say hello to Ada in French."), std::string::npos);
 }
 
@@ -236,22 +245,47 @@ TEST_F(run_test, a_flow_on_standard_input_runs) {
   EXPECT_EQ(r.stdout_text, "from stdin\n");
 }
 
-TEST_F(run_test, a_failed_vertex_is_named_in_the_json_body_and_the_complete_event) {
+TEST_F(run_test, a_failed_vertex_ends_the_run_with_langflows_error_after_the_steps_before_it) {
+  // As Langflow's own run: the vertices before the failed one are built, the run stops
+  // there and raises lfx's ComponentBuildError text ("Error building Component <display
+  // name>: \n\n<error>"); nothing after it is built.
   auto f = file("raise.json", python_flow(R"j("raise ValueError('boom')")j"));
   auto r = run({f, "--input", "x", "--json"});
   EXPECT_EQ(r.status, 1);
-  EXPECT_NE(r.stdout_text.find(R"("ok":false,"failed":[{"id":"py","name":"py","error":)"),
+  // The vertex's error is the runner's; the run's is Langflow's text around it.
+  EXPECT_NE(r.stdout_text.find(R"({"error":{"code":"guest_failed",)"
+                               R"("message":"Error building Component py: \n\n)"),
             std::string::npos)
       << r.stdout_text;
-  EXPECT_NE(r.stdout_text.find("boom"), std::string::npos) << r.stdout_text;
+  EXPECT_NE(r.stdout_text.find("ValueError: boom"), std::string::npos) << r.stdout_text;
+  EXPECT_NE(r.stdout_text.find(R"("failed":[{"id":"py","name":"py","error":")"),
+            std::string::npos)
+      << r.stdout_text;
+  EXPECT_EQ(r.stdout_text.find(R"("outputs")"), std::string::npos) << r.stdout_text;
   auto events = run({f, "--input", "x", "--events"});
-  auto last_line = events.stdout_text.substr(
-      events.stdout_text.rfind('\n', events.stdout_text.size() - 2) + 1);
-  auto last = decode<run_event>(last_line.substr(0, last_line.find('\n')));
-  ASSERT_TRUE(last) << events.stdout_text;
-  EXPECT_EQ(last->type, run_event::kind::complete);
-  EXPECT_NE(last_line.find(R"("ok":false)"), std::string::npos) << last_line;
-  EXPECT_EQ(last->failed, (std::vector<std::string>{"py", "out"})) << last_line;
+  EXPECT_EQ(events.status, 1);
+  std::vector<run_event> evs;
+  for (size_t at = 0, nl; (nl = events.stdout_text.find('\n', at)) != std::string::npos;
+       at = nl + 1) {
+    auto e = decode<run_event>(events.stdout_text.substr(at, nl - at));
+    ASSERT_TRUE(e) << events.stdout_text;
+    evs.push_back(std::move(*e));
+  }
+  ASSERT_FALSE(evs.empty());
+  auto& last = evs.back();
+  EXPECT_EQ(last.type, run_event::kind::error);
+  EXPECT_EQ(last.code, ec::guest_failed);
+  EXPECT_EQ(last.message.rfind("Error building Component py: \n\n", 0), 0u) << last.message;
+  EXPECT_NE(last.message.find("ValueError: boom"), std::string::npos) << last.message;
+  EXPECT_EQ(last.failed, std::vector<std::string>{"py"});
+  EXPECT_EQ(last.executor, "core");
+  std::vector<std::string> steps;
+  for (auto& e : evs)
+    if (e.type == run_event::kind::vertex_built || e.type == run_event::kind::vertex_failed)
+      steps.push_back((e.type == run_event::kind::vertex_built ? "built " : "failed ") + e.id);
+  EXPECT_EQ(steps, (std::vector<std::string>{"built in", "failed py"}))
+      << "the steps before the failure, then it; `out` is never built";
+  EXPECT_TRUE(live_guests().empty());
 }
 
 TEST_F(run_test, progress_names_vertices_by_id_where_display_names_repeat) {

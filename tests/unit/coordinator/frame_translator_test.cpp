@@ -71,10 +71,127 @@ TEST(frame_translator, maps_each_frame_to_its_event) {
   EXPECT_EQ(evs[3].message, "NameError: x");
   EXPECT_TRUE(t.done_seen());
   EXPECT_FALSE(t.violation());
+  // A failed vertex makes the run fail as Langflow's does, whatever the runner did next.
+  auto end = t.finish(exited(0));
+  ASSERT_EQ(end.type, ek::error);
+  EXPECT_EQ(end.code, ec::guest_failed);
+  EXPECT_EQ(end.message, "Error building Component Py: \n\nNameError: x");
+  EXPECT_EQ(end.failed, std::vector<std::string>{"B-2"});
+}
+
+TEST(frame_translator, a_run_with_every_vertex_built_completes_with_its_outputs) {
+  frame_translator t;
+  auto evs = feed(t, {out(R"({"t":"step","event":{"type":"vertex","id":"A-1","name":"In",)"
+                          R"("valid":true,"outputs":{}}})"
+                          "\n" +
+                          outputs_frame + "\n" + done_line)});
+  ASSERT_EQ(evs.size(), 1u);
   auto end = t.finish(exited(0));
   ASSERT_EQ(end.type, ek::complete);
   ASSERT_EQ(end.run_outputs_list.size(), 1u);
   EXPECT_EQ(end.run_outputs_list[0].inputs.text, R"({"input_value":"hi"})");
+  EXPECT_TRUE(end.failed.empty());
+  EXPECT_TRUE(end.context.empty()) << "no state frame: no context";
+}
+
+TEST(frame_translator, tokens_messages_results_and_state_reach_the_events) {
+  frame_translator t;
+  auto evs = feed(
+      t,
+      {out(R"({"t":"vertex_start","id":"LLM-1","name":"Model"})"
+           "\n"
+           R"({"t":"token","id":"LLM-1","data":{"chunk":"Hel","id":"m-1"}})"
+           "\n"
+           R"({"t":"token","id":"LLM-1","data":{"chunk":"lo","id":"m-1"}})"
+           "\n"
+           R"({"t":"step","event":{"type":"vertex","id":"LLM-1","name":"Model","valid":true,)"
+           R"("outputs":{},"result":{"results":{"text_output":{"text":"Hello"}}},)"
+           R"("types":{"text_output":"Message"}}})"
+           "\n"
+           R"({"t":"message","id":"Out-2","data":{"text":"Hello","sender":"Machine"}})"
+           "\n"
+           R"({"t":"state","context":{"seen":[1,2]}})"
+           "\n" +
+           outputs_frame + "\n" + done_line)});
+  ASSERT_EQ(evs.size(), 5u);
+  EXPECT_EQ(evs[1].type, ek::token);
+  EXPECT_EQ(evs[1].id, "LLM-1");
+  EXPECT_EQ(evs[1].data.text, R"({"chunk":"Hel","id":"m-1"})");
+  EXPECT_EQ(evs[2].data.text, R"({"chunk":"lo","id":"m-1"})");
+  EXPECT_EQ(evs[3].type, ek::vertex_built);
+  EXPECT_EQ(evs[3].result.text, R"({"results":{"text_output":{"text":"Hello"}}})");
+  EXPECT_EQ(evs[3].types.text, R"({"text_output":"Message"})");
+  EXPECT_EQ(evs[4].type, ek::message);
+  EXPECT_EQ(evs[4].id, "Out-2");
+  EXPECT_EQ(evs[4].data.text, R"({"text":"Hello","sender":"Machine"})");
+  auto end = t.finish(exited(0));
+  ASSERT_EQ(end.type, ek::complete);
+  EXPECT_EQ(end.context.text, R"({"seen":[1,2]})");
+}
+
+TEST(frame_translator, malformed_new_frames_are_violations_naming_the_field) {
+  for (auto& [line, mentions] : std::vector<std::pair<std::string, std::string>>{
+           {R"({"t":"token","id":"A","data":{"id":"m"}})", "data.chunk: required"},
+           {R"({"t":"token","id":"A","data":"text"})", "data: expected object"},
+           {R"({"t":"token","data":{"chunk":"x"}})", "id: required"},
+           {R"({"t":"token","id":"A","data":{"chunk":"x","id":5}})",
+            "data.id: expected string"},
+           {R"({"t":"token","id":")" + std::string(1025, 'i') + R"(","data":{"chunk":"x"}})",
+            "id: 1025 bytes exceeds"},
+           {R"({"t":"message","id":"A","data":[]})", "data: expected object"},
+           {R"({"t":"state","context":"x"})", "context: expected object"},
+           {R"({"t":"step","event":{"type":"vertex","id":"A","valid":true,"result":[1]}})",
+            "event.result: expected object"},
+           {R"({"t":"step","event":{"type":"vertex","id":"A","valid":true,"types":{"o":1}}})",
+            "event.types.o: expected string"},
+       }) {
+    frame_translator t;
+    auto evs = feed(t, {out(line + "\n" + done_line)});
+    EXPECT_TRUE(evs.empty()) << line;
+    ASSERT_TRUE(t.violation()) << line;
+    EXPECT_NE(t.violation()->message.find(mentions), std::string::npos)
+        << line << " → " << t.violation()->message;
+    EXPECT_EQ(t.finish(exited(0)).type, ek::error);
+  }
+}
+
+TEST(frame_translator, the_error_of_a_failed_vertex_is_langflows_text_for_the_first) {
+  // lfx's Vertex._build_results: "Error building Component {display_name}: \n\n{exc}".
+  frame_translator t;
+  auto evs = feed(
+      t, {out(R"({"t":"note","executor":"core"})"
+              "\n"
+              R"({"t":"step","event":{"type":"vertex","id":"A","name":"In","valid":true}})"
+              "\n"
+              R"({"t":"step","event":{"type":"vertex","id":"P-2","name":"Python Interpreter",)"
+              R"("valid":false,"error":"ValueError: boom","outputs":{"error":"other"}}})"
+              "\n"
+              R"({"t":"step","event":{"type":"vertex","id":"Q-3","name":"Q","valid":false,)"
+              R"("error":"second"}})"
+              "\n"
+              R"({"t":"fatal","error":"the runner's own words","traceback":""})"
+              "\n")});
+  ASSERT_EQ(evs.size(), 3u);
+  EXPECT_EQ(evs[1].type, ek::vertex_failed);
+  EXPECT_EQ(evs[1].message, "ValueError: boom") << "the step's error first";
+  auto end = t.finish(exited(1));
+  ASSERT_EQ(end.type, ek::error);
+  EXPECT_EQ(end.code, ec::guest_failed);
+  EXPECT_EQ(end.message, "Error building Component Python Interpreter: \n\nValueError: boom");
+  EXPECT_EQ(end.failed, (std::vector<std::string>{"P-2", "Q-3"}));
+  EXPECT_EQ(end.executor, "core");
+  // lfx in the guest raised the text already: it is kept, not wrapped twice.
+  frame_translator l;
+  feed(l, {out(R"({"t":"step","event":{"type":"vertex","id":"X","name":"X","valid":false,)"
+               R"("error":"Error building Component X: \n\nboom"}})"
+               "\n" +
+               done_line)});
+  EXPECT_EQ(l.finish(exited(0)).message, "Error building Component X: \n\nboom");
+  // The host's own verdicts still win: a timeout is a timeout.
+  frame_translator late;
+  feed(late, {out(R"({"t":"step","event":{"type":"vertex","id":"X","valid":false}})"
+                  "\n")});
+  EXPECT_EQ(late.finish(exited(-1, ec::timeout)).code, ec::timeout);
 }
 
 TEST(frame_translator, a_failed_vertex_without_an_error_member_reports_its_logs) {
@@ -198,9 +315,10 @@ TEST(frame_translator, terminal_events_say_which_executor_ran_and_which_vertices
           "\n" +
           outputs_frame + "\n" + done_line)});
   auto end = t.finish(exited(0));
-  ASSERT_EQ(end.type, ek::complete);
+  ASSERT_EQ(end.type, ek::error);
   EXPECT_EQ(end.executor, "lfx") << "the first note that names one";
   EXPECT_EQ(end.failed, (std::vector<std::string>{"A", "C"}));
+  EXPECT_EQ(end.message, "Error building Component A: \n\nx") << "no name: the id";
   auto failed = t.finish(fail(ec::cancelled, "run cancelled by the caller"));
   EXPECT_EQ(failed.code, ec::cancelled);
   EXPECT_EQ(failed.executor, "lfx");

@@ -129,10 +129,11 @@ TEST_F(caf_serialization, graph) {
 TEST_F(caf_serialization, run_types) {
   expect_round_trip(sample_result_data());
   expect_round_trip(sample_run_outputs());
-  for (auto k : {guest_frame::kind::step, guest_frame::kind::outputs, guest_frame::kind::fatal})
+  using fk = guest_frame::kind;
+  for (auto k : {fk::step, fk::outputs, fk::fatal, fk::token, fk::message, fk::state})
     expect_round_trip(frame_of(k));
-  for (auto k :
-       {run_event::kind::vertex_built, run_event::kind::complete, run_event::kind::error})
+  using ek = run_event::kind;
+  for (auto k : {ek::vertex_built, ek::complete, ek::error, ek::token, ek::message})
     expect_round_trip(event_of(k));
 }
 

@@ -121,7 +121,8 @@ TEST(frame, large_but_allowed_line_still_parses) {
 
 TEST(run_event, terminal_kinds) {
   using k = run_event::kind;
-  for (auto kind : {k::vertex_started, k::vertex_built, k::vertex_failed, k::stdout_line})
+  for (auto kind : {k::vertex_started, k::vertex_built, k::vertex_failed, k::stdout_line,
+                    k::token, k::message})
     EXPECT_FALSE(test::event_of(kind).terminal());
   EXPECT_TRUE(test::event_of(k::complete).terminal());
   EXPECT_TRUE(test::event_of(k::error).terminal());

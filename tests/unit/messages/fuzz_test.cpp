@@ -33,12 +33,15 @@ std::vector<std::string> corpus() {
       sample_graph_json(false),
       encode(event_of(run_event::kind::complete)),
       encode(event_of(run_event::kind::vertex_built)),
+      encode(event_of(run_event::kind::token)),
+      encode(event_of(run_event::kind::message)),
       encode(sample_sandbox_result()),
       encode(std::vector<run_outputs>{sample_run_outputs()}),
       R"({"egress":["1.2.3.4","[::1]:80","10.0.0.0/8:443"],"shape":"s","name":"ab"})",
       R"([1e400,-1e-400,"\ud83d\ude00",{"a":null}])",
   };
-  for (auto kind : {k::note, k::vertex_start, k::step, k::outputs, k::done, k::fatal})
+  for (auto kind : {k::note, k::vertex_start, k::step, k::outputs, k::done, k::fatal, k::token,
+                    k::message, k::state})
     out.push_back(encode(frame_of(kind)));
   return out;
 }

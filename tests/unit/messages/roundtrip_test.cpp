@@ -131,7 +131,7 @@ TEST(round_trip, flow_graph_built_in_code) {
 TEST(round_trip, run_event_every_kind) {
   using k = run_event::kind;
   for (auto kind : {k::vertex_started, k::vertex_built, k::vertex_failed, k::stdout_line,
-                    k::complete, k::error})
+                    k::complete, k::error, k::token, k::message})
     expect_round_trip(event_of(kind));
 }
 
@@ -158,8 +158,8 @@ TEST(round_trip, run_outputs_body_carries_result_data) {
 
 TEST(round_trip, guest_frame_every_kind) {
   using k = guest_frame::kind;
-  for (auto kind :
-       {k::note, k::vertex_start, k::step, k::outputs, k::done, k::fatal, k::stdout_line}) {
+  for (auto kind : {k::note, k::vertex_start, k::step, k::outputs, k::done, k::fatal,
+                    k::stdout_line, k::token, k::message, k::state}) {
     auto f = frame_of(kind);
     auto bytes = encode(f);
     auto back = decode_frame(bytes);
@@ -230,25 +230,35 @@ TEST(byte_stable, run_events_match_the_design) {
             R"("name":"Prompt","error":"KeyError: 'text'"})");
   EXPECT_EQ(encode(event_of(run_event::kind::error)),
             R"({"run_id":"run-7","seq":3,"type":"error","code":"egress_drift",)"
-            R"("message":"guest egress changed","executor":"lfx"})");
+            R"("message":"guest egress changed","executor":"lfx","failed":["Prompt-2"]})");
   auto complete = event_of(run_event::kind::complete);
   complete.run_outputs_list.clear();
   EXPECT_EQ(encode(complete), R"({"run_id":"run-7","seq":3,"type":"complete","outputs":[],)"
-                              R"("ok":false,"executor":"core","failed":["Prompt-2"]})");
-  complete.failed.clear();
+                              R"("context":{"turns":2},"executor":"core"})");
+  complete.context = {};
   complete.executor.clear();
-  EXPECT_EQ(encode(complete),
-            R"({"run_id":"run-7","seq":3,"type":"complete","outputs":[],"ok":true})");
+  EXPECT_EQ(encode(complete), R"({"run_id":"run-7","seq":3,"type":"complete","outputs":[]})")
+      << "no `ok`: a run with a failed vertex ends with `error`";
   EXPECT_EQ(encode(event_of(run_event::kind::stdout_line)),
             R"({"run_id":"run-7","seq":3,"type":"stdout","line":"hello from the guest"})");
+  EXPECT_EQ(encode(event_of(run_event::kind::token)),
+            R"({"run_id":"run-7","seq":3,"type":"token","id":"LLM-3",)"
+            R"("data":{"chunk":"Hel","id":"msg-1"}})");
+  EXPECT_EQ(encode(event_of(run_event::kind::message)),
+            R"({"run_id":"run-7","seq":3,"type":"message","id":"ChatOutput-4",)"
+            R"("data":{"text":"Hello","sender":"Machine","session_id":"s-1"}})");
 }
 
 TEST(byte_stable, the_cli_json_body_names_the_executor_and_the_failed_vertices) {
   auto complete = event_of(run_event::kind::complete);
   complete.run_outputs_list.clear();
   EXPECT_EQ(encode_run_body(complete, {}), R"({"outputs":[],"executor":"core"})");
-  EXPECT_EQ(encode_run_body(complete, {{"Prompt-2", "Prompt", "KeyError: 'text'"}}),
-            R"({"outputs":[],"executor":"core","ok":false,"failed":[{"id":"Prompt-2",)"
+  auto failed = event_of(run_event::kind::error);
+  failed.code = ec::guest_failed;
+  failed.message = "Error building Component Prompt: \n\nKeyError: 'text'";
+  EXPECT_EQ(encode_run_body(failed, {{"Prompt-2", "Prompt", "KeyError: 'text'"}}),
+            R"({"error":{"code":"guest_failed","message":"Error building Component Prompt: )"
+            R"(\n\nKeyError: 'text'"},"executor":"lfx","failed":[{"id":"Prompt-2",)"
             R"("name":"Prompt","error":"KeyError: 'text'"}]})");
   auto error = event_of(run_event::kind::error);
   error.code = ec::cancelled;
@@ -261,9 +271,11 @@ TEST(byte_stable, the_cli_json_body_names_the_executor_and_the_failed_vertices) 
 TEST(byte_stable, raw_json_is_inserted_verbatim) {
   auto e = event_of(run_event::kind::vertex_built);
   e.outputs = raw_json{R"({"z":1,"a":[null]})"};
-  EXPECT_EQ(encode(e), R"({"run_id":"run-7","seq":3,"type":"vertex_built","id":"Prompt-2",)"
-                       R"("name":"Prompt","valid":true,"duration_ms":42,)"
-                       R"("outputs":{"z":1,"a":[null]},"logs":"ok"})");
+  EXPECT_EQ(encode(e),
+            R"({"run_id":"run-7","seq":3,"type":"vertex_built","id":"Prompt-2",)"
+            R"("name":"Prompt","valid":true,"duration_ms":42,)"
+            R"("outputs":{"z":1,"a":[null]},"logs":"ok",)"
+            R"("result":{"results":{"prompt":{"text":"x"}}},"types":{"prompt":"Message"}})");
 }
 
 TEST(byte_stable, sandbox_result_and_jsend_helpers) {
