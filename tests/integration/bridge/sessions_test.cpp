@@ -635,5 +635,26 @@ TEST_F(deerflow_sessions, TheRetentionDeletesAStoppedGuestAndOnlyThen) {
   EXPECT_TRUE(eventually([&] { return gone(id); }, 30s));
 }
 
+TEST_F(deerflow_sessions, AStoppedGuestKeepsItsMountsAcrossAControlPlaneRestart) {
+  start_serve(deerflow_env({{"GUESTFLOW_SESSION_IDLE_TIMEOUT_SECONDS", "1"}}));
+  auto id = id_of(acquire_thread("t1"));
+  ASSERT_FALSE(id.empty());
+  shell(id, "echo kept > /mnt/user-data/workspace/k");
+  ASSERT_EQ(call("POST", "/v1/sessions/" + id + "/release").status, 200u);
+  EXPECT_TRUE(eventually([&] { return stopped(id); }, 30s));
+  EXPECT_EQ(serve->stop(), 0);
+  // The control plane restarts on its state dir: the stopped guest's mounts come from its
+  // record (without them the wake would find an empty /mnt/user-data).
+  EXPECT_EQ(cp->stop(), 0);
+  cp = std::make_unique<control_plane_process>(dir.path() / "cp-deerflow",
+                                               std::vector<std::string>{}, deerflow_env({}));
+  start_serve(deerflow_env({}));
+  auto back = acquire_thread("t1");
+  ASSERT_EQ(back.status, 200u) << back.body;
+  EXPECT_EQ(id_of(back), id);
+  EXPECT_EQ(file("GET", id, "read", "/mnt/user-data/workspace/k").body, "kept\n");
+  EXPECT_NE(shell(id, "ls /mnt/skills/public").find("SKILL.md"), std::string::npos);
+}
+
 } // namespace
 } // namespace guestflow::testing
