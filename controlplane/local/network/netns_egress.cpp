@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <arpa/inet.h>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <fcntl.h>
 #include <ifaddrs.h>
@@ -17,6 +18,7 @@
 #include <sys/stat.h>
 #include <thread>
 #include <unistd.h>
+#include <utility>
 
 namespace guestflow::local {
 namespace {
@@ -165,24 +167,51 @@ result<bool> check_enforceable(const egress_policy& egress) {
   return true;
 }
 
-std::vector<std::string> host_ipv4_addresses() {
-  std::vector<std::string> out;
+host_networks read_host_networks() {
+  host_networks out;
+  // Outside what every guest is refused anyway (and the pool's own /30 routes).
+  auto ours = [](uint32_t a) { return (a >> 24) == 127 || (a & 0xffff0000U) == pool_base; };
+  auto add = [](std::vector<std::string>& to, std::string text) {
+    if (std::find(to.begin(), to.end(), text) == to.end()) to.push_back(std::move(text));
+  };
+  auto prefix_of = [](uint32_t mask) { return __builtin_popcount(mask); };
   ifaddrs* list = nullptr;
-  if (::getifaddrs(&list) != 0) return out;
-  for (auto* i = list; i != nullptr; i = i->ifa_next) {
-    if (i->ifa_addr == nullptr || i->ifa_addr->sa_family != AF_INET) continue;
-    uint32_t a = ntohl(reinterpret_cast<sockaddr_in*>(i->ifa_addr)->sin_addr.s_addr);
-    if ((a >> 24) == 127 || (a & 0xffff0000U) == pool_base)
-      continue; // in the always-blocked ranges already
-    auto text = dotted(a);
-    if (std::find(out.begin(), out.end(), text) == out.end()) out.push_back(text);
+  if (::getifaddrs(&list) == 0) {
+    for (auto* i = list; i != nullptr; i = i->ifa_next) {
+      if (i->ifa_addr == nullptr || i->ifa_addr->sa_family != AF_INET) continue;
+      uint32_t a = ntohl(reinterpret_cast<sockaddr_in*>(i->ifa_addr)->sin_addr.s_addr);
+      if (ours(a)) continue;
+      add(out.addresses, dotted(a));
+      if (i->ifa_netmask == nullptr) continue;
+      uint32_t mask = ntohl(reinterpret_cast<sockaddr_in*>(i->ifa_netmask)->sin_addr.s_addr);
+      if (mask != 0 && !ours(a & mask))
+        add(out.networks, dotted(a & mask) + "/" + std::to_string(prefix_of(mask)));
+    }
+    ::freeifaddrs(list);
   }
-  ::freeifaddrs(list);
+  // Iface Destination Gateway Flags RefCnt Use Metric Mask ...: addresses in hex, as the
+  // kernel stores them (network byte order).
+  if (auto* f = std::fopen("/proc/thread-self/net/route", "re")) {
+    char line[512];
+    bool header = true;
+    while (std::fgets(line, sizeof line, f)) {
+      if (std::exchange(header, false)) continue;
+      char iface[64];
+      unsigned dest = 0, gateway = 0, flags = 0, refcnt = 0, use = 0, metric = 0, mask = 0;
+      if (std::sscanf(line, "%63s %x %x %x %u %u %u %x", iface, &dest, &gateway, &flags,
+                      &refcnt, &use, &metric, &mask) != 8)
+        continue;
+      uint32_t d = ntohl(dest), m = ntohl(mask);
+      if (m == 0 || ours(d & m)) continue; // the default route is the internet
+      add(out.networks, dotted(d & m) + "/" + std::to_string(prefix_of(m)));
+    }
+    std::fclose(f);
+  }
   return out;
 }
 
-std::string render_guest_rules(const egress_policy& egress,
-                               const std::vector<std::string>& host_addresses, bool replace) {
+std::string render_guest_rules(const egress_policy& egress, const host_networks& host,
+                               bool replace) {
   // Deleting a table makes the kernel wait for an RCU grace period (~10 ms): a fresh netns
   // has nothing to replace.
   std::string s = replace ? "table inet guestflow\ndelete table inet guestflow\n" : "";
@@ -191,13 +220,19 @@ std::string render_guest_rules(const egress_policy& egress,
        "    type filter hook output priority filter; policy drop;\n"
        "    oifname \"lo\" accept\n"
        "    meta nfproto ipv6 drop\n";
+  auto reject = [&s](const std::string& set) {
+    s += "    ip daddr " + set + " meta l4proto tcp reject with tcp reset\n";
+    s += "    ip daddr " + set + " reject with icmpx type admin-prohibited\n";
+  };
   std::string blocked = std::string{"{ 169.254.0.0/16, 127.0.0.0/8, "} + pool_cidr;
-  for (const auto& a : host_addresses)
+  for (const auto& a : host.addresses)
     blocked += ", " + a;
-  blocked += " }";
-  s += "    ip daddr " + blocked + " meta l4proto tcp reject with tcp reset\n";
-  s += "    ip daddr " + blocked + " reject with icmpx type admin-prohibited\n";
+  reject(blocked + " }");
   if (egress.mode == egress_policy::kind::allow_all) {
+    std::string lan = std::string{"{ "} + non_internet_ranges;
+    for (const auto& n : host.networks)
+      lan += ", " + n;
+    reject(lan + " }");
     s += "    accept\n";
   } else if (egress.mode == egress_policy::kind::rules) {
     for (const auto& r : egress.rules) {
@@ -227,7 +262,7 @@ result<bool> apply_guest_rules(const net_tools& tools, const std::string& netns,
   // table's ipv6 drop.
   opt.netns_sysctls = {{"/proc/sys/net/ipv6/conf/all/disable_ipv6", "1"},
                        {"/proc/sys/net/ipv6/conf/default/disable_ipv6", "1"}};
-  return nft_apply(tools.nft, render_guest_rules(egress, host_ipv4_addresses(), replace), opt);
+  return nft_apply(tools.nft, render_guest_rules(egress, read_host_networks(), replace), opt);
 }
 
 result<guest_net> create_guest_net(const net_tools& tools, const std::string& id,

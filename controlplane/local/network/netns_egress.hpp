@@ -48,17 +48,35 @@ result<guest_net> create_guest_net(const net_tools& tools, const std::string& id
 result<bool> apply_guest_rules(const net_tools& tools, const std::string& netns,
                                const egress_policy& egress, bool replace = true);
 
+/// What of the host's own networks a guest's rules keep it from: read from the host when
+/// the rules are written (its addresses and routes), so a network the host joins later is
+/// refused from the next create on.
+struct host_networks {
+  std::vector<std::string> addresses; ///< the host's IPv4 addresses outside 127/8 and the pool
+  /// a.b.c.d/n: each address's subnet and each route's destination but the default route
+  /// (the LANs the host reaches directly or through a router), outside 127/8 and the pool
+  std::vector<std::string> networks;
+};
+
+/// The host's networks as the kernel has them now (getifaddrs, /proc/net/route).
+host_networks read_host_networks();
+
+/// What no allow-all guest reaches: "unrestricted" means the internet, not the operator's
+/// networks. RFC 1918, CGNAT (100.64.0.0/10), "this network" (0.0.0.0/8), multicast and
+/// the reserved 240.0.0.0/4 (broadcast with it); link-local, loopback and the guest pool
+/// are refused for every guest. A create reaches any of them only by naming it in a rule.
+inline constexpr const char* non_internet_ranges =
+    "0.0.0.0/8, 10.0.0.0/8, 100.64.0.0/10, 172.16.0.0/12, 192.168.0.0/16, 224.0.0.0/4, "
+    "240.0.0.0/4";
+
 /// The nft script for a guest. Always: accept loopback, drop IPv6, reject 169.254.0.0/16,
 /// 127.0.0.0/8, the guest pool 10.231.0.0/16 (the host side of every veth, other guests)
-/// and `host_addresses`; then accept everything (allow_all) or each rule's
-/// address[/prefix][:port]; reject the rest. Rules are stateless (no conntrack in the guest's
-/// netns: cheaper to create), so narrowing them cuts open connections too.
-std::string render_guest_rules(const egress_policy& egress,
-                               const std::vector<std::string>& host_addresses, bool replace);
-
-/// The host's IPv4 addresses outside 127/8 and the guest pool (rejected inside guests; the
-/// host table drops whatever appears later).
-std::vector<std::string> host_ipv4_addresses();
+/// and the host's addresses; then, for allow_all, reject `non_internet_ranges` and the
+/// host's networks and accept the rest; for rules, accept each rule's
+/// address[/prefix][:port] and reject the rest. Rules are stateless (no conntrack in the
+/// guest's netns: cheaper to create), so narrowing them cuts open connections too.
+std::string render_guest_rules(const egress_policy& egress, const host_networks& host,
+                               bool replace);
 
 /// Refuses policies this backend cannot enforce exactly (IPv6 rules: guests have no IPv6).
 result<bool> check_enforceable(const egress_policy& egress);

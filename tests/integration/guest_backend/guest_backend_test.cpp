@@ -790,7 +790,17 @@ TEST_F(guest_backend_test, allow_all_guest_cannot_reach_the_host_or_link_local) 
   auto gateway = tcp_server::on(gw, "gateway");
   ASSERT_TRUE(gateway);
 
+  // The test's namespace is a network the host routes to (10.250/16): not the internet, so
+  // an allow-all guest is refused it (netns_egress.hpp); a rule naming it reaches it.
+  auto lan = probe(*backend, g, net->addr_a, outside->port());
+  EXPECT_EQ(lan.rfind("FAIL", 0), 0U) << lan;
+  EXPECT_EQ(lan.find("timeout"), std::string::npos) << "rejected by a rule, not lost: " << lan;
+  EXPECT_EQ(outside->accepted(), 0);
+  auto named = parse_egress({net->addr_a});
+  ASSERT_TRUE(named);
+  ASSERT_TRUE(backend->set_egress(g, *named));
   EXPECT_EQ(probe(*backend, g, net->addr_a, outside->port()), "OK outside"); // it has network
+  ASSERT_TRUE(backend->set_egress(g, egress_policy::allow_all()));
   EXPECT_EQ(probe(*backend, g, "127.0.0.1", loopback->port()).rfind("FAIL", 0), 0U);
   EXPECT_EQ(probe(*backend, g, gw, gateway->port()).rfind("FAIL", 0), 0U);
   // Another host address (not in the guest's blocked ranges): refused by the host table.
@@ -856,9 +866,14 @@ TEST_F(guest_backend_test, set_egress_changes_reachability) {
   EXPECT_EQ(probe(*backend, g, net->addr_a, a->port()).rfind("FAIL", 0), 0U);
   EXPECT_EQ(probe(*backend, g, net->addr_b, b->port()), "OK b");
 
-  ASSERT_TRUE(backend->set_egress(g, egress_policy::allow_all()));
+  ASSERT_TRUE(backend->set_egress(g, *parse_egress({net->addr_a, net->addr_b})));
   EXPECT_EQ(probe(*backend, g, net->addr_a, a->port()), "OK a");
   EXPECT_EQ(probe(*backend, g, net->addr_b, b->port()), "OK b");
+
+  // Allow-all is the internet: the host's networks (the test's namespace) are refused.
+  ASSERT_TRUE(backend->set_egress(g, egress_policy::allow_all()));
+  EXPECT_EQ(probe(*backend, g, net->addr_a, a->port()).rfind("FAIL", 0), 0U);
+  EXPECT_EQ(probe(*backend, g, net->addr_b, b->port()).rfind("FAIL", 0), 0U);
 
   ASSERT_TRUE(backend->set_egress(g, egress_policy::deny_all()));
   EXPECT_EQ(probe(*backend, g, net->addr_a, a->port()).rfind("FAIL", 0), 0U);
