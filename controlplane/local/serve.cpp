@@ -439,6 +439,8 @@ void server_instance::run() {
 void server_instance::stop() {
   if (impl_->stopping.exchange(true)) return;
   net::post(impl_->io, [m = impl_.get()] {
+    // First: a stop that waits on calls in flight must not go on building pool guests.
+    if (m->domain) m->domain->halt_pool();
     m->server->stop();
     m->auto_pause->stop();
     if (m->prune_timer) m->prune_timer->cancel();

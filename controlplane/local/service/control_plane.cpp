@@ -142,6 +142,10 @@ size_t control_plane::stop_pool() {
   return pool_ ? pool_->stop() : 0;
 }
 
+void control_plane::halt_pool() {
+  if (pool_) pool_->halt();
+}
+
 std::vector<pool_status> control_plane::pool() {
   std::lock_guard<std::mutex> lock{mu_};
   return pool_ ? pool_->status() : std::vector<pool_status>{};

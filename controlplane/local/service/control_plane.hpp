@@ -112,6 +112,10 @@ public:
   /// guest; returns how many. Idempotent; creates afterwards build their guests.
   size_t stop_pool();
 
+  /// The first step of a stop: the warm pool's filler starts no create after it (one in
+  /// flight finishes; stop_pool deletes it). Returns at once; safe from any thread.
+  void halt_pool();
+
   // -- shared workspaces (control_plane_fleet.cpp) --
   /// The node is fenced (its lease may expire: another node may take its guests over):
   /// every running persistent guest under the workspace root is stopped. Blocking.

@@ -253,10 +253,19 @@ void warm_pool::fill() {
   }
 }
 
+void warm_pool::halt() {
+  {
+    std::lock_guard<std::mutex> lock{mu_};
+    stopping_ = true;
+  }
+  wake_.notify_all();
+}
+
 size_t warm_pool::stop() {
   {
     std::lock_guard<std::mutex> lock{mu_};
-    if (stopping_) return 0;
+    if (stopped_) return 0;
+    stopped_ = true;
     stopping_ = true;
   }
   wake_.notify_all();

@@ -80,6 +80,11 @@ public:
   /// Returns how many were deleted. Idempotent; call without the mutex.
   size_t stop();
 
+  /// Tells the filler to build nothing more and returns at once (call without the mutex):
+  /// a server's stop does this first, so that a stop waiting on other work (calls in
+  /// flight, a fenced node's shared guests) does not go on filling the pool meanwhile.
+  void halt();
+
 private:
   using clock = std::chrono::steady_clock;
   struct backoff {

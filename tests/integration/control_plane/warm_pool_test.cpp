@@ -5,10 +5,12 @@
 #include "tests/integration/control_plane/fixture.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <fstream>
 #include <regex>
 #include <set>
 #include <signal.h>
+#include <thread>
 
 namespace guestflow::testing {
 namespace {
@@ -231,6 +233,50 @@ TEST_F(warm_pool_test, sigterm_while_filling_waits_for_the_create_and_deletes_it
   start();
   EXPECT_EQ(sandbox_total(), 0u);
   EXPECT_EQ(guest_ids(), std::set<std::string>{}) << "and nothing for a restart to adopt";
+}
+
+// A stop that waits on a call in flight (here a list held 6 s on a worker by --faults; in
+// the probe, calls slowed by a full disk) builds no pool guest meanwhile: the filler is
+// halted first, so at most the create in flight at the SIGTERM finishes, and it is deleted.
+TEST_F(warm_pool_test, a_stop_waiting_on_calls_in_flight_builds_no_pool_guest) {
+  start({"--warm-pool", "s-1vcpu-256mb=8", "--faults", "list:delay=6s"});
+  ASSERT_TRUE(eventually([&] { return counts().ready >= 1; }, std::chrono::seconds{60}));
+  std::thread held{[this] {
+    try {
+      call("GET", "/v1/sandboxes"); // cut by the stop, or answered: either is fine
+    } catch (const std::exception&) {
+    }
+  }};
+  ASSERT_TRUE(eventually(
+      [&] {
+        return cp_->stderr_text().find("fault injected: list delay") != std::string::npos;
+      },
+      std::chrono::seconds{30}));
+  auto before = guest_ids();
+  std::set<std::string> seen = before;
+  std::atomic<bool> stopped{false};
+  std::thread watch{[&] { // every workspace that appears while the stop runs
+    while (!stopped) {
+      auto now = guest_ids();
+      seen.insert(now.begin(), now.end());
+      std::this_thread::sleep_for(std::chrono::milliseconds{10}); // a sampling period
+    }
+  }};
+  auto t0 = std::chrono::steady_clock::now();
+  EXPECT_EQ(stop(), 0) << cp_->stderr_text();
+  auto took = std::chrono::steady_clock::now() - t0;
+  stopped = true;
+  watch.join();
+  held.join();
+  std::vector<std::string> built_after;
+  std::set_difference(seen.begin(), seen.end(), before.begin(), before.end(),
+                      std::back_inserter(built_after));
+  EXPECT_LE(built_after.size(), 1u) << "pool guests built after the SIGTERM";
+  EXPECT_GE(took, std::chrono::seconds{4}) << "the stop did not wait for the held call";
+  EXPECT_EQ(guest_ids(), std::set<std::string>{}) << "no guest may be left";
+  for (const auto& id : seen)
+    expect_gone(id);
+  start(); // for TearDown
 }
 
 TEST_F(warm_pool_test, kill_9_then_restart_adopts_the_pool_without_duplicates) {
