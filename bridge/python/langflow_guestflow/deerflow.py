@@ -592,21 +592,13 @@ class GuestflowSandboxProvider(_ProviderBase or _DuckProvider):  # type: ignore[
                 return sandbox.id
 
     def get(self, sandbox_id: str) -> GuestflowSandbox | None:
-        """The session's sandbox, one object per session: after a ``release`` too, as
-        DeerFlow's LocalSandbox keeps its instance (its first call acquires the session
-        again). ``None`` for a session the server does not know (or one deleted here)."""
+        """The sandbox of a session acquired here, one object per session: after a
+        ``release`` too, as DeerFlow's LocalSandbox keeps its instance (its first call
+        acquires the session again). ``None`` for any other id (one deleted here, or one
+        from before a restart: DeerFlow then acquires its thread, the same guest). Memory
+        only, no request: DeerFlow calls it on its event loop."""
         with self._lock:
-            known = self._objects.get(sandbox_id)
-        if known is not None:
-            return known
-        try:
-            session = self._client.json("GET", "/v1/sessions/" + quote(sandbox_id, safe=""), timeout=CONNECT_TIMEOUT_SECONDS * 3)
-        except GuestflowError as err:
-            if err.status == 404 or err.code == "not_found":
-                return None
-            raise
-        with self._lock:
-            return self._sandbox(session)
+            return self._objects.get(sandbox_id)
 
     def release(self, sandbox_id: str) -> None:
         with self._lock:
