@@ -353,8 +353,9 @@ result<std::unique_ptr<server_instance>> server_instance::start(const serve_opti
     m->store = std::move(*store);
     auto report = reconcile(*m->store, *m->backend);
     if (!report) return report.error();
-    log().info("reconciled {} records: {} adopted, {} reaped", report->records.size(),
-               report->adopted, report->reaped);
+    log().info("reconciled {} records: {} adopted, {} reaped, {} guests' cgroups no record "
+               "named removed",
+               report->records.size(), report->adopted, report->reaped, report->stray_cgroups);
     for (const auto& p : report->problems)
       log().warn("reconcile: {}", p);
     std::vector<std::string> image_problems;

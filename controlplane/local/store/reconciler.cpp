@@ -1,8 +1,16 @@
 #include "controlplane/local/store/reconciler.hpp"
 
+#include "controlplane/local/guests/cgroups.hpp"
 #include "controlplane/local/service/clock.hpp"
 
+#include <cctype>
+#include <cerrno>
 #include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <set>
+#include <sys/stat.h>
+#include <unistd.h>
 
 namespace guestflow::local {
 namespace {
@@ -77,6 +85,59 @@ bool reconcile_persistent(record_store&, guest_backend& backend, guest_record& r
   return true;
 }
 
+/// A name as new_guest_id() makes them: `sb-` and 16 lower-case hex digits.
+bool guest_id_like(const std::string& name) {
+  if (name.size() != 19 || name.compare(0, 3, "sb-") != 0) return false;
+  for (size_t i = 3; i < name.size(); ++i)
+    if (!std::isdigit(static_cast<unsigned char>(name[i])) && (name[i] < 'a' || name[i] > 'f'))
+      return false;
+  return true;
+}
+
+/// See reconcile(): empty, old guest cgroup directories no live record names.
+void remove_stray_cgroups(const std::set<std::string>& named, reconcile_report& report) {
+  auto layout = detect_cgroups();
+  if (!layout) return; // the backend refused to start without them already
+  std::vector<std::string> parents;
+  if (layout->v2)
+    parents.push_back(layout->v2_root + "/guestflow");
+  else
+    for (const auto& [controller, mount] : layout->v1_mounts)
+      parents.push_back(mount + "/guestflow");
+  std::set<std::string> ids;
+  for (const auto& parent : parents) {
+    std::error_code ec;
+    for (std::filesystem::directory_iterator it{parent, ec}, end; !ec && it != end;
+         it.increment(ec)) {
+      auto name = it->path().filename().string();
+      if (guest_id_like(name) && !named.count(name) && it->is_directory(ec)) ids.insert(name);
+    }
+  }
+  const auto old_enough = std::chrono::system_clock::now() - stray_cgroup_grace;
+  for (const auto& id : ids) {
+    auto dirs = guest_cgroup_dirs(*layout, id);
+    bool stray = true;
+    for (const auto& d : dirs) {
+      struct stat st {};
+      if (::stat(d.c_str(), &st) != 0) continue; // not in this controller
+      auto mtime = std::chrono::system_clock::time_point{
+          std::chrono::duration_cast<std::chrono::system_clock::duration>(
+              std::chrono::seconds{st.st_mtim.tv_sec} +
+              std::chrono::nanoseconds{st.st_mtim.tv_nsec})};
+      if (mtime > old_enough || !cgroup_pids(d).empty()) stray = false;
+    }
+    if (!stray) continue;
+    std::string failed;
+    for (const auto& d : dirs)
+      if (::rmdir(d.c_str()) != 0 && errno != ENOENT)
+        failed += (failed.empty() ? "" : "; ") + d + ": " + std::strerror(errno);
+    if (failed.empty())
+      ++report.stray_cgroups;
+    else
+      report.problems.push_back(id + " (cgroups no record names): " + failed);
+  }
+}
+
 } // namespace
 
 result<reconcile_report> reconcile(record_store& store, guest_backend& backend) {
@@ -134,6 +195,12 @@ result<reconcile_report> reconcile(record_store& store, guest_backend& backend) 
       if (auto ok = store.put(r); !ok) return ok.error();
     report.records.push_back(std::move(r));
   }
+  std::set<std::string> named;
+  for (const auto& r : report.records)
+    if (is_live(r.status)) named.insert(r.id);
+  for (const auto& r : report.pooled)
+    named.insert(r.id);
+  remove_stray_cgroups(named, report);
   return report;
 }
 

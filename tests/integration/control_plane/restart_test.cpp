@@ -2,7 +2,14 @@
 // and records of guests that died meanwhile are reaped. One server per state dir.
 #include "tests/integration/control_plane/fixture.hpp"
 
+#include <cerrno>
+#include <cstring>
+#include <fcntl.h>
+#include <filesystem>
+#include <random>
 #include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 namespace guestflow::testing {
 namespace {
@@ -44,6 +51,55 @@ TEST_F(control_plane_restart, keeps_running_guests_and_reaps_dead_ones) {
   create(R"({"shape":"s-1vcpu-256mb","name":"victim"})");
   expect_refusal(call("POST", "/v1/sandboxes", R"({"shape":"s-1vcpu-256mb","name":"keeper"})"),
                  409, "keeper");
+}
+
+/// The `guestflow` cgroup parents a control plane puts guests under on this host.
+std::vector<std::filesystem::path> guest_cgroup_parents() {
+  std::vector<std::filesystem::path> out;
+  if (std::filesystem::exists("/sys/fs/cgroup/cgroup.controllers")) // v2
+    return {"/sys/fs/cgroup/guestflow"};
+  for (auto c : {"memory", "pids", "freezer", "cpu"})
+    if (std::filesystem::exists(std::string{"/sys/fs/cgroup/"} + c + "/guestflow"))
+      out.push_back(std::string{"/sys/fs/cgroup/"} + c + "/guestflow");
+  return out;
+}
+
+std::string random_guest_id() {
+  std::random_device rd;
+  std::string id = "sb-";
+  for (int i = 0; i < 16; ++i)
+    id += "0123456789abcdef"[rd() % 16];
+  return id;
+}
+
+// What a control plane killed mid-create or mid-destroy can leave: a guest's cgroup
+// directories, empty, named by no record. The next start removes them — only its own
+// naming, only empty ones, and only ones older than a create in flight elsewhere could be.
+TEST_F(control_plane_restart, a_start_removes_empty_guest_cgroups_no_record_names) {
+  auto keeper = create(R"({"shape":"s-1vcpu-256mb","name":"keeper"})");
+  EXPECT_EQ(stop(), 0);
+  auto parents = guest_cgroup_parents();
+  ASSERT_FALSE(parents.empty());
+  auto stray = random_guest_id(), fresh = random_guest_id();
+  const std::string odd = "sb-not-a-guest-id";
+  const timespec an_hour_ago[2] = {{::time(nullptr) - 3600, 0}, {::time(nullptr) - 3600, 0}};
+  for (const auto& p : parents) {
+    for (const auto& name : {stray, fresh, odd})
+      ASSERT_EQ(::mkdir((p / name).c_str(), 0755), 0)
+          << p / name << ": " << std::strerror(errno);
+    for (const auto& name : {stray, odd}) // left behind long ago
+      ASSERT_EQ(::utimensat(AT_FDCWD, (p / name).c_str(), an_hour_ago, 0), 0);
+  }
+  start();
+  for (const auto& p : parents) {
+    EXPECT_FALSE(std::filesystem::exists(p / stray)) << p / stray;
+    EXPECT_TRUE(std::filesystem::exists(p / fresh)) << "maybe a create in flight elsewhere";
+    EXPECT_TRUE(std::filesystem::exists(p / odd)) << "not a guest id";
+    EXPECT_TRUE(std::filesystem::exists(p / keeper.id)) << "a live guest's";
+    ::rmdir((p / fresh).c_str());
+    ::rmdir((p / odd).c_str());
+  }
+  EXPECT_EQ(exec(keeper.id, "/bin/echo", {"up"}).stdout_text, "up\n");
 }
 
 TEST_F(control_plane_restart, a_second_server_on_the_same_state_dir_is_refused) {
