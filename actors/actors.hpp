@@ -252,6 +252,20 @@ using sweep_waiter_actor = caf::typed_actor<
     /// The sweep's answer, how many orphans it deleted: the owner's lease is shared again.
     caf::reacts_to<uint64_t>>;
 
+// -- the message store of serve and the CLI (actors/message_store.hpp) ---------------------
+
+/// Langflow messages per session id in the state dir, for runs without Langflow's own
+/// memory (a bare `serve`, the CLI); blocking file I/O on its own thread (spawned detached).
+using message_store_actor = caf::typed_actor<
+    /// A request with `session_id` and no `history` comes back with the session's stored
+    /// messages as its history; any other comes back unchanged. bad_request for a session
+    /// id the store does not take.
+    caf::replies_to<get_atom, run_request>::with<run_request>,
+    /// (session id, message object): appends a message the run stored.
+    caf::reacts_to<put_atom, std::string, raw_json>,
+    /// Answers once every message sent before it has been written.
+    caf::replies_to<drain_atom>::with<bool>>;
+
 // -- agent sessions (actors/session_manager.hpp, actors/session_task.hpp) ------------------
 
 /// One command or file call in a session's guest, spawned per call by the session manager,
