@@ -35,7 +35,8 @@ std::optional<std::string> args::parse(const std::vector<std::string>& argv) {
         return "--" + body + " needs a value";
       }
     } else {
-      return "unknown option " + a;
+      // The flag only: an inline value (`--vars=NAME=SECRET`) is never echoed.
+      return "unknown option --" + body;
     }
   }
   return std::nullopt;

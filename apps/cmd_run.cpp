@@ -1,4 +1,6 @@
 #include "actors/event_handoff.hpp"
+#include "actors/message_store.hpp"
+#include "actors/session_recorder.hpp"
 #include "apps/args.hpp"
 #include "apps/cli_session.hpp"
 #include "apps/command.hpp"
@@ -6,8 +8,10 @@
 #include "messages/flow_run.hpp"
 #include "messages/result_text.hpp"
 
+#include <caf/exit_reason.hpp>
 #include <caf/scoped_actor.hpp>
 #include <caf/send.hpp>
+#include <filesystem>
 #include <iostream>
 #include <map>
 
@@ -17,6 +21,7 @@ namespace {
 constexpr std::string_view usage =
     R"usage(usage: guestflow run FLOW.json|- [--input TEXT] [--output VERTEX]... [--json]
                      [--events] [--timeout S] [--executor auto|core|lfx] [--image NAME]
+                     [--session-id ID] [--var NAME=VALUE]... [--var-from-env NAME]...
 
 Runs a whole Langflow flow (an exported flow file, a Graph.dump(), or bare {nodes, edges};
 "-" reads it from standard input) inside one fresh guest and deletes the guest afterwards.
@@ -32,6 +37,19 @@ image add --python-env); core runs guestflow's built-in components and refuses, 
 vertex runs, a flow with a component it does not have; auto (default) takes lfx when the
 guest has it. The terminal event and --json say which one ran. --image NAME selects the
 guest image (CREATEOS_EXECUTOR_ROOTFS).
+
+--session-id ID: the run's Langflow session (graph.session_id; 1-80 bytes, no control
+characters), whose memory is the state dir's message store ($GUESTFLOW_STATE_DIR/messages,
+one file per session): the session's earlier messages are the run's history (what Message
+History reads) and the messages the run stores (Chat Input, Chat Output) are added to it as
+they happen, so the next run with the same ID remembers them.
+
+--var NAME=VALUE and --var-from-env NAME (both repeatable): secrets for the flow's
+load_from_db fields (Langflow's global variables, e.g. an API key): shipped to the guest
+apart from the flow, never printed, and replaced by ******** in everything the run prints.
+A load_from_db field whose variable is not given fails the run before any vertex runs.
+--var-from-env takes the value from this process's environment (exit 2 when it is not
+set); prefer it for real secrets, since a --var value shows in the process list.
 
 Exit status: 0 success, 1 a vertex or the run failed, 2 bad input, 130 cancelled (Ctrl-C).
 
@@ -76,9 +94,87 @@ int failed_run_status(ec code) {
   return code == ec::cancelled ? 130 : 1;
 }
 
+/// "1st", "2nd", …: which of a repeated option is meant, without echoing its value.
+std::string ordinal(size_t n) {
+  auto tens = n % 100;
+  const char* suffix = tens >= 11 && tens <= 13 ? "th"
+                       : n % 10 == 1            ? "st"
+                       : n % 10 == 2            ? "nd"
+                       : n % 10 == 3            ? "rd"
+                                                : "th";
+  return std::to_string(n) + suffix;
+}
+
+/// --var NAME=VALUE and --var-from-env NAME, in that order, as the run's variables; the
+/// refusal names the option and the variable, never a value (nor an argument that may be
+/// one: a malformed --var is named by its position).
+std::optional<std::string> read_variables(const args& a, const cp::env_map& env,
+                                          secret_vars& out) {
+  auto add = [&out](std::string name, std::string value) -> std::optional<std::string> {
+    if (out.contains(name)) return "variable " + name + " is given twice";
+    out.set(std::move(name), std::move(value));
+    return std::nullopt;
+  };
+  size_t n = 0;
+  for (auto& arg : a.all("var")) {
+    auto which = "the " + ordinal(++n) + " --var";
+    auto eq = arg.find('=');
+    if (eq == std::string::npos) return "--var expects NAME=VALUE; " + which + " has no '='";
+    auto name = arg.substr(0, eq);
+    if (!is_variable_name(name))
+      return "--var expects NAME=VALUE with NAME of letters, digits and _ (not starting "
+             "with a digit); " +
+             which + "'s NAME is not one";
+    if (auto refused = add(std::move(name), arg.substr(eq + 1))) return refused;
+  }
+  n = 0;
+  for (auto& name : a.all("var-from-env")) {
+    auto which = "the " + ordinal(++n) + " --var-from-env";
+    if (!is_variable_name(name))
+      return "--var-from-env expects a variable name (letters, digits and _, not starting "
+             "with a digit); " +
+             which + " is not one";
+    auto i = env.find(name);
+    if (i == env.end()) return "--var-from-env " + name + ": " + name + " is not set";
+    if (auto refused = add(name, i->second)) return refused;
+  }
+  return std::nullopt;
+}
+
+/// The CLI's message store (spawned for a run with --session-id): its own thread, asked to
+/// write everything it was sent before it is stopped.
+class cli_message_store {
+public:
+  cli_message_store(caf::actor_system& sys, const cp::env_map& env)
+      : sys_(sys)
+      , store_(sys.spawn<caf::detached>(message_store,
+                                        std::filesystem::path{state_dir(env)} / "messages",
+                                        message_store_limits{})) {}
+  ~cli_message_store() {
+    caf::scoped_actor self{sys_};
+    self->request(store_, std::chrono::seconds{60}, drain_atom::value)
+        .receive([](bool) {},
+                 [](caf::error& e) {
+                   std::cerr << "guestflow run: the message store did not finish: "
+                             << to_failure(e).message << '\n';
+                 });
+    caf::anon_send_exit(store_, caf::exit_reason::user_shutdown);
+  }
+  cli_message_store(const cli_message_store&) = delete;
+  cli_message_store& operator=(const cli_message_store&) = delete;
+
+  const message_store_actor& handle() const noexcept { return store_; }
+
+private:
+  caf::actor_system& sys_;
+  message_store_actor store_;
+};
+
 int run_flow(const std::vector<std::string>& argv) {
   signal_watch watch;
-  args a{{"input", "output", "timeout", "executor", "image"}, {"json", "events"}};
+  args a{
+      {"input", "output", "timeout", "executor", "image", "session-id", "var", "var-from-env"},
+      {"json", "events"}};
   if (auto err = a.parse(argv); err || a.positionals().size() != 1) {
     std::cerr << "guestflow run: "
               << err.value_or("expected one FLOW.json (or - for standard input)") << "\n"
@@ -116,17 +212,45 @@ int run_flow(const std::vector<std::string>& argv) {
     req.executor = *ex;
   }
   auto env = cp::process_environment();
+  if (auto refused = read_variables(a, env, req.variables)) {
+    std::cerr << "guestflow run: " << *refused << '\n';
+    return 2;
+  }
+  if (auto id = a.get("session-id")) {
+    if (auto refused = session_id_refusal(*id)) {
+      std::cerr << "guestflow run: --session-id: " << refused->message << '\n';
+      return 2;
+    }
+    req.session_id = *id;
+  }
   if (auto image = a.get("image")) env["CREATEOS_EXECUTOR_ROOTFS"] = *image;
   vertex_labels label{req.graph};
   auto s = session::open(env, watch);
   if (!s) return report_failure("run", s.error());
   auto& rt = (*s)->rt();
-  auto queue = std::make_shared<run_event_queue>();
-  auto sub = rt.system().spawn(event_handoff, queue);
   caf::scoped_actor self{rt.system()};
+  std::optional<cli_message_store> store;
+  if (req.session_id) {
+    store.emplace(rt.system(), env);
+    std::optional<failure> refused;
+    self->request(store->handle(), std::chrono::seconds{60}, get_atom::value, std::move(req))
+        .receive([&](run_request& filled) { req = std::move(filled); },
+                 [&](caf::error& e) { refused = to_failure(e); });
+    if (refused) {
+      report_failure("run", *refused);
+      return failed_run_status(refused->code);
+    }
+  }
+  auto queue = std::make_shared<run_event_queue>();
+  run_subscriber_actor sub = rt.system().spawn(event_handoff, queue);
+  // The session's messages are stored as the run goes: the recorder stands in front of
+  // the handoff (and quits with it).
+  auto first = store ? run_subscriber_actor{rt.system().spawn(session_recorder, store->handle(),
+                                                              *req.session_id, sub, true)}
+                     : sub;
   std::optional<result<std::string>> id;
   self->request(rt.coordinator(), std::chrono::seconds{60}, run_atom::value, std::move(req),
-                sub, true)
+                first, true)
       .receive([&](std::string& run_id) { id.emplace(std::move(run_id)); },
                [&](caf::error& e) { id.emplace(to_failure(e)); });
   if (!*id) {

@@ -1,4 +1,5 @@
 #include "actors/component_spec.hpp"
+#include "actors/message_store.hpp"
 #include "actors/session_manager.hpp"
 #include "apps/args.hpp"
 #include "apps/cli_session.hpp"
@@ -9,8 +10,10 @@
 #include "common/net_address.hpp"
 
 #include <caf/exit_reason.hpp>
+#include <caf/scoped_actor.hpp>
 #include <caf/send.hpp>
 #include <condition_variable>
+#include <filesystem>
 #include <iostream>
 #include <mutex>
 #include <sys/resource.h>
@@ -185,7 +188,24 @@ int run_serve(const std::vector<std::string>& argv) {
   auto& sess = **s;
   auto catalog = sess.catalog();
   if (!catalog) return report_failure("serve", catalog.error());
-  bridge::service svc{sess.rt(), {sess.provider(), *catalog, *defaults, *cap, sess.owner()}};
+  // The memory of runs that name a session_id and bring no history (bridge/API.md): one
+  // thread of its own for its file I/O; what it was sent is written before it stops.
+  auto& sys = sess.rt().system();
+  message_store_actor messages = sys.spawn<caf::detached>(
+      message_store, std::filesystem::path{state_dir(env)} / "messages",
+      message_store_limits{});
+  struct stop_messages {
+    caf::actor_system& sys;
+    message_store_actor& a;
+    ~stop_messages() {
+      caf::scoped_actor self{sys};
+      self->request(a, std::chrono::seconds{10}, drain_atom::value)
+          .receive([](bool) {}, [](caf::error&) {});
+      caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
+    }
+  } stop_messages_at_exit{sys, messages};
+  bridge::service svc{sess.rt(),
+                      {sess.provider(), *catalog, *defaults, *cap, sess.owner(), messages}};
   // -- agent sessions: the manager's guests are the reaper's too, so the drain at exit
   // deletes every one of them --
   auto session_opts = session_options_from_env(env);

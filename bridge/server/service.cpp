@@ -3,6 +3,8 @@
 #include "actors/code_spec.hpp"
 #include "actors/component_spec.hpp"
 #include "actors/guest_names.hpp"
+#include "actors/message_store.hpp"
+#include "actors/session_recorder.hpp"
 #include "controlplane/client/fleet_client.hpp"
 #include "messages/type_ids.hpp"
 
@@ -129,8 +131,33 @@ std::string_view service::provider_name() const noexcept {
 void service::start_run(run_request req, run_subscriber_actor relay, reply<std::string> done) {
   if (live_->stopping) return done(shutting_down());
   auto cancel_on_disconnect = req.cancel_on_disconnect;
-  ask_for<std::string>(system(), rt_.coordinator(), admin_timeout, std::move(done),
-                       run_atom::value, std::move(req), std::move(relay), cancel_on_disconnect);
+  if (!req.session_id || req.history || !cfg_.messages) {
+    ask_for<std::string>(system(), rt_.coordinator(), admin_timeout, std::move(done),
+                         run_atom::value, std::move(req), std::move(relay),
+                         cancel_on_disconnect);
+    return;
+  }
+  // The store's memory: its history first, then the recorder in front of the relay.
+  if (auto refused = session_id_refusal(*req.session_id)) return done(*refused);
+  auto& sys = system();
+  auto store = cfg_.messages;
+  auto admit = [&sys, store, coordinator = rt_.coordinator(), relay = std::move(relay),
+                done](result<run_request> filled) mutable {
+    if (!filled) return done(filled.error());
+    auto cancel_on_disconnect = filled->cancel_on_disconnect;
+    run_subscriber_actor recorder = sys.spawn(session_recorder, store, *filled->session_id,
+                                              std::move(relay), cancel_on_disconnect);
+    ask_for<std::string>(sys, coordinator, admin_timeout,
+                         reply<std::string>{[recorder, done](result<std::string> id) {
+                           // Refused: nothing will ever reach the recorder.
+                           if (!id)
+                             caf::anon_send_exit(recorder, caf::exit_reason::user_shutdown);
+                           done(std::move(id));
+                         }},
+                         run_atom::value, std::move(*filled), recorder, cancel_on_disconnect);
+  };
+  ask_for<run_request>(sys, store, admin_timeout, reply<run_request>{std::move(admit)},
+                       get_atom::value, std::move(req));
 }
 
 void service::subscribe(std::string id, uint64_t from_seq, run_subscriber_actor relay,

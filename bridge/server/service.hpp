@@ -29,6 +29,9 @@ struct service_config {
   policy::sandbox_settings defaults; ///< the node's LANGFLOW_SANDBOX_* settings
   uint64_t artifact_cap_bytes = uint64_t{5} << 20;
   std::string owner; ///< names::owner_id of the runtime (guest names)
+  /// The state dir's message store (actors/message_store.hpp): the memory of runs with a
+  /// `session_id` and no `history`; null = such runs keep no memory.
+  message_store_actor messages;
 };
 
 /// Stops a sandbox or component run: its guest is deleted and its reply is `cancelled`
@@ -54,7 +57,10 @@ public:
   /// "createos" or "local", as /v1/capabilities names the provider.
   std::string_view provider_name() const noexcept;
 
-  /// Admits a whole-flow run with `relay` attached from seq 0; replies the run id.
+  /// Admits a whole-flow run with `relay` attached from seq 0; replies the run id. A run
+  /// with a `session_id` and no `history` gets the session's stored messages as its
+  /// history first, and its `message` events are stored as they happen (whether or not
+  /// the relay is still there).
   void start_run(run_request req, run_subscriber_actor relay, reply<std::string> done);
   /// Attaches `relay` to run `id` from `from_seq`; not_found for an unknown run.
   void subscribe(std::string id, uint64_t from_seq, run_subscriber_actor relay,
