@@ -128,7 +128,8 @@ void prepare(self_ptr self, const std::string& name, std::string guest_id, bool 
   auto req = st.pool.find(name)->req;
   auto failed = [self, name, guest_id, rp](failure f) mutable {
     auto& st = self->state;
-    // Not a session's: a running guest nobody counts would hold memory past the cap.
+    // The slot is forgotten: its guest is stopped, or it would run uncounted past the cap
+    // (the next acquire finds it again by name).
     if (local(self))
       self->request(st.cp, st.opts.call_timeout, stop_atom::value, guest_id)
           .then([](sandbox_view&) {}, [](caf::error&) {});
