@@ -27,9 +27,11 @@ Runs a whole Langflow flow (an exported flow file, a Graph.dump(), or bare {node
 "-" reads it from standard input) inside one fresh guest and deletes the guest afterwards.
 Canvas notes are ignored. Progress goes to stderr as vertices build (✓ name 12 ms / ✗ name:
 error; "name (id)" where display names repeat); stdout gets the final chat/text output, or
-with --json the /api/v1/run-shaped body {"outputs":[RunOutputs], "executor"} (on failure
-also "ok": false and "failed": [{id, name, error}], or "error": {code, message}), or with
---events every run event as NDJSON as it happens. --output selects the vertices (id or
+with --json the /api/v1/run-shaped body {"outputs":[RunOutputs], "executor"}, or for a
+failed run {"error": {code, message}, "executor", "failed": [{id, name, error}]} (a failed
+vertex stops the run as in Langflow: the message is Langflow's "Error building Component
+…"), or with --events every run event as NDJSON as it happens (a streaming output's
+`token` events and the stored `message`s included). --output selects the vertices (id or
 display name) whose results are returned (default: every output vertex).
 
 --executor: lfx runs Langflow's own engine and needs an image that has lfx (see guestflow

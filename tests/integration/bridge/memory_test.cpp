@@ -332,7 +332,8 @@ TEST_F(memory_test, a_missing_variable_fails_before_any_vertex_naming_it_never_a
   auto secret = fresh_secret();
   auto flow = file("secret.json", secret_flow("GF_OTHER_KEY"));
   auto r = run({flow, "--json", "--var", "GF_TEST_KEY=" + secret});
-  EXPECT_NE(r.status, 0);
+  EXPECT_EQ(r.status, 2); // bad_request: the caller's to fix
+  EXPECT_NE(r.stdout_text.find(R"("code":"bad_request")"), std::string::npos) << r.stdout_text;
   EXPECT_NE((r.stdout_text + r.stderr_text).find("GF_OTHER_KEY"), std::string::npos)
       << r.stdout_text << r.stderr_text;
   EXPECT_EQ((r.stdout_text + r.stderr_text).find(secret), std::string::npos);
