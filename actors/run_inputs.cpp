@@ -44,7 +44,8 @@ result<normalized_inputs> run_inputs::normalize(const raw_json& inputs,
     if (m.key == "initial_inputs") {
       initial = m.value;
     } else if (one_of(m.key, run_inputs::dropped)) {
-      spdlog::debug("flow run: runtime_options.{} dropped: it cannot cross a process boundary",
+      spdlog::debug("flow run: runtime_options.{} dropped (event_manager cannot cross a "
+                    "process boundary; a session is the request's session_id)",
                     m.key);
       out.dropped.push_back(m.key);
     } else if (one_of(m.key, run_inputs::forwarded)) {

@@ -23,8 +23,9 @@ struct normalized_inputs {
 /// string, `{input_value, type?, session?, components?}` or a list of such objects.
 /// `max_iterations` (integer ≥ 1), `config` (object), `reset_output_values` and
 /// `fallback_to_env_vars` (booleans) are forwarded, `null` counting as absent;
-/// `event_manager` and `session_id` cannot cross a process boundary and are dropped with a
-/// debug log; unknown and `_`-prefixed keys are ignored.
+/// `event_manager` cannot cross a process boundary and `session_id` crosses as the
+/// request's own `session_id` (run_request): both are dropped here with a debug log;
+/// unknown and `_`-prefixed keys are ignored.
 class run_inputs {
 public:
   static result<normalized_inputs> normalize(const raw_json& inputs,
