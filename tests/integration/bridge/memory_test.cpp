@@ -26,15 +26,17 @@ namespace fs = std::filesystem;
 
 namespace {
 
+/// A Chat Input's or Chat Output's template as Langflow exports it: it stores its message,
+/// and has the `session_id` field the run's session id is set on.
+std::string chat_template(const char* sender, const char* name) {
+  return std::string{R"({"input_value":{"value":""},"should_store_message":{"value":true},)"} +
+         R"("sender":{"value":")" + sender + R"("},"sender_name":{"value":")" + name +
+         R"("},"session_id":{"value":""}})";
+}
+
 /// ChatInput → Prompt ← Message History (Memory), Prompt → ChatOutput: the memory chatbot
 /// of Langflow's starter projects with the model left out (the prompt is the answer).
 std::string memory_chatbot() {
-  auto chat_template = [](const char* sender, const char* name) {
-    return std::string{
-               R"({"input_value":{"value":""},"should_store_message":{"value":true},)"} +
-           R"("sender":{"value":")" + sender + R"("},"sender_name":{"value":")" + name +
-           R"("},"session_id":{"value":""}})";
-  };
   return R"({"nodes":[)" + node("ChatInput-in", "ChatInput", chat_template("User", "User")) +
          "," +
          node("Memory-m", "Memory",
@@ -48,6 +50,19 @@ std::string memory_chatbot() {
          R"(],"edges":[)" + edge("ChatInput-in", "message", "Prompt-p", "question") + "," +
          edge("Memory-m", "messages_text", "Prompt-p", "history") + "," +
          edge("Prompt-p", "prompt", "ChatOutput-out", "input_value") + "]}";
+}
+
+/// ChatInput → Python Interpreter (which takes a second) → ChatOutput.
+std::string slow_chat() {
+  return R"({"nodes":[)" + node("ChatInput-in", "ChatInput", chat_template("User", "User")) +
+         "," +
+         node("py", "PythonREPLComponent",
+              R"({"global_imports":{"value":""},"python_code":{"value":)" +
+                  quote_json("import time\ntime.sleep(1)\nprint('answer to ' + input_value)") +
+                  "}}") +
+         "," + node("ChatOutput-out", "ChatOutput", chat_template("Machine", "AI")) +
+         R"(],"edges":[)" + edge("ChatInput-in", "message", "py", "input_value") + "," +
+         edge("py", "results", "ChatOutput-out", "input_value") + "]}";
 }
 
 /// TextInput (its text a `load_from_db` variable) → Python Interpreter → ChatOutput. The
@@ -245,6 +260,23 @@ TEST_F(memory_test, two_bridge_runs_with_one_session_id_remember_the_first) {
   EXPECT_EQ(answer_of(owned).find("red-otter"), std::string::npos) << answer_of(owned);
   EXPECT_EQ(count(owned, run_event::kind::message), 2u); // still told, not kept
   EXPECT_EQ(lines_of(stored), 4u);
+  EXPECT_TRUE(wait_until_no_guest_is_owed());
+  EXPECT_TRUE(live_guests().empty());
+}
+
+TEST_F(memory_test, a_client_that_leaves_still_gets_its_run_stored) {
+  {
+    auto s = stream("POST", "/v1/runs",
+                    "{\"flow\":" + slow_chat() + R"(,"inputs":"hello","session_id":"left"})");
+    ASSERT_EQ(s->status(), 200u);
+    ASSERT_TRUE(s->next_line(30s)); // the run has started; then the client goes
+  }
+  // Chat Output's message comes after the client left (the vertex before it takes a
+  // second), and is stored all the same.
+  auto stored = messages_dir() / "left.ndjson";
+  ASSERT_TRUE(test_support::eventually([&] { return lines_of(stored) == 2; }, 60s))
+      << slurp(stored);
+  EXPECT_NE(slurp(stored).find("answer to hello"), std::string::npos) << slurp(stored);
   EXPECT_TRUE(wait_until_no_guest_is_owed());
   EXPECT_TRUE(live_guests().empty());
 }
