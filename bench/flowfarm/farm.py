@@ -2,7 +2,8 @@
 
 Orchestrates the C++ bench binaries (each prints `raw:` key=value lines) and the Python
 thread-per-run peer, against the simulated control plane (50 ms per call) and real local
-guests, and writes bench/results/<date>-<host>.{json,md} with PNG plots (gnuplot).
+guests, and writes bench/results/<date>-<host>-<commit>.{json,md} with PNG plots (gnuplot),
+never over a stored run (result_stem).
 
 Paths measured, per concurrency level:
   runtime-code   bench_runtime: code runs (create -> upload -> exec -> delete) through the
@@ -87,6 +88,25 @@ def machine():
             # The results this bench writes do not make the measured code dirty.
             "dirty": bool(git("status", "--porcelain", "--untracked-files=no", "--", ".",
                               ":!bench/results"))}
+
+
+PLOT_NAMES = ("throughput", "p99", "cpu", "rss")  # plots(): <stem>-<name>.png
+
+
+def result_stem(outdir, stamp, machine):
+    """The name of a run's files: date, host and commit (`-dirty` when the measured code had
+    uncommitted changes), and `-2`, `-3`… after it when a run of that name is stored
+    already: a stored result is never overwritten, so a figure quoted from it stays true."""
+    base = "%s-%s-%s%s" % (stamp.strftime("%Y-%m-%d"), machine["host"], machine["commit"] or
+                           "nocommit", "-dirty" if machine.get("dirty") else "")
+    taken = set(os.listdir(outdir)) if os.path.isdir(outdir) else set()
+    n = 1
+    while True:
+        stem = base if n == 1 else "%s-%d" % (base, n)
+        mine = [stem + ".json", stem + ".md"] + ["%s-%s.png" % (stem, p) for p in PLOT_NAMES]
+        if not taken.intersection(mine):
+            return stem
+        n += 1
 
 
 def loadavg():
@@ -658,12 +678,12 @@ def main(argv):
     outdir = a.out_dir or (tempfile.mkdtemp(prefix="flowfarm-smoke-") if a.smoke
                            else os.path.join(ROOT, "bench", "results"))
     os.makedirs(outdir, exist_ok=True)
-    stem = "%s-%s" % (stamp.strftime("%Y-%m-%d"), res["machine"]["host"])
+    stem = result_stem(outdir, stamp, res["machine"])
     res["plots"] = [os.path.basename(p) for p in plots(res, outdir, stem)]
     md = markdown(res)
-    with open(os.path.join(outdir, stem + ".json"), "w") as f:
+    with open(os.path.join(outdir, stem + ".json"), "x") as f:  # "x": never overwritten
         json.dump(res, f, indent=1)
-    with open(os.path.join(outdir, stem + ".md"), "w") as f:
+    with open(os.path.join(outdir, stem + ".md"), "x") as f:
         f.write(md)
     print(md)
     for t in res["targets"]:
