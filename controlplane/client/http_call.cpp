@@ -65,7 +65,7 @@ std::shared_ptr<http_call> http_call::start(std::shared_ptr<transport> t, call_s
 
 void http_call::run(const std::shared_ptr<http_call>& c) {
   c->enrolled_ = true;
-  if (!c->t_->enroll(c)) {
+  if (!c->t_->enroll(c, *c->lane_)) {
     c->enrolled_ = false;
     c->finish(fail(ec::unavailable,
                    "control-plane client for " + c->t_->url().origin() + " is shut down"));

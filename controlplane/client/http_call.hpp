@@ -62,7 +62,7 @@ using body_sink = std::function<std::optional<failure>(std::string_view)>;
 /// read ends with EOF or a reset before a single response byte, is sent once more on a
 /// fresh connection even when not idempotent. That is the server closing an idle
 /// keep-alive connection (the request was not processed); any byte of response rules it out.
-class http_call : public std::enable_shared_from_this<http_call> {
+class http_call : public inflight_call, public std::enable_shared_from_this<http_call> {
 public:
   using completion = std::function<void(result<std::string>)>;
 
@@ -81,7 +81,7 @@ public:
   }
 
   /// Ends the call with `why` (unless it already completed). Any thread.
-  void abort(failure why);
+  void abort(failure why) override;
 
   http_call(std::shared_ptr<transport> t, call_spec spec, body_sink sink);
   virtual ~http_call() = default;
@@ -99,7 +99,6 @@ protected:
   const call_spec& spec() const noexcept { return spec_; }
 
 private:
-  friend class transport;
   using tcp = boost::asio::ip::tcp;
   using clock = std::chrono::steady_clock;
   using executor = boost::asio::io_context::executor_type;
@@ -108,7 +107,8 @@ private:
   using resolver = boost::asio::ip::basic_resolver<tcp, executor>;
 
   static void run(const std::shared_ptr<http_call>& c);
-  void begin();
+  void begin() override;
+  std::shared_ptr<inflight_call> hold() override { return weak_from_this().lock(); }
   void on_deadline();
   void attempt();
   void on_resolve(const boost::system::error_code& err, const tcp::resolver::results_type& r);
@@ -141,7 +141,6 @@ private:
 
   std::shared_ptr<transport> t_;
   io_lane* lane_;
-  call_links links_;
   call_spec spec_;
   body_sink sink_;
   std::string head_; ///< request line + headers, written by hand

@@ -1,7 +1,5 @@
 #include "controlplane/client/transport.hpp"
 
-#include "controlplane/client/http_call.hpp"
-
 #include <algorithm>
 #include <boost/asio/post.hpp>
 #include <openssl/ssl.h>
@@ -127,42 +125,36 @@ void transport::start() {
   }
 }
 
-call_links& transport::links_of(http_call* c) {
-  return c->links_;
-}
-
-bool transport::enroll(const std::shared_ptr<http_call>& c) {
+bool transport::enroll(const std::shared_ptr<inflight_call>& c, io_lane& lane) {
   std::lock_guard<std::mutex> lock(mtx_);
   if (stopping_) return false;
-  auto& links = links_of(c.get());
-  links.prev = nullptr;
-  links.next = calls_;
-  if (calls_) links_of(calls_).prev = c.get();
+  c->prev_ = nullptr;
+  c->next_ = calls_;
+  if (calls_) calls_->prev_ = c.get();
   calls_ = c.get();
-  net::post(c->lane_->ioc, [c] { c->begin(); });
+  net::post(lane.ioc, [c] { c->begin(); });
   return true;
 }
 
-void transport::withdraw(http_call* c) {
+void transport::withdraw(inflight_call* c) {
   std::lock_guard<std::mutex> lock(mtx_);
-  auto& links = links_of(c);
-  if (links.prev)
-    links_of(links.prev).next = links.next;
+  if (c->prev_)
+    c->prev_->next_ = c->next_;
   else if (calls_ == c)
-    calls_ = links.next;
-  if (links.next) links_of(links.next).prev = links.prev;
-  links = {};
+    calls_ = c->next_;
+  if (c->next_) c->next_->prev_ = c->prev_;
+  c->prev_ = c->next_ = nullptr;
 }
 
 void transport::shutdown() {
-  std::vector<std::shared_ptr<http_call>> live;
+  std::vector<std::shared_ptr<inflight_call>> live;
   std::vector<std::thread> threads;
   {
     std::lock_guard<std::mutex> lock(mtx_);
     if (stopping_) return;
     stopping_ = true;
-    for (auto* c = calls_; c; c = links_of(c).next)
-      if (auto s = c->weak_from_this().lock()) live.push_back(std::move(s));
+    for (auto* c = calls_; c; c = c->next_)
+      if (auto s = c->hold()) live.push_back(std::move(s));
     for (auto& l : lanes_)
       threads.push_back(std::move(l->thread));
   }

@@ -19,7 +19,7 @@
 
 namespace guestflow::cp {
 
-class http_call;
+class http_call; // http_call.hpp: the calls that wait in an io_lane's connection_waiters
 
 /// One I/O thread with its own io_context and connection pool. A call and its connection
 /// stay on one lane from start to finish, so the handlers of a call run on one thread at a
@@ -43,11 +43,26 @@ struct io_lane {
   std::deque<std::weak_ptr<http_call>> connection_waiters;
 };
 
-/// The intrusive links of a call in the transport's registry of calls in flight: enrolling
-/// and withdrawing a call allocates nothing.
-struct call_links {
-  http_call* prev = nullptr;
-  http_call* next = nullptr;
+/// A call in flight as the transport's registry sees it: begun on its lane's thread when
+/// enrolled, aborted when the transport shuts down. http_call (http_call.hpp) is the one
+/// kind; knowing calls only through this keeps the transport below it (http_call uses the
+/// transport, never the other way round).
+class inflight_call {
+public:
+  virtual ~inflight_call() = default;
+  /// The call's first step, on its lane's thread.
+  virtual void begin() = 0;
+  /// Ends the call with `why` unless it already completed. Any thread.
+  virtual void abort(failure why) = 0;
+  /// The call, held while shutdown aborts it; null once it is being destroyed.
+  virtual std::shared_ptr<inflight_call> hold() = 0;
+
+private:
+  friend class transport;
+  /// The intrusive links of the registry of calls in flight: enrolling and withdrawing a
+  /// call allocates nothing.
+  inflight_call* prev_ = nullptr;
+  inflight_call* next_ = nullptr;
 };
 
 /// What every call of one client shares: the I/O lanes and their threads, the parsed base
@@ -74,11 +89,11 @@ public:
     return *lanes_[lanes_.size() == 1 ? 0 : next_lane_.fetch_add(1) % lanes_.size()];
   }
 
-  /// Registers `c` and begins it on its lane's thread; false (nothing registered or run)
+  /// Registers `c` and begins it on `lane`'s thread; false (nothing registered or run)
   /// once shut down. Atomic with respect to shutdown, so a registered call always gets its
   /// abort and its thread time.
-  bool enroll(const std::shared_ptr<http_call>& c);
-  void withdraw(http_call* c);
+  bool enroll(const std::shared_ptr<inflight_call>& c, io_lane& lane);
+  void withdraw(inflight_call* c);
 
   /// Runs `f` on a client thread, or right here if the client is shut down.
   void post_or_run(std::function<void()> f);
@@ -91,8 +106,6 @@ public:
   const client_config& cfg() const noexcept { return cfg_; }
 
 private:
-  call_links& links_of(http_call* c);
-
   endpoint ep_;
   client_config cfg_;
   base_url url_;
@@ -102,7 +115,7 @@ private:
 
   mutable std::mutex mtx_;
   bool stopping_ = false;
-  http_call* calls_ = nullptr; ///< head of the intrusive list of calls in flight
+  inflight_call* calls_ = nullptr; ///< head of the intrusive list of calls in flight
 };
 
 } // namespace guestflow::cp
