@@ -14,17 +14,26 @@ namespace {
 using self_ptr = flow_run_actor::stateful_pointer<flow_run_state>;
 using phase = flow_run_state::phase;
 
-/// Masks the run's secrets in `e`, stamps it with run id and seq, buffers it and sends it
-/// to every subscriber: one shared message, so that fan-out to N subscribers copies no
-/// event. The one way out for a run's events, so the one place secrets are scrubbed.
-void publish(self_ptr self, run_event e) {
+/// Stamps `e` with run id and seq, buffers it and sends it to every subscriber: one shared
+/// message, so that fan-out to N subscribers copies no event.
+void publish_scrubbed(self_ptr self, run_event e) {
   auto& st = self->state;
-  scrub(e, st.secrets);
   auto& stamped = st.log.append(std::move(e), st.run_id);
   if (st.subs.empty()) return;
   caf_bridge::shared_message<run_event> msg{stamped};
   for (auto& s : st.subs)
     if (s.from <= stamped.seq) caf_bridge::enqueue_shared(self, s.handle, msg);
+}
+
+/// The one way out for a run's events, so the one place its secrets are masked (a run
+/// without variables goes straight through).
+void publish(self_ptr self, run_event e) {
+  auto& st = self->state;
+  if (st.secrets.empty()) return publish_scrubbed(self, std::move(e));
+  std::vector<run_event> out;
+  st.secrets.feed(std::move(e), out);
+  for (auto& x : out)
+    publish_scrubbed(self, std::move(x));
 }
 
 /// What an ended run counts against the retention budget while it waits for late joiners:
@@ -179,7 +188,7 @@ flow_run_actor::behavior_type flow_run(flow_run_actor::stateful_pointer<flow_run
   st.reaper = std::move(reaper);
   st.spec = std::move(init.spec);
   st.opts = std::move(init.opts);
-  st.secrets = std::move(init.secrets);
+  st.secrets = event_scrubber{std::move(init.secrets)};
   st.opts.frames.timeout_seconds = st.spec.timeout_seconds;
   st.frames = frame_translator{st.opts.frames};
   st.log = event_log{st.opts.replay_bytes};

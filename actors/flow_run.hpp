@@ -60,7 +60,7 @@ struct flow_run_state {
   std::optional<failure> cancel_reason; ///< the terminal error of a cancelled run
   bool stopping = false;                ///< cancel sent to the execution
   std::vector<run_event> scratch;       ///< events of one stream line, reused
-  secret_scrubber secrets;              ///< empty for a run without variables
+  event_scrubber secrets;               ///< empty for a run without variables
 };
 
 /// One whole-flow run (see actors.hpp): waits for admission, then owns one execution as

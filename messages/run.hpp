@@ -184,6 +184,32 @@ typename Inspector::result_type inspect(Inspector& f, run_event& x) {
 /// literal that holds one, so the value stays valid JSON.
 void scrub(run_event& e, const secret_scrubber& s);
 
+/// Scrubs one run's events in their order. Token events are a stream: a secret a model
+/// prints comes split across chunks, so the end of a chunk that begins a secret is held
+/// back and sent at the front of the stream's next chunk (or, with nothing after it, as a
+/// token of its own before the next other event). The chunks' text, joined, is the
+/// stream's text with each secret masked; only where a chunk ended inside a possible
+/// secret do the chunks' boundaries move.
+class event_scrubber {
+public:
+  event_scrubber() = default;
+  explicit event_scrubber(secret_scrubber s)
+      : secrets_(std::move(s)) {}
+
+  bool empty() const noexcept { return secrets_.empty(); }
+
+  /// Appends what `e` becomes to `out`: nothing (a chunk wholly held back), one event, or
+  /// the held text as a token and then `e`.
+  void feed(run_event e, std::vector<run_event>& out);
+
+private:
+  void flush(std::vector<run_event>& out);
+
+  secret_scrubber secrets_;
+  run_event held_;   ///< the token whose chunk's end is held (its id and data)
+  std::string tail_; ///< that end; empty when nothing is held
+};
+
 /// A vertex that failed, with its error (what the CLI's `--json` body lists).
 struct failed_vertex {
   std::string id;

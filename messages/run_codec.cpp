@@ -447,6 +447,80 @@ void scrub(run_event& e, const secret_scrubber& s) {
   }
 }
 
+namespace {
+
+/// A token's `data.chunk`, if it is a string.
+std::optional<std::string> token_chunk(const raw_json& data) {
+  if (data.text.empty() || data.text[0] != '{') return std::nullopt;
+  auto r = codec::decode_with<std::optional<std::string>>(
+      data.text, {}, [](const value& v, const path& p) {
+        object_view o{v, p};
+        std::optional<std::string> out;
+        if (auto c = o.find("chunk"); c != nullptr && c->IsString())
+          out = codec::as_string(*c, o.at("chunk"));
+        return result<std::optional<std::string>>{std::move(out)};
+      });
+  return r ? std::move(*r) : std::nullopt;
+}
+
+/// `data` with its `chunk` replaced (its other members kept, in order).
+raw_json with_chunk(const raw_json& data, std::string_view chunk) {
+  auto r = codec::decode_with<raw_json>(data.text, {}, [&](const value& v, const path& p) {
+    json_writer w;
+    w.begin_object();
+    for (auto& m : v.GetObject()) {
+      std::string_view key{m.name.GetString(), m.name.GetStringLength()};
+      w.document_key(key);
+      if (key == "chunk")
+        w.str(chunk);
+      else
+        w.canonical(m.value, p.field(key));
+    }
+    w.end_object();
+    return result<raw_json>{raw_json{w.take()}};
+  });
+  return r ? std::move(*r) : data;
+}
+
+} // namespace
+
+void event_scrubber::flush(std::vector<run_event>& out) {
+  if (tail_.empty()) return;
+  auto e = std::move(held_);
+  e.data = with_chunk(e.data, tail_);
+  tail_.clear();
+  scrub(e, secrets_);
+  out.push_back(std::move(e));
+}
+
+void event_scrubber::feed(run_event e, std::vector<run_event>& out) {
+  if (secrets_.empty()) {
+    out.push_back(std::move(e));
+    return;
+  }
+  auto chunk = e.type == run_event::kind::token ? token_chunk(e.data) : std::nullopt;
+  // Another stream, or no stream at all: what was held goes first, as it was.
+  if (!chunk || e.id != held_.id) flush(out);
+  if (!chunk) {
+    scrub(e, secrets_);
+    out.push_back(std::move(e));
+    return;
+  }
+  auto text = std::move(tail_) + *chunk;
+  tail_.clear();
+  secrets_.scrub(text);
+  auto keep = secrets_.unfinished_tail(text);
+  if (keep > 0) {
+    tail_ = text.substr(text.size() - keep);
+    text.resize(text.size() - keep);
+    held_ = e; // the next chunk, or the flush, is sent with this token's id and data
+  }
+  if (text.empty()) return; // all of it held
+  e.data = with_chunk(e.data, text);
+  scrub(e, secrets_); // the data's other members, the id
+  out.push_back(std::move(e));
+}
+
 std::string encode_run_body(const run_event& terminal,
                             const std::vector<failed_vertex>& failed) {
   json_writer w;

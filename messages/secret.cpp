@@ -166,6 +166,23 @@ bool secret_scrubber::scrub_json(raw_json& x) const {
   return true;
 }
 
+size_t secret_scrubber::unfinished_tail(std::string_view text) const {
+  size_t longest = 0;
+  for (auto& n : needles_) {
+    // Each place in the last n.size() - 1 bytes where n's first byte is, longest first.
+    auto window = std::min(n.size() - 1, text.size());
+    for (size_t from = text.size() - window; from < text.size(); ++from) {
+      auto len = text.size() - from;
+      if (len <= longest) break;
+      if (text[from] == n[0] && std::memcmp(text.data() + from, n.data(), len) == 0) {
+        longest = len;
+        break;
+      }
+    }
+  }
+  return longest;
+}
+
 bool secret_scrubber::scrub(std::string& text) const {
   if (needles_.empty()) return false;
   auto spans = matches(text);

@@ -94,6 +94,11 @@ public:
   /// `text` with each secret replaced; false (and `text` untouched) when there is none.
   bool scrub(std::string& text) const;
 
+  /// The length of the longest end of `text` that begins a secret without completing it
+  /// (0 when none does): what a stream of chunks must hold back until its next chunk, so
+  /// that a secret split across two chunks is still found whole.
+  size_t unfinished_tail(std::string_view text) const;
+
   /// `x` (canonical JSON) with each secret replaced inside its strings, keys included, and
   /// any number or literal that holds one written as the string "********": the value stays
   /// valid JSON. False (and `x` untouched) when there is none. A value is looked for as it

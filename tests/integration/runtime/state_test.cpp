@@ -202,6 +202,29 @@ TEST_F(state_test, a_secret_reaches_its_component_and_is_found_nowhere_else) {
     EXPECT_EQ(big.find("workspace"), std::string::npos) << "a file too large to read: " << big;
 }
 
+TEST_F(state_test, a_secret_streamed_in_pieces_is_masked_whole_across_its_token_events) {
+  // A model that echoes its key streams it in tokens: no one chunk holds the secret, so
+  // only the stream as a whole can be masked (the runner masks frame by frame).
+  const std::string secret = "sk-guestflow-STREAMED-777";
+  auto f = file("split.json",
+                secret_flow("MY_TOKEN", R"j("(c for c in ['key: ', input_value[:5], )j"
+                                        R"j(input_value[5:14], input_value[14:], ' end'])")j"));
+  auto r = run({f, "--var", "MY_TOKEN=" + secret, "--events"});
+  ASSERT_EQ(r.status, 0) << r.stderr_text << r.stdout_text;
+  std::string streamed;
+  for (auto& e : events_of(r.stdout_text))
+    if (e.type == run_event::kind::token) {
+      auto at = e.data.text.find(R"("chunk":")");
+      ASSERT_NE(at, std::string::npos) << e.data.text;
+      at += 9;
+      streamed += e.data.text.substr(at, e.data.text.find('"', at) - at);
+    }
+  EXPECT_EQ(streamed, "key: ******** end") << r.stdout_text;
+  for (auto piece : {secret.substr(0, 14), secret.substr(5, 14), secret.substr(11)})
+    EXPECT_EQ(r.stdout_text.find(piece), std::string::npos) << piece << " in " << r.stdout_text;
+  EXPECT_TRUE(live_guests().empty());
+}
+
 TEST_F(state_test, a_variable_the_run_lacks_fails_before_any_vertex_naming_it_not_a_value) {
   auto f = file("unset.json", secret_flow("MY_TOKEN", R"j("print(input_value)")j"));
   auto r = run({f, "--var", "OTHER=sk-unrelated-value-77", "--events"});

@@ -139,5 +139,80 @@ TEST(secret_scrubber, an_event_leaves_with_no_secret_in_any_field) {
   EXPECT_EQ(untouched, e) << "a run without variables: nothing changes";
 }
 
+TEST(secret_scrubber, the_unfinished_tail_is_the_longest_end_that_begins_a_secret) {
+  secret_scrubber s{vars({{"A", "sk-abcdef"}, {"B", "xyzw"}})};
+  EXPECT_EQ(s.unfinished_tail("hello"), 0u);
+  EXPECT_EQ(s.unfinished_tail("key: sk-ab"), 5u);
+  EXPECT_EQ(s.unfinished_tail("key: s"), 1u);
+  EXPECT_EQ(s.unfinished_tail("sk-abcde"), 8u);
+  EXPECT_EQ(s.unfinished_tail("sk-abcdef"), 0u) << "a whole secret is the scrubber's, not held";
+  EXPECT_EQ(s.unfinished_tail("..xyz"), 3u);
+  EXPECT_EQ(s.unfinished_tail(""), 0u);
+}
+
+run_event token(const std::string& id, const std::string& chunk) {
+  run_event e;
+  e.type = run_event::kind::token;
+  e.id = id;
+  e.data = raw_json{R"({"chunk":)" + quote_json(chunk) + R"(,"id":"m-1"})"};
+  return e;
+}
+
+std::string chunks_of(const std::vector<run_event>& evs) {
+  std::string out;
+  for (auto& e : evs)
+    if (e.type == run_event::kind::token) {
+      auto at = e.data.text.find(R"("chunk":")") + 9;
+      out += e.data.text.substr(at, e.data.text.find('"', at) - at) + "|";
+    }
+  return out;
+}
+
+TEST(event_scrubber, a_secret_split_across_token_chunks_is_masked_whole) {
+  const std::string secret = "sk-live-0123456789";
+  event_scrubber s{secret_scrubber{vars({{"K", secret}})}};
+  std::vector<run_event> out;
+  for (auto c : {"the key is sk-li", "ve-0123", "456789 and", " more sk-", "no"})
+    s.feed(token("LLM-1", c), out);
+  run_event built;
+  built.type = run_event::kind::vertex_built;
+  built.id = "LLM-1";
+  s.feed(built, out);
+  // Joined, the chunks are the stream with the secret masked; a chunk that only began a
+  // secret waited for the next one.
+  EXPECT_EQ(chunks_of(out), "the key is |******** and| more |sk-no|") << chunks_of(out);
+  ASSERT_EQ(out.size(), 5u);
+  EXPECT_EQ(out.back().type, run_event::kind::vertex_built);
+  for (auto& e : out) {
+    EXPECT_EQ(encode(e).find("sk-li"), std::string::npos) << encode(e);
+    if (e.type == run_event::kind::token)
+      EXPECT_NE(e.data.text.find(R"("id":"m-1")"), std::string::npos) << "other members kept";
+  }
+}
+
+TEST(event_scrubber, what_is_held_goes_out_before_the_next_other_event) {
+  event_scrubber s{secret_scrubber{vars({{"K", "sk-live-0123456789"}})}};
+  std::vector<run_event> out;
+  s.feed(token("A", "ends with sk-"), out);
+  ASSERT_EQ(out.size(), 1u);
+  s.feed(token("B", "another stream"), out); // another vertex: A's held end first
+  ASSERT_EQ(out.size(), 3u);
+  EXPECT_EQ(out[1].id, "A");
+  EXPECT_EQ(chunks_of(out), "ends with |sk-|another stream|");
+  run_event done;
+  done.type = run_event::kind::complete;
+  s.feed(done, out);
+  EXPECT_EQ(out.back().type, run_event::kind::complete);
+}
+
+TEST(event_scrubber, without_variables_events_pass_unchanged) {
+  event_scrubber s;
+  EXPECT_TRUE(s.empty());
+  std::vector<run_event> out;
+  s.feed(token("A", "sk-"), out);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0], token("A", "sk-"));
+}
+
 } // namespace
 } // namespace guestflow
