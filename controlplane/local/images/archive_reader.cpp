@@ -117,7 +117,9 @@ struct archive_reader::state {
 
   void stream_failed() {
     if (source_error || stream_error) return;
-    std::string filter = archive_filter_count(raw) > 1 ? archive_filter_name(raw, 0) : "none";
+    // A failure while libarchive still sets the filter up names none yet.
+    std::string filter =
+        archive_filter_count(raw) > 1 ? archive_filter_name(raw, 0) : "compressed";
     stream_error =
         fail(ec::bad_request,
              "the " + filter + " data is corrupt or truncated (libarchive: " + said(raw) + ")");
