@@ -204,12 +204,27 @@ std::vector<sandbox_mount> guest_mounts(self_ptr self, const session_request& re
   return out;
 }
 
+/// The shape a session's `memory_mib` / `cpus` ask for (session_shape under the server's
+/// pin, floor and maximum).
+result<shape> sized_shape(self_ptr self, const session_request& req) {
+  auto& o = self->state.opts;
+  return session_shape(o.catalog, req.memory_mib, req.cpus, o.provider.memory_floor_mib,
+                       o.settings.pinned_shape, o.max_memory_mib);
+}
+
 void create(self_ptr self, const std::string& name, session_request req, info_promise rp) {
   auto& st = self->state;
   auto s = st.opts.settings;
   s.allow_network = req.allow_network;
   if (!req.image.empty()) s.rootfs = req.image;
   auto where = policy::place(s, st.opts.provider, st.opts.catalog);
+  if (where && (req.memory_mib || req.cpus)) {
+    auto sized = sized_shape(self, req);
+    if (sized)
+      where->chosen = std::move(*sized);
+    else
+      where = sized.error();
+  }
   if (!where) {
     st.pool.create_failed(name);
     rp.deliver(make_error(where.error().code, where.error().message));
@@ -225,7 +240,8 @@ void create(self_ptr self, const std::string& name, session_request req, info_pr
     // This actor stops idle guests itself; the control plane's own idle TTL is the backstop
     // for a server that died (past twice the timeout, at least an hour, so an active
     // session is not stopped under a quiet agent).
-    auto idle = st.opts.pool.idle_timeout.count();
+    auto idle = req.idle_timeout_seconds ? int64_t{*req.idle_timeout_seconds}
+                                         : int64_t{st.opts.pool.idle_timeout.count()};
     create.idle_ttl_seconds = idle == 0 ? 0u
                                         : static_cast<uint32_t>(std::min<int64_t>(
                                               std::max<int64_t>(2 * idle, 3600), UINT32_MAX));
@@ -272,8 +288,13 @@ result<std::string> under_roots(self_ptr self, const std::string& what,
                   "(GUESTFLOW_SESSION_MOUNT_ROOTS: " + (names.empty() ? "none" : names) + ")");
 }
 
-/// The request's host paths checked and resolved: every mount's and the thread dir.
+/// The request's host paths checked and resolved (every mount's and the thread dir), and
+/// its memory_mib / cpus met by a shape: refused before the pool changes anything.
 result<session_request> checked(self_ptr self, session_request req) {
+  if (req.memory_mib || req.cpus) {
+    auto sized = sized_shape(self, req);
+    if (!sized) return sized.error();
+  }
   if (!local(self) && (!req.mounts.empty() || !req.thread_dir.empty()))
     return fail(ec::policy_refused, "mounts and thread_dir need a local control plane");
   for (auto& m : req.mounts) {
@@ -419,6 +440,10 @@ result<session_manager_options> session_options_from_env(const policy::env_map& 
   auto keep = policy::env_uint(env, "GUESTFLOW_SESSION_RETENTION_SECONDS", 0, 315'360'000);
   if (!keep) return keep.error();
   if (*keep) o.pool.retention = std::chrono::seconds{**keep};
+  auto max_mem =
+      policy::env_uint(env, "GUESTFLOW_SESSION_MAX_MEMORY_MIB", 1, uint64_t{1} << 20);
+  if (!max_mem) return max_mem.error();
+  o.max_memory_mib = *max_mem;
   auto sync = policy::env_uint(env, "GUESTFLOW_SESSION_SYNC_CAP_BYTES", 1, uint64_t{1} << 40);
   if (!sync) return sync.error();
   if (*sync) o.task.sync_max_bytes = **sync;

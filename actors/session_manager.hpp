@@ -9,6 +9,7 @@
 #include <caf/typed_response_promise.hpp>
 #include <chrono>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -25,6 +26,9 @@ struct session_manager_options {
   std::string skills_dir;
   session_task_options task;
   policy::sandbox_settings settings; ///< the guest's shape and memory (LANGFLOW_SANDBOX_*)
+  /// GUESTFLOW_SESSION_MAX_MEMORY_MIB: the most memory a session's `memory_mib` / `cpus`
+  /// may get (its shape's); none: any shape of the catalog.
+  std::optional<uint64_t> max_memory_mib;
   policy::provider_info provider;
   shape_list catalog;
   std::chrono::seconds call_timeout{120}; ///< a create or delete
@@ -46,8 +50,10 @@ struct session_manager_state {
 };
 
 /// GUESTFLOW_SESSION_REPLICAS (1..1000, default 3), GUESTFLOW_SESSION_IDLE_TIMEOUT_SECONDS
-/// (0..604800, default 600), GUESTFLOW_SESSION_RETENTION_SECONDS (0..315360000, default 14
-/// days), GUESTFLOW_SESSION_MOUNT_ROOTS, GUESTFLOW_SESSION_SKILLS_DIR (an existing
+/// (0..604800, default 600; a session's idle_timeout_seconds replaces it),
+/// GUESTFLOW_SESSION_MAX_MEMORY_MIB (1..1048576, default none),
+/// GUESTFLOW_SESSION_RETENTION_SECONDS (0..315360000, default 14 days),
+/// GUESTFLOW_SESSION_MOUNT_ROOTS, GUESTFLOW_SESSION_SKILLS_DIR (an existing
 /// directory), GUESTFLOW_SESSION_SYNC_CAP_BYTES (default 100 MiB),
 /// GUESTFLOW_DOWNLOAD_CAP_BYTES (default 100 MiB) and GUESTFLOW_DOWNLOAD_PREFIX (absolute,
 /// default /mnt/user-data); bad_request naming a malformed one. The rest of the options is

@@ -1,5 +1,7 @@
 #include "actors/session_pool.hpp"
 
+#include <algorithm>
+
 namespace guestflow {
 
 namespace {
@@ -30,7 +32,8 @@ uint64_t session_hash(uint64_t seed, std::string_view owner, std::string_view us
 }
 
 bool same_guest(const session_request& a, const session_request& b) {
-  return a.image == b.image && a.allow_network == b.allow_network && a.mounts == b.mounts;
+  return a.image == b.image && a.allow_network == b.allow_network && a.mounts == b.mounts &&
+         a.memory_mib == b.memory_mib && a.cpus == b.cpus;
 }
 
 bool counts(session_pool::state s) {
@@ -53,6 +56,67 @@ std::string session_guest_name(std::string_view owner, std::string_view user_id,
   return out;
 }
 
+result<shape> session_shape(const shape_list& catalog, std::optional<uint64_t> memory_mib,
+                            std::optional<uint32_t> cpus, uint64_t floor_mib,
+                            const std::optional<std::string>& pinned,
+                            std::optional<uint64_t> max_memory_mib) {
+  auto mem = std::max(memory_mib.value_or(0), floor_mib);
+  auto cpu = cpus.value_or(1);
+  auto fits = [&](const shape& s) { return s.mem_mib >= mem && s.vcpu >= cpu; };
+  auto asked = [&] {
+    std::string out;
+    if (memory_mib) out = "memory_mib: " + std::to_string(*memory_mib);
+    if (cpus) out += (out.empty() ? "" : ", ") + std::string{"cpus: "} + std::to_string(cpu);
+    return out;
+  };
+  auto of = [](const shape& s) {
+    return s.id + " (" + std::to_string(s.mem_mib) + " MiB, " + std::to_string(s.vcpu) +
+           " vCPU)";
+  };
+  const shape* best = nullptr;
+  if (pinned) {
+    for (auto& s : catalog.data)
+      if (s.id == *pinned) best = &s;
+    if (!best)
+      return fail(ec::bad_request, "the server's pinned shape '" + *pinned +
+                                       "' is not in the control plane's catalog");
+    if (!fits(*best))
+      return fail(ec::policy_refused, asked() + " does not fit the shape the server pins, " +
+                                          of(*best) + " (GUESTFLOW_SHAPE)");
+  } else {
+    const shape *most_mem = nullptr, *most_cpu = nullptr;
+    for (auto& s : catalog.data) {
+      if (fits(s) && (!best || s.mem_mib < best->mem_mib ||
+                      (s.mem_mib == best->mem_mib && s.vcpu < best->vcpu)))
+        best = &s;
+      if (!most_mem || s.mem_mib > most_mem->mem_mib) most_mem = &s;
+      if (!most_cpu || s.vcpu > most_cpu->vcpu) most_cpu = &s;
+    }
+    if (!best) {
+      if (!most_mem) return fail(ec::bad_request, "the control plane's shape catalog is empty");
+      if (memory_mib && most_mem->mem_mib < mem)
+        return fail(ec::bad_request, "memory_mib: " + std::to_string(*memory_mib) +
+                                         " is more than the largest shape has, " +
+                                         of(*most_mem));
+      if (most_cpu->vcpu < cpu)
+        return fail(ec::bad_request, "cpus: " + std::to_string(cpu) +
+                                         " is more than the largest shape has, " +
+                                         of(*most_cpu));
+      return fail(ec::bad_request,
+                  asked() + ": no shape has both (largest: " + of(*most_mem) + ")");
+    }
+  }
+  if (max_memory_mib && best->mem_mib > *max_memory_mib) {
+    auto limit = "the server's maximum of " + std::to_string(*max_memory_mib) +
+                 " MiB (GUESTFLOW_SESSION_MAX_MEMORY_MIB)";
+    if (memory_mib && *memory_mib > *max_memory_mib)
+      return fail(ec::policy_refused,
+                  "memory_mib: " + std::to_string(*memory_mib) + " is over " + limit);
+    return fail(ec::policy_refused, asked() + " needs shape " + of(*best) + ", over " + limit);
+  }
+  return *best;
+}
+
 session_pool::session_pool(session_pool_options opts)
     : opts_(opts) {}
 
@@ -70,13 +134,14 @@ session_pool::decision session_pool::acquire(const std::string& name,
     if (!same_guest(s.req, req)) {
       d.why =
           failure{ec::bad_request, "session " + name +
-                                       " exists with another image, network policy or mounts; "
-                                       "delete it first"};
+                                       " exists with another image, network policy, mounts, "
+                                       "memory_mib or cpus; delete it first"};
       return d;
     }
     if (s.st != state::stopped) {
       s.st = state::active;
       s.req.thread_dir = req.thread_dir;
+      s.req.idle_timeout_seconds = req.idle_timeout_seconds;
       d.what = decision::kind::ready;
       d.reused = true;
       return d;
@@ -176,8 +241,8 @@ std::vector<session_pool::slot> session_pool::expire(time_point now) {
       i = slots_.erase(i);
       continue;
     }
-    if (s.st == state::warm && opts_.idle_timeout.count() > 0 &&
-        now - s.released_at >= opts_.idle_timeout) {
+    auto idle = idle_timeout(s);
+    if (s.st == state::warm && idle.count() > 0 && now - s.released_at >= idle) {
       s.st = state::stopping;
       out.push_back(s);
     }
@@ -192,12 +257,17 @@ std::optional<session_pool::time_point> session_pool::next_expiry() const {
     if (!next || at < *next) next = at;
   };
   for (auto& [n, s] : slots_) {
-    if (s.st == state::warm && opts_.idle_timeout.count() > 0)
-      consider(s.released_at + opts_.idle_timeout);
+    if (s.st == state::warm && idle_timeout(s).count() > 0)
+      consider(s.released_at + idle_timeout(s));
     if (s.st == state::stopped && opts_.retention.count() > 0)
       consider(s.released_at + opts_.retention);
   }
   return next;
+}
+
+std::chrono::seconds session_pool::idle_timeout(const slot& s) const {
+  if (s.req.idle_timeout_seconds) return std::chrono::seconds{*s.req.idle_timeout_seconds};
+  return opts_.idle_timeout;
 }
 
 const session_pool::slot* session_pool::find(const std::string& name) const {

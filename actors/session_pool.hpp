@@ -21,6 +21,18 @@ namespace guestflow {
 std::string session_guest_name(std::string_view owner, std::string_view user_id,
                                std::string_view thread_id);
 
+/// The shape of a session that asks for `memory_mib` and/or `cpus` (DeerFlow's keys): the
+/// smallest catalog shape with at least max(memory_mib, floor_mib) MiB and `cpus` vCPUs
+/// (memory enforced by the guest's memory cgroup, vCPUs as its CPU weight), rounding up,
+/// never down. Refused naming the key and the limit, never clamped: bad_request when no
+/// shape of the catalog offers it; policy_refused when the server pinned a shape that does
+/// not fit (`pinned`, GUESTFLOW_SHAPE / CREATEOS_SANDBOX_SHAPE) or the shape has more memory
+/// than `max_memory_mib` (GUESTFLOW_SESSION_MAX_MEMORY_MIB).
+result<shape> session_shape(const shape_list& catalog, std::optional<uint64_t> memory_mib,
+                            std::optional<uint32_t> cpus, uint64_t floor_mib,
+                            const std::optional<std::string>& pinned,
+                            std::optional<uint64_t> max_memory_mib);
+
 struct session_pool_options {
   /// GUESTFLOW_SESSION_REPLICAS: running guests (creating or waking + active + warm).
   uint32_t replicas = 3;
@@ -77,8 +89,9 @@ public:
   /// Acquires the session `name` for `req`: the active or warm slot (ready), a slot in
   /// flight (wait), its stopped guest (wake), or a new one (create). Waking or creating at
   /// the cap first stops the least recently released warm slot; with none, refused with
-  /// `capacity`. A slot of another image, network policy or mounts is refused with
-  /// `bad_request`.
+  /// `capacity`. A slot of another image, network policy, mounts, memory_mib or cpus (what
+  /// the guest was made with) is refused with `bad_request`; the thread dir and the idle
+  /// timeout are the latest acquire's.
   decision acquire(const std::string& name, const session_request& req, time_point now);
 
   /// The create or wake of a creating slot succeeded: it becomes active on `guest_id`.
@@ -103,7 +116,11 @@ public:
   /// guest is found again by name; the control plane's idle TTL stops it meanwhile).
   void stopped(const std::string& name, bool ok, time_point now);
 
-  /// Warm slots idle for the timeout or longer, now marked stopping. Stopped slots past
+  /// A slot's idle timeout: its session's `idle_timeout_seconds` (the latest acquire's),
+  /// else the server's; 0 = never.
+  std::chrono::seconds idle_timeout(const slot& s) const;
+
+  /// Warm slots idle for their timeout or longer, now marked stopping. Stopped slots past
   /// the retention are forgotten (the control plane deleted their guests).
   std::vector<slot> expire(time_point now);
 

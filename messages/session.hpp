@@ -27,16 +27,26 @@ struct session_request {
   /// DeerFlow's host directory of the thread (`…/threads/<id>/user-data`), under a mount
   /// root: its `uploads` go in on acquire, the guest's outputs come back on release. "": none.
   std::string thread_dir;
+  /// DeerFlow's `idle_timeout`: seconds a released (warm) guest runs before it is stopped;
+  /// 0 = only eviction stops it. Absent: GUESTFLOW_SESSION_IDLE_TIMEOUT_SECONDS.
+  std::optional<uint32_t> idle_timeout_seconds;
+  /// DeerFlow's `memory_mib` and `cpus`: the guest gets the smallest shape with at least
+  /// this memory (MiB) and these vCPUs (part of the guest's identity, like the image).
+  /// Absent: the server's shape (LANGFLOW_SANDBOX_MEMORY_MB, GUESTFLOW_SHAPE).
+  std::optional<uint64_t> memory_mib;
+  std::optional<uint32_t> cpus;
   friend bool operator==(const session_request& a, const session_request& b) {
     return a.user_id == b.user_id && a.thread_id == b.thread_id && a.image == b.image &&
            a.allow_network == b.allow_network && a.mounts == b.mounts &&
-           a.thread_dir == b.thread_dir;
+           a.thread_dir == b.thread_dir && a.idle_timeout_seconds == b.idle_timeout_seconds &&
+           a.memory_mib == b.memory_mib && a.cpus == b.cpus;
   }
 };
 
 template<class Inspector>
 typename Inspector::result_type inspect(Inspector& f, session_request& x) {
-  return f(x.user_id, x.thread_id, x.image, x.allow_network, x.mounts, x.thread_dir);
+  return f(x.user_id, x.thread_id, x.image, x.allow_network, x.mounts, x.thread_dir,
+           x.idle_timeout_seconds, x.memory_mib, x.cpus);
 }
 
 /// The session object of every session answer.

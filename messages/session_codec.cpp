@@ -65,6 +65,25 @@ std::vector<sandbox_mount> deerflow_mounts(const object_view& o) {
   return out;
 }
 
+/// The upper bounds of a session's own limits: a day of idling (the server's own idle
+/// timeout has the same range), and what no catalog shape reaches (the session manager
+/// refuses a value over the server's shapes, naming them).
+constexpr uint64_t max_idle_seconds = 604'800;
+constexpr uint64_t max_memory_mib = uint64_t{1} << 20;
+constexpr uint64_t max_cpus = 1024;
+
+/// An optional unsigned member in [min, max], refused naming the key and the range.
+template<class T>
+std::optional<T> bounded(const object_view& o, std::string_view key, uint64_t min,
+                         uint64_t max) {
+  if (o.find(key) == nullptr) return std::nullopt;
+  auto n = o.uint(key);
+  if (n < min || n > max)
+    codec::raise(o.at(key), std::to_string(n) + " out of range (expected " +
+                                std::to_string(min) + ".." + std::to_string(max) + ")");
+  return static_cast<T>(n);
+}
+
 } // namespace
 
 template<>
@@ -83,6 +102,9 @@ result<session_request> decode<session_request>(std::string_view text,
     codec::no_nul(x.thread_dir, o.at("thread_dir"));
     if (!x.thread_dir.empty() && x.thread_dir[0] != '/')
       codec::raise(o.at("thread_dir"), "must be an absolute path");
+    x.idle_timeout_seconds = bounded<uint32_t>(o, "idle_timeout_seconds", 0, max_idle_seconds);
+    x.memory_mib = bounded<uint64_t>(o, "memory_mib", 1, max_memory_mib);
+    x.cpus = bounded<uint32_t>(o, "cpus", 1, max_cpus);
     return result<session_request>{std::move(x)};
   });
 }

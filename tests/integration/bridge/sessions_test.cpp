@@ -199,6 +199,138 @@ TEST_F(sessions, WarmGuestsIdlePastTheTimeoutStopAndAStoppedServerKeepsEveryGues
   EXPECT_EQ(file("GET", b, "read", "/mnt/user-data/workspace/b").body, "b\n");
 }
 
+/// The memory limit the host's cgroup gives guest `guest_id` (v2 memory.max, else v1
+/// memory.limit_in_bytes), "" when neither file is there.
+std::string cgroup_memory_limit(const std::string& guest_id) {
+  for (auto& f : {"/sys/fs/cgroup/guestflow/" + guest_id + "/memory.max",
+                  "/sys/fs/cgroup/unified/guestflow/" + guest_id + "/memory.max",
+                  "/sys/fs/cgroup/memory/guestflow/" + guest_id + "/memory.limit_in_bytes"}) {
+    std::ifstream in{f};
+    std::string v;
+    if (in >> v) return v;
+  }
+  return {};
+}
+
+TEST_F(sessions, MemoryMibAndCpusPickTheGuestsShapeAndItsMemoryLimitBinds) {
+  // Python in the guest fills 600 MiB: room with memory_mib 1024, the OOM killer at the
+  // server's default shape (256 MiB).
+  const std::string fill =
+      R"({"command":"python3 -c \"b = bytearray(600 << 20); print('filled')\""})";
+  auto big = call("POST", "/v1/sessions",
+                  R"({"user_id":"alice","thread_id":"big","memory_mib":1024})");
+  ASSERT_EQ(big.status, 200u) << big.body;
+  auto a = id_of(big);
+  ASSERT_TRUE(guest_of(a));
+  EXPECT_EQ(guest_of(a)->shape, "s-1vcpu-1gb");
+  EXPECT_EQ(cgroup_memory_limit(guest_of(a)->id), std::to_string(1024ull << 20));
+  auto ok = run(a, fill);
+  EXPECT_NE(ok.body.find(R"("stdout":"filled\n")"), std::string::npos) << ok.body;
+  EXPECT_NE(ok.body.find(R"("exit_code":0)"), std::string::npos) << ok.body;
+  ASSERT_EQ(call("POST", "/v1/sessions/" + a + "/release").status, 200u);
+
+  auto small = active("small");
+  ASSERT_TRUE(guest_of(small));
+  EXPECT_EQ(guest_of(small)->shape, "s-1vcpu-256mb");
+  EXPECT_EQ(cgroup_memory_limit(guest_of(small)->id), std::to_string(256ull << 20));
+  auto killed = run(small, fill);
+  EXPECT_EQ(killed.body.find("filled"), std::string::npos) << killed.body;
+  EXPECT_EQ(killed.body.find(R"("exit_code":0)"), std::string::npos) << killed.body;
+  ASSERT_EQ(call("POST", "/v1/sessions/" + small + "/release").status, 200u);
+
+  // cpus: the smallest shape with that many vCPUs (the guest's CPU weight).
+  auto two = call("POST", "/v1/sessions", R"({"user_id":"alice","thread_id":"two","cpus":2})");
+  ASSERT_EQ(two.status, 200u) << two.body;
+  ASSERT_TRUE(guest_of(id_of(two)));
+  EXPECT_EQ(guest_of(id_of(two))->shape, "s-2vcpu-2gb");
+
+  // The same thread with another size is refused: its guest was made with this one.
+  auto other = call("POST", "/v1/sessions",
+                    R"({"user_id":"alice","thread_id":"big","memory_mib":2048})");
+  EXPECT_EQ(other.status, 400u) << other.body;
+  EXPECT_NE(other.body.find("memory_mib or cpus"), std::string::npos) << other.body;
+}
+
+TEST_F(sessions, MemoryOverTheServersLimitsIsRefusedNamingTheKeyAndNothingIsMade) {
+  start_serve({{"GUESTFLOW_SESSION_MAX_MEMORY_MIB", "1024"}});
+  auto sessions = [&] {
+    size_t n = 0;
+    for (auto& g : live_guests())
+      n += g.name.rfind("gf-s-", 0) == 0 ? 1 : 0;
+    return n;
+  };
+  auto before = sessions();
+  struct refusal {
+    const char* body;
+    unsigned status;
+    const char* says;
+  };
+  for (auto [extra, status, says] : {
+           refusal{R"("memory_mib":2048)", 403,
+                   "memory_mib: 2048 is over the server's maximum of 1024 MiB "
+                   "(GUESTFLOW_SESSION_MAX_MEMORY_MIB)"},
+           refusal{R"("cpus":2)", 403,
+                   "cpus: 2 needs shape s-2vcpu-2gb (2048 MiB, 2 vCPU), over the server's "
+                   "maximum of 1024 MiB"},
+           refusal{R"("memory_mib":20000)", 400,
+                   "memory_mib: 20000 is more than the largest shape has, s-4vcpu-16gb "
+                   "(16384 MiB, 4 vCPU)"},
+           refusal{R"("cpus":64)", 400, "cpus: 64 is more than the largest shape has"},
+           refusal{R"("idle_timeout_seconds":604801)", 400,
+                   "idle_timeout_seconds: 604801 out of range (expected 0..604800)"},
+       }) {
+    auto r = call("POST", "/v1/sessions",
+                  std::string{R"({"user_id":"alice","thread_id":"huge",)"} + extra + "}");
+    EXPECT_EQ(r.status, status) << extra << ": " << r.body;
+    EXPECT_NE(r.body.find(says), std::string::npos) << r.body;
+  }
+  EXPECT_EQ(sessions(), before);
+  EXPECT_EQ(call("POST", "/v1/sessions",
+                 R"({"user_id":"alice","thread_id":"huge","memory_mib":1024})")
+                .status,
+            200u);
+}
+
+TEST_F(sessions, EachSessionsIdleTimeoutStopsItsWarmGuest) {
+  // The server's own timeout is a day: only the sessions' own stop anything here.
+  start_serve({{"GUESTFLOW_SESSION_IDLE_TIMEOUT_SECONDS", "86400"},
+               {"GUESTFLOW_SESSION_REPLICAS", "3"}});
+  auto quick = call("POST", "/v1/sessions",
+                    R"({"user_id":"alice","thread_id":"quick","idle_timeout_seconds":2})");
+  ASSERT_EQ(quick.status, 200u) << quick.body;
+  auto q = id_of(quick);
+  auto server = active("server");
+  ASSERT_EQ(run(q, R"({"command":"echo kept > /mnt/user-data/workspace/f"})").status, 200u);
+  auto released = std::chrono::steady_clock::now();
+  ASSERT_EQ(call("POST", "/v1/sessions/" + server + "/release").status, 200u);
+  ASSERT_EQ(call("POST", "/v1/sessions/" + q + "/release").status, 200u);
+  EXPECT_TRUE(eventually([&] { return stopped(q); }, 30s));
+  // Not before its 2 s.
+  EXPECT_GE(std::chrono::steady_clock::now() - released, 2s);
+  EXPECT_NE(call("GET", "/v1/sessions/" + q).body.find("\"state\":\"stopped\""),
+            std::string::npos);
+  // Released first, under the server's day: still warm and running.
+  EXPECT_NE(call("GET", "/v1/sessions/" + server).body.find("\"state\":\"warm\""),
+            std::string::npos);
+  EXPECT_FALSE(stopped(server));
+  // Woken with its files; 0 (DeerFlow's "disabled") keeps it running once released.
+  auto back = call("POST", "/v1/sessions",
+                   R"({"user_id":"alice","thread_id":"quick","idle_timeout_seconds":0})");
+  ASSERT_EQ(back.status, 200u) << back.body;
+  EXPECT_EQ(file("GET", q, "read", "/mnt/user-data/workspace/f").body, "kept\n");
+  ASSERT_EQ(call("POST", "/v1/sessions/" + q + "/release").status, 200u);
+  auto again = call("POST", "/v1/sessions",
+                    R"({"user_id":"alice","thread_id":"third","idle_timeout_seconds":1})");
+  ASSERT_EQ(again.status, 200u) << again.body;
+  auto t = id_of(again);
+  ASSERT_EQ(call("POST", "/v1/sessions/" + t + "/release").status, 200u);
+  // The 1 s session, released after the 0 one, stops; the 0 one is still warm then.
+  EXPECT_TRUE(eventually([&] { return stopped(t); }, 30s));
+  EXPECT_NE(call("GET", "/v1/sessions/" + q).body.find("\"state\":\"warm\""),
+            std::string::npos);
+  EXPECT_FALSE(stopped(q));
+}
+
 TEST_F(sessions, CommandsRunWithEnvCwdAndATimeoutThatKillsTheGroup) {
   auto id = active("cmd");
   auto r = run(

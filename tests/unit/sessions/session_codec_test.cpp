@@ -54,6 +54,41 @@ b",)"
   }
 }
 
+TEST(SessionCodec, RequestTakesDeerFlowsIdleTimeoutMemoryAndCpus) {
+  auto ok = decode<session_request>(
+      R"({"user_id":"u","thread_id":"t","idle_timeout_seconds":0,"memory_mib":1024,"cpus":2})");
+  ASSERT_TRUE(ok) << ok.error().message;
+  EXPECT_EQ(ok->idle_timeout_seconds, std::optional<uint32_t>{0});
+  EXPECT_EQ(ok->memory_mib, std::optional<uint64_t>{1024});
+  EXPECT_EQ(ok->cpus, std::optional<uint32_t>{2});
+  auto absent = decode<session_request>(
+      R"({"user_id":"u","thread_id":"t","idle_timeout_seconds":null,"memory_mib":null})");
+  ASSERT_TRUE(absent) << absent.error().message;
+  EXPECT_FALSE(absent->idle_timeout_seconds);
+  EXPECT_FALSE(absent->memory_mib);
+  EXPECT_FALSE(absent->cpus);
+  struct refused {
+    const char* body;
+    const char* says;
+  };
+  for (auto [body, says] : {
+           refused{R"("idle_timeout_seconds":604801)", "idle_timeout_seconds: 604801 out of "
+                                                       "range (expected 0..604800)"},
+           refused{R"("idle_timeout_seconds":-1)", "idle_timeout_seconds"},
+           refused{R"("idle_timeout_seconds":1.5)", "idle_timeout_seconds"},
+           refused{R"("memory_mib":0)", "memory_mib: 0 out of range (expected 1..1048576)"},
+           refused{R"("memory_mib":"1g")", "memory_mib"},
+           refused{R"("cpus":0)", "cpus: 0 out of range (expected 1..1024)"},
+           refused{R"("cpus":true)", "cpus"},
+       }) {
+    auto r =
+        decode<session_request>(std::string{R"({"user_id":"u","thread_id":"t",)"} + body + "}");
+    ASSERT_FALSE(r) << body;
+    EXPECT_EQ(r.error().code, ec::bad_request);
+    EXPECT_NE(r.error().message.find(says), std::string::npos) << r.error().message;
+  }
+}
+
 TEST(SessionCodec, TheStateSaysStoppedAndTheSyncIsCounted) {
   session_info x;
   x.session_id = "gf-s-x";

@@ -17,7 +17,12 @@ struct fake_clock {
 };
 
 session_request req(std::string image = "", bool net = false) {
-  return {"u", "t", std::move(image), net, {}, ""};
+  session_request r;
+  r.user_id = "u";
+  r.thread_id = "t";
+  r.image = std::move(image);
+  r.allow_network = net;
+  return r;
 }
 
 TEST(SessionGuestName, DeterministicKeptFromSweepsAndDistinct) {
@@ -71,6 +76,126 @@ TEST(SessionPool, AnotherImageOrNetworkIsRefused) {
   other_dir.thread_dir = "/srv/threads/t";
   EXPECT_EQ(p.acquire("a", other_dir, c.now).what, kind::ready);
   EXPECT_EQ(p.find("a")->req.thread_dir, "/srv/threads/t");
+}
+
+TEST(SessionPool, AnotherMemoryOrCpusIsRefusedAnotherIdleTimeoutIsTheLatest) {
+  fake_clock c;
+  session_pool p{{3, 600s}};
+  auto sized = req();
+  sized.memory_mib = 512;
+  sized.cpus = 1;
+  p.acquire("a", sized, c.now);
+  p.created("a", "id");
+  auto more = sized;
+  more.memory_mib = 1024;
+  auto d = p.acquire("a", more, c.now);
+  EXPECT_EQ(d.what, kind::refuse);
+  EXPECT_EQ(d.why.code, ec::bad_request);
+  EXPECT_NE(d.why.message.find("memory_mib or cpus"), std::string::npos) << d.why.message;
+  auto cpus = sized;
+  cpus.cpus = 2;
+  EXPECT_EQ(p.acquire("a", cpus, c.now).what, kind::refuse);
+  EXPECT_EQ(p.acquire("a", req(), c.now).what, kind::refuse); // the server's shape
+  auto idle = sized;
+  idle.idle_timeout_seconds = 5;
+  EXPECT_EQ(p.acquire("a", idle, c.now).what, kind::ready);
+  EXPECT_EQ(p.idle_timeout(*p.find("a")), 5s);
+}
+
+TEST(SessionPool, EachSessionIdlesOutAfterItsOwnTimeout) {
+  fake_clock c;
+  session_pool p{{3, 600s}};
+  auto quick = req(), never = req();
+  quick.idle_timeout_seconds = 2;
+  never.idle_timeout_seconds = 0;
+  p.acquire("quick", quick, c.now);
+  p.acquire("never", never, c.now);
+  p.acquire("server", req(), c.now);
+  for (auto n : {"quick", "never", "server"}) {
+    p.created(n, n);
+    p.release(n, c.now);
+  }
+  ASSERT_TRUE(p.next_expiry());
+  EXPECT_EQ(*p.next_expiry(), c.now + 2s);
+  c.advance(1s);
+  EXPECT_TRUE(p.expire(c.now).empty());
+  c.advance(1s);
+  auto gone = p.expire(c.now);
+  ASSERT_EQ(gone.size(), 1u);
+  EXPECT_EQ(gone[0].name, "quick");
+  p.stopped("quick", true, c.now);
+  EXPECT_EQ(*p.next_expiry(), c.now - 2s + 600s); // the server's; "never" has none
+  c.advance(598s);
+  gone = p.expire(c.now);
+  ASSERT_EQ(gone.size(), 1u);
+  EXPECT_EQ(gone[0].name, "server");
+  c.advance(24h * 7);
+  EXPECT_TRUE(p.expire(c.now).empty());
+  EXPECT_EQ(p.find("never")->st, state::warm);
+  // A later acquire's timeout is the one that counts.
+  auto later = req();
+  later.idle_timeout_seconds = 3;
+  p.acquire("never", later, c.now);
+  p.release("never", c.now);
+  c.advance(3s);
+  gone = p.expire(c.now);
+  ASSERT_EQ(gone.size(), 1u);
+  EXPECT_EQ(gone[0].name, "never");
+}
+
+shape_list local_catalog() {
+  shape_list l;
+  l.data = {{"s-1vcpu-64mb", 1, 64, 256},    {"s-1vcpu-256mb", 1, 256, 1024},
+            {"s-1vcpu-512mb", 1, 512, 2048}, {"s-1vcpu-1gb", 1, 1024, 4096},
+            {"s-2vcpu-2gb", 2, 2048, 8192},  {"s-2vcpu-4gb", 2, 4096, 16384},
+            {"s-4vcpu-8gb", 4, 8192, 16384}, {"s-4vcpu-16gb", 4, 16384, 16384}};
+  l.total = l.data.size();
+  return l;
+}
+
+TEST(SessionShape, TheSmallestShapeWithTheMemoryAndCpusRoundingUp) {
+  auto cat = local_catalog();
+  auto id = [&](std::optional<uint64_t> mem, std::optional<uint32_t> cpus,
+                uint64_t floor = 256) {
+    auto s = session_shape(cat, mem, cpus, floor, std::nullopt, std::nullopt);
+    return s ? s->id : "refused: " + s.error().message;
+  };
+  EXPECT_EQ(id(1024, std::nullopt), "s-1vcpu-1gb");
+  EXPECT_EQ(id(1000, std::nullopt), "s-1vcpu-1gb");
+  EXPECT_EQ(id(1025, std::nullopt), "s-2vcpu-2gb");
+  EXPECT_EQ(id(64, std::nullopt), "s-1vcpu-256mb"); // the provider's floor
+  EXPECT_EQ(id(64, std::nullopt, 64), "s-1vcpu-64mb");
+  EXPECT_EQ(id(std::nullopt, 2), "s-2vcpu-2gb");
+  EXPECT_EQ(id(512, 2), "s-2vcpu-2gb");
+  EXPECT_EQ(id(4097, 2), "s-4vcpu-8gb");
+  EXPECT_EQ(id(16384, 4), "s-4vcpu-16gb");
+}
+
+TEST(SessionShape, OverTheCatalogThePinOrTheServersMaximumIsRefusedNamingTheKey) {
+  auto cat = local_catalog();
+  auto refusal = [](const result<shape>& s) {
+    return s ? "chose " + s->id
+             : std::string{to_string(s.error().code)} + ": " + s.error().message;
+  };
+  EXPECT_EQ(refusal(session_shape(cat, 16385, std::nullopt, 256, std::nullopt, std::nullopt)),
+            "bad_request: memory_mib: 16385 is more than the largest shape has, "
+            "s-4vcpu-16gb (16384 MiB, 4 vCPU)");
+  EXPECT_EQ(refusal(session_shape(cat, std::nullopt, 8, 256, std::nullopt, std::nullopt)),
+            "bad_request: cpus: 8 is more than the largest shape has, "
+            "s-4vcpu-8gb (8192 MiB, 4 vCPU)");
+  EXPECT_EQ(refusal(session_shape(cat, 1024, std::nullopt, 256, "s-1vcpu-256mb", std::nullopt)),
+            "policy_refused: memory_mib: 1024 does not fit the shape the server pins, "
+            "s-1vcpu-256mb (256 MiB, 1 vCPU) (GUESTFLOW_SHAPE)");
+  EXPECT_EQ(refusal(session_shape(cat, 200, 1, 256, "s-1vcpu-256mb", std::nullopt)),
+            "chose s-1vcpu-256mb");
+  EXPECT_EQ(refusal(session_shape(cat, 2048, std::nullopt, 256, std::nullopt, 1024)),
+            "policy_refused: memory_mib: 2048 is over the server's maximum of 1024 MiB "
+            "(GUESTFLOW_SESSION_MAX_MEMORY_MIB)");
+  EXPECT_EQ(refusal(session_shape(cat, 512, 2, 256, std::nullopt, 1024)),
+            "policy_refused: memory_mib: 512, cpus: 2 needs shape s-2vcpu-2gb (2048 MiB, 2 "
+            "vCPU), over the server's maximum of 1024 MiB (GUESTFLOW_SESSION_MAX_MEMORY_MIB)");
+  EXPECT_EQ(refusal(session_shape(cat, 1024, std::nullopt, 256, std::nullopt, 1024)),
+            "chose s-1vcpu-1gb");
 }
 
 TEST(SessionPool, AtTheCapTheLeastRecentlyReleasedWarmGuestIsStoppedAndWokenLater) {
