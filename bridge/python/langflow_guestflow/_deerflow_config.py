@@ -29,9 +29,6 @@ DEERFLOW_KEYS = frozenset({"use", "bash_output_max_chars", "read_file_output_max
 
 # Keys guestflow cannot honour, with why (the refusal names the key and says this).
 REFUSED = {
-    "idle_timeout": "a released session's idle time is the server's GUESTFLOW_SESSION_IDLE_TIMEOUT_SECONDS (POST /v1/sessions takes none); set it there",
-    "memory_mib": "a session guest's memory is the server's LANGFLOW_SANDBOX_MEMORY_MB (POST /v1/sessions takes none); set it there",
-    "cpus": "a session guest's CPU share is the server's (POST /v1/sessions takes none)",
     "thread_data_mounts": "a guestflow guest never shares the gateway's thread directories",
     "port": "an AioSandboxProvider setting (guestflow guests have no container ports)",
     "container_prefix": "an AioSandboxProvider setting (guestflow names its guests itself)",
@@ -44,8 +41,26 @@ REFUSED = {
 OWN_KEYS = frozenset({"allow_network", "sync_thread_dir"})
 
 HONOURED = frozenset(
-    {"image", "environment", "replicas", "overflow_policy", "acquire_timeout", "burst_limit", "bash_command_timeout", "allow_host_bash", "mounts"}
+    {
+        "image",
+        "environment",
+        "replicas",
+        "overflow_policy",
+        "acquire_timeout",
+        "burst_limit",
+        "bash_command_timeout",
+        "allow_host_bash",
+        "mounts",
+        "idle_timeout",
+        "memory_mib",
+        "cpus",
+    }
 )
+
+# The server's bounds on the per-session keys (POST /v1/sessions refuses past them too;
+# memory_mib and cpus are further bounded by the server's shapes and
+# GUESTFLOW_SESSION_MAX_MEMORY_MIB, which only the server knows).
+MAX_IDLE_TIMEOUT_SECONDS = 604800
 
 
 @dataclass(frozen=True)
@@ -61,6 +76,9 @@ class SessionSettings:
     command_timeout: int = 600  # bash_command_timeout: a command's timeout when the caller gives none
     mounts: tuple[dict[str, Any], ...] = ()  # POST /v1/sessions "mounts", DeerFlow's shape
     sync_thread_dir: bool = True  # send DeerFlow's thread directory ("thread_dir") with each acquire
+    idle_timeout: int | None = None  # POST /v1/sessions "idle_timeout_seconds"; None = the server's; 0 = never
+    memory_mib: int | None = None  # POST /v1/sessions "memory_mib" (BoxLite's per-box memory, MiB)
+    cpus: int | None = None  # POST /v1/sessions "cpus" (BoxLite's per-box vCPUs)
 
 
 def _given(section: Any) -> dict[str, Any]:
@@ -117,7 +135,7 @@ def settings_from(section: Any) -> SessionSettings:
         if key in REFUSED:
             raise _refuse(key, REFUSED[key])
         if key not in DEERFLOW_KEYS and key not in HONOURED and key not in OWN_KEYS:
-            raise _refuse(key, "not a key the guestflow provider knows (it honours image, environment, mounts, replicas, overflow_policy, acquire_timeout, bash_command_timeout, allow_network and sync_thread_dir)")
+            raise _refuse(key, "not a key the guestflow provider knows (it honours image, environment, mounts, replicas, idle_timeout, memory_mib, cpus, overflow_policy, acquire_timeout, bash_command_timeout, allow_network and sync_thread_dir)")
     out: dict[str, Any] = {}
     if given.get("image") is not None:
         if not isinstance(given["image"], str) or not given["image"] or "\0" in given["image"]:
@@ -154,6 +172,13 @@ def settings_from(section: Any) -> SessionSettings:
         out["acquire_timeout"] = float(_number("acquire_timeout", given["acquire_timeout"], minimum=1))
     if given.get("burst_limit"):
         raise _refuse("burst_limit", "burst capacity is not offered (only 0)")
+    if given.get("idle_timeout") is not None:
+        out["idle_timeout"] = int(_number("idle_timeout", given["idle_timeout"], minimum=0, integer=True))
+        if out["idle_timeout"] > MAX_IDLE_TIMEOUT_SECONDS:
+            raise _refuse("idle_timeout", f"at most {MAX_IDLE_TIMEOUT_SECONDS} seconds (the server's limit), got {given['idle_timeout']!r}")
+    for key in ("memory_mib", "cpus"):
+        if given.get(key) is not None:
+            out[key] = int(_number(key, given[key], minimum=1, integer=True))
     if given.get("bash_command_timeout") is not None:
         out["command_timeout"] = int(_number("bash_command_timeout", given["bash_command_timeout"], minimum=1, integer=True))
         if out["command_timeout"] > 86400:

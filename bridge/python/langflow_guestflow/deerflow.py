@@ -538,8 +538,8 @@ class GuestflowSandboxProvider(_ProviderBase or _DuckProvider):  # type: ignore[
         return SandboxCapacityExceededError(message, active=len(self._active), replicas=replicas, retry_after_seconds=retry_after)
 
     def acquire(self, thread_id: str | None = None, *, user_id: str | None = None) -> str:
-        """The session of (user, thread), active, with the config's ``image``, ``mounts``
-        and ``allow_network``, and (``sync_thread_dir``, the default) DeerFlow's thread
+        """The session of (user, thread), active, with the config's ``image``, ``mounts``,
+        ``allow_network``, ``idle_timeout``, ``memory_mib`` and ``cpus``, and (``sync_thread_dir``, the default) DeerFlow's thread
         directory, so the server copies its uploads in and the outputs back on release, as
         DeerFlow's remote providers do. At the config's ``replicas`` active
         sessions of this provider, or the server's own cap, ``overflow_policy`` ``wait``
@@ -552,6 +552,9 @@ class GuestflowSandboxProvider(_ProviderBase or _DuckProvider):  # type: ignore[
             body["image"] = self._settings.image
         if self._settings.mounts:
             body["mounts"] = [dict(m) for m in self._settings.mounts]
+        for key, value in (("idle_timeout_seconds", self._settings.idle_timeout), ("memory_mib", self._settings.memory_mib), ("cpus", self._settings.cpus)):
+            if value is not None:
+                body[key] = value
         thread_dir = _thread_dir(thread_id, user_id) if self._settings.sync_thread_dir else None
         if thread_dir:
             body["thread_dir"] = thread_dir

@@ -418,6 +418,68 @@ class HonouredOnServerTest(unittest.TestCase):
         self.assertNotEqual(got[0], first)
 
 
+    # Python in the guest touching N MiB: it fits the guest's memory limit or is OOM-killed.
+    @staticmethod
+    def _fill(mib: int) -> str:
+        return f"python3 -c \"b = bytearray({mib} << 20); print('filled')\""
+
+    def test_memory_mib_is_the_guests_memory_limit(self) -> None:
+        big = self.provider(memory_mib=1024)
+        sandbox = big.get(big.acquire("mem-1024", user_id="cfg"))
+        assert sandbox is not None
+        self.assertEqual(sandbox.execute_command(self._fill(600)), "filled\n")
+        # The server's own size (256 MiB here): the same fill is killed.
+        default = self.provider()
+        small = default.get(default.acquire("mem-default", user_id="cfg"))
+        assert small is not None
+        out = small.execute_command(self._fill(600))
+        self.assertNotIn("filled", out)
+        self.assertIn("Exit Code: ", out)
+
+    def test_cpus_gets_a_shape_with_that_many_vcpus(self) -> None:
+        from langflow_guestflow._http import GuestflowError
+
+        # cpus 2: the smallest shape with 2 vCPUs (s-2vcpu-2gb), whose 2 GiB a 1500 MiB fill fits.
+        provider = self.provider(cpus=2)
+        sandbox = provider.get(provider.acquire("cpus-2", user_id="cfg"))
+        assert sandbox is not None
+        self.assertEqual(sandbox.execute_command(self._fill(1500)), "filled\n")
+        with self.assertRaises(GuestflowError) as caught:
+            self.provider(cpus=64).acquire("cpus-64", user_id="cfg")
+        self.assertEqual(caught.exception.status, 400)
+        self.assertIn("cpus: 64 is more than the largest shape has", caught.exception.message)
+        with self.assertRaises(GuestflowError) as caught:
+            self.provider(memory_mib=10**6).acquire("mem-huge", user_id="cfg")
+        self.assertIn("memory_mib: 1000000 is more than the largest shape has", caught.exception.message)
+
+    def test_idle_timeout_stops_a_released_guest_after_its_seconds(self) -> None:
+        assert MODULE.server is not None
+
+        def state(sid: str) -> str:
+            status, body = MODULE.server.get("/v1/sessions/" + sid)
+            self.assertEqual(status, 200, body)
+            return str(json.loads(body)["state"])
+
+        # Released first, with the server's own timeout (600 s): stays warm meanwhile.
+        server = self.provider()
+        kept = server.acquire("idle-server", user_id="cfg")
+        server.release(kept)
+        quick = self.provider(idle_timeout=1)
+        sid = quick.acquire("idle-1", user_id="cfg")
+        released = time.monotonic()
+        quick.release(sid)
+        deadline = time.monotonic() + 30
+        while state(sid) != "stopped" and time.monotonic() < deadline:
+            time.sleep(0.1)
+        self.assertEqual(state(sid), "stopped")
+        self.assertGreaterEqual(time.monotonic() - released, 1.0)
+        self.assertEqual(state(kept), "warm")
+        # The next acquire wakes it.
+        sandbox = quick.get(quick.acquire("idle-1", user_id="cfg"))
+        assert sandbox is not None
+        self.assertEqual(state(sid), "active")
+
+
 class ThreadDirectoryTest(unittest.TestCase):
     """DeerFlow's layout on a fresh thread, its ``mounts``, and its thread directory synced
     as its remote providers sync it (uploads in on acquire, outputs back on release)."""

@@ -83,9 +83,9 @@ class ConstructionTest(unittest.TestCase):
 
     def test_every_key_it_cannot_honour_is_refused_naming_it(self) -> None:
         refused = {
-            "idle_timeout": 600,
-            "memory_mib": 1024,
-            "cpus": 2,
+            "idle_timeout": -1,
+            "memory_mib": 0,
+            "cpus": 1.5,
             "mounts": [{"host_path": "relative/x", "container_path": "/mnt/x", "read_only": True}],
             "sync_thread_dir": "no",
             "thread_data_mounts": True,
@@ -115,8 +115,8 @@ class ConstructionTest(unittest.TestCase):
                 self.assertTrue(re.match(rf"sandbox\.{key}(\[0\]\.host_path)?: ", str(caught.exception)), str(caught.exception))
 
     def test_a_refused_key_in_deerflows_model_is_refused_through_the_factory(self) -> None:
-        app_config.set_app_config(SimpleNamespace(sandbox=_section(idle_timeout=0)))
-        with self.assertRaisesRegex(GuestflowConfigError, r"^sandbox\.idle_timeout: .*GUESTFLOW_SESSION_IDLE_TIMEOUT_SECONDS"):
+        app_config.set_app_config(SimpleNamespace(sandbox=_section(port=8080)))
+        with self.assertRaisesRegex(GuestflowConfigError, r"^sandbox\.port: .*AioSandboxProvider"):
             get_sandbox_provider()
 
     def test_deerflows_own_keys_are_accepted(self) -> None:
@@ -140,6 +140,9 @@ class ConstructionTest(unittest.TestCase):
             SessionSettings(
                 environment={"PYTHONUNBUFFERED": "1", "API_KEY": "k-123"},
                 replicas=3,
+                idle_timeout=600,
+                memory_mib=1024,
+                cpus=1,
                 wait_for_capacity=True,
                 acquire_timeout=30.0,
                 command_timeout=600,
@@ -169,6 +172,44 @@ class ConstructionTest(unittest.TestCase):
         quiet._client = recorder = _Recorder()  # type: ignore[assignment]
         quiet.acquire("t2", user_id="u")
         self.assertEqual(recorder.bodies, [("/v1/sessions", {"user_id": "u", "thread_id": "t2", "allow_network": False})])
+
+    def test_idle_timeout_memory_mib_and_cpus_go_with_every_acquire(self) -> None:
+        # DeerFlow's idle_timeout is declared by its SandboxConfig; memory_mib and cpus
+        # (BoxLite's) are extra keys, in model_extra.
+        section = _section(idle_timeout=0, memory_mib=1024, cpus=2, sync_thread_dir=False)
+        self.assertEqual(section.model_extra, {"memory_mib": 1024, "cpus": 2, "sync_thread_dir": False})
+        provider = GuestflowSandboxProvider(url="http://127.0.0.1:9", config=section)
+        self.assertEqual((provider.settings.idle_timeout, provider.settings.memory_mib, provider.settings.cpus), (0, 1024, 2))
+        provider._client = recorder = _Recorder()  # type: ignore[assignment]
+        provider.acquire("t1", user_id="u")
+        provider.acquire("t2", user_id="u")
+        want = {"user_id": "u", "allow_network": False, "idle_timeout_seconds": 0, "memory_mib": 1024, "cpus": 2}
+        self.assertEqual(recorder.bodies, [("/v1/sessions", dict(want, thread_id="t1")), ("/v1/sessions", dict(want, thread_id="t2"))])
+        # Each alone; unset, the server's own (nothing sent).
+        for key, value, wire in (("idle_timeout", 600, "idle_timeout_seconds"), ("memory_mib", 512, "memory_mib"), ("cpus", 4, "cpus")):
+            with self.subTest(key=key):
+                one = GuestflowSandboxProvider(url="http://127.0.0.1:9", config=_section(sync_thread_dir=False, **{key: value}))
+                one._client = recorder = _Recorder()  # type: ignore[assignment]
+                one.acquire("t", user_id="u")
+                self.assertEqual(recorder.bodies, [("/v1/sessions", {"user_id": "u", "thread_id": "t", "allow_network": False, wire: value})])
+        self.assertEqual(GuestflowSandboxProvider(url="http://127.0.0.1:9", config=_section(idle_timeout=None)).settings.idle_timeout, None)
+
+    def test_idle_timeout_memory_mib_and_cpus_out_of_range_are_refused_naming_the_key(self) -> None:
+        for key, value, says in (
+            ("idle_timeout", 604801, "at most 604800 seconds"),
+            ("idle_timeout", 1.5, "expected a whole number"),
+            ("idle_timeout", "600", "expected a number"),
+            ("memory_mib", -1, "expected at least 1"),
+            ("memory_mib", "1g", "expected a number"),
+            ("memory_mib", True, "expected a number"),
+            ("cpus", 0, "expected at least 1"),
+            ("cpus", 0.5, "expected a whole number"),
+        ):
+            with self.subTest(key=key, value=value):
+                with self.assertRaises(GuestflowConfigError) as caught:
+                    GuestflowSandboxProvider(url="http://127.0.0.1:9", config={"use": USE, key: value})
+                self.assertTrue(str(caught.exception).startswith(f"sandbox.{key}: "), str(caught.exception))
+                self.assertIn(says, str(caught.exception))
 
     def test_overflow_policy_and_acquire_timeout(self) -> None:
         self.assertFalse(GuestflowSandboxProvider(url="http://127.0.0.1:9", config=_section(overflow_policy="reject")).settings.wait_for_capacity)
