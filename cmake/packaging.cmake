@@ -1,6 +1,8 @@
 # What `cmake --install` puts where, and the Debian package CPack makes of it
 # (scripts/package; packaging/README.md). Paths are the package's: prefix /usr, units in
-# /lib/systemd/system, the variables in /etc/default/guestflow (a conffile).
+# /lib/systemd/system, the variables in /etc/default/guestflow (a conffile). The last two are
+# absolute, whatever the prefix: `cmake --install` outside CPack writes them there unless
+# staged with DESTDIR=….
 include(GNUInstallDirs)
 # `cmake --install` and CPack install what is built and build nothing (scripts/package builds
 # guestflow, the wheel and the man pages first): no test target stands between a package and
