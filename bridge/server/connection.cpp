@@ -3,11 +3,8 @@
 #include "actors/line_relay.hpp"
 #include "actors/run_relay.hpp"
 #include "bridge/server/exchange.hpp"
-#include "common/body_room.hpp"
-#include "common/transfer_coding.hpp"
 #include "messages/bridge.hpp"
 #include "messages/http_status.hpp"
-#include "messages/secret.hpp"
 #include "messages/type_ids.hpp"
 
 #include <algorithm>
@@ -35,20 +32,6 @@ using tcp = net::ip::tcp;
 using error_code = boost::system::error_code;
 
 namespace {
-
-/// Beast 1.74 speaks boost::string_view.
-std::string_view sv(beast::string_view s) {
-  return {s.data(), s.size()};
-}
-
-bool authorized(std::string_view header, const std::string& token) {
-  constexpr std::string_view scheme = "bearer ";
-  if (header.size() < scheme.size() ||
-      !beast::iequals(beast::string_view{header.data(), scheme.size()},
-                      beast::string_view{scheme.data(), scheme.size()}))
-    return false;
-  return same_secret(header.substr(scheme.size()), token);
-}
 
 /// How long a write may be in flight before the events queued behind it count as a backlog.
 constexpr auto stall_grace = std::chrono::seconds{1};
@@ -116,11 +99,11 @@ public:
 
   const route_params& params() const override { return params_; }
 
-  std::string take_body() override { return std::move(parser_->get().body()); }
+  std::string take_body() override { return std::move(reader_.parser().get().body()); }
 
   decode_limits body_limits() const override {
     decode_limits limits;
-    limits.max_bytes = body_cap();
+    limits.max_bytes = body_cap(route_, ctx_.opts);
     return limits;
   }
 
@@ -137,7 +120,7 @@ public:
     if (status == 429) res->set(http::field::retry_after, "1");
     // An answer before the body was read (401, 413) must close: the rest of the body
     // would be read as the next request.
-    auto body_unread = parser_ && !parser_->is_done();
+    auto body_unread = reader_.has_parser() && !reader_.parser().is_done();
     res->keep_alive(keep_alive_ && mode_ == answer::plain && !body_unread && !ctx_.stopping);
     res->body() = std::move(body);
     res->prepare_payload();
@@ -218,13 +201,8 @@ private:
   void read_header() {
     if (ctx_.stopping) return close(); // a keep-alive connection between requests
     answered_ = false;
-    parser_.emplace();
-    parser_->header_limit(16 * 1024);
-    // Set after the header: a length over the cap is then refused after the token check.
-    parser_->body_limit(std::numeric_limits<uint64_t>::max());
     arm_request_timer();
-    http::async_read_header(stream_, buf_, *parser_,
-                            [self = shared()](error_code ec, size_t) { self->on_header(ec); });
+    reader_.read_header([self = shared()](error_code ec) { self->on_header(ec); });
   }
 
   /// The request must arrive within the client timeout. Not the stream's own timeout: that
@@ -244,49 +222,22 @@ private:
   void on_header(error_code ec) {
     request_timer_.cancel();
     if (ec) return malformed(ec);
-    auto& req = parser_->get();
+    auto& req = reader_.parser().get();
     version_ = req.version();
     keep_alive_ = req.keep_alive();
-    if (auto framing = check_framing(req); framing.status) { // its body cannot be told apart
-      keep_alive_ = false;
-      return refuse(fail(ec::bad_request, "malformed HTTP request: " + framing.reason),
-                    framing.status);
-    }
-    auto method = sv(req.method_string());
-    auto target = sv(req.target());
-    auto r = ctx_.routes.match(method, target);
-    if (!r) return refuse(r.error());
-    if (r->kind == route_match::outcome::not_found) {
-      auto what = std::string{method} + " " + std::string{target.substr(0, target.find('?'))};
-      return refuse(fail(ec::not_found, "no endpoint " + what + " (see bridge/API.md)"));
-    }
-    if (r->kind == route_match::outcome::method_not_allowed) {
-      allow_ = r->allow;
-      return refuse(fail(ec::bad_request, "method " + std::string{method} +
-                                              " is not allowed on " + std::string{target} +
-                                              "; use " + allow_),
-                    405);
-    }
-    route_ = r->target;
-    params_ = std::move(r->params);
-    if (!route_->open && !ctx_.opts.token.empty() &&
-        !authorized(sv(req[http::field::authorization]), ctx_.opts.token))
-      return refuse(fail(ec::policy_refused, "missing or wrong bearer token "
-                                             "(Authorization: Bearer <GUESTFLOW_TOKEN>)"),
-                    401);
-    auto limit = body_cap();
-    if (auto len = parser_->content_length(); len && *len > limit)
-      return refuse(too_large(limit), 413);
+    auto v = reader_.judge(ctx_.routes, ctx_.opts);
+    if (v.close) keep_alive_ = false;
+    allow_ = std::move(v.allow);
+    route_ = v.target;
+    params_ = std::move(v.params);
+    if (v.then == header_verdict::next::refuse) return refuse(v.refusal, v.status);
     if (route_->slots != slot_use::none)
       if (auto no = ctx_.svc.refusal_before_reading(route_->slots == slot_use::or_queue))
         return refuse(*no);
-    if (parser_->is_done()) return dispatch();
-    parser_->body_limit(limit);
-    reserve_body_room(buf_, parser_->content_length());
-    auto read_body = [self = shared()] {
+    if (v.then == header_verdict::next::dispatch) return dispatch();
+    auto read_body = [self = shared(), cap = v.cap] {
       self->arm_request_timer();
-      http::async_read(self->stream_, self->buf_, *self->parser_,
-                       [self](error_code ec, size_t) { self->on_body(ec); });
+      self->reader_.read_body(cap, [self](error_code ec) { self->on_body(ec); });
     };
     if (!beast::iequals(req[http::field::expect], "100-continue")) return read_body();
     static constexpr std::string_view continue_line = "HTTP/1.1 100 Continue\r\n\r\n";
@@ -300,37 +251,19 @@ private:
 
   void on_body(error_code ec) {
     request_timer_.cancel();
-    give_back_body_room(buf_); // a streamed answer holds the connection for long
-    if (ec == http::error::body_limit) return refuse(too_large(body_cap()), 413);
+    if (ec == http::error::body_limit) return refuse(reader_.too_large(route_, ctx_.opts), 413);
     if (ec) return malformed(ec);
     dispatch();
-  }
-
-  /// The matched route's body cap within the server's (bridge/API.md, "Limits").
-  uint64_t body_cap() const {
-    auto server_cap = ctx_.opts.max_body_bytes;
-    if (!route_) return server_cap;
-    if (route_->max_body_bytes) return std::min(*route_->max_body_bytes, server_cap);
-    auto& m = route_->method;
-    return m == "GET" || m == "HEAD" || m == "DELETE" ? 0 : server_cap;
-  }
-
-  failure too_large(uint64_t limit) const {
-    auto which =
-        route_ && route_->max_body_bytes && *route_->max_body_bytes < ctx_.opts.max_body_bytes
-            ? route_->method + " " + route_->pattern + " (bridge/API.md)"
-            : std::string{"GUESTFLOW_MAX_BODY_BYTES"};
-    return fail(ec::bad_request, "request body exceeds the limit of " + std::to_string(limit) +
-                                     " bytes of " + which);
   }
 
   /// A request that could not be read: answered before the close (400, 408 for one that
   /// stopped arriving, 431 for a header over its cap), so the client learns why. A client
   /// that went away, or one idle between requests, is only closed.
   void malformed(error_code ec) {
-    auto started = parser_ && (parser_->got_some() || buf_.size() > 0);
+    auto started = reader_.started();
     if (ec == http::error::header_limit)
-      return refuse(fail(ec::bad_request, "request header exceeds the limit of 16384 bytes"),
+      return refuse(fail(ec::bad_request, "request header exceeds the limit of " +
+                                              std::to_string(max_header_bytes) + " bytes"),
                     431);
     if (timed_out_ || ec == beast::error::timeout) {
       if (!started) return close();
@@ -578,8 +511,7 @@ private:
 
   beast::tcp_stream stream_;
   server_context& ctx_;
-  beast::flat_buffer buf_;
-  std::optional<http::request_parser<http::string_body>> parser_;
+  request_reader<beast::tcp_stream> reader_{stream_}; ///< its buffer, the request's parser
   const route* route_ = nullptr; ///< the matched route, until its answer is written
   route_params params_;
   unsigned version_ = 11;

@@ -1,64 +1,72 @@
-// The bridge server's request parsing (bridge/server/connection.cpp), with its limits: one
-// request_parser<string_body> per request, header_limit 16 KiB and no body limit while the
-// header is read, then a Content-Length over max_body_bytes refused (413) before the body,
-// else the body read under body_limit(max_body_bytes); keep-alive requests follow on the
-// same buffer. The target goes through the route table (bridge/server/routes.cpp) with the
-// bridge's patterns.
+// The bridge server's request reading: bridge/server/connection.hpp's request_reader, the
+// code connection.cpp runs on its socket, here over a test stream: the header read (16 KiB),
+// the framing check (transfer codings), the match against the bridge's route table
+// (bridge/server/surfaces: api_routes()), the bearer token, the per-route body cap checked
+// on Content-Length before the body, then the body read under body_limit with its room
+// reserved and given back; keep-alive requests follow on the same buffer.
 //
-// Properties: no crash or overread on any bytes; a parsed body never exceeds the cap; an
-// accepted Content-Length equals the body's size; a chunked body over the cap is stopped
-// with body_limit; route matching is total.
+// Properties: no crash or overread on any bytes; a body is read only for a found route that
+// passed the framing, token and length checks; no body past the route's cap; an accepted
+// Content-Length equals the body's size; body_limit is hit only by a chunked body; a refused
+// framing closes the connection; the body's room is given back; route matching is total.
 
-#include "bridge/server/routes.hpp"
-#include "bridge/server/server.hpp"
+#include "bridge/server/connection.hpp"
+#include "bridge/server/surfaces/surfaces.hpp"
 #include "tests/fuzz/http_support.hpp"
-
-#include <limits>
 
 using namespace guestflow;
 using namespace guestflow::fuzz;
+using verdict = bridge::header_verdict;
 
 namespace {
 
-/// connection.cpp's literal (not exposed by any header).
-constexpr uint32_t header_limit = 16 * 1024;
-
-const bridge::route_table& routes() {
-  static const bridge::route_table table = [] {
-    bridge::route_table t;
-    bridge::route_handler none = [](bridge::exchange&, bridge::server_context&) {};
-    t.add("GET", "/healthz", bridge::endpoint::healthz, none).open = true;
-    t.add("GET", "/metrics", bridge::endpoint::metrics, none);
-    t.add("GET", "/v1/capabilities", bridge::endpoint::capabilities, none);
-    t.add("POST", "/v1/runs", bridge::endpoint::start_run, none);
-    t.add("GET", "/v1/runs/{id}/events", bridge::endpoint::run_events, none).query_numbers = {
-        "from_seq"};
-    t.add("DELETE", "/v1/runs/{id}", bridge::endpoint::cancel_run, none);
-    t.add("POST", "/v1/sandbox/run", bridge::endpoint::sandbox_run, none);
-    t.add("POST", "/v1/components/run", bridge::endpoint::component_run, none);
-    t.add("GET", "/v1/sessions/{id}/files/{op}", bridge::endpoint::metrics, none);
-    t.add("PUT", "/v1/sessions/{id}/files/{op}", bridge::endpoint::metrics, none);
-    return t;
-  }();
-  return table;
-}
-
-void check_match(std::string_view method, std::string_view target) {
-  auto r = routes().match(method, target);
-  if (!r) {
-    FUZZ_CHECK(r.error().code == ec::bad_request, "route match failed with another code");
-    return;
+/// The one connection's request cycle up to dispatch, as connection.cpp runs it; false
+/// when the connection would close.
+bool one_request(peer& p, bridge::request_reader<beast::test::stream>& reader,
+                 const bridge::server_options& opts) {
+  boost::system::error_code ec;
+  reader.read_header([&](boost::system::error_code e) { ec = e; });
+  p.run();
+  if (ec) return false; // the server answers 400/408/431 or closes: the parser's verdict
+  auto& parser = reader.parser();
+  FUZZ_CHECK(parser.is_header_done(), "read_header returned without a header");
+  touch_header(parser.get());
+  bool keep_alive = parser.get().keep_alive();
+  auto v = reader.judge(bridge::api_routes(), opts);
+  if (v.then == verdict::next::refuse) {
+    FUZZ_CHECK(!v.refusal.message.empty(), "a refusal without a message");
+    if (v.status == 413)
+      FUZZ_CHECK(v.target && parser.content_length() && *parser.content_length() > v.cap,
+                 "413 before the body without a length over the cap");
+    // An answer before the body closes a connection with one (connection.cpp's respond).
+    return !v.close && keep_alive && parser.is_done();
   }
-  if (r->kind == bridge::route_match::outcome::found) {
-    FUZZ_CHECK(r->target != nullptr, "a found route without a target");
-    for (auto& name : {"id", "op"}) {
-      auto v = r->params.path(name);
-      FUZZ_CHECK(v.size() <= 64, "a path parameter longer than 64");
+  FUZZ_CHECK(v.target != nullptr, "a request let through without a route");
+  FUZZ_CHECK(v.cap == bridge::body_cap(v.target, opts), "the cap is not the route's");
+  if (!v.target->open && !opts.token.empty()) {
+    auto auth = sv(parser.get()[http::field::authorization]);
+    FUZZ_CHECK(auth.size() == 7 + opts.token.size() &&
+                   beast::iequals(beast::string_view{auth.data(), 7}, "bearer ") &&
+                   auth.substr(7) == opts.token,
+               "a request past the token it lacked");
+  }
+  if (v.then == verdict::next::read_body) {
+    reader.read_body(v.cap, [&](boost::system::error_code e) { ec = e; });
+    p.run();
+    FUZZ_CHECK(room_given_back(reader.buffer()), "the body's room was not given back");
+    if (ec == http::error::body_limit) {
+      FUZZ_CHECK(!parser.content_length() || parser.chunked(),
+                 "body_limit hit by a body whose length was checked");
+      return false; // 413, close
     }
-    (void)r->params.number("from_seq");
-  } else if (r->kind == bridge::route_match::outcome::method_not_allowed) {
-    FUZZ_CHECK(!r->allow.empty(), "405 without an Allow list");
+    if (ec) return false;
   }
+  FUZZ_CHECK(parser.is_done(), "dispatched before the message was done");
+  auto& body = parser.get().body();
+  FUZZ_CHECK(body.size() <= v.cap, "a body past the route's cap was accepted");
+  if (auto len = parser.content_length(); len && !parser.chunked())
+    FUZZ_CHECK(*len == body.size(), "the body's size disagrees with Content-Length");
+  return keep_alive;
 }
 
 } // namespace
@@ -68,38 +76,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   draws d{fingerprint(input)};
   bridge::server_options opts;
   if (d.below(2) == 0) opts.max_body_bytes = d.below(256); // a small cap, reached by inputs
-  chunked_stream stream{input, d};
-  beast::flat_buffer buf;
+  if (d.below(4) == 0) opts.token = "fuzz-token";
+  peer p{input};
+  bridge::request_reader<beast::test::stream> reader{p.stream};
   for (int request = 0; request < 16; ++request) {
-    http::request_parser<http::string_body> parser;
-    parser.header_limit(header_limit);
-    parser.body_limit(std::numeric_limits<uint64_t>::max());
-    boost::system::error_code ec;
-    http::read_header(stream, buf, parser, ec);
-    if (ec) return 0; // the server closes (or answers 400/431: the parser's verdict is ec)
-    FUZZ_CHECK(parser.is_header_done(), "read_header returned without a header");
-    auto& req = parser.get();
-    touch_header(req);
-    check_match(sv(req.method_string()), sv(req.target()));
-    bool keep_alive = req.keep_alive();
-    auto limit = opts.max_body_bytes;
-    if (auto len = parser.content_length(); len && *len > limit) return 0; // 413, close
-    if (!parser.is_done()) {
-      parser.body_limit(limit);
-      http::read(stream, buf, parser, ec);
-      if (ec == http::error::body_limit) {
-        FUZZ_CHECK(!parser.content_length() || parser.chunked(),
-                   "body_limit hit by a body whose length was checked");
-        return 0; // 413, close
-      }
-      if (ec) return 0;
-    }
-    FUZZ_CHECK(parser.is_done(), "read returned before the message was done");
-    auto& body = parser.get().body();
-    FUZZ_CHECK(body.size() <= limit, "a body past max_body_bytes was accepted");
-    if (auto len = parser.content_length(); len && !parser.chunked())
-      FUZZ_CHECK(*len == body.size(), "the body's size disagrees with Content-Length");
-    if (!keep_alive) return 0;
+    p.cut(d);
+    if (!one_request(p, reader, opts)) break;
   }
   return 0;
 }

@@ -1,16 +1,15 @@
 #pragma once
 
-// Driving Beast's request parser the way the servers do, synchronously: the same read
-// algorithms (http::read_header, http::read) over a stream that hands out the fuzz input in
-// drawn short reads, as a TCP peer would.
+// Driving the servers' own request readers (bridge/server/connection.hpp's request_reader,
+// controlplane/local/http/request_reader.hpp) over Beast's test stream: the fuzz input is
+// what a TCP peer sent, handed out in short reads of a drawn size, then EOF.
 
 #include "tests/fuzz/fuzz_support.hpp"
 
-#include <algorithm>
-#include <boost/asio/buffer.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/beast/_experimental/test/stream.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
-#include <cstring>
 #include <string_view>
 
 namespace guestflow::fuzz {
@@ -19,40 +18,24 @@ namespace beast = boost::beast;
 namespace http = beast::http;
 namespace net = boost::asio;
 
-/// A SyncReadStream over fixed bytes: short reads of drawn sizes, then EOF.
-class chunked_stream {
-public:
-  chunked_stream(std::string_view bytes, draws& d)
-      : rest_(bytes)
-      , d_(d) {}
-
-  template<class MutableBuffers>
-  size_t read_some(const MutableBuffers& buffers, boost::system::error_code& ec) {
-    ec = {};
-    if (rest_.empty()) {
-      ec = net::error::eof;
-      return 0;
-    }
-    size_t room = net::buffer_size(buffers);
-    size_t n = std::min({room, rest_.size(), 1 + d_.below(d_.below(2) ? 8 : 1024)});
-    size_t copied = net::buffer_copy(buffers, net::buffer(rest_.data(), n));
-    rest_.remove_prefix(copied);
-    return copied;
+/// A peer that sent `bytes` and closed its side: the stream the reader reads.
+struct peer {
+  explicit peer(std::string_view bytes) {
+    stream.append({bytes.data(), bytes.size()});
+    stream.close_remote();
   }
 
-  template<class MutableBuffers>
-  size_t read_some(const MutableBuffers& buffers) {
-    boost::system::error_code ec;
-    auto n = read_some(buffers, ec);
-    if (ec) throw boost::system::system_error{ec};
-    return n;
+  /// Sizes of the reads to come: mostly small, so that boundaries land inside every token.
+  void cut(draws& d) { stream.read_size(1 + d.below(d.below(2) ? 8 : 1024)); }
+
+  /// Runs the reader's operation to its handler (the test stream completes at once).
+  void run() {
+    ioc.restart();
+    ioc.run();
   }
 
-  size_t left() const { return rest_.size(); }
-
-private:
-  std::string_view rest_;
-  draws& d_;
+  net::io_context ioc;
+  beast::test::stream stream{ioc};
 };
 
 /// Beast 1.74 speaks boost::string_view.
@@ -69,6 +52,12 @@ void touch_header(const Request& req) {
   n = n + sv(req["X-Api-Key"]).size() + (req.keep_alive() ? 1 : 0);
   for (auto& f : req)
     n = n + sv(f.name_string()).size() + sv(f.value()).size();
+}
+
+/// The room a body's read left: no more than a header needs, or the pipelined bytes.
+template<class Buffer>
+bool room_given_back(const Buffer& buf) {
+  return buf.capacity() <= 4096 || buf.capacity() == buf.size();
 }
 
 } // namespace guestflow::fuzz

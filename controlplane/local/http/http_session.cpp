@@ -1,12 +1,9 @@
 #include "controlplane/local/http/http_session.hpp"
 
-#include "common/body_room.hpp"
-#include "common/transfer_coding.hpp"
 #include "controlplane/local/http/replies.hpp"
+#include "controlplane/local/http/request_reader.hpp"
 #include "controlplane/local/http/routes.hpp"
-#include "messages/jsend.hpp"
 #include "messages/json.hpp"
-#include "messages/secret.hpp"
 
 #include <algorithm>
 #include <boost/asio/post.hpp>
@@ -34,12 +31,6 @@ using steady = std::chrono::steady_clock;
 
 namespace {
 
-/// Beast 1.74 speaks boost::string_view.
-std::string_view sv(beast::string_view s) {
-  return {s.data(), s.size()};
-}
-
-constexpr size_t file_chunk = 256 * 1024;
 constexpr size_t max_pipelined = 64 * 1024; ///< bytes a client may send during an exec
 
 /// A guest file being sent: the open file, its size, the chunk in flight.
@@ -98,13 +89,6 @@ auto run_for_caller(int fd, Run& run, const std::function<void()>& undo)
   return std::nullopt;
 }
 
-bool expects_continue(const http::request<http::empty_body>& req) {
-  return beast::iequals(req[http::field::expect], "100-continue");
-}
-
-/// The most a request's start line and header fields may take together.
-constexpr uint32_t max_header_bytes = 16 * 1024;
-
 /// A request the parser refused: a bad request line, header field, length or chunk.
 bool malformed(error_code ec) {
   return ec.category() == http::make_error_code(http::error::bad_method).category() &&
@@ -127,16 +111,11 @@ private:
   // ---- request cycle -------------------------------------------------------------------
 
   void read_header() {
-    give_back_body_room(buf_); // whatever room a request that failed half-way left
-    head_.emplace();
-    head_->header_limit(max_header_bytes);
-    head_->body_limit(std::numeric_limits<uint64_t>::max()); // each route sets its own
     read_deadline();
-    http::async_read_header(stream_, buf_, *head_,
-                            [self = shared_from_this()](error_code ec, size_t) {
-                              self->read_done();
-                              self->on_header(ec);
-                            });
+    reader_.read_header([self = shared_from_this()](error_code ec) {
+      self->read_done();
+      self->on_header(ec);
+    });
   }
 
   // ---- reading a request, within a deadline ----------------------------------------------
@@ -187,45 +166,22 @@ private:
   }
 
   void on_header(error_code ec) {
-    if (ec) return refuse_request(ec, "header", buf_.size() > 0 || head_->got_some());
-    auto& req = head_->get();
+    if (ec) return refuse_request(ec, "header", reader_.header_started());
+    auto& req = reader_.head().get();
     version_ = req.version();
     keep_alive_ = req.keep_alive();
-    if (auto framing = check_framing(req); framing.status) { // its body cannot be told apart
-      keep_alive_ = false;
-      return send(failure_reply(framing.status, "malformed HTTP request: " + framing.reason),
-                  true);
-    }
+    auto v = reader_.judge(ctx_.options);
     // An early reply (before the body was read) must close a connection with a body.
-    has_body_ = head_->chunked() || head_->content_length().value_or(0) > 0;
-    const auto& key = ctx_.options.api_key;
-    if (!key.empty() && !same_secret(sv(req["X-Api-Key"]), key))
-      return send({401, jsend_error("missing or wrong X-Api-Key header", 401)}, has_body_);
-    auto target = parse_target(sv(req.target()));
-    if (!target) return send(failure_reply(target.error()), has_body_);
-    target_ = std::move(*target);
-    route_ = match_route(sv(req.method_string()), target_.path);
-    if (route_.kind == route::outcome::not_found)
-      return send(failure_reply(404, "no endpoint " + std::string{sv(req.method_string())} +
-                                         " " + target_.path + " in the wire API v1"),
-                  has_body_);
-    if (route_.kind == route::outcome::method_not_allowed)
-      return send(failure_reply(405, "method " + std::string{sv(req.method_string())} +
-                                         " is not allowed on " + target_.path + "; use " +
-                                         route_.allow),
-                  has_body_, route_.allow);
-    if (route_.target->body == body_mode::streamed)
+    has_body_ = v.has_body;
+    if (v.then == header_verdict::next::refuse)
+      return send(std::move(v.refusal), v.close, v.allow);
+    target_ = std::move(v.target);
+    route_ = std::move(v.matched);
+    if (v.then == header_verdict::next::streamed)
       return after_latency([self = shared_from_this()] { self->streamed_request(); });
-    auto limit = ctx_.options.max_json_bytes;
-    if (auto len = head_->content_length(); len && *len > limit)
-      return send(too_large(*len, limit), true);
-    bool cont = expects_continue(req);
-    body_.emplace(std::move(*head_));
-    body_->body_limit(limit);
-    reserve_body_room(buf_, body_->content_length());
-    after_continue(cont, [self = shared_from_this()] {
+    after_continue(reader_.expects_continue(), [self = shared_from_this(), cap = v.cap] {
       self->read_deadline();
-      http::async_read(self->stream_, self->buf_, *self->body_, [self](error_code ec, size_t) {
+      self->reader_.read_json(cap, [self](error_code ec) {
         self->read_done();
         self->on_body(ec);
       });
@@ -233,12 +189,10 @@ private:
   }
 
   void on_body(error_code ec) {
-    give_back_body_room(buf_); // an exec holds the session for its whole run
     if (ec == http::error::body_limit)
       return send(too_large(0, ctx_.options.max_json_bytes), true);
     if (ec) return refuse_request(ec, "body", true);
-    auto body = std::move(body_->get().body());
-    body_.reset();
+    auto body = reader_.json_body();
     after_latency([self = shared_from_this(), body = std::move(body)] {
       self->carry_out(self->call_handler(body));
     });
@@ -255,13 +209,6 @@ private:
       if (ec) return self->shutdown();
       next();
     });
-  }
-
-  static reply too_large(uint64_t got, uint64_t limit) {
-    std::string what =
-        got ? "request body of " + std::to_string(got) + " bytes" : "request body";
-    return failure_reply(413, what + " exceeds the limit of " + std::to_string(limit) +
-                                  " bytes; send less");
   }
 
   /// Answers `Expect: 100-continue` before the body is read.
@@ -428,11 +375,11 @@ private:
   void watch_client() {
     watching_ = true;
     stream_.async_read_some(
-        buf_.prepare(4096), [self = shared_from_this()](error_code ec, size_t n) {
+        reader_.buffer().prepare(4096), [self = shared_from_this()](error_code ec, size_t n) {
           self->watching_ = false;
           if (!ec) {
-            self->buf_.commit(n); // a pipelined request: keep it for after the exec
-            if (self->buf_.size() > max_pipelined)
+            self->reader_.buffer().commit(n); // a pipelined request: keep it for after the exec
+            if (self->reader_.buffer().size() > max_pipelined)
               self->lost_client();
             else if (!self->exec_finished_)
               return self->watch_client();
@@ -600,25 +547,22 @@ private:
         });
   }
 
-  /// A request whose body the handler streams (file_upload): the length cap is checked
-  /// before the handler runs; anything else the handler answers closes the connection if
-  /// the body was not read.
+  /// A request whose body the handler streams (file_upload): the length cap was checked
+  /// before the handler runs (request_reader::judge); anything else the handler answers
+  /// closes the connection if the body was not read.
   void streamed_request() {
-    auto limit = ctx_.options.max_file_bytes;
-    if (auto len = head_->content_length(); len && *len > limit)
-      return send(too_large(*len, limit), true);
     auto a = call_handler({});
     auto* up = std::get_if<file_upload>(&a);
     if (!up) {
       if (auto* r = std::get_if<reply>(&a)) return send(std::move(*r), has_body_);
       return send(failure_reply(500, "a streamed request's handler must take its body"), true);
     }
-    if (auto len = head_->content_length(); len && *len <= file_chunk)
+    if (auto len = reader_.head().content_length(); len && *len <= file_chunk)
       return small_upload(std::make_shared<file_upload>(std::move(*up)), *len);
     // A body of known length the guest's disk cannot hold is refused (413) before the file
     // is opened: nothing is created or truncated.
     auto checked_open = [&svc = ctx_.service, id = route_.id, path = up->path,
-                         len = head_->content_length(),
+                         len = reader_.head().content_length(),
                          open = std::move(up->open)]() -> result<guest_file> {
       if (len)
         if (auto room = svc.check_upload_room(id, path, *len); !room) return room.error();
@@ -648,26 +592,22 @@ private:
   }
 
   void read_small(std::shared_ptr<file_upload> up) {
-    if (upload_->is_done()) return write_small(std::move(up));
-    if (received_ == chunk_size_) // more body than its Content-Length: Beast never lets it
+    if (reader_.upload_done()) return write_small(std::move(up));
+    if (received_ ==
+        reader_.chunk_size()) // more body than its Content-Length: Beast never lets it
       return send(failure_reply(400, "the body is longer than its Content-Length"), true);
-    auto& body = upload_->get().body();
-    body.data = chunk_.get() + received_;
-    body.size = chunk_size_ - received_;
     read_deadline();
-    http::async_read(stream_, buf_, *upload_,
-                     [self = shared_from_this(), up](error_code ec, size_t) {
-                       self->read_done();
-                       if (ec == http::error::need_buffer) ec = {};
-                       if (ec) return self->refuse_request(ec, "body", true);
-                       self->received_ = self->chunk_size_ - self->upload_->get().body().size;
-                       self->read_small(up);
-                     });
+    reader_.read_upload(received_, [self = shared_from_this(), up](error_code ec, size_t n) {
+      self->read_done();
+      if (ec) return self->refuse_request(ec, "body", true);
+      self->received_ += n;
+      self->read_small(up);
+    });
   }
 
   void write_small(std::shared_ptr<file_upload> up) {
     offload(
-        [up, data = chunk_.get(), n = received_]() -> result<bool> {
+        [up, data = reader_.chunk(), n = received_]() -> result<bool> {
           auto f = up->open();
           if (!f) return f.error();
           return write_all(f->fd.get(), data, n); // the file closes here, on the worker
@@ -678,19 +618,12 @@ private:
         });
   }
 
-  /// Takes the head over into a body parser with a buffer sized to the body when its
-  /// length is known (a program is a few KiB; most uploads are far below the chunk), not
-  /// zero-filled: the reads overwrite it. True if the caller waits for a 100-continue.
+  /// Takes the head over into an upload parser (request_reader::begin_upload). True if
+  /// the caller waits for a 100-continue.
   bool begin_upload_body() {
-    bool cont = expects_continue(head_->get());
-    upload_.emplace(std::move(*head_));
-    upload_->body_limit(ctx_.options.max_file_bytes);
-    auto len = upload_->content_length();
-    chunk_size_ =
-        static_cast<size_t>(len ? std::clamp<uint64_t>(*len, 1, file_chunk) : file_chunk);
-    chunk_.reset(new char[chunk_size_]);
+    bool cont = reader_.expects_continue();
+    reader_.begin_upload(ctx_.options.max_file_bytes);
     received_ = 0;
-    reserve_body_room(buf_, len);
     return cont;
   }
 
@@ -700,52 +633,40 @@ private:
   }
 
   void read_upload(std::shared_ptr<guest_file> f, const std::string& path) {
-    if (upload_->is_done()) return upload_done(f, path);
-    auto& body = upload_->get().body();
-    body.data = chunk_.get();
-    body.size = chunk_size_;
+    if (reader_.upload_done()) return upload_done(f, path);
     read_deadline();
-    http::async_read(
-        stream_, buf_, *upload_, [self = shared_from_this(), f, path](error_code ec, size_t) {
-          self->read_done();
-          if (ec == http::error::need_buffer) ec = {};
-          if (ec == http::error::body_limit) { // a chunked body grew past the limit
-            return self->offload([f] { return result<bool>{::ftruncate(f->fd.get(), 0) == 0}; },
-                                 [self](result<bool>) {
-                                   self->send(too_large(0, self->ctx_.options.max_file_bytes),
-                                              true);
-                                 });
-          }
-          if (ec) return self->refuse_request(ec, "body", true);
-          auto n = self->chunk_size_ - self->upload_->get().body().size;
-          if (n == 0) return self->read_upload(f, path);
-          self->offload(
-              [f, data = self->chunk_.get(), n] { return write_all(f->fd.get(), data, n); },
-              [self, f, path, n](result<bool> w) {
-                if (!w) return self->send(failure_reply(w.error()), true);
-                self->received_ += n;
-                self->read_upload(f, path);
-              });
-        });
+    reader_.read_upload(0, [self = shared_from_this(), f, path](error_code ec, size_t n) {
+      self->read_done();
+      if (ec == http::error::body_limit) { // a chunked body grew past the limit
+        return self->offload([f] { return result<bool>{::ftruncate(f->fd.get(), 0) == 0}; },
+                             [self](result<bool>) {
+                               self->send(too_large(0, self->ctx_.options.max_file_bytes),
+                                          true);
+                             });
+      }
+      if (ec) return self->refuse_request(ec, "body", true);
+      if (n == 0) return self->read_upload(f, path);
+      self->offload(
+          [f, data = self->reader_.chunk(), n] { return write_all(f->fd.get(), data, n); },
+          [self, f, path, n](result<bool> w) {
+            if (!w) return self->send(failure_reply(w.error()), true);
+            self->received_ += n;
+            self->read_upload(f, path);
+          });
+    });
   }
 
   void upload_done(std::shared_ptr<guest_file> f, const std::string& path) {
     f.reset(); // closes the file, ends the activity
-    upload_.reset();
-    chunk_.reset(); // an idle keep-alive session keeps no upload buffer
-    chunk_size_ = 0;
-    give_back_body_room(buf_);
+    reader_.end_upload();
     send(success_reply("{\"path\":" + quote_json(path) +
                        ",\"size\":" + std::to_string(received_) + "}"));
   }
 
   /// TCP or a Unix socket: Beast's timeouts work on either.
   beast::basic_stream<stream_protocol> stream_;
-  beast::flat_buffer buf_;
+  request_reader<beast::basic_stream<stream_protocol>> reader_{stream_};
   http_context& ctx_;
-  std::optional<http::request_parser<http::empty_body>> head_;
-  std::optional<http::request_parser<http::string_body>> body_;
-  std::optional<http::request_parser<http::buffer_body>> upload_;
   unsigned version_ = 11;
   bool keep_alive_ = true;
   bool has_body_ = false;
@@ -770,8 +691,6 @@ private:
   steady::time_point write_started_;
 
   // uploads
-  std::unique_ptr<char[]> chunk_; ///< upload buffer, `chunk_size_` bytes, while a PUT runs
-  size_t chunk_size_ = 0;
   std::vector<char> scratch_;
   std::optional<steady::time_point> linger_deadline_;
   uint64_t received_ = 0;
