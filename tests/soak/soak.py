@@ -3,7 +3,11 @@
 local control plane that answers a share of every kind of call wrongly
 (`guestflow control-plane --faults`), with the control plane and then serve SIGKILLed
 mid-soak and restarted, and a second runtime (another owner) beside it whose guests must
-never be touched. Afterwards: every run ended with exactly one terminal outcome, no
+never be touched. Every answer is judged against what its run must give (stdout bytes,
+exit code, a flow's output text): a run ends with the right answer or a typed error, and a
+wrong answer fails the soak at once, naming the run. The kills assert what they hit (runs
+and guests in flight at least a floor) and what came back (correct runs after them); each
+phase has a floor on correct completions. Afterwards: every run ended with exactly one terminal outcome, no
 ephemeral guest is left, the reusable set is what the runs made, and nothing of this soak's
 state dir is left on the host (guest process, cgroup, netns, workspace).
 
@@ -224,6 +228,36 @@ class Serve:
             return False
 
 
+# A guest program's own end that a fault can cause (its guest killed under it, a held call
+# past its limit): typed, as bridge/API.md's "Outcomes of a guest program" classes them.
+TYPED_EXITS = {-1: "timeout", 137: "killed"}
+
+
+def program_outcome(r, expected_stdout):
+    """A 200 run answer judged: `success` only with exit 0 and exactly the expected stdout;
+    `exit:CLASS` for a typed end of the program (timeout, killed, oom); else `wrong:…`."""
+    code, stdout = r.get("exit_code"), r.get("stdout")
+    if code == 0 and stdout == expected_stdout:
+        return "success"
+    if code in TYPED_EXITS and r.get("outcome", TYPED_EXITS[code]) in ("timeout", "killed",
+                                                                       "oom"):
+        return f"exit:{r.get('outcome', TYPED_EXITS[code])}"
+    return f"wrong:exit {code}, stdout {stdout!r} (expected exit 0, {expected_stdout!r})"
+
+
+def texts(value):
+    """Every string under a `text` key in a JSON value."""
+    if isinstance(value, dict):
+        for k, v in value.items():
+            if k == "text" and isinstance(v, str):
+                yield v
+            else:
+                yield from texts(v)
+    elif isinstance(value, list):
+        for v in value:
+            yield from texts(v)
+
+
 def error_outcome(status, body):
     """The typed error of a non-2xx answer, or an `untyped:` outcome saying what is wrong."""
     try:
@@ -256,12 +290,19 @@ class Soak:
         self.a = Serve(self, "sa" + tag, os.path.join(self.dir, "runtime-a"), "serve-a")
         self.b = Serve(self, "sb" + tag, os.path.join(self.dir, "runtime-b"), "serve-b")
         self.outcomes = collections.Counter()  # (kind, outcome) → runs
+        self.phase_outcomes = collections.Counter()  # (phase, kind, outcome) → runs
+        self.phase = "mixed"
         self.untyped = []
+        self.wrong = threading.Event()  # a wrong answer: the soak stops starting runs
+        self.wrong_runs = []
+        self.kills = {}  # what each kill hit and what came back
         self.reusable_names = collections.defaultdict(set)  # flow id → guest names answered
         self.reuse_flow_ids = set()  # flow ids a run asked a reusable guest for
         self.lock = threading.Lock()
         self.failures = []
         self.started_runs = 0
+        self.finished_runs = 0
+        self.sessions_to_release = set()
         self.in_flight_at_serve_kill = 0
         self.serve_killed = threading.Event()
         self.b_hung_up = threading.Event()
@@ -290,25 +331,35 @@ class Soak:
 
     # ---- runs ----------------------------------------------------------------------
 
-    def record(self, kind, outcome):
+    def record(self, kind, outcome, i=None):
         with self.lock:
             self.outcomes[(kind, outcome)] += 1
+            self.phase_outcomes[(self.phase, kind, outcome)] += 1
             if outcome.startswith("untyped:"):
                 self.untyped.append((kind, outcome))
+            if outcome.startswith("wrong:"):
+                self.wrong_runs.append(f"{kind} run {i}: {outcome[len('wrong:'):]}")
+                self.wrong.set()
+        if outcome.startswith("wrong:"):
+            self.fail(f"wrong answer from {kind} run {i} (phase {self.phase}): "
+                      f"{outcome[len('wrong:'):]}")
+
+    def skew(self, i):
+        """--wrong-answer-at: run i's program gives another answer than the soak expects
+        (the soak's own test: a wrong answer must fail it at once)."""
+        return 1 if i in self.args.wrong_answer_at else 0
 
     def run_code(self, serve, i, sleep_s=0, conns=None):
-        program = f"import time\ntime.sleep({sleep_s})\nprint({i} * 7)" if sleep_s else \
-            f"print({i} * 7)"
+        value = i * 7 + self.skew(i)
+        program = f"import time\ntime.sleep({sleep_s})\nprint({value})" if sleep_s else \
+            f"print({value})"
         body = json.dumps({"code": program, "timeout_seconds": 60 + sleep_s})
         status, data = self.post(serve, "/v1/sandbox/run", body, conns)
         if status is None:
             return data
         if status != 200:
             return error_outcome(status, data)
-        r = json.loads(data)
-        if r.get("exit_code") == 0 and r.get("stdout", "").strip() == str(i * 7):
-            return "success"
-        return f"exit:{r.get('exit_code')}"
+        return program_outcome(json.loads(data), f"{i * 7}\n")
 
     def run_component(self, serve, i, flow_id=None):
         reuse = "flow" if i % 2 == 0 else "none"
@@ -317,7 +368,7 @@ class Soak:
             with self.lock:
                 self.reuse_flow_ids.add(flow_id)
         body = json.dumps({"flow_id": flow_id, "component_id": "soak-component",
-                           "reuse": reuse, "program": f"print({i} + 1)",
+                           "reuse": reuse, "program": f"print({i + 1 + self.skew(i)})",
                            "timeout_seconds": 60})
         status, data = self.post(serve, "/v1/components/run", body)
         if status is None:
@@ -328,14 +379,13 @@ class Soak:
         if reuse == "flow" and r.get("reusable") and r.get("guest"):
             with self.lock:
                 self.reusable_names[flow_id].add(r["guest"])
-        if r.get("exit_code") == 0 and r.get("stdout", "").strip() == str(i + 1):
-            return "success"
-        return f"exit:{r.get('exit_code')}:{r.get('outcome')}"
+        return program_outcome(r, f"{i + 1}\n")
 
     def run_flow(self, serve, i):
         with open(os.path.join(self.args.source, "examples", "flows", "hello.json")) as f:
             flow = json.load(f)
-        body = json.dumps({"flow": flow, "inputs": f"soak {i}", "stream": True,
+        expected = f"soak {i}"
+        body = json.dumps({"flow": flow, "inputs": expected + "!" * self.skew(i), "stream": True,
                            "timeout_seconds": 120})
         try:
             c = serve.connection(self.args.call_timeout)
@@ -361,7 +411,12 @@ class Soak:
             return "untyped:seq not gapless"
         end = terminal[0]
         if end["type"] == "complete":
-            return "success" if end.get("ok") else "complete:not ok"
+            # Chat Input → Chat Output: the output's message is the input, exactly.
+            got = list(texts(end.get("outputs")))
+            if end.get("ok", True) is not False and got and all(t == expected for t in got):
+                return "success"
+            return f"wrong:complete with ok {end.get('ok')}, output texts {got[:3]!r} " \
+                f"(expected [{expected!r}])"
         code = end.get("code")
         if code not in KNOWN_CODES:
             return f"untyped:unknown code {code}"
@@ -371,28 +426,54 @@ class Soak:
         """Acquire, one command, delete: a session's three calls, one outcome."""
         status, data = self.post(serve, "/v1/sessions", json.dumps(
             {"user_id": f"soak-{self.tag}", "thread_id": f"thread-{i}"}))
-        if status is None:
-            return data
-        if status != 200:
-            return error_outcome(status, data)
+        if status is None or status != 200:
+            with self.lock:  # its guest may exist all the same: released at the end
+                self.sessions_to_release.add(i)
+            return data if status is None else error_outcome(status, data)
         sid = json.loads(data)["session_id"]
         status, data = self.post(serve, f"/v1/sessions/{sid}/commands",
-                                 json.dumps({"command": f"echo {i * 3}", "timeout_seconds": 60}))
+                                 json.dumps({"command": f"echo {i * 3 + self.skew(i)}",
+                                             "timeout_seconds": 60}))
         outcome = data if status is None else error_outcome(status, data) if status != 200 \
-            else "success" if json.loads(data).get("stdout", "").strip() == str(i * 3) \
-            else f"exit:{json.loads(data).get('exit_code')}"
+            else program_outcome(json.loads(data), f"{i * 3}\n")
+        status, body = self.delete_session(serve, sid)
+        if status != 200:
+            with self.lock:  # a session guest is persistent: only a DELETE ends it
+                self.sessions_to_release.add(i)
+            if outcome == "success":
+                outcome = body if status is None else "delete " + error_outcome(status, body)
+        return outcome
+
+    def delete_session(self, serve, sid):
         try:
             c = serve.connection(self.args.call_timeout)
             c.request("DELETE", f"/v1/sessions/{sid}", headers=serve.headers())
             r = c.getresponse()
             body = r.read()
             c.close()
-            if r.status != 200 and outcome == "success":
-                outcome = "delete " + error_outcome(r.status, body)
+            return r.status, body
         except Exception as e:
-            if outcome == "success":
-                outcome = self.transport_outcome(e)
-        return outcome
+            return None, self.transport_outcome(e)
+
+    def release_sessions(self):
+        """What a client does with the sessions whose acquire or DELETE a fault failed: it
+        acquires each thread again and deletes it, until a DELETE answers 200 (session
+        guests are persistent; nothing else deletes them before their retention)."""
+        left = []
+        for i in sorted(self.sessions_to_release):
+            for _ in range(20):
+                status, data = self.post(self.a, "/v1/sessions", json.dumps(
+                    {"user_id": f"soak-{self.tag}", "thread_id": f"thread-{i}"}))
+                if status == 200 and \
+                        self.delete_session(self.a, json.loads(data)["session_id"])[0] == 200:
+                    break
+                time.sleep(0.2)
+            else:
+                left.append(i)
+        log(f"released {len(self.sessions_to_release) - len(left)} sessions a fault had "
+            f"left; could not: {left}")
+        if left:
+            self.fail(f"sessions of threads {left} could not be deleted in 20 tries")
 
     def sessions_exist(self):
         status, _ = self.post(self.a, "/v1/sessions", "{}")  # 400 (no user) where it exists
@@ -421,6 +502,8 @@ class Soak:
     def one_run(self, serve, i, sleep_s=0):
         kinds = ["code", "flow", "component"] + (["session"] if self.sessions else [])
         kind = "code" if sleep_s else kinds[i % len(kinds)]
+        if self.wrong.is_set():  # a wrong answer already failed the soak: start nothing more
+            return "skipped"
         with self.lock:
             self.started_runs += 1
         if kind == "code":
@@ -431,7 +514,9 @@ class Soak:
             outcome = self.run_session(serve, i)
         else:
             outcome = self.run_component(serve, i)
-        self.record(kind, outcome)
+        self.record(kind, outcome, i)
+        with self.lock:
+            self.finished_runs += 1
         return outcome
 
     # ---- phases --------------------------------------------------------------------
@@ -441,26 +526,69 @@ class Soak:
         n, c = self.args.runs, self.args.concurrency
         done = [0]
         killed = threading.Event()
+        restarted = threading.Event()
+        after = collections.Counter()  # outcomes of the runs that started after the restart
 
         def one(i):
+            late = restarted.is_set()
             out = self.one_run(self.a, i)
             with self.lock:
                 done[0] += 1
-                kill_now = done[0] == n // 2 and not killed.is_set()
+                if late:
+                    after[out] += 1
+                kill_now = done[0] == n // 2 and not killed.is_set() and not self.wrong.is_set()
                 if kill_now:
                     killed.set()
             if kill_now:
-                log(f"SIGKILL control plane (pid {self.cp.proc.pid}) with runs in flight")
+                with self.lock:
+                    in_flight = self.started_runs - self.finished_runs
+                tracked = self.a_tracked()
+                self.kills["control_plane"] = {"runs_in_flight": in_flight,
+                                               "guests_tracked": tracked}
+                log(f"SIGKILL control plane (pid {self.cp.proc.pid}) with {in_flight} runs "
+                    f"in flight, serve A tracking {tracked} guests")
                 self.cp.signal(signal.SIGKILL)
                 self.cp.wait(30)
                 self.cp.close()
                 self.start_cp()
+                restarted.set()
                 log("control plane restarted")
             return out
 
         log(f"phase 1: {n} mixed runs at {c} concurrent")
+        self.phase = "mixed"
         with ThreadPoolExecutor(max_workers=c) as pool:
             list(pool.map(one, range(n)))
+        if self.wrong.is_set():
+            return
+        hit = self.kills.get("control_plane", {})
+        floor = max(1, c // 2)
+        if hit.get("runs_in_flight", 0) < floor:
+            self.fail(f"the control plane's SIGKILL hit {hit.get('runs_in_flight', 0)} runs in "
+                      f"flight, below the floor {floor}: it tested nothing")
+        if hit.get("guests_tracked", 0) < 1:
+            self.fail("the control plane's SIGKILL hit no guest serve A was tracking")
+        hit["correct_after_restart"] = after["success"]
+        hit["runs_after_restart"] = sum(after.values())
+        if after["success"] < 1:
+            self.fail(f"no run started after the control plane's restart came back right: "
+                      f"{dict(after)}")
+        self.check_floor("mixed", n)
+
+    def check_floor(self, phase, runs, per_kind=True):
+        """At least --success-floor of a phase's runs ended with the right answer, and (with
+        per_kind) each kind that ran there at least once."""
+        with self.lock:
+            rows = [(k, o, n) for (ph, k, o), n in self.phase_outcomes.items() if ph == phase]
+        ok = sum(n for _, o, n in rows if o == "success")
+        floor = int(self.args.success_floor * runs)
+        log(f"phase {phase}: {ok} of {runs} runs correct (floor {floor})")
+        if ok < floor:
+            self.fail(f"phase {phase}: {ok} correct runs of {runs}, below the floor {floor} "
+                      f"(--success-floor {self.args.success_floor})")
+        for kind in sorted({k for k, _, _ in rows}) if per_kind else []:
+            if not any(k == kind and o == "success" for k, o, _ in rows):
+                self.fail(f"phase {phase}: no {kind} run ended with the right answer")
 
     def phase_serve_kill(self):
         """Runs in flight when serve A is SIGKILLed; A restarted reaps them; B untouched."""
@@ -488,8 +616,14 @@ class Soak:
         futures = [pool.submit(self.one_run, self.a, 100_000 + i, self.args.kill_sleep)
                    for i in range(c)]
         a_owner = f"-{self.a.owner}-"
-        eventually(lambda: self.a_tracked() >= max(1, c // 2), 60, 0.2)
+        self.phase = "serve-kill"
+        floor = max(1, c // 2)
+        eventually(lambda: self.a_tracked() >= floor, 60, 0.2)
         self.in_flight_at_serve_kill = self.a_tracked()
+        if self.in_flight_at_serve_kill < floor:
+            self.fail(f"serve A was SIGKILLed with {self.in_flight_at_serve_kill} guests "
+                      f"tracked, below the floor {floor}: the kill tested nothing")
+        self.kills["serve_a"] = {"guests_tracked": self.in_flight_at_serve_kill}
         self.serve_killed.set()
         log(f"SIGKILL serve A with {self.in_flight_at_serve_kill} guests tracked")
         self.a.proc.signal(signal.SIGKILL)
@@ -506,6 +640,12 @@ class Soak:
         if not left:
             self.fail("serve A's orphans were not reaped after its restart: " + str(
                 [v for v in self.view.guests().values() if a_owner in v[0]]))
+        # What came back: the restarted serve A answers runs right again.
+        self.phase = "after-serve-kill"
+        with ThreadPoolExecutor(max_workers=c) as again:
+            outs = list(again.map(lambda i: self.one_run(self.a, 200_000 + i), range(2 * c)))
+        self.kills["serve_a"]["correct_after_restart"] = outs.count("success")
+        self.check_floor("after-serve-kill", 2 * c, per_kind=False)
         now = self.view.guests()
         if b_long.done():  # B deleted its own guest: nothing to tell about A
             self.fail("inconclusive: runtime B's long run ended before A's sweep did "
@@ -522,6 +662,7 @@ class Soak:
                 c.sock.shutdown(socket.SHUT_RDWR)
             except Exception:
                 pass
+        self.phase = "other-owner"
         b_outcome = b_long.result()
         if b_before and not eventually(
                 lambda: not any(g in self.view.guests() for g in b_before), 120, 0.5):
@@ -654,7 +795,10 @@ class Soak:
         self.sessions = self.sessions_exist()
         log("sessions: " + ("part of the mix" if self.sessions else "no /v1/sessions here"))
         self.phase_mixed()
-        self.phase_serve_kill()
+        if not self.wrong.is_set():
+            self.phase_serve_kill()
+        if self.sessions:
+            self.release_sessions()
         self.stop_serves()
         live, reusable, expected = self.check_guests()
         log(f"live after the serves stopped: {len(live)} ({len(reusable)} reusable)")
@@ -691,7 +835,7 @@ class Soak:
                       f"{collections.Counter(o for _, o in self.untyped).most_common(5)}")
         kinds, by_op = self.faults_injected()
         for kind in KINDS:
-            if kinds[kind] == 0 and self.args.require_every_kind:
+            if kinds[kind] == 0 and self.args.require_every_kind and not self.wrong.is_set():
                 self.fail(f"no '{kind}' fault was injected")
         summary = {
             "runs": sum(self.outcomes.values()),
@@ -704,6 +848,11 @@ class Soak:
             "reusable_left_before_cleanup": len(reusable),
             "guests_leaked": len(leaks) + len(not_destroyed),
             "serve_kill_guests_tracked": self.in_flight_at_serve_kill,
+            "kills": self.kills,
+            "correct_by_phase": {ph: sum(n for (p, _, o), n in self.phase_outcomes.items()
+                                         if p == ph and o == "success")
+                                 for ph in sorted({p for p, _, _ in self.phase_outcomes})},
+            "wrong_answers": self.wrong_runs,
             "control_plane_starts": self.cp_starts,
             "serve_stops_past_bound": self.serve_stops_past_bound,
             "seconds": round(time.monotonic() - t0),
@@ -739,6 +888,12 @@ def main():
     p.add_argument("--seed", type=int, default=42)
     p.add_argument("--tmp", default=None, help="where the soak's state dir goes")
     p.add_argument("--keep", action="store_true", help="keep the state dir and logs")
+    p.add_argument("--success-floor", type=float, default=0.4,
+                   help="the share of each phase's runs that must end with the right answer")
+    p.add_argument("--wrong-answer-at", default=set(),
+                   type=lambda v: {int(x) for x in v.split(",") if x},
+                   help="I,J,…: these runs' programs answer other than expected: the soak must "
+                   "fail at once naming them (its own test)")
     a = p.parse_args()
     smoke = a.size == "smoke"
     a.runs = a.runs or (80 if smoke else 2000)
