@@ -45,6 +45,7 @@ int main(int argc, char** argv) {
   if (std::string_view{argv[1]} == "--help" || std::string_view{argv[1]} == "-h")
     return print_help(std::cout);
   std::string_view name = argv[1];
+  if (name == "--version") name = "version"; // the flag packagers and scripts expect
   for (const auto& c : commands()) {
     if (c.name != name) continue;
     std::vector<std::string> rest(argv + 2, argv + argc);

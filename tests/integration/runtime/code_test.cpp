@@ -210,6 +210,17 @@ TEST_F(code_test,
       << theirs.stderr_text;
 }
 
+TEST_F(code_test, dash_dash_version_prints_what_the_version_command_prints) {
+  // Packagers and install checks call `guestflow --version`; it is the same command.
+  auto flag = cli({"--version"});
+  auto command = cli({"version"});
+  EXPECT_EQ(flag.status, 0) << flag.stderr_text;
+  EXPECT_EQ(command.status, 0) << command.stderr_text;
+  EXPECT_EQ(flag.stdout_text, command.stdout_text);
+  EXPECT_EQ(flag.stdout_text.rfind("guestflow ", 0), 0u) << flag.stdout_text;
+  EXPECT_EQ(flag.stdout_text.back(), '\n') << flag.stdout_text;
+}
+
 TEST_F(code_test, malformed_runtime_settings_are_refused_before_anything_runs) {
   auto p = program("p.py", "print('ran')\n");
   for (auto var : {"GUESTFLOW_LOCAL_MEMORY_FLOOR_MB", "GUESTFLOW_SWEEP_GRACE_SECONDS"}) {
