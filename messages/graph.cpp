@@ -130,7 +130,10 @@ graph_edge edge_of(const value& v, const path& p) {
   if (auto d = e.find("data")) {
     object_view data{*d, e.at("data")};
     x.source_output = handle_name(data, "sourceHandle", "name");
-    x.target_field = handle_name(data, "targetHandle", "fieldName");
+    // A target handle with `name` is Langflow's loop target handle (an edge back into one
+    // of the target's outputs, e.g. a Loop's `item`); lfx takes its field from `name`.
+    x.target_field = handle_name(data, "targetHandle", "name");
+    if (x.target_field.empty()) x.target_field = handle_name(data, "targetHandle", "fieldName");
   }
   return x;
 }
@@ -175,9 +178,44 @@ std::string payload_from_structs(const flow_graph& g) {
   return w.take();
 }
 
+/// Whether `outputs` (a node's `data.node.outputs` JSON text) has an output named `name`
+/// with `allows_loop: true` (lfx's Loop `item`).
+bool allows_loop(const raw_json& outputs, std::string_view name) {
+  if (outputs.text.empty() || name.empty()) return false;
+  codec::document doc;
+  decode_limits limits{outputs.text.size(), 256};
+  if (codec::parse(outputs.text, limits, doc) || !doc.IsArray()) return false;
+  for (auto& o : doc.GetArray()) {
+    if (!o.IsObject()) continue;
+    auto n = o.FindMember("name");
+    auto loop = o.FindMember("allows_loop");
+    if (n != o.MemberEnd() && n->value.IsString() && loop != o.MemberEnd() &&
+        loop->value.IsBool() && loop->value.GetBool() &&
+        std::string_view{n->value.GetString(), n->value.GetStringLength()} == name)
+      return true;
+  }
+  return false;
+}
+
+/// Which edges are a Loop's feedback edge: into one of the target's own outputs that
+/// allows loops. lfx builds these as cycle edges (`CycleEdge`) and does not wait on them,
+/// so the order and the cycle check leave them out; every other cycle stays refused.
+std::vector<bool> feedback_edges(const flow_graph& g) {
+  std::unordered_map<std::string_view, size_t> index;
+  for (size_t i = 0; i < g.nodes.size(); ++i)
+    index.emplace(g.nodes[i].id, i);
+  std::vector<bool> out(g.edges.size(), false);
+  for (size_t i = 0; i < g.edges.size(); ++i) {
+    auto t = index.find(g.edges[i].target);
+    out[i] =
+        t != index.end() && allows_loop(g.nodes[t->second].outputs, g.edges[i].target_field);
+  }
+  return out;
+}
+
 /// Kahn's algorithm, ready vertices taken smallest index first. Edges with unknown
-/// endpoints are ignored (validation reports them first). Returns a partial order when
-/// the graph has a cycle.
+/// endpoints and Loop feedback edges are ignored (validation reports the former first).
+/// Returns a partial order when the graph has a cycle.
 std::vector<size_t> kahn(const flow_graph& g) {
   auto n = g.nodes.size();
   std::unordered_map<std::string_view, size_t> index;
@@ -185,7 +223,10 @@ std::vector<size_t> kahn(const flow_graph& g) {
     index.emplace(g.nodes[i].id, i);
   std::vector<std::vector<size_t>> out(n);
   std::vector<size_t> indegree(n, 0);
-  for (auto& e : g.edges) {
+  auto feedback = feedback_edges(g);
+  for (size_t k = 0; k < g.edges.size(); ++k) {
+    if (feedback[k]) continue;
+    auto& e = g.edges[k];
     auto s = index.find(e.source);
     auto t = index.find(e.target);
     if (s == index.end() || t == index.end()) continue;
@@ -219,7 +260,10 @@ std::string describe_cycle(const flow_graph& g, const std::vector<size_t>& order
     remaining[i] = false;
   // Every remaining vertex has a remaining predecessor: walk backwards until one repeats.
   std::vector<size_t> pred(n, n);
-  for (auto& e : g.edges) {
+  auto feedback = feedback_edges(g);
+  for (size_t k = 0; k < g.edges.size(); ++k) {
+    if (feedback[k]) continue;
+    auto& e = g.edges[k];
     auto s = index.find(e.source);
     auto t = index.find(e.target);
     if (s == index.end() || t == index.end()) continue;

@@ -31,7 +31,8 @@ struct graph_edge {
   std::string source;
   std::string target;
   std::string source_output; ///< sourceHandle.name (may be empty)
-  std::string target_field;  ///< targetHandle.fieldName (may be empty)
+  std::string
+      target_field; ///< targetHandle.fieldName, or a loop handle's `name` (may be empty)
   friend bool operator==(const graph_edge& a, const graph_edge& b) {
     return a.source == b.source && a.target == b.target && a.source_output == b.source_output &&
            a.target_field == b.target_field;
@@ -47,7 +48,9 @@ typename Inspector::result_type inspect(Inspector& f, graph_edge& x) {
 /// `Graph.dump()` (`{data:{nodes,edges}, name, …}`) and a bare `{nodes,edges}`. Canvas notes
 /// and other nodes that are no component are dropped (from `nodes` and the payload). The
 /// decoder checks unique node ids, existing edge endpoints, no self-edge and no cycle (a
-/// cycle is reported as `bad_request` naming its vertices "a -> b -> a").
+/// cycle is reported as `bad_request` naming its vertices "a -> b -> a"). The one cycle
+/// Langflow runs is allowed: a Loop's feedback edge, into one of the target's own outputs
+/// marked `allows_loop` (the Loop's `item`); it is left out of `topological_order`.
 struct flow_graph {
   std::vector<graph_node> nodes;
   std::vector<graph_edge> edges;

@@ -2,6 +2,7 @@
 // (tests/fixtures/lfx_guest) becomes a guest image through `guestflow image add
 // --python-env`, and `guestflow run --image` runs flows through lfx_path.py in real guests.
 
+#include "messages/json_codec.hpp"
 #include "messages/run.hpp"
 #include "tests/integration/runtime/flows.hpp"
 #include "tests/integration/runtime/runtime_fixture.hpp"
@@ -37,13 +38,51 @@ std::string component(const std::string& id, const std::string& type, const std:
          R"(","types":["Message"],"selected":"Message","method":"build","cache":true}]}}})";
 }
 
-/// ChatInput → `type` (its template `fields`) → ChatOutput.
+/// ChatInput → `type` (its template `fields`) → ChatOutput. The two ends have Langflow's
+/// `<type>-<suffix>` ids: lfx tells input and output vertices by their id
+/// (`INPUT_COMPONENTS`/`OUTPUT_COMPONENTS` in `vertex/base.py`), and `Graph._run` harvests
+/// only output vertices.
 std::string one_step_flow(const std::string& type, const std::string& fields) {
   auto io = R"({"input_value":{"value":""}})";
-  return R"({"nodes":[)" + component("in", "ChatInput", io, "message") + "," +
-         component("step", type, fields) + "," + component("out", "ChatOutput", io, "message") +
-         R"(],"edges":[)" + edge("in", "message", "step", "input_value") + "," +
-         edge("step", "text", "out", "input_value") + "]}";
+  return R"({"nodes":[)" + component("ChatInput-in", "ChatInput", io, "message") + "," +
+         component("step", type, fields) + "," +
+         component("ChatOutput-out", "ChatOutput", io, "message") + R"(],"edges":[)" +
+         edge("ChatInput-in", "message", "step", "input_value") + "," +
+         edge("step", "text", "ChatOutput-out", "input_value") + "]}";
+}
+
+/// lfx's Loop as Langflow exports it: `item` (the output the body's result comes back
+/// into: `allows_loop`) and `done`.
+std::string loop_component(const std::string& id) {
+  return R"({"id":")" + id + R"(","type":"genericNode","data":{"id":")" + id +
+         R"(","type":"LoopComponent","node":{"display_name":"Loop","template":{"_type":)"
+         R"("Component","data":{"value":null}},"outputs":[)"
+         R"({"name":"item","types":["Data"],"selected":"Data","method":"item_output",)"
+         R"("allows_loop":true},{"name":"done","types":["DataFrame"],"selected":"DataFrame",)"
+         R"("method":"done_output"}]}}})";
+}
+
+/// ChatInput → Lines (a row per line) → Loop; Loop.item → Uppercase → back into Loop.item
+/// (the feedback edge that makes the cycle Langflow allows); the Loop's `done` is harvested.
+std::string loop_flow() {
+  auto io = R"({"input_value":{"value":""}})";
+  return R"({"nodes":[)" + component("ChatInput-in1", "ChatInput", io, "message") + "," +
+         component("Lines-x1", "Lines", io, "dataframe") + "," +
+         loop_component("LoopComponent-l1") + "," +
+         component("Uppercase-up1", "Uppercase", io) + R"(],"edges":[)" +
+         edge("ChatInput-in1", "message", "Lines-x1", "input_value") + "," +
+         edge("Lines-x1", "dataframe", "LoopComponent-l1", "data") + "," +
+         edge("LoopComponent-l1", "item", "Uppercase-up1", "input_value") + "," +
+         edge("Uppercase-up1", "text", "LoopComponent-l1", "item") + "]}";
+}
+
+/// The canonical text of member `key` of the JSON object `text`; "" when it has none.
+std::string member_text(const std::string& text, const char* key) {
+  codec::document doc;
+  decode_limits limits{text.size() + 1, 64};
+  if (codec::parse(text, limits, doc) || !doc.IsObject()) return {};
+  auto m = doc.FindMember(key);
+  return m == doc.MemberEnd() ? std::string{} : codec::canonical(m->value, {}).text;
 }
 
 class lfx_test : public runtime_fixture {
@@ -105,13 +144,52 @@ TEST_F(lfx_test, a_flow_only_lfx_can_build_runs_through_lfx_and_says_so) {
   ASSERT_EQ(last->run_outputs_list.size(), 1u);
   ASSERT_EQ(last->run_outputs_list[0].outputs.size(), 1u) << "the output vertex only";
   ASSERT_TRUE(last->run_outputs_list[0].outputs[0]);
-  EXPECT_EQ(last->run_outputs_list[0].outputs[0]->component_id, "out");
+  EXPECT_EQ(last->run_outputs_list[0].outputs[0]->component_id, "ChatOutput-out");
   EXPECT_NE(last->run_outputs_list[0].outputs[0]->results.text.find("HI THERE"),
             std::string::npos)
       << last->run_outputs_list[0].outputs[0]->results.text;
   auto plain = run({f, "--image", "langflow", "--input", "hi there"}); // auto picks lfx here
   ASSERT_EQ(plain.status, 0) << plain.stderr_text;
   EXPECT_EQ(plain.stdout_text, "HI THERE\n");
+  EXPECT_TRUE(live_guests().empty());
+}
+
+TEST_F(lfx_test, a_flow_with_a_loop_runs_in_a_guest_as_the_stand_in_runs_it_in_process) {
+  auto f = file("loop.json", loop_flow());
+  auto r = run({f, "--image", "langflow", "--executor", "lfx", "--input", "x\ny\nz", "--output",
+                "Loop", "--events"});
+  ASSERT_EQ(r.status, 0) << r.stderr_text << r.stdout_text;
+  auto last = last_event(r.stdout_text);
+  ASSERT_TRUE(last) << r.stdout_text;
+  ASSERT_EQ(last->type, run_event::kind::complete) << last->message;
+  EXPECT_EQ(last->executor, "lfx");
+  ASSERT_EQ(last->run_outputs_list.size(), 1u);
+  ASSERT_EQ(last->run_outputs_list[0].outputs.size(), 1u) << r.stdout_text;
+  ASSERT_TRUE(last->run_outputs_list[0].outputs[0]);
+  auto guest_done = member_text(last->run_outputs_list[0].outputs[0]->results.text, "done");
+  // The same flow through the stand-in lfx in this process: Langflow's run (Graph.arun).
+  auto script = file("in_process.py", std::string{R"(import asyncio, json, sys
+sys.path.insert(0, sys.argv[1])
+from lfx.graph import Graph
+graph = Graph.from_payload(json.load(open(sys.argv[2])))
+runs = asyncio.run(graph.arun([{"input_value": "x\ny\nz"}], outputs=["Loop"]))
+print(json.dumps(runs[0].outputs[0].results["done"].to_dict()))
+)"});
+  std::string in_process;
+  auto cmd = "/usr/bin/python3 " + script + " " + GUESTFLOW_SOURCE_DIR +
+             "/tests/fixtures/lfx_guest " + f;
+  if (auto* p = ::popen(cmd.c_str(), "r")) {
+    char buf[4096];
+    while (auto n = std::fread(buf, 1, sizeof buf, p))
+      in_process.append(buf, n);
+    ASSERT_EQ(::pclose(p), 0) << in_process;
+  }
+  auto expected = member_text(R"({"done":)" + in_process + "}", "done");
+  ASSERT_NE(expected, "") << in_process;
+  EXPECT_EQ(guest_done, expected) << last->run_outputs_list[0].outputs[0]->results.text;
+  // Three items, each through the body: the Loop's `done` is their uppercase rows.
+  EXPECT_NE(expected.find(R"("X")"), std::string::npos) << expected;
+  EXPECT_NE(expected.find(R"("Z")"), std::string::npos) << expected;
   EXPECT_TRUE(live_guests().empty());
 }
 
@@ -135,7 +213,7 @@ TEST_F(lfx_test, a_failing_vertex_stops_lfx_and_its_successors_are_not_built) {
       << r.stdout_text;
   EXPECT_NE(r.stdout_text.find(R"("executor":"lfx","failed":[{"id":"step")"), std::string::npos)
       << r.stdout_text;
-  EXPECT_EQ(r.stdout_text.find(R"({"id":"out")"), std::string::npos)
+  EXPECT_EQ(r.stdout_text.find(R"({"id":"ChatOutput-out")"), std::string::npos)
       << "the vertex after the failed one is not built: " << r.stdout_text;
   EXPECT_NE(r.stderr_text.find("✗ step"), std::string::npos) << r.stderr_text;
   EXPECT_TRUE(live_guests().empty());

@@ -241,6 +241,60 @@ TEST(graph, validate_refuses_edits_that_break_invariants) {
             R"(nodes[1].id: duplicate node id "a" (first at nodes[0]))");
 }
 
+/// A Langflow Loop flow: the body's result goes back into the Loop's `item` output (loop
+/// target handle `{name: "item", …}`, an output with `allows_loop`), as lfx's
+/// `LoopComponent` and `Edge` (`TargetHandle.from_loop_target_handle`) have it.
+std::string loop_flow(bool allows_loop, const char* back_handle) {
+  std::string loop_outputs = std::string{R"([{"name":"item","types":["Data"],"allows_loop":)"} +
+                             (allows_loop ? "true" : "false") +
+                             R"(},{"name":"done","types":["DataFrame"]}])";
+  return std::string{R"({"nodes":[)"} +
+         R"({"id":"in","data":{"type":"ChatInput","node":{"template":{}}}},)" +
+         R"({"id":"loop","data":{"type":"LoopComponent","node":{"template":{},"outputs":)" +
+         loop_outputs + R"(}}},)" +
+         R"({"id":"body","data":{"type":"Body","node":{"template":{}}}},)" +
+         R"({"id":"out","data":{"type":"ChatOutput","node":{"template":{}}}}],"edges":[)" +
+         R"({"source":"in","target":"loop","data":{"sourceHandle":{"name":"message"},)"
+         R"("targetHandle":{"fieldName":"data"}}},)" +
+         R"({"source":"loop","target":"body","data":{"sourceHandle":{"name":"item"},)"
+         R"("targetHandle":{"fieldName":"x"}}},)" +
+         R"({"source":"body","target":"loop","data":{"sourceHandle":{"name":"r"},)"
+         R"("targetHandle":)" +
+         back_handle + R"(}},)" +
+         R"({"source":"loop","target":"out","data":{"sourceHandle":{"name":"done"},)"
+         R"("targetHandle":{"fieldName":"input_value"}}}]})";
+}
+
+TEST(graph, a_cycle_through_a_loop_output_is_accepted) {
+  auto g = decode<flow_graph>(loop_flow(true, R"({"name":"item","output_types":["Data"]})"));
+  ASSERT_TRUE(g) << g.error().message;
+  EXPECT_EQ(g->edges.at(2).target_field, "item");
+  EXPECT_EQ(ids_in_order(*g), (std::vector<std::string>{"in", "loop", "body", "out"}));
+  // Still accepted once rebuilt in code (the handle written back as a fieldName).
+  auto v = validate(*g);
+  ASSERT_TRUE(v) << v.error().message;
+  // The old textual handle form (œ for quotes) names the output the same way.
+  auto text =
+      decode<flow_graph>(loop_flow(true, "\"{\xC5\x93name\xC5\x93:\xC5\x93item\xC5\x93}\""));
+  ASSERT_TRUE(text) << text.error().message;
+}
+
+TEST(graph, other_cycles_through_a_loop_stay_refused) {
+  // Into an input field of the Loop: an ordinary cycle.
+  auto field = decode<flow_graph>(loop_flow(true, R"({"fieldName":"data"})"));
+  ASSERT_FALSE(field);
+  EXPECT_EQ(field.error().code, ec::bad_request);
+  EXPECT_EQ(field.error().message, "edges: cycle: loop -> body -> loop");
+  // Into an output that does not allow loops.
+  auto closed = decode<flow_graph>(loop_flow(false, R"({"name":"item"})"));
+  ASSERT_FALSE(closed);
+  EXPECT_EQ(closed.error().message, "edges: cycle: loop -> body -> loop");
+  // Into an output the target does not have.
+  auto unknown = decode<flow_graph>(loop_flow(true, R"({"name":"nope"})"));
+  ASSERT_FALSE(unknown);
+  EXPECT_EQ(unknown.error().message, "edges: cycle: loop -> body -> loop");
+}
+
 TEST(graph, validate_keeps_an_existing_payload) {
   auto g = sample_graph();
   auto v = validate(g);
