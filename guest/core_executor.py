@@ -85,15 +85,16 @@ class CoreExecutor:
             return produced, None, None
         except VertexFailure as exc:
             return None, str(exc), ""
-        except UserCodeError as exc:
-            return None, f"{node.name} ({node.id}) failed: {exc}", exc.tb
+        except UserCodeError as exc:  # its text is the user code's "ValueError: boom"
+            return None, str(exc), exc.tb
         except KeyboardInterrupt:
             raise
         except BaseException as exc:  # noqa: BLE001 - a component fault fails its vertex only
             import traceback  # noqa: PLC0415 - only a failed vertex needs it
 
-            return None, f"{node.name} ({node.id}) failed: {type(exc).__name__}: {exc}", \
-                traceback.format_exc()
+            # The exception's own text, as lfx's `{exc}` in ComponentBuildError: the host
+            # names the vertex ("Error building Component <name>: ...").
+            return None, str(exc), traceback.format_exc()
 
     def _run_once(self, run_inputs, components, input_type, requested) -> list:
         graph, emitter = self.graph, self.emitter

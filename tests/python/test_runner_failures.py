@@ -29,7 +29,7 @@ class FailingVertices(unittest.TestCase):
         assert_well_formed(self, result)  # still outputs + done, exit 0: the host decides
         step = result.step(PY)
         self.assertFalse(step["valid"])
-        self.assertIn("ValueError: boom: x", step["error"])
+        self.assertEqual(step["error"], "ValueError: boom: x")  # the exception's own text, as lfx's {exc}
         self.assertIn("before the failure", step["logs"])
         self.assertTrue(step["logs"].endswith(step["error"]))
         self.assertEqual(step["outputs"]["error"], step["error"])  # what the host reports
