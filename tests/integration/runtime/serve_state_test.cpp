@@ -1,7 +1,8 @@
 // Langflow's runtime state through `guestflow serve` into a real guest and back: the
 // request's tweaks change the graph before anything builds, its context comes back on the
 // `complete` event as the guest's graph left it, and its session reaches the guest's
-// messages. (The CLI has no tweaks or context: these need the bridge's body.)
+// messages. (The CLI has no tweaks or context: these need the bridge's body.) A run that
+// stops at a failed vertex is counted by /metrics as its error outcome, never `complete`.
 
 #include "tests/integration/bridge/bridge_fixture.hpp"
 #include "tests/integration/runtime/flows.hpp"
@@ -73,5 +74,23 @@ TEST_F(serve_state_test, a_bad_state_field_is_refused_before_any_guest_naming_it
     EXPECT_NE(r.body.find(mentions), std::string::npos) << extra << " → " << r.body;
     EXPECT_EQ(r.body.find("sk-do-not-echo-1234"), std::string::npos) << r.body;
   }
+  EXPECT_TRUE(live_guests().empty());
+}
+
+TEST_F(serve_state_test, a_failed_vertex_run_counts_as_an_error_outcome_not_complete) {
+  // A run that stops at a failed vertex ends with `error` (guest_failed), never `complete`:
+  // /metrics counts it under that outcome, streamed or not.
+  auto flow = python_flow(R"j("raise ValueError('boom')")j");
+  auto events = run_flow(flow, R"("inputs":"x","stream":true)");
+  ASSERT_FALSE(events.empty());
+  ASSERT_EQ(events.back().type, run_event::kind::error);
+  EXPECT_EQ(events.back().code, ec::guest_failed);
+  EXPECT_EQ(events.back().message, "Error building Component py: \n\nValueError: boom");
+  auto r = call("POST", "/v1/runs", R"({"flow":)" + flow + R"(,"inputs":"x","stream":false})");
+  EXPECT_EQ(r.status, 502u) << r.body;
+  EXPECT_NE(r.body.find(R"("code":"guest_failed")"), std::string::npos) << r.body;
+  EXPECT_EQ(metric("guestflow_runs_total{outcome=\"guest_failed\"}"), 2);
+  EXPECT_EQ(metric("guestflow_runs_total{outcome=\"complete\"}"), 0);
+  EXPECT_TRUE(wait_until_no_guest_is_owed());
   EXPECT_TRUE(live_guests().empty());
 }
