@@ -18,7 +18,7 @@ struct code_request {
 
 /// Turns a code snippet into the execution that runs it in a fresh guest, or refuses it:
 /// the policy gate decides the egress, the catalog the shape (never rounding down); the
-/// program goes to /workspace/main_<hex>.py and runs under `timeout --signal=KILL N`;
+/// program goes to /workspace/main_<hex>.py and runs under `timeout --kill-after=5 N`;
 /// auto_pause_after_seconds = max(60, timeout + 120) is the backstop for a guest this
 /// process fails to delete. Nothing here talks to the control plane.
 result<execution_spec> make_code_spec(const code_request& req,

@@ -207,7 +207,7 @@ void collect(self_ptr self) {
 void exec_done(self_ptr self, int32_t raw, std::optional<std::string> error) {
   auto& st = self->state;
   auto elapsed = ms_since(self, st.exec_started);
-  auto c = classify_exit(raw, st.result.oom_killed, elapsed, st.spec.timeout_seconds);
+  auto c = classify_exit(raw, st.result.oom_killed);
   st.result.exit_code = c.exit_code;
   st.result.error = std::move(error);
   st.result.exec_ms = elapsed;

@@ -4,12 +4,10 @@
 
 namespace guestflow {
 
-classified_exit classify_exit(int32_t raw_exit, bool oom_killed, uint64_t elapsed_ms,
-                              uint32_t timeout_seconds) {
+classified_exit classify_exit(int32_t raw_exit, bool oom_killed) {
   if (raw_exit == 124) return {-1, ec::timeout};
   if (oom_killed) return {raw_exit, ec::oom};
   if (raw_exit != 137) return {raw_exit, std::nullopt};
-  if (elapsed_ms >= uint64_t{timeout_seconds} * 1000) return {-1, ec::timeout};
   return {137, ec::killed};
 }
 
@@ -17,7 +15,7 @@ exec_request with_timeout(uint32_t timeout_seconds, std::string cmd,
                           std::vector<std::string> args) {
   exec_request req;
   req.cmd = "timeout";
-  req.args = {"--signal=KILL", std::to_string(timeout_seconds), std::move(cmd)};
+  req.args = {"--kill-after=5", std::to_string(timeout_seconds), std::move(cmd)};
   for (auto& a : args)
     req.args.push_back(std::move(a));
   return req;

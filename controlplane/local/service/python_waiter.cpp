@@ -147,7 +147,7 @@ python_waiter::request_for(const exec_request& req, const std::vector<std::strin
   const auto& a = req.args;
   if (req.cmd == "python3" && is_program(a, 0)) {
     argv = a;
-  } else if (req.cmd == "timeout" && a.size() >= 4 && a[0] == "--signal=KILL" &&
+  } else if (req.cmd == "timeout" && a.size() >= 4 && a[0] == "--kill-after=5" &&
              std::regex_match(a[1], duration) && a[2] == "python3" && is_program(a, 3)) {
     timeout = a[1];
     argv.assign(a.begin() + 3, a.end());

@@ -1,6 +1,6 @@
 # guestflow python waiter: a python3 started in a warm-pool guest before anyone takes it,
 # so that the guest's first `python3 FILE ARGS...` or `python3 -c CODE ARGS...` (or either
-# under `timeout --signal=KILL N`) pays no interpreter start-up. Run as `python3 -c THIS FIFO`; the server
+# under `timeout --kill-after=5 N`) pays no interpreter start-up. Run as `python3 -c THIS FIFO`; the server
 # (service/python_waiter.cpp) writes one request into FIFO and makes this process the
 # exec's. Standard library only; it must behave exactly as the command it replaces.
 # Imports cost start-up CPU the waiter must not add: C modules only (`_signal`, not `signal`
@@ -14,6 +14,7 @@ _SourceFileLoader = sys.modules["_frozen_importlib_external"].SourceFileLoader
 
 _FIFO = sys.argv[1]
 _MAGIC = b"guestflow-waiter-1"
+_KILL_AFTER = 5  # the only `--kill-after` the server hands over
 
 
 def _receive():
@@ -64,24 +65,35 @@ def _exec_real(argv):
 
 
 def _wait_with_deadline(pid, seconds):
-    # coreutils `timeout --signal=KILL`: on expiry KILL the child, then the whole group
-    # (this process included, so the exec's status is signal 9); else the child's status.
+    # coreutils `timeout --kill-after=5`: on expiry TERM the child and the group (not this
+    # process) and exit 124 once the child ended; a child still alive 5 s later is KILLed
+    # with the whole group (this process included, so the exec's status is signal 9).
+    # Without expiry: the child's status (a signal re-raised on this process).
     pidfd = os.pidfd_open(pid)
+    timed_out = False
     if seconds > 0:
         ready, _, _ = select.select([pidfd], [], [], seconds)
         if not ready:
-            os.kill(pid, _signal.SIGKILL)
-            os.kill(0, _signal.SIGKILL)
+            timed_out = True
+            _signal.signal(_signal.SIGTERM, _signal.SIG_IGN)
+            os.kill(pid, _signal.SIGTERM)
+            os.kill(0, _signal.SIGTERM)
+            ready, _, _ = select.select([pidfd], [], [], _KILL_AFTER)
+            if not ready:
+                os.kill(pid, _signal.SIGKILL)
+                os.kill(0, _signal.SIGKILL)
     _, status = os.waitpid(pid, 0)
     if os.WIFSIGNALED(status):
         sig = os.WTERMSIG(status)
+        if timed_out:
+            os._exit(137 if sig == _signal.SIGKILL else 124)
         try:
             _signal.signal(sig, _signal.SIG_DFL)
             os.kill(os.getpid(), sig)
         except (OSError, ValueError):
             pass
         os._exit(128 + sig)
-    os._exit(os.waitstatus_to_exitcode(status))
+    os._exit(124 if timed_out else os.waitstatus_to_exitcode(status))
 
 
 def _main():

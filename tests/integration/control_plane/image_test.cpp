@@ -145,9 +145,9 @@ TEST_F(image_test, a_python_env_is_the_guests_python3) {
   auto a = added("py", "python_env", venv);
   EXPECT_EQ(a.image.kind, "python-env");
   auto g = create_on("py");
-  auto r = exec(
-      g.id, "timeout",
-      {"--signal=KILL", "20", "python3", "-c", "import marker; import sys; print(sys.prefix)"});
+  auto r = exec(g.id, "timeout",
+                {"--kill-after=5", "20", "python3", "-c",
+                 "import marker; import sys; print(sys.prefix)"});
   EXPECT_EQ(r.exit_code, 0) << r.stderr_text;
   EXPECT_EQ(r.stdout_text, "marker imported\n" + fs::canonical(venv).string() + "\n");
   // The host's /usr is still there; the environment is read-only.

@@ -1,5 +1,5 @@
 // The warm pool's python waiter on real guests: a pooled guest's first `python3 FILE` or
-// `python3 -c CODE` (or either under the runtime's `timeout --signal=KILL N`) is served by
+// `python3 -c CODE` (or either under the runtime's `timeout --kill-after=5 N`) is served by
 // the python3 the pool started ahead, and behaves exactly as the command would (output,
 // status, argv, env, cwd, tracebacks, the timeout's kill); any other first exec never sees
 // it; a delete leaves nothing; guests built on demand, and a pool with
@@ -18,7 +18,8 @@ const std::string pooled = R"({"shape":"s-1vcpu-256mb","egress":["240.0.0.0/4"]}
 const std::string built = R"({"shape":"s-1vcpu-512mb","egress":["240.0.0.0/4"]})";
 
 /// Prints what the program sees of itself; exits with argv[1] if it is a number, raises
-/// if it is "raise", forks a sleeping grandchild and sleeps if it is "hang".
+/// if it is "raise", forks a sleeping grandchild and sleeps if it is "hang" (ignoring TERM
+/// if it is "stubborn").
 const std::string program = R"py(import os, sys
 with open("/proc/self/cmdline", "rb") as f:
     cmdline = f.read().split(b"\0")
@@ -32,7 +33,10 @@ def fail():
 what = sys.argv[1] if len(sys.argv) > 1 else ""
 if what == "raise":
     fail()
-if what == "hang":
+if what in ("hang", "stubborn"):
+    if what == "stubborn":
+        import signal
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
     if os.fork() == 0:
         os.execvp("sleep", ["sleep", "300"])
     import time
@@ -152,10 +156,10 @@ sys.exit(int(sys.argv[1]))
 )py";
   start_pool();
   auto c = take();
-  auto r = exec(c.id, "timeout", {"--signal=KILL", "60", "python3", "-c", code, "7"});
+  auto r = exec(c.id, "timeout", {"--kill-after=5", "60", "python3", "-c", code, "7"});
   EXPECT_EQ(r.exit_code, 7) << r.stderr_text;
   EXPECT_EQ(started_as(r), "served");
-  auto plain = exec(c.id, "timeout", {"--signal=KILL", "60", "python3", "-c", code, "7"});
+  auto plain = exec(c.id, "timeout", {"--kill-after=5", "60", "python3", "-c", code, "7"});
   EXPECT_EQ(plain.exit_code, 7) << plain.stderr_text;
   EXPECT_EQ(started_as(plain), "plain");
   EXPECT_EQ(r.stdout_text.substr(r.stdout_text.find('\n')),
@@ -180,21 +184,31 @@ sys.exit(int(sys.argv[1]))
 }
 
 TEST_F(python_waiter_test,
-       the_runtime_s_timeout_form_runs_and_kills_its_group_at_the_deadline) {
+       the_runtime_s_timeout_form_runs_and_terms_its_group_at_the_deadline) {
   start_pool();
   auto c = take();
   auto fresh = processes(create(built).id);
   auto r =
-      exec(c.id, "timeout", {"--signal=KILL", "1", "python3", "/workspace/prog.py", "hang"});
-  EXPECT_EQ(r.exit_code, 137) << r.stderr_text;
+      exec(c.id, "timeout", {"--kill-after=5", "1", "python3", "/workspace/prog.py", "hang"});
+  EXPECT_EQ(r.exit_code, 124) << r.stderr_text; // TERMed: timeout(1)'s "timed out"
   EXPECT_EQ(started_as(r), served_by_waiter);
   // The grandchild went with the group: the guest runs what a fresh guest runs.
   EXPECT_TRUE(eventually([&] { return processes(c.id) == fresh; })) << processes(c.id);
 
+  // A program that ignores TERM is KILLed with its group 5 s later: coreutils' 137.
+  auto s = take();
+  auto start = std::chrono::steady_clock::now();
+  auto stubborn = exec(s.id, "timeout",
+                       {"--kill-after=5", "1", "python3", "/workspace/prog.py", "stubborn"});
+  EXPECT_EQ(stubborn.exit_code, 137) << stubborn.stderr_text;
+  EXPECT_EQ(started_as(stubborn), served_by_waiter);
+  EXPECT_GE(std::chrono::steady_clock::now() - start, std::chrono::seconds{6});
+  EXPECT_TRUE(eventually([&] { return processes(s.id) == fresh; })) << processes(s.id);
+
   // Within the deadline: the program's own status.
   auto d = take();
   auto ok =
-      exec(d.id, "timeout", {"--signal=KILL", "60", "python3", "/workspace/prog.py", "4"});
+      exec(d.id, "timeout", {"--kill-after=5", "60", "python3", "/workspace/prog.py", "4"});
   EXPECT_EQ(ok.exit_code, 4) << ok.stderr_text;
   EXPECT_EQ(started_as(ok), served_by_waiter);
 }

@@ -1,7 +1,9 @@
 // A stall of the host is not the program's time: the control plane SIGSTOPped for longer
 // than a program's timeout while the program (3 s) runs and ends in its guest does not
 // turn the run into a `timeout` — `guestflow code` against this control plane reports the
-// program's own exit and output once the control plane runs again.
+// program's own exit and output once the control plane runs again; a program that kills
+// itself under such a stall is `killed` (137), never `timeout`: only the guest's
+// timeout(1) (exit 124) says a program timed out.
 #include "tests/integration/control_plane/fixture.hpp"
 #include "tests/support/slurp.hpp"
 
@@ -13,7 +15,6 @@ namespace guestflow::testing {
 namespace {
 
 using namespace std::chrono_literals;
-using control_plane_stall = control_plane_test;
 
 /// True while a process of guest `id` runs `python3`.
 bool runs_python(const std::string& id) {
@@ -24,41 +25,85 @@ bool runs_python(const std::string& id) {
   return false;
 }
 
+/// Runs `guestflow code --timeout 10 --json PROGRAM` against the control plane and
+/// SIGSTOPs the control plane for `stall` once the program runs; the program must end
+/// inside the stall.
+class control_plane_stall : public control_plane_test {
+protected:
+  control_plane_process::outcome run_through_a_stall(const std::string& program,
+                                                     std::chrono::seconds stall) {
+    control_plane_process::outcome run;
+    std::thread runner{[&] {
+      run = control_plane_process::run_to_exit(
+          {"code", "--timeout", "10", "--json", program},
+          {{"GUESTFLOW_CONTROL_PLANE_URL", "http://127.0.0.1:" + std::to_string(cp_->port())}},
+          std::chrono::seconds{120});
+    }};
+    std::string id;
+    bool started = eventually(
+        [&] {
+          auto list = data<sandbox_list>(call("GET", "/v1/sandboxes"));
+          for (const auto& s : list.data)
+            if (runs_python(s.id)) id = s.id;
+          return !id.empty();
+        },
+        60s);
+    bool ended = false;
+    if (started) {
+      auto stopped_at = std::chrono::steady_clock::now();
+      EXPECT_EQ(::kill(cp_->pid(), SIGSTOP), 0);
+      ended = eventually([&] { return !runs_python(id); }, 30s);
+      std::this_thread::sleep_until(stopped_at + stall); // the fault's length, not a wait
+      EXPECT_EQ(::kill(cp_->pid(), SIGCONT), 0);
+    }
+    runner.join();
+    EXPECT_TRUE(started) << "the program never started";
+    EXPECT_TRUE(ended) << "the program did not end while the control plane was stopped";
+    return run;
+  }
+};
+
 TEST_F(control_plane_stall, a_stopped_control_plane_does_not_make_a_program_time_out) {
   auto program = dir_.path() / "three_seconds.py";
   std::ofstream{program} << "import time\nprint('start', flush=True)\ntime.sleep(3)\n"
                             "print('done')\n";
-  control_plane_process::outcome run;
-  std::thread runner{[&] {
-    run = control_plane_process::run_to_exit(
-        {"code", "--timeout", "10", "--json", program.string()},
-        {{"GUESTFLOW_CONTROL_PLANE_URL", "http://127.0.0.1:" + std::to_string(cp_->port())}},
-        std::chrono::seconds{120});
-  }};
-  std::string id;
-  ASSERT_TRUE(eventually(
-      [&] {
-        auto list = data<sandbox_list>(call("GET", "/v1/sandboxes"));
-        for (const auto& s : list.data)
-          if (runs_python(s.id)) id = s.id;
-        return !id.empty();
-      },
-      60s))
-      << "the program never started";
   // The stall: longer than the program's timeout, the program ends inside it.
-  auto stall = 14s;
-  auto stopped_at = std::chrono::steady_clock::now();
-  ASSERT_EQ(::kill(cp_->pid(), SIGSTOP), 0);
-  bool ended = eventually([&] { return !runs_python(id); }, 30s);
-  std::this_thread::sleep_until(stopped_at + stall); // the fault's length, not a wait
-  ASSERT_EQ(::kill(cp_->pid(), SIGCONT), 0);
-  runner.join();
-  ASSERT_TRUE(ended) << "the program did not end while the control plane was stopped";
+  auto run = run_through_a_stall(program.string(), 14s);
   EXPECT_EQ(run.status, 0) << run.stdout_text << run.stderr_text;
   EXPECT_NE(run.stdout_text.find(R"("exit_code":0)"), std::string::npos) << run.stdout_text;
   EXPECT_NE(run.stdout_text.find(R"("stdout":"start\ndone\n")"), std::string::npos)
       << run.stdout_text;
   EXPECT_EQ(run.stderr_text.find("timeout"), std::string::npos) << run.stderr_text;
+}
+
+TEST_F(control_plane_stall, a_program_that_kills_itself_under_a_stall_is_killed_not_timed_out) {
+  // 3 s into a 10 s timeout the program SIGKILLs itself while the control plane is stopped
+  // for 14 s: the host measured 14 s across the exec, the guest's timeout(1) never fired.
+  auto program = dir_.path() / "kills_itself.py";
+  std::ofstream{program} << "import os, time\nprint('start', flush=True)\ntime.sleep(3)\n"
+                            "os.kill(os.getpid(), 9)\n";
+  auto run = run_through_a_stall(program.string(), 14s);
+  EXPECT_NE(run.stdout_text.find(R"("exit_code":137)"), std::string::npos)
+      << run.stdout_text << run.stderr_text;
+  EXPECT_EQ(run.stdout_text.find(R"("exit_code":-1)"), std::string::npos) << run.stdout_text;
+  EXPECT_EQ(run.stderr_text.find("timeout"), std::string::npos) << run.stderr_text;
+}
+
+TEST_F(control_plane_stall, a_program_past_its_timeout_still_times_out) {
+  // The guest's timeout(1) decides: TERM at 2 s, exit 124, reported as exit -1.
+  auto program = dir_.path() / "forever.py";
+  std::ofstream{program} << "import time\nprint('start', flush=True)\ntime.sleep(60)\n";
+  auto started = std::chrono::steady_clock::now();
+  auto run = control_plane_process::run_to_exit(
+      {"code", "--timeout", "2", "--json", program.string()},
+      {{"GUESTFLOW_CONTROL_PLANE_URL", "http://127.0.0.1:" + std::to_string(cp_->port())}},
+      std::chrono::seconds{120});
+  EXPECT_NE(run.stdout_text.find(R"("exit_code":-1)"), std::string::npos)
+      << run.stdout_text << run.stderr_text;
+  EXPECT_NE(run.stdout_text.find(R"("stdout":"start\n")"), std::string::npos)
+      << run.stdout_text;
+  // TERM ended it at its timeout, not KILL 5 s later.
+  EXPECT_LT(std::chrono::steady_clock::now() - started, 30s);
 }
 
 } // namespace

@@ -13,7 +13,7 @@ const std::string name = "gf-b-abc123-aaaaaaaaaa";
 
 } // namespace
 
-TEST(code_spec, runs_the_program_from_its_own_path_under_timeout_kill) {
+TEST(code_spec, runs_the_program_from_its_own_path_under_timeout_term_then_kill) {
   std::mt19937_64 rng{1};
   policy::sandbox_settings s;
   s.timeout_seconds = 45;
@@ -26,7 +26,7 @@ TEST(code_spec, runs_the_program_from_its_own_path_under_timeout_kill) {
   EXPECT_EQ(spec->uploads[0].content, "print('hi')\n");
   EXPECT_EQ(spec->command.cmd, "timeout");
   EXPECT_EQ(spec->command.args,
-            (std::vector<std::string>{"--signal=KILL", "45", "python3", path}));
+            (std::vector<std::string>{"--kill-after=5", "45", "python3", path}));
   EXPECT_EQ(spec->timeout_seconds, 45u);
   EXPECT_EQ(spec->name, name);
   EXPECT_EQ(spec->create.name, name);

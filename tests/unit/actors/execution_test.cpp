@@ -48,7 +48,7 @@ protected:
     sp.create.name = name;
     sp.uploads.push_back({"/workspace/main_00.py", "print('hi')"});
     sp.command.cmd = "timeout";
-    sp.command.args = {"--signal=KILL", "5", "python3", "/workspace/main_00.py"};
+    sp.command.args = {"--kill-after=5", "5", "python3", "/workspace/main_00.py"};
     sp.timeout_seconds = 5;
     sp.stream = stream;
     return sp;

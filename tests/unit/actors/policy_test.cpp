@@ -138,30 +138,28 @@ TEST(guest_names, foreign_names_do_not_parse) {
 }
 
 TEST(exit_classifier, maps_timeout_and_oom) {
-  EXPECT_EQ(classify_exit(0, false, 10, 5).exit_code, 0);
-  EXPECT_EQ(classify_exit(1, false, 10, 5).outcome, std::nullopt);
-  auto t = classify_exit(124, false, 5000, 5);
+  EXPECT_EQ(classify_exit(0, false).exit_code, 0);
+  EXPECT_EQ(classify_exit(1, false).outcome, std::nullopt);
+  auto t = classify_exit(124, false); // the guest's timeout(1) TERMed the program
   EXPECT_EQ(t.exit_code, -1);
   EXPECT_EQ(t.outcome, ec::timeout);
-  auto k = classify_exit(137, false, 5001, 5); // KILL took timeout(1) with it
-  EXPECT_EQ(k.exit_code, -1);
-  EXPECT_EQ(k.outcome, ec::timeout);
-  auto m = classify_exit(137, true, 9000, 5); // the memory cgroup counted an OOM kill
+  auto m = classify_exit(137, true); // the memory cgroup counted an OOM kill
   EXPECT_EQ(m.exit_code, 137);
   EXPECT_EQ(m.outcome, ec::oom);
 }
 
-TEST(exit_classifier, a_sigkill_the_memory_cgroup_did_not_count_is_killed_not_oom) {
-  // sys.exit(137), kill -9 of itself, or of its timeout(1) parent, long before the limit.
-  auto o = classify_exit(137, false, 800, 5);
+TEST(exit_classifier, a_sigkill_the_memory_cgroup_did_not_count_is_killed_not_oom_or_timeout) {
+  // sys.exit(137), kill -9 of itself or of its timeout(1) parent: whatever the host's clock
+  // measured around the exec (a stalled control plane makes it long), never a timeout.
+  auto o = classify_exit(137, false);
   EXPECT_EQ(o.exit_code, 137);
   EXPECT_EQ(o.outcome, ec::killed);
 }
 
-TEST(exit_classifier, wraps_commands_in_timeout_kill) {
+TEST(exit_classifier, wraps_commands_in_timeout_term_then_kill) {
   auto r = with_timeout(7, "python3", {"/workspace/main_ab.py"});
   EXPECT_EQ(r.cmd, "timeout");
-  EXPECT_EQ(r.args, (std::vector<std::string>{"--signal=KILL", "7", "python3",
+  EXPECT_EQ(r.args, (std::vector<std::string>{"--kill-after=5", "7", "python3",
                                               "/workspace/main_ab.py"}));
 }
 

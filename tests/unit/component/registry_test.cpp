@@ -311,7 +311,7 @@ TEST_F(component_test, returned_files_come_back_and_the_archive_is_removed) {
   ASSERT_EQ(s->exec_cmds.size(), 3u);
   EXPECT_EQ(
       s->exec_cmds[1].args,
-      (std::vector<std::string>{"--signal=KILL", "120", "tar", "-C", "/workspace/artifacts",
+      (std::vector<std::string>{"--kill-after=5", "120", "tar", "-C", "/workspace/artifacts",
                                 "-cf", "/workspace/.gf-artifacts-t.tar", "--format=pax", "."}));
   EXPECT_EQ(s->count("fetch sb-1 /workspace/.gf-artifacts-t.tar"), 1);
   EXPECT_EQ(s->exec_cmds[2], (exec_request{"rm",

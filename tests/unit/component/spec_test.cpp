@@ -76,7 +76,7 @@ TEST(component_spec, reuse_flow_names_the_guest_by_key_and_pauses_just_above_the
   EXPECT_EQ(p->spec.uploads[0].content, "print(1)\n");
   EXPECT_EQ(p->spec.uploads[0].path.rfind("/workspace/main_", 0), 0u);
   EXPECT_EQ(p->spec.command.cmd, "timeout");
-  EXPECT_EQ(p->spec.command.args, (std::vector<std::string>{"--signal=KILL", "45", "python3",
+  EXPECT_EQ(p->spec.command.args, (std::vector<std::string>{"--kill-after=5", "45", "python3",
                                                             p->spec.uploads[0].path}));
   EXPECT_FALSE(p->collect);
   EXPECT_EQ(reusable_auto_pause(1), 61u);
@@ -130,7 +130,7 @@ TEST(component_spec, a_command_runs_as_is_and_return_files_prepares_the_director
   EXPECT_NE(p->spec.command.args[1].find("exec \"$@\""), std::string::npos);
   EXPECT_EQ(
       std::vector<std::string>(p->spec.command.args.begin() + 3, p->spec.command.args.end()),
-      (std::vector<std::string>{"timeout", "--signal=KILL", "10", "sh", "-c",
+      (std::vector<std::string>{"timeout", "--kill-after=5", "10", "sh", "-c",
                                 "echo 'a b' > x"}));
 }
 

@@ -1,5 +1,5 @@
 // Which first execs of a pool guest the python waiter serves (python_waiter::request_for):
-// exactly `python3 FILE…` or `python3 -c CODE…`, alone or under `timeout --signal=KILL N`,
+// exactly `python3 FILE…` or `python3 -c CODE…`, alone or under `timeout --kill-after=5 N`,
 // with an environment
 // that leaves python3's start-up as the waiter's was; and the request it then writes.
 #include "controlplane/local/guests/guest_exec.hpp"
@@ -44,7 +44,7 @@ TEST(python_waiter, serves_a_plain_script_run_with_its_argv_and_the_exec_environ
 
 TEST(python_waiter, serves_the_runtime_timeout_form_with_its_duration) {
   for (std::string n : {"5", "30", "1.5", "2m", "0"}) {
-    auto r = request("timeout", {"--signal=KILL", n, "python3", "main.py", "x"});
+    auto r = request("timeout", {"--kill-after=5", n, "python3", "main.py", "x"});
     ASSERT_TRUE(r) << n;
     auto f = fields(*r);
     EXPECT_EQ(f[1], n);
@@ -61,7 +61,7 @@ TEST(python_waiter, serves_code_given_with_dash_c_alone_or_under_the_runtime_tim
   EXPECT_EQ(std::vector<std::string>(f.begin() + 1, f.begin() + 7),
             (std::vector<std::string>{"", "/workspace", "3", "-c",
                                       "import sys\nprint(sys.argv)", "a b"}));
-  r = request("timeout", {"--signal=KILL", "600", "python3", "-c", "pass", "/workspace/b"});
+  r = request("timeout", {"--kill-after=5", "600", "python3", "-c", "pass", "/workspace/b"});
   ASSERT_TRUE(r);
   f = fields(*r);
   EXPECT_EQ(std::vector<std::string>(f.begin() + 1, f.begin() + 7),
@@ -80,14 +80,17 @@ TEST(python_waiter, refuses_what_would_not_run_exactly_as_the_command) {
   EXPECT_FALSE(request("/usr/bin/python3", {"main.py"}));        // not the PATH's python3
   EXPECT_FALSE(request("sh", {"-c", "python3 main.py"}));        // a shell
   EXPECT_FALSE(request("timeout", {"5", "python3", "main.py"})); // TERM
-  EXPECT_FALSE(request("timeout", {"-s", "KILL", "5", "python3", "main.py"})); // spelled
-  EXPECT_FALSE(request("timeout", {"--signal=KILL", "5", "sh", "main.py"}));
-  EXPECT_FALSE(request("timeout", {"--signal=KILL", "5", "python3", "-u", "main.py"}));
-  EXPECT_FALSE(request("timeout", {"--signal=KILL", "-5", "python3", "main.py"}));
-  EXPECT_FALSE(request("timeout", {"--signal=KILL", "5x", "python3", "main.py"}));
-  EXPECT_FALSE(request("timeout", {"--signal=KILL", "--kill-after=1", "5", "python3", "m.py"}));
-  EXPECT_FALSE(request("timeout", {"--signal=KILL", "5", "python3"}));
-  EXPECT_FALSE(request("timeout", {"--signal=KILL", "5", "python3", "-c"}));
+  EXPECT_FALSE(request("timeout", {"-s", "KILL", "5", "python3", "main.py"}));     // spelled
+  EXPECT_FALSE(request("timeout", {"--signal=KILL", "5", "python3", "main.py"}));  // KILL first
+  EXPECT_FALSE(request("timeout", {"--kill-after=1", "5", "python3", "main.py"})); // not 5 s
+  EXPECT_FALSE(request("timeout", {"--kill-after=5", "5", "sh", "main.py"}));
+  EXPECT_FALSE(request("timeout", {"--kill-after=5", "5", "python3", "-u", "main.py"}));
+  EXPECT_FALSE(request("timeout", {"--kill-after=5", "-5", "python3", "main.py"}));
+  EXPECT_FALSE(request("timeout", {"--kill-after=5", "5x", "python3", "main.py"}));
+  EXPECT_FALSE(
+      request("timeout", {"--kill-after=5", "--kill-after=1", "5", "python3", "m.py"}));
+  EXPECT_FALSE(request("timeout", {"--kill-after=5", "5", "python3"}));
+  EXPECT_FALSE(request("timeout", {"--kill-after=5", "5", "python3", "-c"}));
 }
 
 TEST(python_waiter, refuses_an_environment_that_changes_python_start_up) {

@@ -265,7 +265,7 @@ TEST(flow_spec, builds_the_execution_of_a_run) {
             R"("executor":"auto"})");
   EXPECT_EQ(spec->command.cmd, "timeout");
   EXPECT_EQ(spec->command.args,
-            (std::vector<std::string>{"--signal=KILL", "600", "python3", "-c", "# unpack",
+            (std::vector<std::string>{"--kill-after=5", "600", "python3", "-c", "# unpack",
                                       "/workspace/run/bundle"}));
   EXPECT_EQ(spec->timeout_seconds, 600u);
   EXPECT_TRUE(spec->stream);
@@ -318,7 +318,7 @@ TEST(flow_spec, the_guest_unpacks_the_bundle_and_runs_the_runner_as_python3_runs
     std::ofstream f{bundle, std::ios::binary};
     f << spec->uploads[0].content.str();
   }
-  auto args = spec->command.args; // timeout --signal=KILL N python3 -c SOURCE BUNDLE
+  auto args = spec->command.args; // timeout --kill-after=5 N python3 -c SOURCE BUNDLE
   ASSERT_EQ(args.size(), 6u);
   args.back() = bundle.string();
   auto out = dir.path() / "stdout";
