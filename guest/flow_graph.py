@@ -172,7 +172,9 @@ class Edge:
                                 "ignores, so this edge dangles")
             if vid not in ids:
                 raise SpecError(f"{where}.{end}: unknown vertex {vid!r} (dangling edge)")
-        field = dst_handle.get("fieldName")
+        # A handle with `name` is lfx's loop target handle (TargetHandle.from_loop_target_handle):
+        # an edge back into one of the target's outputs (a Loop's `item`), its field that name.
+        field = dst_handle.get("name") if "name" in dst_handle else dst_handle.get("fieldName")
         if not isinstance(field, str) or not field:
             raise SpecError(f"{where}.data.targetHandle.fieldName: required (the target input's name)")
         output = src_handle.get("name")

@@ -40,6 +40,7 @@ from .test_runner_harness import (
     RUN_FILES,
     assert_well_formed,
     chat,
+    import_guest,
     run_runner,
     spec_for,
 )
@@ -383,6 +384,18 @@ class LangflowRunState(unittest.TestCase):
         done = in_process[0].outputs[0].results["done"]
         self.assertEqual([d.data for d in done.to_data_list()], [{"text": "X"}, {"text": "Y"}, {"text": "Z"}])
         self.assertEqual(guest.run_outputs[0]["outputs"][0]["results"]["done"], done.to_dict())
+
+    def test_a_loop_target_handle_names_the_field_as_lfx_reads_it(self):
+        # Langflow writes the edge back into a Loop's `item` with a loop target handle
+        # ({name, id, output_types}, no fieldName); lfx's Edge takes its field from `name`.
+        nodes = [chat_input(), loop_node(), uppercase("Uppercase-up1")]
+        back = edge("Uppercase-up1", "text", "LoopComponent-l1", "item")
+        back["data"]["targetHandle"] = {"name": "item", "id": "LoopComponent-l1", "output_types": ["Data"]}
+        edges = [edge("ChatInput-in1", "message", "LoopComponent-l1", "data"),
+                 edge("LoopComponent-l1", "item", "Uppercase-up1", "input_value"), back]
+        parsed = import_guest("flow_graph").Graph(graph(nodes, edges))
+        self.assertEqual([(e.source, e.target, e.field) for e in parsed.edges][-1],
+                         ("Uppercase-up1", "LoopComponent-l1", "item"))
 
     def test_a_failing_loop_body_fails_the_loop_with_langflow_s_text(self):
         nodes = [chat_input(), component("Lines-x1", "Lines", "Lines", {"input_value": ""}, ("dataframe",)),
