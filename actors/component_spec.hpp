@@ -47,7 +47,7 @@ struct component_plan {
 /// - auto_pause_after_seconds: reusable → reusable_auto_pause (just above the timeout: a
 ///   guest idle between runs pauses soon and is resumed by the next run); ephemeral →
 ///   backstop_auto_pause.
-/// - the program: `--python` → /workspace/main_<hex>.py under `timeout --signal=KILL N
+/// - the program: `--python` → /workspace/main_<hex>.py under `timeout --kill-after=5 N
 ///   python3`; a command → as is under timeout(1). With return_files, /workspace/artifacts
 ///   is emptied and created first (each run returns only what it wrote), through
 ///   `/bin/sh -c '…; exec "$@"'` so timeout(1)'s exit status stays the run's.

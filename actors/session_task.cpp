@@ -97,15 +97,15 @@ void run_command(self_ptr self, std::string guest, session_command cmd, command_
                 stream_atom::value, guest, session_exec_request(cmd), deadline,
                 caf::actor_cast<exec_sink_actor>(self))
       .then(
-          [self, rp, started, timeout](int32_t raw) mutable {
+          [self, rp, started](int32_t raw) mutable {
             auto& o = self->state.outcome;
             o.exec_ms =
                 static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(
                                           std::chrono::steady_clock::now() - started)
                                           .count());
-            // timeout(1) exits 124 when it could signal; a KILL of its own group
-            // takes it too (137) — then only the elapsed time tells.
-            o.timed_out = raw == 124 || (raw == 137 && o.exec_ms >= uint64_t{timeout} * 1000);
+            // `timeout --kill-after` TERMs at the limit and exits 124: the guest's clock
+            // decides, so a stall of the host (counted in exec_ms) never reads as one.
+            o.timed_out = raw == 124;
             o.exit_code = o.timed_out ? -1 : raw;
             if (auto& stop = self->state.stop) return end_command(self, rp, *stop);
             end_command(self, rp, std::move(o));
@@ -492,7 +492,7 @@ void outputs_out(self_ptr self, std::string guest, std::string thread_dir, count
 exec_request session_exec_request(const session_command& cmd) {
   exec_request req;
   req.cmd = "timeout";
-  req.args = {"--signal=KILL", std::to_string(cmd.timeout_seconds), "env"};
+  req.args = {"--kill-after=5", std::to_string(cmd.timeout_seconds), "env"};
   for (auto& [k, v] : cmd.env)
     req.args.push_back(k + "=" + v);
   req.args.push_back("/bin/sh");
