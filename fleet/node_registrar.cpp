@@ -44,6 +44,10 @@ void node_registrar::stop() {
   lease_ = 0;
 }
 
+millis node_registrar::fence_after() const {
+  return ms(settings_.ttl) - ms(settings_.ttl) / 4;
+}
+
 millis node_registrar::call_timeout(clock::time_point fence_at) const {
   auto share = std::clamp<millis>(ms(settings_.ttl) / 3, millis{200}, millis{2000});
   auto left = ms(fence_at - clock::now());
@@ -116,7 +120,7 @@ bool node_registrar::register_node() {
 
 bool node_registrar::refresh() {
   auto started = clock::now();
-  auto fence_at = last_renewed_ + settings_.ttl;
+  auto fence_at = last_renewed_ + fence_after();
   auto renewed = etcd_->lease_keepalive(lease_, call_timeout(fence_at));
   if (!renewed && renewed.error().code != ec::not_found) {
     warn_once("renew", "fleet: cannot renew the lease of node " + settings_.node + ": " +
@@ -146,7 +150,7 @@ void node_registrar::run() {
       next_renewal = clock::now() + settings_.ttl / 3;
       dirty = true; // ready now
     }
-    auto fence_at = last_renewed_ + settings_.ttl;
+    auto fence_at = last_renewed_ + fence_after();
     if (!dirty) {
       auto v = node_.wait_change(seen, std::min(next_renewal, fence_at));
       dirty = v != seen;
@@ -155,8 +159,9 @@ void node_registrar::run() {
     if (stopping_) break;
     auto now = clock::now();
     if (now >= fence_at) {
-      fence("its lease was not renewed for " + std::to_string(settings_.ttl.count()) +
-            " s (etcd at " + etcd_->url() + " unreachable)");
+      fence("its lease was not renewed for " + std::to_string(fence_after().count()) +
+            " ms of its " + std::to_string(settings_.ttl.count()) + " s TTL (etcd at " +
+            etcd_->url() + " unreachable)");
       continue;
     }
     if (now >= next_renewal) {

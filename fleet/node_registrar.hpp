@@ -43,11 +43,11 @@ struct registrar_settings {
 ///   lease expires), then ready.
 /// - **keep current**: the record is put again on every change of the node and at least
 ///   every ttl/3, when the lease is renewed too.
-/// - **fence**: when no renewal has succeeded for `ttl` (counted from when the last good
-///   one was sent, so never after etcd itself expires the lease) or etcd says the lease is
-///   gone, the node is fenced (set_ready(false)) and registers again, with a new lease,
-///   once etcd answers. Its guests are not touched: they run on and are deleted by their
-///   owners as ever.
+/// - **fence**: when no renewal has succeeded for ¾ of `ttl` (counted from when the last
+///   good one was sent, so etcd expires the lease ¼ TTL later at the earliest: time for
+///   set_ready(false) to stop the node's shared guests before another node may take them
+///   over) or etcd says the lease is gone, the node is fenced (set_ready(false)) and
+///   registers again, with a new lease, once etcd answers. Its other guests run on.
 /// - **stop**: the lease is revoked (its key goes at once: the node leaves placement).
 class node_registrar {
 public:
@@ -78,6 +78,8 @@ private:
   /// Renews the lease and puts the record; false when the lease is known to be gone.
   bool refresh();
   void fence(const std::string& why);
+  /// How long after the last good renewal was sent the node fences itself: ¾ TTL.
+  millis fence_after() const;
   /// A call's deadline: its share of the TTL, and never past the fence.
   millis call_timeout(clock::time_point fence_at) const;
   /// Says `what` unless the last warning was of the same `kind` (etcd down for a while
