@@ -123,6 +123,15 @@ control_plane::control_plane(guest_backend& backend, record_store& store, image_
     }
     guests_.emplace(id, std::move(g));
   }
+  // Shared guests adopted alive (their previous control plane had no watchdog) are tied to
+  // this one's life from now on.
+  if (!cfg_.workspace_root.empty())
+    for (const auto& [id, g] : guests_)
+      if (g.rec.persistent && !g.rec.runtime.cgroup_dirs.empty() &&
+          g.rec.runtime.workspace.parent_path().parent_path() == cfg_.workspace_root &&
+          (g.rec.status == sandbox_status::running || g.rec.status == sandbox_status::paused))
+        if (auto ok = watch_shared(g.rec.runtime); !ok && cfg_.warn)
+          cfg_.warn("sandbox " + id + ": " + ok.error().message);
   // Last: its filler starts at once.
   if (!cfg_.warm_pool.empty() || !pooled.empty()) {
     warm_pool::settings ps;
@@ -136,6 +145,7 @@ control_plane::control_plane(guest_backend& backend, record_store& store, image_
 
 control_plane::~control_plane() {
   stop_pool();
+  end_watch();
 }
 
 size_t control_plane::stop_pool() {
@@ -358,6 +368,7 @@ result<sandbox_created> control_plane::create(const sandbox_create_request& req)
   g.rec.status = sandbox_status::running;
   g.last_activity = clock::now();
   auto ok = save(g);
+  if (ok && shared) ok = watch_shared(*rt);
   if (ok && shared) ok = write_shared_spec(req, *shared);
   if (!ok) {
     // A kept workspace stays as it was; a new one goes with the guest.

@@ -1,5 +1,6 @@
 #pragma once
 
+#include "common/unique_fd.hpp"
 #include "controlplane/local/guests/guest_backend.hpp"
 #include "controlplane/local/images/image_store.hpp"
 #include "controlplane/local/service/capacity.hpp"
@@ -126,6 +127,23 @@ public:
   void forget_taken_over();
 
 private:
+  /// Shared guests die with this process, however it ends (SIGKILL included): another node
+  /// takes one over only after this node's lease expired, so a guest outliving its control
+  /// plane would write its workspace beside the new owner's. A watchdog (`sh`, its own
+  /// session) reads the cgroup directories of every shared guest this process ran from a
+  /// socket only this process holds; at EOF — this process gone — it kills them all (a
+  /// stopped or deleted guest's directories are gone, and killing them is a no-op).
+  struct death_watch {
+    pid_t pid = -1;
+    unique_fd socket; ///< the server's end (close-on-exec: never inherited)
+  };
+  /// Tells the watchdog `rt`'s cgroups (mutex held; starts one — told every running shared
+  /// guest — when there is none or it died). A failure: the guest must not run.
+  result<bool> watch_shared(const guest_runtime& rt);
+  /// Ends the watchdog: it kills what it was told of (shared guests still running), exits
+  /// and is reaped (bounded).
+  void end_watch();
+
   using clock = std::chrono::steady_clock;
 
   struct guest {
@@ -212,6 +230,7 @@ private:
   std::map<std::string, guest> guests_;
   int64_t next_seq_ = 1;
   std::unique_ptr<warm_pool> pool_; ///< null without targets or adopted pool guests
+  death_watch watch_;               ///< with a workspace root only
   capacity_gate gate_;
 };
 

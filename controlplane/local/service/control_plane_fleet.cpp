@@ -9,8 +9,17 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <fcntl.h>
 #include <fstream>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
+
+extern char** environ;
 
 namespace guestflow::local {
 namespace fs = std::filesystem;
@@ -48,7 +57,109 @@ bool forgettable(sandbox_status s) {
          s == sandbox_status::paused;
 }
 
+/// The death watch (control_plane.hpp): reads cgroup directories, one a line, until EOF,
+/// then kills every process in them — cgroup v2's atomic cgroup.kill, else (v1) each pid
+/// listed, a few rounds (a guest's pid 1 among them: its pid namespace goes with it).
+constexpr const char* watchdog_script = R"(set -f
+dirs=
+while IFS= read -r d; do dirs="$dirs
+$d"; done
+IFS='
+'
+for d in $dirs; do
+  if [ -e "$d/cgroup.kill" ]; then echo 1 > "$d/cgroup.kill"
+  elif [ -e "$d/cgroup.procs" ]; then
+    for round in 1 2 3; do
+      while read -r p; do kill -9 "$p"; done < "$d/cgroup.procs"
+    done
+  fi
+done 2>/dev/null
+)";
+
+bool send_all(int fd, const std::string& text) {
+  size_t at = 0;
+  while (at < text.size()) {
+    auto n = ::send(fd, text.data() + at, text.size() - at, MSG_NOSIGNAL);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    at += static_cast<size_t>(n);
+  }
+  return true;
+}
+
+std::string lines_of(const std::vector<std::string>& dirs) {
+  std::string out;
+  for (const auto& d : dirs)
+    if (!d.empty() && d.find('\n') == std::string::npos) out += d + "\n";
+  return out;
+}
+
 } // namespace
+
+result<bool> control_plane::watch_shared(const guest_runtime& rt) {
+  if (cfg_.workspace_root.empty()) return true;
+  auto told = lines_of(rt.cgroup_dirs);
+  if (watch_.socket.get() >= 0 && send_all(watch_.socket.get(), told)) return true;
+  // None yet, or it died: a new one, told every shared guest running now.
+  end_watch();
+  int sv[2];
+  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0)
+    return fail(ec::unavailable, std::string{"the shared guests' watchdog: socketpair: "} +
+                                     std::strerror(errno));
+  unique_fd mine{sv[0]}, theirs{sv[1]};
+  posix_spawn_file_actions_t fa;
+  posix_spawnattr_t attr;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawnattr_init(&attr);
+  posix_spawn_file_actions_adddup2(&fa, theirs.get(), 0);
+  posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+  posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
+  posix_spawn_file_actions_addclosefrom_np(&fa, 3);
+  sigset_t none, all;
+  sigemptyset(&none);
+  sigfillset(&all);
+  posix_spawnattr_setsigmask(&attr, &none);
+  posix_spawnattr_setsigdefault(&attr, &all);
+  // Its own session: a signal to the server's process group (a terminal's ^C, a
+  // supervisor's kill of the group) leaves it to do its job.
+  posix_spawnattr_setflags(&attr,
+                           POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSID);
+  const char* argv[] = {"sh", "-c", watchdog_script, "guestflow-shared-watchdog", nullptr};
+  pid_t pid = -1;
+  int rc = ::posix_spawn(&pid, "/bin/sh", &fa, &attr, const_cast<char* const*>(argv), environ);
+  posix_spawn_file_actions_destroy(&fa);
+  posix_spawnattr_destroy(&attr);
+  if (rc != 0)
+    return fail(ec::unavailable,
+                std::string{"the shared guests' watchdog: cannot start /bin/sh: "} +
+                    std::strerror(rc));
+  watch_.pid = pid;
+  watch_.socket = std::move(mine);
+  std::string all_dirs = told;
+  for (const auto& [id, g] : guests_)
+    if (g.rec.persistent && &g.rec.runtime != &rt &&
+        (g.rec.status == sandbox_status::running || g.rec.status == sandbox_status::paused) &&
+        !g.rec.runtime.workspace.empty() &&
+        g.rec.runtime.workspace.parent_path().parent_path() == cfg_.workspace_root)
+      all_dirs += lines_of(g.rec.runtime.cgroup_dirs);
+  if (send_all(watch_.socket.get(), all_dirs)) return true;
+  return fail(ec::unavailable,
+              "the shared guests' watchdog (pid " + std::to_string(pid) + ") does not read");
+}
+
+void control_plane::end_watch() {
+  if (watch_.pid < 0) return;
+  watch_.socket.reset(); // EOF: it kills what it was told of, then exits
+  // Bounded: one that does not exit within 5 s is killed (its guests' own stops follow).
+  unique_fd pidfd{static_cast<int>(::syscall(SYS_pidfd_open, watch_.pid, 0))};
+  if (pidfd.get() >= 0) { // else reaped already
+    pollfd p{pidfd.get(), POLLIN, 0};
+    if (::poll(&p, 1, 5000) != 1)
+      ::syscall(SYS_pidfd_send_signal, pidfd.get(), SIGKILL, nullptr, 0);
+    ::waitpid(watch_.pid, nullptr, 0);
+  }
+  watch_.pid = -1;
+}
 
 std::optional<fs::path> control_plane::shared_dir(const sandbox_create_request& req) const {
   if (cfg_.workspace_root.empty() || !req.persistent || !req.name) return std::nullopt;

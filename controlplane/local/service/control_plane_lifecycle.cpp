@@ -163,8 +163,11 @@ result<sandbox_view> control_plane::finish_start(const guest_spec& spec) {
   g.rec.stopped_unix = 0;
   g.rec.last_resumed_at = now_rfc3339();
   g.last_activity = clock::now();
-  if (auto ok = save(g); !ok) {
-    // Running but not recorded as such: stopped again, so that the record is the truth.
+  auto ok = save(g);
+  if (ok && !spec.guest_dir.empty()) ok = watch_shared(*rt); // a shared guest
+  if (!ok) {
+    // Running but not recorded as such (or not tied to this process's life): stopped
+    // again, so that the record is the truth.
     backend_.stop(*rt);
     g.rec.status = sandbox_status::stopped;
     g.rec.runtime.init_pid = 0;

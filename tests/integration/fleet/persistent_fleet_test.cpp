@@ -5,6 +5,7 @@
 // has expired, and the lost node, restarted, forgets the guest instead of starting it.
 #include "fleet/etcd_client.hpp"
 #include "messages/fleet.hpp"
+#include "messages/jsend.hpp"
 #include "tests/integration/control_plane/http_client.hpp"
 #include "tests/integration/fleet/fleet_fixture.hpp"
 #include "tests/support/etcd_process.hpp"
@@ -13,8 +14,13 @@
 #include "tests/support/proc.hpp"
 
 #include <csignal>
+#include <fcntl.h>
 #include <iostream>
+#include <sstream>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <thread>
+#include <unistd.h>
 
 using namespace guestflow;
 using namespace guestflow::testing;
@@ -32,6 +38,110 @@ std::vector<int> guest_pids(const std::string& id) {
   });
 }
 
+/// A TCP proxy on loopback in front of etcd, a process of the test's own (python3, owned by
+/// its pid): SIGSTOP cuts the node behind it off from etcd while the node itself runs on.
+class tcp_proxy {
+public:
+  explicit tcp_proxy(uint16_t upstream) {
+    static constexpr const char* script = R"(
+import socket, sys, threading
+up = int(sys.argv[1])
+ls = socket.socket()
+ls.bind(("127.0.0.1", 0))
+ls.listen(64)
+print(ls.getsockname()[1], flush=True)
+def pump(a, b):
+    try:
+        while True:
+            data = a.recv(65536)
+            if not data:
+                break
+            b.sendall(data)
+    except OSError:
+        pass
+    for s in (a, b):
+        try:
+            s.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+while True:
+    c, _ = ls.accept()
+    try:
+        u = socket.create_connection(("127.0.0.1", up))
+    except OSError:
+        c.close()
+        continue
+    threading.Thread(target=pump, args=(c, u), daemon=True).start()
+    threading.Thread(target=pump, args=(u, c), daemon=True).start()
+)";
+    int out[2];
+    if (::pipe2(out, O_CLOEXEC) != 0) throw std::runtime_error("pipe");
+    auto port = std::to_string(upstream);
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      ::dup2(out[1], 1);
+      ::execl("/usr/bin/python3", "python3", "-c", script, port.c_str(), nullptr);
+      ::_exit(127);
+    }
+    ::close(out[1]);
+    std::string line;
+    char c = 0;
+    while (::read(out[0], &c, 1) == 1 && c != '\n')
+      line += c;
+    ::close(out[0]);
+    port_ = static_cast<uint16_t>(std::stoi(line.empty() ? "0" : line));
+    if (!port_) throw std::runtime_error("the proxy did not start");
+  }
+  ~tcp_proxy() {
+    ::kill(pid_, SIGKILL);
+    ::waitpid(pid_, nullptr, 0);
+  }
+  tcp_proxy(const tcp_proxy&) = delete;
+  tcp_proxy& operator=(const tcp_proxy&) = delete;
+
+  std::string url() const { return "etcd://127.0.0.1:" + std::to_string(port_); }
+  void cut() const { ::kill(pid_, SIGSTOP); }
+  void mend() const { ::kill(pid_, SIGCONT); }
+
+private:
+  pid_t pid_ = -1;
+  uint16_t port_ = 0;
+};
+
+/// The writer a guest runs on its workspace: `<writer> <n>` lines, n = 0, 1, 2, …, one
+/// append every 10 ms until it is killed.
+const std::vector<std::string> writer_args(const std::string& writer) {
+  return {"-c",
+          "i=0; while :; do echo \"$0 $i\" >> /workspace/seq; i=$((i+1)); sleep 0.01; done",
+          writer};
+}
+
+/// What a sequence file shows: the writers in the order their runs appear, each run's
+/// length; fails the test on a line that is not `<writer> <n>`, or a run whose counter is
+/// not 0, 1, 2, … (an interleaved or torn write).
+std::vector<std::pair<std::string, int>> writer_runs(const std::string& text) {
+  std::vector<std::pair<std::string, int>> runs;
+  std::istringstream in{text};
+  std::string line;
+  while (std::getline(in, line)) {
+    auto sp = line.find(' ');
+    if (sp == std::string::npos || sp == 0 || sp + 1 == line.size()) {
+      ADD_FAILURE() << "not a sequence line: '" << line << "'";
+      return runs;
+    }
+    auto who = line.substr(0, sp);
+    auto n = std::stoi(line.substr(sp + 1));
+    if (runs.empty() || runs.back().first != who) runs.emplace_back(who, 0);
+    if (n != runs.back().second) {
+      ADD_FAILURE() << "writer " << who << " wrote " << n << " after " << runs.back().second - 1
+                    << ": two writers interleaved";
+      return runs;
+    }
+    ++runs.back().second;
+  }
+  return runs;
+}
+
 class persistent_fleet_test : public fleet_fixture {
 protected:
   std::unique_ptr<test_support::etcd_process> etcd =
@@ -47,9 +157,57 @@ protected:
     etcd_client = *c;
   }
 
-  std::vector<std::string> node_args() const {
-    return {"--fleet", etcd->url(),        "--fleet-ttl-seconds",
-            "2",       "--workspace-root", root.string()};
+  static constexpr std::chrono::seconds ttl{2};
+
+  std::vector<std::string> node_args(const std::string& etcd_url = {}) const {
+    return {"--fleet",
+            etcd_url.empty() ? etcd->url() : etcd_url,
+            "--fleet-ttl-seconds",
+            std::to_string(ttl.count()),
+            "--workspace-root",
+            root.string()};
+  }
+
+  /// Creates persistent guest `name` on node `i`; the reply.
+  http_reply create_shared(size_t i, const std::string& name) const {
+    return http_client{nodes[i]->port()}.call(
+        "POST", "/v1/sandboxes",
+        R"({"shape":"s-1vcpu-256mb","persistent":true,"name":")" + name + R"("})");
+  }
+
+  /// Starts the sequence writer `writer` in guest `id` on node `i` (a streamed exec the
+  /// caller holds: it runs until the guest dies or the stream goes).
+  std::unique_ptr<http_stream> start_writer(size_t i, const std::string& id,
+                                            const std::string& writer) const {
+    exec_request req;
+    req.cmd = "/bin/sh";
+    req.args = writer_args(writer);
+    return std::make_unique<http_stream>(http_client{nodes[i]->port()}, "POST",
+                                         "/v1/sandboxes/" + id + "/exec?stream=true",
+                                         encode(req));
+  }
+
+  /// The sequence file as guest `id` on node `i` reads it ("" when unreadable).
+  std::string sequence(size_t i, const std::string& id) const {
+    exec_request req;
+    req.cmd = "/bin/sh";
+    req.args = {"-c", "cat /workspace/seq 2>/dev/null || true"};
+    auto reply = http_client{nodes[i]->port()}.call("POST", "/v1/sandboxes/" + id + "/exec",
+                                                    encode(req));
+    if (reply.status != 200) return "";
+    auto env = decode<jsend>(reply.body);
+    if (!env) return "";
+    auto r = decode<exec_result>(env->data.text);
+    return r ? r->stdout_text : "";
+  }
+
+  /// Lines of `writer` in the sequence read from guest `id` on node `i`.
+  size_t lines_of(size_t i, const std::string& id, const std::string& writer) const {
+    auto text = sequence(i, id);
+    size_t n = 0;
+    for (size_t at = 0; (at = text.find(writer + " ", at)) != std::string::npos; ++at)
+      if (at == 0 || text[at - 1] == '\n') ++n;
+    return n;
   }
 
   size_t registered() const {
@@ -163,6 +321,115 @@ TEST_F(persistent_fleet_test,
   EXPECT_EQ(owner_of("kept-1"), "") << "a failed takeover lets ownership go";
   EXPECT_TRUE(std::filesystem::exists(root / "kept-1" / "spec.json")) << "nothing else lost";
   restart_node(0); // its record goes with TearDown
+}
+
+TEST_F(persistent_fleet_test,
+       a_live_node_cut_off_from_etcd_stops_its_writer_before_the_other_node_takes_over) {
+  tcp_proxy proxy{etcd->client_port()};
+  start_node("node-a", node_args(proxy.url())); // A reaches etcd only through the proxy
+  start_node("node-b", node_args());
+  ASSERT_TRUE(test_support::eventually([&] { return registered() == 2; }, 30s));
+  const std::string name = "seq-fenced";
+  auto made = create_shared(0, name);
+  ASSERT_EQ(made.status, 200u) << made.body;
+  const auto id_a = live(0).at(0).id;
+  ASSERT_EQ(owner_of(name), "node-a");
+  auto writer_a = start_writer(0, id_a, "A");
+  ASSERT_TRUE(test_support::eventually([&] { return lines_of(0, id_a, "A") >= 20; }, 30s));
+
+  // Cut A off from etcd; A itself, its guest and its writer run on.
+  proxy.cut();
+  const auto cut = std::chrono::steady_clock::now();
+  auto since_cut = [&] { return std::chrono::steady_clock::now() - cut; };
+  // A fences itself and stops its shared guest before its lease can expire: the moment the
+  // owner key goes, A's guest is already gone.
+  ASSERT_TRUE(test_support::eventually([&] { return owner_of(name).empty(); }, 20s, 20ms));
+  const auto freed = since_cut();
+  EXPECT_TRUE(guest_pids(id_a).empty()) << "A's guest still ran when its lease expired";
+  // Not before the lease could have expired (renewed at most TTL/3 before the cut), and no
+  // later than the TTL plus etcd's expiry tick (500 ms) and this poll.
+  EXPECT_GE(freed, ttl * 2 / 3);
+  EXPECT_LE(freed, ttl + 1s);
+  auto view_a = live(0);
+  ASSERT_EQ(view_a.size(), 1u);
+  EXPECT_EQ(view_a[0].status, sandbox_status::stopped);
+
+  // B cold-boots the workspace from the shared root and its writer goes on from there.
+  auto took = create_shared(1, name);
+  ASSERT_EQ(took.status, 200u) << took.body;
+  const auto recovered = since_cut();
+  const auto id_b = live(1).at(0).id;
+  EXPECT_EQ(owner_of(name), "node-b");
+  // The recovery bound: the lease TTL (+ etcd's expiry tick) + a cold boot (3 s on this
+  // shared 2-core host; 0.2 s idle).
+  EXPECT_LE(recovered, ttl + 1s + 3s)
+      << std::chrono::duration_cast<std::chrono::milliseconds>(recovered).count() << " ms";
+  auto writer_b = start_writer(1, id_b, "B");
+  ASSERT_TRUE(test_support::eventually([&] { return lines_of(1, id_b, "B") >= 20; }, 30s));
+  writer_b.reset();
+
+  // One writer at a time: all of A's appends, then B's, never interleaved or torn.
+  auto runs = writer_runs(sequence(1, id_b));
+  ASSERT_EQ(runs.size(), 2u);
+  EXPECT_EQ(runs[0].first, "A");
+  EXPECT_GE(runs[0].second, 20);
+  EXPECT_EQ(runs[1].first, "B");
+  EXPECT_GE(runs[1].second, 20);
+
+  // A back in touch with etcd: it registers again and forgets the guest B owns now.
+  proxy.mend();
+  ASSERT_TRUE(test_support::eventually([&] { return live(0).empty(); }, 30s, 100ms));
+  EXPECT_EQ(owner_of(name), "node-b");
+}
+
+TEST_F(persistent_fleet_test,
+       a_shared_guest_dies_with_its_control_plane_before_the_other_node_takes_over) {
+  start_node("node-a", node_args());
+  start_node("node-b", node_args());
+  ASSERT_TRUE(test_support::eventually([&] { return registered() == 2; }, 30s));
+  const std::string name = "seq-orphan";
+  auto made = create_shared(0, name);
+  ASSERT_EQ(made.status, 200u) << made.body;
+  const auto id_a = live(0).at(0).id;
+  auto writer_a = start_writer(0, id_a, "A");
+  ASSERT_TRUE(test_support::eventually([&] { return lines_of(0, id_a, "A") >= 20; }, 30s));
+  ASSERT_FALSE(guest_pids(id_a).empty());
+
+  // Only A's control-plane process dies; the host, etcd and A's guest processes remain.
+  kill_node(0);
+  const auto killed = std::chrono::steady_clock::now();
+  writer_a.reset();
+  // The guest goes with it, well before A's lease can expire (⅔ TTL at the earliest).
+  ASSERT_TRUE(
+      test_support::eventually([&] { return guest_pids(id_a).empty(); }, ttl * 2 / 3, 10ms))
+      << "A's guest outlived its control plane";
+  ASSERT_LT(std::chrono::steady_clock::now() - killed, ttl * 2 / 3);
+  ASSERT_FALSE(owner_of(name).empty()) << "A's lease outlived by its guest, not the reverse";
+
+  // B takes over once A's lease expired, and only then; the sequence shows one writer at a
+  // time.
+  ASSERT_TRUE(test_support::eventually([&] { return owner_of(name).empty(); }, 20s, 20ms));
+  EXPECT_TRUE(guest_pids(id_a).empty());
+  auto took = create_shared(1, name);
+  ASSERT_EQ(took.status, 200u) << took.body;
+  EXPECT_LE(std::chrono::steady_clock::now() - killed, ttl + 1s + 3s);
+  const auto id_b = live(1).at(0).id;
+  auto writer_b = start_writer(1, id_b, "B");
+  ASSERT_TRUE(test_support::eventually([&] { return lines_of(1, id_b, "B") >= 20; }, 30s));
+  writer_b.reset();
+  auto runs = writer_runs(sequence(1, id_b));
+  ASSERT_EQ(runs.size(), 2u);
+  EXPECT_EQ(runs[0].first, "A");
+  EXPECT_GE(runs[0].second, 20);
+  EXPECT_EQ(runs[1].first, "B");
+  EXPECT_GE(runs[1].second, 20);
+
+  // A restarted: its guest (stopped by the kill) is B's now; A forgets it, never starts it.
+  restart_node(0);
+  ASSERT_TRUE(test_support::eventually([&] { return registered() == 2; }, 30s));
+  ASSERT_TRUE(test_support::eventually([&] { return live(0).empty(); }, 30s, 100ms));
+  EXPECT_EQ(owner_of(name), "node-b");
+  EXPECT_GE(lines_of(1, id_b, "B"), 20u);
 }
 
 TEST_F(persistent_fleet_test, a_missing_or_unfleeted_workspace_root_is_refused_at_start) {
