@@ -397,6 +397,23 @@ class LangflowRunState(unittest.TestCase):
         self.assertEqual([(e.source, e.target, e.field) for e in parsed.edges][-1],
                          ("Uppercase-up1", "LoopComponent-l1", "item"))
 
+    def test_a_loop_exported_with_its_loop_target_handle_runs_as_in_process(self):
+        # The same Loop flow as Langflow exports it: the feedback edge's handle is the
+        # Loop output's ({name, id, output_types}); both the guest and lfx in process read it.
+        nodes = [chat_input(), component("Lines-x1", "Lines", "Lines", {"input_value": ""}, ("dataframe",)),
+                 loop_node(), uppercase("Uppercase-up1")]
+        back = edge("Uppercase-up1", "text", "LoopComponent-l1", "item")
+        back["data"]["targetHandle"] = {"name": "item", "id": "LoopComponent-l1", "output_types": ["Data"]}
+        edges = [edge("ChatInput-in1", "message", "Lines-x1", "input_value"),
+                 edge("Lines-x1", "dataframe", "LoopComponent-l1", "data"),
+                 edge("LoopComponent-l1", "item", "Uppercase-up1", "input_value"), back]
+        g = graph(nodes, edges)
+        guest = self.run_lfx(lfx_spec(copy.deepcopy(g), [chat("p\nq")], outputs=["Loop"]))
+        in_process = in_process_run(g, "p\nq", ["Loop"])
+        done = in_process[0].outputs[0].results["done"]
+        self.assertEqual([d.data for d in done.to_data_list()], [{"text": "P"}, {"text": "Q"}])
+        self.assertEqual(guest.run_outputs[0]["outputs"][0]["results"]["done"], done.to_dict())
+
     def test_a_failing_loop_body_fails_the_loop_with_langflow_s_text(self):
         nodes = [chat_input(), component("Lines-x1", "Lines", "Lines", {"input_value": ""}, ("dataframe",)),
                  loop_node(), raising("Raise-r1", "bad item")]
