@@ -1,25 +1,34 @@
-"""The Grafana dashboard (docs/grafana/guestflow.json) queries only series a real serve exports.
+"""The Grafana dashboard (docs/grafana/guestflow.json) queries only series real servers export.
 
-A real ``guestflow serve`` on 127.0.0.1 (``tests/_server.py``) answers ``GET /metrics``;
-every metric name in every panel's PromQL and in the template variables must be in it, every
-``by (...)`` label must be on that metric's series, and every ``label="value"`` matcher must
-match a series (``instance`` and ``job`` are Prometheus's own, added at scrape). A checker
-that finds nothing wrong in a dashboard naming a series serve lacks would pass anything:
-``test_the_check_finds_a_missing_series`` shows it does not.
+A real ``guestflow serve`` on 127.0.0.1 (``tests/_server.py``) and a real ``guestflow
+control-plane`` with a warm pool (its pools and node: serve exports neither) answer ``GET
+/metrics``; every metric name in every panel's PromQL and in the template variables must be
+in one of them, every ``by (...)`` label must be on that metric's series, and every
+``label="value"`` matcher must match a series (``instance`` and ``job`` are Prometheus's own,
+added at scrape). A checker that finds nothing wrong in a dashboard naming a series neither
+exports would pass anything: ``test_the_check_finds_a_missing_series`` shows it does not.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import re
+import secrets
+import subprocess
+import tempfile
+import time
 import unittest
+import urllib.error
+import urllib.request
 from pathlib import Path
 
-from tests._server import ModuleServer
+from tests._server import _LISTENING, ModuleServer, Server
 
 MODULE = ModuleServer()
-setUpModule = MODULE.start  # noqa: N816 (unittest looks these names up)
-tearDownModule = MODULE.stop  # noqa: N816
+POOL_SHAPE = "s-1vcpu-256mb"
+NODE = "dashboard-node"
+POOL_DEADLINE_SECONDS = 60.0
 
 REPO = Path(__file__).resolve().parents[3]
 DASHBOARD = REPO / "docs" / "grafana" / "guestflow.json"
@@ -29,6 +38,69 @@ _SELECTOR = re.compile(r"\b(guestflow_[a-z0-9_]+)\s*(?:\{([^}]*)\})?")
 _BY = re.compile(r"\bby\s*\(([^)]*)\)")
 _LABEL_VALUES = re.compile(r"label_values\(\s*(guestflow_[a-z0-9_]+)\s*,\s*([a-zA-Z_][a-zA-Z0-9_]*)\s*\)")
 PROMETHEUS_LABELS = {"instance", "job"}
+# Series a control plane exports (GET /metrics on `guestflow control-plane`), not serve.
+CONTROL_PLANE_SERIES = re.compile(r"\bguestflow_(pool|node)_")
+
+
+class ControlPlane(Server):
+    """``guestflow control-plane`` on 127.0.0.1:0 with an API key and a one-guest warm pool,
+    stopped (SIGTERM, exit 0, its pool guest deleted) like serve."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.key = secrets.token_hex(16)
+
+    def start(self) -> None:
+        self.state_dir = tempfile.mkdtemp(prefix="gf-python-cp-")
+        stderr = open(os.path.join(self.state_dir, "serve.stderr"), "wb")  # noqa: SIM115 (Server's tail reads it)
+        args = ["control-plane", "--state-dir", os.path.join(self.state_dir, "state"), "--listen", "127.0.0.1:0"]
+        args += ["--api-key", self.key, "--node", NODE, "--warm-pool", f"{POOL_SHAPE}=1"]
+        self.proc = subprocess.Popen([self.bin, *args], stdout=subprocess.PIPE, stderr=stderr, env=self.env())
+        stderr.close()
+        line = self._first_line()
+        match = _LISTENING.match(line)
+        if not match:
+            self._kill()
+            msg = f"guestflow control-plane printed {line!r}{self._stderr_tail()}"
+            raise RuntimeError(msg)
+        self.url = match.group(1)
+
+    def get(self, path: str, *, auth: bool = True) -> tuple[int, bytes]:
+        req = urllib.request.Request(self.url + path)
+        if auth:
+            req.add_header("X-Api-Key", self.key)
+        opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+        try:
+            with opener.open(req, timeout=30) as resp:
+                return resp.status, resp.read()
+        except urllib.error.HTTPError as err:
+            return err.code, err.read()
+
+    def scrape(self) -> str:
+        status, body = self.get("/metrics")
+        if status != 200:
+            msg = f"control plane GET /metrics answered {status}: {body[:200]!r}"
+            raise AssertionError(msg)
+        return body.decode()
+
+
+CONTROL_PLANE = ControlPlane()
+
+
+def setUpModule() -> None:  # noqa: N802 (unittest looks this name up)
+    MODULE.start()
+    try:
+        CONTROL_PLANE.start()
+    except BaseException:
+        MODULE.stop()
+        raise
+
+
+def tearDownModule() -> None:  # noqa: N802
+    try:
+        CONTROL_PLANE.stop()
+    finally:
+        MODULE.stop()
 
 
 def parse_exposition(text: str) -> dict[str, list[dict[str, str]]]:
@@ -100,12 +172,41 @@ class Dashboard(unittest.TestCase):
         status, body = MODULE.server.get("/metrics")
         if status != 200:
             raise AssertionError(f"GET /metrics answered {status}: {body[:200]!r}")
-        cls.series = parse_exposition(body.decode())
+        cls.serve_series = parse_exposition(body.decode())
+        # The pool guest is polled for (a deadline, not a sleep): its series exist at once,
+        # but a scrape that shows it ready shows the pool as the dashboard will.
+        deadline = time.monotonic() + POOL_DEADLINE_SECONDS
+        ready = f'guestflow_pool_guests{{node="{NODE}",shape="{POOL_SHAPE}",image="debian:12",state="ready"}} 1'
+        while ready not in (text := CONTROL_PLANE.scrape()).splitlines():
+            if time.monotonic() > deadline:
+                msg = f"no ready pool guest in {POOL_DEADLINE_SECONDS} s:\n{text}"
+                raise AssertionError(msg)
+            time.sleep(0.1)
+        cls.control_plane_series = parse_exposition(text)
+        cls.series = {**cls.serve_series}
+        for name, labels in cls.control_plane_series.items():
+            cls.series.setdefault(name, []).extend(labels)
 
-    def test_every_queried_series_is_in_a_real_serves_metrics(self) -> None:
+    def test_every_queried_series_is_in_a_real_serves_or_control_planes_metrics(self) -> None:
         self.assertEqual(problems(self.dashboard, self.series), [])
 
-    def test_it_covers_runs_outcomes_latency_guests_and_streams(self) -> None:
+    def test_serve_alone_lacks_the_pool_and_node_series(self) -> None:
+        """The control plane's scrape is what makes the pool and node panels pass."""
+        found = problems(self.dashboard, self.serve_series)
+        self.assertTrue(found)
+        self.assertTrue(all(CONTROL_PLANE_SERIES.search(p) for p in found), found)
+        self.assertFalse(set(self.serve_series) & set(self.control_plane_series))
+
+    def test_the_control_plane_needs_its_api_key(self) -> None:
+        status, body = CONTROL_PLANE.get("/metrics", auth=False)
+        self.assertEqual(status, 401, body[:200])
+        self.assertNotIn(b"guestflow_", body)
+
+    def test_the_node_reads_ready_and_carries_its_name(self) -> None:
+        self.assertEqual(self.control_plane_series["guestflow_node_ready"], [{"node": NODE}])
+        self.assertIn(f'guestflow_node_ready{{node="{NODE}"}} 1', CONTROL_PLANE.scrape().splitlines())
+
+    def test_it_covers_runs_outcomes_latency_guests_streams_pools_and_nodes(self) -> None:
         exprs = " ".join(expr for _, expr in queries(self.dashboard))
         for name in (
             "guestflow_runs_inflight",
@@ -115,11 +216,20 @@ class Dashboard(unittest.TestCase):
             "guestflow_guests_pending_delete",
             "guestflow_streams_open",
             "guestflow_http_requests_total",
+            "guestflow_pool_guests",
+            "guestflow_pool_target",
+            "guestflow_node_ready",
+            "guestflow_node_draining",
+            "guestflow_node_guests",
+            "guestflow_node_memory_committed_mib",
+            "guestflow_node_memory_budget_mib",
         ):
             self.assertIn(name, exprs)
         self.assertIn("sum by (outcome)", exprs)
+        self.assertIn("sum by (shape, image)", exprs)
+        self.assertIn("sum by (node)", exprs)
 
-    def test_panels_use_the_datasource_variable_and_the_instance_filter(self) -> None:
+    def test_panels_use_the_datasource_variable_and_the_instance_or_node_filter(self) -> None:
         ids = []
         for panel in self.dashboard["panels"]:
             ids.append(panel["id"])
@@ -128,13 +238,15 @@ class Dashboard(unittest.TestCase):
             self.assertEqual(panel["datasource"]["uid"], "${datasource}", panel["title"])
             self.assertTrue(panel["description"], panel["title"])
             for target in panel["targets"]:
-                self.assertIn('instance=~"$instance"', target["expr"], panel["title"])
+                # serve's series by the serve variable, a control plane's by the node one.
+                want = 'node=~"$node"' if CONTROL_PLANE_SERIES.search(target["expr"]) else 'instance=~"$instance"'
+                self.assertIn(want, target["expr"], panel["title"])
         self.assertEqual(len(ids), len(set(ids)), "panel ids are unique")
 
     def test_the_check_finds_a_missing_series(self) -> None:
         broken = json.loads(json.dumps(self.dashboard))
         target = next(p for p in broken["panels"] if p["type"] != "row")["targets"][0]
-        target["expr"] = 'sum by (shape) (guestflow_pool_guests{instance=~"$instance",state="ready"})'
+        target["expr"] = 'sum by (shape) (guestflow_pool_guestz{node=~"$node",state="ready"})'
         broken["panels"].append(
             {
                 "type": "timeseries",
@@ -143,9 +255,18 @@ class Dashboard(unittest.TestCase):
                 "targets": [{"refId": "A", "expr": 'sum(guestflow_runs_total{outcome="no_such_outcome"})'}],
             }
         )
+        broken["panels"].append(
+            {
+                "type": "timeseries",
+                "id": 998,
+                "title": "y",
+                "targets": [{"refId": "A", "expr": 'sum(guestflow_pool_guests{state="built"})'}],
+            }
+        )
         found = problems(broken, self.series)
-        self.assertTrue(any("guestflow_pool_guests is not in /metrics" in p for p in found), found)
+        self.assertTrue(any("guestflow_pool_guestz is not in /metrics" in p for p in found), found)
         self.assertTrue(any('outcome="no_such_outcome"' in p for p in found), found)
+        self.assertTrue(any('state="built"' in p for p in found), found)
 
 
 if __name__ == "__main__":

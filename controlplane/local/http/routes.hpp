@@ -24,7 +24,8 @@ result<std::string> url_decode(std::string_view s, bool query);
 
 result<request_target> parse_target(std::string_view target);
 
-/// The wire API v1: every endpoint's handler, registered once (routes.cpp).
+/// The wire API v1: every endpoint's handler, registered once (routes.cpp); with them
+/// `GET /metrics`, the capacity and pools in Prometheus's text format (metrics.hpp).
 const route_table& wire_api_routes();
 
 /// `wire_api_routes().match(method, path)`.
