@@ -278,7 +278,7 @@ private:
             std::shared_ptr<std::function<void()>> undo = nullptr) {
     auto res = std::make_shared<http::response<http::string_body>>(
         static_cast<http::status>(r.status), version_);
-    res->set(http::field::content_type, "application/json");
+    res->set(http::field::content_type, r.content_type);
     if (!allow.empty()) res->set(http::field::allow, allow);
     res->keep_alive(keep_alive_ && !close);
     res->body() = std::move(r.body);

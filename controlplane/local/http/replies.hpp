@@ -11,7 +11,8 @@ namespace guestflow::local {
 
 struct reply {
   unsigned status = 200;
-  std::string body; ///< JSON
+  std::string body;                              ///< JSON, unless content_type says otherwise
+  const char* content_type = "application/json"; ///< a string literal (static storage)
 };
 
 /// The status of an answer carrying `code`: guestflow's one table (messages/http_status.hpp),

@@ -44,6 +44,7 @@ enum class endpoint : uint8_t {
   stop_drain,     ///< DELETE /v1/drain
   stop_sandbox,   ///< POST /v1/sandboxes/{id}/stop (local only: persistent guests)
   start_sandbox,  ///< POST /v1/sandboxes/{id}/start (local only: persistent guests)
+  metrics,        ///< GET /metrics (local only: capacity and pools, Prometheus text)
 };
 
 /// What a handler sees of a request.

@@ -221,16 +221,14 @@ route_table make_wire_api_routes() {
   t.add("GET", "/v1/capacity", endpoint::capacity,
         capacity_answer([](svc& s) { return s.capacity(); }));
   // GET /metrics: the two answers above in Prometheus's text format (metrics.hpp), where a
-  // scraper looks by default. Filed under endpoint::capacity: route_table.hpp names no
-  // `metrics` endpoint. The body goes out as application/json, the one type a reply has;
-  // Prometheus 2 parses any type it does not know as text, Prometheus 3 needs
-  // `fallback_scrape_protocol` (docs/grafana/prometheus.yml).
-  t.add("GET", "/metrics", endpoint::capacity,
+  // scraper looks by default.
+  t.add("GET", "/metrics", endpoint::metrics,
         {body_mode::whole, [](const handler_request& r) -> action {
            return domain_call{[&s = r.service]() -> reply {
              auto c = s.capacity();
              if (!c) return failure_reply(c.error());
-             return reply{200, encode_metrics(*c, s.pool())};
+             return reply{200, encode_metrics(*c, s.pool()),
+                          "text/plain; version=0.0.4; charset=utf-8"};
            }};
          }});
   t.add("POST", "/v1/drain", endpoint::start_drain,

@@ -124,7 +124,11 @@ TEST_F(control_plane_metrics, it_needs_the_api_key_like_every_route) {
   auto anonymous = http_client{cp_->port()}.call("GET", "/metrics");
   EXPECT_EQ(anonymous.status, 401u) << anonymous.body;
   EXPECT_EQ(anonymous.body.find("guestflow_"), std::string::npos) << anonymous.body;
-  EXPECT_EQ(call("GET", "/metrics").status, 200u);
+  auto scraped = call("GET", "/metrics");
+  EXPECT_EQ(scraped.status, 200u);
+  // Prometheus's text format by its own type: Prometheus 3 refuses a scrape it cannot type.
+  EXPECT_EQ(scraped.headers["content-type"], "text/plain; version=0.0.4; charset=utf-8");
+  EXPECT_EQ(call("GET", "/v1/capacity").headers["content-type"], "application/json");
   EXPECT_EQ(call("POST", "/metrics").status, 405u) << "read-only";
 }
 
