@@ -1,7 +1,8 @@
 #include "common/net_address.hpp"
 
+#include "common/numbers.hpp"
+
 #include <arpa/inet.h>
-#include <charconv>
 #include <netinet/in.h>
 
 namespace guestflow {
@@ -51,11 +52,9 @@ std::optional<net_address> parse_host_port(std::string_view text, std::string* w
   if (host.size() >= 2 && host.front() == '[' && host.back() == ']')
     host = host.substr(1, host.size() - 2);
   if (host == "localhost") host = "127.0.0.1";
-  unsigned port = 0;
-  auto [p, e] = std::from_chars(port_text.data(), port_text.data() + port_text.size(), port);
-  if (e != std::errc{} || p != port_text.data() + port_text.size() || port > 65535)
-    return refuse("bad port '" + std::string{port_text} + "'");
-  auto address = make_net_address(host, static_cast<uint16_t>(port));
+  auto port = parse_uint_as<uint16_t>(port_text);
+  if (!port) return refuse("bad port '" + std::string{port_text} + "'");
+  auto address = make_net_address(host, *port);
   if (!address) return refuse("'" + std::string{host} + "' is not an IP address");
   return address;
 }

@@ -1,5 +1,6 @@
 #include "bench/bridge/load_client.hpp"
 
+#include "common/numbers.hpp"
 #include "messages/run.hpp"
 
 #include <algorithm>
@@ -12,7 +13,6 @@
 #include <boost/beast/http/read.hpp>
 #include <boost/beast/http/string_body.hpp>
 #include <boost/beast/http/write.hpp>
-#include <charconv>
 #include <future>
 #include <optional>
 #include <pthread.h>
@@ -125,9 +125,7 @@ private:
     if (run_.status == 429) {
       // Honour Retry-After as a real client would: no busy loop of refusals.
       auto ra = res[http::field::retry_after];
-      wait_s = 1;
-      std::from_chars(ra.data(), ra.data() + ra.size(), wait_s);
-      wait_s = std::min(wait_s, 10u);
+      wait_s = std::min(parse_uint_as<unsigned>({ra.data(), ra.size()}).value_or(1), 10u);
     }
     bool keep = parser_->keep_alive();
     record();

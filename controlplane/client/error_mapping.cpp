@@ -1,5 +1,6 @@
 #include "controlplane/client/error_mapping.hpp"
 
+#include "common/text.hpp"
 #include "messages/jsend.hpp"
 
 #include <boost/asio/error.hpp>
@@ -37,17 +38,7 @@ std::string server_message(std::string_view body, const result<jsend>& env) {
 }
 
 bool contains_ci(std::string_view hay, std::string_view needle) {
-  if (needle.size() > hay.size()) return false;
-  for (size_t i = 0; i + needle.size() <= hay.size(); ++i) {
-    size_t j = 0;
-    for (; j < needle.size(); ++j) {
-      char a = hay[i + j];
-      if (a >= 'A' && a <= 'Z') a = static_cast<char>(a - 'A' + 'a');
-      if (a != needle[j]) break;
-    }
-    if (j == needle.size()) return true;
-  }
-  return false;
+  return lower(hay).find(needle) != std::string::npos;
 }
 
 attempt_outcome outcome(ec code, std::string message, bool retryable) {

@@ -1,10 +1,10 @@
 #include "controlplane/local/guests/workspace_disk.hpp"
 
+#include "common/numbers.hpp"
 #include "controlplane/local/guests/host_command.hpp"
 
 #include <atomic>
 #include <cerrno>
-#include <charconv>
 #include <csignal>
 #include <cstdlib>
 #include <cstring>
@@ -201,14 +201,11 @@ fs::path workspace_image_path(const fs::path& ws) {
 
 result<size_t> workspace_pool_from(const char* value) {
   if (value == nullptr || *value == '\0') return size_t{2};
-  std::string_view v{value};
-  size_t n = 0;
-  auto [end, err] = std::from_chars(v.data(), v.data() + v.size(), n);
-  if (err != std::errc{} || end != v.data() + v.size() || n > max_workspace_pool)
-    return fail(ec::bad_request, "GUESTFLOW_WORKSPACE_POOL: expected an integer in 0.." +
-                                     std::to_string(max_workspace_pool) + ", got '" +
-                                     std::string{v} + "'");
-  return n;
+  auto n = parse_uint_as<size_t>(value, 0, max_workspace_pool);
+  if (!n)
+    return fail(ec::bad_request,
+                uint_refusal("GUESTFLOW_WORKSPACE_POOL", value, 0, max_workspace_pool));
+  return *n;
 }
 
 workspace_disks::workspace_disks(fs::path templates_dir, std::string mke2fs, size_t pool_depth)

@@ -175,7 +175,7 @@ TEST_F(control_plane_capacity, drain_needs_the_key_like_every_route) {
 TEST_F(control_plane_capacity, a_bad_workspace_pool_size_is_refused_at_start) {
   test_support::temp_dir other{"guestflow-cp-test"};
   auto state = (other.path() / "s").string();
-  for (std::string bad : {"x", "17", "-1", "2x", " 2"}) {
+  for (std::string bad : {"x", "17", "-1", "2x", "2 2"}) {
     auto o = control_plane_process::run_to_exit({"control-plane", "--state-dir", state},
                                                 {{"GUESTFLOW_WORKSPACE_POOL", bad}});
     EXPECT_EQ(o.status, 2) << bad << ": " << o.stderr_text;

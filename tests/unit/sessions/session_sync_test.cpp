@@ -5,8 +5,8 @@
 #include "actors/session_task.hpp"
 #include "common/unique_fd.hpp"
 #include "controlplane/local/guests/guest_mounts.hpp"
+#include "tests/support/temp_dir.hpp"
 
-#include <cstdlib>
 #include <fcntl.h>
 #include <filesystem>
 #include <fstream>
@@ -20,16 +20,8 @@ namespace fs = std::filesystem;
 
 class host_dir : public ::testing::Test {
 protected:
-  fs::path root;
-  void SetUp() override {
-    char tmpl[] = "/tmp/gf-sync-XXXXXX";
-    ASSERT_NE(::mkdtemp(tmpl), nullptr);
-    root = fs::canonical(tmpl);
-  }
-  void TearDown() override {
-    std::error_code ec;
-    fs::remove_all(root, ec);
-  }
+  test_support::temp_dir dir{"gf-sync"};
+  fs::path root = fs::canonical(dir.path());
   void put(const fs::path& p, const std::string& bytes) {
     fs::create_directories(p.parent_path());
     std::ofstream{p, std::ios::binary} << bytes;
