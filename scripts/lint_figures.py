@@ -16,6 +16,8 @@ import os
 import re
 import sys
 
+from markdown_lint import report
+
 FIGURE = re.compile(
     r"(?<![\w.])\d[\d,]*(?:\.\d+(?![\d.])|×|\s?(?:ms|µs|us|ns|MB|KB|kB|GB|/s)(?![A-Za-z])"
     r"|%(?! of))"
@@ -94,12 +96,7 @@ def main(argv):
         files = [os.path.join(root, f) for f in DEFAULT_FILES] + sorted(
             os.path.join(docs, f) for f in os.listdir(docs) if f.endswith(".md")
         )
-    problems = []
-    for path in files:
-        problems += check(os.path.abspath(path), root)
-    for p in problems:
-        print(p, file=sys.stderr)
-    return 1 if problems else 0
+    return report(files, root, check)
 
 
 if __name__ == "__main__":

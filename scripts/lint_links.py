@@ -12,6 +12,8 @@ import re
 import subprocess
 import sys
 
+from markdown_lint import report
+
 LINK = re.compile(r"!?\[[^\]]*\]\(([^)\s]+)\)")
 
 
@@ -70,12 +72,7 @@ def main(argv):
             ["git", "-C", root, "ls-files", "*.md"], capture_output=True, text=True, check=True
         ).stdout.split()
         files = [os.path.join(root, f) for f in tracked]
-    problems = []
-    for path in files:
-        problems += check(os.path.abspath(path), root)
-    for p in problems:
-        print(p, file=sys.stderr)
-    return 1 if problems else 0
+    return report(files, root, check)
 
 
 if __name__ == "__main__":
