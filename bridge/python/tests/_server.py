@@ -40,6 +40,8 @@ def guestflow_bin() -> tuple[str, bool]:
 
 
 class Server:
+    STATE_PREFIX = "gf-python-"
+
     def __init__(self, *, extra_env: dict[str, str] | None = None) -> None:
         self.bin, self.explicit = guestflow_bin()
         self.extra_env = extra_env or {}
@@ -62,22 +64,26 @@ class Server:
                 ok = probe.returncode == 0
             if not ok:
                 raise unittest.SkipTest(f"no `guestflow serve` at {self.bin} (set GUESTFLOW_BIN)")
-        self.state_dir = tempfile.mkdtemp(prefix="gf-python-")
+        self.state_dir = tempfile.mkdtemp(prefix=self.STATE_PREFIX)
         stderr = open(os.path.join(self.state_dir, "serve.stderr"), "wb")  # noqa: SIM115
-        self.proc = subprocess.Popen(
-            [self.bin, "serve", "--listen", "127.0.0.1:0", "--token", self.token],
-            stdout=subprocess.PIPE,
-            stderr=stderr,
-            env=self.env(),
-        )
+        args = self.args()
+        self.proc = subprocess.Popen([self.bin, *args], stdout=subprocess.PIPE, stderr=stderr, env=self.env())
         stderr.close()
         line = self._first_line()
         match = _LISTENING.match(line)
         if not match:
             self._kill()
-            msg = f"guestflow serve printed {line!r} instead of 'listening on http://127.0.0.1:PORT'{self._stderr_tail()}"
+            msg = f"guestflow {args[0]} printed {line!r} instead of 'listening on http://127.0.0.1:PORT'{self._stderr_tail()}"
             raise RuntimeError(msg)
         self.url = match.group(1)
+
+    def args(self) -> list[str]:
+        """The command line after the binary; it prints 'listening on URL' first."""
+        return ["serve", "--listen", "127.0.0.1:0", "--token", self.token]
+
+    def auth_header(self) -> tuple[str, str]:
+        """The header that authenticates a request to this server."""
+        return "Authorization", f"Bearer {self.token}"
 
     def _first_line(self) -> str:
         """The first stdout line, polled against a deadline (never a sleep)."""
@@ -118,7 +124,7 @@ class Server:
     def get(self, path: str, *, auth: bool = True) -> tuple[int, bytes]:
         req = urllib.request.Request(self.url + path)
         if auth:
-            req.add_header("Authorization", f"Bearer {self.token}")
+            req.add_header(*self.auth_header())
         opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
         try:
             with opener.open(req, timeout=30) as resp:

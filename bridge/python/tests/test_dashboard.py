@@ -15,15 +15,11 @@ import json
 import os
 import re
 import secrets
-import subprocess
-import tempfile
 import time
 import unittest
-import urllib.error
-import urllib.request
 from pathlib import Path
 
-from tests._server import _LISTENING, ModuleServer, Server
+from tests._server import ModuleServer, Server
 
 MODULE = ModuleServer()
 POOL_SHAPE = "s-1vcpu-256mb"
@@ -50,31 +46,15 @@ class ControlPlane(Server):
         super().__init__()
         self.key = secrets.token_hex(16)
 
-    def start(self) -> None:
-        self.state_dir = tempfile.mkdtemp(prefix="gf-python-cp-")
-        stderr = open(os.path.join(self.state_dir, "serve.stderr"), "wb")  # noqa: SIM115 (Server's tail reads it)
-        args = ["control-plane", "--state-dir", os.path.join(self.state_dir, "state"), "--listen", "127.0.0.1:0"]
-        args += ["--api-key", self.key, "--node", NODE, "--warm-pool", f"{POOL_SHAPE}=1"]
-        self.proc = subprocess.Popen([self.bin, *args], stdout=subprocess.PIPE, stderr=stderr, env=self.env())
-        stderr.close()
-        line = self._first_line()
-        match = _LISTENING.match(line)
-        if not match:
-            self._kill()
-            msg = f"guestflow control-plane printed {line!r}{self._stderr_tail()}"
-            raise RuntimeError(msg)
-        self.url = match.group(1)
+    STATE_PREFIX = "gf-python-cp-"
 
-    def get(self, path: str, *, auth: bool = True) -> tuple[int, bytes]:
-        req = urllib.request.Request(self.url + path)
-        if auth:
-            req.add_header("X-Api-Key", self.key)
-        opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-        try:
-            with opener.open(req, timeout=30) as resp:
-                return resp.status, resp.read()
-        except urllib.error.HTTPError as err:
-            return err.code, err.read()
+    def args(self) -> list[str]:
+        assert self.state_dir is not None
+        args = ["control-plane", "--state-dir", os.path.join(self.state_dir, "state"), "--listen", "127.0.0.1:0"]
+        return [*args, "--api-key", self.key, "--node", NODE, "--warm-pool", f"{POOL_SHAPE}=1"]
+
+    def auth_header(self) -> tuple[str, str]:
+        return "X-Api-Key", self.key
 
     def scrape(self) -> str:
         status, body = self.get("/metrics")

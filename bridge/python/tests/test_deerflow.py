@@ -21,28 +21,20 @@ from deerflow.sandbox.exceptions import SandboxCapacityExceededError
 from deerflow.sandbox.search import GrepMatch
 
 from langflow_guestflow.deerflow import GuestflowSandbox, GuestflowSandboxProvider
-from tests._server import ModuleServer
-from tests.test_deerflow_config import DeerFlowHome, _section
+from tests._deerflow_server import DeerFlowServer
+from tests.test_deerflow_config import _section
 
 # DeerFlow's home (its threads' directories) is the server's mount root; DeerFlow's download
 # prefix (its VIRTUAL_PATH_PREFIX) the server's too.
-HOME = DeerFlowHome()
-ENV = {"GUESTFLOW_SESSION_REPLICAS": "12", "GUESTFLOW_DOWNLOAD_PREFIX": "/mnt/user-data"}
-MODULE = ModuleServer(extra_env=ENV)
+MODULE = DeerFlowServer(extra_env={"GUESTFLOW_SESSION_REPLICAS": "12", "GUESTFLOW_DOWNLOAD_PREFIX": "/mnt/user-data"})
 
 
 def setUpModule() -> None:  # noqa: N802
-    ENV["GUESTFLOW_SESSION_MOUNT_ROOTS"] = HOME.start()
-    try:
-        MODULE.start()
-    except BaseException:
-        HOME.stop()
-        raise
+    MODULE.start()
 
 
 def tearDownModule() -> None:  # noqa: N802
     MODULE.stop()
-    HOME.stop()
 
 
 def _sessions_served() -> bool:
@@ -504,7 +496,7 @@ class ThreadDirectoryTest(unittest.TestCase):
 
     def test_uploads_in_on_acquire_outputs_back_on_release(self) -> None:
         provider = self.provider()
-        thread_dir = os.path.join(HOME.path, "users", "sync-user", "threads", "sync-thread", "user-data")
+        thread_dir = os.path.join(MODULE.home.path, "users", "sync-user", "threads", "sync-thread", "user-data")
         os.makedirs(os.path.join(thread_dir, "uploads"), exist_ok=True)
         with open(os.path.join(thread_dir, "uploads", "brief.txt"), "wb") as f:
             f.write(b"from the gateway\n")
@@ -521,7 +513,7 @@ class ThreadDirectoryTest(unittest.TestCase):
             self.assertEqual(f.read(), bytes(range(256)))
 
     def test_mounts_from_the_config(self) -> None:
-        project = os.path.join(HOME.path, "project")
+        project = os.path.join(MODULE.home.path, "project")
         os.makedirs(project, exist_ok=True)
         with open(os.path.join(project, "README"), "w", encoding="utf-8") as f:
             f.write("mounted\n")

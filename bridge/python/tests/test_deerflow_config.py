@@ -10,8 +10,6 @@ from __future__ import annotations
 import importlib.util
 import os
 import re
-import shutil
-import tempfile
 import unittest
 from unittest import mock
 from types import SimpleNamespace
@@ -21,31 +19,11 @@ from deerflow.config.sandbox_config import SandboxConfig
 from deerflow.sandbox.sandbox_provider import get_sandbox_provider, reset_sandbox_provider
 
 from langflow_guestflow.deerflow import GuestflowConfigError, GuestflowSandboxProvider, SessionSettings
+from tests._deerflow_server import DeerFlowHome
 
 USE = "langflow_guestflow.deerflow:GuestflowSandboxProvider"
 
 
-class DeerFlowHome:
-    """A DeerFlow home (``DEER_FLOW_HOME``: where its threads' directories are) for a test
-    module; ``start`` makes it and gives its path (the module's server's mount root)."""
-
-    def __init__(self) -> None:
-        self.path = ""
-        self._before: str | None = None
-
-    def start(self) -> str:
-        self.path = os.path.realpath(tempfile.mkdtemp(prefix="gf-deerflow-home-"))
-        self._before = os.environ.get("DEER_FLOW_HOME")
-        os.environ["DEER_FLOW_HOME"] = self.path
-        return self.path
-
-    def stop(self) -> None:
-        if self._before is None:
-            os.environ.pop("DEER_FLOW_HOME", None)
-        else:
-            os.environ["DEER_FLOW_HOME"] = self._before
-        if self.path:
-            shutil.rmtree(self.path, ignore_errors=True)
 def _section(**keys: object) -> SandboxConfig:
     return SandboxConfig(use=USE, **keys)
 

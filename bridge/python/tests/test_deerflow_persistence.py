@@ -9,26 +9,17 @@ import json
 import unittest
 
 from langflow_guestflow.deerflow import GuestflowSandboxProvider
-from tests._server import ModuleServer
-from tests.test_deerflow_config import DeerFlowHome
+from tests._deerflow_server import DeerFlowServer
 
-HOME = DeerFlowHome()
-ENV = {"GUESTFLOW_SESSION_REPLICAS": "3"}
-MODULE = ModuleServer(extra_env=ENV)
+MODULE = DeerFlowServer(extra_env={"GUESTFLOW_SESSION_REPLICAS": "3"})
 
 
 def setUpModule() -> None:  # noqa: N802
-    ENV["GUESTFLOW_SESSION_MOUNT_ROOTS"] = HOME.start()
-    try:
-        MODULE.start()
-    except BaseException:
-        HOME.stop()
-        raise
+    MODULE.start()
 
 
 def tearDownModule() -> None:  # noqa: N802
     MODULE.stop()
-    HOME.stop()
 
 
 class PersistenceTest(unittest.TestCase):

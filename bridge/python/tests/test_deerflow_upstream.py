@@ -15,29 +15,20 @@ import time
 import unittest
 
 from langflow_guestflow.deerflow import GuestflowSandbox, GuestflowSandboxProvider
-from tests._server import ModuleServer
-from tests.test_deerflow_config import DeerFlowHome
+from tests._deerflow_server import DeerFlowServer
 
 # DeerFlow's home as the server's mount root, its download prefix, and a small download cap
 # for the EFBIG case.
 DOWNLOAD_CAP = 1 << 20
-HOME = DeerFlowHome()
-ENV = {"GUESTFLOW_SESSION_REPLICAS": "12", "GUESTFLOW_DOWNLOAD_PREFIX": "/mnt/user-data", "GUESTFLOW_DOWNLOAD_CAP_BYTES": str(DOWNLOAD_CAP)}
-MODULE = ModuleServer(extra_env=ENV)
+MODULE = DeerFlowServer(extra_env={"GUESTFLOW_SESSION_REPLICAS": "12", "GUESTFLOW_DOWNLOAD_PREFIX": "/mnt/user-data", "GUESTFLOW_DOWNLOAD_CAP_BYTES": str(DOWNLOAD_CAP)})
 
 
 def setUpModule() -> None:  # noqa: N802
-    ENV["GUESTFLOW_SESSION_MOUNT_ROOTS"] = HOME.start()
-    try:
-        MODULE.start()
-    except BaseException:
-        HOME.stop()
-        raise
+    MODULE.start()
 
 
 def tearDownModule() -> None:  # noqa: N802
     MODULE.stop()
-    HOME.stop()
 
 
 def _provider() -> GuestflowSandboxProvider:
