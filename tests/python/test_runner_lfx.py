@@ -240,6 +240,19 @@ def loop_node(vid: str = "LoopComponent-l1") -> dict:
     return node
 
 
+def loop_graph(body: dict) -> dict:
+    """ChatInput -> Lines -> Loop, whose item goes through `body` and back (the feedback
+    edge, last): the Loop runs `body` once per line."""
+    bid = body["id"]
+    nodes = [chat_input(), component("Lines-x1", "Lines", "Lines", {"input_value": ""}, ("dataframe",)),
+             loop_node(), body]
+    edges = [edge("ChatInput-in1", "message", "Lines-x1", "input_value"),
+             edge("Lines-x1", "dataframe", "LoopComponent-l1", "data"),
+             edge("LoopComponent-l1", "item", bid, "input_value"),
+             edge(bid, "text", "LoopComponent-l1", "item")]
+    return graph(nodes, edges)
+
+
 def said(sender_name: str, text: str, session: str = "S1") -> dict:
     """A message of the session's history as Langflow's memory API gives it."""
     sender = "User" if sender_name == "User" else "Machine"
@@ -358,13 +371,7 @@ class LangflowRunState(unittest.TestCase):
         self.assertNotIn(secret.encode(), b"".join(result.lines))
 
     def test_a_loop_runs_its_body_once_per_item_inside_the_loop_vertex(self):
-        nodes = [chat_input(), component("Lines-x1", "Lines", "Lines", {"input_value": ""}, ("dataframe",)),
-                 loop_node(), uppercase("Uppercase-up1")]
-        edges = [edge("ChatInput-in1", "message", "Lines-x1", "input_value"),
-                 edge("Lines-x1", "dataframe", "LoopComponent-l1", "data"),
-                 edge("LoopComponent-l1", "item", "Uppercase-up1", "input_value"),
-                 edge("Uppercase-up1", "text", "LoopComponent-l1", "item")]
-        result = self.run_lfx(lfx_spec(graph(nodes, edges), [chat("a\nb\nc")], outputs=["Loop"]))
+        result = self.run_lfx(lfx_spec(loop_graph(uppercase("Uppercase-up1")), [chat("a\nb\nc")], outputs=["Loop"]))
         # The body is a subgraph the Loop runs per item: it gets no step of its own.
         self.assertEqual([s["id"] for s in result.steps], ["ChatInput-in1", "Lines-x1", "LoopComponent-l1"])
         done = result.step("LoopComponent-l1")["outputs"]["done"]
@@ -372,13 +379,7 @@ class LangflowRunState(unittest.TestCase):
         self.assertEqual(result.step("LoopComponent-l1")["types"], {"item": "Data", "done": "DataFrame"})
 
     def test_the_guest_s_loop_gives_what_the_stand_in_gives_in_process(self):
-        nodes = [chat_input(), component("Lines-x1", "Lines", "Lines", {"input_value": ""}, ("dataframe",)),
-                 loop_node(), uppercase("Uppercase-up1")]
-        edges = [edge("ChatInput-in1", "message", "Lines-x1", "input_value"),
-                 edge("Lines-x1", "dataframe", "LoopComponent-l1", "data"),
-                 edge("LoopComponent-l1", "item", "Uppercase-up1", "input_value"),
-                 edge("Uppercase-up1", "text", "LoopComponent-l1", "item")]
-        g = graph(nodes, edges)
+        g = loop_graph(uppercase("Uppercase-up1"))
         guest = self.run_lfx(lfx_spec(copy.deepcopy(g), [chat("x\ny\nz")], outputs=["Loop"]))
         in_process = in_process_run(g, "x\ny\nz", ["Loop"])
         done = in_process[0].outputs[0].results["done"]
@@ -400,14 +401,8 @@ class LangflowRunState(unittest.TestCase):
     def test_a_loop_exported_with_its_loop_target_handle_runs_as_in_process(self):
         # The same Loop flow as Langflow exports it: the feedback edge's handle is the
         # Loop output's ({name, id, output_types}); both the guest and lfx in process read it.
-        nodes = [chat_input(), component("Lines-x1", "Lines", "Lines", {"input_value": ""}, ("dataframe",)),
-                 loop_node(), uppercase("Uppercase-up1")]
-        back = edge("Uppercase-up1", "text", "LoopComponent-l1", "item")
-        back["data"]["targetHandle"] = {"name": "item", "id": "LoopComponent-l1", "output_types": ["Data"]}
-        edges = [edge("ChatInput-in1", "message", "Lines-x1", "input_value"),
-                 edge("Lines-x1", "dataframe", "LoopComponent-l1", "data"),
-                 edge("LoopComponent-l1", "item", "Uppercase-up1", "input_value"), back]
-        g = graph(nodes, edges)
+        g = loop_graph(uppercase("Uppercase-up1"))
+        g["edges"][-1]["data"]["targetHandle"] = {"name": "item", "id": "LoopComponent-l1", "output_types": ["Data"]}
         guest = self.run_lfx(lfx_spec(copy.deepcopy(g), [chat("p\nq")], outputs=["Loop"]))
         in_process = in_process_run(g, "p\nq", ["Loop"])
         done = in_process[0].outputs[0].results["done"]
@@ -415,13 +410,7 @@ class LangflowRunState(unittest.TestCase):
         self.assertEqual(guest.run_outputs[0]["outputs"][0]["results"]["done"], done.to_dict())
 
     def test_a_failing_loop_body_fails_the_loop_with_langflow_s_text(self):
-        nodes = [chat_input(), component("Lines-x1", "Lines", "Lines", {"input_value": ""}, ("dataframe",)),
-                 loop_node(), raising("Raise-r1", "bad item")]
-        edges = [edge("ChatInput-in1", "message", "Lines-x1", "input_value"),
-                 edge("Lines-x1", "dataframe", "LoopComponent-l1", "data"),
-                 edge("LoopComponent-l1", "item", "Raise-r1", "input_value"),
-                 edge("Raise-r1", "text", "LoopComponent-l1", "item")]
-        result = self.run_lfx(lfx_spec(graph(nodes, edges), [chat("a")]))
+        result = self.run_lfx(lfx_spec(loop_graph(raising("Raise-r1", "bad item")), [chat("a")]))
         failed = result.steps[-1]
         self.assertEqual((failed["id"], failed["valid"]), ("LoopComponent-l1", False))
         self.assertEqual(failed["error"], "Error building Component Raise: \n\nbad item (input: a)")
