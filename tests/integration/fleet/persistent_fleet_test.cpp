@@ -142,6 +142,17 @@ std::vector<std::pair<std::string, int>> writer_runs(const std::string& text) {
   return runs;
 }
 
+/// The sequence file of a guest A wrote to, then B: at least 20 lines of A's, then at least
+/// 20 of B's, each run unbroken (one writer at a time).
+void expect_a_then_b(const std::string& sequence_text) {
+  auto runs = writer_runs(sequence_text);
+  ASSERT_EQ(runs.size(), 2u);
+  EXPECT_EQ(runs[0].first, "A");
+  EXPECT_GE(runs[0].second, 20);
+  EXPECT_EQ(runs[1].first, "B");
+  EXPECT_GE(runs[1].second, 20);
+}
+
 class persistent_fleet_test : public fleet_fixture {
 protected:
   std::unique_ptr<test_support::etcd_process> etcd =
@@ -369,12 +380,7 @@ TEST_F(persistent_fleet_test,
   writer_b.reset();
 
   // One writer at a time: all of A's appends, then B's, never interleaved or torn.
-  auto runs = writer_runs(sequence(1, id_b));
-  ASSERT_EQ(runs.size(), 2u);
-  EXPECT_EQ(runs[0].first, "A");
-  EXPECT_GE(runs[0].second, 20);
-  EXPECT_EQ(runs[1].first, "B");
-  EXPECT_GE(runs[1].second, 20);
+  ASSERT_NO_FATAL_FAILURE(expect_a_then_b(sequence(1, id_b)));
 
   // A back in touch with etcd: it registers again and forgets the guest B owns now.
   proxy.mend();
@@ -417,12 +423,7 @@ TEST_F(persistent_fleet_test,
   auto writer_b = start_writer(1, id_b, "B");
   ASSERT_TRUE(test_support::eventually([&] { return lines_of(1, id_b, "B") >= 20; }, 30s));
   writer_b.reset();
-  auto runs = writer_runs(sequence(1, id_b));
-  ASSERT_EQ(runs.size(), 2u);
-  EXPECT_EQ(runs[0].first, "A");
-  EXPECT_GE(runs[0].second, 20);
-  EXPECT_EQ(runs[1].first, "B");
-  EXPECT_GE(runs[1].second, 20);
+  ASSERT_NO_FATAL_FAILURE(expect_a_then_b(sequence(1, id_b)));
 
   // A restarted: its guest (stopped by the kill) is B's now; A forgets it, never starts it.
   restart_node(0);
