@@ -1,6 +1,8 @@
 #pragma once
 
+#include "actors/caf_bridge.hpp"
 #include "messages/run.hpp"
+#include "messages/type_ids.hpp" // a run_event in a caf::message needs its inspectors
 
 #include <cstddef>
 #include <cstdint>
@@ -19,6 +21,10 @@ public:
   /// Stamps `e` with `run_id` and the next seq, records it and returns it.
   const run_event& append(run_event e, const std::string& run_id);
 
+  /// The newest event as the message it is kept in (precondition: size() > 0), so that
+  /// publishing it to subscribers shares the log's copy instead of making another.
+  const caf_bridge::shared_message<run_event>& newest() const { return events_.back().event; }
+
   uint64_t next() const noexcept { return first_ + events_.size(); } ///< the next seq
   uint64_t first() const noexcept { return first_; } ///< oldest retained (== next() if empty)
   size_t bytes() const noexcept { return bytes_; }
@@ -28,12 +34,12 @@ public:
   template<class F>
   void replay(uint64_t from, F&& f) const {
     for (auto i = from > first_ ? from - first_ : 0; i < events_.size(); ++i)
-      f(events_[i].event);
+      f(events_[i].event.get());
   }
 
 private:
   struct entry {
-    run_event event;
+    caf_bridge::shared_message<run_event> event;
     size_t bytes;
   };
   size_t max_bytes_;

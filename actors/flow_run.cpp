@@ -14,13 +14,13 @@ namespace {
 using self_ptr = flow_run_actor::stateful_pointer<flow_run_state>;
 using phase = flow_run_state::phase;
 
-/// Stamps `e` with run id and seq, buffers it and sends it to every subscriber: one shared
-/// message, so that fan-out to N subscribers copies no event.
+/// Stamps `e` with run id and seq, buffers it and sends it to every subscriber: the log's
+/// own shared message, so that neither buffering nor fan-out to N subscribers copies it.
 void publish_scrubbed(self_ptr self, run_event e) {
   auto& st = self->state;
   auto& stamped = st.log.append(std::move(e), st.run_id);
   if (st.subs.empty()) return;
-  caf_bridge::shared_message<run_event> msg{stamped};
+  auto& msg = st.log.newest();
   for (auto& s : st.subs)
     if (s.from <= stamped.seq) caf_bridge::enqueue_shared(self, s.handle, msg);
 }

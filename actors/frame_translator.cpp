@@ -232,8 +232,8 @@ run_event frame_translator::terminal(const execution_report& report) {
                                                   std::to_string(exit) +
                                                   " after its done frame" + stderr_excerpt()));
   auto e = event_of(run_event::kind::complete);
-  e.run_outputs_list = outputs_;
-  e.context = context_;
+  e.run_outputs_list = std::move(outputs_); // the run's one terminal event: moved, not copied
+  e.context = std::move(context_);
   return e;
 }
 

@@ -49,7 +49,8 @@ public:
   /// Bytes of stderr held (≤ 2 × stderr_tail).
   size_t stderr_held() const noexcept { return stderr_.size(); }
 
-  /// The terminal event for an execution that answered with a report.
+  /// The terminal event for an execution that answered with a report. Call it once: it
+  /// hands the run's outputs and context over to the event instead of copying them.
   run_event finish(const execution_report& report);
 
   /// The terminal event for an execution that failed (create refused, capacity, cancel…).
