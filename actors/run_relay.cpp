@@ -13,7 +13,9 @@ run_relay(run_relay_actor::stateful_pointer<run_relay_state> self,
           std::weak_ptr<run_event_sink> sink, bool lines) {
   self->state.sink = std::move(sink);
   self->state.lines = lines;
-  return {[self](run_event& e) {
+  // Read-only: the run keeps each event's message in its log, so a mutable handler would
+  // get a copy of every event; only the terminal one is copied, once, for the sink.
+  return {[self](const run_event& e) {
     auto sink = self->state.sink.lock();
     if (!sink) {
       self->quit(caf::exit_reason::user_shutdown);
@@ -25,8 +27,7 @@ run_relay(run_relay_actor::stateful_pointer<run_relay_state> self,
       line = encode(e);
       line += '\n';
     }
-    sink->deliver(std::move(line),
-                  terminal ? std::optional<run_event>{std::move(e)} : std::nullopt);
+    sink->deliver(std::move(line), terminal ? std::optional<run_event>{e} : std::nullopt);
     if (terminal) self->quit();
   }};
 }
