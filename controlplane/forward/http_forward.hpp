@@ -1,0 +1,458 @@
+#pragma once
+
+// One HTTP exchange forwarded from a client connection to an already-connected upstream
+// socket, on Beast 1.74 + Asio: the request's body streamed up as it arrives, the response
+// streamed down as it arrives (chunked and server-sent bodies pass chunk by chunk), and an
+// `Upgrade` answered 101 spliced byte for byte in both directions until either side closes.
+// Shared by the local control plane's service URLs (controlplane/local/http) and `serve`'s
+// (bridge/server): the caller authenticates, picks the upstream and connects it; this unit
+// only moves bytes and strips what must not cross (hop-by-hop fields, the caller's
+// credentials).
+
+#include <array>
+#include <boost/asio/generic/stream_protocol.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/write.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <limits>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility> // before Asio (CONTRIBUTING)
+#include <vector>
+
+namespace guestflow::forward {
+
+/// What one exchange may do and what it removes on the way up.
+struct forward_options {
+  /// The request-target sent upstream ("/path?query"): the caller removes its own prefix
+  /// and any credential parameter.
+  std::string target;
+  /// The Host field sent upstream; empty keeps the client's.
+  std::string host;
+  /// A request body longer than this is refused (Content-Length: before anything is sent;
+  /// chunked: when it grows past it, the upstream connection is then dropped).
+  uint64_t max_body_bytes = uint64_t{64} << 20;
+  /// Neither direction moved a byte this long: both connections are closed (an idle
+  /// WebSocket included).
+  std::chrono::milliseconds idle_timeout{std::chrono::seconds{120}};
+  /// Request fields never forwarded (case-insensitive): the caller's credentials
+  /// (Authorization, X-Api-Key, an ingress token header).
+  std::vector<std::string> drop_fields;
+  /// Cookies removed from the Cookie field (the caller's own token cookie).
+  std::vector<std::string> drop_cookies;
+};
+
+/// How an exchange ended. `answered`: a response header reached the client, so the caller
+/// must not answer; otherwise the caller answers (502 upstream_failed, 413 body_too_large)
+/// or closes (client_failed).
+struct forward_outcome {
+  enum class kind : uint8_t {
+    done,            ///< the whole response was sent
+    upgraded,        ///< a 101 was sent and the tunnel ran until a side closed
+    upstream_failed, ///< the upstream reset or closed before or during its response
+    client_failed,   ///< the client went away or sent a malformed body
+    body_too_large,  ///< the request body passed max_body_bytes
+    timed_out,       ///< idle_timeout passed with no byte moving
+  };
+  kind what = kind::done;
+  bool answered = false;
+  /// done only: the client connection may carry another request (its buffer holds any
+  /// bytes of it already read).
+  bool keep_alive = false;
+  unsigned status = 0; ///< the upstream's status, when one was read
+  std::string error;   ///< what failed, for logs and the caller's answer
+};
+
+/// The fields of a request as forwarded: hop-by-hop fields (Connection and those it names,
+/// Keep-Alive, Proxy-Connection, Proxy-Authorization, TE, Trailer, Upgrade — the last kept
+/// with `Connection: upgrade` when `upgrade` is set), Expect (answered here), the caller's
+/// credential fields and cookies removed. Transfer-Encoding and Content-Length stay: they
+/// frame the body as it is sent on.
+void strip_request_fields(boost::beast::http::fields& f, const forward_options& o,
+                          bool upgrade);
+
+/// The same for a response header (hop-by-hop fields; Upgrade kept on a 101).
+void strip_response_fields(boost::beast::http::fields& f, bool upgrade);
+
+/// True when the request asks for a protocol switch that is tunnelled (`Upgrade` present,
+/// with `Connection: upgrade`).
+bool wants_upgrade(const boost::beast::http::fields& f);
+
+/// Cookie field value minus the named cookies ("" when none is left).
+std::string without_cookies(std::string_view cookie, const std::vector<std::string>& names);
+
+namespace detail {
+
+namespace beast = boost::beast;
+namespace http = beast::http;
+namespace net = boost::asio;
+using error_code = boost::system::error_code;
+
+/// The exchange's state; keeps itself alive through its handlers.
+template<class Client>
+class exchange : public std::enable_shared_from_this<exchange<Client>> {
+public:
+  using upstream_socket = net::generic::stream_protocol::socket;
+  using steady = std::chrono::steady_clock;
+
+  exchange(Client& client, beast::flat_buffer& client_buf,
+           http::request_parser<http::empty_body>& head, upstream_socket upstream,
+           forward_options opts, std::function<void(forward_outcome)> done)
+      : client_(client)
+      , client_buf_(client_buf)
+      , req_parser_(std::move(head))
+      , up_(std::move(upstream))
+      , opts_(std::move(opts))
+      , done_(std::move(done))
+      , watchdog_(client.get_executor()) {}
+
+  void start() {
+    auto& in = req_parser_.get();
+    client_version_ = in.version();
+    client_keep_alive_ = in.keep_alive();
+    head_request_ = in.method() == http::verb::head;
+    upgrade_ = wants_upgrade(in);
+    if (auto len = req_parser_.content_length(); len && *len > opts_.max_body_bytes)
+      return finish(forward_outcome::kind::body_too_large, "request body too large");
+    req_parser_.body_limit(opts_.max_body_bytes);
+    bool expects_continue = beast::iequals(in[http::field::expect], "100-continue");
+
+    req_.base() = in.base();
+    req_.target(opts_.target);
+    req_.version(11);
+    if (!opts_.host.empty()) req_.set(http::field::host, opts_.host);
+    strip_request_fields(req_, opts_, upgrade_);
+    if (!upgrade_) req_.set(http::field::connection, "close"); // one exchange per upstream
+    req_.body().data = nullptr;
+    req_.body().more = !req_parser_.is_done();
+    req_sr_.emplace(req_);
+
+    client_.expires_never(); // the watchdog times both sides out together
+    touch();
+    arm_watchdog();
+    if (expects_continue && !req_parser_.is_done()) {
+      auto cont = std::make_shared<http::response<http::empty_body>>(http::status::continue_,
+                                                                     client_version_);
+      return http::async_write(client_, *cont,
+                               [self = this->shared_from_this(), cont](error_code ec, size_t) {
+                                 if (ec) return self->client_failed(ec);
+                                 self->write_request();
+                               });
+    }
+    write_request();
+  }
+
+private:
+  // ---- request: header, then body as it arrives ------------------------------------------
+
+  void write_request() {
+    http::async_write(up_, *req_sr_, [self = this->shared_from_this()](error_code ec, size_t) {
+      if (ec == http::error::need_buffer) ec = {};
+      if (ec) return self->upstream_failed(ec, "writing the request");
+      self->touch();
+      if (self->req_sr_->is_done()) return self->read_response_header();
+      self->read_request_body();
+    });
+  }
+
+  void read_request_body() {
+    if (req_parser_.is_done()) { // the last (empty) write ends a chunked body
+      req_.body().data = nullptr;
+      req_.body().more = false;
+      return write_request();
+    }
+    auto& body = req_parser_.get().body();
+    body.data = buf_.data();
+    body.size = buf_.size();
+    http::async_read_some(client_, client_buf_, req_parser_,
+                          [self = this->shared_from_this()](error_code ec, size_t) {
+                            if (ec == http::error::need_buffer) ec = {};
+                            if (ec == http::error::body_limit)
+                              return self->finish(forward_outcome::kind::body_too_large,
+                                                  "request body too large");
+                            if (ec) return self->client_failed(ec);
+                            self->touch();
+                            auto n = self->buf_.size() - self->req_parser_.get().body().size;
+                            self->req_.body().data = n ? self->buf_.data() : nullptr;
+                            self->req_.body().size = n;
+                            self->req_.body().more = !self->req_parser_.is_done();
+                            if (!n && !self->req_parser_.is_done())
+                              return self->read_request_body();
+                            self->write_request();
+                          });
+  }
+
+  // ---- response: header, then body (or the tunnel) ---------------------------------------
+
+  void read_response_header() {
+    res_parser_.emplace();
+    res_parser_->body_limit(std::numeric_limits<uint64_t>::max()); // Beast 1.74: no none
+    if (head_request_) res_parser_->skip(true);
+    http::async_read_header(up_, up_buf_, *res_parser_,
+                            [self = this->shared_from_this()](error_code ec, size_t) {
+                              if (ec) return self->upstream_failed(ec, "reading the response");
+                              self->touch();
+                              self->on_response_header();
+                            });
+  }
+
+  void on_response_header() {
+    auto& in = res_parser_->get();
+    status_ = in.result_int();
+    if (status_ / 100 == 1 && status_ != 101) return read_response_header(); // 103 and kin
+    bool switching = status_ == 101 && upgrade_;
+    if (status_ == 101 && !upgrade_)
+      return upstream_failed({}, "101 without an upgrade request");
+    res_.base() = in.base();
+    res_.version(client_version_);
+    strip_response_fields(res_, switching);
+    if (switching) {
+      res_head_.base() = res_.base();
+      return http::async_write(client_, res_head_,
+                               [self = this->shared_from_this()](error_code ec, size_t) {
+                                 if (ec) return self->client_failed(ec);
+                                 self->answered_ = true;
+                                 self->touch();
+                                 self->splice();
+                               });
+    }
+    bool framed = res_parser_->chunked() || res_parser_->content_length().has_value();
+    bool bodiless = head_request_ || status_ == 204 || status_ == 304;
+    keep_alive_ = client_keep_alive_;
+    if (!framed && !bodiless) { // read until EOF upstream: re-framed for the client
+      if (client_version_ >= 11)
+        res_.chunked(true);
+      else
+        keep_alive_ = false;
+    }
+    res_.keep_alive(keep_alive_);
+    res_.body().data = nullptr;
+    res_.body().more = !res_parser_->is_done();
+    res_sr_.emplace(res_);
+    http::async_write_header(client_, *res_sr_,
+                             [self = this->shared_from_this()](error_code ec, size_t) {
+                               if (ec) return self->client_failed(ec);
+                               self->answered_ = true;
+                               self->touch();
+                               self->read_response_body();
+                             });
+  }
+
+  void read_response_body() {
+    if (res_parser_->is_done()) {
+      res_.body().data = nullptr;
+      res_.body().more = false;
+      return write_response();
+    }
+    auto& body = res_parser_->get().body();
+    body.data = buf_.data();
+    body.size = buf_.size();
+    http::async_read_some(up_, up_buf_, *res_parser_,
+                          [self = this->shared_from_this()](error_code ec, size_t) {
+                            if (ec == http::error::need_buffer) ec = {};
+                            if (ec)
+                              return self->upstream_failed(ec, "reading the response body");
+                            self->touch();
+                            auto n = self->buf_.size() - self->res_parser_->get().body().size;
+                            self->res_.body().data = n ? self->buf_.data() : nullptr;
+                            self->res_.body().size = n;
+                            self->res_.body().more = !self->res_parser_->is_done();
+                            if (!n && !self->res_parser_->is_done())
+                              return self->read_response_body();
+                            self->write_response();
+                          });
+  }
+
+  void write_response() {
+    http::async_write(client_, *res_sr_,
+                      [self = this->shared_from_this()](error_code ec, size_t) {
+                        if (ec == http::error::need_buffer) ec = {};
+                        if (ec) return self->client_failed(ec);
+                        self->touch();
+                        if (self->res_sr_->is_done())
+                          return self->finish(forward_outcome::kind::done, {});
+                        self->read_response_body();
+                      });
+  }
+
+  // ---- the tunnel after a 101 -------------------------------------------------------------
+
+  /// Bytes either side sent past its header go first, then each direction copies until
+  /// its reader sees EOF (passed on as a half-close); both done ends the exchange.
+  void splice() {
+    pump_up_.resize(tunnel_chunk);
+    pump_down_.resize(tunnel_chunk);
+    auto up_first = beast::buffers_to_string(client_buf_.data());
+    client_buf_.consume(client_buf_.size());
+    auto down_first = beast::buffers_to_string(up_buf_.data());
+    up_buf_.consume(up_buf_.size());
+    relay(up_, pump_up_, std::move(up_first), true);
+    relay(client_.socket(), pump_down_, std::move(down_first), false);
+  }
+
+  /// Writes `pending` to `to`, then copies from the other side into `chunk` and on.
+  template<class To>
+  void relay(To& to, std::vector<char>& chunk, std::string pending, bool upward) {
+    auto self = this->shared_from_this();
+    if (!pending.empty()) {
+      auto data = std::make_shared<std::string>(std::move(pending));
+      return net::async_write(to, net::buffer(*data),
+                              [self, data, &to, &chunk, upward](error_code ec, size_t) {
+                                if (ec) return self->tunnel_closed(upward, true);
+                                self->touch();
+                                self->relay_read(to, chunk, upward);
+                              });
+    }
+    relay_read(to, chunk, upward);
+  }
+
+  template<class To>
+  void relay_read(To& to, std::vector<char>& chunk, bool upward) {
+    auto self = this->shared_from_this();
+    auto on_read = [self, &to, &chunk, upward](error_code ec, size_t n) {
+      if (ec) return self->tunnel_closed(upward, ec != net::error::eof);
+      self->touch();
+      net::async_write(to, net::buffer(chunk.data(), n),
+                       [self, &to, &chunk, upward](error_code ec, size_t) {
+                         if (ec) return self->tunnel_closed(upward, true);
+                         self->touch();
+                         self->relay_read(to, chunk, upward);
+                       });
+    };
+    if (upward)
+      client_.socket().async_read_some(net::buffer(chunk), std::move(on_read));
+    else
+      up_.async_read_some(net::buffer(chunk), std::move(on_read));
+  }
+
+  /// One direction ended: a clean EOF is passed on as a half-close; an error closes both.
+  void tunnel_closed(bool upward, bool failed) {
+    error_code ignored;
+    if (failed) {
+      close_both();
+    } else if (upward) {
+      up_.shutdown(net::socket_base::shutdown_send, ignored);
+    } else {
+      client_.socket().shutdown(net::socket_base::shutdown_send, ignored);
+    }
+    if (++directions_done_ == 2) finish(forward_outcome::kind::upgraded, {});
+  }
+
+  // ---- time and endings ------------------------------------------------------------------
+
+  void touch() { last_ = steady::now(); }
+
+  void arm_watchdog() {
+    watchdog_.expires_at(last_ + opts_.idle_timeout);
+    watchdog_.async_wait([self = this->shared_from_this()](error_code ec) {
+      if (ec || self->finished_) return;
+      if (steady::now() - self->last_ < self->opts_.idle_timeout) return self->arm_watchdog();
+      self->timed_out_ = true;
+      self->close_both(); // every pending operation ends with an error
+    });
+  }
+
+  void close_both() {
+    error_code ignored;
+    up_.close(ignored);
+    client_.socket().shutdown(net::socket_base::shutdown_both, ignored);
+    client_.socket().close(ignored);
+  }
+
+  void upstream_failed(error_code ec, const char* during) {
+    if (timed_out_) return finish(forward_outcome::kind::timed_out, "idle timeout");
+    finish(forward_outcome::kind::upstream_failed,
+           std::string{during} + (ec ? ": " + ec.message() : std::string{}));
+  }
+
+  void client_failed(error_code ec) {
+    if (timed_out_) return finish(forward_outcome::kind::timed_out, "idle timeout");
+    finish(forward_outcome::kind::client_failed, ec.message());
+  }
+
+  void finish(forward_outcome::kind what, std::string error) {
+    if (finished_) return;
+    finished_ = true;
+    watchdog_.cancel();
+    error_code ignored;
+    up_.close(ignored);
+    forward_outcome o;
+    o.what = what;
+    o.answered = answered_;
+    o.keep_alive = what == forward_outcome::kind::done && keep_alive_;
+    o.status = status_;
+    o.error = std::move(error);
+    auto done = std::move(done_);
+    net::post(client_.get_executor(),
+              [done = std::move(done), o = std::move(o)]() mutable { done(std::move(o)); });
+  }
+
+  static constexpr size_t tunnel_chunk = 16 * 1024;
+
+  Client& client_;
+  beast::flat_buffer& client_buf_;
+  http::request_parser<http::buffer_body> req_parser_;
+  upstream_socket up_;
+  forward_options opts_;
+  std::function<void(forward_outcome)> done_;
+  net::steady_timer watchdog_;
+  steady::time_point last_ = steady::now();
+
+  http::request<http::buffer_body> req_;
+  std::optional<http::request_serializer<http::buffer_body>> req_sr_;
+  beast::flat_buffer up_buf_;
+  std::optional<http::response_parser<http::buffer_body>> res_parser_;
+  http::response<http::buffer_body> res_;
+  std::optional<http::response_serializer<http::buffer_body>> res_sr_;
+  http::response<http::empty_body> res_head_;
+  std::array<char, 64 * 1024> buf_{}; ///< the body chunk in flight, either direction
+  std::vector<char> pump_up_, pump_down_;
+
+  unsigned client_version_ = 11;
+  bool client_keep_alive_ = true;
+  bool head_request_ = false;
+  bool upgrade_ = false;
+  bool keep_alive_ = false;
+  bool answered_ = false;
+  bool finished_ = false;
+  bool timed_out_ = false;
+  unsigned status_ = 0;
+  int directions_done_ = 0;
+};
+
+} // namespace detail
+
+/// Forwards the request whose header `head` holds (its body not yet read; any of its
+/// bytes already read are in `client_buf`; the parser is taken over: moved from) to `upstream`,
+/// and the answer back, then calls `done` once, on the client's executor. `client` is a
+/// beast::basic_stream (its socket() is used for the tunnel) and `upstream` a connected socket
+/// on the same executor (a strand): every handler runs there. `client` and `client_buf` must
+/// outlive the call (the caller's connection object holds them, and `done` keeps it alive).
+template<class Client>
+void forward_exchange(Client& client, boost::beast::flat_buffer& client_buf,
+                      boost::beast::http::request_parser<boost::beast::http::empty_body>& head,
+                      boost::asio::generic::stream_protocol::socket upstream,
+                      forward_options opts, std::function<void(forward_outcome)> done) {
+  std::make_shared<detail::exchange<Client>>(client, client_buf, head, std::move(upstream),
+                                             std::move(opts), std::move(done))
+      ->start();
+}
+
+/// The same, for a caller that hands its parser over as an rvalue (it is moved from either
+/// way).
+template<class Client>
+void forward_exchange(Client& client, boost::beast::flat_buffer& client_buf,
+                      boost::beast::http::request_parser<boost::beast::http::empty_body>&& head,
+                      boost::asio::generic::stream_protocol::socket upstream,
+                      forward_options opts, std::function<void(forward_outcome)> done) {
+  forward_exchange(client, client_buf, head, std::move(upstream), std::move(opts),
+                   std::move(done));
+}
+
+} // namespace guestflow::forward
