@@ -23,7 +23,7 @@ namespace {
 using namespace std::chrono_literals;
 
 constexpr std::string_view usage =
-    R"(usage: guestflow image add NAME (--rootfs PATH | --python-env PREFIX)
+    R"(usage: guestflow image add NAME (--rootfs PATH | --python-env PREFIX) [--preload M,…]
        guestflow image ls [--json]
        guestflow image rm NAME
 
@@ -46,7 +46,16 @@ CREATEOS_EXECUTOR_ROOTFS) names. `debian:12`, the host's /usr, is built in.
                                path, PREFIX/bin first on its PATH (so `python3` is the
                                environment's). Nothing is copied: the guest sees PREFIX as
                                it is when the guest starts.
-  ls [--json]                  name, kind, size, creation time and source of every image
+  add … --preload M1,M2        Python modules (e.g. pandas,numpy) a warm-pool guest of this
+                               image imports before it is taken, so that the first
+                               `python3` run in it starts with them loaded. The entry
+                               guestflow:runner marks an image whose guests run flows: the
+                               runner's engine (lfx when the image has it) is imported too.
+                               A module that does not import is logged once and left out.
+                               The built-in image takes GUESTFLOW_PRELOAD (same syntax) of
+                               the control plane's environment.
+  ls [--json]                  name, kind, size, creation time, source and preload of every
+                               image
   rm NAME                      removes an image; refused while a guest that is not deleted
                                uses it (the guests are named)
 
@@ -127,6 +136,13 @@ int failed(const failure& f) {
   return exit_status(f.code);
 }
 
+std::string joined(const std::vector<std::string>& items) {
+  std::string out;
+  for (const auto& i : items)
+    out += (out.empty() ? "" : ",") + i;
+  return out;
+}
+
 std::string human_size(uint64_t bytes) {
   const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
   double v = double(bytes);
@@ -143,6 +159,18 @@ std::string human_size(uint64_t bytes) {
   return out.str();
 }
 
+/// --preload's comma-separated modules (blanks around each ignored).
+std::vector<std::string> preload_list(const args& a) {
+  std::vector<std::string> out;
+  std::stringstream in{a.get("preload").value_or("")};
+  for (std::string item; std::getline(in, item, ',');) {
+    auto b = item.find_first_not_of(" \t");
+    if (b != std::string::npos)
+      out.push_back(item.substr(b, item.find_last_not_of(" \t") + 1 - b));
+  }
+  return out;
+}
+
 int run_add(signal_watch& watch, target& t, const std::string& name, const args& a) {
   image_add_request req;
   req.name = name;
@@ -153,6 +181,7 @@ int run_add(signal_watch& watch, target& t, const std::string& name, const args&
   };
   if (auto r = a.get("rootfs")) req.rootfs = absolute(*r);
   if (auto p = a.get("python-env")) req.python_env = absolute(*p);
+  req.preload = preload_list(a);
   auto added = call<image_added>(
       watch, [&](auto cb) { t.client->add_image(req, std::chrono::hours{6}, std::move(cb)); });
   if (!added) {
@@ -168,7 +197,9 @@ int run_add(signal_watch& watch, target& t, const std::string& name, const args&
   }
   const auto& i = added->image;
   std::cout << "added " << i.name << ": " << i.kind << ", " << human_size(i.size_bytes)
-            << ", from " << i.source << '\n';
+            << ", from " << i.source;
+  if (!i.preload.empty()) std::cout << ", preload " << joined(i.preload);
+  std::cout << '\n';
   if (added->dropped_total > 0) {
     std::cerr << "guestflow image: " << added->dropped_total
               << " member(s) left out (the guest gets its own /dev):\n";
@@ -193,15 +224,20 @@ int run_ls(signal_watch& watch, target& t, bool json) {
     w_name = std::max(w_name, i.name.size());
     w_kind = std::max(w_kind, i.kind.size());
   }
+  size_t w_source = 6;
+  for (const auto& i : list->data)
+    w_source = std::max(w_source, i.source.size());
   auto row = [&](const std::string& n, const std::string& k, const std::string& s,
-                 const std::string& c, const std::string& src) {
+                 const std::string& c, const std::string& src, const std::string& pre) {
     std::cout << std::left << std::setw(int(w_name) + 2) << n << std::setw(int(w_kind) + 2) << k
-              << std::setw(11) << s << std::setw(26) << c << src << '\n';
+              << std::setw(11) << s << std::setw(26) << c << std::setw(int(w_source) + 2) << src
+              << pre << '\n';
   };
-  row("NAME", "KIND", "SIZE", "CREATED", "SOURCE");
+  row("NAME", "KIND", "SIZE", "CREATED", "SOURCE", "PRELOAD");
   for (const auto& i : list->data)
     row(i.name, i.kind, i.kind == image_kind_builtin ? "-" : human_size(i.size_bytes),
-        i.created_at.empty() ? "-" : i.created_at, i.source);
+        i.created_at.empty() ? "-" : i.created_at, i.source,
+        i.preload.empty() ? "-" : joined(i.preload));
   return 0;
 }
 
@@ -224,7 +260,7 @@ int run_image(const std::vector<std::string>& argv) {
   if (argv.empty()) return bad_usage("a subcommand is required: add, ls or rm");
   const auto& sub = argv.front();
   std::vector<std::string> rest{argv.begin() + 1, argv.end()};
-  args a{{"rootfs", "python-env"}, {"json"}};
+  args a{{"rootfs", "python-env", "preload"}, {"json"}};
   if (auto err = a.parse(rest)) return bad_usage(*err);
   const auto& pos = a.positionals();
   if (sub == "add") {
@@ -234,11 +270,14 @@ int run_image(const std::vector<std::string>& argv) {
     if (a.has("json")) return bad_usage("--json goes with image ls");
     if (auto problem = image_name_problem(pos[0]); !problem.empty())
       return failed(fail(ec::bad_request, problem));
+    if (auto preload = canonical_preload(preload_list(a)); !preload)
+      return failed(preload.error());
   } else if (sub == "ls") {
-    if (!pos.empty() || a.has("rootfs") || a.has("python-env"))
+    if (!pos.empty() || a.has("rootfs") || a.has("python-env") || a.has("preload"))
       return bad_usage("image ls takes no arguments but --json");
   } else if (sub == "rm") {
-    if (pos.size() != 1 || a.has("rootfs") || a.has("python-env") || a.has("json"))
+    if (pos.size() != 1 || a.has("rootfs") || a.has("python-env") || a.has("preload") ||
+        a.has("json"))
       return bad_usage("image rm takes one NAME");
   } else {
     return bad_usage("unknown subcommand '" + sub + "'; use add, ls or rm");

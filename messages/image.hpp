@@ -28,6 +28,21 @@ bool valid_image_name(std::string_view name) noexcept;
 /// Why `name` is not a valid image name (for messages), or empty when it is.
 std::string image_name_problem(std::string_view name);
 
+/// The preload entry that means "this image's guests run flows": a pool guest's python
+/// waiter then imports the runner's engine (controlplane/local/service/python_waiter.py).
+/// No Python module can have this name.
+inline constexpr std::string_view preload_runner = "guestflow:runner";
+/// At most this many preload entries per image.
+inline constexpr size_t max_preload_entries = 64;
+
+/// Why `module` cannot be a preload entry (a dotted Python name of ASCII identifiers, at most
+/// 200 characters, or `preload_runner`), or empty when it can.
+std::string preload_problem(std::string_view module);
+
+/// `modules` as an image keeps them (sorted, each once), or bad_request naming the first bad
+/// entry or too many of them.
+result<std::vector<std::string>> canonical_preload(std::vector<std::string> modules);
+
 /// One image (`GET /v1/images` element, part of the `POST` answer).
 struct image_info {
   std::string name;
@@ -35,9 +50,13 @@ struct image_info {
   std::string source;      ///< the host path it was made from ("" for builtin)
   uint64_t size_bytes = 0; ///< bytes stored (rootfs) or the prefix's size (python-env)
   std::string created_at;  ///< RFC 3339 UTC ("" for builtin)
+  /// Modules a warm-pool guest's python waiter imports before the guest is taken (sorted,
+  /// each once; `image add --preload`, GUESTFLOW_PRELOAD for the built-in image).
+  std::vector<std::string> preload;
   friend bool operator==(const image_info& a, const image_info& b) {
     return a.name == b.name && a.kind == b.kind && a.source == b.source &&
-           a.size_bytes == b.size_bytes && a.created_at == b.created_at;
+           a.size_bytes == b.size_bytes && a.created_at == b.created_at &&
+           a.preload == b.preload;
   }
 };
 
@@ -56,8 +75,10 @@ struct image_add_request {
   std::string name;
   std::optional<std::string> rootfs;     ///< a rootfs tar (plain, gz, xz, zst, bz2) or dir
   std::optional<std::string> python_env; ///< a Python environment prefix (a venv)
+  std::vector<std::string> preload;      ///< see image_info::preload (checked, any order)
   friend bool operator==(const image_add_request& a, const image_add_request& b) {
-    return a.name == b.name && a.rootfs == b.rootfs && a.python_env == b.python_env;
+    return a.name == b.name && a.rootfs == b.rootfs && a.python_env == b.python_env &&
+           a.preload == b.preload;
   }
 };
 

@@ -1,6 +1,8 @@
 #include "messages/image.hpp"
 #include "messages/json_codec.hpp"
 
+#include <algorithm>
+
 namespace guestflow {
 namespace {
 
@@ -40,7 +42,15 @@ image_info info_of(const value& v, const path& p) {
   x.source = o.str_or("source", "");
   x.size_bytes = o.uint_or("size_bytes", 0);
   x.created_at = o.str_or("created_at", "");
+  x.preload = codec::strings_of(o, "preload", false);
   return x;
+}
+
+std::vector<std::string> checked_preload(const object_view& o) {
+  auto list = codec::strings_of(o, "preload", false);
+  auto ok = canonical_preload(list);
+  if (!ok) codec::raise(o.at("preload"), ok.error().message);
+  return *ok;
 }
 
 void write_info_fields(json_writer& w, const image_info& x) {
@@ -49,6 +59,7 @@ void write_info_fields(json_writer& w, const image_info& x) {
       .field("source", x.source)
       .field("size_bytes", x.size_bytes)
       .field("created_at", x.created_at);
+  if (!x.preload.empty()) w.field("preload", x.preload);
 }
 
 } // namespace
@@ -60,6 +71,38 @@ std::string image_name_problem(std::string_view name) {
     if (!name_char(name[i], i == 0))
       return "image name must match [a-z0-9][a-z0-9._:-]{0,63}, got " + quote_json(name);
   return {};
+}
+
+std::string preload_problem(std::string_view module) {
+  if (module == preload_runner) return {};
+  if (module.empty() || module.size() > 200)
+    return "preload: a module name must be 1-200 characters, got " +
+           std::to_string(module.size());
+  bool start = true;
+  for (char c : module) {
+    bool letter = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_';
+    bool ok = start ? letter : (letter || (c >= '0' && c <= '9') || c == '.');
+    if (!ok)
+      return "preload: " + quote_json(module) +
+             " is not a Python module name (dotted ASCII identifiers, e.g. pandas or "
+             "numpy.linalg; or " +
+             std::string{preload_runner} + ")";
+    start = c == '.';
+  }
+  if (start) return "preload: " + quote_json(module) + " ends with '.'";
+  return {};
+}
+
+result<std::vector<std::string>> canonical_preload(std::vector<std::string> modules) {
+  if (modules.size() > max_preload_entries)
+    return fail(ec::bad_request, "preload: at most " + std::to_string(max_preload_entries) +
+                                     " modules, got " + std::to_string(modules.size()));
+  for (const auto& m : modules)
+    if (auto problem = preload_problem(m); !problem.empty())
+      return fail(ec::bad_request, problem);
+  std::sort(modules.begin(), modules.end());
+  modules.erase(std::unique(modules.begin(), modules.end()), modules.end());
+  return modules;
 }
 
 bool valid_image_name(std::string_view name) noexcept {
@@ -107,6 +150,7 @@ result<image_add_request> decode<image_add_request>(std::string_view text,
     x.name = checked_name(o, "name");
     x.rootfs = host_path(o, "rootfs");
     x.python_env = host_path(o, "python_env");
+    x.preload = checked_preload(o);
     if (bool(x.rootfs) == bool(x.python_env))
       codec::raise(p, "give exactly one of rootfs (a rootfs tar or directory) and python_env "
                       "(a Python environment prefix)");
@@ -147,6 +191,7 @@ result<image_manifest> decode<image_manifest>(std::string_view text,
     x.info = info_of(v, p);
     if (auto problem = image_name_problem(x.info.name); !problem.empty())
       codec::raise(o.at("name"), problem);
+    x.info.preload = checked_preload(o);
     if (x.info.kind != image_kind_rootfs && x.info.kind != image_kind_python_env)
       codec::raise(o.at("kind"), "unknown image kind " + quote_json(x.info.kind));
     x.root_dir = o.str_or("root_dir", "");
@@ -188,8 +233,9 @@ std::string encode(const image_add_request& x) {
   w.begin_object()
       .field("name", x.name)
       .opt_field("rootfs", x.rootfs)
-      .opt_field("python_env", x.python_env)
-      .end_object();
+      .opt_field("python_env", x.python_env);
+  if (!x.preload.empty()) w.field("preload", x.preload);
+  w.end_object();
   return w.take();
 }
 

@@ -7,6 +7,7 @@
 
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fcntl.h>
 #include <fstream>
@@ -82,14 +83,38 @@ void remove_tree(const fs::path& p) {
 
 } // namespace
 
-result<std::unique_ptr<image_store>> image_store::open(const fs::path& state_dir,
-                                                       std::vector<std::string>& problems) {
+std::vector<std::string> image_store::builtin_preload_from_env() {
+  std::vector<std::string> out;
+  const char* v = std::getenv("GUESTFLOW_PRELOAD");
+  std::stringstream in{v ? v : ""};
+  for (std::string item; std::getline(in, item, ',');) {
+    auto b = item.find_first_not_of(" \t");
+    if (b == std::string::npos) continue;
+    out.push_back(item.substr(b, item.find_last_not_of(" \t") + 1 - b));
+  }
+  return out;
+}
+
+result<std::unique_ptr<image_store>>
+image_store::open(const fs::path& state_dir, std::vector<std::string>& problems,
+                  const std::vector<std::string>& builtin_preload) {
   auto dir = state_dir / "images";
   std::error_code ec_;
   fs::create_directories(dir, ec_);
   if (ec_) return fail(ec::unavailable, "cannot create " + dir.string() + ": " + ec_.message());
   ::chmod(dir.c_str(), 0700);
   std::unique_ptr<image_store> store{new image_store(dir)};
+  std::vector<std::string> preload;
+  for (const auto& m : builtin_preload) {
+    if (auto problem = preload_problem(m); !problem.empty())
+      problems.push_back("GUESTFLOW_PRELOAD: ignoring an entry: " + problem);
+    else
+      preload.push_back(m);
+  }
+  if (auto canonical = canonical_preload(std::move(preload)))
+    store->builtin_preload_ = std::move(*canonical);
+  else
+    problems.push_back("GUESTFLOW_PRELOAD: ignored: " + canonical.error().message);
   for (fs::directory_iterator it{dir, ec_}, end; !ec_ && it != end; it.increment(ec_)) {
     auto name = it->path().filename().string();
     if (starts_with(name, staging_prefix) || starts_with(name, trash_prefix)) {
@@ -123,6 +148,7 @@ image_list image_store::list() const {
   builtin.name = std::string{builtin_image};
   builtin.kind = std::string{image_kind_builtin};
   builtin.source = "the host's /usr";
+  builtin.preload = builtin_preload_;
   out.data.push_back(std::move(builtin));
   std::lock_guard<std::mutex> lock{mu_};
   for (const auto& [name, m] : images_)
@@ -142,7 +168,10 @@ std::vector<std::string> image_store::names() const {
 result<resolved_image> image_store::resolve(const std::optional<std::string>& rootfs) const {
   resolved_image out;
   out.name = rootfs.value_or(std::string{builtin_image});
-  if (out.name == builtin_image) return out;
+  if (out.name == builtin_image) {
+    out.preload = builtin_preload_;
+    return out;
+  }
   std::lock_guard<std::mutex> lock{mu_};
   auto i = images_.find(out.name);
   if (i == images_.end())
@@ -155,6 +184,7 @@ result<resolved_image> image_store::resolve(const std::optional<std::string>& ro
   layout.ro_binds = m.ro_binds;
   out.layout = std::move(layout);
   out.path_prepend = m.path_prepend;
+  out.preload = m.info.preload;
   return out;
 }
 
@@ -167,6 +197,8 @@ result<image_added> image_store::add(const image_add_request& req) {
                                      "another name");
   if (bool(req.rootfs) == bool(req.python_env))
     return fail(ec::bad_request, "give exactly one of rootfs and python_env");
+  auto preload = canonical_preload(req.preload);
+  if (!preload) return preload.error();
   {
     std::lock_guard<std::mutex> lock{mu_};
     if (images_.count(req.name) || importing_.count(req.name))
@@ -189,7 +221,7 @@ result<image_added> image_store::add(const image_add_request& req) {
     return fail(ec::unavailable,
                 "cannot create " + staging.string() + ": " + std::strerror(errno));
   image_added out;
-  auto m = build(req, staging, out);
+  auto m = build(req, *preload, staging, out);
   if (!m) {
     remove_tree(staging);
     return m.error();
@@ -212,10 +244,12 @@ result<image_added> image_store::add(const image_add_request& req) {
   return out;
 }
 
-result<image_manifest> image_store::build(const image_add_request& req, const fs::path& staging,
-                                          image_added& out) {
+result<image_manifest> image_store::build(const image_add_request& req,
+                                          std::vector<std::string> preload,
+                                          const fs::path& staging, image_added& out) {
   image_manifest m;
   m.info.name = req.name;
+  m.info.preload = std::move(preload);
   if (req.rootfs) {
     const auto root = staging / rootfs_dir;
     if (::mkdir(root.c_str(), 0755) != 0)

@@ -33,14 +33,24 @@ struct resolved_image {
   std::string name;
   std::optional<image_layout> layout; ///< nullopt: debian:12, the host's /usr
   std::string path_prepend;           ///< first on the guest's PATH ("" none)
+  /// What a warm-pool guest's python waiter imports before the take (sorted, each once):
+  /// the image's `preload`, for debian:12 GUESTFLOW_PRELOAD. Part of the pool key.
+  std::vector<std::string> preload;
 };
 
 class image_store {
 public:
   /// Opens (creating) `state_dir/images`. Records that cannot be read are skipped and
-  /// described in `problems`, never fatal.
-  static result<std::unique_ptr<image_store>> open(const std::filesystem::path& state_dir,
-                                                   std::vector<std::string>& problems);
+  /// described in `problems`, never fatal. `builtin_preload` is debian:12's preload, as
+  /// GUESTFLOW_PRELOAD gives it (builtin_preload_from_env); an entry that is no module name
+  /// is dropped and described in `problems`.
+  static result<std::unique_ptr<image_store>>
+  open(const std::filesystem::path& state_dir, std::vector<std::string>& problems,
+       const std::vector<std::string>& builtin_preload = builtin_preload_from_env());
+
+  /// GUESTFLOW_PRELOAD of this process's environment, split at commas (blanks around
+  /// entries ignored; unset or blank: none).
+  static std::vector<std::string> builtin_preload_from_env();
 
   /// Every image, debian:12 first, then by name.
   image_list list() const;
@@ -65,13 +75,14 @@ private:
   explicit image_store(std::filesystem::path dir)
       : dir_(std::move(dir)) {}
 
-  result<image_manifest> build(const image_add_request& req,
+  result<image_manifest> build(const image_add_request& req, std::vector<std::string> preload,
                                const std::filesystem::path& staging, image_added& out);
 
   std::filesystem::path dir_;
   mutable std::mutex mu_;
   std::map<std::string, image_manifest> images_;
   std::set<std::string> importing_; ///< names an add() is working on
+  std::vector<std::string> builtin_preload_;
 };
 
 } // namespace guestflow::local

@@ -13,6 +13,7 @@
 #include <fcntl.h>
 #include <fstream>
 #include <linux/openat2.h>
+#include <mutex>
 #include <poll.h>
 #include <regex>
 #include <set>
@@ -28,7 +29,17 @@ namespace {
 /// In the guest's private /tmp: nothing but the waiter and the server ever touch it before
 /// the guest's first exec, which is the only time it is used.
 constexpr const char* fifo_in_guest = "tmp/.guestflow-python-waiter";
+/// The waiter's list of preload failures, written before its FIFO (python_waiter.py).
+constexpr const char* report_in_guest = "tmp/.guestflow-python-waiter.preload";
+constexpr size_t max_report = 65536;
 constexpr const char* request_magic = "guestflow-waiter-1";
+/// How much longer than its caller's bound a waiter may take to import its preload (a
+/// heavy engine takes seconds, more on a loaded host).
+constexpr std::chrono::seconds preload_allowance{60};
+
+/// Failures already reported by a waiter of this process.
+std::mutex reported_mu;
+std::set<std::string> reported;
 
 bool changes_startup(const std::string& name) {
   if (name == "PYTHONUNBUFFERED") return false;
@@ -94,11 +105,12 @@ bool python_waiter_wanted() {
 }
 
 python_waiter::python_waiter(guest_backend& backend, guest_runtime g, exec_process p,
-                             std::vector<std::string> env)
+                             std::vector<std::string> env, bool preloads)
     : backend_(backend)
     , guest_(std::move(g))
     , p_(p)
-    , env_(std::move(env)) {}
+    , env_(std::move(env))
+    , preloads_(preloads) {}
 
 python_waiter::~python_waiter() {
   if (p_.pid <= 0) return;
@@ -107,19 +119,53 @@ python_waiter::~python_waiter() {
   unique_fd tmp{open_in_guest(p_.pid, "tmp", O_PATH | O_DIRECTORY)};
   backend_.kill_exec(p_);
   backend_.reap(p_);
-  if (tmp) ::unlinkat(tmp.get(), std::strchr(fifo_in_guest, '/') + 1, 0);
+  if (tmp) {
+    ::unlinkat(tmp.get(), std::strchr(fifo_in_guest, '/') + 1, 0);
+    ::unlinkat(tmp.get(), std::strchr(report_in_guest, '/') + 1, 0);
+  }
 }
 
 bool python_waiter::await_fifo(std::chrono::milliseconds within) {
-  const auto deadline = std::chrono::steady_clock::now() + within;
+  const auto deadline = std::chrono::steady_clock::now() + within +
+                        (preloads_ ? preload_allowance : std::chrono::seconds{0});
   while (p_.pid > 0 && !exited()) {
     // O_PATH: looks at the FIFO without opening it (an open for writing would wake the
     // waiter with an empty request).
-    if (unique_fd f{open_in_guest(p_.pid, fifo_in_guest, O_PATH)}) return true;
+    if (unique_fd f{open_in_guest(p_.pid, fifo_in_guest, O_PATH)}) {
+      if (preloads_) take_preload_report();
+      return true;
+    }
     if (std::chrono::steady_clock::now() > deadline) break;
     std::this_thread::sleep_for(std::chrono::milliseconds{1});
   }
   return false;
+}
+
+void python_waiter::take_preload_report() {
+  unique_fd tmp{open_in_guest(p_.pid, "tmp", O_PATH | O_DIRECTORY)};
+  unique_fd f{open_in_guest(p_.pid, report_in_guest, O_RDONLY | O_NONBLOCK)};
+  if (!f) return; // every module imported
+  // The guest's file: a regular one, read up to its cap, never trusted beyond text.
+  struct stat st {};
+  std::string text;
+  if (::fstat(f.get(), &st) == 0 && S_ISREG(st.st_mode)) {
+    text.resize(max_report);
+    ssize_t n;
+    do
+      n = ::read(f.get(), text.data(), text.size());
+    while (n < 0 && errno == EINTR);
+    text.resize(n > 0 ? size_t(n) : 0);
+  }
+  f.reset();
+  if (tmp) ::unlinkat(tmp.get(), std::strchr(report_in_guest, '/') + 1, 0);
+  std::istringstream lines{text};
+  std::lock_guard<std::mutex> lock{reported_mu};
+  for (std::string line; std::getline(lines, line);) {
+    for (auto& c : line)
+      if (static_cast<unsigned char>(c) < 0x20) c = ' ';
+    if (!line.empty() && reported.insert(line).second)
+      problems_.push_back("preload " + line + " (the waiter goes on without it)");
+  }
 }
 
 bool python_waiter::exited() const {
@@ -130,12 +176,17 @@ bool python_waiter::exited() const {
 
 result<std::unique_ptr<python_waiter>>
 python_waiter::start(guest_backend& backend, const guest_runtime& g,
-                     const std::map<std::string, std::string>& envs) {
+                     const std::map<std::string, std::string>& envs,
+                     const std::vector<std::string>& preload) {
   exec_request req{"python3", {"-c", python_waiter_script, std::string{"/"} + fifo_in_guest}};
+  std::string modules;
+  for (const auto& m : preload)
+    modules += (modules.empty() ? "" : ",") + m;
+  if (!modules.empty()) req.args.push_back(modules);
   auto p = backend.start_exec(g, req, envs);
   if (!p) return p.error();
   return std::unique_ptr<python_waiter>{
-      new python_waiter(backend, g, *p, exec_environment(envs))};
+      new python_waiter(backend, g, *p, exec_environment(envs), !modules.empty())};
 }
 
 std::optional<std::string>

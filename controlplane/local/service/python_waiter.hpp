@@ -26,10 +26,13 @@ extern const char* const python_waiter_script;
 /// reaps it.
 class python_waiter {
 public:
-  /// Starts it with `envs` (the pool guest's: empty, or its image's PATH).
+  /// Starts it with `envs` (the pool guest's: empty, or its image's PATH). It imports
+  /// `preload` (the image's, resolved_image::preload) before it makes its FIFO: modules,
+  /// and `guestflow:runner` for the runner's engine (python_waiter.py says which).
   static result<std::unique_ptr<python_waiter>>
   start(guest_backend& backend, const guest_runtime& g,
-        const std::map<std::string, std::string>& envs);
+        const std::map<std::string, std::string>& envs,
+        const std::vector<std::string>& preload = {});
   ~python_waiter();
   python_waiter(const python_waiter&) = delete;
   python_waiter& operator=(const python_waiter&) = delete;
@@ -45,9 +48,16 @@ public:
 
   const std::vector<std::string>& environment() const { return env_; }
 
-  /// Waits (polling, up to `within`) until the waiter made its FIFO, that is, until its
-  /// interpreter has started: a guest is offered only then. False if it ended or is late.
+  /// Waits (polling, up to `within`, plus up to 60 s more when it has a preload to import)
+  /// until the waiter made its FIFO, that is, until its interpreter has started and
+  /// imported its preload: a guest is offered only then. False if it ended or is late.
+  /// Reads and removes the waiter's report of modules that failed to import.
   bool await_fifo(std::chrono::milliseconds within);
+
+  /// Preload failures ("preload M: Error: why") not reported before by any waiter of this
+  /// process, so that the caller logs each failure once however many guests meet it.
+  /// Empty until await_fifo() returned true.
+  std::vector<std::string> preload_problems() const { return problems_; }
 
   /// True once the process ended (or was handed out). A dead waiter is a guest someone
   /// killed processes in, and its init cannot finish dying (the last process of its pid
@@ -66,12 +76,16 @@ public:
 
 private:
   python_waiter(guest_backend& backend, guest_runtime g, exec_process p,
-                std::vector<std::string> env);
+                std::vector<std::string> env, bool preloads);
+  /// Reads the waiter's failure report (if any) into problems_ and removes it.
+  void take_preload_report();
 
   guest_backend& backend_;
   guest_runtime guest_;
   exec_process p_;
   std::vector<std::string> env_;
+  bool preloads_ = false;
+  std::vector<std::string> problems_;
 };
 
 } // namespace guestflow::local

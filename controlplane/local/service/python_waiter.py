@@ -4,7 +4,9 @@
 # (service/python_waiter.cpp) writes one request into FIFO and makes this process the
 # exec's. Standard library only; it must behave exactly as the command it replaces.
 # Imports cost start-up CPU the waiter must not add: C modules only (`_signal`, not `signal`
-# and its enum), and what python3 itself already loaded.
+# and its enum), and what python3 itself already loaded. With a PRELOAD argument
+# (`python3 -c THIS FIFO M1,M2`: the image's preload) it imports those modules first, the
+# same for every guest of the pool and nothing of any caller's.
 import _signal
 import os
 import select
@@ -13,8 +15,63 @@ import sys
 _SourceFileLoader = sys.modules["_frozen_importlib_external"].SourceFileLoader
 
 _FIFO = sys.argv[1]
+_PRELOAD = [m for m in sys.argv[2].split(",") if m] if len(sys.argv) > 2 else []
 _MAGIC = b"guestflow-waiter-1"
 _KILL_AFTER = 5  # the only `--kill-after` the server hands over
+_RUNNER = "guestflow:runner"
+# What guest/runner.py, unpack_run.py and their pieces import from the standard library
+# (both executors), then lfx as lfx_path.load() imports it, when the image has lfx.
+_RUNNER_STDLIB = ("json", "heapq", "io", "math", "threading", "time", "types", "runpy", "zlib",
+                  "importlib.util", "asyncio", "copy", "inspect", "traceback", "uuid",
+                  "collections", "importlib.metadata")
+_RUNNER_LFX = ("lfx", "lfx.memory", "lfx.events.event_manager", "lfx.exceptions.component",
+               "lfx.graph.graph.base", "lfx.schema.message", "lfx.schema.data",
+               "lfx.schema.dataframe")
+
+
+def _import_all(names, quiet):
+    """Imports each name; returns "name: why" for those that failed (unless quiet)."""
+    failed = []
+    for name in names:
+        try:
+            __import__(name)
+        except BaseException as e:  # noqa: BLE001 - any failure: go on without it
+            if quiet:
+                return failed  # lfx absent or broken: the run says why
+            failed.append("%s: %s: %s" % (name, type(e).__name__, e))
+    return failed
+
+
+def _preload(names):
+    # Before the FIFO exists (the guest is offered only then). fd 1 and 2 are the first
+    # exec's, untouched: what a module writes while it imports goes to /dev/null.
+    null = os.open("/dev/null", os.O_WRONLY)
+    saved = os.dup(1), os.dup(2)
+    os.dup2(null, 1)
+    os.dup2(null, 2)
+    try:
+        failed = []
+        for name in names:
+            if name == _RUNNER:
+                failed += _import_all(_RUNNER_STDLIB, False)
+                _import_all(_RUNNER_LFX, True)
+            else:
+                failed += _import_all([name], False)
+        for f in (sys.stdout, sys.stderr):
+            try:
+                f.flush()  # into /dev/null, not into the exec's output
+            except BaseException:  # noqa: BLE001
+                pass
+    finally:
+        os.dup2(saved[0], 1)
+        os.dup2(saved[1], 2)
+        for fd in (null,) + saved:
+            os.close(fd)
+    if failed:
+        # The server reads it once the FIFO exists, logs each failure once and removes it.
+        fd = os.open(_FIFO + ".preload", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        os.write(fd, "\n".join(failed).encode("utf-8", "replace")[:65536])
+        os.close(fd)
 
 
 def _receive():
@@ -97,6 +154,8 @@ def _wait_with_deadline(pid, seconds):
 
 
 def _main():
+    if _PRELOAD:
+        _preload(_PRELOAD)
     try:
         timeout, cwd, argv, env = _parse(_receive())
     except (OSError, ValueError):

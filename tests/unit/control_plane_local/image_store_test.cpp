@@ -223,11 +223,76 @@ TEST_F(python_env_test, bad_prefixes_are_refused) {
   expect_refused(s.path() / "gone", "home");
 }
 
+TEST_F(image_store_test, a_preload_is_stored_canonical_and_resolved_with_the_image) {
+  auto req = rootfs_request("pd", rootfs);
+  req.preload = {"numpy", "pandas", "guestflow:runner", "numpy", "xml.etree.ElementTree"};
+  auto added = store->add(req);
+  ASSERT_TRUE(added) << added.error().message;
+  const std::vector<std::string> canonical{"guestflow:runner", "numpy", "pandas",
+                                           "xml.etree.ElementTree"};
+  EXPECT_EQ(added->image.preload, canonical);
+  reopen();
+  EXPECT_TRUE(problems.empty());
+  EXPECT_EQ(store->list().data[1].preload, canonical);
+  auto r = store->resolve(std::string{"pd"});
+  ASSERT_TRUE(r) << r.error().message;
+  EXPECT_EQ(r->preload, canonical);
+  auto none = store->add(rootfs_request("plain", rootfs));
+  ASSERT_TRUE(none);
+  EXPECT_TRUE(store->resolve(std::string{"plain"})->preload.empty());
+}
+
+TEST_F(image_store_test, a_bad_preload_module_is_refused_and_leaves_nothing) {
+  for (std::vector<std::string> bad : {std::vector<std::string>{"pandas", "os; import x"},
+                                       {"-m"},
+                                       {"a..b"},
+                                       {"1abc"},
+                                       {"pandas."},
+                                       {""},
+                                       {"über"},
+                                       {std::string(201, 'a')},
+                                       std::vector<std::string>(65, "x")}) {
+    auto req = rootfs_request("bad", rootfs);
+    req.preload = bad;
+    auto r = store->add(req);
+    ASSERT_FALSE(r) << bad.front();
+    EXPECT_EQ(r.error().code, ec::bad_request);
+    EXPECT_NE(r.error().message.find("preload"), std::string::npos) << r.error().message;
+    EXPECT_TRUE(entries().empty()) << r.error().message;
+  }
+  auto wire = decode<image_add_request>(R"({"name":"x","rootfs":"/a","preload":["a b"]})");
+  ASSERT_FALSE(wire);
+  EXPECT_EQ(wire.error().code, ec::bad_request);
+  EXPECT_NE(wire.error().message.find("not a Python module name"), std::string::npos)
+      << wire.error().message;
+}
+
+TEST_F(image_store_test, the_builtin_image_takes_the_host_wide_preload) {
+  store.reset();
+  auto st = image_store::open(state, problems, {"sympy", " bad name", "pandas", "sympy"});
+  ASSERT_TRUE(st);
+  ASSERT_EQ(problems.size(), 1u);
+  EXPECT_NE(problems[0].find("GUESTFLOW_PRELOAD"), std::string::npos) << problems[0];
+  const std::vector<std::string> want{"pandas", "sympy"};
+  EXPECT_EQ((*st)->resolve(std::nullopt)->preload, want);
+  EXPECT_EQ((*st)->list().data[0].preload, want);
+  ::setenv("GUESTFLOW_PRELOAD", " pandas , numpy,, ", 1);
+  EXPECT_EQ(image_store::builtin_preload_from_env(),
+            (std::vector<std::string>{"pandas", "numpy"}));
+  ::unsetenv("GUESTFLOW_PRELOAD");
+  EXPECT_TRUE(image_store::builtin_preload_from_env().empty());
+}
+
 TEST(image_codecs, add_requests_take_one_absolute_source_and_a_valid_name) {
   auto ok = decode<image_add_request>(R"({"name":"py:3.11","python_env":"/opt/venv"})");
   ASSERT_TRUE(ok) << ok.error().message;
   EXPECT_EQ(ok->python_env, std::optional<std::string>{"/opt/venv"});
   EXPECT_EQ(decode<image_add_request>(encode(*ok)).value(), *ok);
+  auto pre = decode<image_add_request>(
+      R"({"name":"p","python_env":"/opt/venv","preload":["sympy","pandas"]})");
+  ASSERT_TRUE(pre) << pre.error().message;
+  EXPECT_EQ(pre->preload, (std::vector<std::string>{"pandas", "sympy"}));
+  EXPECT_EQ(decode<image_add_request>(encode(*pre)).value(), *pre);
   for (auto bad : {R"({"name":"x"})", R"({"name":"x","rootfs":"/a","python_env":"/b"})",
                    R"({"name":"x","rootfs":"relative.tar"})", R"({"name":"X","rootfs":"/a"})",
                    R"({"rootfs":"/a"})", R"({"name":"x","rootfs":""})"}) {
@@ -249,6 +314,14 @@ TEST(image_codecs, lists_added_and_manifests_round_trip) {
   m.ro_binds = {"/opt/py", "/v"};
   m.path_prepend = "/v/bin";
   EXPECT_EQ(decode<image_manifest>(encode(m)).value(), m);
+  m.info.preload = {"guestflow:runner", "pandas"};
+  auto with_preload = decode<image_manifest>(encode(m));
+  ASSERT_TRUE(with_preload) << with_preload.error().message << encode(m);
+  EXPECT_EQ(*with_preload, m);
+  l.data[1].preload = {"numpy"};
+  auto listed = decode<image_list>(encode(l));
+  ASSERT_TRUE(listed) << listed.error().message;
+  EXPECT_EQ(*listed, l);
   m.info.kind = "docker";
   EXPECT_FALSE(decode<image_manifest>(encode(m)));
   capabilities c;
