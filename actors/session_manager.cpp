@@ -235,6 +235,9 @@ void create(self_ptr self, const std::string& name, session_request req, info_pr
   create.rootfs = where->rootfs;
   create.name = name;
   create.egress = where->egress;
+  // Every session guest can serve ports (bridge/API.md, "Service URLs"): serve reaches them
+  // with the control plane's key, and no port is reachable without a URL serve signed.
+  create.ingress_enabled = true;
   if (local(self)) {
     create.persistent = true;
     // This actor stops idle guests itself; the control plane's own idle TTL is the backstop

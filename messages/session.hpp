@@ -144,6 +144,24 @@ std::string encode_command_line(const output_chunk& x);
 /// A streamed command's last line: `{"exit_code", "timed_out"}`.
 std::string encode_command_end(const command_outcome& x);
 
+/// POST /v1/sessions/{id}/ports/{port} (bridge/API.md, "Service URLs"): how long the URL
+/// lives, 1..the server's GUESTFLOW_PORT_URL_TTL_SECONDS (absent: that).
+struct port_url_request {
+  std::optional<uint32_t> ttl_seconds;
+};
+
+/// Its answer: a URL that reaches the port, and when it stops working (RFC 3339; absent
+/// for a URL that does not expire, as CreateOS's own).
+struct port_url {
+  std::string url;
+  std::optional<std::string> expires_at;
+};
+
+template<>
+result<port_url_request> decode<port_url_request>(std::string_view, const decode_limits&);
+/// `{"url", "expires_at"}` (`expires_at` null when the URL does not expire).
+std::string encode(const port_url& x);
+
 /// One entry of the file tool's `list` answer (bridge/API.md "Files"): the exact bytes of
 /// its absolute path (`path_b64` when given, else `path`), its type and size.
 struct listed_entry {

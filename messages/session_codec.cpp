@@ -160,6 +160,33 @@ std::string encode(const session_info& x) {
   return w.end_object().take();
 }
 
+template<>
+result<port_url_request> decode<port_url_request>(std::string_view text,
+                                                  const decode_limits& limits) {
+  return codec::decode_with<port_url_request>(text, limits, [](const value& v, const path& p) {
+    object_view o{v, p};
+    port_url_request x;
+    if (o.find("ttl_seconds") != nullptr) {
+      auto secs = o.uint("ttl_seconds");
+      if (secs == 0 || secs > 31'536'000)
+        codec::raise(o.at("ttl_seconds"),
+                     std::to_string(secs) + " out of range (expected 1..31536000)");
+      x.ttl_seconds = static_cast<uint32_t>(secs);
+    }
+    return result<port_url_request>{x};
+  });
+}
+
+std::string encode(const port_url& x) {
+  json_writer w;
+  w.begin_object().field("url", x.url).key("expires_at");
+  if (x.expires_at)
+    w.str(*x.expires_at);
+  else
+    w.null();
+  return w.end_object().take();
+}
+
 std::string encode_session_deleted(std::string_view id) {
   json_writer w;
   return w.begin_object().field("session_id", id).field("deleted", true).end_object().take();

@@ -310,6 +310,10 @@ void client::capacity(millis, callback<node_capacity> cb) {
   cb(fail(ec::unavailable, "this control-plane client does not report capacity"));
 }
 
+void client::endpoint_of(const std::string&, millis, callback<endpoint> cb) {
+  cb(where());
+}
+
 result<std::shared_ptr<client>> client::make(endpoint ep, client_config cfg) {
   // A fleet (`A,B,…` or `etcd://…`, endpoint_selection.hpp) is many clients behind one.
   if (is_fleet_url(ep.base_url)) {

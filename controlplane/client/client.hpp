@@ -168,6 +168,11 @@ public:
   /// client that does not implement it (at once, on the calling thread).
   virtual void capacity(millis timeout, callback<node_capacity> cb);
 
+  /// The control plane that holds guest `id` (its base URL and key): this client's own
+  /// endpoint; a fleet's node that holds it (looked up as calls by id are). What `serve`
+  /// forwards a guest's service URL to (bridge/API.md, "Service URLs").
+  virtual void endpoint_of(const std::string& id, millis timeout, callback<endpoint> cb);
+
   /// The client this one wraps (observed, …), or nullptr: how fleet_snapshot_of finds a
   /// fleet client under its wrappers.
   virtual const client* wrapped() const noexcept { return nullptr; }

@@ -202,6 +202,12 @@ public:
 
   // -- calls by id -------------------------------------------------------------------------
 
+  /// The node that holds `id`: its own client's endpoint (URL and the fleet's key).
+  void endpoint_of(const std::string& id, millis timeout, callback<endpoint> cb) override {
+    by_id<endpoint>(id, timeout, std::move(cb),
+                    [id](client& c, millis t, auto k) { c.endpoint_of(id, t, std::move(k)); });
+  }
+
   void get(const std::string& id, millis timeout, callback<sandbox_view> cb) override {
     by_id<sandbox_view>(id, timeout, std::move(cb),
                         [id](client& c, millis t, auto k) { c.get(id, t, std::move(k)); });
@@ -1135,6 +1141,9 @@ public:
   }
   void stop(const std::string& id, millis t, callback<sandbox_view> cb) override {
     core_->stop(id, t, std::move(cb));
+  }
+  void endpoint_of(const std::string& id, millis t, callback<endpoint> cb) override {
+    core_->endpoint_of(id, t, std::move(cb));
   }
   void shutdown() override { core_->shutdown(); }
 

@@ -22,6 +22,9 @@ public:
     inner_->capacity(t, timed(cb));
   }
   const client* wrapped() const noexcept override { return inner_.get(); }
+  void endpoint_of(const std::string& id, millis t, callback<endpoint> cb) override {
+    inner_->endpoint_of(id, t, std::move(cb));
+  }
   void create(const sandbox_create_request& req, millis t,
               callback<sandbox_created> cb) override {
     inner_->create(req, t, timed(cb));
