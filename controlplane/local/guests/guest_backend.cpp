@@ -218,7 +218,8 @@ result<guest_runtime> guest_backend::create(const guest_spec& spec) {
     const auto image = workspace_image_path(rt.workspace);
     if (spec.kept_workspace) {
       if (auto ok = check_image(image); !ok) return undo(ok.error());
-    } else if (auto ok = impl_->disks->create_image(image, quota, cfg.guest_uid, cfg.guest_gid);
+    } else if (auto ok = impl_->disks->create_image(image, quota, cfg.guest_uid, cfg.guest_gid,
+                                                    spec.reserve_workspace);
                !ok) {
       return undo(unusable("workspace", ok.error()));
     }
@@ -328,6 +329,13 @@ int guest_backend::reap(exec_process& p) {
   }
   p.pid = 0;
   return code;
+}
+
+result<bool> guest_backend::sync_workspace(const guest_runtime& g) {
+  if (!impl_->disks) return true;
+  auto root = impl_->guest_root(g);
+  if (!root) return true; // no guest, no mount: nothing left to write back
+  return local::sync_workspace(root->get());
 }
 
 result<bool> guest_backend::pause(const guest_runtime& g) {

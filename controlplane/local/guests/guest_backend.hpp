@@ -46,6 +46,9 @@ struct guest_spec {
   std::optional<image_layout> image;
   egress_policy egress;
   std::map<std::string, std::string> envs;
+  /// Allocate every block of a new workspace image (a persistent guest's: its data is kept),
+  /// refusing the create with `capacity` when the host cannot (workspace_disks::create_image).
+  bool reserve_workspace = false;
   /// Start a stopped persistent guest: its workspace (image, or directory without a quota)
   /// exists already and is checked (`e2fsck -p`: images have no journal) and attached as it
   /// is. A failure then leaves the workspace exactly as it was.
@@ -151,6 +154,9 @@ public:
 
   /// Number of OOM kills the guest's memory cgroup recorded so far.
   uint64_t oom_kills(const guest_runtime& g) const;
+  /// Writes the guest's workspace back and fails (`workspace_io_error: …`) when writes were
+  /// lost since the last check (workspace_disk.hpp sync_workspace). A dead guest: true.
+  result<bool> sync_workspace(const guest_runtime& g);
 
   /// Replaces the live egress rules (nftables in the guest netns). deny_all ↔ rules
   /// changes that need a netns the guest does not have are refused with bad_request.

@@ -20,6 +20,7 @@
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
+#include <sys/statvfs.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -412,9 +413,28 @@ result<fs::path> workspace_disks::template_for(const workspace_quota& q, uid_t u
 }
 
 result<bool> workspace_disks::create_image(const fs::path& image, const workspace_quota& q,
-                                           uid_t uid, gid_t gid) {
+                                           uid_t uid, gid_t gid, bool reserve) {
   if (q.mib == 0 || q.inodes == 0)
     return fail(ec::bad_request, "a workspace needs a size and an inode count");
+  if (auto ok = check_disk_floor(image.parent_path()); !ok) return ok;
+  auto made = copy_image(image, q, uid, gid);
+  if (!made || !reserve) return made;
+  // Every block allocated now (unwritten extents: no data written, ~ms for a GiB): the
+  // guest's writes can then never meet a full host file system.
+  unique_fd f{::open(image.c_str(), O_RDWR | O_CLOEXEC)};
+  if (f && ::fallocate(f.get(), 0, 0, off_t(q.mib << 20)) == 0) return true;
+  int err = errno;
+  remove_image(image);
+  if (err == ENOSPC || err == EDQUOT)
+    return fail(ec::capacity, "insufficient storage: the host cannot reserve this persistent "
+                              "sandbox's " +
+                                  std::to_string(q.mib) + " MiB workspace (" +
+                                  std::strerror(err) + ")");
+  return os_failure("reserving the workspace image " + image.string(), err);
+}
+
+result<bool> workspace_disks::copy_image(const fs::path& image, const workspace_quota& q,
+                                         uid_t uid, gid_t gid) {
   if (auto ready = take(q, uid, gid)) {
     // Into place without replacing anything (`image` must not exist): its mount is then
     // mount_detached's answer for it.
@@ -451,6 +471,39 @@ result<bool> workspace_disks::remove_image(const fs::path& image) {
   if (::unlink(image.c_str()) != 0 && errno != ENOENT)
     return os_failure("removing " + image.string());
   return true;
+}
+
+uint64_t disk_floor_bytes(uint64_t fs_bytes) {
+  return std::min<uint64_t>(fs_bytes / 20, uint64_t{256} << 20);
+}
+
+result<bool> check_disk_floor(const fs::path& dir) {
+  struct statvfs st {};
+  if (::statvfs(dir.c_str(), &st) != 0) return os_failure("statvfs " + dir.string());
+  const uint64_t size = uint64_t(st.f_blocks) * st.f_frsize;
+  const uint64_t avail = uint64_t(st.f_bavail) * st.f_frsize;
+  const uint64_t floor = disk_floor_bytes(size);
+  if (avail >= floor) return true;
+  return fail(ec::capacity, "insufficient storage: the file system of " + dir.string() +
+                                " has " + std::to_string(avail >> 20) +
+                                " MiB free, under its floor of " + std::to_string(floor >> 20) +
+                                " MiB; free some space on the host");
+}
+
+result<bool> sync_workspace(int root_fd) {
+  // A real open (syncfs refuses O_PATH): read-only, never following the guest's links.
+  open_how how{};
+  how.flags = O_RDONLY | O_DIRECTORY | O_CLOEXEC;
+  how.resolve = RESOLVE_IN_ROOT | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS;
+  unique_fd fd{int(::syscall(SYS_openat2, root_fd, "/workspace", &how, sizeof how))};
+  struct statfs st {};
+  if (!fd || ::fstatfs(fd.get(), &st) != 0 || st.f_type != EXT4_SUPER_MAGIC) return true;
+  if (::syncfs(fd.get()) == 0) return true;
+  return fail(ec::guest_failed,
+              std::string{workspace_io_error} + ": the sandbox's workspace lost writes (" +
+                  std::strerror(errno) +
+                  " writing its image back: the host's file system is full or failing); "
+                  "what the command wrote may be gone");
 }
 
 unique_fd pin_workspace(int root_fd) {

@@ -69,8 +69,15 @@ public:
   /// directory is owned by uid:gid. On failure nothing is left at `image`. A ready image of
   /// the pool is renamed into place when there is one (its mount is mount_detached's answer
   /// for `image`); the quota is remembered, so that the filler keeps some ready.
+  ///
+  /// The state dir's file system is checked first: under its floor (disk_floor) the create
+  /// is refused with `capacity`. `reserve` allocates every block of the image (fallocate)
+  /// so that its file system can never run out of host disk: for persistent guests, whose
+  /// data is kept; refused with `capacity` when the host cannot hold it. Disposable images
+  /// stay sparse (10,000 guests in flight would not fit otherwise): a write the host cannot
+  /// hold is caught by sync_workspace after each exec instead.
   result<bool> create_image(const std::filesystem::path& image, const workspace_quota& q,
-                            uid_t uid, gid_t gid);
+                            uid_t uid, gid_t gid, bool reserve = false);
 
   /// The image's file system as a detached mount (nosuid, nodev, noatime), for
   /// move_mount(2). Closing the descriptor before it is attached unmounts it; the loop
@@ -90,6 +97,9 @@ public:
   bool wait_pool_full(std::chrono::milliseconds deadline);
 
 private:
+  /// create_image's copy (from the pool or the template).
+  result<bool> copy_image(const std::filesystem::path& image, const workspace_quota& q,
+                          uid_t uid, gid_t gid);
   result<std::filesystem::path> template_for(const workspace_quota& q, uid_t uid, gid_t gid);
 
   /// One image copied, attached and mounted ahead of a create.
@@ -120,6 +130,26 @@ private:
   bool fill_failed_ = false; ///< the last fill failed: creates go the slow way meanwhile
   std::thread filler_;       ///< started by the first create
 };
+
+/// The free space a file system must keep for a workspace create to be admitted: 5% of its
+/// size, at most 256 MiB (records, templates and sparse images' growth live there too).
+uint64_t disk_floor_bytes(uint64_t fs_bytes);
+
+/// Refuses (`capacity`) when the file system holding `dir` has less than its floor free.
+result<bool> check_disk_floor(const std::filesystem::path& dir);
+
+/// Writes back the workspace file system of the guest whose root is `root_fd` (O_PATH) and
+/// says whether any of its writes were lost since the last check: a sparse image's blocks
+/// are allocated on the host only when the loop device writes them, so with the host's file
+/// system full a program's buffered write "succeeds" and the kernel drops it later (`lost
+/// async page write`). syncfs(2) forces that writeback now and reports the file system's
+/// write errors (errseq: each error once, to the first syncfs after it). A failure's code is
+/// `guest_failed`, its message starts with `workspace_io_error:`. No workspace of its own:
+/// true.
+result<bool> sync_workspace(int root_fd);
+
+/// The prefix of every message that says a workspace lost writes.
+inline constexpr const char* workspace_io_error = "workspace_io_error";
 
 /// A descriptor on the workspace file system of the guest whose root is `root_fd` (O_PATH),
 /// or none when it has no file system of its own. Held across the guest's death, it makes

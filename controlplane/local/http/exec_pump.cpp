@@ -25,7 +25,24 @@ bool oom_killed(const exec_outcome& o) {
   return o.error && o.error->rfind("out of memory", 0) == 0;
 }
 
+/// The domain reports a command whose workspace lost writes the kernel had taken (the host's
+/// file system full under a sparse image: control_plane's guest_command, after syncfs) as an
+/// error starting with these words.
+bool lost_writes(const exec_outcome& o) {
+  return o.error && o.error->rfind("workspace_io_error", 0) == 0;
+}
+
+/// The exit code answered for such a command, whatever it returned (sysexits' EX_IOERR):
+/// a caller reading only the exit code must not read a success.
+constexpr int32_t lost_writes_exit = 74;
+
 } // namespace
+
+std::optional<failure> exec_failure(const exec_result& r) {
+  if (r.error && r.error->rfind("workspace_io_error", 0) == 0)
+    return fail(ec::guest_failed, *r.error);
+  return std::nullopt;
+}
 
 std::string stream_line(exec_stream_line::kind kind, std::string text, int32_t code) {
   exec_stream_line l;
@@ -200,7 +217,7 @@ void exec_pump::maybe_finish() {
     auto outcome = self->run_->finish();
     net::post(self->io_, [self, outcome = std::move(outcome)] {
       exec_result r;
-      r.exit_code = outcome.exit_code;
+      r.exit_code = lost_writes(outcome) ? lost_writes_exit : outcome.exit_code;
       r.oom_killed = oom_killed(outcome);
       r.truncated.stdout_cut = self->out_.truncated;
       r.truncated.stderr_cut = self->err_.truncated;

@@ -21,6 +21,12 @@ namespace guestflow::local {
 /// One NDJSON line of a streamed exec (without the '\n').
 std::string stream_line(exec_stream_line::kind kind, std::string text = {}, int32_t code = 0);
 
+/// A buffered exec's answer as a typed failure instead of a result: a command whose
+/// workspace lost writes is `guest_failed` (`workspace_io_error: …`), never an exit code a
+/// caller could read as success. Streamed, the same error goes out as an `error` line before
+/// exit code 74 (EX_IOERR).
+std::optional<failure> exec_failure(const exec_result& r);
+
 /// Drives one running_exec on the I/O thread without blocking it: reads both pipes as
 /// output arrives (repairing UTF-8, capping each stream: past the cap output is drained
 /// and discarded, so memory stays bounded), waits for the exit fd, then reaps the command

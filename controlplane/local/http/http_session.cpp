@@ -464,6 +464,7 @@ private:
       return stop_watch([self = shared_from_this(), r = std::move(r)] {
         self->end_exec();
         if (self->gone_) return self->shutdown();
+        if (auto f = exec_failure(r)) return self->send(failure_reply(*f));
         self->send(success_reply(encode(r)));
       });
     }

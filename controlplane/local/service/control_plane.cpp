@@ -49,14 +49,16 @@ failure rules_unavailable() {
 class guest_command final : public running_exec {
 public:
   guest_command(guest_backend& backend, guest_runtime rt, exec_process p, activity_lease lease,
-                uint64_t oom_before, uint64_t mem_mib, std::function<void(std::string)> on_oom)
+                uint64_t oom_before, uint64_t mem_mib, std::function<void(std::string)> on_oom,
+                std::function<std::string(std::string)> on_lost)
       : backend_(backend)
       , rt_(std::move(rt))
       , p_(p)
       , lease_(std::move(lease))
       , oom_before_(oom_before)
       , mem_mib_(mem_mib)
-      , on_oom_(std::move(on_oom)) {}
+      , on_oom_(std::move(on_oom))
+      , on_lost_(std::move(on_lost)) {}
 
   ~guest_command() override {
     if (!finished_) {
@@ -80,7 +82,15 @@ public:
       out.error = "out of memory (memory limit " + std::to_string(mem_mib_) + " MiB)";
       on_oom_(*out.error);
     }
+    // The command's writes reached the host, or the answer says they did not: never a
+    // success for data the kernel dropped (workspace_disk.hpp).
+    auto synced = backend_.sync_workspace(rt_);
     lease_.reset();
+    if (!synced) {
+      auto why = synced.error().message + " (the command exited " +
+                 std::to_string(out.exit_code) + ")";
+      out.error = on_lost_(std::move(why)) + (out.error ? "; " + *out.error : "");
+    }
     return out;
   }
 
@@ -92,6 +102,7 @@ private:
   uint64_t oom_before_;
   uint64_t mem_mib_;
   std::function<void(std::string)> on_oom_;
+  std::function<std::string(std::string)> on_lost_; ///< returns the error to answer
   bool finished_ = false;
 };
 
@@ -298,6 +309,7 @@ result<sandbox_created> control_plane::create(const sandbox_create_request& req)
   spec.egress = req.egress;
   spec.envs = req.envs;
   spec.mounts = *mounts;
+  spec.reserve_workspace = req.persistent;
   // A named persistent guest of a fleet: its workspace under the shared root, owned here
   // first (a kept one is a takeover: a cold boot from it).
   const auto shared = shared_dir(req);
@@ -678,9 +690,10 @@ result<std::unique_ptr<running_exec>> control_plane::start_exec(const std::strin
   }
   auto oom_before = backend_.oom_kills(rt);
   auto command = [&](exec_process p) {
-    return std::unique_ptr<running_exec>{
-        new guest_command(backend_, rt, p, std::move(busy), oom_before, mem_mib,
-                          [this, id](std::string note) { record_note(id, std::move(note)); })};
+    return std::unique_ptr<running_exec>{new guest_command(
+        backend_, rt, p, std::move(busy), oom_before, mem_mib,
+        [this, id](std::string note) { record_note(id, std::move(note)); },
+        [this, id](std::string why) { return workspace_lost(id, why); })};
   };
   if (waiter) {
     if (auto p = waiter->serve(*request)) return command(*p);
@@ -728,6 +741,38 @@ void control_plane::record_note(const std::string& id, std::string note) {
     i->second.rec.note = std::move(note);
     save(i->second);
   }
+}
+
+std::string control_plane::workspace_lost(const std::string& id, const std::string& why) {
+  guest_runtime rt;
+  std::unique_ptr<python_waiter> waiter; // reaped once destroy() killed it
+  {
+    std::lock_guard<std::mutex> lock{mu_};
+    auto i = guests_.find(id);
+    if (i == guests_.end()) return why;
+    auto& rec = i->second.rec;
+    rec.note = why;
+    // A persistent guest's blocks are reserved (a full disk cannot drop its writes): an
+    // error there is the disk's own, and its kept image is its owner's to check.
+    if (rec.persistent || rec.status != sandbox_status::running) {
+      save(i->second);
+      return why;
+    }
+    rec.status = sandbox_status::destroying;
+    save(i->second);
+    rt = rec.runtime;
+    waiter = std::move(i->second.waiter);
+  }
+  auto done = backend_.destroy(rt); // its image goes too: the space returns to the host
+  waiter.reset();
+  std::lock_guard<std::mutex> lock{mu_};
+  auto& g = guests_.at(id);
+  g.rec.status = done ? sandbox_status::failed : sandbox_status::error;
+  g.rec.ended_at = unix_now();
+  if (!done) g.rec.note = why + "; destroy failed: " + done.error().message;
+  gate_.changed();
+  save(g);
+  return why + "; the sandbox is destroyed and marked failed";
 }
 
 void control_plane::pause_idle() {

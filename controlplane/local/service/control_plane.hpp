@@ -209,6 +209,10 @@ private:
                                   const std::function<result<bool>(const guest_runtime&)>& op,
                                   const std::function<void(guest&)>& arrived);
   void record_note(const std::string& id, std::string note);
+  /// A disposable guest whose workspace lost writes (sync_workspace): destroyed, its record
+  /// `failed` with `why` as its note, so that no later call reads what was lost. Returns
+  /// the exec's error (`why` and what became of the guest).
+  std::string workspace_lost(const std::string& id, const std::string& why);
   /// A create served by a pool guest, or nullopt when no pool guest matches (or the one
   /// taken had died: it is discarded and the caller builds a guest).
   std::optional<result<sandbox_created>> create_from_pool(const sandbox_create_request& req,
