@@ -105,6 +105,9 @@ struct sandbox_create_request {
   std::optional<uint32_t> delete_after_stop_seconds{};
   /// Local control plane: bind mounts (absent on the wire when empty).
   std::vector<sandbox_mount> mounts;
+  /// Local control plane: "namespaces" | "gvisor" (capabilities' `isolations`); absent: the
+  /// control plane's default. One it cannot give is refused, never replaced by another.
+  std::optional<std::string> isolation{};
 
   friend bool operator==(const sandbox_create_request& a, const sandbox_create_request& b) {
     return a.shape == b.shape && a.rootfs == b.rootfs && a.name == b.name &&
@@ -112,7 +115,8 @@ struct sandbox_create_request {
            a.auto_pause_after_seconds == b.auto_pause_after_seconds &&
            a.ingress_enabled == b.ingress_enabled && a.persistent == b.persistent &&
            a.idle_ttl_seconds == b.idle_ttl_seconds &&
-           a.delete_after_stop_seconds == b.delete_after_stop_seconds && a.mounts == b.mounts;
+           a.delete_after_stop_seconds == b.delete_after_stop_seconds && a.mounts == b.mounts &&
+           a.isolation == b.isolation;
   }
 };
 
@@ -120,7 +124,7 @@ template<class Inspector>
 typename Inspector::result_type inspect(Inspector& f, sandbox_create_request& x) {
   return f(x.shape, x.rootfs, x.name, x.egress, x.envs, x.auto_pause_after_seconds,
            x.ingress_enabled, x.persistent, x.idle_ttl_seconds, x.delete_after_stop_seconds,
-           x.mounts);
+           x.mounts, x.isolation);
 }
 
 /// `data` of a successful create: the guest is running when this returns.
@@ -168,6 +172,8 @@ struct sandbox_view {
   uint32_t calls_in_progress = 0;
   std::optional<uint32_t> idle_ttl_seconds;          ///< persistent only
   std::optional<uint32_t> delete_after_stop_seconds; ///< persistent only
+  /// What the guest is (local control plane: "namespaces" | "gvisor"; absent: unknown).
+  std::string isolation{};
 
   friend bool operator==(const sandbox_view& a, const sandbox_view& b) {
     return a.id == b.id && a.name == b.name && a.status == b.status && a.shape == b.shape &&
@@ -177,7 +183,8 @@ struct sandbox_view {
            a.persistent == b.persistent && a.stopped_at == b.stopped_at &&
            a.last_used_at == b.last_used_at && a.calls_in_progress == b.calls_in_progress &&
            a.idle_ttl_seconds == b.idle_ttl_seconds &&
-           a.delete_after_stop_seconds == b.delete_after_stop_seconds;
+           a.delete_after_stop_seconds == b.delete_after_stop_seconds &&
+           a.isolation == b.isolation;
   }
 };
 
@@ -185,8 +192,8 @@ template<class Inspector>
 typename Inspector::result_type inspect(Inspector& f, sandbox_view& x) {
   return f(x.id, x.name, x.status, x.shape, x.egress, x.envs, x.created_at, x.paused_at,
            x.last_resumed_at, x.auto_pause_after_seconds, x.persistent, x.stopped_at,
-           x.last_used_at, x.calls_in_progress, x.idle_ttl_seconds,
-           x.delete_after_stop_seconds);
+           x.last_used_at, x.calls_in_progress, x.idle_ttl_seconds, x.delete_after_stop_seconds,
+           x.isolation);
 }
 
 /// `data` of `GET /v1/sandboxes`: `{data: [view…], pagination: {total}}`.
@@ -343,7 +350,8 @@ typename Inspector::result_type inspect(Inspector& f, exec_stream_line& x) {
 
 /// `GET /v1/capabilities` (local control plane; CreateOS's are known constants).
 struct capabilities {
-  std::string isolation; ///< "namespaces" | "hardware-virtualized"
+  /// The default guest's isolation: "namespaces" | "gvisor" | "hardware-virtualized".
+  std::string isolation;
   bool supports_deny_all_egress = true;
   bool supports_address_egress_rules = true;
   bool supports_domain_allowlist = false;
@@ -352,20 +360,25 @@ struct capabilities {
   /// The images a create's `rootfs` may name (local control plane: `debian:12` first, then
   /// the added ones by name); empty when the control plane does not list them (CreateOS).
   std::vector<std::string> images{};
+  /// The isolations a create may ask for (local control plane: "namespaces", and "gvisor"
+  /// where runsc runs); empty when the control plane does not list them (CreateOS).
+  std::vector<std::string> isolations{};
   friend bool operator==(const capabilities& a, const capabilities& b) {
     return a.isolation == b.isolation &&
            a.supports_deny_all_egress == b.supports_deny_all_egress &&
            a.supports_address_egress_rules == b.supports_address_egress_rules &&
            a.supports_domain_allowlist == b.supports_domain_allowlist &&
            a.link_local_blocked == b.link_local_blocked &&
-           a.max_timeout_seconds == b.max_timeout_seconds && a.images == b.images;
+           a.max_timeout_seconds == b.max_timeout_seconds && a.images == b.images &&
+           a.isolations == b.isolations;
   }
 };
 
 template<class Inspector>
 typename Inspector::result_type inspect(Inspector& f, capabilities& x) {
   return f(x.isolation, x.supports_deny_all_egress, x.supports_address_egress_rules,
-           x.supports_domain_allowlist, x.link_local_blocked, x.max_timeout_seconds, x.images);
+           x.supports_domain_allowlist, x.link_local_blocked, x.max_timeout_seconds, x.images,
+           x.isolations);
 }
 
 template<>

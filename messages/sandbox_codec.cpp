@@ -211,6 +211,7 @@ sandbox_view view_of(const value& v, const path& p) {
   x.calls_in_progress = static_cast<uint32_t>(o.uint_or("calls_in_progress", 0, UINT32_MAX));
   x.idle_ttl_seconds = opt_seconds(o, "idle_ttl_seconds");
   x.delete_after_stop_seconds = opt_seconds(o, "delete_after_stop_seconds");
+  x.isolation = o.str_or("isolation", "");
   return x;
 }
 
@@ -242,6 +243,7 @@ void write_view(json_writer& w, const sandbox_view& x) {
         .opt_field("delete_after_stop_seconds", x.delete_after_stop_seconds);
   w.opt_field("last_used_at", x.last_used_at);
   if (x.calls_in_progress > 0) w.field("calls_in_progress", x.calls_in_progress);
+  if (!x.isolation.empty()) w.field("isolation", x.isolation);
   w.end_object();
 }
 
@@ -299,6 +301,7 @@ result<sandbox_create_request> decode<sandbox_create_request>(std::string_view t
         x.idle_ttl_seconds = opt_seconds(o, "idle_ttl_seconds");
         x.delete_after_stop_seconds = opt_seconds(o, "delete_after_stop_seconds");
         x.mounts = mounts_of(o);
+        x.isolation = opt_nul_free(o, "isolation");
         return result<sandbox_create_request>{std::move(x)};
       });
 }
@@ -469,6 +472,7 @@ result<capabilities> decode<capabilities>(std::string_view text, const decode_li
     x.max_timeout_seconds =
         static_cast<uint32_t>(o.uint_or("max_timeout_seconds", 3600, UINT32_MAX));
     x.images = strings_of(o, "images", true);
+    x.isolations = strings_of(o, "isolations", true);
     return result<capabilities>{std::move(x)};
   });
 }
@@ -497,6 +501,7 @@ std::string encode(const sandbox_create_request& x) {
   w.opt_field("idle_ttl_seconds", x.idle_ttl_seconds)
       .opt_field("delete_after_stop_seconds", x.delete_after_stop_seconds);
   write_mounts(w, x.mounts);
+  w.opt_field("isolation", x.isolation);
   w.end_object();
   return w.take();
 }
@@ -619,8 +624,9 @@ std::string encode(const capabilities& x) {
       .field("supports_domain_allowlist", x.supports_domain_allowlist)
       .field("link_local_blocked", x.link_local_blocked)
       .field("max_timeout_seconds", x.max_timeout_seconds)
-      .field("images", x.images)
-      .end_object();
+      .field("images", x.images);
+  if (!x.isolations.empty()) w.field("isolations", x.isolations);
+  w.end_object();
   return w.take();
 }
 

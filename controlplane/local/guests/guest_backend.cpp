@@ -7,6 +7,7 @@
 #include "controlplane/local/guests/guest_files.hpp"
 #include "controlplane/local/guests/guest_init.hpp"
 #include "controlplane/local/guests/guest_mounts.hpp"
+#include "controlplane/local/guests/gvisor_sandbox.hpp"
 #include "controlplane/local/guests/host_command.hpp"
 #include "controlplane/local/guests/sandbox_launch.hpp"
 #include "controlplane/local/guests/seccomp_filter.hpp"
@@ -110,9 +111,16 @@ struct guest_backend::impl {
     return ok;
   }
 
-  /// An O_PATH handle on the guest's root, proven to be the recorded init's.
+  /// An O_PATH handle on the guest's root, proven to be the recorded init's (a gVisor
+  /// guest's: its gofer's, the container's tree as the gofer serves it to the sandbox).
   result<unique_fd> guest_root(const guest_runtime& g) const {
-    unique_fd root{::open(("/proc/" + std::to_string(g.init_pid) + "/root").c_str(),
+    pid_t holder = g.init_pid;
+    if (g.isolation == guest_isolation::gvisor) {
+      auto gofer = gvisor_gofer(g.cgroup_dirs);
+      if (!gofer) return fail(ec::guest_failed, "the sandbox's gofer is not running");
+      holder = *gofer;
+    }
+    unique_fd root{::open(("/proc/" + std::to_string(holder) + "/root").c_str(),
                           O_PATH | O_DIRECTORY | O_CLOEXEC)};
     auto st = read_process_stat(g.init_pid);
     if (!root || !st || st->start_time != g.init_start_time || st->state == 'Z')
@@ -137,6 +145,10 @@ guest_backend::guest_backend(backend_config cfg)
   impl_->support.cgroup_v2 = impl_->layout && impl_->layout->v2;
   impl_->support.seccomp = bool(impl_->seccomp);
   impl_->support.nftables = egress_rules_supported(impl_->tools);
+  if (auto ok = check_runsc(impl_->cfg.runsc); ok)
+    impl_->support.gvisor = true;
+  else
+    impl_->support.gvisor_problem = ok.error().message;
   if (impl_->cfg.workspace_quota)
     impl_->disks.emplace(impl_->cfg.state_dir / "disk-templates", impl_->cfg.mke2fs,
                          impl_->cfg.workspace_pool);
@@ -168,6 +180,8 @@ result<guest_runtime> guest_backend::create(const guest_spec& spec) {
     return fail(ec::bad_request, "shape " + spec.shape_info.id + " has no disk size");
   if (!impl_->layout) return unusable("cgroups", impl_->layout.error());
   if (!impl_->seccomp) return unusable("seccomp", impl_->seccomp.error());
+  if (spec.isolation == guest_isolation::gvisor && !impl_->support.gvisor)
+    return fail(ec::unavailable, impl_->support.gvisor_problem);
   const bool networked = spec.egress.mode != egress_policy::kind::deny_all;
   if (networked) {
     if (auto ok = check_enforceable(spec.egress); !ok) return ok.error();
@@ -198,6 +212,7 @@ result<guest_runtime> guest_backend::create(const guest_spec& spec) {
 
   guest_runtime rt;
   rt.id = spec.id;
+  rt.isolation = spec.isolation;
   rt.workspace = guest_dir / "workspace";
   // A kept workspace outlives a failed start: only what this start built goes.
   auto undo = [&](failure f) -> failure {
@@ -258,7 +273,12 @@ result<guest_runtime> guest_backend::create(const guest_spec& spec) {
   rt.cgroup_dirs = *dirs;
 
   launch_request req;
+  req.isolation = spec.isolation;
   req.bwrap = cfg.bwrap;
+  req.runsc = cfg.runsc;
+  req.state_dir = cfg.state_dir.string();
+  req.id = spec.id;
+  if (!spec.gvisor_command.empty()) req.gvisor_command = spec.gvisor_command;
   req.hostname = hostname;
   req.uid = cfg.guest_uid;
   req.gid = cfg.guest_gid;
@@ -311,6 +331,11 @@ result<exec_process> guest_backend::start_exec(const guest_runtime& g, const exe
   setup.cgroup_procs = procs_files(g.cgroup_dirs);
   setup.seccomp = &*impl_->seccomp;
   if (impl_->seccomp_fd) setup.seccomp_fd = impl_->seccomp_fd->get();
+  if (g.isolation == guest_isolation::gvisor) {
+    setup.runsc = impl_->cfg.runsc;
+    setup.state_dir = impl_->cfg.state_dir.string();
+    return spawn_in_gvisor(g, req, envs, setup);
+  }
   return spawn_in_guest(g, req, envs, setup);
 }
 
@@ -318,6 +343,8 @@ void guest_backend::kill_exec(const exec_process& p) {
   if (p.pid <= 0) return;
   ::kill(-p.pid, SIGKILL); // the session/process group the command leads
   if (p.pidfd >= 0) ::syscall(SYS_pidfd_send_signal, p.pidfd, SIGKILL, nullptr, 0);
+  if (!p.gvisor_guest.empty())
+    kill_gvisor_exec(impl_->cfg.runsc, impl_->cfg.state_dir.string(), p);
 }
 
 int guest_backend::reap(exec_process& p) {
@@ -328,6 +355,9 @@ int guest_backend::reap(exec_process& p) {
     *fd = -1;
   }
   p.pid = 0;
+  if (!p.gvisor_base.empty())
+    for (const char* suffix : {".json", ".pid"})
+      ::unlink((p.gvisor_base + suffix).c_str());
   return code;
 }
 
@@ -431,7 +461,12 @@ unique_fd guest_backend::tear_down(guest_runtime& g, std::optional<failure>& fir
   unique_fd workspace_pin;
   if (alive(g))
     if (auto root = impl_->guest_root(g)) workspace_pin = pin_workspace(root->get());
-  if (auto ok = kill_and_remove(g.cgroup_dirs, teardown_timeout); !ok) first = ok.error();
+  // Then runsc's files (a gVisor guest's, or a half-built one's: named by the id alone),
+  // once every runsc process is gone with the cgroups.
+  if (auto ok = kill_and_remove(g.cgroup_dirs, teardown_timeout); !ok)
+    first = ok.error();
+  else if (auto rm = remove_gvisor_state(impl_->cfg.state_dir, g.id); !rm)
+    first = rm.error();
   if (!g.netns.empty())
     if (auto ok = destroy_guest_net(g.netns); !ok && !first) first = ok.error();
   return workspace_pin;

@@ -1,6 +1,7 @@
 #pragma once
 
 #include "common/unique_fd.hpp"
+#include "controlplane/local/guests/sandbox_launch.hpp"
 #include "messages/egress.hpp"
 #include "messages/error.hpp"
 #include "messages/sandbox.hpp"
@@ -37,6 +38,11 @@ struct image_layout {
 struct guest_spec {
   std::string id; ///< control-plane id, also names cgroups, netns and workspace
   std::string name;
+  /// namespaces (bwrap) or gvisor (runsc, gvisor_sandbox.hpp): everything else is the same.
+  guest_isolation isolation = guest_isolation::namespaces;
+  /// gVisor: the runsc command that makes the sandbox instead of `run --detach` (a restore
+  /// from a checkpoint); empty: boot.
+  std::vector<std::string> gvisor_command;
   shape shape_info; ///< resolved catalog entry (memory limit = mem_mib, workspace size =
                     ///< default_disk_mib)
   /// Files the workspace can hold; 0: one per 16 KiB of its size (ext4's default ratio).
@@ -71,6 +77,7 @@ inline constexpr const char* shared_spec_file = "spec.json";
 /// restart (persisted in the record store as JSON by the server).
 struct guest_runtime {
   std::string id;
+  guest_isolation isolation = guest_isolation::namespaces;
   pid_t init_pid = 0;
   uint64_t init_start_time = 0;         ///< /proc/<pid>/stat field 22: detects pid reuse
   std::vector<std::string> cgroup_dirs; ///< every cgroup directory created for the guest
@@ -88,6 +95,12 @@ struct exec_process {
   int pidfd = -1;     ///< readable when the process exits (pidfd_open)
   int stdout_fd = -1; ///< read end, O_NONBLOCK | O_CLOEXEC
   int stderr_fd = -1;
+  /// gVisor: the guest's id and netns name (runsc's flags and where its control socket is)
+  /// and the exec's files (<base>.json: its process spec, <base>.pid: its pid in the
+  /// sandbox), removed by reap().
+  std::string gvisor_guest;
+  std::string gvisor_netns;
+  std::string gvisor_base;
 };
 
 /// Host facts the server reports in /v1/capabilities and checks at create.
@@ -95,6 +108,9 @@ struct host_support {
   bool cgroup_v2 = false;
   bool nftables = false; ///< rules (and allow-all with the host protected) can be enforced
   bool seccomp = false;
+  /// runsc runs (gvisor_sandbox.hpp); else why not, naming the package.
+  bool gvisor = false;
+  std::string gvisor_problem;
 };
 
 struct backend_config {
@@ -117,6 +133,7 @@ struct backend_config {
   size_t workspace_pool = 2;
   // Host tools (overridable so that tests can prove the fail-closed paths).
   std::string bwrap = "/usr/bin/bwrap";
+  std::string runsc = "/usr/bin/runsc";
   std::string mke2fs = "/usr/sbin/mke2fs";
   std::string ip = "/usr/sbin/ip";
   std::string nft = "/usr/sbin/nft";

@@ -1,16 +1,21 @@
 #include "controlplane/local/guests/guest_exec.hpp"
 
+#include "common/numbers.hpp"
 #include "common/unique_fd.hpp"
 #include "controlplane/local/guests/child_setup.hpp"
+#include "controlplane/local/guests/gvisor_sandbox.hpp"
 #include "controlplane/local/guests/sandbox_launch.hpp"
 #include "controlplane/local/guests/seccomp_filter.hpp"
 #include "controlplane/local/guests/spawn_helper.hpp"
 #include "controlplane/local/guests/spawn_helper/protocol.hpp"
+#include "controlplane/local/network/netns_egress.hpp"
 
+#include <atomic>
 #include <cerrno>
 #include <csignal>
 #include <cstring>
 #include <fcntl.h>
+#include <fstream>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -204,6 +209,115 @@ result<exec_process> spawn_in_guest(const guest_runtime& g, const exec_request& 
   ep.stdout_fd = out_r.release();
   ep.stderr_fd = err_r.release();
   return ep;
+}
+
+result<exec_process> spawn_in_gvisor(const guest_runtime& g, const exec_request& req,
+                                     const std::map<std::string, std::string>& envs,
+                                     const exec_setup& setup) {
+  if (req.cmd.empty() || req.cmd.find('\0') != std::string::npos)
+    return fail(ec::bad_request, "exec needs a non-empty cmd without NUL bytes");
+  for (const auto& a : req.args)
+    if (a.find('\0') != std::string::npos)
+      return fail(ec::bad_request, "exec arguments must not contain NUL bytes");
+  if (auto st = read_process_stat(g.init_pid);
+      !st || st->start_time != g.init_start_time || st->state == 'Z' || st->state == 'X')
+    return exec_failed("the guest's sandbox is gone");
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  const auto paths = gvisor_paths_for(setup.state_dir, g.id);
+  static std::atomic<uint64_t> serial{0};
+  const auto base = (paths.dir / ("exec-" + std::to_string(++serial))).string();
+  std::vector<std::string> argv{req.cmd};
+  argv.insert(argv.end(), req.args.begin(), req.args.end());
+  {
+    // 0600: the environment may hold secrets.
+    const auto spec = gvisor_process_spec(setup.uid, setup.gid, argv, exec_environment(envs));
+    unique_fd fd{
+        ::open((base + ".json").c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600)};
+    if (!fd || ::write(fd.get(), spec.data(), spec.size()) != ssize_t(spec.size())) {
+      ::unlink((base + ".json").c_str());
+      return exec_failed(std::string{"writing the process spec: "} + std::strerror(errno),
+                         ec::unavailable);
+    }
+  }
+  auto cleanup = [&] {
+    for (const char* suffix : {".json", ".pid"})
+      ::unlink((base + suffix).c_str());
+  };
+  unique_fd devnull{::open("/dev/null", O_RDWR | O_CLOEXEC)};
+  int p[2];
+  unique_fd out_r, out_w, err_r, err_w, status_r, status_w;
+  for (auto [r, w] : {std::pair{&out_r, &out_w}, {&err_r, &err_w}, {&status_r, &status_w}}) {
+    if (::pipe2(p, O_CLOEXEC) != 0) {
+      cleanup();
+      return exec_failed(std::string{"pipe: "} + std::strerror(errno), ec::unavailable);
+    }
+    r->reset(p[0]);
+    w->reset(p[1]);
+  }
+  if (!devnull) {
+    cleanup();
+    return exec_failed(std::string{"/dev/null: "} + std::strerror(errno), ec::unavailable);
+  }
+  // Inside the guest's netns when it has one: runsc's control socket is there.
+  unique_fd netns;
+  if (!g.netns.empty()) {
+    netns.reset(::open(netns_path(g.netns).c_str(), O_RDONLY | O_CLOEXEC));
+    if (!netns) {
+      cleanup();
+      return exec_failed("the guest's network namespace is gone");
+    }
+  }
+  std::vector<std::string> args{"command", netns ? "1" : "0", "0"};
+  auto runsc = gvisor_global_args(setup.runsc, paths, bool(netns));
+  args.insert(args.end(), runsc.begin(), runsc.end());
+  args.insert(args.end(), {"exec", "--process", base + ".json", "--internal-pid-file",
+                           base + ".pid", paths.container});
+  std::vector<int> fds{devnull.get(), out_w.get(), err_w.get(), status_w.get()};
+  if (netns) fds.push_back(netns.get()); // spawn::command::fd_netns
+  auto spawned = spawn_helper(args, {}, fds);
+  if (!spawned) {
+    cleanup();
+    return exec_failed(spawned.error().message, ec::unavailable);
+  }
+  const pid_t pid = *spawned;
+  for (auto* w : {&out_w, &err_w, &status_w})
+    w->reset();
+  auto reports = child::collect(status_r.get(), deadline);
+  if (!reports || !reports->empty()) {
+    ::kill(pid, SIGKILL);
+    child::wait_for(pid);
+    cleanup();
+    return exec_failed("runsc exec did not start");
+  }
+  exec_process ep;
+  ep.pid = pid;
+  ep.pidfd = int(::syscall(SYS_pidfd_open, pid, 0));
+  if (ep.pidfd < 0) {
+    ::kill(pid, SIGKILL);
+    child::wait_for(pid);
+    cleanup();
+    return exec_failed(std::string{"pidfd_open: "} + std::strerror(errno), ec::unavailable);
+  }
+  ::fcntl(ep.pidfd, F_SETFD, FD_CLOEXEC);
+  for (auto* r : {&out_r, &err_r})
+    ::fcntl(r->get(), F_SETFL, ::fcntl(r->get(), F_GETFL) | O_NONBLOCK);
+  ep.stdout_fd = out_r.release();
+  ep.stderr_fd = err_r.release();
+  ep.gvisor_guest = g.id;
+  ep.gvisor_netns = g.netns;
+  ep.gvisor_base = base;
+  return ep;
+}
+
+void kill_gvisor_exec(const std::string& runsc, const std::string& state_dir,
+                      const exec_process& p) {
+  std::ifstream in{p.gvisor_base + ".pid"};
+  std::string text;
+  std::getline(in, text);
+  auto pid = parse_uint(text, 1, uint64_t(std::numeric_limits<pid_t>::max()));
+  if (!pid) return; // not started in the sandbox (yet): killing runsc exec is enough
+  gvisor_kill_tree(runsc, gvisor_paths_for(state_dir, p.gvisor_guest), p.gvisor_netns,
+                   pid_t(*pid));
 }
 
 } // namespace guestflow::local

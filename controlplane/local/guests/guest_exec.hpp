@@ -28,6 +28,9 @@ struct exec_setup {
   const std::vector<sock_filter>* seccomp = nullptr;
   /// Optional: a memfd holding *seccomp, made once (the helper preads it).
   int seccomp_fd = -1;
+  /// gVisor: runsc and the control plane's state dir (gvisor_sandbox.hpp).
+  std::string runsc = "/usr/bin/runsc";
+  std::string state_dir;
 };
 
 /// The PATH of a command unless the guest's envs set one (a python-env image puts its
@@ -44,5 +47,19 @@ std::vector<std::string> exec_environment(const std::map<std::string, std::strin
 result<exec_process> spawn_in_guest(const guest_runtime& g, const exec_request& req,
                                     const std::map<std::string, std::string>& envs,
                                     const exec_setup& setup);
+
+/// The same in a gVisor guest: the server posix_spawns the helper, which execs
+/// `runsc exec --process <spec>` (the server's child: pidfd, exit status, the command's
+/// stdout and stderr on its pipes); the spec (0600, in the guest's runsc dir) carries the
+/// guest uid/gid, no capabilities, no_new_privs, the environment and cwd /workspace. runsc
+/// resolves `cmd` on the guest's PATH; one it cannot find exits 128 with runsc's message.
+result<exec_process> spawn_in_gvisor(const guest_runtime& g, const exec_request& req,
+                                     const std::map<std::string, std::string>& envs,
+                                     const exec_setup& setup);
+
+/// Kills a gVisor exec's command and its descendants inside the sandbox (SIGKILL of the
+/// `runsc exec` process alone would leave them running).
+void kill_gvisor_exec(const std::string& runsc, const std::string& state_dir,
+                      const exec_process& p);
 
 } // namespace guestflow::local

@@ -4,6 +4,7 @@
 #include "common/text.hpp"
 #include "common/unique_fd.hpp"
 #include "controlplane/local/guests/child_setup.hpp"
+#include "controlplane/local/guests/gvisor_sandbox.hpp"
 #include "controlplane/local/guests/seccomp_filter.hpp"
 #include "controlplane/local/guests/spawn_helper.hpp"
 #include "controlplane/local/guests/spawn_helper/protocol.hpp"
@@ -156,6 +157,244 @@ failure launch_failed(const std::string& what, int err_fd) {
                                    (said.empty() ? std::string{} : " (bwrap: " + said + ")"));
 }
 
+/// A directory B binds onto its mountpoint before exec'ing the sandbox.
+struct image_mount {
+  std::string source, mountpoint;
+  bool no_symlinks = false;
+};
+
+/// The image's root and read-only binds and the create's bind mounts, in B's order, their
+/// mountpoints made.
+result<std::vector<image_mount>> shim_mounts(const launch_request& req) {
+  // The read-only binds are host directories outside the state dir (a Python environment,
+  // perhaps in a user's home): B opens them without following any symlink and binds what it
+  // opened, so that a directory swapped for a symlink later cannot redirect the bind.
+  std::vector<image_mount> image_mounts;
+  if (!req.root.empty()) image_mounts.push_back({req.root, rootfs_mountpoint, false});
+  for (size_t i = 0; i < req.ro_binds.size(); ++i)
+    image_mounts.push_back({req.ro_binds[i], ro_mountpoint(i), true});
+  // A workspace directory is opened through the workspace's mountpoint, which B attaches
+  // before it binds these: a symlink the guest left in its workspace is refused there too.
+  for (size_t i = 0; i < req.mounts.size(); ++i) {
+    const auto& m = req.mounts[i];
+    image_mounts.push_back({m.workspace_dir.empty()
+                                ? m.host_path
+                                : std::string{workspace_mountpoint} + "/" + m.workspace_dir,
+                            bind_mountpoint(i), true});
+  }
+  std::error_code mk;
+  std::filesystem::create_directories(workspace_mountpoint, mk);
+  ::chmod("/run/guestflow", 0755);
+  for (const auto& m : image_mounts) {
+    std::filesystem::create_directories(m.mountpoint, mk);
+    if (mk)
+      return fail(ec::unavailable,
+                  "cannot create the mountpoint " + m.mountpoint + ": " + mk.message());
+  }
+  if (!req.ro_binds.empty()) ::chmod(ro_mountpoints, 0755);
+  if (!req.mounts.empty()) ::chmod(bind_mountpoints, 0755);
+  return image_mounts;
+}
+
+/// The cgroup.procs files B joins and the netns it enters, opened.
+struct shim_joins {
+  std::vector<unique_fd> procs;
+  unique_fd netns;
+};
+
+result<shim_joins> open_joins(const launch_request& req) {
+  shim_joins j;
+  for (const auto& p : req.cgroup_procs) {
+    j.procs.emplace_back(::open(p.c_str(), O_WRONLY | O_CLOEXEC));
+    if (!j.procs.back())
+      return fail(ec::unavailable, "cannot open " + p + ": " + std::strerror(errno));
+  }
+  if (!req.netns_path.empty()) {
+    j.netns.reset(::open(req.netns_path.c_str(), O_RDONLY | O_CLOEXEC));
+    if (!j.netns)
+      return fail(ec::unavailable,
+                  "cannot open " + req.netns_path + ": " + std::strerror(errno));
+  }
+  return j;
+}
+
+/// The helper's `launch` arguments (spawn_helper/protocol.hpp); appends the netns, the
+/// cgroup.procs files and the workspace's detached mount to `fds`.
+std::vector<std::string> launch_args(const launch_request& req, const shim_joins& j,
+                                     const std::vector<image_mount>& mounts, uid_t uid,
+                                     gid_t gid, int fd_status, bool wait,
+                                     const std::vector<std::string>& argv,
+                                     std::vector<int>& fds) {
+  if (j.netns) fds.push_back(j.netns.get());
+  for (const auto& f : j.procs)
+    fds.push_back(f.get());
+  auto workspace_arg = req.workspace;
+  if (req.workspace_fd >= 0) {
+    workspace_arg = "@" + std::to_string(fds.size());
+    fds.push_back(req.workspace_fd);
+  }
+  std::vector<std::string> args{"launch",
+                                std::to_string(::getpid()),
+                                std::to_string(uid),
+                                std::to_string(gid),
+                                std::to_string(fd_status),
+                                std::to_string(j.procs.size()),
+                                j.netns ? "1" : "0",
+                                workspace_arg,
+                                workspace_mountpoint,
+                                wait ? "1" : "0",
+                                std::to_string(mounts.size())};
+  for (const auto& m : mounts)
+    args.insert(args.end(), {m.source, m.mountpoint, m.no_symlinks ? "1" : "0"});
+  args.insert(args.end(), argv.begin(), argv.end());
+  return args;
+}
+
+std::string passwd_text(const launch_request& req) {
+  const auto uid = std::to_string(req.uid), gid = std::to_string(req.gid);
+  return "root:x:0:0:root:/root:/bin/sh\nguest:x:" + uid + ":" + gid +
+         ":guest:/workspace:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/"
+         "nologin\n";
+}
+
+std::string group_text(const launch_request& req) {
+  return "root:x:0:\nguest:x:" + std::to_string(req.gid) + ":\nnogroup:x:65534:\n";
+}
+
+std::string hosts_text(const launch_request& req) {
+  return "127.0.0.1\tlocalhost\n127.0.1.1\t" + req.hostname +
+         "\n::1\tlocalhost ip6-localhost ip6-loopback\n";
+}
+
+/// A file of the guest's runsc directory (nothing secret: envs reach execs only).
+result<bool> write_private(const std::filesystem::path& path, const std::string& content) {
+  unique_fd fd{::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)};
+  if (!fd || ::write(fd.get(), content.data(), content.size()) != ssize_t(content.size()))
+    return fail(ec::unavailable, "cannot write " + path.string() + ": " + std::strerror(errno));
+  return true;
+}
+
+/// gVisor: B runs `runsc run --detach` as root in the guest's cgroups, netns and mounts
+/// (gvisor_sandbox.hpp) and reports its exit status; the sandbox is running when it is 0.
+result<launched_init> launch_gvisor(const launch_request& req) {
+  namespace fs = std::filesystem;
+  if ((req.workspace.empty() && req.workspace_fd < 0) || req.state_dir.empty() ||
+      req.id.empty())
+    return fail(ec::unavailable, "launch_guest_init: incomplete gVisor request");
+  const auto deadline = clock_type::now() + req.timeout;
+  const auto paths = gvisor_paths_for(req.state_dir, req.id);
+  std::error_code mk;
+  fs::create_directories(paths.dir.parent_path(), mk);
+  ::chmod(paths.dir.parent_path().c_str(), 0711);
+  if (::mkdir(paths.dir.c_str(), 0711) != 0 && errno != EEXIST)
+    return fail(ec::unavailable,
+                "cannot create " + paths.dir.string() + ": " + std::strerror(errno));
+  for (const auto& d : {paths.bundle, paths.state, paths.etc})
+    fs::create_directories(d, mk);
+  if (mk)
+    return fail(ec::unavailable, "cannot create " + paths.dir.string() + ": " + mk.message());
+  ::unlink(paths.pid_file.c_str());
+  auto init = gvisor_init_file(req.state_dir);
+  if (!init) return init.error();
+  for (auto [file, text] : {std::pair{"passwd", passwd_text(req)},
+                            {"group", group_text(req)},
+                            {"hosts", hosts_text(req)}})
+    if (auto ok = write_private(paths.etc / file, text); !ok) return ok.error();
+
+  // The bundle: what bwrap_argv gives a namespace guest, as OCI mounts.
+  gvisor_spec_input spec;
+  spec.hostname = req.hostname;
+  spec.uid = req.uid;
+  spec.gid = req.gid;
+  spec.init = gvisor_init_path;
+  const bool image_root = !req.root.empty();
+  auto& m = spec.mounts;
+  if (image_root) {
+    spec.root = rootfs_mountpoint;
+  } else {
+    std::vector<std::string> dirs = req.ro_binds;
+    for (const auto& b : req.mounts)
+      dirs.push_back(b.guest_path);
+    if (auto ok = make_gvisor_root(paths.root, dirs); !ok) return ok.error();
+    spec.root = paths.root.string();
+    m.push_back({"/usr", "/usr", true, false});
+    for (const char* p : {"/etc/ssl/certs", "/etc/nsswitch.conf", "/etc/localtime"})
+      if (::access(p, F_OK) == 0) m.push_back({p, p, true, std::string{p} != "/etc/ssl/certs"});
+  }
+  for (const char* f : {"passwd", "group", "hosts"})
+    m.push_back({(paths.etc / f).string(), std::string{"/etc/"} + f, true, true});
+  if (!req.netns_path.empty() && ::access("/etc/resolv.conf", F_OK) == 0)
+    m.push_back({"/etc/resolv.conf", "/etc/resolv.conf", true, true});
+  m.push_back({init->string(), gvisor_init_path, true, true});
+  for (size_t i = 0; i < req.ro_binds.size(); ++i)
+    m.push_back({ro_mountpoint(i), req.ro_binds[i], true, false});
+  m.push_back({workspace_mountpoint, "/workspace", false, false});
+  for (size_t i = 0; i < req.mounts.size(); ++i)
+    m.push_back({bind_mountpoint(i), req.mounts[i].guest_path, req.mounts[i].read_only, false});
+  if (auto ok = write_private(paths.bundle / "config.json", gvisor_oci_spec(spec)); !ok)
+    return ok.error();
+
+  unique_fd devnull{::open("/dev/null", O_RDWR | O_CLOEXEC)};
+  if (!devnull) return fail(ec::unavailable, std::string{"/dev/null: "} + std::strerror(errno));
+  auto joins = open_joins(req);
+  if (!joins) return joins.error();
+  int p[2];
+  unique_fd err_r, err_w, status_r, status_w;
+  for (auto [r, w] : {std::pair{&err_r, &err_w}, {&status_r, &status_w}}) {
+    if (::pipe2(p, O_CLOEXEC) != 0)
+      return fail(ec::unavailable, std::string{"pipe: "} + std::strerror(errno));
+    r->reset(p[0]);
+    w->reset(p[1]);
+  }
+  auto image_mounts = shim_mounts(req);
+  if (!image_mounts) return image_mounts.error();
+  auto argv = gvisor_global_args(req.runsc, paths, !req.netns_path.empty());
+  argv.insert(argv.end(), req.gvisor_command.begin(), req.gvisor_command.end());
+  argv.insert(argv.end(), {"--bundle", paths.bundle.string(), "--pid-file",
+                           paths.pid_file.string(), paths.container});
+  // runsc's stdio: nothing in, its complaints on the err pipe (which the sandbox inherits
+  // as the init's stdio and never writes to); the status pipe at 3.
+  constexpr int fd_gvisor_status = 3;
+  std::vector<int> fds{devnull.get(), devnull.get(), err_w.get(), status_w.get()};
+  // runsc needs root (it makes its own user namespace and drops to nobody).
+  auto args = launch_args(req, *joins, *image_mounts, 0, 0, fd_gvisor_status, true, argv, fds);
+  auto a = spawn_helper(args, {}, fds);
+  if (!a) return a.error();
+  for (auto* w : {&err_w, &status_w})
+    w->reset();
+  child::wait_for(*a);
+
+  auto reports = child::collect(status_r.get(), deadline);
+  if (!reports) return reports.error();
+  std::optional<int64_t> status;
+  for (const auto& r : *reports) {
+    if (r.step != 0)
+      return fail(ec::unavailable,
+                  "starting the guest failed: " + step_text(r.step) +
+                      (r.error ? std::string{": "} + std::strerror(r.error) : std::string{}));
+    status = r.value;
+  }
+  auto said = [&] {
+    auto text = drain(err_r.get());
+    return text.empty() ? std::string{} : " (runsc: " + text + ")";
+  };
+  if (!status || *status != 0)
+    return fail(ec::unavailable,
+                "starting the gVisor sandbox failed: runsc " + req.gvisor_command.front() +
+                    (status ? " exited with status " + std::to_string(*status >> 8)
+                            : std::string{" did not report"}) +
+                    said());
+  std::ifstream pid_in{paths.pid_file};
+  std::string pid_text;
+  std::getline(pid_in, pid_text);
+  auto pid = parse_uint(pid_text, 1, uint64_t(std::numeric_limits<pid_t>::max()));
+  if (!pid) return fail(ec::unavailable, "runsc wrote no sandbox pid" + said());
+  auto st = read_process_stat(pid_t(*pid));
+  if (!st || st->state == 'Z' || st->state == 'X')
+    return fail(ec::unavailable, "the gVisor sandbox exited right after setup" + said());
+  return launched_init{pid_t(*pid), st->start_time};
+}
+
 } // namespace
 
 std::vector<std::string> bwrap_argv(const launch_request& req,
@@ -205,6 +444,16 @@ std::vector<std::string> bwrap_argv(const launch_request& req,
   return a;
 }
 
+const char* to_string(guest_isolation x) noexcept {
+  return x == guest_isolation::gvisor ? "gvisor" : "namespaces";
+}
+
+std::optional<guest_isolation> isolation_from_string(std::string_view x) noexcept {
+  if (x == "namespaces") return guest_isolation::namespaces;
+  if (x == "gvisor") return guest_isolation::gvisor;
+  return std::nullopt;
+}
+
 std::optional<process_stat> read_process_stat(pid_t pid) {
   std::ifstream in{"/proc/" + std::to_string(pid) + "/stat"};
   std::string line;
@@ -226,6 +475,7 @@ std::optional<process_stat> read_process_stat(pid_t pid) {
 }
 
 result<launched_init> launch_guest_init(const launch_request& req) {
+  if (req.isolation == guest_isolation::gvisor) return launch_gvisor(req);
   if (!req.seccomp || (req.workspace.empty() && req.workspace_fd < 0) ||
       (!req.root.empty() && req.init_fd < 0))
     return fail(ec::unavailable, "launch_guest_init: incomplete request");
@@ -245,31 +495,15 @@ result<launched_init> launch_guest_init(const launch_request& req) {
     if (!sec) return sec.error();
     seccomp_fd.reset(*sec);
   }
-  const auto uid = std::to_string(req.uid), gid = std::to_string(req.gid);
-  auto passwd =
-      memfd_with("passwd", "root:x:0:0:root:/root:/bin/sh\nguest:x:" + uid + ":" + gid +
-                               ":guest:/workspace:/bin/sh\nnobody:x:65534:65534:"
-                               "nobody:/nonexistent:/usr/sbin/nologin\n");
-  auto group = memfd_with("group", "root:x:0:\nguest:x:" + gid + ":\nnogroup:x:65534:\n");
-  auto hosts = memfd_with("hosts", "127.0.0.1\tlocalhost\n127.0.1.1\t" + req.hostname +
-                                       "\n::1\tlocalhost ip6-localhost ip6-loopback\n");
+  auto passwd = memfd_with("passwd", passwd_text(req));
+  auto group = memfd_with("group", group_text(req));
+  auto hosts = memfd_with("hosts", hosts_text(req));
   if (!passwd || !group || !hosts)
     return fail(ec::unavailable, "cannot prepare the guest's /etc");
   unique_fd devnull{::open("/dev/null", O_RDWR | O_CLOEXEC)};
   if (!devnull) return fail(ec::unavailable, std::string{"/dev/null: "} + std::strerror(errno));
-  std::vector<unique_fd> procs;
-  for (const auto& p : req.cgroup_procs) {
-    procs.emplace_back(::open(p.c_str(), O_WRONLY | O_CLOEXEC));
-    if (!procs.back())
-      return fail(ec::unavailable, "cannot open " + p + ": " + std::strerror(errno));
-  }
-  unique_fd netns;
-  if (!req.netns_path.empty()) {
-    netns.reset(::open(req.netns_path.c_str(), O_RDONLY | O_CLOEXEC));
-    if (!netns)
-      return fail(ec::unavailable,
-                  "cannot open " + req.netns_path + ": " + std::strerror(errno));
-  }
+  auto joins = open_joins(req);
+  if (!joins) return joins.error();
   int p[2];
   unique_fd ready_r, ready_w, info_r, info_w, err_r, err_w, status_r, status_w;
   for (auto [r, w] : {std::pair{&ready_r, &ready_w},
@@ -292,62 +526,13 @@ result<launched_init> launch_guest_init(const launch_request& req) {
                                passwd->get(), group->get(),
                                hosts->get(),  image_root ? req.init_fd : status_w.get(),
                                status_w.get()};
-  std::error_code mk;
-  std::filesystem::create_directories(workspace_mountpoint, mk);
-  ::chmod("/run/guestflow", 0755);
-  // Bind sources and their mountpoints (B binds them).
-  // The read-only binds are host directories outside the state dir (a Python environment,
-  // perhaps in a user's home): B opens them without following any symlink and binds what it
-  // opened, so that a directory swapped for a symlink later cannot redirect the bind.
-  struct image_mount {
-    std::string source, mountpoint;
-    bool no_symlinks = false;
-  };
-  std::vector<image_mount> image_mounts;
-  if (image_root) image_mounts.push_back({req.root, rootfs_mountpoint, false});
-  for (size_t i = 0; i < req.ro_binds.size(); ++i)
-    image_mounts.push_back({req.ro_binds[i], ro_mountpoint(i), true});
-  // A workspace directory is opened through the workspace's mountpoint, which B attaches
-  // before it binds these: a symlink the guest left in its workspace is refused there too.
-  for (size_t i = 0; i < req.mounts.size(); ++i) {
-    const auto& m = req.mounts[i];
-    image_mounts.push_back({m.workspace_dir.empty()
-                                ? m.host_path
-                                : std::string{workspace_mountpoint} + "/" + m.workspace_dir,
-                            bind_mountpoint(i), true});
-  }
-  for (const auto& m : image_mounts) {
-    std::filesystem::create_directories(m.mountpoint, mk);
-    if (mk)
-      return fail(ec::unavailable,
-                  "cannot create the mountpoint " + m.mountpoint + ": " + mk.message());
-  }
-  if (!req.ro_binds.empty()) ::chmod(ro_mountpoints, 0755);
-  if (!req.mounts.empty()) ::chmod(bind_mountpoints, 0755);
+  auto image_mounts = shim_mounts(req);
+  if (!image_mounts) return image_mounts.error();
   // The helper (spawn_helper.hpp) is A; it forks B, which execs bwrap. bwrap's descriptors
   // first, then the netns and the cgroup.procs files (spawn_helper/protocol.hpp).
   std::vector<int> fds(std::begin(fds_for_bwrap), std::begin(fds_for_bwrap) + fd_count);
-  if (netns) fds.push_back(netns.get());
-  for (const auto& f : procs)
-    fds.push_back(f.get());
-  auto workspace_arg = req.workspace;
-  if (req.workspace_fd >= 0) {
-    workspace_arg = "@" + std::to_string(fds.size());
-    fds.push_back(req.workspace_fd);
-  }
-  std::vector<std::string> args{"launch",
-                                std::to_string(::getpid()),
-                                uid,
-                                gid,
-                                std::to_string(fd_status),
-                                std::to_string(procs.size()),
-                                netns ? "1" : "0",
-                                workspace_arg,
-                                workspace_mountpoint,
-                                std::to_string(image_mounts.size())};
-  for (const auto& m : image_mounts)
-    args.insert(args.end(), {m.source, m.mountpoint, m.no_symlinks ? "1" : "0"});
-  args.insert(args.end(), argv_strings.begin(), argv_strings.end());
+  auto args = launch_args(req, *joins, *image_mounts, req.uid, req.gid, fd_status, false,
+                          argv_strings, fds);
   auto a = spawn_helper(args, {}, fds);
   if (!a) return a.error();
   // The children hold the write ends now; EOFs below mean "they are done with them".

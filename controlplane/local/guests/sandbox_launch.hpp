@@ -7,6 +7,7 @@
 #include <linux/filter.h>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <sys/types.h>
 #include <vector>
 
@@ -30,8 +31,25 @@
 /// python-env image adds read-only binds of host directories at their own paths.
 namespace guestflow::local {
 
+/// What stands between a guest and the host kernel: bwrap's namespaces (and the seccomp
+/// deny-list), or gVisor's user-space kernel (gvisor_sandbox.hpp) inside the same cgroups,
+/// netns and mounts.
+enum class guest_isolation { namespaces, gvisor };
+
+/// "namespaces" | "gvisor" (the wire's names).
+const char* to_string(guest_isolation x) noexcept;
+std::optional<guest_isolation> isolation_from_string(std::string_view x) noexcept;
+
 struct launch_request {
+  guest_isolation isolation = guest_isolation::namespaces;
   std::string bwrap = "/usr/bin/bwrap";
+  /// gVisor: runsc, the control plane's state dir (the guest's runsc files live in
+  /// <state_dir>/gvisor/<id>), the guest id (runsc's container id), and the runsc command that
+  /// makes the sandbox (`run --detach`; a restore passes its own).
+  std::string runsc = "/usr/bin/runsc";
+  std::string state_dir;
+  std::string id;
+  std::vector<std::string> gvisor_command{"run", "--detach"};
   std::string hostname;
   std::string workspace; ///< host directory bound at /workspace (when workspace_fd < 0)
   /// A detached mount (workspace_disk.hpp) the shim attaches at /workspace in its private

@@ -39,6 +39,21 @@ int64_t unix_now() {
       .count();
 }
 
+/// The isolation a create asked for: a name this control plane knows and can give, or a
+/// refusal naming it (never a weaker guest instead).
+result<guest_isolation> requested_isolation(const std::optional<std::string>& asked,
+                                            const host_support& host) {
+  if (!asked) return guest_isolation::namespaces;
+  auto kind = isolation_from_string(*asked);
+  if (!kind)
+    return fail(ec::bad_request, "isolation \"" + *asked +
+                                     "\" is not offered by this control plane; it offers "
+                                     "\"namespaces\" and \"gvisor\"");
+  if (*kind == guest_isolation::gvisor && !host.gvisor)
+    return fail(ec::unavailable, host.gvisor_problem);
+  return *kind;
+}
+
 failure rules_unavailable() {
   return fail(ec::unavailable,
               "egress rules cannot be enforced on this host (nftables unavailable); use egress "
@@ -224,6 +239,8 @@ shape_list control_plane::shapes() {
 capabilities control_plane::caps() {
   capabilities c;
   c.isolation = "namespaces";
+  c.isolations = {"namespaces"};
+  if (backend_.support().gvisor) c.isolations.push_back("gvisor");
   c.supports_deny_all_egress = true;
   c.supports_address_egress_rules = backend_.support().nftables;
   c.supports_domain_allowlist = false;
@@ -290,6 +307,8 @@ result<sandbox_created> control_plane::create(const sandbox_create_request& req)
   // Validate everything first: nothing below may be refused for caller input.
   auto shp = resolve_shape(req.shape);
   if (!shp) return shp.error();
+  auto isolation = requested_isolation(req.isolation, backend_.support());
+  if (!isolation) return isolation.error();
   if (needs_rules(req.egress) && !backend_.support().nftables) return rules_unavailable();
   if (!req.persistent && (req.idle_ttl_seconds || req.delete_after_stop_seconds))
     return fail(ec::bad_request, "idle_ttl_seconds and delete_after_stop_seconds apply only "
@@ -299,12 +318,14 @@ result<sandbox_created> control_plane::create(const sandbox_create_request& req)
   // Persistent guests are built for their caller: their workspace is theirs to keep. Pool
   // guests were built without mounts.
   if (pool_ && !req.persistent && mounts->empty() &&
-      req.egress.mode == egress_policy::kind::deny_all)
+      req.egress.mode == egress_policy::kind::deny_all &&
+      *isolation == guest_isolation::namespaces)
     if (auto taken = create_from_pool(req, *shp)) return std::move(*taken);
 
   guest_spec spec;
   spec.id = new_guest_id();
   spec.name = req.name.value_or(spec.id);
+  spec.isolation = *isolation;
   spec.shape_info = *shp;
   spec.egress = req.egress;
   spec.envs = req.envs;
@@ -353,6 +374,7 @@ result<sandbox_created> control_plane::create(const sandbox_create_request& req)
           req.delete_after_stop_seconds.value_or(default_delete_after_stop_seconds);
     }
     g.rec.runtime.id = spec.id;
+    g.rec.runtime.isolation = spec.isolation;
     g.rec.seq = next_seq_++;
     g.path_prepend = image->path_prepend;
     // Persist before building, so a crash mid-create leaves a record reconcile cleans up.

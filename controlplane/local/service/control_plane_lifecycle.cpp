@@ -111,6 +111,7 @@ result<guest_spec> control_plane::begin_start(guest& g) {
   guest_spec spec;
   spec.id = rec.id;
   spec.name = rec.name;
+  spec.isolation = rec.runtime.isolation;
   spec.shape_info = *shp;
   spec.rootfs = image->name;
   spec.image = image->layout;

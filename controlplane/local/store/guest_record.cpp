@@ -18,6 +18,7 @@ sandbox_view to_view(const guest_record& r) {
   v.persistent = r.persistent;
   v.stopped_at = r.stopped_at;
   v.last_used_at = r.last_used_at;
+  v.isolation = to_string(r.runtime.isolation);
   if (r.persistent) {
     v.idle_ttl_seconds = r.idle_ttl_seconds;
     v.delete_after_stop_seconds = r.delete_after_stop_seconds;

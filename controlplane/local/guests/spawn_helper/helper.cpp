@@ -91,9 +91,11 @@ long keep_fds(int keep, int status) {
   return rc < 0 ? rc : sys(__NR_fcntl, status, F_SETFD, FD_CLOEXEC);
 }
 
-/// launch SERVER_PID UID GID FD_STATUS N_CGROUPS HAS_NETNS WORKSPACE WORKSPACE_MP N_MOUNTS
-///        {SOURCE MOUNTPOINT NO_SYMLINKS}… BWRAP_ARGV…
+/// launch SERVER_PID UID GID FD_STATUS N_CGROUPS HAS_NETNS WORKSPACE WORKSPACE_MP WAIT
+///        N_MOUNTS {SOURCE MOUNTPOINT NO_SYMLINKS}… BWRAP_ARGV…
 /// WORKSPACE is a host directory to bind, or `@N`: a detached mount at descriptor N.
+/// WAIT 1 (runsc, which detaches its sandbox itself): B forks the program instead of
+/// exec'ing it, waits for it and reports its wait status as a value report.
 /// A starts a session and forks the shim B, then exits; B (reparented away from the
 /// server) joins the guest's cgroups and netns, binds the workspace and the image's
 /// directories in a private mount namespace, waits until A is gone (bwrap's
@@ -103,8 +105,9 @@ long keep_fds(int keep, int status) {
   const int status = int(number(a[3])), cgroups = int(number(a[4]));
   const bool netns = number(a[5]) != 0;
   const char *workspace = a[6], *workspace_mp = a[7];
-  const int mounts = int(number(a[8]));
-  char** bind = a + 9;
+  const bool wait = number(a[8]) != 0;
+  const int mounts = int(number(a[9]));
+  char** bind = a + 10;
   char** argv = bind + 3 * mounts;
   const int extra = status + 1; // the netns, then the cgroups
   const int cgroup_first = extra + (netns ? 1 : 0);
@@ -166,6 +169,19 @@ long keep_fds(int keep, int status) {
   if ((rc = sys(__NR_setresuid, uid, uid, uid)) < 0) die(status, launch::step_setuid, rc);
   if ((rc = keep_fds(extra, status)) < 0) die(status, launch::step_fds, rc);
   static char* no_env[] = {nullptr};
+  if (wait) {
+    const long c = fork_now();
+    if (c < 0) die(status, launch::step_exec, c);
+    if (c > 0) {
+      int ws = 0;
+      while ((rc = sys(__NR_wait4, c, arg(&ws), 0, 0)) == -EINTR) {
+      }
+      report r;
+      r.value = rc == c ? ws : -1;
+      sys(__NR_write, status, arg(&r), sizeof r);
+      exit_now(0);
+    }
+  }
   rc = sys(__NR_execve, arg(argv[0]), arg(argv), arg(no_env));
   die(status, launch::step_exec, rc);
 }
