@@ -24,6 +24,7 @@ using namespace std::chrono_literals;
 
 constexpr std::string_view usage =
     R"(usage: guestflow image add NAME (--rootfs PATH | --python-env PREFIX) [--preload M,…]
+                             [--snapshot]
        guestflow image ls [--json]
        guestflow image rm NAME
 
@@ -54,6 +55,11 @@ CREATEOS_EXECUTOR_ROOTFS) names. `debian:12`, the host's /usr, is built in.
                                A module that does not import is logged once and left out.
                                The built-in image takes GUESTFLOW_PRELOAD (same syntax) of
                                the control plane's environment.
+  add … --snapshot             also boot a gVisor guest of the image, import the preload in
+                               a python3 and checkpoint the sandbox: a create of the image
+                               with isolation gvisor restores a copy of that snapshot
+                               instead of booting (memory, the imported modules included),
+                               and its first `python3` run is served by that interpreter.
   ls [--json]                  name, kind, size, creation time, source and preload of every
                                image
   rm NAME                      removes an image; refused while a guest that is not deleted
@@ -182,6 +188,7 @@ int run_add(signal_watch& watch, target& t, const std::string& name, const args&
   if (auto r = a.get("rootfs")) req.rootfs = absolute(*r);
   if (auto p = a.get("python-env")) req.python_env = absolute(*p);
   req.preload = preload_list(a);
+  req.snapshot = a.has("snapshot");
   auto added = call<image_added>(
       watch, [&](auto cb) { t.client->add_image(req, std::chrono::hours{6}, std::move(cb)); });
   if (!added) {
@@ -199,6 +206,7 @@ int run_add(signal_watch& watch, target& t, const std::string& name, const args&
   std::cout << "added " << i.name << ": " << i.kind << ", " << human_size(i.size_bytes)
             << ", from " << i.source;
   if (!i.preload.empty()) std::cout << ", preload " << joined(i.preload);
+  if (i.snapshot) std::cout << ", gVisor snapshot";
   std::cout << '\n';
   if (added->dropped_total > 0) {
     std::cerr << "guestflow image: " << added->dropped_total
@@ -237,7 +245,7 @@ int run_ls(signal_watch& watch, target& t, bool json) {
   for (const auto& i : list->data)
     row(i.name, i.kind, i.kind == image_kind_builtin ? "-" : human_size(i.size_bytes),
         i.created_at.empty() ? "-" : i.created_at, i.source,
-        i.preload.empty() ? "-" : joined(i.preload));
+        (i.preload.empty() ? "-" : joined(i.preload)) + (i.snapshot ? " (snapshot)" : ""));
   return 0;
 }
 
@@ -260,7 +268,7 @@ int run_image(const std::vector<std::string>& argv) {
   if (argv.empty()) return bad_usage("a subcommand is required: add, ls or rm");
   const auto& sub = argv.front();
   std::vector<std::string> rest{argv.begin() + 1, argv.end()};
-  args a{{"rootfs", "python-env", "preload"}, {"json"}};
+  args a{{"rootfs", "python-env", "preload"}, {"json", "snapshot"}};
   if (auto err = a.parse(rest)) return bad_usage(*err);
   const auto& pos = a.positionals();
   if (sub == "add") {
@@ -272,6 +280,8 @@ int run_image(const std::vector<std::string>& argv) {
       return failed(fail(ec::bad_request, problem));
     if (auto preload = canonical_preload(preload_list(a)); !preload)
       return failed(preload.error());
+  } else if (a.has("snapshot")) {
+    return bad_usage("--snapshot goes with image add");
   } else if (sub == "ls") {
     if (!pos.empty() || a.has("rootfs") || a.has("python-env") || a.has("preload"))
       return bad_usage("image ls takes no arguments but --json");

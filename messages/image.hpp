@@ -53,10 +53,12 @@ struct image_info {
   /// Modules a warm-pool guest's python waiter imports before the guest is taken (sorted,
   /// each once; `image add --preload`, GUESTFLOW_PRELOAD for the built-in image).
   std::vector<std::string> preload;
+  /// A gVisor snapshot was taken (`image add --snapshot`): gVisor creates restore it.
+  bool snapshot = false;
   friend bool operator==(const image_info& a, const image_info& b) {
     return a.name == b.name && a.kind == b.kind && a.source == b.source &&
            a.size_bytes == b.size_bytes && a.created_at == b.created_at &&
-           a.preload == b.preload;
+           a.preload == b.preload && a.snapshot == b.snapshot;
   }
 };
 
@@ -76,9 +78,11 @@ struct image_add_request {
   std::optional<std::string> rootfs;     ///< a rootfs tar (plain, gz, xz, zst, bz2) or dir
   std::optional<std::string> python_env; ///< a Python environment prefix (a venv)
   std::vector<std::string> preload;      ///< see image_info::preload (checked, any order)
+  /// Also boot a gVisor guest of it, import the preload and checkpoint it (a snapshot).
+  bool snapshot = false;
   friend bool operator==(const image_add_request& a, const image_add_request& b) {
     return a.name == b.name && a.rootfs == b.rootfs && a.python_env == b.python_env &&
-           a.preload == b.preload;
+           a.preload == b.preload && a.snapshot == b.snapshot;
   }
 };
 

@@ -43,6 +43,7 @@ image_info info_of(const value& v, const path& p) {
   x.size_bytes = o.uint_or("size_bytes", 0);
   x.created_at = o.str_or("created_at", "");
   x.preload = codec::strings_of(o, "preload", false);
+  x.snapshot = o.boolean_or("snapshot", false);
   return x;
 }
 
@@ -60,6 +61,7 @@ void write_info_fields(json_writer& w, const image_info& x) {
       .field("size_bytes", x.size_bytes)
       .field("created_at", x.created_at);
   if (!x.preload.empty()) w.field("preload", x.preload);
+  if (x.snapshot) w.field("snapshot", true);
 }
 
 } // namespace
@@ -151,6 +153,7 @@ result<image_add_request> decode<image_add_request>(std::string_view text,
     x.rootfs = host_path(o, "rootfs");
     x.python_env = host_path(o, "python_env");
     x.preload = checked_preload(o);
+    x.snapshot = o.boolean_or("snapshot", false);
     if (bool(x.rootfs) == bool(x.python_env))
       codec::raise(p, "give exactly one of rootfs (a rootfs tar or directory) and python_env "
                       "(a Python environment prefix)");
@@ -235,6 +238,7 @@ std::string encode(const image_add_request& x) {
       .opt_field("rootfs", x.rootfs)
       .opt_field("python_env", x.python_env);
   if (!x.preload.empty()) w.field("preload", x.preload);
+  if (x.snapshot) w.field("snapshot", true);
   w.end_object();
   return w.take();
 }

@@ -151,8 +151,11 @@ image_list image_store::list() const {
   builtin.preload = builtin_preload_;
   out.data.push_back(std::move(builtin));
   std::lock_guard<std::mutex> lock{mu_};
-  for (const auto& [name, m] : images_)
+  for (const auto& [name, m] : images_) {
     out.data.push_back(m.info);
+    out.data.back().snapshot =
+        ::access((snapshot_dir(name) / "checkpoint.img").c_str(), F_OK) == 0;
+  }
   out.total = out.data.size();
   return out;
 }

@@ -52,6 +52,12 @@ public:
   /// entries ignored; unset or blank: none).
   static std::vector<std::string> builtin_preload_from_env();
 
+  /// Where the image's gVisor snapshot lives (gvisor_checkpoint.hpp): in the image's own
+  /// directory, so that removing the image removes it. Empty for debian:12.
+  std::filesystem::path snapshot_dir(const std::string& name) const {
+    return name == builtin_image ? std::filesystem::path{} : dir_ / name / "snapshot";
+  }
+
   /// Every image, debian:12 first, then by name.
   image_list list() const;
   /// Their names in the same order (for /v1/capabilities).
