@@ -3,7 +3,10 @@
 // the python3 the pool started ahead, and behaves exactly as the command would (output,
 // status, argv, env, cwd, tracebacks, the timeout's kill); any other first exec never sees
 // it; a delete leaves nothing; guests built on demand, and a pool with
-// GUESTFLOW_POOL_PYTHON=0, are unchanged.
+// GUESTFLOW_POOL_PYTHON=0, are unchanged. With a preload (GUESTFLOW_PRELOAD, debian:12's)
+// the waiter imports it first: a module that fails is logged once and left out, what a
+// module prints never reaches the run, an exec the waiter does not serve gets a clean
+// interpreter, and the runner's engine (guestflow:runner) runs a flow as a fresh guest does.
 #include "tests/integration/control_plane/fixture.hpp"
 #include "tests/support/slurp.hpp"
 
@@ -278,6 +281,113 @@ TEST_F(python_waiter_test,
   auto p = exec(c.id, "python3", {"/workspace/prog.py"});
   EXPECT_EQ(p.exit_code, 0);
   EXPECT_EQ(started_as(p), started_plainly);
+}
+
+/// Prints whether the python3 running it is the waiter, then which of `names` it has loaded.
+std::string modules_loaded(const std::vector<std::string>& names) {
+  std::string list;
+  for (const auto& n : names)
+    list += "'" + n + "',";
+  return "import sys\n"
+         "with open('/proc/self/cmdline', 'rb') as f:\n"
+         "    served = f.read().split(b'\\0')[2].startswith(b'# guestflow python waiter')\n"
+         "print('served' if served else 'plain', [m for m in (" +
+         list + ") if m in sys.modules])\n";
+}
+
+TEST_F(python_waiter_test, a_failing_preload_is_logged_once_and_the_pool_serves_without_it) {
+  // `this` prints the Zen of Python when imported: not into the first run's output.
+  start_pool({{"GUESTFLOW_PRELOAD", "json,no_such_module_gf,this,xml.dom.minidom"}});
+  const std::vector<std::string> names{"json", "no_such_module_gf", "this", "xml.dom.minidom"};
+  for (int i = 0; i < 3; ++i) {
+    auto c = take();
+    auto r = exec(c.id, "python3", {"-c", modules_loaded(names)});
+    EXPECT_EQ(r.exit_code, 0) << r.stderr_text;
+    EXPECT_EQ(r.stdout_text, "served ['json', 'this', 'xml.dom.minidom']\n");
+    EXPECT_EQ(r.stderr_text, "");
+    EXPECT_EQ(exec(c.id, "ls", {"-A", "/tmp"}).stdout_text, "")
+        << "the waiter's FIFO and failure report are gone";
+  }
+  auto log = cp_->stderr_text();
+  const std::string warning = "preload no_such_module_gf: ModuleNotFoundError";
+  auto first = log.find(warning);
+  EXPECT_NE(first, std::string::npos) << log;
+  EXPECT_EQ(log.find(warning, first + 1), std::string::npos)
+      << "logged once for every guest of the pool:\n"
+      << log;
+}
+
+TEST_F(python_waiter_test, an_exec_the_waiter_does_not_serve_gets_a_clean_interpreter) {
+  start_pool({{"GUESTFLOW_PRELOAD", "json,xml.dom.minidom"}});
+  const auto code = std::string{"import sys; print(sorted(sys.modules))"};
+  auto fresh = exec(create(built).id, "python3", {"-u", "-c", code});
+  ASSERT_EQ(fresh.exit_code, 0) << fresh.stderr_text;
+  EXPECT_EQ(fresh.stdout_text.find("'json'"), std::string::npos);
+  // An interpreter option: the waiter is killed and python3 starts as it would anywhere.
+  auto c = take();
+  auto r = exec(c.id, "python3", {"-u", "-c", code});
+  EXPECT_EQ(r.exit_code, 0) << r.stderr_text;
+  EXPECT_EQ(r.stdout_text, fresh.stdout_text) << "no preloaded module beyond python's own";
+  // Any other command first: the same.
+  auto d = take();
+  EXPECT_EQ(exec(d.id, "true").exit_code, 0);
+  EXPECT_EQ(exec(d.id, "python3", {"-c", code}).stdout_text,
+            exec(create(built).id, "python3", {"-c", code}).stdout_text);
+  // And a run it serves has them (the contrast that makes the two above mean something).
+  auto e = take();
+  EXPECT_EQ(
+      exec(e.id, "python3", {"-c", modules_loaded({"json", "xml.dom.minidom"})}).stdout_text,
+      "served ['json', 'xml.dom.minidom']\n");
+}
+
+TEST_F(python_waiter_test,
+       a_guest_preloaded_with_the_runner_runs_a_flow_as_a_fresh_guest_does) {
+  start_pool({{"GUESTFLOW_PRELOAD", "guestflow:runner"}});
+  const std::filesystem::path src{GUESTFLOW_SOURCE_DIR};
+  auto graph = test_support::slurp(src / "examples/flows/hello.json");
+  auto spec =
+      R"({"graph":)" + graph +
+      R"(,"inputs":[{"input_value":"hi from the pool","type":"chat"}],"executor":"auto"})";
+  // How a flow run starts the runner (guest/unpack_run.py), saying first whether the
+  // waiter served it and whether the runner's engine was already imported.
+  const std::string start =
+      "import runpy, sys\n"
+      "with open('/proc/self/cmdline', 'rb') as f:\n"
+      "    served = f.read().split(b'\\0')[2].startswith(b'# guestflow python waiter')\n"
+      "sys.stderr.write('served %s preloaded %s\\n' % (served, "
+      "'asyncio' in sys.modules))\n"
+      "sys.argv = ['/workspace/run/runner.py', '/workspace/run/spec.json']\n"
+      "sys.path[0] = '/workspace/run'\n"
+      "runpy.run_path(sys.argv[0], run_name='__main__')\n";
+  auto run = [&](const std::string& id) {
+    for (const auto& f : std::filesystem::directory_iterator{src / "guest"}) {
+      auto name = f.path().filename().string();
+      if (f.path().extension() != ".py" || name == "session_files.py") continue;
+      EXPECT_EQ(put_file(id, "/workspace/run/" + name, test_support::slurp(f.path())).status,
+                200u);
+    }
+    EXPECT_EQ(put_file(id, "/workspace/run/spec.json", spec).status, 200u);
+    return exec(id, "timeout", {"--kill-after=5", "60", "python3", "-c", start});
+  };
+  auto pooled_run = run(take().id);
+  auto fresh_run = run(create(built).id);
+  EXPECT_EQ(pooled_run.stderr_text, "served True preloaded True\n");
+  EXPECT_EQ(fresh_run.stderr_text, "served False preloaded False\n");
+  for (const auto* r : {&pooled_run, &fresh_run}) {
+    EXPECT_EQ(r->exit_code, 0) << r->stdout_text;
+    EXPECT_NE(r->stdout_text.find(R"("text":"hi from the pool")"), std::string::npos)
+        << r->stdout_text;
+    auto last = r->stdout_text.rfind('\n', r->stdout_text.size() - 2);
+    EXPECT_EQ(r->stdout_text.substr(last + 1), "{\"t\":\"done\"}\n") << r->stdout_text;
+  }
+  // Frame for frame the same run, times and ids aside.
+  auto shape = [](const std::string& out) {
+    std::string kinds;
+    for (size_t at = 0; (at = out.find(R"({"t":")", at)) != std::string::npos; ++at)
+      kinds += out.substr(at + 6, out.find('"', at + 6) - at - 6) + " ";
+    return kinds;
+  };
+  EXPECT_EQ(shape(pooled_run.stdout_text), shape(fresh_run.stdout_text));
 }
 
 } // namespace
