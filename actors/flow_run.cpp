@@ -29,9 +29,9 @@ void publish_scrubbed(self_ptr self, run_event e) {
 /// without variables goes straight through).
 void publish(self_ptr self, run_event e) {
   auto& st = self->state;
-  if (st.secrets.empty()) return publish_scrubbed(self, std::move(e));
+  if (!st.secrets) return publish_scrubbed(self, std::move(e));
   std::vector<run_event> out;
-  st.secrets.feed(std::move(e), out);
+  st.secrets->feed(std::move(e), out);
   for (auto& x : out)
     publish_scrubbed(self, std::move(x));
 }
@@ -95,12 +95,14 @@ void start(self_ptr self) {
   self->monitor(st.exec);
   // The execution answers after its own deadlines (create, uploads, exec, delete); this
   // backstop only covers an execution that stopped answering altogether.
-  auto calls = static_cast<int64_t>(st.spec.uploads.size() + 3);
-  auto backstop = std::chrono::seconds{st.spec.timeout_seconds} + eopts.exec_grace +
+  auto calls = static_cast<int64_t>(st.spec->uploads.size() + 3);
+  auto backstop = std::chrono::seconds{st.spec->timeout_seconds} + eopts.exec_grace +
                   std::chrono::seconds{10} + eopts.call_timeout * calls;
-  // Moved, not copied: the spec carries the flow (its spec.json, tens of KB) and this actor
-  // outlives the run by the retention period for late joiners.
-  self->request(st.exec, backstop, run_atom::value, std::move(st.spec))
+  // Moved, not copied, and let go: the spec carries the flow (its spec.json, tens of KB) and
+  // this actor outlives the run by the retention period for late joiners.
+  auto spec = std::move(*st.spec);
+  st.spec.reset();
+  self->request(st.exec, backstop, run_atom::value, std::move(spec))
       .then([self](execution_report& r) { end(self, self->state.frames.finish(r)); },
             [self](caf::error& err) {
               stop_execution(self); // a lost answer: make sure the guest goes anyway
@@ -186,10 +188,11 @@ flow_run_actor::behavior_type flow_run(flow_run_actor::stateful_pointer<flow_run
   st.parent = std::move(parent);
   st.cp = std::move(cp);
   st.reaper = std::move(reaper);
-  st.spec = std::move(init.spec);
+  st.spec = std::make_unique<execution_spec>(std::move(init.spec));
   st.opts = std::move(init.opts);
-  st.secrets = event_scrubber{std::move(init.secrets)};
-  st.opts.frames.timeout_seconds = st.spec.timeout_seconds;
+  if (!init.secrets.empty())
+    st.secrets = std::make_unique<event_scrubber>(std::move(init.secrets));
+  st.opts.frames.timeout_seconds = st.spec->timeout_seconds;
   st.frames = frame_translator{st.opts.frames};
   st.log = event_log{st.opts.replay_bytes};
   if (st.parent) self->monitor(st.parent);

@@ -7,6 +7,7 @@
 
 #include <caf/stateful_actor.hpp>
 #include <chrono>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -51,16 +52,19 @@ struct flow_run_state {
   coordinator_actor parent;
   controlplane_actor cp;
   reaper_actor reaper;
-  execution_spec spec;
+  /// Until the run starts (then it goes to the execution). Held apart, as `secrets`: a run
+  /// keeps its state for late joiners after it ended, and these inline made it a bigger
+  /// allocation class.
+  std::unique_ptr<execution_spec> spec;
   flow_run_options opts;
   frame_translator frames;
   event_log log;
   std::vector<subscriber> subs;
   execution_actor exec;
-  std::optional<failure> cancel_reason; ///< the terminal error of a cancelled run
-  bool stopping = false;                ///< cancel sent to the execution
-  std::vector<run_event> scratch;       ///< events of one stream line, reused
-  event_scrubber secrets;               ///< empty for a run without variables
+  std::optional<failure> cancel_reason;    ///< the terminal error of a cancelled run
+  bool stopping = false;                   ///< cancel sent to the execution
+  std::vector<run_event> scratch;          ///< events of one stream line, reused
+  std::unique_ptr<event_scrubber> secrets; ///< null for a run without variables
 };
 
 /// One whole-flow run (see actors.hpp): waits for admission, then owns one execution as

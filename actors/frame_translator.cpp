@@ -115,8 +115,7 @@ void frame_translator::on_stdout_line(std::string_view line, std::vector<run_eve
       e.duration_ms = f.duration_ms;
       e.outputs = std::move(f.vertex_outputs);
       e.logs = std::move(f.logs);
-      e.result = std::move(f.result);
-      e.types = std::move(f.types);
+      e.extras = std::move(f.extras); // its result and types
     } else {
       e.message = vertex_error(f);
       if (failed_.empty())
@@ -132,12 +131,12 @@ void frame_translator::on_stdout_line(std::string_view line, std::vector<run_eve
   case fk::message: {
     auto e = event_of(f.type == fk::token ? ek::token : ek::message);
     e.id = std::move(f.id);
-    e.data = std::move(f.data);
+    e.extras = std::move(f.extras); // its data
     out.push_back(std::move(e));
     return;
   }
   case fk::state:
-    context_ = std::move(f.context);
+    context_ = std::move(f.extras); // its context
     return;
   case fk::outputs:
     outputs_ = std::move(f.run_outputs_list);
@@ -233,7 +232,7 @@ run_event frame_translator::terminal(const execution_report& report) {
                                                   " after its done frame" + stderr_excerpt()));
   auto e = event_of(run_event::kind::complete);
   e.run_outputs_list = std::move(outputs_); // the run's one terminal event: moved, not copied
-  e.context = std::move(context_);
+  e.extras = std::move(context_);
   return e;
 }
 

@@ -72,7 +72,7 @@ private:
   std::string executor_;            ///< from the runner's first note that names one
   std::vector<std::string> failed_; ///< ids of vertex_failed events, in order
   std::string first_failure_;       ///< Langflow's text for the first failed vertex
-  raw_json context_;                ///< the `state` frame's context
+  shared_extras context_;           ///< the `state` frame's context
   std::vector<run_outputs> outputs_;
   std::string stderr_;
   std::string stream_error_; ///< the control plane's last `{"error":…}` line

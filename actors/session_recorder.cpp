@@ -24,7 +24,7 @@ session_recorder(run_subscriber_actor::stateful_pointer<session_recorder_state> 
       [self](run_event& e) {
         auto& st = self->state;
         if (e.type == run_event::kind::message)
-          self->send(st.store, put_atom::value, st.session, e.data);
+          self->send(st.store, put_atom::value, st.session, e.data());
         auto terminal = e.terminal();
         if (st.caller) self->send(st.caller, std::move(e));
         if (terminal) self->quit();

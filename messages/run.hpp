@@ -5,7 +5,9 @@
 #include "messages/sandbox.hpp"
 #include "messages/secret.hpp"
 
+#include <atomic>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -52,6 +54,64 @@ typename Inspector::result_type inspect(Inspector& f, run_outputs& x) {
   return f(x.inputs, x.outputs);
 }
 
+/// The payloads a frame or event carries only now and then (a vertex's ResultData and
+/// types, a token's or message's `data`, the run's context), kept out of line: a run keeps
+/// every event for late joiners, and these four inline made each event's message 128
+/// bytes (two allocation classes) bigger.
+struct run_extras {
+  raw_json result;  ///< step / vertex_built: the vertex's ResultData object
+  raw_json types;   ///< step / vertex_built: `{output: class name}`
+  raw_json data;    ///< token / message: the `data` object, verbatim from the guest
+  raw_json context; ///< state / complete: the graph's context after the run
+  friend bool operator==(const run_extras& a, const run_extras& b) {
+    return a.result == b.result && a.types == b.types && a.data == b.data &&
+           a.context == b.context;
+  }
+};
+
+/// A run_extras that copies of a frame or event share (copy-on-write); none is allocated
+/// until something is set, which most events never need.
+class shared_extras {
+public:
+  bool empty() const noexcept { return !p_; }
+  const run_extras& get() const noexcept { return p_ ? *p_ : none(); }
+  /// The extras to write into: made on first use, copied first while another copy of the
+  /// frame or event shares them.
+  run_extras& edit() {
+    if (!p_) {
+      p_ = std::make_shared<run_extras>();
+    } else if (p_.use_count() != 1) {
+      p_ = std::make_shared<run_extras>(*p_);
+    } else {
+      std::atomic_thread_fence(std::memory_order_acquire); // the last other holder's reads
+    }
+    return *p_;
+  }
+
+  friend bool operator==(const shared_extras& a, const shared_extras& b) {
+    return a.p_ == b.p_ || a.get() == b.get();
+  }
+
+  template<class Inspector>
+  friend typename Inspector::result_type inspect(Inspector& f, shared_extras& x) {
+    if constexpr (Inspector::reads_state) {
+      auto& e = const_cast<run_extras&>(x.get()); // read only: a reading inspector
+      return f(e.result, e.types, e.data, e.context);
+    } else {
+      auto& e = x.edit();
+      return f(e.result, e.types, e.data, e.context);
+    }
+  }
+
+private:
+  static const run_extras& none() noexcept {
+    static const run_extras x;
+    return x;
+  }
+
+  std::shared_ptr<run_extras> p_; ///< written only through edit(), while unshared
+};
+
 /// Caps on what a guest's frames may carry beyond the line cap (frame_translator's
 /// `max_line`): decode refuses more, naming the field.
 struct frame_caps {
@@ -82,10 +142,8 @@ struct guest_frame {
   uint64_t duration_ms = 0;                  ///< step
   raw_json vertex_outputs;                   ///< step: event.outputs
   std::string logs;                          ///< step: event.logs
-  raw_json result;                           ///< step: event.result (ResultData object)
-  raw_json types;                            ///< step: event.types ({output: class name})
-  raw_json data;                             ///< token / message: `data` object
-  raw_json context;                          ///< state: `context` object
+  shared_extras extras;                      ///< step: result, types; token / message: data;
+                                             ///< state: context
   std::vector<run_outputs> run_outputs_list; ///< outputs frame
   std::string error;                         ///< fatal; step: event.error, if any
   std::string traceback;                     ///< fatal
@@ -97,18 +155,22 @@ struct guest_frame {
   friend bool operator==(const guest_frame& a, const guest_frame& b) {
     return a.type == b.type && a.id == b.id && a.name == b.name && a.valid == b.valid &&
            a.duration_ms == b.duration_ms && a.vertex_outputs == b.vertex_outputs &&
-           a.logs == b.logs && a.result == b.result && a.types == b.types && a.data == b.data &&
-           a.context == b.context && a.run_outputs_list == b.run_outputs_list &&
-           a.error == b.error && a.traceback == b.traceback && a.code == b.code &&
-           a.executor == b.executor && a.line == b.line;
+           a.logs == b.logs && a.extras == b.extras &&
+           a.run_outputs_list == b.run_outputs_list && a.error == b.error &&
+           a.traceback == b.traceback && a.code == b.code && a.executor == b.executor &&
+           a.line == b.line;
   }
+
+  const raw_json& result() const noexcept { return extras.get().result; }   ///< step
+  const raw_json& types() const noexcept { return extras.get().types; }     ///< step
+  const raw_json& data() const noexcept { return extras.get().data; }       ///< token / message
+  const raw_json& context() const noexcept { return extras.get().context; } ///< state
 };
 
 template<class Inspector>
 typename Inspector::result_type inspect(Inspector& f, guest_frame& x) {
-  return f(x.type, x.id, x.name, x.valid, x.duration_ms, x.vertex_outputs, x.logs, x.result,
-           x.types, x.data, x.context, x.run_outputs_list, x.error, x.traceback, x.code,
-           x.executor, x.line);
+  return f(x.type, x.id, x.name, x.valid, x.duration_ms, x.vertex_outputs, x.logs, x.extras,
+           x.run_outputs_list, x.error, x.traceback, x.code, x.executor, x.line);
 }
 
 /// Classifies one runner line. A line that *is* a frame (known `t`) but has wrong field
@@ -141,10 +203,8 @@ struct run_event {
   uint64_t duration_ms = 0;                  ///< vertex_built
   raw_json outputs;                          ///< vertex_built
   std::string logs;                          ///< vertex_built
-  raw_json result;                           ///< vertex_built: the vertex's ResultData
-  raw_json types;                            ///< vertex_built: {output: class name}
-  raw_json data;                             ///< token / message, verbatim from the guest
-  raw_json context;                          ///< complete: the graph's context after the run
+  shared_extras extras;                      ///< vertex_built: result, types; token /
+                                             ///< message: data; complete: context
   std::string line;                          ///< stdout
   std::vector<run_outputs> run_outputs_list; ///< complete: "outputs"
   ec code = ec::guest_failed;                ///< error: "code"
@@ -161,11 +221,15 @@ struct run_event {
 
   bool terminal() const noexcept { return type == kind::complete || type == kind::error; }
 
+  const raw_json& result() const noexcept { return extras.get().result; }   ///< vertex_built
+  const raw_json& types() const noexcept { return extras.get().types; }     ///< vertex_built
+  const raw_json& data() const noexcept { return extras.get().data; }       ///< token / message
+  const raw_json& context() const noexcept { return extras.get().context; } ///< complete
+
   friend bool operator==(const run_event& a, const run_event& b) {
     return a.run_id == b.run_id && a.seq == b.seq && a.type == b.type && a.id == b.id &&
            a.name == b.name && a.valid == b.valid && a.duration_ms == b.duration_ms &&
-           a.outputs == b.outputs && a.logs == b.logs && a.result == b.result &&
-           a.types == b.types && a.data == b.data && a.context == b.context &&
+           a.outputs == b.outputs && a.logs == b.logs && a.extras == b.extras &&
            a.line == b.line && a.run_outputs_list == b.run_outputs_list && a.code == b.code &&
            a.message == b.message && a.executor == b.executor && a.failed == b.failed &&
            a.truncated == b.truncated;
@@ -175,8 +239,8 @@ struct run_event {
 template<class Inspector>
 typename Inspector::result_type inspect(Inspector& f, run_event& x) {
   return f(x.run_id, x.seq, x.type, x.id, x.name, x.valid, x.duration_ms, x.outputs, x.logs,
-           x.result, x.types, x.data, x.context, x.line, x.run_outputs_list, x.code, x.message,
-           x.executor, x.failed, x.truncated);
+           x.extras, x.line, x.run_outputs_list, x.code, x.message, x.executor, x.failed,
+           x.truncated);
 }
 
 /// `e` with every secret value of `s` replaced (messages/secret.hpp) in each field a caller

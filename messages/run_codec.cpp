@@ -157,6 +157,11 @@ raw_json types_of(const object_view& ev) {
   return codec::canonical(*v, at);
 }
 
+/// Sets one of the extras, allocating them only for a value that is there.
+void put(shared_extras& x, raw_json run_extras::*field, raw_json v) {
+  if (!v.empty()) x.edit().*field = std::move(v);
+}
+
 guest_frame stdout_frame(std::string_view line) {
   guest_frame f;
   f.type = guest_frame::kind::stdout_line;
@@ -217,19 +222,19 @@ result<guest_frame> decode_frame(std::string_view line, const decode_limits& lim
       f.vertex_outputs = ev.raw_or_empty("outputs");
       f.logs = ev.str_or("logs", "");
       f.error = ev.str_or("error", "");
-      f.result = opt_object_member(ev, "result");
-      f.types = types_of(ev);
+      put(f.extras, &run_extras::result, opt_object_member(ev, "result"));
+      put(f.extras, &run_extras::types, types_of(ev));
     } else if (type == "token") {
       f.type = guest_frame::kind::token;
       f.id = capped_id(o, "id");
-      f.data = token_data(o);
+      put(f.extras, &run_extras::data, token_data(o));
     } else if (type == "message") {
       f.type = guest_frame::kind::message;
       f.id = capped_id(o, "id");
-      f.data = object_member(o, "data");
+      put(f.extras, &run_extras::data, object_member(o, "data"));
     } else if (type == "state") {
       f.type = guest_frame::kind::state;
-      f.context = object_member(o, "context");
+      put(f.extras, &run_extras::context, object_member(o, "context"));
     } else if (type == "outputs") {
       f.type = guest_frame::kind::outputs;
       f.run_outputs_list = run_outputs_list_of(o, "run_outputs");
@@ -274,16 +279,16 @@ std::string encode(const guest_frame& x) {
         .raw_field_if("outputs", x.vertex_outputs)
         .field("logs", x.logs);
     if (!x.error.empty()) w.field("error", x.error);
-    w.raw_field_if("result", x.result).raw_field_if("types", x.types).end_object();
+    w.raw_field_if("result", x.result()).raw_field_if("types", x.types()).end_object();
     break;
   case kind::token:
-    w.field("t", "token").field("id", x.id).field("data", x.data);
+    w.field("t", "token").field("id", x.id).field("data", x.data());
     break;
   case kind::message:
-    w.field("t", "message").field("id", x.id).field("data", x.data);
+    w.field("t", "message").field("id", x.id).field("data", x.data());
     break;
   case kind::state:
-    w.field("t", "state").field("context", x.context);
+    w.field("t", "state").field("context", x.context());
     break;
   case kind::outputs:
     w.field("t", "outputs");
@@ -333,13 +338,13 @@ result<run_event> decode<run_event>(std::string_view text, const decode_limits& 
       x.duration_ms = o.uint_or("duration_ms", 0);
       x.outputs = o.raw_or_empty("outputs");
       x.logs = o.str_or("logs", "");
-      x.result = opt_object_member(o, "result");
-      x.types = opt_object_member(o, "types");
+      put(x.extras, &run_extras::result, opt_object_member(o, "result"));
+      put(x.extras, &run_extras::types, opt_object_member(o, "types"));
       break;
     case kind::token:
     case kind::message:
       x.id = o.str("id");
-      x.data = object_member(o, "data");
+      put(x.extras, &run_extras::data, object_member(o, "data"));
       break;
     case kind::vertex_failed:
       x.id = o.str("id");
@@ -351,7 +356,7 @@ result<run_event> decode<run_event>(std::string_view text, const decode_limits& 
       break;
     case kind::complete:
       x.run_outputs_list = run_outputs_list_of(o, "outputs");
-      x.context = opt_object_member(o, "context");
+      put(x.extras, &run_extras::context, opt_object_member(o, "context"));
       break;
     case kind::error: {
       auto code = o.str("code");
@@ -390,12 +395,12 @@ std::string encode(const run_event& x) {
         .field("duration_ms", x.duration_ms)
         .raw_field_if("outputs", x.outputs)
         .field("logs", x.logs)
-        .raw_field_if("result", x.result)
-        .raw_field_if("types", x.types);
+        .raw_field_if("result", x.result())
+        .raw_field_if("types", x.types());
     break;
   case kind::token:
   case kind::message:
-    w.field("id", x.id).field("data", x.data);
+    w.field("id", x.id).field("data", x.data());
     break;
   case kind::vertex_failed:
     w.field("id", x.id).field("name", x.name).field("error", x.message);
@@ -405,7 +410,7 @@ std::string encode(const run_event& x) {
     break;
   case kind::complete:
     codec::write_run_outputs_list(w, "outputs", x.run_outputs_list);
-    w.raw_field_if("context", x.context);
+    w.raw_field_if("context", x.context());
     break;
   case kind::error:
     w.field("code", to_string(x.code)).field("message", x.message);
@@ -438,8 +443,12 @@ void scrub(run_event& e, const secret_scrubber& s) {
     s.scrub(*text);
   for (auto& id : e.failed)
     s.scrub(id);
-  for (auto* j : {&e.outputs, &e.result, &e.types, &e.data, &e.context})
-    s.scrub_json(*j);
+  s.scrub_json(e.outputs);
+  if (!e.extras.empty()) {
+    auto& x = e.extras.edit();
+    for (auto* j : {&x.result, &x.types, &x.data, &x.context})
+      s.scrub_json(*j);
+  }
   for (auto& ro : e.run_outputs_list) {
     s.scrub_json(ro.inputs);
     for (auto& r : ro.outputs)
@@ -487,7 +496,7 @@ raw_json with_chunk(const raw_json& data, std::string_view chunk) {
 void event_scrubber::flush(std::vector<run_event>& out) {
   if (tail_.empty()) return;
   auto e = std::move(held_);
-  e.data = with_chunk(e.data, tail_);
+  e.extras.edit().data = with_chunk(e.data(), tail_);
   tail_.clear();
   scrub(e, secrets_);
   out.push_back(std::move(e));
@@ -498,7 +507,7 @@ void event_scrubber::feed(run_event e, std::vector<run_event>& out) {
     out.push_back(std::move(e));
     return;
   }
-  auto chunk = e.type == run_event::kind::token ? token_chunk(e.data) : std::nullopt;
+  auto chunk = e.type == run_event::kind::token ? token_chunk(e.data()) : std::nullopt;
   // Another stream, or no stream at all: what was held goes first, as it was.
   if (!chunk || e.id != held_.id) flush(out);
   if (!chunk) {
@@ -516,7 +525,7 @@ void event_scrubber::feed(run_event e, std::vector<run_event>& out) {
     held_ = e; // the next chunk, or the flush, is sent with this token's id and data
   }
   if (text.empty()) return; // all of it held
-  e.data = with_chunk(e.data, text);
+  e.extras.edit().data = with_chunk(e.data(), text);
   scrub(e, secrets_); // the data's other members, the id
   out.push_back(std::move(e));
 }

@@ -408,9 +408,10 @@ TEST_F(memory_test, tokens_arrive_before_their_vertex_ends_on_both_surfaces) {
       ++tokens;
       EXPECT_EQ(e.id, "py");
       EXPECT_FALSE(built) << "a token after its vertex was built";
-      auto chunk = e.data.text.find(R"("chunk":")");
-      ASSERT_NE(chunk, std::string::npos) << e.data.text;
-      streamed += e.data.text.substr(chunk + 9, e.data.text.find('"', chunk + 9) - chunk - 9);
+      auto chunk = e.data().text.find(R"("chunk":")");
+      ASSERT_NE(chunk, std::string::npos) << e.data().text;
+      streamed +=
+          e.data().text.substr(chunk + 9, e.data().text.find('"', chunk + 9) - chunk - 9);
     }
     EXPECT_EQ(tokens, 4u);
     EXPECT_EQ(streamed, "alpha beta");

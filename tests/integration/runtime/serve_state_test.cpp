@@ -40,8 +40,8 @@ TEST_F(serve_state_test, tweaks_context_and_session_reach_the_guests_graph) {
   ASSERT_FALSE(plain.empty());
   ASSERT_EQ(plain.back().type, run_event::kind::complete) << plain.back().message;
   EXPECT_NE(encode(plain.back().run_outputs_list).find("got original"), std::string::npos);
-  EXPECT_TRUE(plain.back().context.empty() || plain.back().context.text == "{}")
-      << plain.back().context.text;
+  EXPECT_TRUE(plain.back().context().empty() || plain.back().context().text == "{}")
+      << plain.back().context().text;
 
   auto events = run_flow(flow, R"("session_id":"sess-9","user_id":"user-3",)"
                                R"("context":{"locale":"fr","seen":[1,{"x":null}]},)"
@@ -54,7 +54,7 @@ TEST_F(serve_state_test, tweaks_context_and_session_reach_the_guests_graph) {
   EXPECT_NE(outputs.find("got tweaked"), std::string::npos) << outputs;
   EXPECT_EQ(outputs.find("original"), std::string::npos) << outputs;
   // The graph's context as the guest left it (its state frame), on the terminal event.
-  EXPECT_EQ(last.context.text, R"({"locale":"fr","seen":[1,{"x":null}]})");
+  EXPECT_EQ(last.context().text, R"({"locale":"fr","seen":[1,{"x":null}]})");
   // The session is the graph's: the chat output's message carries it.
   EXPECT_NE(outputs.find(R"("session_id":"sess-9")"), std::string::npos) << outputs;
   EXPECT_TRUE(wait_until_no_guest_is_owed());

@@ -117,9 +117,9 @@ TEST_F(state_test, a_streamed_output_arrives_as_token_events_before_its_vertex_i
   ASSERT_FALSE(evs.empty());
   EXPECT_EQ(evs.back().type, run_event::kind::complete) << evs.back().message;
   auto& built = evs[built_at];
-  EXPECT_NE(built.result.text.find("Hello, world"), std::string::npos) << built.result.text;
-  EXPECT_NE(built.types.text.find(R"("results":"Data")"), std::string::npos)
-      << built.types.text;
+  EXPECT_NE(built.result().text.find("Hello, world"), std::string::npos) << built.result().text;
+  EXPECT_NE(built.types().text.find(R"("results":"Data")"), std::string::npos)
+      << built.types().text;
   EXPECT_TRUE(live_guests().empty());
 }
 
@@ -131,8 +131,8 @@ TEST_F(state_test, the_session_reaches_the_guest_and_stored_messages_come_back_a
   std::vector<std::string> stored;
   for (auto& e : evs)
     if (e.type == run_event::kind::message) {
-      EXPECT_NE(e.data.text.find(R"("session_id":"sess-42")"), std::string::npos)
-          << e.data.text;
+      EXPECT_NE(e.data().text.find(R"("session_id":"sess-42")"), std::string::npos)
+          << e.data().text;
       stored.push_back(e.id);
     }
   EXPECT_FALSE(stored.empty()) << "Chat Input stores its message in a session: "
@@ -214,10 +214,10 @@ TEST_F(state_test, a_secret_streamed_in_pieces_is_masked_whole_across_its_token_
   std::string streamed;
   for (auto& e : events_of(r.stdout_text))
     if (e.type == run_event::kind::token) {
-      auto at = e.data.text.find(R"("chunk":")");
-      ASSERT_NE(at, std::string::npos) << e.data.text;
+      auto at = e.data().text.find(R"("chunk":")");
+      ASSERT_NE(at, std::string::npos) << e.data().text;
       at += 9;
-      streamed += e.data.text.substr(at, e.data.text.find('"', at) - at);
+      streamed += e.data().text.substr(at, e.data().text.find('"', at) - at);
     }
   EXPECT_EQ(streamed, "key: ******** end") << r.stdout_text;
   for (auto piece : {secret.substr(0, 14), secret.substr(5, 14), secret.substr(11)})

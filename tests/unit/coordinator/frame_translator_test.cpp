@@ -91,7 +91,7 @@ TEST(frame_translator, a_run_with_every_vertex_built_completes_with_its_outputs)
   ASSERT_EQ(end.run_outputs_list.size(), 1u);
   EXPECT_EQ(end.run_outputs_list[0].inputs.text, R"({"input_value":"hi"})");
   EXPECT_TRUE(end.failed.empty());
-  EXPECT_TRUE(end.context.empty()) << "no state frame: no context";
+  EXPECT_TRUE(end.context().empty()) << "no state frame: no context";
 }
 
 TEST(frame_translator, tokens_messages_results_and_state_reach_the_events) {
@@ -116,17 +116,17 @@ TEST(frame_translator, tokens_messages_results_and_state_reach_the_events) {
   ASSERT_EQ(evs.size(), 5u);
   EXPECT_EQ(evs[1].type, ek::token);
   EXPECT_EQ(evs[1].id, "LLM-1");
-  EXPECT_EQ(evs[1].data.text, R"({"chunk":"Hel","id":"m-1"})");
-  EXPECT_EQ(evs[2].data.text, R"({"chunk":"lo","id":"m-1"})");
+  EXPECT_EQ(evs[1].data().text, R"({"chunk":"Hel","id":"m-1"})");
+  EXPECT_EQ(evs[2].data().text, R"({"chunk":"lo","id":"m-1"})");
   EXPECT_EQ(evs[3].type, ek::vertex_built);
-  EXPECT_EQ(evs[3].result.text, R"({"results":{"text_output":{"text":"Hello"}}})");
-  EXPECT_EQ(evs[3].types.text, R"({"text_output":"Message"})");
+  EXPECT_EQ(evs[3].result().text, R"({"results":{"text_output":{"text":"Hello"}}})");
+  EXPECT_EQ(evs[3].types().text, R"({"text_output":"Message"})");
   EXPECT_EQ(evs[4].type, ek::message);
   EXPECT_EQ(evs[4].id, "Out-2");
-  EXPECT_EQ(evs[4].data.text, R"({"text":"Hello","sender":"Machine"})");
+  EXPECT_EQ(evs[4].data().text, R"({"text":"Hello","sender":"Machine"})");
   auto end = t.finish(exited(0));
   ASSERT_EQ(end.type, ek::complete);
-  EXPECT_EQ(end.context.text, R"({"seen":[1,2]})");
+  EXPECT_EQ(end.context().text, R"({"seen":[1,2]})");
 }
 
 TEST(frame_translator, malformed_new_frames_are_violations_naming_the_field) {

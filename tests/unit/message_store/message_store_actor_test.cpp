@@ -31,7 +31,7 @@ run_event event(run_event::kind k, uint64_t seq) {
 run_event message_event(uint64_t seq, const std::string& text) {
   auto e = event(run_event::kind::message, seq);
   e.id = "ChatOutput-1";
-  e.data = message(text);
+  e.extras.edit().data = message(text);
   return e;
 }
 

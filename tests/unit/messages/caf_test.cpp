@@ -9,6 +9,7 @@
 #include <caf/actor_system_config.hpp>
 #include <caf/binary_deserializer.hpp>
 #include <caf/binary_serializer.hpp>
+#include <caf/detail/tuple_vals.hpp>
 #include <caf/make_message.hpp>
 #include <caf/message.hpp>
 #include <caf/sec.hpp>
@@ -135,6 +136,25 @@ TEST_F(caf_serialization, run_types) {
   using ek = run_event::kind;
   for (auto k : {ek::vertex_built, ek::complete, ek::error, ek::token, ek::message})
     expect_round_trip(event_of(k));
+}
+
+// A run keeps every event in its message for late joiners, so the event's size is memory
+// per run: issue 36's payloads inline moved it from jemalloc's 448-byte class to 640.
+TEST(run_extras, copies_share_them_an_edit_copies_first_and_plain_events_have_none) {
+  auto plain = event_of(run_event::kind::vertex_started);
+  EXPECT_TRUE(plain.extras.empty());
+  EXPECT_TRUE(plain.data().empty());
+  auto a = event_of(run_event::kind::token);
+  auto b = a;
+  EXPECT_EQ(&a.data(), &b.data()) << "a copy shares the extras";
+  b.extras.edit().data = raw_json{R"({"chunk":"other"})"};
+  EXPECT_EQ(a.data().text, R"({"chunk":"Hel","id":"msg-1"})") << "the original is untouched";
+  EXPECT_EQ(b.data().text, R"({"chunk":"other"})");
+  EXPECT_FALSE(a == b);
+  auto& only = b.extras.edit();
+  EXPECT_EQ(&only, &b.extras.edit()) << "an unshared edit writes in place";
+  EXPECT_LE(sizeof(caf::detail::tuple_vals<run_event>), 448u)
+      << "a run event's message is bigger than before issue 36";
 }
 
 TEST_F(caf_serialization, execution_types) {

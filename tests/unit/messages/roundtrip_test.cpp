@@ -235,7 +235,7 @@ TEST(byte_stable, run_events_match_the_design) {
   complete.run_outputs_list.clear();
   EXPECT_EQ(encode(complete), R"({"run_id":"run-7","seq":3,"type":"complete","outputs":[],)"
                               R"("context":{"turns":2},"executor":"core"})");
-  complete.context = {};
+  complete.extras.edit().context = {};
   complete.executor.clear();
   EXPECT_EQ(encode(complete), R"({"run_id":"run-7","seq":3,"type":"complete","outputs":[]})")
       << "no `ok`: a run with a failed vertex ends with `error`";

@@ -201,20 +201,21 @@ inline guest_frame frame_of(guest_frame::kind k) {
     f.duration_ms = 42;
     f.vertex_outputs = raw_json{R"({"prompt":{"message":"Say hello"}})"};
     f.logs = "built\n";
-    f.result =
+    f.extras.edit().result =
         raw_json{R"({"results":{"prompt":{"text":"Say hello"}},"component_id":"Prompt-2"})"};
-    f.types = raw_json{R"({"prompt":"Message"})"};
+    f.extras.edit().types = raw_json{R"({"prompt":"Message"})"};
     break;
   case guest_frame::kind::token:
     f.id = "LLM-3";
-    f.data = raw_json{R"({"chunk":"Hel","id":"msg-1"})"};
+    f.extras.edit().data = raw_json{R"({"chunk":"Hel","id":"msg-1"})"};
     break;
   case guest_frame::kind::message:
     f.id = "ChatOutput-4";
-    f.data = raw_json{R"({"text":"Hello","sender":"Machine","session_id":"s-1","id":"msg-1"})"};
+    f.extras.edit().data =
+        raw_json{R"({"text":"Hello","sender":"Machine","session_id":"s-1","id":"msg-1"})"};
     break;
   case guest_frame::kind::state:
-    f.context = raw_json{R"({"turns":2,"seen":["a"]})"};
+    f.extras.edit().context = raw_json{R"({"turns":2,"seen":["a"]})"};
     break;
   case guest_frame::kind::outputs:
     f.run_outputs_list = {sample_run_outputs(), run_outputs{}};
@@ -250,16 +251,17 @@ inline run_event event_of(run_event::kind k) {
     e.duration_ms = 42;
     e.outputs = raw_json{R"({"prompt":"x"})"};
     e.logs = "ok";
-    e.result = raw_json{R"({"results":{"prompt":{"text":"x"}}})"};
-    e.types = raw_json{R"({"prompt":"Message"})"};
+    e.extras.edit().result = raw_json{R"({"results":{"prompt":{"text":"x"}}})"};
+    e.extras.edit().types = raw_json{R"({"prompt":"Message"})"};
     break;
   case run_event::kind::token:
     e.id = "LLM-3";
-    e.data = raw_json{R"({"chunk":"Hel","id":"msg-1"})"};
+    e.extras.edit().data = raw_json{R"({"chunk":"Hel","id":"msg-1"})"};
     break;
   case run_event::kind::message:
     e.id = "ChatOutput-4";
-    e.data = raw_json{R"({"text":"Hello","sender":"Machine","session_id":"s-1"})"};
+    e.extras.edit().data =
+        raw_json{R"({"text":"Hello","sender":"Machine","session_id":"s-1"})"};
     break;
   case run_event::kind::vertex_failed:
     e.id = "Prompt-2";
@@ -272,7 +274,7 @@ inline run_event event_of(run_event::kind k) {
   case run_event::kind::complete:
     e.run_outputs_list = {sample_run_outputs()};
     e.executor = "core";
-    e.context = raw_json{R"({"turns":2})"};
+    e.extras.edit().context = raw_json{R"({"turns":2})"};
     break;
   case run_event::kind::error:
     e.code = ec::egress_drift;

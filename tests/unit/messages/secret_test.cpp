@@ -108,10 +108,10 @@ TEST(secret_scrubber, an_event_leaves_with_no_secret_in_any_field) {
   e.message = "Error building Component X: \n\nbad key " + secret;
   e.failed = {"id-" + secret};
   e.outputs = raw_json{R"({"o":")" + secret + R"("})"};
-  e.result = raw_json{R"({"results":{"r":")" + secret + R"("}})"};
-  e.types = raw_json{R"({")" + secret + R"(":"str"})"};
-  e.data = raw_json{R"({"chunk":")" + secret + R"("})"};
-  e.context = raw_json{R"({"c":[")" + secret + R"("]})"};
+  e.extras.edit().result = raw_json{R"({"results":{"r":")" + secret + R"("}})"};
+  e.extras.edit().types = raw_json{R"({")" + secret + R"(":"str"})"};
+  e.extras.edit().data = raw_json{R"({"chunk":")" + secret + R"("})"};
+  e.extras.edit().context = raw_json{R"({"c":[")" + secret + R"("]})"};
   result_data r;
   r.results = raw_json{R"({"x":")" + secret + R"("})"};
   r.artifacts = r.outputs = r.logs = r.messages = r.results;
@@ -154,7 +154,7 @@ run_event token(const std::string& id, const std::string& chunk) {
   run_event e;
   e.type = run_event::kind::token;
   e.id = id;
-  e.data = raw_json{R"({"chunk":)" + quote_json(chunk) + R"(,"id":"m-1"})"};
+  e.extras.edit().data = raw_json{R"({"chunk":)" + quote_json(chunk) + R"(,"id":"m-1"})"};
   return e;
 }
 
@@ -162,8 +162,8 @@ std::string chunks_of(const std::vector<run_event>& evs) {
   std::string out;
   for (auto& e : evs)
     if (e.type == run_event::kind::token) {
-      auto at = e.data.text.find(R"("chunk":")") + 9;
-      out += e.data.text.substr(at, e.data.text.find('"', at) - at) + "|";
+      auto at = e.data().text.find(R"("chunk":")") + 9;
+      out += e.data().text.substr(at, e.data().text.find('"', at) - at) + "|";
     }
   return out;
 }
@@ -186,7 +186,7 @@ TEST(event_scrubber, a_secret_split_across_token_chunks_is_masked_whole) {
   for (auto& e : out) {
     EXPECT_EQ(encode(e).find("sk-li"), std::string::npos) << encode(e);
     if (e.type == run_event::kind::token)
-      EXPECT_NE(e.data.text.find(R"("id":"m-1")"), std::string::npos) << "other members kept";
+      EXPECT_NE(e.data().text.find(R"("id":"m-1")"), std::string::npos) << "other members kept";
   }
 }
 
