@@ -114,6 +114,47 @@ TEST_F(image_cli, the_embedded_control_plane_keeps_images_in_the_state_dir) {
   start(); // TearDown stops it
 }
 
+TEST_F(image_cli, a_preload_is_stored_shown_imported_by_the_pool_and_refused_when_bad) {
+  auto env = daemon_env();
+  auto venv = dir_.path() / "venv";
+  make_venv(venv);
+  // A module name no Python module can have: bad_request (exit 2), nothing imported.
+  auto bad =
+      cli({"add", "py", "--python-env", venv.string(), "--preload", "marker,os;id"}, env);
+  expect_output(bad, 2, "not a Python module name", true);
+  expect_output(bad, 2, "bad_request", true);
+  auto wire = call("POST", "/v1/images",
+                   R"({"name":"py","python_env":)" + quote_json(venv.string()) +
+                       R"(,"preload":["../x"]})");
+  expect_refusal(wire, 400, "preload");
+  EXPECT_EQ(image_names(), std::vector<std::string>{"debian:12"});
+
+  expect_output(
+      cli({"add", "py", "--python-env", venv.string(), "--preload", "marker, json"}, env), 0,
+      "preload json,marker");
+  expect_output(cli({"ls"}, env), 0, "json,marker");
+  auto json = cli({"ls", "--json"}, env);
+  auto list = decode<image_list>(json.stdout_text);
+  ASSERT_TRUE(list) << json.stdout_text;
+  ASSERT_EQ(list->total, 2u);
+  EXPECT_EQ(list->data[1].preload, (std::vector<std::string>{"json", "marker"}));
+
+  // A pool on it: its guests' first python3 run starts with both imported, and what
+  // `marker` prints when imported went nowhere.
+  stop();
+  start({"--warm-pool", "s-1vcpu-256mb@py=1"});
+  ASSERT_TRUE(eventually(
+      [&] { return call("GET", "/v1/pool").body.find(R"("ready":1)") != std::string::npos; },
+      std::chrono::seconds{60}))
+      << call("GET", "/v1/pool").body;
+  auto g = create_on("py");
+  auto r = exec(g.id, "python3",
+                {"-c", "import sys; print([m in sys.modules for m in ('json', 'marker')])"});
+  EXPECT_EQ(r.exit_code, 0) << r.stderr_text;
+  EXPECT_EQ(r.stdout_text, "[True, True]\n");
+  ASSERT_EQ(call("DELETE", "/v1/sandboxes/" + g.id).status, 200u);
+}
+
 TEST_F(image_cli, createos_has_its_own_templates) {
   std::map<std::string, std::string> env{{"GUESTFLOW_CONTROL_PLANE_URL", ""},
                                          {"CREATEOS_SANDBOX_API_KEY", "k"},
