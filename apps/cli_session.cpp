@@ -121,7 +121,21 @@ result<std::unique_ptr<session>> session::open(const cp::env_map& env, signal_wa
   auto pool_env = env.count("GUESTFLOW_WARM_POOL")
                       ? std::optional<std::string>{env.at("GUESTFLOW_WARM_POOL")}
                       : std::nullopt;
-  auto warm_pool = local::embedded_warm_pool(pool_env, pool);
+  // A long-lived host's default pools: the sandbox guest its settings give runs (when it
+  // is the default one) and its executor's guest. Malformed settings are refused below.
+  local::host_guests guests;
+  if (pool == local::warm_pool_default::host) {
+    auto sandbox = policy::settings_from_env(env);
+    guests.sandbox = sandbox && policy::default_local_guest(*sandbox);
+    if (auto ex = executor_settings_from_env(env)) {
+      local::pool_key key;
+      key.shape = ex->shape;
+      key.image = ex->rootfs.value_or("debian:12");
+      key.egress = ex->egress;
+      guests.executor = std::move(key);
+    }
+  }
+  auto warm_pool = local::embedded_warm_pool(pool_env, pool, guests);
   if (!warm_pool) return warm_pool.error();
   auto choice = cp::select_endpoint(env);
   if (!choice) return choice.error();

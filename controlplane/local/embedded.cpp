@@ -2,6 +2,7 @@
 
 #include "common/text.hpp"
 
+#include <algorithm>
 #include <thread>
 
 namespace guestflow::local {
@@ -40,12 +41,28 @@ embedded_control_plane::start(const serve_options& opts) {
 }
 
 result<warm_pool_spec> embedded_warm_pool(const std::optional<std::string>& env_value,
-                                          warm_pool_default fallback) {
+                                          warm_pool_default fallback,
+                                          const host_guests& guests) {
   if (fallback == warm_pool_default::off) return warm_pool_spec{};
   if (env_value && !trim(*env_value).empty())
     return parse_warm_pool_spec(*env_value, "GUESTFLOW_WARM_POOL");
-  if (fallback == warm_pool_default::host) return default_host_warm_pool(mem_available_mib());
-  return warm_pool_spec{};
+  if (fallback != warm_pool_default::host) return warm_pool_spec{};
+  auto avail = mem_available_mib();
+  warm_pool_spec out;
+  if (guests.sandbox) out = default_host_warm_pool(avail);
+  if (guests.executor)
+    if (auto t = default_executor_pool(*guests.executor, avail)) {
+      auto same = std::find_if(out.begin(), out.end(),
+                               [&](const pool_target& o) { return o.key == t->key; });
+      if (same == out.end()) {
+        t->optional = true;
+        out.push_back(std::move(*t));
+      } else { // the executor runs in the sandbox guest: one pool, the larger bounds
+        same->count = std::max(same->count, t->count);
+        same->cap = std::max(same->cap, t->cap);
+      }
+    }
+  return out;
 }
 
 bool embedded_control_plane::held_elsewhere(const failure& f) {

@@ -364,17 +364,28 @@ result<std::unique_ptr<server_instance>> server_instance::start(const serve_opti
     m->images = std::move(*images);
     for (const auto& p : image_problems)
       log().warn("{}", p);
-    for (const auto& t : opts.domain.warm_pool)
-      if (auto image = m->images->resolve(t.key.image); !image)
-        return fail(ec::bad_request, "--warm-pool: " + t.key.shape + "@" + t.key.image + ": " +
-                                         image.error().message);
     auto domain_cfg = opts.domain;
+    domain_cfg.warm_pool.clear();
+    for (const auto& t : opts.domain.warm_pool) {
+      if (auto image = m->images->resolve(t.key.image); !image) {
+        // A default pool (serve's executor guest) is dropped: its runs fail the same way.
+        if (t.optional) {
+          log().warn("warm pool {}: dropped: {}", to_string(t.key), image.error().message);
+          continue;
+        }
+        return fail(ec::bad_request,
+                    "--warm-pool: " + to_string(t.key) + ": " + image.error().message);
+      }
+      domain_cfg.warm_pool.push_back(t);
+    }
     domain_cfg.warn = [](const std::string& what) { log().warn("{}", what); };
     domain_cfg.workspace_root = workspace_root;
     if (!workspace_root.empty()) {
       m->owners = std::make_shared<fleet_owners>(
           *etcd, opts.domain.node.empty() ? host_node_name() : opts.domain.node);
       domain_cfg.owners = m->owners;
+      domain_cfg.hang_limit =
+          std::chrono::duration_cast<std::chrono::milliseconds>(opts.fleet.ttl) / 3;
     }
     auto limits = resolve_capacity(domain_cfg);
     if (!limits) return limits.error();

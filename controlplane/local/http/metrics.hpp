@@ -33,8 +33,9 @@ inline std::string label_value(const std::string& v) {
   return out;
 }
 
-inline void family(std::string& out, const char* name, const char* help) {
-  out += std::string{"# HELP "} + name + ' ' + help + "\n# TYPE " + name + " gauge\n";
+inline void family(std::string& out, const char* name, const char* help,
+                   const char* type = "gauge") {
+  out += std::string{"# HELP "} + name + ' ' + help + "\n# TYPE " + name + ' ' + type + '\n';
 }
 
 inline void sample(std::string& out, const char* name, const std::string& labels,
@@ -42,12 +43,25 @@ inline void sample(std::string& out, const char* name, const std::string& labels
   out += std::string{name} + '{' + labels + "} " + std::to_string(value) + '\n';
 }
 
+/// Milliseconds as seconds with three decimals (the text format's unit of time).
+inline void sample_ms(std::string& out, const char* name, const std::string& labels,
+                      uint64_t ms) {
+  auto frac = std::to_string(1000 + ms % 1000).substr(1);
+  out +=
+      std::string{name} + '{' + labels + "} " + std::to_string(ms / 1000) + '.' + frac + '\n';
+}
+
 } // namespace metrics_detail
 
 /// Every sample carries `node` (the capacity's node name), so that one Prometheus scraping
 /// a fleet's control planes tells their series apart by more than `instance`:
-/// - `guestflow_pool_guests{node,shape,image,state="ready"|"creating"}`,
-///   `guestflow_pool_target{node,shape,image}` (no samples without a pool);
+/// - `guestflow_pool_guests{node,shape,image[,egress][,preload],state="ready"|"creating"}`
+///   (egress when not deny-all, preload when not empty),
+///   `guestflow_pool_target{…}` (what demand sizes the pool to now), the counters
+///   `guestflow_pool_takes_total{…}` (creates served), `guestflow_pool_misses_total{…}`
+///   (creates of the pool's key that found it empty), `guestflow_pool_evicted_total{…}`
+///   (guests lent to creates that needed room), and `guestflow_pool_fill_seconds{…}` (a
+///   summary: `_sum` and `_count` of its guests' build times); no samples without a pool;
 /// - `guestflow_node_ready` (1 while it takes creates; 0 fenced or draining),
 ///   `guestflow_node_draining`, `guestflow_node_guests`, `guestflow_node_max_guests`,
 ///   `guestflow_node_memory_committed_mib`, `guestflow_node_memory_budget_mib`.
@@ -56,8 +70,14 @@ inline std::string encode_metrics(const capacity_status& node,
   using namespace metrics_detail;
   const std::string on_node = "node=\"" + label_value(node.node) + '"';
   auto pool_labels = [&](const pool_status& p) {
-    return on_node + ",shape=\"" + label_value(p.key.shape) + "\",image=\"" +
-           label_value(p.key.image) + '"';
+    // egress and preload only when not the default (deny-all, nothing): the sandbox
+    // pool's series stay what dashboards and scrapes already know.
+    auto out = on_node + ",shape=\"" + label_value(p.key.shape) + "\",image=\"" +
+               label_value(p.key.image) + '"';
+    if (p.key.egress.mode != egress_policy::kind::deny_all)
+      out += ",egress=\"" + label_value(fingerprint(p.key.egress)) + '"';
+    if (!p.key.preload.empty()) out += ",preload=\"" + label_value(p.key.preload) + '"';
+    return out;
   };
   std::string out;
   family(out, "guestflow_pool_guests",
@@ -68,10 +88,30 @@ inline std::string encode_metrics(const capacity_status& node,
     sample(out, "guestflow_pool_guests", pool_labels(p) + ",state=\"creating\"", p.creating);
   }
   family(out, "guestflow_pool_target",
-         "Guests the warm-pool spec keeps ready per shape and image (0: a pool being "
-         "emptied).");
+         "Guests a warm pool aims to hold now: its demand (recent takes and misses) within "
+         "its floor and cap (0: a pool being emptied).");
   for (const auto& p : pools)
     sample(out, "guestflow_pool_target", pool_labels(p), p.target);
+  family(out, "guestflow_pool_takes_total", "Creates a warm pool served.", "counter");
+  for (const auto& p : pools)
+    sample(out, "guestflow_pool_takes_total", pool_labels(p), p.takes);
+  family(out, "guestflow_pool_misses_total",
+         "Creates of a warm pool's key that found it empty and built their own guest.",
+         "counter");
+  for (const auto& p : pools)
+    sample(out, "guestflow_pool_misses_total", pool_labels(p), p.misses);
+  family(out, "guestflow_pool_evicted_total",
+         "Warm-pool guests deleted (or builds dropped) to make room for a create.", "counter");
+  for (const auto& p : pools)
+    sample(out, "guestflow_pool_evicted_total", pool_labels(p), p.evicted);
+  family(out, "guestflow_pool_fill_seconds",
+         "Time to build a warm-pool guest (its python waiter started and its preload "
+         "imported).",
+         "summary");
+  for (const auto& p : pools) {
+    sample_ms(out, "guestflow_pool_fill_seconds_sum", pool_labels(p), p.fill_ms);
+    sample(out, "guestflow_pool_fill_seconds_count", pool_labels(p), p.fills);
+  }
   // ready in /v1/capacity is "not fenced"; a draining node refuses creates as well, so the
   // gauge a dashboard counts ready nodes by is 0 for either.
   family(out, "guestflow_node_ready",

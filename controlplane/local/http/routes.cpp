@@ -132,15 +132,24 @@ action exec(const handler_request& r) {
       *streaming};
 }
 
-/// `GET /v1/pool`'s data: `{"pools":[{shape, image, egress, target, ready, creating}…]}`.
+/// `GET /v1/pool`'s data: `{"pools":[{shape, image, egress, target, ready, creating, floor,
+/// cap, preload, takes, misses, evicted, fills, fill_ms}…]}`.
 std::string encode_pool(const std::vector<pool_status>& pools) {
   std::string out = R"({"pools":[)";
   for (size_t i = 0; i < pools.size(); ++i) {
     const auto& p = pools[i];
+    std::string egress;
+    for (const auto& r : to_strings(p.key.egress))
+      egress += (egress.empty() ? "" : ",") + quote_json(r);
+    auto n = [](const char* k, uint64_t v) {
+      return std::string{",\""} + k + "\":" + std::to_string(v);
+    };
     out += std::string{i ? "," : ""} + R"({"shape":)" + quote_json(p.key.shape) +
-           R"(,"image":)" + quote_json(p.key.image) + R"(,"egress":["240.0.0.0/4"],"target":)" +
-           std::to_string(p.target) + R"(,"ready":)" + std::to_string(p.ready) +
-           R"(,"creating":)" + std::to_string(p.creating) + "}";
+           R"(,"image":)" + quote_json(p.key.image) + R"(,"egress":[)" + egress + "]" +
+           n("target", p.target) + n("ready", p.ready) + n("creating", p.creating) +
+           n("floor", p.floor) + n("cap", p.cap) + R"(,"preload":)" +
+           quote_json(p.key.preload) + n("takes", p.takes) + n("misses", p.misses) +
+           n("evicted", p.evicted) + n("fills", p.fills) + n("fill_ms", p.fill_ms) + "}";
   }
   return out + "]}";
 }

@@ -9,6 +9,13 @@
 
 namespace guestflow::local {
 
+std::string preload_of(const resolved_image& image) {
+  std::string out;
+  for (const auto& m : image.preload)
+    out += (out.empty() ? "" : ",") + m;
+  return out;
+}
+
 warm_pool::warm_pool(guest_backend& backend, record_store& store, image_store& images,
                      std::mutex& mu, settings s, std::vector<guest_record> adopted)
     : backend_(backend)
@@ -16,28 +23,82 @@ warm_pool::warm_pool(guest_backend& backend, record_store& store, image_store& i
     , images_(images)
     , mu_(mu)
     , settings_(std::move(s)) {
-  for (auto& r : adopted) {
-    pool_key key{r.shape, r.rootfs};
-    python_waiter::kill_stale(r.runtime);
-    auto image = images_.resolve(r.rootfs);
-    auto waiter = start_waiter(r.runtime, image ? image->path_prepend : std::string{});
-    ready_[key].push_back(pool_guest{std::move(r), std::move(waiter)});
+  // A target's preload is its image's now (the spec never names it).
+  for (auto& t : settings_.targets) {
+    if (auto image = images_.resolve(t.key.image)) t.key.preload = preload_of(*image);
+    auto& p = pools_[t.key];
+    p.floor = t.count;
+    p.cap = t.cap;
   }
-  filler_ = std::thread{[this] { fill(); }};
+  for (auto& r : adopted) {
+    auto image = images_.resolve(r.rootfs);
+    pool_key key{r.shape, r.rootfs, r.egress, image ? preload_of(*image) : std::string{}};
+    python_waiter::kill_stale(r.runtime);
+    auto waiter = start_waiter(r.runtime, image ? &*image : nullptr);
+    pools_[key].ready.push_back(pool_guest{std::move(r), std::move(waiter)});
+  }
+  auto n = settings_.builders;
+  if (n == 0) n = std::clamp<uint32_t>(std::thread::hardware_concurrency(), 1, max_builders);
+  for (uint32_t i = 0; i < n; ++i)
+    builders_.emplace_back([this] { fill(); });
 }
 
 warm_pool::~warm_pool() {
   stop();
 }
 
+void warm_pool::demand(pool& p, clock::time_point now) {
+  auto since = now - settings_.demand_window;
+  p.demand.erase(p.demand.begin(),
+                 std::find_if(p.demand.begin(), p.demand.end(),
+                              [&](clock::time_point t) { return t >= since; }));
+  p.demand.push_back(now);
+  p.last_demand = now;
+}
+
+uint32_t warm_pool::target_of(const pool& p, clock::time_point now) const {
+  auto since = now - settings_.demand_window;
+  auto first = std::find_if(p.demand.begin(), p.demand.end(),
+                            [&](clock::time_point t) { return t >= since; });
+  auto n = static_cast<uint64_t>(p.demand.end() - first);
+  if (n == 0) return p.floor;
+  // Little's law: a pool that keeps up holds what demand takes during one fill, with half
+  // again as a margin, and at least the last fill time's burst (a batch of runs at once).
+  using ms = std::chrono::milliseconds;
+  auto fill = std::max<int64_t>(p.fill_estimate.count(), 1);
+  auto span = std::max<int64_t>(
+      {std::chrono::duration_cast<ms>(now - *first).count(), fill, int64_t{1000}});
+  auto want = (3 * n * static_cast<uint64_t>(fill) + 2 * span - 1) / (2 * span) + 1;
+  auto burst_since = now - ms{fill};
+  auto burst = static_cast<uint64_t>(
+      p.demand.end() - std::find_if(first, p.demand.end(),
+                                    [&](clock::time_point t) { return t >= burst_since; }));
+  want = std::max(want, burst);
+  return static_cast<uint32_t>(std::clamp<uint64_t>(want, p.floor, p.cap));
+}
+
 std::optional<pool_guest> warm_pool::take(const pool_key& key) {
-  auto i = ready_.find(key);
-  if (i == ready_.end() || i->second.empty()) return std::nullopt;
+  auto i = pools_.find(key);
+  if (i == pools_.end()) return std::nullopt;
+  auto& p = i->second;
+  demand(p, clock::now());
+  if (p.ready.empty()) {
+    ++p.misses;
+    wake_.notify_all(); // demand rose: the target may have
+    return std::nullopt;
+  }
+  ++p.takes;
   // The oldest first: every guest spends about the same time waiting.
-  auto r = std::move(i->second.front());
-  i->second.erase(i->second.begin());
+  auto r = std::move(p.ready.front());
+  p.ready.erase(p.ready.begin());
   wake_.notify_one();
   return r;
+}
+
+void warm_pool::put_back(const pool_key& key, pool_guest g) {
+  auto& p = pools_[key];
+  if (p.takes > 0) --p.takes;
+  p.ready.insert(p.ready.begin(), std::move(g));
 }
 
 void warm_pool::discard(guest_record r) {
@@ -47,94 +108,147 @@ void warm_pool::discard(guest_record r) {
   wake_.notify_one();
 }
 
-uint32_t warm_pool::target_of(const pool_key& key) const {
-  for (const auto& t : settings_.targets)
-    if (t.key == key) return t.count;
-  return 0;
+std::vector<pool_guest>
+warm_pool::lend(const std::function<bool(const capacity_usage& freed)>& fits) {
+  std::vector<std::pair<pool_key, pool*>> order;
+  for (auto& [key, p] : pools_)
+    order.emplace_back(key, &p);
+  // Least recently useful first: the longest since a take or miss (never: first of all).
+  std::stable_sort(order.begin(), order.end(), [](const auto& a, const auto& b) {
+    return a.second->last_demand < b.second->last_demand;
+  });
+  capacity_usage freed;
+  std::map<pool*, uint32_t> ready_taken, builds_doomed;
+  bool ok = false;
+  auto give = [&](const pool_key& key) {
+    if (auto s = find_shape(key.shape)) freed.memory_mib += s->mem_mib;
+    ++freed.guests;
+    return fits(freed);
+  };
+  for (auto& [key, p] : order)
+    for (size_t i = 0; !ok && i < p->ready.size(); ++i) {
+      ++ready_taken[p];
+      ok = give(key);
+    }
+  for (auto& [key, p] : order)
+    for (uint32_t i = p->doomed; !ok && i < p->creating; ++i) {
+      ++builds_doomed[p];
+      ok = give(key);
+    }
+  std::vector<pool_guest> out;
+  if (!ok) return out;
+  for (auto& [p, n] : ready_taken)
+    for (uint32_t i = 0; i < n; ++i) {
+      // The newest first: the oldest are next to be taken.
+      out.push_back(std::move(p->ready.back()));
+      p->ready.pop_back();
+      ++p->evicted;
+    }
+  for (auto& [p, n] : builds_doomed) {
+    p->doomed += n;
+    p->evicted += n;
+  }
+  return out;
+}
+
+void warm_pool::release(std::vector<pool_guest> victims) {
+  std::unique_lock<std::mutex> lock{mu_};
+  for (auto& g : victims)
+    delete_guest(lock, std::move(g));
+}
+
+capacity_usage warm_pool::held() const {
+  capacity_usage u;
+  for (const auto& [key, p] : pools_) {
+    uint64_t n = p.ready.size() + p.creating - p.doomed;
+    if (auto s = find_shape(key.shape)) u.memory_mib += s->mem_mib * n;
+    u.guests += static_cast<uint32_t>(n);
+  }
+  return u;
 }
 
 std::vector<pool_status> warm_pool::status() const {
   std::vector<pool_status> out;
-  auto count = [&](const pool_key& key, pool_status& s) {
-    if (auto i = ready_.find(key); i != ready_.end())
-      s.ready = static_cast<uint32_t>(i->second.size());
-    if (auto i = creating_.find(key); i != creating_.end()) s.creating = i->second;
-  };
-  for (const auto& t : settings_.targets) {
-    pool_status s{t.key, t.count};
-    count(t.key, s);
-    out.push_back(s);
-  }
-  // Pools no target names any more (adopted after a restart with another spec), while
-  // they still hold guests.
-  std::set<pool_key> extra;
-  for (const auto& [key, v] : ready_)
-    if (!v.empty()) extra.insert(key);
-  for (const auto& [key, n] : creating_)
-    if (n > 0) extra.insert(key);
-  for (const auto& key : extra) {
-    if (target_of(key) > 0) continue;
-    pool_status s{key, 0};
-    count(key, s);
-    out.push_back(s);
+  auto now = clock::now();
+  for (const auto& [key, p] : pools_) {
+    if (p.cap == 0 && p.ready.empty() && p.creating == 0) continue;
+    pool_status s;
+    s.key = key;
+    s.target = target_of(p, now);
+    s.ready = static_cast<uint32_t>(p.ready.size());
+    s.creating = p.creating;
+    s.floor = p.floor;
+    s.cap = p.cap;
+    s.takes = p.takes;
+    s.misses = p.misses;
+    s.evicted = p.evicted;
+    s.fills = p.fills;
+    s.fill_ms = p.fill_ms;
+    out.push_back(std::move(s));
   }
   return out;
 }
 
 bool warm_pool::uses_image(const std::string& image) const {
-  for (const auto& t : settings_.targets)
-    if (t.key.image == image) return true;
-  for (const auto& [key, v] : ready_)
-    if (key.image == image && !v.empty()) return true;
-  for (const auto& [key, n] : creating_)
-    if (key.image == image && n > 0) return true;
+  for (const auto& [key, p] : pools_)
+    if (key.image == image && (p.cap > 0 || !p.ready.empty() || p.creating > 0)) return true;
   for (const auto& g : discarded_)
     if (g.rec.rootfs == image) return true;
   return false;
 }
 
-std::optional<pool_guest> warm_pool::next_to_delete() {
+std::optional<pool_guest> warm_pool::next_to_delete(clock::time_point now) {
   std::optional<pool_guest> out;
   if (!discarded_.empty()) {
     out = std::move(discarded_.back());
     discarded_.pop_back();
-  } else {
-    for (auto& [key, v] : ready_) {
-      auto building = creating_.count(key) ? creating_.at(key) : 0u;
-      if (!v.empty() && v.size() + building > target_of(key)) {
-        out = std::move(v.back());
-        v.pop_back();
-        break;
-      }
+    return out;
+  }
+  for (auto& [key, p] : pools_) {
+    // Recent demand keeps up to the cap: a pool does not delete what it may build again.
+    auto keep = p.last_demand + settings_.demand_window > now ? p.cap : target_of(p, now);
+    if (!p.ready.empty() && p.ready.size() + p.creating - p.doomed > keep) {
+      out = std::move(p.ready.back());
+      p.ready.pop_back();
+      break;
     }
   }
   return out;
 }
 
-std::optional<pool_key> warm_pool::next_to_build(clock::time_point now) const {
-  for (const auto& t : settings_.targets) {
-    auto r = ready_.find(t.key);
-    auto c = creating_.find(t.key);
-    size_t have =
-        (r == ready_.end() ? 0 : r->second.size()) + (c == creating_.end() ? 0 : c->second);
-    if (have >= t.count) continue;
-    if (auto b = backoff_.find(t.key); b != backoff_.end() && b->second.until > now) continue;
-    return t.key;
+std::optional<pool_key> warm_pool::next_to_build(clock::time_point now, bool& blocked) {
+  const pool_key* best = nullptr;
+  int64_t best_gap = 0;
+  auto held_now = held();
+  for (auto& [key, p] : pools_) {
+    int64_t have = static_cast<int64_t>(p.ready.size() + p.creating - p.doomed);
+    auto gap = static_cast<int64_t>(target_of(p, now)) - have;
+    if (gap <= 0 || p.backoff_until > now || gap <= best_gap) continue;
+    if (settings_.room) {
+      auto s = find_shape(key.shape);
+      if (s && !settings_.room(*s, held_now)) {
+        blocked = true;
+        continue;
+      }
+    }
+    best = &key;
+    best_gap = gap;
   }
-  return std::nullopt;
+  if (!best) return std::nullopt;
+  return *best;
 }
 
 void warm_pool::failed(const pool_key& key, const std::string& why) {
-  auto& b = backoff_[key];
-  ++b.failures;
+  auto& p = pools_[key];
+  ++p.failures;
   auto delay = settings_.first_backoff;
-  for (uint32_t i = 1; i < b.failures && delay < settings_.max_backoff; ++i)
+  for (uint32_t i = 1; i < p.failures && delay < settings_.max_backoff; ++i)
     delay *= 2;
   delay = std::min(delay, settings_.max_backoff);
-  b.until = clock::now() + delay;
+  p.backoff_until = clock::now() + delay;
   if (settings_.warn)
-    settings_.warn("warm pool " + key.shape + "@" + key.image + ": create failed (" +
-                   std::to_string(b.failures) + " in a row), next try in " +
+    settings_.warn("warm pool " + to_string(key) + ": create failed (" +
+                   std::to_string(p.failures) + " in a row), next try in " +
                    std::to_string(delay.count()) + " ms: " + why);
 }
 
@@ -149,7 +263,8 @@ void warm_pool::build(std::unique_lock<std::mutex>& lock, const pool_key& key) {
   spec.shape_info = *shp;
   spec.rootfs = image->name;
   spec.image = image->layout;
-  spec.egress = egress_policy::deny_all();
+  // As a create of this key builds it: with egress, its netns and nftables rules too.
+  spec.egress = key.egress;
   guest_record rec;
   rec.id = spec.id;
   rec.name = spec.id;
@@ -162,50 +277,67 @@ void warm_pool::build(std::unique_lock<std::mutex>& lock, const pool_key& key) {
   rec.pooled = true;
   // Persisted before building: a crash mid-create leaves a record reconcile cleans up.
   if (auto ok = store_.put(rec); !ok) return failed(key, ok.error().message);
-  ++creating_[key];
+  ++pools_[key].creating;
+  auto started = clock::now();
   lock.unlock();
   auto rt = backend_.create(spec);
+  std::unique_ptr<python_waiter> waiter;
+  if (rt && settings_.python_waiter) waiter = start_waiter(*rt, &*image);
+  auto took = std::chrono::duration_cast<std::chrono::milliseconds>(clock::now() - started);
   lock.lock();
-  --creating_[key];
+  auto& p = pools_[key];
+  --p.creating;
   if (!rt) {
     store_.erase(rec.id); // the backend removed what it built
+    if (p.doomed > 0) --p.doomed;
     return failed(key, rt.error().message);
   }
   rec.runtime = *rt;
   rec.status = sandbox_status::running;
-  std::unique_ptr<python_waiter> waiter;
-  if (settings_.python_waiter) {
-    lock.unlock();
-    waiter = start_waiter(*rt, image->path_prepend);
-    lock.lock();
+  ++p.fills;
+  p.fill_ms += static_cast<uint64_t>(took.count());
+  p.fill_estimate = (3 * p.fill_estimate + took) / 4;
+  p.failures = 0;
+  p.backoff_until = {};
+  if (p.doomed > 0) {
+    // Lent to a create while it was being built: its room is that create's now.
+    --p.doomed;
+    discarded_.push_back(pool_guest{std::move(rec), std::move(waiter)});
+    return;
   }
   if (auto ok = store_.put(rec); !ok) {
     discarded_.push_back(pool_guest{std::move(rec), std::move(waiter)});
     return failed(key, ok.error().message);
   }
-  backoff_.erase(key);
-  ready_[key].push_back(pool_guest{std::move(rec), std::move(waiter)});
+  p.ready.push_back(pool_guest{std::move(rec), std::move(waiter)});
 }
 
 std::unique_ptr<python_waiter> warm_pool::start_waiter(const guest_runtime& rt,
-                                                       const std::string& path_prepend) {
+                                                       const resolved_image* image) {
   if (!settings_.python_waiter) return nullptr;
   std::map<std::string, std::string> envs;
   // What every exec in the guest gets (control_plane::start_exec): its image's PATH first.
-  if (!path_prepend.empty()) envs["PATH"] = path_prepend + ":" + default_guest_path;
-  auto w = python_waiter::start(backend_, rt, envs);
+  if (image && !image->path_prepend.empty())
+    envs["PATH"] = image->path_prepend + ":" + default_guest_path;
+  auto w = python_waiter::start(backend_, rt, envs,
+                                image ? image->preload : std::vector<std::string>{});
   if (!w) {
     if (settings_.warn)
       settings_.warn("warm pool: no python waiter in " + rt.id + ": " + w.error().message);
     return nullptr;
   }
-  // Offered once its interpreter runs: a take right after the build gets the whole saving.
-  // One that ended at once is an image without python3: nothing to warn about.
+  // Offered once its interpreter runs (and imported its preload): a take right after the
+  // build gets the whole saving. One that ended at once is an image without python3:
+  // nothing to warn about.
   if (!(*w)->await_fifo(std::chrono::seconds{5})) {
     if (settings_.warn && !(*w)->exited())
-      settings_.warn("warm pool: the python waiter in " + rt.id + " did not start in 5 s");
+      settings_.warn("warm pool: the python waiter in " + rt.id + " did not start in time");
     return nullptr;
   }
+  // A module that failed to import: said once, and the waiter goes on without it.
+  if (settings_.warn)
+    for (const auto& why : (*w)->preload_problems())
+      settings_.warn("warm pool: " + why);
   return std::move(*w);
 }
 
@@ -233,23 +365,22 @@ bool warm_pool::delete_guest(std::unique_lock<std::mutex>& lock, pool_guest g) {
 void warm_pool::fill() {
   std::unique_lock<std::mutex> lock{mu_};
   while (!stopping_) {
-    if (auto r = next_to_delete()) {
+    auto now = clock::now();
+    if (auto r = next_to_delete(now)) {
       delete_guest(lock, std::move(*r));
       continue;
     }
-    auto now = clock::now();
-    if (auto key = next_to_build(now)) {
+    bool blocked = false;
+    if (auto key = next_to_build(now, blocked)) {
       build(lock, *key);
       continue;
     }
-    // Nothing to do: sleep until a take, a stop, or the end of a pool's backoff.
-    std::optional<clock::time_point> until;
-    for (const auto& [key, b] : backoff_)
-      if (b.until > now && (!until || b.until < *until)) until = b.until;
-    if (until)
-      wake_.wait_until(lock, *until);
-    else
-      wake_.wait(lock);
+    // Nothing to do: sleep until a take, a stop, the end of a pool's backoff, or a second
+    // (room freed by a delete elsewhere; demand leaving the window).
+    auto until = now + std::chrono::seconds{1};
+    for (const auto& [key, p] : pools_)
+      if (p.backoff_until > now && p.backoff_until < until) until = p.backoff_until;
+    wake_.wait_until(lock, until);
   }
 }
 
@@ -269,14 +400,16 @@ size_t warm_pool::stop() {
     stopping_ = true;
   }
   wake_.notify_all();
-  if (filler_.joinable()) filler_.join();
+  for (auto& t : builders_)
+    if (t.joinable()) t.join();
   std::unique_lock<std::mutex> lock{mu_};
   std::vector<pool_guest> all = std::move(discarded_);
   discarded_.clear();
-  for (auto& [key, v] : ready_)
-    for (auto& r : v)
+  for (auto& [key, p] : pools_) {
+    for (auto& r : p.ready)
       all.push_back(std::move(r));
-  ready_.clear();
+    p.ready.clear();
+  }
   size_t n = 0;
   for (auto& r : all)
     if (delete_guest(lock, std::move(r))) ++n;

@@ -2,6 +2,7 @@
 
 #include "controlplane/local/guests/guest_backend.hpp"
 #include "controlplane/local/images/image_store.hpp"
+#include "controlplane/local/service/capacity.hpp"
 #include "controlplane/local/service/python_waiter.hpp"
 #include "controlplane/local/service/warm_pool_spec.hpp"
 #include "controlplane/local/store/guest_record.hpp"
@@ -27,18 +28,28 @@ struct pool_guest {
   std::unique_ptr<python_waiter> waiter;
 };
 
-/// Guests built ahead of demand and never used, per (shape, image); every one deny-all and
-/// without a netns. A create that matches takes one (take()); a background filler builds
-/// replacements, one at a time, so the pool costs at most one create's CPU at any moment.
+/// What a pool guest of `image` preloads, as pool_key::preload spells it: the image's
+/// declared preload, comma-joined ("" = nothing).
+std::string preload_of(const resolved_image& image);
+
+/// Guests built ahead of demand and never used, per pool_key (shape, image, egress,
+/// preload): each built exactly as a create of that key builds its guest (a netns and its
+/// nftables rules when it has egress). A create that matches takes one (take()); builders
+/// (several threads, bounded by the cores) build replacements while a pool is below its
+/// target, which follows demand between the pool's floor and cap.
+///
+/// Capacity on loan: pool guests count as what they hold (ready and being built), the
+/// builders build only while the node has room (settings::room), and a create that needs
+/// room evicts pool guests (lend()) before it is refused, so a pool never turns a run away.
 ///
 /// Pool guests are records in the owner's store marked `pooled`, so that a restart knows
-/// them (reconcile hands the live ones back; the pool keeps what its targets allow and
+/// them (reconcile hands the live ones back; the pool keeps what its caps allow and
 /// deletes the rest). They are never in the owner's guest map: nothing that looks guests up
 /// by id — exec, files, get, list, delete — can reach one before it is taken.
 ///
 /// Locking: the owner's records mutex guards the pool's state and serializes the store
 /// (record_store is not thread-safe). Calls marked "(mutex held)" expect the caller to hold
-/// it; the filler takes it itself and never holds it across a backend call.
+/// it; the builders take it themselves and never hold it across a backend call.
 class warm_pool {
 public:
   struct settings {
@@ -50,24 +61,52 @@ public:
     std::function<void(const std::string&)> warn;
     /// Start a python waiter (python_waiter.hpp) in every pool guest.
     bool python_waiter = true;
+    /// Builder threads; 0: the cores, at most max_builders.
+    uint32_t builders = 0;
+    /// (mutex held) Whether the node has room for one more guest of `s`, the pool holding
+    /// `pool` (its ready and building guests) — the owner's capacity gate. Unset: always.
+    std::function<bool(const shape& s, const capacity_usage& pool)> room;
+    /// How far back takes and misses count as demand.
+    std::chrono::milliseconds demand_window{20'000};
   };
 
+  static constexpr uint32_t max_builders = 4;
+
   /// `adopted`: pool guests reconcile found alive; waiters a previous server started in them
-  /// are killed, and new ones started. Starts the filler.
+  /// are killed, and new ones started. Starts the builders.
   warm_pool(guest_backend& backend, record_store& store, image_store& images, std::mutex& mu,
             settings s, std::vector<guest_record> adopted);
   ~warm_pool();
   warm_pool(const warm_pool&) = delete;
   warm_pool& operator=(const warm_pool&) = delete;
 
-  /// (mutex held) A ready guest of `key`, out of the pool, or nullopt. Its record in the
-  /// store still says pooled until the caller saves it as the new owner's guest, so a crash
-  /// in between hands it back to the pool instead of leaking it. Wakes the filler.
+  /// (mutex held) A ready guest of `key`, out of the pool, or nullopt (a miss, counted as
+  /// demand when a pool has that key). Its record in the store still says pooled until the
+  /// caller saves it as the new owner's guest, so a crash in between hands it back to the
+  /// pool instead of leaking it. Wakes a builder.
   std::optional<pool_guest> take(const pool_key& key);
 
-  /// (mutex held) A taken guest the caller could not use (its init died): deleted by the
-  /// filler, never handed out again.
+  /// (mutex held) A guest take() gave that the caller may not use after all (its create
+  /// was refused): back at the front of its pool, the take uncounted.
+  void put_back(const pool_key& key, pool_guest g);
+
+  /// (mutex held) A taken guest the caller could not use (its init died): deleted by a
+  /// builder, never handed out again.
   void discard(guest_record r);
+
+  /// (mutex held) Capacity on loan: when freeing pool guests lets a create fit —
+  /// `fits(freed)` says whether it does with `freed` given back — the fewest that do,
+  /// least recently useful pool first (the longest since a take or miss), ready ones before
+  /// builds in flight (a doomed build is deleted when it ends). The ready ones are returned
+  /// for the caller to delete (release()) before it builds; none when even all would not do.
+  std::vector<pool_guest> lend(const std::function<bool(const capacity_usage& freed)>& fits);
+
+  /// Deletes guests lend() gave (call without the mutex; it takes it).
+  void release(std::vector<pool_guest> victims);
+
+  /// (mutex held) What the pool holds now: its ready guests and its builds in flight (but
+  /// doomed ones), as memory and guests.
+  capacity_usage held() const;
 
   /// (mutex held) Per pool: every target, and any pool still holding guests.
   std::vector<pool_status> status() const;
@@ -76,52 +115,64 @@ public:
   /// has it as its rootfs.
   bool uses_image(const std::string& image) const;
 
-  /// Stops the filler (an in-flight create finishes first) and deletes every pool guest.
+  /// Stops the builders (creates in flight finish first) and deletes every pool guest.
   /// Returns how many were deleted. Idempotent; call without the mutex.
   size_t stop();
 
-  /// Tells the filler to build nothing more and returns at once (call without the mutex):
-  /// a server's stop does this first, so that a stop waiting on other work (calls in
-  /// flight, a fenced node's shared guests) does not go on filling the pool meanwhile.
+  /// Tells the builders to build nothing more and returns at once (call without the
+  /// mutex): a server's stop does this first, so that a stop waiting on other work (calls
+  /// in flight, a fenced node's shared guests) does not go on filling the pool meanwhile.
   void halt();
 
 private:
   using clock = std::chrono::steady_clock;
-  struct backoff {
-    uint32_t failures = 0;
-    clock::time_point until{};
+  /// One pool's state (every key a target names or a guest holds).
+  struct pool {
+    std::vector<pool_guest> ready;
+    uint32_t creating = 0;
+    uint32_t doomed = 0; ///< builds in flight lent to creates: deleted when they end
+    uint32_t floor = 0, cap = 0;
+    uint32_t failures = 0; ///< creates failed in a row (backoff)
+    clock::time_point backoff_until{};
+    std::vector<clock::time_point> demand; ///< takes and misses within the window
+    clock::time_point last_demand{};
+    std::chrono::milliseconds fill_estimate{1000}; ///< moving average of build times
+    uint64_t takes = 0, misses = 0, evicted = 0, fills = 0, fill_ms = 0;
   };
 
   void fill();
-  /// (mutex held) A guest to delete now (discarded, or beyond its pool's target), marked
-  /// destroying and persisted; nullopt when none.
-  std::optional<pool_guest> next_to_delete();
-  /// (mutex held) A pool below target whose backoff has passed.
-  std::optional<pool_key> next_to_build(clock::time_point now) const;
+  /// (mutex held) A guest to delete now (discarded, or beyond its pool's target while no
+  /// demand keeps it), marked destroying and persisted; nullopt when none.
+  std::optional<pool_guest> next_to_delete(clock::time_point now);
+  /// (mutex held) A pool below target whose backoff has passed and that has room. `blocked`
+  /// is set when one is below target but the node has no room.
+  std::optional<pool_key> next_to_build(clock::time_point now, bool& blocked);
+  /// (mutex held) What `p` aims at now: demand over the window times the fill time, with
+  /// a margin, within floor..cap (the floor with no demand).
+  uint32_t target_of(const pool& p, clock::time_point now) const;
+  /// (mutex held) Records a take or miss of `p` at `now`.
+  void demand(pool& p, clock::time_point now);
   /// Builds one guest of `key` (takes and releases `lock` around the backend call).
   void build(std::unique_lock<std::mutex>& lock, const pool_key& key);
   /// Deletes `r` (mutex free), then erases its record (mutex taken); false on failure.
   bool delete_guest(std::unique_lock<std::mutex>& lock, pool_guest g);
-  /// A waiter for `rt` (its image puts `path_prepend` first on PATH), or null (off, or it
+  /// A waiter for `rt` (its image's PATH first, its preload imported), or null (off, or it
   /// failed: warned). Mutex free.
   std::unique_ptr<python_waiter> start_waiter(const guest_runtime& rt,
-                                              const std::string& path_prepend);
+                                              const resolved_image* image);
   void failed(const pool_key& key, const std::string& why);
-  uint32_t target_of(const pool_key& key) const;
 
   guest_backend& backend_;
   record_store& store_;
   image_store& images_;
   std::mutex& mu_;
   settings settings_;
-  std::map<pool_key, std::vector<pool_guest>> ready_;
-  std::map<pool_key, uint32_t> creating_;
-  std::map<pool_key, backoff> backoff_;
+  std::map<pool_key, pool> pools_;
   std::vector<pool_guest> discarded_;
   bool stopping_ = false;
   bool stopped_ = false;
   std::condition_variable wake_;
-  std::thread filler_;
+  std::vector<std::thread> builders_;
 };
 
 } // namespace guestflow::local

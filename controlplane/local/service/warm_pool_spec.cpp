@@ -5,6 +5,7 @@
 #include "controlplane/local/service/shapes.hpp"
 #include "messages/image.hpp"
 
+#include <algorithm>
 #include <fstream>
 #include <set>
 
@@ -13,10 +14,33 @@ namespace {
 
 failure refused(std::string_view source, std::string_view entry, const std::string& why) {
   return fail(ec::bad_request, std::string{source} + ": '" + std::string{entry} + "': " + why +
-                                   " (expected SHAPE[@IMAGE]=N[,…], e.g. s-1vcpu-256mb=2)");
+                                   " (expected SHAPE[@IMAGE][#EGRESS]=N or =MIN..MAX[,…], e.g. "
+                                   "s-1vcpu-256mb=2)");
+}
+
+/// `none` (deny-all), `*` (allow all) or rules joined by `|`.
+result<egress_policy> parse_pool_egress(std::string_view text) {
+  auto t = lower(trim(text));
+  if (t == "none") return egress_policy::deny_all();
+  if (t.empty()) return fail(ec::bad_request, "egress: empty after '#'");
+  return parse_egress(split(text, "|"), "egress");
+}
+
+std::string egress_text(const egress_policy& p) {
+  if (p.mode == egress_policy::kind::allow_all) return "*";
+  std::string out;
+  for (const auto& r : to_strings(p))
+    out += (out.empty() ? "" : "|") + r;
+  return out;
 }
 
 } // namespace
+
+std::string to_string(const pool_key& key) {
+  auto out = key.shape + "@" + key.image;
+  if (key.egress.mode != egress_policy::kind::deny_all) out += "#" + egress_text(key.egress);
+  return out;
+}
 
 result<warm_pool_spec> parse_warm_pool_spec(std::string_view text, std::string_view source) {
   auto whole = lower(trim(text));
@@ -26,11 +50,19 @@ result<warm_pool_spec> parse_warm_pool_spec(std::string_view text, std::string_v
   std::set<pool_key> seen;
   uint64_t total = 0;
   for (const auto& entry : split(text, ",")) {
-    auto eq = entry.find('=');
+    // The last '=': none in an egress rule, but the count follows it.
+    auto eq = entry.rfind('=');
     if (eq == std::string::npos) return refused(source, entry, "no '=N'");
     auto key_text = std::string{trim(std::string_view{entry}.substr(0, eq))};
     auto count_text = std::string_view{entry}.substr(eq + 1);
     pool_key key;
+    auto hash = key_text.find('#');
+    if (hash != std::string::npos) {
+      auto egress = parse_pool_egress(std::string_view{key_text}.substr(hash + 1));
+      if (!egress) return refused(source, entry, egress.error().message);
+      key.egress = std::move(*egress);
+      key_text.resize(hash);
+    }
     auto at = key_text.find('@');
     key.shape = std::string{trim(std::string_view{key_text}.substr(0, at))};
     key.image = at == std::string::npos
@@ -40,17 +72,29 @@ result<warm_pool_spec> parse_warm_pool_spec(std::string_view text, std::string_v
     if (auto s = resolve_shape(key.shape); !s) return refused(source, entry, s.error().message);
     if (auto why = image_name_problem(key.image); !why.empty())
       return refused(source, entry, "image: " + why);
-    auto count = parse_uint_as<uint32_t>(count_text, 0, max_warm_pool_guests);
-    if (!count)
-      return refused(source, entry, uint_refusal("N", count_text, 0, max_warm_pool_guests));
+    // N, or MIN..MAX.
+    auto dots = count_text.find("..");
+    auto floor_text = count_text.substr(0, dots);
+    auto cap_text = dots == std::string_view::npos ? floor_text : count_text.substr(dots + 2);
+    auto floor = parse_uint_as<uint32_t>(floor_text, 0, max_warm_pool_guests);
+    if (!floor)
+      return refused(source, entry,
+                     uint_refusal(dots == std::string_view::npos ? "N" : "MIN", floor_text, 0,
+                                  max_warm_pool_guests));
+    auto cap = parse_uint_as<uint32_t>(cap_text, 0, max_warm_pool_guests);
+    if (!cap)
+      return refused(source, entry, uint_refusal("MAX", cap_text, 0, max_warm_pool_guests));
+    if (*floor > *cap)
+      return refused(source, entry,
+                     "MIN " + std::to_string(*floor) + " is above MAX " + std::to_string(*cap));
     if (!seen.insert(key).second)
-      return refused(source, entry, "pool " + key.shape + "@" + key.image + " is named twice");
-    total += *count;
+      return refused(source, entry, "pool " + to_string(key) + " is named twice");
+    total += *cap;
     if (total > max_warm_pool_guests)
       return fail(ec::bad_request, std::string{source} + ": " + std::to_string(total) +
                                        " guests in all; at most " +
                                        std::to_string(max_warm_pool_guests) + " are kept warm");
-    if (*count > 0) out.push_back({std::move(key), *count});
+    if (*cap > 0) out.push_back({std::move(key), *floor, *cap});
   }
   return out;
 }
@@ -58,16 +102,30 @@ result<warm_pool_spec> parse_warm_pool_spec(std::string_view text, std::string_v
 std::string to_string(const warm_pool_spec& spec) {
   if (spec.empty()) return "off";
   std::string out;
-  for (const auto& t : spec)
-    out += (out.empty() ? "" : ",") + t.key.shape + "@" + t.key.image + "=" +
-           std::to_string(t.count);
+  for (const auto& t : spec) {
+    out += (out.empty() ? "" : ",") + to_string(t.key) + "=" + std::to_string(t.count);
+    if (t.cap != t.count) out += ".." + std::to_string(t.cap);
+  }
   return out;
 }
 
 warm_pool_spec default_host_warm_pool(std::optional<uint64_t> mem_available_mib) {
   if (!mem_available_mib || *mem_available_mib < 2048) return {};
-  uint32_t n = *mem_available_mib >= 4096 ? 2 : 1;
-  return {{{"s-1vcpu-256mb", std::string{builtin_image}}, n}};
+  bool big = *mem_available_mib >= 4096;
+  pool_key key;
+  key.shape = "s-1vcpu-256mb";
+  key.image = std::string{builtin_image};
+  return {{std::move(key), big ? 2u : 1u, big ? 8u : 4u}};
+}
+
+std::optional<pool_target> default_executor_pool(pool_key key,
+                                                 std::optional<uint64_t> mem_available_mib) {
+  auto shp = find_shape(key.shape);
+  if (!shp || !mem_available_mib || *mem_available_mib < 2048 || shp->mem_mib == 0)
+    return std::nullopt;
+  auto n = std::min<uint64_t>(*mem_available_mib / 2 / shp->mem_mib, 8);
+  if (n == 0) return std::nullopt;
+  return pool_target{std::move(key), 1, static_cast<uint32_t>(n)};
 }
 
 std::optional<uint64_t> mem_available_mib() {

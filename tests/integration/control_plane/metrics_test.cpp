@@ -19,8 +19,8 @@ const std::string pool_guest = R"(shape="s-1vcpu-256mb",image="debian:12")";
 /// comment nor a sample, or a sample of a family with no `# TYPE … gauge`, fails the test.
 std::map<std::string, uint64_t> samples(const http_reply& r) {
   EXPECT_EQ(r.status, 200u) << r.body;
-  static const std::regex sample{R"(^([a-z_]+)\{([^}]*)\} (\d+)$)"};
-  static const std::regex type{R"(^# TYPE ([a-z_]+) gauge$)"};
+  static const std::regex sample{R"(^([a-z_]+?)(_sum|_count)?\{([^}]*)\} (\d+)(\.\d+)?$)"};
+  static const std::regex type{R"(^# TYPE ([a-z_]+) (gauge|counter|summary)$)"};
   std::map<std::string, uint64_t> out;
   std::set<std::string> typed;
   std::istringstream in{r.body};
@@ -29,8 +29,9 @@ std::map<std::string, uint64_t> samples(const http_reply& r) {
     if (std::regex_match(line, m, type)) {
       typed.insert(m[1]);
     } else if (std::regex_match(line, m, sample)) {
-      EXPECT_TRUE(typed.count(m[1])) << "a sample before its # TYPE: " << line;
-      out[m[1].str() + "{" + m[2].str() + "}"] = std::stoull(m[3]);
+      EXPECT_TRUE(typed.count(m[1]) || typed.count(m[1].str() + m[2].str()))
+          << "a sample before its # TYPE: " << line;
+      out[m[1].str() + m[2].str() + "{" + m[3].str() + "}"] = std::stoull(m[4]);
     } else {
       EXPECT_EQ(line.rfind("# HELP ", 0), 0u) << "not the text format: " << line;
     }

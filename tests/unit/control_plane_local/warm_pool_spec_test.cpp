@@ -6,6 +6,7 @@
 #include "tests/support/temp_dir.hpp"
 
 #include <gtest/gtest.h>
+#include <set>
 #include <sqlite3.h>
 
 namespace guestflow::local {
@@ -40,6 +41,55 @@ TEST(warm_pool_spec, reads_shapes_images_and_counts) {
   EXPECT_EQ(to_string(parsed(to_string(s))), to_string(s)) << "the canonical form reads back";
 }
 
+TEST(warm_pool_spec, reads_egress_and_demand_bounds) {
+  auto s = parsed("s-1vcpu-1gb@lfx#*=1..4, s-1vcpu-256mb#1.2.3.4 | 10.0.0.0/8:443=2,"
+                  "s-1vcpu-256mb#none=0..3");
+  ASSERT_EQ(s.size(), 3u);
+  EXPECT_EQ(s[0].key.image, "lfx");
+  EXPECT_EQ(s[0].key.egress, egress_policy::allow_all()) << "'*': what allow_network asks";
+  EXPECT_EQ(s[0].count, 1u) << "the floor";
+  EXPECT_EQ(s[0].cap, 4u);
+  EXPECT_EQ(s[1].key.egress.mode, egress_policy::kind::rules);
+  EXPECT_EQ(s[1].key.egress.rules.size(), 2u);
+  EXPECT_EQ(s[1].count, 2u) << "=N: a fixed pool";
+  EXPECT_EQ(s[1].cap, 2u);
+  EXPECT_EQ(s[2].key.egress, egress_policy::deny_all()) << "none: the default";
+  EXPECT_EQ(s[2].count, 0u) << "a floor of 0: built on demand only";
+  EXPECT_EQ(s[2].cap, 3u);
+  for (const auto& t : s)
+    EXPECT_TRUE(t.key.preload.empty()) << "never named in a spec: the image's";
+  EXPECT_EQ(to_string(s), "s-1vcpu-1gb@lfx#*=1..4,s-1vcpu-256mb@debian:12#1.2.3.4|10.0.0.0/"
+                          "8:443=2,s-1vcpu-256mb@debian:12=0..3");
+  EXPECT_EQ(to_string(parsed(to_string(s))), to_string(s)) << "the canonical form reads back";
+  EXPECT_EQ(to_string(parsed("s-1vcpu-256mb=2")), "s-1vcpu-256mb@debian:12=2")
+      << "an old spec reads as before";
+  EXPECT_EQ(parsed("s-1vcpu-256mb=2,s-1vcpu-256mb#*=2").size(), 2u)
+      << "another egress is another pool";
+}
+
+TEST(warm_pool_spec, a_key_differs_in_each_field_that_shapes_a_guest) {
+  pool_key base{"s-1vcpu-256mb", "debian:12", egress_policy::deny_all(), ""};
+  auto rules = parse_egress({"10.0.0.0/8:443"});
+  ASSERT_TRUE(rules);
+  std::vector<pool_key> others(4, base);
+  others[0].shape = "s-1vcpu-512mb";
+  others[1].image = "lfx";
+  others[2].egress = *rules;
+  others[3].preload = "pandas";
+  auto allow = base;
+  allow.egress = egress_policy::allow_all();
+  others.push_back(allow);
+  std::set<pool_key> keys{base};
+  for (const auto& k : others) {
+    EXPECT_FALSE(k == base) << to_string(k);
+    EXPECT_TRUE(k != base) << to_string(k);
+    EXPECT_TRUE(base < k || k < base) << to_string(k) << ": ordered apart";
+    EXPECT_TRUE(keys.insert(k).second) << to_string(k);
+  }
+  EXPECT_TRUE(pool_key(base) == base);
+  EXPECT_FALSE(base < base);
+}
+
 TEST(warm_pool_spec, empty_zero_off_and_none_disable_it) {
   for (auto text : {"", "  ", "0", "off", "OFF", " none ", "s-1vcpu-256mb=0"})
     EXPECT_TRUE(parsed(text).empty()) << "'" << text << "'";
@@ -64,6 +114,15 @@ TEST(warm_pool_spec, refuses_what_it_cannot_read) {
   expect_refused("s-1vcpu-256mb=1,s-1vcpu-256mb@debian:12=2", "named twice");
   expect_refused("s-1vcpu-256mb=40,s-1vcpu-512mb=30", "70 guests in all; at most 64");
   expect_refused("s-1vcpu-256mb=1,oops", "'oops': no '=N'");
+  expect_refused("s-1vcpu-256mb=3..1", "MIN 3 is above MAX 1");
+  expect_refused("s-1vcpu-256mb=1..x", "MAX: expected an integer");
+  expect_refused("s-1vcpu-256mb=..2", "MIN: expected an integer");
+  expect_refused("s-1vcpu-256mb=0..65", "MAX: expected an integer in 0..64");
+  expect_refused("s-1vcpu-256mb#=1", "egress");
+  expect_refused("s-1vcpu-256mb#example.com=1", "hostname");
+  expect_refused("s-1vcpu-256mb#*|1.2.3.4=1", "egress");
+  expect_refused("s-1vcpu-256mb=1,s-1vcpu-256mb#none=1", "named twice");
+  expect_refused("s-1vcpu-256mb=0..40,s-1vcpu-512mb=0..30", "70 guests in all; at most 64");
 }
 
 TEST(warm_pool_spec, the_host_default_follows_available_memory) {
@@ -72,11 +131,59 @@ TEST(warm_pool_spec, the_host_default_follows_available_memory) {
   auto one = default_host_warm_pool(2048);
   ASSERT_EQ(one.size(), 1u);
   EXPECT_EQ(one[0].count, 1u);
+  EXPECT_EQ(one[0].cap, 4u);
+  EXPECT_EQ(default_host_warm_pool(4096)[0].cap, 8u);
   EXPECT_EQ(one[0].key.shape, "s-1vcpu-256mb");
   EXPECT_EQ(default_host_warm_pool(4095)[0].count, 1u);
   EXPECT_EQ(default_host_warm_pool(4096)[0].count, 2u);
   EXPECT_EQ(default_host_warm_pool(1 << 20)[0].count, 2u) << "small, however big the host";
   EXPECT_TRUE(mem_available_mib().has_value()) << "this host has /proc/meminfo";
+}
+
+TEST(warm_pool_spec, the_executor_default_follows_available_memory) {
+  pool_key ex{"s-1vcpu-1gb", "lfx", egress_policy::allow_all(), ""};
+  EXPECT_FALSE(default_executor_pool(ex, std::nullopt)) << "unknown: no pool";
+  EXPECT_FALSE(default_executor_pool(ex, 2047));
+  auto small = default_executor_pool(ex, 2048);
+  ASSERT_TRUE(small);
+  EXPECT_EQ(small->key, ex) << "the executor's guest, egress included";
+  EXPECT_EQ(small->count, 1u);
+  EXPECT_EQ(small->cap, 1u) << "half of 2 GiB holds one 1 GiB guest";
+  EXPECT_EQ(default_executor_pool(ex, 6 * 1024)->cap, 3u);
+  EXPECT_EQ(default_executor_pool(ex, 1 << 20)->cap, 8u) << "at most 8";
+  ex.shape = "s-4vcpu-8gb";
+  EXPECT_FALSE(default_executor_pool(ex, 12 * 1024)) << "half does not hold one";
+  EXPECT_EQ(default_executor_pool(ex, 16 * 1024)->cap, 1u);
+}
+
+TEST(warm_pool_spec, serve_pools_its_sandbox_and_executor_guests) {
+  auto avail = mem_available_mib();
+  ASSERT_TRUE(avail && *avail >= 4096) << "this test wants a host with 4 GiB available";
+  host_guests g;
+  g.executor = pool_key{"s-1vcpu-512mb", "debian:12", egress_policy::allow_all(), ""};
+  auto both = embedded_warm_pool(std::nullopt, warm_pool_default::host, g);
+  ASSERT_TRUE(both);
+  ASSERT_EQ(both->size(), 2u) << to_string(*both);
+  EXPECT_EQ((*both)[0].key.shape, "s-1vcpu-256mb");
+  EXPECT_FALSE((*both)[0].optional);
+  EXPECT_EQ((*both)[1].key, *g.executor);
+  EXPECT_TRUE((*both)[1].optional) << "dropped at start if its image is missing";
+  g.sandbox = false;
+  auto executor_only = embedded_warm_pool(std::nullopt, warm_pool_default::host, g);
+  ASSERT_EQ(executor_only->size(), 1u) << "settings that give runs another sandbox guest";
+  EXPECT_EQ((*executor_only)[0].key, *g.executor);
+  // The executor in the sandbox guest: one pool, the larger bounds.
+  g.sandbox = true;
+  g.executor = pool_key{"s-1vcpu-256mb", "debian:12", egress_policy::deny_all(), ""};
+  auto one = embedded_warm_pool(std::nullopt, warm_pool_default::host, g);
+  ASSERT_EQ(one->size(), 1u) << to_string(*one);
+  EXPECT_EQ((*one)[0].cap, 8u);
+  EXPECT_TRUE(embedded_warm_pool(std::nullopt, warm_pool_default::none, g)->empty())
+      << "a one-shot command keeps none";
+  EXPECT_EQ(to_string(*embedded_warm_pool(std::string{"s-1vcpu-512mb=3"},
+                                          warm_pool_default::host, g)),
+            "s-1vcpu-512mb@debian:12=3")
+      << "the variable replaces every default";
 }
 
 TEST(warm_pool_spec, each_command_gets_its_embedded_pool) {
