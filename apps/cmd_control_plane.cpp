@@ -55,7 +55,12 @@ records in DIR on the next start.
                          (a number, 0.5 = 30 min; 0 = until the next sweep), default 24
   --idle-timeout-seconds N  a request's header, and each read of its body, must arrive
                          within N s (else 408 and close); an idle connection closes after
-                         N s. Default 120
+                         N s. Default 120; a proxied service-URL connection closes
+                         after N s with no byte moving either way
+  --ingress-domain D     service URLs by Host too: `{port}-{id}.D` reaches port of guest id
+                         at `/` (the path form /v1/sandboxes/{id}/ports/{port}/ always works)
+  --max-ingress-connections N  proxied service-URL connections per guest (429 past it),
+                         default 256
   --fleet etcd://HOST:PORT[,HOST:PORT…]  register this node in etcd under a lease and keep
                          its capacity record current (/guestflow/nodes/NAME); while it
                          cannot renew the lease it is fenced: creates are refused with
@@ -125,8 +130,10 @@ bool parse_capacity_flags(const cli::args& a, local::serve_options& o) {
                      uint64_t{1} << 40) ||
       !parse_bounded(a, "max-guests", o.domain.capacity.max_guests, 1, local::max_max_guests) ||
       !parse_bounded(a, "fleet-ttl-seconds", ttl, 2, 3600) ||
-      !parse_bounded(a, "idle-timeout-seconds", idle, 1, 86'400))
+      !parse_bounded(a, "idle-timeout-seconds", idle, 1, 86'400) ||
+      !parse_bounded(a, "max-ingress-connections", o.http.max_ingress_connections, 1, 65'536))
     return false;
+  if (auto domain = a.get("ingress-domain")) o.http.ingress_domain = *domain;
   o.fleet.ttl = std::chrono::seconds{ttl};
   o.http.idle_timeout = std::chrono::seconds{idle};
   if (auto node = a.get("node")) o.domain.node = *node;
@@ -185,7 +192,9 @@ int run_control_plane(const std::vector<std::string>& argv) {
        "simulate-latency-ms", "simulate-exec-stdout", "nft-path", "warm-pool", "faults",
        // capacity, retention, fleet
        "memory-budget-mb", "max-guests", "node", "destroyed-retention-hours",
-       "idle-timeout-seconds", "fleet", "advertise", "fleet-ttl-seconds", "workspace-root"},
+       "idle-timeout-seconds", "fleet", "advertise", "fleet-ttl-seconds", "workspace-root",
+       // service URLs
+       "ingress-domain", "max-ingress-connections"},
       {}};
   if (auto e = a.parse(argv)) {
     std::cerr << "guestflow control-plane: " << *e << "\n" << usage << '\n';

@@ -139,18 +139,22 @@ struct sandbox_created {
   uint64_t disk_mib = 0;
   uint64_t spawn_ms = 0;
   egress_policy egress;
+  /// With `ingress_enabled`: the secret that opens the guest's service URLs
+  /// (`X-Guestflow-Ingress-Token`); in this answer only, never in a view or a list.
+  std::string ingress_secret;
 
   friend bool operator==(const sandbox_created& a, const sandbox_created& b) {
     return a.id == b.id && a.name == b.name && a.ip == b.ip && a.shape == b.shape &&
            a.rootfs == b.rootfs && a.vcpu == b.vcpu && a.mem_mib == b.mem_mib &&
-           a.disk_mib == b.disk_mib && a.spawn_ms == b.spawn_ms && a.egress == b.egress;
+           a.disk_mib == b.disk_mib && a.spawn_ms == b.spawn_ms && a.egress == b.egress &&
+           a.ingress_secret == b.ingress_secret;
   }
 };
 
 template<class Inspector>
 typename Inspector::result_type inspect(Inspector& f, sandbox_created& x) {
   return f(x.id, x.name, x.ip, x.shape, x.rootfs, x.vcpu, x.mem_mib, x.disk_mib, x.spawn_ms,
-           x.egress);
+           x.egress, x.ingress_secret);
 }
 
 /// `GET /v1/sandboxes/{id}` (and each element of the list, and pause/resume replies).

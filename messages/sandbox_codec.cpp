@@ -322,6 +322,7 @@ result<sandbox_created> decode<sandbox_created>(std::string_view text,
     x.disk_mib = o.uint_or("disk_mib", 0);
     x.spawn_ms = o.uint_or("spawn_ms", 0);
     x.egress = egress_of(o);
+    x.ingress_secret = o.str_or("ingress_secret", "");
     return result<sandbox_created>{std::move(x)};
   });
 }
@@ -519,6 +520,7 @@ std::string encode(const sandbox_created& x) {
       .field("disk_mib", x.disk_mib)
       .field("spawn_ms", x.spawn_ms);
   write_egress(w, x.egress);
+  if (!x.ingress_secret.empty()) w.field("ingress_secret", x.ingress_secret);
   w.end_object();
   return w.take();
 }

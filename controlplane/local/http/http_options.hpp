@@ -24,6 +24,11 @@ struct http_options {
   std::chrono::milliseconds heartbeat{5000};    ///< streamed exec `{"hb":true}` interval
   std::chrono::seconds idle_timeout{120};       ///< a request must arrive / be sent within
   std::chrono::seconds write_timeout{60};       ///< a streamed line must leave within
+  /// `--ingress-domain D`: Host `{port}-{id}.D` reaches the guest's port at `/`; empty: the
+  /// service URLs are path-based only.
+  std::string ingress_domain;
+  /// Proxied connections one guest's service URLs may hold open at once (429 past it).
+  uint32_t max_ingress_connections = 256;
 };
 
 } // namespace guestflow::local

@@ -10,6 +10,7 @@
 #include <boost/asio/thread_pool.hpp>
 #include <chrono>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -28,6 +29,10 @@ struct http_context {
   std::mutex execs_mu;
   std::vector<std::weak_ptr<exec_pump>> execs;
   void track(const std::shared_ptr<exec_pump>& p);
+
+  /// Proxied service-URL connections per guest (options.max_ingress_connections each).
+  std::mutex ingress_mu;
+  std::map<std::string, uint32_t> ingress_open;
 };
 
 /// An acceptor for TCP or a Unix socket alike.

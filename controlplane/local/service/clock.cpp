@@ -1,5 +1,7 @@
 #include "controlplane/local/service/clock.hpp"
 
+#include "messages/base64.hpp"
+
 #include <chrono>
 #include <cstdio>
 #include <ctime>
@@ -21,13 +23,33 @@ std::string now_rfc3339() {
   return buf;
 }
 
-std::string new_guest_id() {
-  unsigned char bytes[8];
+namespace {
+
+template<size_t N>
+void random_bytes(unsigned char (&bytes)[N]) {
   size_t got = 0;
-  while (got < sizeof bytes) {
-    auto n = ::getrandom(bytes + got, sizeof bytes - got, 0);
+  while (got < N) {
+    auto n = ::getrandom(bytes + got, N - got, 0);
     if (n > 0) got += static_cast<size_t>(n);
   }
+}
+
+} // namespace
+
+std::string new_ingress_secret() {
+  unsigned char bytes[32];
+  random_bytes(bytes);
+  auto text = base64_encode({reinterpret_cast<const char*>(bytes), sizeof bytes});
+  for (auto& c : text)
+    c = c == '+' ? '-' : c == '/' ? '_' : c;
+  while (!text.empty() && text.back() == '=')
+    text.pop_back();
+  return text;
+}
+
+std::string new_guest_id() {
+  unsigned char bytes[8];
+  random_bytes(bytes);
   static const char hex[] = "0123456789abcdef";
   std::string id = "sb-";
   for (auto b : bytes) {

@@ -81,6 +81,14 @@ public:
   virtual exec_outcome finish() = 0;
 };
 
+/// Where a service URL's connection goes (`open_ingress`): the guest's network namespace,
+/// held open while it connects, and a lease that keeps the guest in use meanwhile.
+struct ingress_target {
+  bool authorized = true; ///< false: the token offered is not the guest's secret (401)
+  unique_fd netns;        ///< /proc/<init>/ns/net of the guest
+  activity_lease lease;
+};
+
 /// `GET /v1/sandboxes` filters.
 struct list_query {
   std::optional<sandbox_status> status;
@@ -127,6 +135,16 @@ public:
   /// Opens `path` inside the guest for reading or (truncating) writing.
   virtual result<guest_file> open_file(const std::string& id, const std::string& path,
                                        bool for_write) = 0;
+
+  /// A service URL of guest `id` (`ANY /v1/sandboxes/{id}/ports/{port}/…`): `token` is the
+  /// ingress secret the caller offered, nullopt when the API key already admitted it. 404
+  /// for an unknown or deleted guest and for one made without ingress_enabled (checked
+  /// before the token, which is checked before anything wakes); then, as exec and files
+  /// do, a stopped persistent guest is started, a paused one refused (409).
+  virtual result<ingress_target> open_ingress(const std::string& id,
+                                              const std::optional<std::string>& /*token*/) {
+    return fail(ec::not_found, "sandbox " + id + " has no service URLs on this control plane");
+  }
 
   /// Whether an upload of `bytes` to `path` fits where it would land (the guest's disk
   /// quota); artifact_too_large (413) if not. Writes nothing. Default: nothing to check.

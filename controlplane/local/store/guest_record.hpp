@@ -25,6 +25,9 @@ struct guest_record {
   std::vector<sandbox_mount> mounts; ///< as resolve_mounts() left them (checked at each start)
   std::optional<uint32_t> auto_pause_after_seconds;
   bool ingress_enabled = false;
+  /// With ingress_enabled: opens the guest's service URLs (32 random bytes, base64url).
+  /// Handed out once, in the create answer; never in a view, a list or a log.
+  std::string ingress_secret;
   std::string created_at; ///< RFC 3339 UTC
   std::optional<std::string> paused_at;
   std::optional<std::string> last_resumed_at;
