@@ -54,6 +54,10 @@ struct control_plane_config {
   std::filesystem::path workspace_root;
   /// With a fleet: who owns the guests under workspace_root (null: this node alone).
   std::shared_ptr<guest_owners> owners;
+  /// The shared guests' watchdog also kills them once this process has been stopped
+  /// (SIGSTOP: hung, renewing no lease) this long; 0: only at its death. serve sets a third
+  /// of the fleet's TTL: the lease may expire ⅔ TTL after its last renewal.
+  std::chrono::milliseconds hang_limit{0};
 };
 
 /// The real domain: guest records (write-through to the record store) and the backend

@@ -57,13 +57,26 @@ bool forgettable(sandbox_status s) {
          s == sandbox_status::paused;
 }
 
-/// The death watch (control_plane.hpp): reads cgroup directories, one a line, until EOF,
-/// then kills every process in them — cgroup v2's atomic cgroup.kill, else (v1) each pid
-/// listed, a few rounds (a guest's pid 1 among them: its pid namespace goes with it).
+/// The death watch (control_plane.hpp): reads cgroup directories, one a line, until EOF —
+/// or, with a hang limit ($2 polls of 0.1 s), until the control plane ($1) has been stopped
+/// that long (state T or t in /proc: SIGSTOPped, hung, renewing no lease while its guests
+/// would write on) — then kills every process in them: cgroup v2's atomic cgroup.kill, else
+/// (v1) each pid listed, a few rounds (a guest's pid 1 among them: its pid namespace goes
+/// with it). bash for read's fractional timeout; no fork per poll.
 constexpr const char* watchdog_script = R"(set -f
-dirs=
-while IFS= read -r d; do dirs="$dirs
-$d"; done
+cp=$1 limit=$2 dirs= part= stopped=0
+while :; do
+  IFS= read -r -t 0.1 d; rc=$?
+  if [ $rc -eq 0 ]; then dirs="$dirs
+$part$d"; part=; continue; fi
+  [ $rc -gt 128 ] || break
+  part=$part$d
+  [ "$limit" -gt 0 ] || continue
+  line=
+  read -r line < /proc/$cp/stat 2>/dev/null || break
+  st=${line##*) }; st=${st%% *}
+  case $st in T|t) stopped=$((stopped+1)); [ $stopped -lt $limit ] || break ;; *) stopped=0 ;; esac
+done
 IFS='
 '
 for d in $dirs; do
@@ -124,14 +137,19 @@ result<bool> control_plane::watch_shared(const guest_runtime& rt) {
   // supervisor's kill of the group) leaves it to do its job.
   posix_spawnattr_setflags(&attr,
                            POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSID);
-  const char* argv[] = {"sh", "-c", watchdog_script, "guestflow-shared-watchdog", nullptr};
+  const auto self = std::to_string(::getpid());
+  const auto polls = std::to_string(cfg_.hang_limit.count() / 100); // of 0.1 s each
+  const char* argv[] = {
+      "bash",       "-c",          watchdog_script, "guestflow-shared-watchdog",
+      self.c_str(), polls.c_str(), nullptr};
   pid_t pid = -1;
-  int rc = ::posix_spawn(&pid, "/bin/sh", &fa, &attr, const_cast<char* const*>(argv), environ);
+  int rc =
+      ::posix_spawn(&pid, "/bin/bash", &fa, &attr, const_cast<char* const*>(argv), environ);
   posix_spawn_file_actions_destroy(&fa);
   posix_spawnattr_destroy(&attr);
   if (rc != 0)
     return fail(ec::unavailable,
-                std::string{"the shared guests' watchdog: cannot start /bin/sh: "} +
+                std::string{"the shared guests' watchdog: cannot start /bin/bash: "} +
                     std::strerror(rc));
   watch_.pid = pid;
   watch_.socket = std::move(mine);

@@ -433,6 +433,55 @@ TEST_F(persistent_fleet_test,
   EXPECT_GE(lines_of(1, id_b, "B"), 20u);
 }
 
+TEST_F(persistent_fleet_test, a_hung_nodes_guest_stops_before_the_other_node_takes_over) {
+  start_node("node-a", node_args());
+  start_node("node-b", node_args());
+  ASSERT_TRUE(test_support::eventually([&] { return registered() == 2; }, 30s));
+  const std::string name = "seq-hung";
+  auto made = create_shared(0, name);
+  ASSERT_EQ(made.status, 200u) << made.body;
+  const auto id_a = live(0).at(0).id;
+  auto writer_a = start_writer(0, id_a, "A");
+  ASSERT_TRUE(test_support::eventually([&] { return lines_of(0, id_a, "A") >= 20; }, 30s));
+
+  // A's control plane hangs (SIGSTOP: alive, holding every descriptor, renewing nothing);
+  // its guest's processes run on unless something outside the hung process stops them.
+  ASSERT_EQ(::kill(nodes[0]->pid(), SIGSTOP), 0);
+  const auto hung = std::chrono::steady_clock::now();
+  auto resume = [&] { ::kill(nodes[0]->pid(), SIGCONT); };
+  // The guest stops before A's lease can expire (⅔ TTL at the earliest after the last
+  // renewal): the moment the owner key goes, A's guest is gone.
+  bool freed = test_support::eventually([&] { return owner_of(name).empty(); }, 20s, 20ms);
+  bool guest_gone = guest_pids(id_a).empty();
+  if (!freed || !guest_gone) resume();
+  ASSERT_TRUE(freed) << "A's lease never expired";
+  ASSERT_TRUE(guest_gone) << "a hung node's guest still ran when its lease expired";
+  EXPECT_LE(std::chrono::steady_clock::now() - hung, ttl + 1s);
+
+  // B cold-boots the workspace and writes on while A is still hung.
+  auto took = create_shared(1, name);
+  if (took.status != 200u) resume();
+  ASSERT_EQ(took.status, 200u) << took.body;
+  const auto id_b = live(1).at(0).id;
+  EXPECT_EQ(owner_of(name), "node-b");
+  auto writer_b = start_writer(1, id_b, "B");
+  bool b_wrote = test_support::eventually([&] { return lines_of(1, id_b, "B") >= 20; }, 30s);
+
+  // A resumes: it must not write again (its guest is gone, its lease lost), and it forgets
+  // the guest B owns now.
+  resume();
+  writer_a.reset();
+  ASSERT_TRUE(b_wrote);
+  ASSERT_TRUE(test_support::eventually([&] { return live(0).empty(); }, 30s, 100ms));
+  EXPECT_TRUE(guest_pids(id_a).empty());
+  auto after = lines_of(1, id_b, "B");
+  ASSERT_TRUE(
+      test_support::eventually([&] { return lines_of(1, id_b, "B") >= after + 20; }, 30s));
+  writer_b.reset();
+  ASSERT_NO_FATAL_FAILURE(expect_a_then_b(sequence(1, id_b)));
+  EXPECT_EQ(owner_of(name), "node-b");
+}
+
 TEST_F(persistent_fleet_test, a_missing_or_unfleeted_workspace_root_is_refused_at_start) {
   auto run = [&](std::vector<std::string> args) {
     std::vector<std::string> all{"control-plane", "--state-dir",
