@@ -318,8 +318,12 @@ result<launched_init> launch_gvisor(const launch_request& req) {
     if (auto ok = make_gvisor_root(paths.root, dirs); !ok) return ok.error();
     spec.root = paths.root.string();
     m.push_back({"/usr", "/usr", true, false});
-    for (const char* p : {"/etc/ssl/certs", "/etc/nsswitch.conf", "/etc/localtime"})
-      if (::access(p, F_OK) == 0) m.push_back({p, p, true, std::string{p} != "/etc/ssl/certs"});
+    for (const char* p :
+         {"/etc/ssl/certs", "/etc/nsswitch.conf", "/etc/localtime", "/etc/alternatives"})
+      if (::access(p, F_OK) == 0)
+        m.push_back(
+            {p, p, true,
+             std::string{p} != "/etc/ssl/certs" && std::string{p} != "/etc/alternatives"});
   }
   for (const char* f : {"passwd", "group", "hosts"})
     m.push_back({(paths.etc / f).string(), std::string{"/etc/"} + f, true, true});
@@ -428,8 +432,11 @@ std::vector<std::string> bwrap_argv(const launch_request& req,
   }
   add({"--ro-bind-data", fd(fd_group), "/etc/group", "--ro-bind-data", fd(fd_hosts),
        "/etc/hosts"});
+  // /etc/alternatives: Debian's update-alternatives links that /usr's own links go through
+  // (numpy's libblas.so.3, hence pandas).
   if (!image_root)
-    for (const char* p : {"/etc/ssl/certs", "/etc/nsswitch.conf", "/etc/localtime"})
+    for (const char* p :
+         {"/etc/ssl/certs", "/etc/nsswitch.conf", "/etc/localtime", "/etc/alternatives"})
       add({"--ro-bind-try", p, p});
   if (!req.netns_path.empty()) add({"--ro-bind-try", "/etc/resolv.conf", "/etc/resolv.conf"});
   // After /tmp, so that a directory below /tmp is bound on top of the private tmpfs.
