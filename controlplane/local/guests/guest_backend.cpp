@@ -17,6 +17,7 @@
 
 #include <cerrno>
 #include <csignal>
+#include <cstdlib>
 #include <cstring>
 #include <fcntl.h>
 #include <mutex>
@@ -145,6 +146,9 @@ guest_backend::guest_backend(backend_config cfg)
   impl_->support.cgroup_v2 = impl_->layout && impl_->layout->v2;
   impl_->support.seccomp = bool(impl_->seccomp);
   impl_->support.nftables = egress_rules_supported(impl_->tools);
+  // GUESTFLOW_RUNSC: another runsc (tests prove the refusal with a missing one).
+  if (const char* runsc = std::getenv("GUESTFLOW_RUNSC"); runsc && *runsc)
+    impl_->cfg.runsc = runsc;
   if (auto ok = check_runsc(impl_->cfg.runsc); ok)
     impl_->support.gvisor = true;
   else

@@ -7,7 +7,9 @@ namespace guestflow::testing {
 namespace {
 
 using namespace std::chrono_literals;
-using control_plane_exec = control_plane_test;
+/// What only a namespace guest does the same way (limits seen per process) or what needs
+/// no guest at all.
+using control_plane_exec_namespaces = control_plane_test;
 const std::string small = R"({"shape":"s-1vcpu-256mb","envs":{"PATH":"/usr/bin:/bin"}})";
 
 exec_stream_line parse_line(const std::string& line) {
@@ -26,7 +28,25 @@ std::vector<int> pids_running(const std::string& id, const std::string& argv) {
   return out;
 }
 
-TEST_F(control_plane_exec, stream_delivers_output_before_the_command_ends) {
+class control_plane_exec : public both_kinds_test {
+protected:
+  /// Whether a process whose command line is exactly `argv` runs in the guest: its host
+  /// pids for a namespace guest; asked inside a gVisor guest, whose processes are its
+  /// user-space kernel's, not the host's.
+  bool running(const std::string& id, const std::string& argv) {
+    if (!gvisor()) return !pids_running(id, argv).empty();
+    auto r = exec(id, "/usr/bin/python3",
+                  {"-c", "import os, sys\n"
+                         "for p in os.listdir('/proc'):\n"
+                         "    if p.isdigit():\n"
+                         "        try: sys.stdout.write(open('/proc/' + p + '/cmdline').read() "
+                         "+ '\\n')\n"
+                         "        except OSError: pass\n"});
+    return r.stdout_text.find(argv + "\n") != std::string::npos;
+  }
+};
+
+TEST_P(control_plane_exec, stream_delivers_output_before_the_command_ends) {
   auto g = create(small);
   http_stream s{
       client(), "POST", "/v1/sandboxes/" + g.id + "/exec?stream=true",
@@ -60,7 +80,7 @@ TEST_F(control_plane_exec, stream_delivers_output_before_the_command_ends) {
   EXPECT_EQ(exit_code, 7);
 }
 
-TEST_F(control_plane_exec, stream_sends_heartbeats) {
+TEST_P(control_plane_exec, stream_sends_heartbeats) {
   stop();
   start({"--heartbeat-ms", "100"});
   auto g = create(small);
@@ -80,7 +100,7 @@ TEST_F(control_plane_exec, stream_sends_heartbeats) {
   EXPECT_EQ(exit_code, 0);
 }
 
-TEST_F(control_plane_exec, client_disconnect_kills_the_command) {
+TEST_P(control_plane_exec, client_disconnect_kills_the_command) {
   auto g = create(small);
   const std::string argv = std::string{"sleep"} + '\0' + "317" + '\0';
   {
@@ -88,11 +108,11 @@ TEST_F(control_plane_exec, client_disconnect_kills_the_command) {
                   exec_body("/bin/sh", {"-c", "echo started; exec sleep 317"})};
     auto first = parse_line(s.next_line(20s).value_or("{}"));
     ASSERT_EQ(first.text, "started\n");
-    ASSERT_TRUE(eventually([&] { return !pids_running(g.id, argv).empty(); }))
+    ASSERT_TRUE(eventually([&] { return running(g.id, argv); }))
         << "the command should be running in the guest";
     s.disconnect();
   }
-  EXPECT_TRUE(eventually([&] { return pids_running(g.id, argv).empty(); }))
+  EXPECT_TRUE(eventually([&] { return !running(g.id, argv); }))
       << "the command outlived its client";
   // The guest itself is fine and usable.
   EXPECT_EQ(exec(g.id, "/bin/echo", {"still here"}).stdout_text, "still here\n");
@@ -100,13 +120,13 @@ TEST_F(control_plane_exec, client_disconnect_kills_the_command) {
   {
     http_stream s{client(), "POST", "/v1/sandboxes/" + g.id + "/exec",
                   exec_body("/bin/sh", {"-c", "exec sleep 317"})};
-    ASSERT_TRUE(eventually([&] { return !pids_running(g.id, argv).empty(); }));
+    ASSERT_TRUE(eventually([&] { return running(g.id, argv); }));
     s.disconnect();
   }
-  EXPECT_TRUE(eventually([&] { return pids_running(g.id, argv).empty(); }));
+  EXPECT_TRUE(eventually([&] { return !running(g.id, argv); }));
 }
 
-TEST_F(control_plane_exec, output_caps_truncate_and_say_so) {
+TEST_P(control_plane_exec, output_caps_truncate_and_say_so) {
   stop();
   start({"--max-stdout-bytes", "1000", "--max-stderr-bytes", "10"});
   auto g = create(small);
@@ -139,13 +159,13 @@ TEST_F(control_plane_exec, output_caps_truncate_and_say_so) {
   EXPECT_EQ(exit_code, 0) << "the command was drained, not blocked or killed";
 }
 
-TEST_F(control_plane_exec, invalid_utf8_becomes_replacement_characters) {
+TEST_P(control_plane_exec, invalid_utf8_becomes_replacement_characters) {
   auto g = create(small);
   auto r = exec(g.id, "/usr/bin/printf", {"ok\\377\\303(\\342\\202\\254"});
   EXPECT_EQ(r.stdout_text, "ok\xEF\xBF\xBD\xEF\xBF\xBD(\xE2\x82\xAC");
 }
 
-TEST_F(control_plane_exec, memory_limit_kill_is_reported_as_oom) {
+TEST_F(control_plane_exec_namespaces, memory_limit_kill_is_reported_as_oom) {
   auto g = create(R"({"shape":"s-1vcpu-64mb"})");
   auto r = exec(g.id, "/usr/bin/python3",
                 {"-c", "b = bytearray(200 * 1024 * 1024)\nfor i in range(0, len(b), 4096): "
@@ -161,7 +181,7 @@ TEST_F(control_plane_exec, memory_limit_kill_is_reported_as_oom) {
   EXPECT_EQ(exec(g.id, "/bin/echo", {"ok"}).stdout_text, "ok\n");
 }
 
-TEST_F(control_plane_exec, fork_bomb_is_contained_and_cleaned_up) {
+TEST_F(control_plane_exec_namespaces, fork_bomb_is_contained_and_cleaned_up) {
   auto g = create(small);
   auto r = exec(g.id, "/usr/bin/timeout",
                 {"-s", "KILL", "3", "/bin/sh", "-c", "b() { b | b & }; b; wait"});
@@ -177,19 +197,19 @@ TEST_F(control_plane_exec, fork_bomb_is_contained_and_cleaned_up) {
       << guest_pids(g.id).size() << " processes of the guest survived its deletion";
 }
 
-TEST_F(control_plane_exec, double_forked_daemon_is_gone_after_delete) {
+TEST_P(control_plane_exec, double_forked_daemon_is_gone_after_delete) {
   auto g = create(small);
   const std::string argv = std::string{"sleep"} + '\0' + "4242" + '\0';
   auto r = exec(g.id, "/bin/sh", {"-c", "(setsid sleep 4242 >/dev/null 2>&1 &); echo spawned"});
   EXPECT_EQ(r.stdout_text, "spawned\n");
-  ASSERT_TRUE(eventually([&] { return !pids_running(g.id, argv).empty(); }))
+  ASSERT_TRUE(eventually([&] { return running(g.id, argv); }))
       << "the daemon should outlive the exec call";
   ASSERT_EQ(data<sandbox_deleted>(call("DELETE", "/v1/sandboxes/" + g.id)).status,
             sandbox_status::destroyed);
   EXPECT_TRUE(eventually([&] { return guest_pids(g.id).empty(); }));
 }
 
-TEST_F(control_plane_exec, simulated_domain_answers_without_guests) {
+TEST_F(control_plane_exec_namespaces, simulated_domain_answers_without_guests) {
   stop();
   start({"--simulate-latency-ms", "5"});
   auto g = create(small);
@@ -199,6 +219,8 @@ TEST_F(control_plane_exec, simulated_domain_answers_without_guests) {
   EXPECT_TRUE(guest_pids(g.id).empty());
   EXPECT_EQ(workspace_count(), 0u);
 }
+
+GUESTFLOW_BOTH_KINDS(control_plane_exec);
 
 } // namespace
 } // namespace guestflow::testing

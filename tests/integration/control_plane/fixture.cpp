@@ -56,9 +56,16 @@ void control_plane_test::expect_refusal(const http_reply& r, unsigned status,
 }
 
 sandbox_created control_plane_test::create(const std::string& body) {
-  auto r = call("POST", "/v1/sandboxes", body);
+  auto asked = body;
+  if (!isolation_.empty() && asked.find("\"isolation\"") == std::string::npos &&
+      asked.rfind("{", 0) == 0)
+    asked.insert(1, "\"isolation\":\"" + isolation_ + "\",");
+  auto r = call("POST", "/v1/sandboxes", asked);
   auto c = data<sandbox_created>(r);
   if (!c.id.empty()) created_.push_back(c.id);
+  if (!c.id.empty() && !isolation_.empty()) {
+    EXPECT_EQ(view(c.id).isolation, isolation_);
+  }
   return c;
 }
 

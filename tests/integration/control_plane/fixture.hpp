@@ -71,11 +71,30 @@ protected:
   size_t workspace_count() const;
   uint64_t sandbox_total();
 
+  /// Non-empty: every create() asks for this isolation and checks the guest's view says so.
+  std::string isolation_;
   test_support::temp_dir dir_{"guestflow-cp-test"};
   std::filesystem::path state_dir_;
   std::string api_key_;
   std::unique_ptr<control_plane_process> cp_;
   std::vector<std::string> created_;
 };
+
+/// A suite that runs on both guest kinds (isolation "namespaces" and "gvisor"): the same
+/// behaviour, the same assertions. Instantiate it with GUESTFLOW_BOTH_KINDS(suite).
+class both_kinds_test : public control_plane_test,
+                        public ::testing::WithParamInterface<const char*> {
+protected:
+  void SetUp() override {
+    isolation_ = GetParam();
+    control_plane_test::SetUp();
+  }
+  bool gvisor() const { return isolation_ == "gvisor"; }
+};
+
+#define GUESTFLOW_BOTH_KINDS(suite)                                                            \
+  INSTANTIATE_TEST_SUITE_P(                                                                    \
+      kinds, suite, ::testing::Values("namespaces", "gvisor"),                                 \
+      [](const ::testing::TestParamInfo<const char*>& i) { return std::string{i.param}; })
 
 } // namespace guestflow::testing

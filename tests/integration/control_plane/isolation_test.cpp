@@ -1,16 +1,21 @@
-// Network isolation seen through the API: deny-all guests reach nothing, not even the
-// host's loopback; link-local (the metadata service range) is blocked for every guest.
+// Isolation seen through the API, on both guest kinds: deny-all guests reach nothing, not
+// even the host's loopback; link-local (the metadata service range) is blocked for every
+// guest; the escape list (mount, unshare, setuid, ptrace, netlink, a sibling's files, /proc,
+// host ports) fails in both; what differs is tested as a difference (which kernel answers).
+// An isolation the control plane cannot give is refused, naming it.
 #include "tests/integration/control_plane/fixture.hpp"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/utsname.h>
 #include <unistd.h>
 
 namespace guestflow::testing {
 namespace {
 
-using control_plane_isolation = control_plane_test;
+using control_plane_isolation = both_kinds_test;
+using control_plane_isolation_host = control_plane_test;
 
 /// A TCP listener on 127.0.0.1:0 that counts the connections it could accept.
 class loopback_listener {
@@ -67,7 +72,7 @@ std::string probe(const std::vector<std::string>& targets) {
          "        print(t, 'blocked')\n";
 }
 
-TEST_F(control_plane_isolation, deny_all_guest_cannot_reach_a_host_loopback_server) {
+TEST_P(control_plane_isolation, deny_all_guest_cannot_reach_a_host_loopback_server) {
   loopback_listener server;
   auto host = "127.0.0.1:" + std::to_string(server.port());
   // The listener is reachable from the host itself, so "blocked" below means isolation.
@@ -84,7 +89,7 @@ TEST_F(control_plane_isolation, deny_all_guest_cannot_reach_a_host_loopback_serv
   EXPECT_EQ(ifs.stdout_text.find("veth"), std::string::npos) << ifs.stdout_text;
 }
 
-TEST_F(control_plane_isolation, link_local_metadata_range_is_blocked) {
+TEST_P(control_plane_isolation, link_local_metadata_range_is_blocked) {
   auto caps = data<capabilities>(call("GET", "/v1/capabilities"));
   ASSERT_TRUE(caps.link_local_blocked);
   std::vector<std::string> bodies = {R"({"shape":"s-1vcpu-256mb","egress":["240.0.0.0/4"]})"};
@@ -104,13 +109,117 @@ TEST_F(control_plane_isolation, link_local_metadata_range_is_blocked) {
   EXPECT_EQ(server.accepted(), 0) << "a guest reached the host's loopback";
 }
 
+/// Each escape attempt and what it got: "<name> <errno name or ok>".
+const char* escape_probe = R"(import ctypes, errno, os, socket
+libc = ctypes.CDLL(None, use_errno=True)
+def res(rc):
+    return 'ok' if rc == 0 else errno.errorcode.get(ctypes.get_errno(), '?')
+print('mount', res(libc.mount(b'none', b'/tmp', b'tmpfs', 0, None)))
+print('unshare_mnt', res(libc.unshare(0x00020000)))
+print('ptrace_host_pid', res(libc.ptrace(16, 4000000, None, None)))
+try:
+    os.setuid(0); print('setuid ok')
+except OSError as e:
+    print('setuid', errno.errorcode[e.errno])
+try:
+    print('interfaces', ','.join(sorted(n for _, n in socket.if_nameindex())))
+except OSError as e:
+    print('interfaces', errno.errorcode[e.errno])
+pids = [p for p in os.listdir('/proc') if p.isdigit()]
+print('few_pids', len(pids) < 16)
+print('init', open('/proc/1/cmdline').read().split('\0')[0])
+found = []
+for p in pids:
+    try:
+        found.append(open('/proc/%s/root/workspace/secret' % p).read())
+    except OSError:
+        pass
+for path in SIBLING_PATHS:
+    try:
+        found.append(open(path).read())
+    except OSError:
+        pass
+print('sibling_secret', 'a-secret' in found)
+)";
+
+TEST_P(control_plane_isolation, the_escape_list_fails) {
+  auto a = create(R"({"shape":"s-1vcpu-256mb","egress":["240.0.0.0/4"]})");
+  auto b = create(R"({"shape":"s-1vcpu-256mb","egress":["240.0.0.0/4"]})");
+  ASSERT_EQ(put_file(a.id, "/workspace/secret", "a-secret").status, 200u);
+  // Where a's file is on the host, as b would have to name it.
+  auto ws = (state_dir_ / "guests" / a.id / "workspace").string();
+  std::string script = escape_probe;
+  script.replace(script.find("SIBLING_PATHS"), 13,
+                 "['" + ws + "/secret', '/proc/1/root" + ws + "/secret']");
+  auto r = exec(b.id, "/usr/bin/python3", {"-c", script});
+  ASSERT_EQ(r.exit_code, 0) << r.stderr_text;
+  EXPECT_NE(r.stdout_text.find("mount EPERM\n"), std::string::npos) << r.stdout_text;
+  // A namespace guest's seccomp filter refuses unshare; gVisor's Sentry makes the mount
+  // namespace in its own kernel (the host kernel never sees it) and mount stays refused.
+  if (!gvisor()) {
+    EXPECT_NE(r.stdout_text.find("unshare_mnt EPERM\n"), std::string::npos) << r.stdout_text;
+  }
+  EXPECT_NE(r.stdout_text.find("ptrace_host_pid E"), std::string::npos) << r.stdout_text;
+  EXPECT_EQ(r.stdout_text.find("ptrace_host_pid ok"), std::string::npos) << r.stdout_text;
+  // EPERM; EINVAL in a namespace guest, whose user namespace maps no uid 0 at all.
+  EXPECT_NE(r.stdout_text.find("setuid E"), std::string::npos) << r.stdout_text;
+  EXPECT_EQ(r.stdout_text.find("setuid ok"), std::string::npos) << r.stdout_text;
+  // Netlink shows the guest's loopback only (a namespace guest's filter may refuse it).
+  EXPECT_TRUE(r.stdout_text.find("interfaces lo\n") != std::string::npos ||
+              r.stdout_text.find("interfaces EPERM\n") != std::string::npos)
+      << r.stdout_text;
+  EXPECT_NE(r.stdout_text.find("few_pids True\n"), std::string::npos) << r.stdout_text;
+  EXPECT_NE(r.stdout_text.find("sibling_secret False\n"), std::string::npos) << r.stdout_text;
+  // pid 1 is the guest's own init, not the host's.
+  EXPECT_EQ(r.stdout_text.find("init /sbin/init"), std::string::npos) << r.stdout_text;
+  EXPECT_EQ(r.stdout_text.find("init /lib/systemd"), std::string::npos) << r.stdout_text;
+}
+
+TEST_P(control_plane_isolation, the_kernel_that_answers_is_the_kinds_own) {
+  auto g = create(R"({"shape":"s-1vcpu-256mb","egress":["240.0.0.0/4"]})");
+  auto r = exec(g.id, "/bin/cat", {"/proc/version"});
+  ASSERT_EQ(r.exit_code, 0) << r.stderr_text;
+  utsname host{};
+  ::uname(&host);
+  // A namespace guest talks to the host kernel; a gVisor guest to gVisor's Sentry, which
+  // says it is Linux 4.4.0 whatever the host runs.
+  const bool host_kernel =
+      r.stdout_text.find(std::string{"Linux version "} + host.release) != std::string::npos;
+  EXPECT_EQ(host_kernel, !gvisor()) << r.stdout_text;
+  // The guest's view says which kind it is (checked by create() too).
+  EXPECT_EQ(view(g.id).isolation, isolation_);
+}
+
+GUESTFLOW_BOTH_KINDS(control_plane_isolation);
+
+TEST_F(control_plane_isolation_host, an_isolation_it_cannot_give_is_refused_naming_it) {
+  auto before = sandbox_total();
+  expect_refusal(
+      call("POST", "/v1/sandboxes", R"({"shape":"s-1vcpu-256mb","isolation":"firecracker"})"),
+      400, "firecracker");
+  auto caps = data<capabilities>(call("GET", "/v1/capabilities"));
+  EXPECT_EQ(caps.isolations, (std::vector<std::string>{"namespaces", "gvisor"}));
+  // Without runsc: not offered, and a create asking for it is refused naming the package,
+  // never made as a namespace guest instead.
+  stop();
+  start({}, {{"GUESTFLOW_RUNSC", "/nonexistent/runsc"}});
+  caps = data<capabilities>(call("GET", "/v1/capabilities"));
+  EXPECT_EQ(caps.isolations, (std::vector<std::string>{"namespaces"}));
+  expect_refusal(
+      call("POST", "/v1/sandboxes", R"({"shape":"s-1vcpu-256mb","isolation":"gvisor"})"), 503,
+      "Debian package runsc");
+  EXPECT_EQ(sandbox_total(), before);
+  EXPECT_EQ(workspace_count(), 0u);
+  EXPECT_FALSE(std::filesystem::exists(state_dir_ / "gvisor")) << "nothing of a gVisor guest";
+}
+
 } // namespace
 } // namespace guestflow::testing
 
 namespace guestflow::testing {
 namespace {
 
-TEST_F(control_plane_isolation, without_nftables_rules_are_refused_not_run_open) {
+TEST_F(control_plane_isolation_host, without_nftables_rules_are_refused_not_run_open) {
   stop();
   start({"--nft-path", "/nonexistent/nft"});
   auto caps = data<capabilities>(call("GET", "/v1/capabilities"));

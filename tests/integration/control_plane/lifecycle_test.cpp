@@ -9,10 +9,10 @@
 namespace guestflow::testing {
 namespace {
 
-using control_plane_lifecycle = control_plane_test;
+using control_plane_lifecycle = both_kinds_test;
 const std::string small = R"({"shape":"s-1vcpu-256mb","envs":{"PATH":"/usr/bin:/bin"}})";
 
-TEST_F(control_plane_lifecycle, catalog_capabilities_and_whoami) {
+TEST_P(control_plane_lifecycle, catalog_capabilities_and_whoami) {
   auto shapes = data<shape_list>(call("GET", "/v1/shapes"));
   EXPECT_EQ(shapes.total, shapes.data.size());
   std::map<std::string, uint64_t> mem;
@@ -46,7 +46,7 @@ TEST_F(control_plane_lifecycle, catalog_capabilities_and_whoami) {
   EXPECT_EQ(data<whoami>(call("GET", "/v1/whoami")).total, 0u);
 }
 
-TEST_F(control_plane_lifecycle, create_put_exec_get_delete) {
+TEST_P(control_plane_lifecycle, create_put_exec_get_delete) {
   auto g = create(
       R"({"shape":"s-1vcpu-256mb","name":"round-trip","envs":{"PATH":"/usr/bin:/bin","GREETING":"hello"}})");
   ASSERT_FALSE(g.id.empty());
@@ -85,6 +85,8 @@ TEST_F(control_plane_lifecycle, create_put_exec_get_delete) {
   EXPECT_EQ(del.status, sandbox_status::destroyed);
   EXPECT_EQ(view(g.id).status, sandbox_status::destroyed);
   EXPECT_TRUE(eventually([&] { return guest_pids(g.id).empty(); }));
+  EXPECT_FALSE(std::filesystem::exists(state_dir_ / "gvisor" / g.id))
+      << "runsc's state is left";
   expect_refusal(exec_reply(g.id, "/bin/true"), 409, "destroyed");
   // The name is free again once the guest is gone.
   auto again = create(R"({"shape":"s-1vcpu-256mb","name":"round-trip"})");
@@ -105,7 +107,7 @@ size_t open_files_ending(pid_t pid, const std::string& suffix) {
   return n;
 }
 
-TEST_F(control_plane_lifecycle,
+TEST_P(control_plane_lifecycle,
        a_small_upload_holds_no_descriptor_while_its_body_is_on_the_way) {
   auto g = create(small);
   test_support::raw_connection c{cp_->port()};
@@ -131,7 +133,7 @@ TEST_F(control_plane_lifecycle,
   EXPECT_TRUE(eventually([&] { return open_files_ending(cp_->pid(), "/slow.txt") == 0; }));
 }
 
-TEST_F(control_plane_lifecycle, list_paginates_and_filters) {
+TEST_P(control_plane_lifecycle, list_paginates_and_filters) {
   auto a = create(small);
   auto b = create(small);
   auto c = create(small);
@@ -154,7 +156,7 @@ TEST_F(control_plane_lifecycle, list_paginates_and_filters) {
   expect_refusal(call("GET", "/v1/sandboxes?limit=lots"), 400, "limit");
 }
 
-TEST_F(control_plane_lifecycle, pause_refuses_exec_and_files_until_resume) {
+TEST_P(control_plane_lifecycle, pause_refuses_exec_and_files_until_resume) {
   auto g = create(small);
   auto p = data<sandbox_view>(call("POST", "/v1/sandboxes/" + g.id + "/pause"));
   EXPECT_EQ(p.status, sandbox_status::paused);
@@ -170,7 +172,7 @@ TEST_F(control_plane_lifecycle, pause_refuses_exec_and_files_until_resume) {
   EXPECT_EQ(e.exit_code, 0);
 }
 
-TEST_F(control_plane_lifecycle, auto_pause_fires_when_idle_and_not_while_busy) {
+TEST_P(control_plane_lifecycle, auto_pause_fires_when_idle_and_not_while_busy) {
   stop();
   start({"--auto-pause-scale", "0.01"}); // 60 s → 0.6 s
   auto g = create(
@@ -195,7 +197,7 @@ TEST_F(control_plane_lifecycle, auto_pause_fires_when_idle_and_not_while_busy) {
   EXPECT_TRUE(view(g.id).paused_at);
 }
 
-TEST_F(control_plane_lifecycle, egress_is_read_and_changed_live) {
+TEST_P(control_plane_lifecycle, egress_is_read_and_changed_live) {
   auto caps = data<capabilities>(call("GET", "/v1/capabilities"));
   if (!caps.supports_address_egress_rules)
     GTEST_SKIP() << "nftables unavailable: rules cannot be enforced here";
@@ -210,6 +212,8 @@ TEST_F(control_plane_lifecycle, egress_is_read_and_changed_live) {
   expect_refusal(call("PUT", "/v1/sandboxes/" + g.id + "/egress", R"({"egress":["pypi.org"]})"),
                  400, "hostname");
 }
+
+GUESTFLOW_BOTH_KINDS(control_plane_lifecycle);
 
 } // namespace
 } // namespace guestflow::testing
