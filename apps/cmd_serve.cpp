@@ -74,10 +74,15 @@ result<bridge::server_options> server_options_from(const cp::env_map& env, std::
                                       o.stream_backlog_bytes, 4096, uint64_t{1} << 32);
   auto threads = env_number<unsigned>(env, "GUESTFLOW_SERVE_IO_THREADS", 1, 1, 64);
   auto heartbeat = env_number<uint32_t>(env, "GUESTFLOW_STREAM_HEARTBEAT_SECONDS", 15, 1, 3600);
-  for (auto* f : {body ? nullptr : &body.error(), timeout ? nullptr : &timeout.error(),
-                  backlog ? nullptr : &backlog.error(), threads ? nullptr : &threads.error(),
-                  heartbeat ? nullptr : &heartbeat.error()})
+  auto port_ttl =
+      env_number<uint32_t>(env, "GUESTFLOW_PORT_URL_TTL_SECONDS", 3600, 1, 31'536'000);
+  for (auto* f :
+       {body ? nullptr : &body.error(), timeout ? nullptr : &timeout.error(),
+        backlog ? nullptr : &backlog.error(), threads ? nullptr : &threads.error(),
+        heartbeat ? nullptr : &heartbeat.error(), port_ttl ? nullptr : &port_ttl.error()})
     if (f) return *f;
+  o.port_url_ttl = std::chrono::seconds{*port_ttl};
+  if (auto u = env.find("GUESTFLOW_PUBLIC_URL"); u != env.end()) o.public_url = u->second;
   o.heartbeat = std::chrono::seconds{*heartbeat};
   o.max_body_bytes = *body;
   o.client_timeout = std::chrono::seconds{*timeout};
@@ -177,13 +182,11 @@ int run_serve(const std::vector<std::string>& argv) {
   raise_fd_limit();
   call_latency latency; // outlives the session, which records into it
   opts->cp_latency = &latency;
-  // A long-lived host: its embedded control plane keeps a small warm pool by default — of
-  // the guest the default settings give a run; settings that ask for another guest would
-  // leave that pool unused, so then only GUESTFLOW_WARM_POOL makes one.
-  auto s =
-      session::open(env, watch, &latency, session::start_sweep::on,
-                    policy::default_local_guest(*defaults) ? local::warm_pool_default::host
-                                                           : local::warm_pool_default::none);
+  // A long-lived host: its embedded control plane keeps small warm pools by default — of
+  // the sandbox guest the default settings give a run (settings that ask for another guest
+  // would leave that pool unused) and of the flow executor's guest (local::host_guests).
+  auto s = session::open(env, watch, &latency, session::start_sweep::on,
+                         local::warm_pool_default::host);
   if (!s) return report_failure("serve", s.error());
   auto& sess = **s;
   auto catalog = sess.catalog();

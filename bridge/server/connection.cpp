@@ -3,12 +3,17 @@
 #include "actors/line_relay.hpp"
 #include "actors/run_relay.hpp"
 #include "bridge/server/exchange.hpp"
+#include "common/numbers.hpp"
+#include "controlplane/forward/http_forward.hpp"
 #include "messages/bridge.hpp"
 #include "messages/http_status.hpp"
 #include "messages/type_ids.hpp"
 
 #include <algorithm>
 #include <array>
+#include <boost/asio/generic/stream_protocol.hpp>
+#include <boost/asio/ip/address.hpp>
+#include <boost/asio/local/stream_protocol.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/write.hpp>
@@ -41,6 +46,45 @@ std::string chunk_size_line(size_t n) {
   char buf[24];
   auto len = std::snprintf(buf, sizeof buf, "%zx\r\n", n);
   return std::string(buf, static_cast<size_t>(len));
+}
+
+/// The prefix of a service URL's path (bridge/API.md, "Service URLs"): `{token}/{path…}`
+/// follow it.
+constexpr std::string_view port_url_prefix = "/v1/ports/";
+
+int64_t unix_now() {
+  return std::chrono::duration_cast<std::chrono::seconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+/// Where a control plane's base URL is, as a socket address: `unix:///path` or
+/// `http://HOST:PORT` with HOST an address (or localhost). An `https://` one (a remote
+/// control plane, CreateOS) cannot be forwarded to here.
+result<net::generic::stream_protocol::endpoint> upstream_of(const std::string& base) {
+  constexpr std::string_view unix_scheme = "unix://", http_scheme = "http://";
+  std::string_view b{base};
+  if (b.substr(0, unix_scheme.size()) == unix_scheme)
+    return net::generic::stream_protocol::endpoint{
+        net::local::stream_protocol::endpoint{std::string{b.substr(unix_scheme.size())}}};
+  if (b.substr(0, http_scheme.size()) != http_scheme)
+    return fail(ec::unavailable, "service URLs are forwarded to http:// and unix:// control "
+                                 "planes only, not " +
+                                     base);
+  auto hostport = b.substr(http_scheme.size());
+  hostport = hostport.substr(0, hostport.find('/'));
+  auto colon = hostport.rfind(':');
+  auto host = std::string{hostport.substr(0, colon)};
+  auto port = colon == std::string_view::npos
+                  ? std::optional<uint16_t>{80}
+                  : parse_uint_as<uint16_t>(hostport.substr(colon + 1), 1);
+  if (host.size() > 2 && host.front() == '[') host = host.substr(1, host.size() - 2);
+  if (host == "localhost") host = "127.0.0.1";
+  boost::system::error_code ec;
+  auto addr = net::ip::make_address(host, ec);
+  if (ec || !port)
+    return fail(ec::unavailable, "control plane URL " + base + " has no address");
+  return net::generic::stream_protocol::endpoint{tcp::endpoint{addr, *port}};
 }
 
 /// What a relay hands a connection: a run's event (its line, and the event itself when it is
@@ -100,6 +144,12 @@ public:
   const route_params& params() const override { return params_; }
 
   std::string take_body() override { return std::move(reader_.parser().get().body()); }
+
+  std::string header(std::string_view name) const override {
+    if (!reader_.has_parser()) return {};
+    auto v = reader_.parser().get()[beast::string_view{name.data(), name.size()}];
+    return std::string{v.data(), v.size()};
+  }
 
   decode_limits body_limits() const override {
     decode_limits limits;
@@ -225,6 +275,9 @@ private:
     auto& req = reader_.parser().get();
     version_ = req.version();
     keep_alive_ = req.keep_alive();
+    if (auto t = reader_.sv(req.target());
+        t.substr(0, port_url_prefix.size()) == port_url_prefix)
+      return forward_port(t.substr(port_url_prefix.size()));
     auto v = reader_.judge(ctx_.routes, ctx_.opts);
     if (v.close) keep_alive_ = false;
     allow_ = std::move(v.allow);
@@ -281,6 +334,101 @@ private:
 
   /// Hands the request to its route's handler, which answers through this exchange.
   void dispatch() { route_->handler(*this, ctx_); }
+
+  // ---- service URLs ---------------------------------------------------------------------
+
+  /// A service URL's request (`rest`: `{token}/{path…}`): not a route of the table — its
+  /// path is open-ended, its body streams through unread, and its token stands for the
+  /// bearer token (a browser that follows the URL has no header to add). The token is
+  /// checked, the control plane holding the guest found (a fleet's node), and the request
+  /// forwarded there (controlplane/forward) with that control plane's key.
+  void forward_port(std::string_view rest) {
+    keep_alive_ = false; // refusals below come before the body: nothing may follow them
+    if (auto framing = check_framing(reader_.parser().get()); framing.status)
+      return refuse(fail(ec::bad_request, "malformed HTTP request: " + framing.reason),
+                    framing.status);
+    auto end = rest.find_first_of("/?");
+    auto grant = ctx_.ports.verify(rest.substr(0, end), unix_now());
+    if (!grant) return refuse(grant.error(), 401);
+    auto path =
+        end == std::string_view::npos ? std::string{"/"} : std::string{rest.substr(end)};
+    if (path[0] == '?') path.insert(0, "/");
+    auto target =
+        "/v1/sandboxes/" + grant->guest_id + "/ports/" + std::to_string(grant->port) + path;
+    ctx_.svc.endpoint_of(grant->guest_id, [self = shared(), target = std::move(target)](
+                                              result<cp::endpoint> where) mutable {
+      net::post(self->stream_.get_executor(),
+                [self, target = std::move(target), where = std::move(where)]() mutable {
+                  self->connect_upstream(std::move(target), std::move(where));
+                });
+    });
+  }
+
+  void connect_upstream(std::string target, result<cp::endpoint> where) {
+    if (closed_) return;
+    if (!where) return refuse(where.error());
+    auto addr = upstream_of(where->base_url);
+    if (!addr) return refuse(addr.error());
+    upstream_.emplace(stream_.get_executor());
+    request_timer_.expires_after(ctx_.opts.client_timeout);
+    request_timer_.async_wait([self = shared()](error_code ec) {
+      if (ec || !self->upstream_) return;
+      error_code ignored;
+      self->upstream_->close(ignored); // the connect below fails with operation_aborted
+    });
+    upstream_->async_connect(*addr, [self = shared(), target = std::move(target),
+                                     key = where->api_key](error_code ec) mutable {
+      self->request_timer_.cancel();
+      if (self->closed_) return;
+      if (ec)
+        return self->refuse(fail(ec::unavailable, "control plane unreachable for the service "
+                                                  "URL: " +
+                                                      ec.message()));
+      self->start_forward(std::move(target), key);
+    });
+  }
+
+  void start_forward(std::string target, const std::string& key) {
+    auto& req = reader_.parser().get();
+    // The control plane's key goes up instead of anything the client sent in its place;
+    // serve's own bearer token never reaches the guest.
+    req.erase("X-Api-Key");
+    req.erase("X-Guestflow-Ingress-Token");
+    if (!ctx_.opts.token.empty() &&
+        same_secret(reader_.sv(req[http::field::authorization]), "Bearer " + ctx_.opts.token))
+      req.erase(http::field::authorization);
+    if (!key.empty()) req.set("X-Api-Key", key);
+    forward::forward_options o;
+    o.target = std::move(target);
+    o.max_body_bytes = ctx_.opts.max_body_bytes;
+    http::request_parser<http::empty_body> head{std::move(reader_.parser())};
+    forward::forward_exchange(
+        stream_, reader_.buffer(), std::move(head), std::move(*upstream_), std::move(o),
+        [self = shared()](forward::forward_outcome r) { self->forwarded(std::move(r)); });
+    upstream_.reset();
+  }
+
+  void forwarded(forward::forward_outcome r) {
+    using kind = forward::forward_outcome::kind;
+    if (r.answered) {
+      if (r.what == kind::done && r.keep_alive && !closed_) {
+        keep_alive_ = true;
+        return read_header();
+      }
+      return close();
+    }
+    if (r.what == kind::body_too_large)
+      return refuse(fail(ec::bad_request, "request body exceeds the limit of " +
+                                              std::to_string(ctx_.opts.max_body_bytes) +
+                                              " bytes of GUESTFLOW_MAX_BODY_BYTES"),
+                    413);
+    if (r.what == kind::upstream_failed)
+      return refuse(fail(ec::unavailable, "the guest's control plane failed the service URL "
+                                          "request: " +
+                                              r.error),
+                    502);
+    close();
+  }
 
   // ---- plain answers --------------------------------------------------------------------
 
@@ -543,6 +691,8 @@ private:
   bool owing_ = false;                ///< counted in answers_owed
   std::function<void()> gone_;        ///< on_disconnect: cancels the run
   std::function<void()> before_last_; ///< begin_lines: runs before the last line goes out
+  std::optional<net::generic::stream_protocol::socket>
+      upstream_; ///< a service URL's, connecting
   net::steady_timer linger_;
   net::steady_timer heartbeat_;
   net::steady_timer request_timer_; ///< the request (header, then body) must arrive in time

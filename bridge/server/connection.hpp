@@ -62,6 +62,7 @@ public:
       : stream_(stream) {}
 
   parser_type& parser() { return *parser_; }
+  const parser_type& parser() const { return *parser_; }
   bool has_parser() const { return parser_.has_value(); }
   boost::beast::flat_buffer& buffer() { return buf_; }
 

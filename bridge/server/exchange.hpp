@@ -26,6 +26,8 @@ public:
   virtual const route_params& params() const = 0;
   /// The request body, moved out (call once).
   virtual std::string take_body() = 0;
+  /// A request header field's value ("" when absent).
+  virtual std::string header(std::string_view name) const = 0;
   /// What a body decoder may accept (the server's body cap).
   virtual decode_limits body_limits() const = 0;
 

@@ -1,6 +1,7 @@
 #pragma once
 
 #include "bridge/server/metrics.hpp"
+#include "bridge/server/port_token.hpp"
 #include "bridge/server/routes.hpp"
 #include "bridge/server/service.hpp"
 #include "common/net_address.hpp"
@@ -25,6 +26,9 @@ struct server_options {
   const call_latency* cp_latency = nullptr;      ///< rendered in /metrics when set
   // -- agent sessions (bridge/server/surfaces/sessions.hpp) --
   const session_gateway* sessions = nullptr; ///< serves /v1/sessions when set
+  // -- service URLs (bridge/API.md, "Service URLs") --
+  std::chrono::seconds port_url_ttl{3600}; ///< GUESTFLOW_PORT_URL_TTL_SECONDS: default and most
+  std::string public_url; ///< GUESTFLOW_PUBLIC_URL: their base ("": http:// + the Host asked)
 };
 
 /// What every connection and every route handler shares.
@@ -33,6 +37,8 @@ struct server_context {
   metrics& stats;
   server_options opts;
   const route_table& routes;
+  /// Signs the service URLs this server hands out and checks them when they are used.
+  port_signer ports;
   // -- shutdown (server::begin_shutdown) --
   std::atomic<bool> stopping{false};    ///< no new request is read
   std::atomic<int64_t> answers_owed{0}; ///< connections whose run's answer is not yet out

@@ -234,6 +234,11 @@ std::string service::fleet_metrics() const {
   return snapshot ? cp::prometheus_text(*snapshot) : std::string{};
 }
 
+void service::endpoint_of(const std::string& id, reply<cp::endpoint> done) {
+  if (!rt_.client()) return done(fail(ec::unavailable, "no control plane"));
+  rt_.client()->endpoint_of(id, cp::millis{10'000}, std::move(done));
+}
+
 void service::stats(reply<runtime_stats> done) {
   // Two asks, joined: the reaper's answer completes what the coordinator's began.
   auto& sys = system();

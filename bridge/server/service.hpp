@@ -97,6 +97,10 @@ public:
   /// The coordinator's and the reaper's counters.
   void stats(reply<runtime_stats> done);
 
+  /// The control plane that holds guest `id` (its URL and key; on a fleet the node's):
+  /// where a service URL is forwarded.
+  void endpoint_of(const std::string& id, reply<cp::endpoint> done);
+
   /// The per-node gauges of a fleet client in Prometheus text; empty with one control plane.
   std::string fleet_metrics() const;
 

@@ -12,6 +12,7 @@ const route_table& api_routes() {
     add_health_routes(t);
     add_metrics_routes(t);
     add_session_routes(t);
+    add_port_routes(t);
     return t;
   }();
   return table;

@@ -21,6 +21,10 @@ void add_metrics_routes(route_table& t);
 /// /v1/sessions: agent sessions, their commands and files (sessions.cpp).
 void add_session_routes(route_table& t);
 
+/// POST /v1/sessions/{id}/ports/{port}: a session port's service URL (ports.cpp; the URL
+/// itself is served by the transport, connection.cpp).
+void add_port_routes(route_table& t);
+
 /// Every route of bridge/API.md, built once.
 const route_table& api_routes();
 

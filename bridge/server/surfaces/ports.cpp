@@ -1,0 +1,97 @@
+#include "actors/ask.hpp"
+#include "bridge/server/exchange.hpp"
+#include "bridge/server/server.hpp"
+#include "bridge/server/surfaces/sessions.hpp"
+#include "bridge/server/surfaces/surfaces.hpp"
+#include "common/numbers.hpp"
+#include "messages/session.hpp"
+
+#include <chrono>
+#include <ctime>
+
+namespace guestflow::bridge {
+
+namespace {
+
+using namespace std::chrono_literals;
+
+int64_t unix_now() {
+  return std::chrono::duration_cast<std::chrono::seconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+std::string rfc3339(int64_t t) {
+  auto tt = static_cast<std::time_t>(t);
+  std::tm tm{};
+  gmtime_r(&tt, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+/// Where the URL points: GUESTFLOW_PUBLIC_URL, else the server as this caller reached it.
+std::string base_url(exchange& ex, const server_context& ctx) {
+  auto base = ctx.opts.public_url;
+  if (base.empty()) base = "http://" + ex.header("Host");
+  while (!base.empty() && base.back() == '/')
+    base.pop_back();
+  return base;
+}
+
+/// A service URL for `port` of guest `guest_id`, valid for `ttl` seconds.
+port_url sign_url(exchange& ex, server_context& ctx, const std::string& guest_id, uint16_t port,
+                  uint32_t ttl) {
+  port_grant g{guest_id, port, unix_now() + ttl};
+  return {base_url(ex, ctx) + "/v1/ports/" + ctx.ports.sign(g) + "/", rfc3339(g.expires_at)};
+}
+
+/// The URL's lifetime the body asks for (an empty body: the server's), within the server's.
+result<uint32_t> ttl_of(exchange& ex, const server_context& ctx) {
+  auto most = static_cast<uint32_t>(ctx.opts.port_url_ttl.count());
+  auto body = ex.take_body();
+  if (body.empty()) return most;
+  auto req = decode<port_url_request>(body, ex.body_limits());
+  if (!req) return req.error();
+  if (!req->ttl_seconds) return most;
+  if (*req->ttl_seconds > most)
+    return fail(ec::bad_request, "ttl_seconds: " + std::to_string(*req->ttl_seconds) +
+                                     " is more than this server gives, " +
+                                     std::to_string(most) +
+                                     " (GUESTFLOW_PORT_URL_TTL_SECONDS)");
+  return *req->ttl_seconds;
+}
+
+void session_port(exchange& ex, server_context& ctx) {
+  auto g = ctx.opts.sessions;
+  if (!g) return ex.refuse(failure{ec::unavailable, "sessions are not served by this server"});
+  // serve forwards to http:// and unix:// control planes; CreateOS's guest URLs are its own.
+  if (ctx.svc.provider_name() == "createos")
+    return ex.refuse(fail(ec::unavailable, "service URLs through serve need a local control "
+                                           "plane; CreateOS's own guest URLs are not handed "
+                                           "out by this version"));
+  auto port = parse_uint_as<uint16_t>(ex.params().path("port"), 1);
+  if (!port) return ex.refuse(fail(ec::bad_request, "port: expected an integer in 1..65535"));
+  auto ttl = ttl_of(ex, ctx);
+  if (!ttl) return ex.refuse(ttl.error());
+  ask_for<session_info>(
+      g->sys, g->manager, caf::duration{30s},
+      ex.then<session_info>([&ctx, port = *port, ttl = *ttl](exchange& ex,
+                                                             result<session_info> r) {
+        if (!r) return ex.refuse(r.error());
+        if (!token_safe_id(r->guest_id))
+          return ex.refuse(fail(ec::unavailable, "guest id '" + r->guest_id +
+                                                     "' cannot be carried in a service URL"));
+        ex.respond(200, encode(sign_url(ex, ctx, r->guest_id, port, ttl)));
+      }),
+      get_atom::value, std::string{ex.params().path("id")});
+}
+
+} // namespace
+
+void add_port_routes(route_table& t) {
+  t.add("POST", "/v1/sessions/{id}/ports/{port}", endpoint::sessions, session_port)
+      .max_body_bytes = 4096;
+}
+
+} // namespace guestflow::bridge

@@ -1,0 +1,187 @@
+// Service URLs through `serve` (bridge/API.md, "Service URLs"): a session's port reached
+// through the URL serve signs — HTTP, a server-sent stream line by line, a WebSocket — and
+// the tokens it refuses. A real serve, a real local control plane, real guests.
+
+#include "tests/integration/bridge/bridge_fixture.hpp"
+#include "tests/support/eventually.hpp"
+
+#include <boost/asio/connect.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/websocket.hpp>
+#include <fstream>
+#include <gtest/gtest.h>
+#include <sstream>
+#include <utility> // before the Asio headers (see CONTRIBUTING)
+
+namespace guestflow::testing {
+namespace {
+
+using namespace std::chrono_literals;
+using test_support::eventually;
+
+class ports : public bridge_fixture {
+protected:
+  void SetUp() override {
+    runtime_fixture::SetUp();
+    start_serve({{"GUESTFLOW_PORT_URL_TTL_SECONDS", "600"}});
+  }
+
+  /// A field of a flat JSON answer ("" when absent).
+  static std::string field(const std::string& body, const std::string& name) {
+    auto k = body.find("\"" + name + "\":\"");
+    if (k == std::string::npos) return {};
+    k += name.size() + 4;
+    return body.substr(k, body.find('"', k) - k);
+  }
+
+  /// An active session whose guest runs `python3 -m http.server 8000` over a directory
+  /// with hello.txt and the test server (guest/port_server.py) on 8001.
+  std::string session_with_servers() {
+    auto r = call("POST", "/v1/sessions", R"({"user_id":"alice","thread_id":"ports"})");
+    EXPECT_EQ(r.status, 200u) << r.body;
+    auto id = field(r.body, "session_id");
+    std::ifstream in{std::string{GUESTFLOW_SOURCE_DIR} +
+                     "/tests/integration/bridge/guest/port_server.py"};
+    std::stringstream program;
+    program << in.rdbuf();
+    auto put = [&](const std::string& path, const std::string& body) {
+      auto w = call("PUT", "/v1/sessions/" + id + "/files/write?path=" + path, body);
+      EXPECT_EQ(w.status, 200u) << w.body;
+    };
+    put("/workspace/site/hello.txt", "hello from the guest\n");
+    put("/workspace/port_server.py", program.str());
+    // Both in the background, in their own sessions: the command returns at once.
+    auto c = call(
+        "POST", "/v1/sessions/" + id + "/commands",
+        R"x({"command":"cd /workspace/site && )x"
+        R"x((setsid python3 -m http.server 8000 >/workspace/http.log 2>&1 &) && )x"
+        R"x((setsid python3 /workspace/port_server.py 8001 >/workspace/ps.log 2>&1 &)"})x");
+    EXPECT_EQ(c.status, 200u) << c.body;
+    return id;
+  }
+
+  /// POST …/ports/{port}: the answer.
+  http_reply expose(const std::string& id, const std::string& port,
+                    const std::string& body = {}) const {
+    return call("POST", "/v1/sessions/" + id + "/ports/" + port, body);
+  }
+
+  /// The path of a URL on this serve ("/v1/ports/TOKEN/"), checked to be this serve's.
+  std::string path_of(const std::string& url) const {
+    auto base = "http://127.0.0.1:" + std::to_string(serve->port());
+    EXPECT_EQ(url.compare(0, base.size(), base), 0) << url;
+    return url.substr(base.size());
+  }
+
+  /// GET through a service URL, without serve's bearer token (the URL carries its own).
+  http_reply get(const std::string& path) const { return call("GET", path, {}, false); }
+
+  /// Polls the URL until the guest's server answers (it starts in the background).
+  bool answers(const std::string& path) const {
+    return eventually([&] { return get(path).status == 200; }, 30s, 50ms);
+  }
+};
+
+TEST_F(ports, http_server_in_the_guest_is_listed_through_the_url) {
+  auto id = session_with_servers();
+  auto r = expose(id, "8000");
+  ASSERT_EQ(r.status, 200u) << r.body;
+  EXPECT_FALSE(field(r.body, "expires_at").empty()) << r.body;
+  auto path = path_of(field(r.body, "url"));
+  ASSERT_EQ(path.compare(0, 10, "/v1/ports/"), 0) << path;
+  ASSERT_TRUE(answers(path)) << get(path).status << " " << get(path).body;
+  auto listing = get(path);
+  EXPECT_NE(listing.body.find("hello.txt"), std::string::npos) << listing.body;
+  auto file = get(path + "hello.txt");
+  EXPECT_EQ(file.status, 200u);
+  EXPECT_EQ(file.body, "hello from the guest\n");
+  // A query travels with the path.
+  EXPECT_EQ(get(path + "hello.txt?x=1").body, "hello from the guest\n");
+}
+
+TEST_F(ports, a_server_sent_stream_arrives_line_by_line) {
+  auto id = session_with_servers();
+  auto r = expose(id, "8001");
+  ASSERT_EQ(r.status, 200u) << r.body;
+  auto path = path_of(field(r.body, "url"));
+  ASSERT_TRUE(eventually([&] { return get(path + "nothing").status == 404; }, 30s, 50ms));
+  http_stream s{client(), "GET", path + "sse", {}};
+  ASSERT_EQ(s.status(), 200u);
+  EXPECT_EQ(s.headers().at("content-type"), "text/event-stream");
+  std::vector<std::chrono::steady_clock::time_point> at;
+  while (auto line = s.next_line(30s))
+    if (line->rfind("data: ", 0) == 0) {
+      EXPECT_EQ(*line, "data: " + std::to_string(at.size()));
+      at.push_back(std::chrono::steady_clock::now());
+    }
+  ASSERT_EQ(at.size(), 10u);
+  // The guest writes them 0.3 s apart: held back and sent at once, they would arrive
+  // together.
+  EXPECT_GT(at.back() - at.front(), 1500ms);
+}
+
+TEST_F(ports, a_websocket_echo_round_trips_a_thousand_messages) {
+  namespace net = boost::asio;
+  namespace websocket = boost::beast::websocket;
+  auto id = session_with_servers();
+  auto r = expose(id, "8001");
+  ASSERT_EQ(r.status, 200u) << r.body;
+  auto path = path_of(field(r.body, "url"));
+  ASSERT_TRUE(eventually([&] { return get(path + "nothing").status == 404; }, 30s, 50ms));
+  net::io_context io;
+  websocket::stream<net::ip::tcp::socket> ws{io};
+  ws.next_layer().connect({net::ip::make_address("127.0.0.1"), serve->port()});
+  ws.handshake("127.0.0.1:" + std::to_string(serve->port()), path + "ws");
+  ws.text(true);
+  for (int i = 0; i < 1000; ++i) {
+    auto msg = "message " + std::to_string(i) + std::string(static_cast<size_t>(i % 200), 'x');
+    ws.write(net::buffer(msg));
+    boost::beast::flat_buffer buf;
+    ws.read(buf);
+    ASSERT_EQ(boost::beast::buffers_to_string(buf.data()), msg);
+  }
+  ws.close(websocket::close_code::normal);
+}
+
+TEST_F(ports, wrong_expired_and_unscoped_tokens_are_refused) {
+  auto id = session_with_servers();
+  auto r = expose(id, "8000");
+  ASSERT_EQ(r.status, 200u) << r.body;
+  auto path = path_of(field(r.body, "url"));
+  ASSERT_TRUE(answers(path));
+  auto token = path.substr(10, path.size() - 11); // GUEST.PORT.EXPIRY.MAC
+  // Another MAC, another port or a later expiry under the same MAC: 401.
+  auto last = token.back() == '0' ? '1' : '0';
+  auto wrong_mac = token.substr(0, token.size() - 1) + last;
+  auto dot = token.find('.');
+  auto other_port = token.substr(0, dot) + ".8001" + token.substr(token.find('.', dot + 1));
+  for (auto& t : {wrong_mac, other_port, std::string{"nonsense"}}) {
+    auto refused = get("/v1/ports/" + t + "/");
+    EXPECT_EQ(refused.status, 401u) << t << ": " << refused.body;
+  }
+  // A URL asked for one second is refused once it has expired.
+  auto brief = expose(id, "8000", R"({"ttl_seconds":1})");
+  ASSERT_EQ(brief.status, 200u) << brief.body;
+  auto brief_path = path_of(field(brief.body, "url"));
+  EXPECT_TRUE(eventually([&] { return get(brief_path).status == 401; }, 10s, 100ms));
+  EXPECT_NE(get(brief_path).body.find("expired"), std::string::npos);
+  // More than the server gives, port 0, an unknown session.
+  EXPECT_EQ(expose(id, "8000", R"({"ttl_seconds":601})").status, 400u);
+  EXPECT_EQ(expose(id, "0").status, 400u);
+  EXPECT_EQ(expose("gf-s-nosuchsession", "8000").status, 404u);
+  // Minting needs serve's token; using the URL does not (checked above).
+  EXPECT_EQ(call("POST", "/v1/sessions/" + id + "/ports/8000", {}, false).status, 401u);
+}
+
+TEST_F(ports, a_closed_port_is_the_control_planes_502) {
+  auto id = session_with_servers();
+  auto r = expose(id, "8002");
+  ASSERT_EQ(r.status, 200u) << r.body;
+  auto closed = get(path_of(field(r.body, "url")));
+  EXPECT_EQ(closed.status, 502u) << closed.body;
+  EXPECT_NE(closed.body.find("guest_port_closed"), std::string::npos) << closed.body;
+}
+
+} // namespace
+} // namespace guestflow::testing
