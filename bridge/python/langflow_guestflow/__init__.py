@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from langflow_guestflow.backend import GuestflowSandboxBackend
 
 __version__ = "0.1.0"
-__all__ = ["__version__", "create_backend"]
+__all__ = ["__version__", "create_backend", "expose_port"]
 
 
 def create_backend() -> GuestflowSandboxBackend:
@@ -34,3 +34,25 @@ def create_backend() -> GuestflowSandboxBackend:
     from langflow_guestflow.backend import create_backend as _create
 
     return _create()
+
+
+def expose_port(session_id: str, port: int, *, ttl_seconds: int | None = None, url: str | None = None, token: str | None = None) -> str:
+    """A URL that reaches ``port`` inside agent session ``session_id``'s guest (HTTP,
+    server-sent streams, WebSockets) until it expires (the server's
+    ``GUESTFLOW_PORT_URL_TTL_SECONDS``, one hour by default, or ``ttl_seconds`` if less).
+
+    The URL carries its own token: whoever holds it reaches that port, nothing else, without
+    the server's bearer token. ``url``/``token`` default to ``GUESTFLOW_URL`` and
+    ``GUESTFLOW_TOKEN``. Raises ``GuestflowError`` (404 for an unknown session).
+    """
+    from urllib.parse import quote
+
+    from langflow_guestflow import _http, _settings
+
+    if isinstance(port, bool) or not isinstance(port, int) or not 1 <= port <= 65535:
+        msg = f"port must be an integer in 1..65535, got {port!r}"
+        raise ValueError(msg)
+    body = {} if ttl_seconds is None else {"ttl_seconds": int(ttl_seconds)}
+    path = f"/v1/sessions/{quote(session_id, safe='')}/ports/{port}"
+    doc = _http.request_json(_settings.endpoint(url, token), "POST", path, body, timeout=30.0)
+    return str(doc["url"])

@@ -336,6 +336,21 @@ class GuestflowSandbox(_SandboxBase or _DuckSandbox):  # type: ignore[misc]
                 raise
         return call()
 
+    # -- service URLs --------------------------------------------------------------------
+
+    def expose_port(self, port: int, *, ttl_seconds: int | None = None) -> str:
+        """A URL that reaches ``port`` inside this guest — a web app, a notebook, an MCP
+        server the agent started in the background — over HTTP, server-sent streams and
+        WebSockets, until it expires (the server's ``GUESTFLOW_PORT_URL_TTL_SECONDS``, or
+        ``ttl_seconds`` if less). The URL carries its own scoped token: hand it to a user
+        or a browser as is. Raises ``ValueError`` for a port outside 1..65535."""
+        if isinstance(port, bool) or not isinstance(port, int) or not 1 <= port <= 65535:
+            msg = f"port must be an integer in 1..65535, got {port!r}"
+            raise ValueError(msg)
+        body = {} if ttl_seconds is None else {"ttl_seconds": int(ttl_seconds)}
+        doc = self._session_call(lambda: self._client.json("POST", f"{self._base}/ports/{port}", json_body=body, timeout=CONNECT_TIMEOUT_SECONDS * 3))
+        return str(doc["url"])
+
     # -- commands ------------------------------------------------------------------------
 
     def execute_command(self, command: str, env: dict[str, str] | None = None, timeout: float | None = None) -> str:
