@@ -482,6 +482,71 @@ TEST_F(persistent_fleet_test, a_hung_nodes_guest_stops_before_the_other_node_tak
   EXPECT_EQ(owner_of(name), "node-b");
 }
 
+TEST_F(persistent_fleet_test, etcd_down_past_the_lease_stops_shared_guests_and_recovers) {
+  start_node("node-a", node_args());
+  start_node("node-b", node_args());
+  ASSERT_TRUE(test_support::eventually([&] { return registered() == 2; }, 30s));
+  const std::string name = "seq-etcd-down";
+  auto made = create_shared(0, name);
+  ASSERT_EQ(made.status, 200u) << made.body;
+  const auto id_a = live(0).at(0).id;
+  // A disposable guest placed on node B before the outage.
+  http_client b{nodes[1]->port()};
+  auto scratch = b.call("POST", "/v1/sandboxes", R"({"shape":"s-1vcpu-256mb"})");
+  ASSERT_EQ(scratch.status, 200u) << scratch.body;
+  auto scratch_id = decode<sandbox_created>(decode<jsend>(scratch.body)->data.text)->id;
+  auto writer_a = start_writer(0, id_a, "A");
+  ASSERT_TRUE(test_support::eventually([&] { return lines_of(0, id_a, "A") >= 20; }, 30s));
+
+  // etcd down for three TTLs: every node fences and stops its shared guests before a lease
+  // could expire (etcd keeps the leases while down, and a restarted etcd gives each its full
+  // TTL again: another node could take over at once).
+  etcd->stop();
+  const auto down = std::chrono::steady_clock::now();
+  ASSERT_TRUE(
+      test_support::eventually([&] { return guest_pids(id_a).empty(); }, ttl + 1s, 20ms))
+      << "a shared guest ran on with etcd down";
+  EXPECT_LE(std::chrono::steady_clock::now() - down, ttl);
+  writer_a.reset();
+  EXPECT_TRUE(test_support::eventually(
+      [&] { return live(0).at(0).status == sandbox_status::stopped; }, 10s, 50ms));
+  // Runs go on on what is already placed: the disposable guest answers.
+  exec_request echo;
+  echo.cmd = "echo";
+  echo.args = {"still here"};
+  auto ran = b.call("POST", "/v1/sandboxes/" + scratch_id + "/exec", encode(echo));
+  ASSERT_EQ(ran.status, 200u) << ran.body;
+  EXPECT_EQ(decode<exec_result>(decode<jsend>(ran.body)->data.text)->stdout_text,
+            "still here\n");
+  std::this_thread::sleep_until(down + 3 * ttl); // the outage's length, not a wait
+  EXPECT_TRUE(guest_pids(id_a).empty());
+
+  // etcd back: both nodes register again, and the shared guest runs again on its owner
+  // (woken by its next exec), its sequence going on with one writer at a time.
+  etcd->restart();
+  ASSERT_TRUE(test_support::eventually([&] { return registered() == 2; }, 30s));
+  std::string last;
+  ASSERT_TRUE(test_support::eventually(
+      [&] {
+        exec_request probe;
+        probe.cmd = "true";
+        auto r = http_client{nodes[0]->port()}.call("POST", "/v1/sandboxes/" + id_a + "/exec",
+                                                    encode(probe));
+        last = r.body;
+        return r.status == 200u;
+      },
+      30s, 200ms))
+      << "the shared guest never ran again: " << last;
+  EXPECT_EQ(owner_of(name), "node-a");
+  auto writer_b = start_writer(0, id_a, "B");
+  ASSERT_TRUE(test_support::eventually([&] { return lines_of(0, id_a, "B") >= 20; }, 30s));
+  writer_b.reset();
+  ASSERT_NO_FATAL_FAILURE(expect_a_then_b(sequence(0, id_a)));
+  // Node B never built it.
+  EXPECT_EQ(live(1).size(), 1u) << "only the disposable guest";
+  b.call("DELETE", "/v1/sandboxes/" + scratch_id);
+}
+
 TEST_F(persistent_fleet_test, a_missing_or_unfleeted_workspace_root_is_refused_at_start) {
   auto run = [&](std::vector<std::string> args) {
     std::vector<std::string> all{"control-plane", "--state-dir",
