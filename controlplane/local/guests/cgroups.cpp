@@ -3,6 +3,7 @@
 #include "common/text.hpp"
 #include "common/unique_fd.hpp"
 
+#include <algorithm>
 #include <cerrno>
 #include <csignal>
 #include <cstring>
@@ -306,11 +307,22 @@ result<bool> kill_and_remove(const std::vector<std::string>& dirs,
   std::set<pid_t> killed;
   int rounds_with_newcomers = 0;
   bool froze = false;
+  // A process joins the guest's hierarchies in procs_files' order and dies out of all at
+  // once, so the first directory holds every member: it alone is polled and signalled (on
+  // v1 each member was read and killed once per hierarchy, four times). The others are
+  // looked at once it is empty, and polled too if one still has a member.
+  std::vector<std::string> polled{live.front()};
   for (;;) {
     std::vector<pid_t> members;
-    for (const auto& d : live)
+    for (const auto& d : polled)
       for (pid_t pid : cgroup_pids(d))
         members.push_back(pid);
+    if (members.empty() && polled.size() < live.size() &&
+        std::any_of(live.begin() + 1, live.end(),
+                    [](const std::string& d) { return !cgroup_pids(d).empty(); })) {
+      polled = live;
+      continue;
+    }
     if (members.empty()) break;
     if (clock_type::now() > deadline)
       return fail(ec::unavailable, "processes of the guest survive SIGKILL (cgroup " + live[0] +
@@ -324,7 +336,7 @@ result<bool> kill_and_remove(const std::vector<std::string>& dirs,
       if (froze || is_frozen(live)) set_frozen(live, false, std::chrono::milliseconds(2000));
       continue;
     }
-    if (newcomers || atomic_kill) kill_members(live);
+    if (newcomers || atomic_kill) kill_members(polled);
     sleep_briefly();
   }
   for (const auto& d : live) {
