@@ -1,5 +1,6 @@
 #include "controlplane/local/http/http_session.hpp"
 
+#include "controlplane/local/http/ingress_proxy.hpp"
 #include "controlplane/local/http/replies.hpp"
 #include "controlplane/local/http/request_reader.hpp"
 #include "controlplane/local/http/routes.hpp"
@@ -170,6 +171,10 @@ private:
     auto& req = reader_.head().get();
     version_ = req.version();
     keep_alive_ = req.keep_alive();
+    if (auto ingress =
+            match_ingress(reader_.sv(req.target()), reader_.sv(req[http::field::host]),
+                          ctx_.options.ingress_domain))
+      return serve_ingress(std::move(*ingress));
     auto v = reader_.judge(ctx_.options);
     // An early reply (before the body was read) must close a connection with a body.
     has_body_ = v.has_body;
@@ -186,6 +191,20 @@ private:
         self->on_body(ec);
       });
     });
+  }
+
+  /// A service URL (ingress_proxy.hpp): the connection is the proxy's until it is done.
+  void serve_ingress(result<ingress_request> r) {
+    if (!r) {
+      has_body_ = reader_.head().chunked() || reader_.head().content_length().value_or(0) > 0;
+      return send(failure_reply(r.error()), has_body_);
+    }
+    local::serve_ingress(stream_, reader_.buffer(), reader_.head(), std::move(*r), ctx_,
+                         [self = shared_from_this()](after_ingress next) {
+                           if (next == after_ingress::next) return self->read_header();
+                           if (next == after_ingress::linger) return self->linger();
+                           self->shutdown();
+                         });
   }
 
   void on_body(error_code ec) {
