@@ -476,6 +476,22 @@ unique_fd guest_backend::tear_down(guest_runtime& g, std::optional<failure>& fir
   return workspace_pin;
 }
 
+size_t guest_backend::remove_stray_gvisor_state(const std::set<std::string>& live) {
+  size_t removed = 0;
+  std::error_code ec_;
+  for (fs::directory_iterator it{impl_->cfg.state_dir / "gvisor", ec_}, end; !ec_ && it != end;
+       it.increment(ec_)) {
+    const auto id = it->path().filename().string();
+    if (!it->is_directory(ec_) || id == "rootfs" || live.count(id) || !check_id(id)) continue;
+    bool busy = false;
+    if (impl_->layout)
+      for (const auto& d : guest_cgroup_dirs(*impl_->layout, id))
+        busy = busy || !cgroup_pids(d).empty();
+    if (!busy && remove_gvisor_state(impl_->cfg.state_dir, id)) ++removed;
+  }
+  return removed;
+}
+
 result<bool> guest_backend::stop(const guest_runtime& recorded) {
   if (auto ok = check_owned(recorded, impl_->cfg.state_dir, impl_->cfg.workspace_root); !ok)
     return ok;

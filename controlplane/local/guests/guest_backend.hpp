@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <sys/types.h>
 #include <vector>
@@ -196,6 +197,10 @@ public:
   /// and on a runtime that names only the id (recorded before create returned): then whatever
   /// create names by that id is removed.
   result<bool> destroy(const guest_runtime& g);
+
+  /// Removes the runsc state of gVisor guests `live` does not name and whose cgroups hold no
+  /// process (a crash between a teardown's kill and its removal); returns how many.
+  size_t remove_stray_gvisor_state(const std::set<std::string>& live);
 
   /// destroy() but for the workspace: every process killed, cgroups and netns removed, the
   /// workspace's file system unmounted (synchronously: a start may attach it again at once)

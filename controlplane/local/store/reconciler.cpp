@@ -201,6 +201,7 @@ result<reconcile_report> reconcile(record_store& store, guest_backend& backend) 
   for (const auto& r : report.pooled)
     named.insert(r.id);
   remove_stray_cgroups(named, report);
+  report.stray_gvisor_state = backend.remove_stray_gvisor_state(named);
   return report;
 }
 

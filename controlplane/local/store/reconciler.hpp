@@ -18,6 +18,7 @@ struct reconcile_report {
   size_t reaped = 0;                 ///< live records whose init was gone → failed
   std::vector<std::string> problems; ///< leftovers that could not be removed
   size_t stray_cgroups = 0;          ///< guests whose cgroup directories no record named
+  size_t stray_gvisor_state = 0;     ///< gVisor guests' runsc state no record named
 };
 
 /// How old an empty guest cgroup directory no record names must be before a start removes

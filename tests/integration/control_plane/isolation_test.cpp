@@ -219,6 +219,29 @@ TEST_F(control_plane_isolation_host, an_isolation_it_cannot_give_is_refused_nami
 namespace guestflow::testing {
 namespace {
 
+TEST_F(control_plane_isolation_host,
+       a_restart_adopts_gvisor_guests_and_drops_stray_runsc_state) {
+  // What a crash between a teardown's kill and its removal leaves: runsc state no record
+  // names, no process in its cgroups.
+  const auto stray = state_dir_ / "gvisor" / "sb-0123456789abcdef";
+  std::filesystem::create_directories(stray / "state");
+  auto g = create(R"({"shape":"s-1vcpu-256mb","isolation":"gvisor","egress":["240.0.0.0/4"]})");
+  ASSERT_EQ(put_file(g.id, "/workspace/kept", "before").status, 200u);
+  stop();
+  start();
+  EXPECT_FALSE(std::filesystem::exists(stray));
+  EXPECT_TRUE(std::filesystem::exists(state_dir_ / "gvisor" / g.id));
+  // Adopted as what it is: its exec and files still go through runsc and its gofer.
+  EXPECT_EQ(view(g.id).isolation, "gvisor");
+  auto r = exec(g.id, "/bin/cat", {"/workspace/kept", "/proc/version"});
+  EXPECT_EQ(r.stdout_text.rfind("before", 0), 0u) << r.stdout_text << r.stderr_text;
+  EXPECT_NE(r.stdout_text.find("4.4.0"), std::string::npos) << r.stdout_text;
+  ASSERT_EQ(data<sandbox_deleted>(call("DELETE", "/v1/sandboxes/" + g.id)).status,
+            sandbox_status::destroyed);
+  EXPECT_FALSE(std::filesystem::exists(state_dir_ / "gvisor" / g.id));
+  EXPECT_TRUE(eventually([&] { return guest_pids(g.id).empty(); }));
+}
+
 TEST_F(control_plane_isolation_host, without_nftables_rules_are_refused_not_run_open) {
   stop();
   start({"--nft-path", "/nonexistent/nft"});
