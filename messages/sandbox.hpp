@@ -178,6 +178,11 @@ struct sandbox_view {
   std::optional<uint32_t> delete_after_stop_seconds; ///< persistent only
   /// What the guest is (local control plane: "namespaces" | "gvisor"; absent: unknown).
   std::string isolation{};
+  /// gVisor: how it last started: "boot", "checkpoint" (its memory from the stop) or
+  /// "snapshot" (its image's); absent: not known (a namespaces guest, or since a restart).
+  std::string started_from{};
+  /// Why its checkpoint or snapshot could not be restored (it booted cold instead).
+  std::optional<std::string> restore_error{};
 
   friend bool operator==(const sandbox_view& a, const sandbox_view& b) {
     return a.id == b.id && a.name == b.name && a.status == b.status && a.shape == b.shape &&
@@ -188,7 +193,8 @@ struct sandbox_view {
            a.last_used_at == b.last_used_at && a.calls_in_progress == b.calls_in_progress &&
            a.idle_ttl_seconds == b.idle_ttl_seconds &&
            a.delete_after_stop_seconds == b.delete_after_stop_seconds &&
-           a.isolation == b.isolation;
+           a.isolation == b.isolation && a.started_from == b.started_from &&
+           a.restore_error == b.restore_error;
   }
 };
 
@@ -197,7 +203,7 @@ typename Inspector::result_type inspect(Inspector& f, sandbox_view& x) {
   return f(x.id, x.name, x.status, x.shape, x.egress, x.envs, x.created_at, x.paused_at,
            x.last_resumed_at, x.auto_pause_after_seconds, x.persistent, x.stopped_at,
            x.last_used_at, x.calls_in_progress, x.idle_ttl_seconds, x.delete_after_stop_seconds,
-           x.isolation);
+           x.isolation, x.started_from, x.restore_error);
 }
 
 /// `data` of `GET /v1/sandboxes`: `{data: [view…], pagination: {total}}`.

@@ -212,6 +212,8 @@ sandbox_view view_of(const value& v, const path& p) {
   x.idle_ttl_seconds = opt_seconds(o, "idle_ttl_seconds");
   x.delete_after_stop_seconds = opt_seconds(o, "delete_after_stop_seconds");
   x.isolation = o.str_or("isolation", "");
+  x.started_from = o.str_or("started_from", "");
+  x.restore_error = o.opt_str("restore_error");
   return x;
 }
 
@@ -244,6 +246,8 @@ void write_view(json_writer& w, const sandbox_view& x) {
   w.opt_field("last_used_at", x.last_used_at);
   if (x.calls_in_progress > 0) w.field("calls_in_progress", x.calls_in_progress);
   if (!x.isolation.empty()) w.field("isolation", x.isolation);
+  if (!x.started_from.empty()) w.field("started_from", x.started_from);
+  w.opt_field("restore_error", x.restore_error);
   w.end_object();
 }
 

@@ -7,6 +7,7 @@
 #include "controlplane/local/guests/guest_files.hpp"
 #include "controlplane/local/guests/guest_init.hpp"
 #include "controlplane/local/guests/guest_mounts.hpp"
+#include "controlplane/local/guests/gvisor_checkpoint.hpp"
 #include "controlplane/local/guests/gvisor_sandbox.hpp"
 #include "controlplane/local/guests/host_command.hpp"
 #include "controlplane/local/guests/sandbox_launch.hpp"
@@ -476,6 +477,20 @@ unique_fd guest_backend::tear_down(guest_runtime& g, std::optional<failure>& fir
   return workspace_pin;
 }
 
+result<bool> guest_backend::checkpoint(const guest_runtime& g, const fs::path& dir) {
+  if (auto ok = check_owned(g, impl_->cfg.state_dir, impl_->cfg.workspace_root); !ok) return ok;
+  if (g.isolation != guest_isolation::gvisor)
+    return fail(ec::bad_request, "only a gVisor guest can be checkpointed");
+  if (!alive(g)) return fail(ec::guest_failed, "the sandbox is not running");
+  const auto paths = gvisor_paths_for(impl_->cfg.state_dir, g.id);
+  // Memory is written out: seconds for a large sandbox on a loaded host.
+  return write_checkpoint(
+      [&](const std::vector<std::string>& args) {
+        return run_runsc(impl_->cfg.runsc, paths, g.netns, args, std::chrono::seconds(120));
+      },
+      g.id, dir);
+}
+
 size_t guest_backend::remove_stray_gvisor_state(const std::set<std::string>& live) {
   size_t removed = 0;
   std::error_code ec_;
@@ -526,6 +541,7 @@ result<bool> guest_backend::destroy(const guest_runtime& recorded) {
           fail(ec::unavailable, "cannot remove " + g.workspace.string() + ": " + ec_.message());
     if (under_root(g.workspace, impl_->cfg.workspace_root))
       ::unlink((g.workspace.parent_path() / shared_spec_file).c_str());
+    remove_checkpoint(checkpoint_dir(g.workspace.parent_path())); // a gVisor guest's memory
     ::rmdir(g.workspace.parent_path().c_str()); // the guest's directory, now empty
   }
   impl_->releaser.release(std::move(workspace_pin));

@@ -198,6 +198,11 @@ public:
   /// create names by that id is removed.
   result<bool> destroy(const guest_runtime& g);
 
+  /// gVisor: `runsc checkpoint` of the sandbox into `dir` (gvisor_checkpoint.hpp; in the
+  /// guest's netns, where runsc's control socket is), which ends the sandbox. Then call stop()
+  /// or destroy() for the rest. A failure leaves nothing at `dir`; the guest may still run.
+  result<bool> checkpoint(const guest_runtime& g, const std::filesystem::path& dir);
+
   /// Removes the runsc state of gVisor guests `live` does not name and whose cgroups hold no
   /// process (a crash between a teardown's kill and its removal); returns how many.
   size_t remove_stray_gvisor_state(const std::set<std::string>& live);

@@ -1,7 +1,5 @@
 #include "controlplane/local/guests/gvisor_checkpoint.hpp"
 
-#include "controlplane/local/guests/host_command.hpp"
-
 #include <cerrno>
 #include <cstring>
 #include <fcntl.h>
@@ -42,18 +40,15 @@ bool has_checkpoint(const fs::path& dir) {
   return ::stat((dir / image_file).c_str(), &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0;
 }
 
-result<bool> write_checkpoint(const std::vector<std::string>& runsc_global,
-                              const std::string& container, const fs::path& dir,
-                              std::chrono::milliseconds timeout) {
+result<bool> write_checkpoint(const runsc_runner& runsc, const std::string& container,
+                              const fs::path& dir) {
   const auto partial = partial_of(dir);
   std::error_code ec_;
   fs::remove_all(partial, ec_);
   if (::mkdir(partial.c_str(), 0700) != 0)
     return fail(ec::unavailable,
                 "cannot create " + partial.string() + ": " + std::strerror(errno));
-  auto argv = runsc_global;
-  argv.insert(argv.end(), {"checkpoint", "--image-path", partial.string(), container});
-  auto out = run_command(argv, command_options{{}, -1, {}, timeout});
+  auto out = runsc({"checkpoint", "--image-path", partial.string(), container});
   auto failed = [&](const std::string& why) -> failure {
     fs::remove_all(partial, ec_);
     return fail(ec::unavailable, "checkpoint of " + container + " failed: " + why);
@@ -78,6 +73,131 @@ void remove_checkpoint(const fs::path& dir) {
   std::error_code ec_;
   fs::remove_all(dir, ec_);
   fs::remove_all(partial_of(dir), ec_);
+}
+
+restored_guest restore_or_boot(guest_backend& backend, guest_spec spec, const fs::path& dir,
+                               const std::string& from) {
+  restored_guest out;
+  const bool spend = from == "checkpoint";
+  if (spec.isolation == guest_isolation::gvisor && has_checkpoint(dir)) {
+    spec.gvisor_command = restore_command(dir);
+    out.rt = backend.create(spec);
+    if (out.rt) {
+      out.started_from = from;
+      if (spend) remove_checkpoint(dir);
+      return out;
+    }
+    out.restore_error = "the " + from + " could not be restored (" + out.rt.error().message +
+                        "); booted cold from the kept disk";
+  }
+  spec.gvisor_command.clear();
+  out.rt = backend.create(spec);
+  // Kept while nothing runs (a start that failed for capacity tries it again).
+  if (spend && out.rt) remove_checkpoint(dir);
+  return out;
+}
+
+// Guest-side programs (they run only inside a gVisor guest, never on the host).
+
+const char* const snapshot_waiter_script = R"py(import os, stat, sys, time
+_src, _pre = sys.argv[1], [m for m in sys.argv[2].split(",") if m]
+_F, _W = "/tmp/.guestflow-snapshot", "/tmp/.guestflow-snapshot-waiter"
+null = os.open("/dev/null", os.O_RDWR)
+out = os.dup(1)
+os.dup2(null, 1)
+os.dup2(null, 2)
+failed = []
+for m in _pre:
+    if m == "guestflow:runner":
+        continue
+    try:
+        __import__(m)
+    except BaseException as e:
+        failed.append("preload %s: %s: %s" % (m, type(e).__name__, e))
+for f in (sys.stdout, sys.stderr):
+    try:
+        f.flush()
+    except BaseException:
+        pass
+os.mkfifo(_F, 0o600)
+os.write(out, ("
+".join(["ready"] + failed) + "
+").encode("utf-8", "replace"))
+os.dup2(null, 0)
+os.close(out)
+fd = os.open(_F, os.O_RDONLY)
+os.unlink(_F)
+data = b""
+while True:
+    b = os.read(fd, 65536)
+    if not b:
+        break
+    data += b
+os.close(fd)
+pid, _, req = data.partition(b"\0")
+if not pid.isdigit():
+    os._exit(0)
+d = "/tmp/.gf" + pid.decode()
+child = os.fork()
+if child == 0:
+    for n, s in ((1, ".o"), (2, ".e")):
+        f = os.open(d + s, os.O_WRONLY)
+        os.dup2(f, n)
+        os.close(f)
+    sys.argv = ["-c", _W]
+    exec(compile(_src, "python_waiter", "exec"), {"__name__": "__guestflow_waiter__",
+                                                  "__builtins__": __builtins__})
+    os._exit(0)
+while True:
+    try:
+        if stat.S_ISFIFO(os.stat(_W).st_mode):
+            break
+    except FileNotFoundError:
+        pass
+    time.sleep(0.0005)
+w = os.open(_W, os.O_WRONLY)
+while req:
+    req = req[os.write(w, req):]
+os.close(w)
+_, status = os.waitpid(child, 0)
+code = os.waitstatus_to_exitcode(status)
+with open(d + ".x", "w") as x:
+    x.write(str(code if code >= 0 else 128 - code))
+os._exit(0)
+)py";
+
+namespace {
+
+/// The relay: its own pipes carry the program's output; FIFOs named by its pid join them.
+constexpr const char* relay_script =
+    "d=/tmp/.gf$$\n"
+    "[ -p /tmp/.guestflow-snapshot ] && mkfifo -m 600 $d.o $d.e || exit 125\n"
+    "printf '%s\\0' $$ \"$@\" > /tmp/.guestflow-snapshot\n"
+    "cat $d.e >&2 & cat $d.o; wait\n"
+    "c=137; [ -s $d.x ] && c=$(cat $d.x)\n"
+    "rm -f $d.o $d.e $d.x; exit $c\n";
+
+} // namespace
+
+exec_request snapshot_relay(const std::string& request) {
+  exec_request r;
+  r.cmd = "/bin/sh";
+  r.args = {"-c", relay_script, "guestflow-relay"};
+  size_t at = 0;
+  while (at < request.size()) {
+    auto end = request.find('\0', at);
+    if (end == std::string::npos) end = request.size();
+    r.args.push_back(request.substr(at, end - at));
+    at = end + 1;
+  }
+  return r;
+}
+
+exec_request snapshot_dismiss() {
+  return exec_request{"/bin/sh",
+                      {"-c",
+                       "[ -p /tmp/.guestflow-snapshot ] && echo - > /tmp/.guestflow-snapshot; "
+                       "exit 0"}};
 }
 
 } // namespace guestflow::local

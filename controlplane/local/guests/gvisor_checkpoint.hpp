@@ -1,9 +1,12 @@
 #pragma once
 
+#include "controlplane/local/guests/guest_backend.hpp"
+#include "controlplane/local/guests/host_command.hpp"
 #include "messages/error.hpp"
 
 #include <chrono>
 #include <filesystem>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -27,17 +30,51 @@ std::filesystem::path checkpoint_dir(const std::filesystem::path& guest_dir);
 /// True when `dir` holds a complete checkpoint (a non-empty checkpoint.img).
 bool has_checkpoint(const std::filesystem::path& dir);
 
-/// `runsc <global> checkpoint --image-path <dir>.partial <container>`, then renamed to `dir`
+/// Runs `runsc … ARGS` on the guest (run_runsc: its global flags, in its netns).
+using runsc_runner = std::function<result<command_output>(const std::vector<std::string>&)>;
+
+/// `checkpoint --image-path <dir>.partial <container>` through `runsc`, then renamed to `dir`
 /// (replacing an older one). runsc ends the sandbox on success; on failure the sandbox may
 /// still run and nothing is left at `dir`.
-result<bool> write_checkpoint(const std::vector<std::string>& runsc_global,
-                              const std::string& container, const std::filesystem::path& dir,
-                              std::chrono::milliseconds timeout = std::chrono::seconds(60));
+result<bool> write_checkpoint(const runsc_runner& runsc, const std::string& container,
+                              const std::filesystem::path& dir);
 
 /// The runsc command (launch_request::gvisor_command) that restores `dir` instead of booting.
 std::vector<std::string> restore_command(const std::filesystem::path& dir);
 
 /// Removes `dir` and a leftover `.partial`. Idempotent.
 void remove_checkpoint(const std::filesystem::path& dir);
+
+/// How a guest came to run: booted, or restored from its checkpoint or its image's snapshot.
+struct restored_guest {
+  result<guest_runtime> rt{fail(ec::unavailable, "not built")};
+  std::string started_from = "boot"; ///< "boot" | "checkpoint" | "snapshot"
+  /// Why the checkpoint or snapshot could not be restored (the guest then booted cold).
+  std::string restore_error;
+};
+
+/// Builds `spec`, restoring `dir` (`from`: "checkpoint" or "snapshot") when it holds one: a
+/// restore that fails boots cold from the same spec instead (the kept workspace is attached
+/// as it is either way; create() removed what the failed restore built). A checkpoint is
+/// spent once a guest runs (restored or booted, it diverges from it); a snapshot is kept.
+restored_guest restore_or_boot(guest_backend& backend, guest_spec spec,
+                               const std::filesystem::path& dir, const std::string& from);
+
+/// A snapshot's python3 (`python3 -c snapshot_waiter_script WAITER_SOURCE PRELOAD`,
+/// WAITER_SOURCE the python waiter's script, PRELOAD its comma-separated modules): imports
+/// PRELOAD, prints "ready" (then the failures, one a line) and closes its stdio, then blocks on
+/// a FIFO in the sandbox's /tmp. The sandbox is checkpointed there, so each guest restored from
+/// the snapshot has this interpreter, modules imported, waiting. Its first `python3 …` runs
+/// through snapshot_relay(): the waiter forks, the child becomes the python waiter with the
+/// relay's pipes as its stdout/stderr and gets the request, the parent reports the exit code.
+extern const char* const snapshot_waiter_script;
+
+/// The exec that hands `request` (python_waiter::request_for's, NUL-separated) to a restored
+/// snapshot's waiter: a shell in the guest whose output is the program's and whose exit code
+/// is the program's (125: no waiter listening; 137: the program was killed).
+exec_request snapshot_relay(const std::string& request);
+
+/// The exec that ends an unused snapshot waiter (a first exec it will not serve).
+exec_request snapshot_dismiss();
 
 } // namespace guestflow::local

@@ -1,6 +1,8 @@
 // Persistent guests: stop (processes gone, workspace kept), start from the kept workspace,
-// wake on use, idle TTL and retention. The rest of control_plane is control_plane.cpp.
+// wake on use, idle TTL and retention. gVisor guests stop by checkpoint and start by
+// restore (gvisor_checkpoint.hpp). The rest of control_plane is control_plane.cpp.
 #include "controlplane/local/guests/guest_mounts.hpp"
+#include "controlplane/local/guests/gvisor_checkpoint.hpp"
 #include "controlplane/local/service/clock.hpp"
 #include "controlplane/local/service/control_plane.hpp"
 #include "controlplane/local/service/shapes.hpp"
@@ -38,6 +40,7 @@ result<sandbox_view> control_plane::stop(const std::string& id) {
 result<sandbox_view> control_plane::stop_guest(const std::string& id, bool only_if_idle,
                                                const std::string& note) {
   guest_runtime rt;
+  bool was_paused = false;
   std::unique_ptr<python_waiter> waiter; // reaped once stop() killed it
   {
     std::lock_guard<std::mutex> lock{mu_};
@@ -62,6 +65,7 @@ result<sandbox_view> control_plane::stop_guest(const std::string& id, bool only_
          std::chrono::duration<double>(clock::now() - (*g)->last_activity).count() <
              rec.idle_ttl_seconds * cfg_.auto_pause_scale))
       return conflict("sandbox is busy");
+    was_paused = rec.status == sandbox_status::paused;
     rec.status = sandbox_status::stopping;
     if (auto ok = save(**g); !ok) {
       rec.status = sandbox_status::running;
@@ -69,6 +73,15 @@ result<sandbox_view> control_plane::stop_guest(const std::string& id, bool only_
     }
     rt = rec.runtime;
     waiter = std::move((*g)->waiter);
+  }
+  // gVisor keeps the memory: the sandbox goes into a checkpoint beside its workspace first
+  // (thawed if paused: a frozen sandbox cannot write one). One that fails is noted and the
+  // stop goes on; the next start then boots cold from the kept disk.
+  std::string memory_note;
+  if (rt.isolation == guest_isolation::gvisor) {
+    if (was_paused) backend_.resume(rt);
+    if (auto cp = backend_.checkpoint(rt, checkpoint_dir(rt.workspace.parent_path())); !cp)
+      memory_note = "memory not kept (" + cp.error().message + "); the next start boots cold";
   }
   auto done = backend_.stop(rt);
   waiter.reset();
@@ -90,9 +103,11 @@ result<sandbox_view> control_plane::stop_guest(const std::string& id, bool only_
   // Only the id and the workspace outlive a stop: cgroups, netns, init are gone.
   guest_runtime kept;
   kept.id = g.rec.runtime.id;
+  kept.isolation = g.rec.runtime.isolation; // a start builds the same kind
   kept.workspace = g.rec.runtime.workspace;
   g.rec.runtime = kept;
   if (!note.empty()) g.rec.note = note;
+  if (!memory_note.empty()) g.rec.note = note.empty() ? memory_note : note + "; " + memory_note;
   if (auto ok = save(g); !ok) return ok.error();
   return to_view(g.rec);
 }
@@ -146,7 +161,13 @@ result<sandbox_view> control_plane::finish_start(const guest_spec& spec) {
     }
     return mine.error();
   }
-  auto rt = backend_.create(spec);
+  std::filesystem::path memory; // a gVisor guest's checkpoint, beside its kept workspace
+  {
+    std::lock_guard<std::mutex> lock{mu_};
+    memory = checkpoint_dir(guests_.at(spec.id).rec.runtime.workspace.parent_path());
+  }
+  auto built = restore_or_boot(backend_, spec, memory, "checkpoint");
+  auto& rt = built.rt;
   std::lock_guard<std::mutex> lock{mu_};
   auto& g = guests_.at(spec.id);
   settled_.notify_all();
@@ -160,6 +181,15 @@ result<sandbox_view> control_plane::finish_start(const guest_spec& spec) {
   }
   g.rec.runtime = *rt;
   g.rec.status = sandbox_status::running;
+  if (spec.isolation == guest_isolation::gvisor) {
+    g.rec.started_from = built.started_from;
+    g.rec.restore_error.reset();
+    if (!built.restore_error.empty()) g.rec.restore_error = built.restore_error;
+  }
+  if (!built.restore_error.empty())
+    g.rec.note = built.restore_error;
+  else if (built.started_from == "checkpoint")
+    g.rec.note = "started from its checkpoint: processes and memory as they were at the stop";
   g.rec.stopped_at.reset();
   g.rec.stopped_unix = 0;
   g.rec.last_resumed_at = now_rfc3339();

@@ -19,6 +19,8 @@ sandbox_view to_view(const guest_record& r) {
   v.stopped_at = r.stopped_at;
   v.last_used_at = r.last_used_at;
   v.isolation = to_string(r.runtime.isolation);
+  v.started_from = r.started_from;
+  v.restore_error = r.restore_error;
   if (r.persistent) {
     v.idle_ttl_seconds = r.idle_ttl_seconds;
     v.delete_after_stop_seconds = r.delete_after_stop_seconds;

@@ -1,0 +1,226 @@
+// gVisor guests whose stop keeps memory, on the wire with real runsc sandboxes: a background
+// Python counter goes on across stop/start and wake on use (same process, same interpreter
+// state, value continued); a checkpoint that cannot be restored boots cold from the kept
+// workspace and says so in the view; delete removes the checkpoint with the workspace; an
+// image's snapshot is restored by its creates (its preloaded python3 serves the first run).
+#include "tests/integration/control_plane/fixture.hpp"
+#include "tests/integration/control_plane/image_fixture.hpp"
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+namespace guestflow::testing {
+namespace {
+
+using control_plane_gvisor_checkpoint = control_plane_test;
+using namespace std::chrono_literals;
+namespace fs = std::filesystem;
+
+/// Without a network: runsc cannot checkpoint a sandbox on the host's network stack, which
+/// a networked gVisor guest uses inside its netns (its stop then keeps the disk only).
+const std::string gvisor_persistent =
+    R"({"shape":"s-1vcpu-256mb","persistent":true,"idle_ttl_seconds":0,"isolation":"gvisor",)"
+    R"("egress":["240.0.0.0/4"]})";
+
+/// A Python program that counts in memory and publishes "pid count token" every 20 ms: the
+/// token is drawn once at its start, so only the same interpreter goes on with it.
+const std::string counter_program = R"(import os, time
+token = os.urandom(8).hex()
+i = 0
+while True:
+    with open('/workspace/counter.tmp', 'w') as f:
+        f.write('%d %d %s\n' % (os.getpid(), i, token))
+    os.replace('/workspace/counter.tmp', '/workspace/counter')
+    i += 1
+    time.sleep(0.02)
+)";
+
+struct counter_state {
+  long pid = -1;
+  long count = -1;
+  std::string token;
+};
+
+class checkpoint_fixture : public control_plane_gvisor_checkpoint {
+protected:
+  void SetUp() override {
+    control_plane_gvisor_checkpoint::SetUp();
+    auto caps = call("GET", "/v1/capabilities");
+    if (caps.body.find("\"gvisor\"") == std::string::npos)
+      GTEST_SKIP() << "this control plane offers no gVisor guests: " << caps.body;
+  }
+
+  /// The counter, started in the background (its output nowhere: the exec returns at once).
+  void start_counter(const std::string& id) {
+    auto r = exec(id, "/bin/sh",
+                  {"-c", "python3 -c \"$0\" </dev/null >/dev/null 2>&1 &", counter_program});
+    ASSERT_EQ(r.exit_code, 0) << r.stderr_text;
+  }
+
+  /// The counter's last line as the guest's workspace holds it (read through the files API).
+  counter_state read_counter(const std::string& id) {
+    counter_state c;
+    auto f = get_file(id, "/workspace/counter");
+    if (f.status != 200u) return c;
+    std::istringstream in{f.body};
+    in >> c.pid >> c.count >> c.token;
+    return c;
+  }
+
+  /// Polls until the counter passed `at_least`.
+  counter_state counter_past(const std::string& id, long at_least) {
+    counter_state c;
+    eventually([&] { return (c = read_counter(id)).count > at_least; }, 30s, 20ms);
+    return c;
+  }
+
+  fs::path checkpoint_of(const std::string& id) const {
+    return state_dir_ / "guests" / id / "checkpoint";
+  }
+};
+
+TEST_F(checkpoint_fixture, a_background_counter_goes_on_across_stop_and_start) {
+  auto g = create(gvisor_persistent);
+  ASSERT_EQ(view(g.id).isolation, "gvisor");
+  ASSERT_EQ(exec(g.id, "/bin/sh", {"-c", "echo kept > /workspace/f"}).exit_code, 0);
+  start_counter(g.id);
+  auto before = counter_past(g.id, 5);
+  ASSERT_GT(before.count, 5) << "the counter never ran";
+
+  auto s = data<sandbox_view>(call("POST", "/v1/sandboxes/" + g.id + "/stop"));
+  EXPECT_EQ(s.status, sandbox_status::stopped);
+  EXPECT_TRUE(guest_pids(g.id).empty()) << "a stopped guest has no process left";
+  EXPECT_TRUE(fs::exists(checkpoint_of(g.id) / "checkpoint.img"));
+
+  auto started = data<sandbox_view>(call("POST", "/v1/sandboxes/" + g.id + "/start"));
+  EXPECT_EQ(started.status, sandbox_status::running);
+  EXPECT_EQ(started.started_from, "checkpoint");
+  EXPECT_FALSE(started.restore_error) << *started.restore_error;
+  // The first value after the start is where the memory stood: nothing counted meanwhile.
+  auto first = read_counter(g.id);
+  const long at_stop = first.count;
+  EXPECT_EQ(first.pid, before.pid);
+  EXPECT_EQ(first.token, before.token) << "the same interpreter, its variables kept";
+  EXPECT_GE(first.count, before.count) << "the value continued, not restarted";
+  auto after = counter_past(g.id, at_stop);
+  EXPECT_GT(after.count, at_stop) << "the restored process runs on";
+  EXPECT_EQ(after.token, before.token);
+  EXPECT_EQ(after.pid, before.pid);
+  EXPECT_FALSE(fs::exists(checkpoint_of(g.id))) << "a restored checkpoint is spent";
+  EXPECT_EQ(exec(g.id, "/bin/cat", {"/workspace/f"}).stdout_text, "kept\n");
+
+  // Wake on use restores too.
+  ASSERT_EQ(call("POST", "/v1/sandboxes/" + g.id + "/stop").status, 200u);
+  auto woken = read_counter(g.id); // the files API wakes it
+  EXPECT_EQ(woken.token, before.token);
+  EXPECT_EQ(view(g.id).started_from, "checkpoint");
+  EXPECT_GT(counter_past(g.id, woken.count).count, woken.count);
+
+  // Delete while stopped takes the checkpoint with the workspace.
+  ASSERT_EQ(call("POST", "/v1/sandboxes/" + g.id + "/stop").status, 200u);
+  ASSERT_TRUE(fs::exists(checkpoint_of(g.id)));
+  EXPECT_EQ(data<sandbox_deleted>(call("DELETE", "/v1/sandboxes/" + g.id)).status,
+            sandbox_status::destroyed);
+  EXPECT_FALSE(fs::exists(state_dir_ / "guests" / g.id));
+}
+
+TEST_F(checkpoint_fixture, a_corrupt_checkpoint_boots_cold_with_the_files_intact) {
+  auto g = create(gvisor_persistent);
+  ASSERT_EQ(exec(g.id, "/bin/sh", {"-c", "echo kept > /workspace/f"}).exit_code, 0);
+  start_counter(g.id);
+  auto before = counter_past(g.id, 3);
+  ASSERT_GT(before.count, 3);
+  ASSERT_EQ(call("POST", "/v1/sandboxes/" + g.id + "/stop").status, 200u);
+  const auto image = checkpoint_of(g.id) / "checkpoint.img";
+  ASSERT_TRUE(fs::exists(image));
+  {
+    // Same size, wrong bytes: what a torn copy or a bad disk leaves.
+    auto size = fs::file_size(image);
+    std::ofstream out{image, std::ios::binary | std::ios::trunc};
+    out << std::string(size, 'x');
+  }
+
+  auto started = data<sandbox_view>(call("POST", "/v1/sandboxes/" + g.id + "/start"));
+  EXPECT_EQ(started.status, sandbox_status::running);
+  EXPECT_EQ(started.started_from, "boot");
+  ASSERT_TRUE(started.restore_error);
+  EXPECT_NE(started.restore_error->find("restore"), std::string::npos)
+      << *started.restore_error;
+  EXPECT_EQ(view(g.id).started_from, "boot") << "the view keeps saying so";
+  EXPECT_EQ(exec(g.id, "/bin/cat", {"/workspace/f"}).stdout_text, "kept\n") << "files intact";
+  // A cold boot: the counter's process is gone, its last value is what the disk kept.
+  auto last = read_counter(g.id);
+  EXPECT_EQ(last.token, before.token);
+  EXPECT_FALSE(eventually([&] { return read_counter(g.id).count > last.count; }, 300ms, 20ms))
+      << "no process from before the stop runs after a cold boot";
+  EXPECT_FALSE(fs::exists(checkpoint_of(g.id))) << "the bad checkpoint is not tried again";
+  EXPECT_TRUE(guest_pids(g.id).size() > 0);
+}
+
+class snapshot_fixture : public image_test {
+protected:
+  void SetUp() override {
+    image_test::SetUp();
+    if (call("GET", "/v1/capabilities").body.find("\"gvisor\"") == std::string::npos)
+      GTEST_SKIP() << "this control plane offers no gVisor guests";
+  }
+  sandbox_created create_gvisor(const std::string& image) {
+    return create(R"({"shape":"s-1vcpu-256mb","isolation":"gvisor","egress":["240.0.0.0/4"],)"
+                  R"("rootfs":")" +
+                  image + "\"}");
+  }
+};
+
+TEST_F(snapshot_fixture, a_snapshot_image_create_restores_rather_than_boots) {
+  const auto venv = dir_.path() / "venv";
+  make_venv(venv);
+  auto r = call("POST", "/v1/images",
+                R"({"name":"snap","python_env":)" + quote_json(venv.string()) +
+                    R"(,"preload":["marker"],"snapshot":true})");
+  auto added = data<image_added>(r);
+  EXPECT_TRUE(added.image.snapshot) << r.body;
+  EXPECT_TRUE(fs::exists(state_dir_ / "images" / "snap" / "snapshot" / "checkpoint.img"));
+  auto listed = data<image_list>(call("GET", "/v1/images"));
+  ASSERT_EQ(listed.data.size(), 2u);
+  EXPECT_TRUE(listed.data[1].snapshot);
+
+  const std::string probe = "import sys; print('marker' in sys.modules, sys.argv[1:])";
+  auto a = create_gvisor("snap");
+  EXPECT_EQ(view(a.id).started_from, "snapshot");
+  // The first run meets the snapshot's interpreter: the preload is imported already (its
+  // print went nowhere), the arguments and exit code are the run's own.
+  auto first = exec(a.id, "python3", {"-c", probe, "x"});
+  EXPECT_EQ(first.stdout_text, "True ['x']\n") << first.stderr_text;
+  EXPECT_EQ(first.exit_code, 0);
+  auto second = exec(a.id, "python3", {"-c", probe});
+  EXPECT_EQ(second.stdout_text, "False []\n") << "a later run is a fresh python3";
+  EXPECT_EQ(exec(a.id, "python3", {"-c", "import sys; sys.exit(3)"}).exit_code, 3);
+  ASSERT_EQ(exec(a.id, "/bin/sh", {"-c", "echo used > /tmp/mine"}).exit_code, 0);
+
+  // Every create gets its own copy nobody used: not a's /tmp, its own waiting python3.
+  auto b = create_gvisor("snap");
+  EXPECT_EQ(view(b.id).started_from, "snapshot");
+  auto b_first = exec(b.id, "python3",
+                      {"-c", "import os, sys; print('marker' in sys.modules, "
+                             "os.path.exists('/tmp/mine')); sys.exit(4)"});
+  EXPECT_EQ(b_first.stdout_text, "True False\n") << b_first.stderr_text;
+  EXPECT_EQ(b_first.exit_code, 4);
+
+  // A first exec the snapshot's python3 does not serve ends it: nothing of it is left.
+  auto c = create_gvisor("snap");
+  auto ls = exec(c.id, "/bin/sh", {"-c", "cat /proc/[0-9]*/cmdline | tr '\\0' ' '"});
+  EXPECT_EQ(ls.stdout_text.find("guestflow-snapshot"), std::string::npos) << ls.stdout_text;
+
+  // A namespaces guest of the image boots as ever.
+  auto n = create(R"({"shape":"s-1vcpu-256mb","rootfs":"snap"})");
+  EXPECT_EQ(view(n.id).started_from, "");
+  for (const auto& id : {a.id, b.id, c.id, n.id})
+    ASSERT_EQ(call("DELETE", "/v1/sandboxes/" + id).status, 200u);
+  // Removing the image removes its snapshot.
+  ASSERT_EQ(call("DELETE", "/v1/images/snap").status, 200u);
+  EXPECT_FALSE(fs::exists(state_dir_ / "images" / "snap"));
+}
+
+} // namespace
+} // namespace guestflow::testing
