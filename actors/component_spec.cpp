@@ -69,8 +69,11 @@ result<component_plan> make_component_spec(const component_request& req,
                             : names::ephemeral(names::guest_kind::backend, owner, rng);
   spec.create.shape = where->chosen.id;
   spec.create.rootfs = where->rootfs;
+  spec.create.isolation = where->isolation;
   spec.create.name = spec.name;
   spec.create.egress = std::move(where->egress);
+  // A kept guest can serve ports through serve's service URLs (bridge/API.md).
+  spec.create.ingress_enabled = plan.reusable;
   spec.create.auto_pause_after_seconds = plan.reusable ? reusable_auto_pause(s.timeout_seconds)
                                                        : backstop_auto_pause(s.timeout_seconds);
   // On a local control plane a reusable guest is persistent: stopped when idle (memory

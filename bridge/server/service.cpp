@@ -239,6 +239,20 @@ void service::endpoint_of(const std::string& id, reply<cp::endpoint> done) {
   rt_.client()->endpoint_of(id, cp::millis{10'000}, std::move(done));
 }
 
+void service::guest_named(const std::string& name, reply<std::string> done) {
+  ask_for<sandbox_list>(
+      system(), rt_.controlplane(), caf::duration{std::chrono::seconds{30}},
+      [name, done = std::move(done)](result<sandbox_list> r) {
+        if (!r) return done(r.error());
+        for (auto& g : r->data)
+          if (g.name == name && g.status != sandbox_status::destroying &&
+              g.status != sandbox_status::destroyed && g.status != sandbox_status::failed)
+            return done(g.id);
+        done(fail(ec::not_found, "no guest named " + name));
+      },
+      list_atom::value, std::string{});
+}
+
 void service::stats(reply<runtime_stats> done) {
   // Two asks, joined: the reaper's answer completes what the coordinator's began.
   auto& sys = system();

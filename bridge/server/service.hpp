@@ -101,6 +101,10 @@ public:
   /// where a service URL is forwarded.
   void endpoint_of(const std::string& id, reply<cp::endpoint> done);
 
+  /// The id of the live guest named `name` (a reusable component guest); not_found when
+  /// no guest of the control plane (every node of a fleet) has that name.
+  void guest_named(const std::string& name, reply<std::string> done);
+
   /// The per-node gauges of a fleet client in Prometheus text; empty with one control plane.
   std::string fleet_metrics() const;
 

@@ -1,4 +1,5 @@
 #include "actors/ask.hpp"
+#include "actors/guest_names.hpp"
 #include "bridge/server/exchange.hpp"
 #include "bridge/server/server.hpp"
 #include "bridge/server/surfaces/sessions.hpp"
@@ -62,35 +63,65 @@ result<uint32_t> ttl_of(exchange& ex, const server_context& ctx) {
   return *req->ttl_seconds;
 }
 
+/// The URL for the guest `guest_id` once known (a failure answered as it is).
+std::function<void(exchange&, result<std::string>)> answer_url(server_context& ctx,
+                                                               uint16_t port, uint32_t ttl) {
+  return [&ctx, port, ttl](exchange& ex, result<std::string> guest_id) {
+    if (!guest_id) return ex.refuse(guest_id.error());
+    if (!token_safe_id(*guest_id))
+      return ex.refuse(fail(ec::unavailable,
+                            "guest id '" + *guest_id + "' cannot be carried in a service URL"));
+    ex.respond(200, encode(sign_url(ex, ctx, *guest_id, port, ttl)));
+  };
+}
+
+/// What both routes check first: the provider, the port and the body's ttl.
+result<std::pair<uint16_t, uint32_t>> port_and_ttl(exchange& ex, server_context& ctx) {
+  // serve forwards to http:// and unix:// control planes; CreateOS's guest URLs are its own.
+  if (ctx.svc.provider_name() == "createos")
+    return fail(ec::unavailable,
+                "service URLs through serve need a local control plane; "
+                "CreateOS's own guest URLs are not handed out by this version");
+  auto port = parse_uint_as<uint16_t>(ex.params().path("port"), 1);
+  if (!port) return fail(ec::bad_request, "port: expected an integer in 1..65535");
+  auto ttl = ttl_of(ex, ctx);
+  if (!ttl) return ttl.error();
+  return std::make_pair(*port, *ttl);
+}
+
+/// POST /v1/components/{guest}/ports/{port}: `guest` is a reusable component guest's name
+/// (a `reuse: "flow"` run's answer), found on the control plane (any node of a fleet).
+void component_port(exchange& ex, server_context& ctx) {
+  auto name = std::string{ex.params().path("guest")};
+  if (!names::is_reusable(name))
+    return ex.refuse(fail(ec::bad_request, "guest: '" + name +
+                                               "' is not a reusable component guest's name "
+                                               "(a reuse: \"flow\" run's `guest`)"));
+  auto what = port_and_ttl(ex, ctx);
+  if (!what) return ex.refuse(what.error());
+  ctx.svc.guest_named(name, ex.then<std::string>(answer_url(ctx, what->first, what->second)));
+}
+
 void session_port(exchange& ex, server_context& ctx) {
   auto g = ctx.opts.sessions;
   if (!g) return ex.refuse(failure{ec::unavailable, "sessions are not served by this server"});
-  // serve forwards to http:// and unix:// control planes; CreateOS's guest URLs are its own.
-  if (ctx.svc.provider_name() == "createos")
-    return ex.refuse(fail(ec::unavailable, "service URLs through serve need a local control "
-                                           "plane; CreateOS's own guest URLs are not handed "
-                                           "out by this version"));
-  auto port = parse_uint_as<uint16_t>(ex.params().path("port"), 1);
-  if (!port) return ex.refuse(fail(ec::bad_request, "port: expected an integer in 1..65535"));
-  auto ttl = ttl_of(ex, ctx);
-  if (!ttl) return ex.refuse(ttl.error());
-  ask_for<session_info>(
-      g->sys, g->manager, caf::duration{30s},
-      ex.then<session_info>([&ctx, port = *port, ttl = *ttl](exchange& ex,
-                                                             result<session_info> r) {
-        if (!r) return ex.refuse(r.error());
-        if (!token_safe_id(r->guest_id))
-          return ex.refuse(fail(ec::unavailable, "guest id '" + r->guest_id +
-                                                     "' cannot be carried in a service URL"));
-        ex.respond(200, encode(sign_url(ex, ctx, r->guest_id, port, ttl)));
-      }),
-      get_atom::value, std::string{ex.params().path("id")});
+  auto what = port_and_ttl(ex, ctx);
+  if (!what) return ex.refuse(what.error());
+  auto then = answer_url(ctx, what->first, what->second);
+  ask_for<session_info>(g->sys, g->manager, caf::duration{30s},
+                        ex.then<session_info>([then](exchange& ex, result<session_info> r) {
+                          if (!r) return then(ex, r.error());
+                          then(ex, r->guest_id);
+                        }),
+                        get_atom::value, std::string{ex.params().path("id")});
 }
 
 } // namespace
 
 void add_port_routes(route_table& t) {
   t.add("POST", "/v1/sessions/{id}/ports/{port}", endpoint::sessions, session_port)
+      .max_body_bytes = 4096;
+  t.add("POST", "/v1/components/{guest}/ports/{port}", endpoint::component_run, component_port)
       .max_body_bytes = 4096;
 }
 

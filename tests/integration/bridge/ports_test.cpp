@@ -183,5 +183,26 @@ TEST_F(ports, a_closed_port_is_the_control_planes_502) {
   EXPECT_NE(closed.body.find("guest_port_closed"), std::string::npos) << closed.body;
 }
 
+TEST_F(ports, a_reusable_component_guest_serves_its_port_by_its_name) {
+  // The run leaves http.server going in its kept guest, in a session of its own.
+  auto run = call(
+      "POST", "/v1/components/run",
+      R"({"flow_id":"f-ports","component_id":"c1","reuse":"flow","program":)"
+      R"("import subprocess\nopen('/workspace/hi.txt','w').write('kept\\n')\n)"
+      R"(subprocess.Popen(['python3','-m','http.server','8000'],cwd='/workspace',)"
+      R"(start_new_session=True,stdout=subprocess.DEVNULL,stderr=subprocess.DEVNULL)\n"})");
+  ASSERT_EQ(run.status, 200u) << run.body;
+  auto guest = field(run.body, "guest");
+  ASSERT_EQ(guest.compare(0, 5, "gf-c-"), 0) << run.body;
+  auto r = call("POST", "/v1/components/" + guest + "/ports/8000");
+  ASSERT_EQ(r.status, 200u) << r.body;
+  auto path = path_of(field(r.body, "url"));
+  ASSERT_TRUE(answers(path + "hi.txt"));
+  EXPECT_EQ(get(path + "hi.txt").body, "kept\n");
+  // Only a reusable guest's name, and one that exists.
+  EXPECT_EQ(call("POST", "/v1/components/not-a-guest/ports/8000").status, 400u);
+  EXPECT_EQ(call("POST", "/v1/components/gf-c-00000000000000000/ports/8000").status, 404u);
+}
+
 } // namespace
 } // namespace guestflow::testing

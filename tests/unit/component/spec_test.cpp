@@ -69,6 +69,7 @@ TEST(component_spec, reuse_flow_names_the_guest_by_key_and_pauses_just_above_the
   EXPECT_EQ(p->spec.create.egress, egress_policy::deny_all());
   // Local: persistent, stopped (not paused) just above the timeout.
   EXPECT_TRUE(p->spec.create.persistent);
+  EXPECT_TRUE(p->spec.create.ingress_enabled); // its ports have service URLs
   EXPECT_EQ(p->spec.create.idle_ttl_seconds, 105u);
   EXPECT_FALSE(p->spec.create.auto_pause_after_seconds);
   EXPECT_EQ(p->spec.create.shape, "s-1vcpu-256mb");
@@ -104,6 +105,7 @@ TEST(component_spec, reuse_none_is_an_ephemeral_guest_of_this_owner) {
   EXPECT_EQ(parsed->kind, names::guest_kind::backend); // the reaper owns it
   EXPECT_EQ(p->spec.create.auto_pause_after_seconds, 150u);
   EXPECT_FALSE(p->spec.create.persistent);
+  EXPECT_FALSE(p->spec.create.ingress_enabled);
 }
 
 TEST(component_spec, a_command_runs_as_is_and_return_files_prepares_the_directory) {
