@@ -46,6 +46,10 @@ struct forward_options {
   std::vector<std::string> drop_fields;
   /// Cookies removed from the Cookie field (the caller's own token cookie).
   std::vector<std::string> drop_cookies;
+  /// Set: the upstream connection is kept alive (no `Connection: close`), and handed to
+  /// this before `done` when the exchange ended with it reusable (the whole response read,
+  /// the upstream keeping it open, no upgrade); unset: one exchange per upstream connection.
+  std::function<void(boost::asio::generic::stream_protocol::socket)> keep_upstream;
 };
 
 /// How an exchange ended. `answered`: a response header reached the client, so the caller
@@ -128,7 +132,8 @@ public:
     req_.version(11);
     if (!opts_.host.empty()) req_.set(http::field::host, opts_.host);
     strip_request_fields(req_, opts_, upgrade_);
-    if (!upgrade_) req_.set(http::field::connection, "close"); // one exchange per upstream
+    if (!upgrade_ && !opts_.keep_upstream) // one exchange per upstream connection
+      req_.set(http::field::connection, "close");
     req_.body().data = nullptr;
     req_.body().more = !req_parser_.is_done();
     req_sr_.emplace(req_);
@@ -275,10 +280,18 @@ private:
                         if (ec == http::error::need_buffer) ec = {};
                         if (ec) return self->client_failed(ec);
                         self->touch();
-                        if (self->res_sr_->is_done())
-                          return self->finish(forward_outcome::kind::done, {});
+                        if (self->res_sr_->is_done()) return self->done_whole();
                         self->read_response_body();
                       });
+  }
+
+  /// The whole response sent: the upstream connection goes back to the caller when it
+  /// can carry another exchange.
+  void done_whole() {
+    auto& p = *res_parser_;
+    if (opts_.keep_upstream && p.is_done() && p.keep_alive() && up_buf_.size() == 0)
+      opts_.keep_upstream(std::move(up_));
+    finish(forward_outcome::kind::done, {});
   }
 
   // ---- the tunnel after a 101 -------------------------------------------------------------

@@ -200,7 +200,7 @@ private:
       return send(failure_reply(r.error()), has_body_);
     }
     local::serve_ingress(stream_, reader_.buffer(), reader_.head(), std::move(*r), ctx_,
-                         [self = shared_from_this()](after_ingress next) {
+                         ingress_cache_, [self = shared_from_this()](after_ingress next) {
                            if (next == after_ingress::next) return self->read_header();
                            if (next == after_ingress::linger) return self->linger();
                            self->shutdown();
@@ -709,6 +709,8 @@ private:
   std::deque<pending_line> outq_;
   bool writing_ = false;
   steady::time_point write_started_;
+
+  ingress_cache ingress_cache_; ///< a service URL's upstream connection, kept for the next
 
   // uploads
   std::vector<char> scratch_;

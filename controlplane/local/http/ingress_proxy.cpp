@@ -10,7 +10,9 @@
 
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/post.hpp>
+#include <cerrno>
 #include <memory>
+#include <sys/socket.h>
 
 namespace guestflow::local {
 
@@ -71,12 +73,13 @@ class ingress_call : public std::enable_shared_from_this<ingress_call> {
 public:
   ingress_call(client_stream& stream, beast::flat_buffer& buf,
                http::request_parser<http::empty_body>& head, ingress_request req,
-               http_context& ctx, std::function<void(after_ingress)> then)
+               http_context& ctx, ingress_cache& cache, std::function<void(after_ingress)> then)
       : stream_(stream)
       , buf_(buf)
       , head_(head)
       , req_(std::move(req))
       , ctx_(ctx)
+      , cache_(cache)
       , then_(std::move(then))
       , slot_(ctx, req_.id) {}
 
@@ -114,6 +117,7 @@ public:
                                  std::to_string(ctx_.options.max_ingress_connections) +
                                  " service-URL connections open; retry later"),
           has_body_);
+    if (!set_cookie && reuse(token)) return forward();
     net::post(ctx_.workers, [self = shared_from_this(), token, set_cookie] {
       auto target = self->ctx_.service.open_ingress(self->req_.id, token);
       result<unique_fd> sock = fail(ec::unavailable, "not made");
@@ -128,6 +132,28 @@ public:
   }
 
 private:
+  /// The upstream connection the last request left, when it is for this guest and port,
+  /// still open, and the guest still runs with this token valid.
+  bool reuse(const std::optional<std::string>& token) {
+    auto kept = std::move(cache_.upstream);
+    cache_.upstream.reset();
+    if (!kept || cache_.id != req_.id || cache_.port != req_.port) return false;
+    char c;
+    auto n = ::recv(kept->native_handle(), &c, 1, MSG_PEEK | MSG_DONTWAIT);
+    if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK)) return false; // closed
+    auto lease = ctx_.service.ingress_ready(req_.id, token);
+    if (!lease) return false;
+    lease_ = std::move(*lease);
+    upstream_ = std::move(kept);
+    return true;
+  }
+
+  /// Ends the lease on a worker: its release may write the guest's record.
+  void release_lease() {
+    net::post(ctx_.workers,
+              [l = std::make_shared<activity_lease>(std::move(lease_))] { l->reset(); });
+  }
+
   reply too_large_reply(uint64_t got) {
     return failure_reply(413, "request body of " + std::to_string(got) +
                                   " bytes exceeds the limit of " +
@@ -136,6 +162,7 @@ private:
 
   void opened(result<ingress_target> target, result<unique_fd> sock,
               const std::optional<std::string>& token, bool set_cookie) {
+    if (target) lease_ = std::move(target->lease);
     if (!target) return answer(failure_reply(target.error()), has_body_);
     if (!target->authorized)
       return answer(failure_reply(401, "wrong ingress token for sandbox " + req_.id),
@@ -143,7 +170,7 @@ private:
     if (set_cookie)
       return redirect(req_.prefix + req_.upstream_target, ingress_cookie_for(req_, *token));
     if (!sock) return answer(failure_reply(sock.error()), has_body_);
-    lease_ = std::move(target->lease);
+    if (!target->netns) return answer(failure_reply(503, "service URL: no netns"), has_body_);
     upstream_.emplace(stream_.get_executor());
     error_code ec;
     upstream_->assign(stream_protocol{AF_INET, IPPROTO_TCP}, sock->release(), ec);
@@ -162,6 +189,10 @@ private:
                                                             : " (" + ec.message() + ")")),
             self->has_body_);
       }
+      // The request's header and its body chunks go as separate writes: Nagle would hold
+      // each for the guest's delayed ACK.
+      error_code ignored;
+      self->upstream_->set_option(net::ip::tcp::no_delay(true), ignored);
       self->forward();
     });
   }
@@ -173,13 +204,18 @@ private:
     o.idle_timeout = ctx_.options.idle_timeout;
     o.drop_fields = {"Authorization", "X-Api-Key", std::string{ingress_token_header}};
     o.drop_cookies = {std::string{ingress_cookie}};
+    o.keep_upstream = [self = shared_from_this()](stream_protocol::socket s) {
+      self->cache_.id = self->req_.id;
+      self->cache_.port = self->req_.port;
+      self->cache_.upstream.emplace(std::move(s));
+    };
     forward::forward_exchange(
         stream_, buf_, head_, std::move(*upstream_), std::move(o),
         [self = shared_from_this()](forward::forward_outcome r) { self->forwarded(r); });
   }
 
   void forwarded(const forward::forward_outcome& r) {
-    lease_.reset();
+    release_lease();
     using k = forward::forward_outcome::kind;
     if (r.answered) return finish(r.keep_alive ? after_ingress::next : after_ingress::close);
     switch (r.what) {
@@ -228,6 +264,7 @@ private:
   }
 
   void finish(after_ingress a) {
+    release_lease();
     if (auto then = std::exchange(then_, nullptr)) then(a);
   }
 
@@ -236,6 +273,7 @@ private:
   http::request_parser<http::empty_body>& head_; ///< the connection's; moved from by forward()
   ingress_request req_;
   http_context& ctx_;
+  ingress_cache& cache_;
   std::function<void(after_ingress)> then_;
   ingress_slot slot_;
   activity_lease lease_;
@@ -248,8 +286,9 @@ private:
 
 void serve_ingress(client_stream& stream, beast::flat_buffer& buf,
                    http::request_parser<http::empty_body>& head, ingress_request req,
-                   http_context& ctx, std::function<void(after_ingress)> then) {
-  std::make_shared<ingress_call>(stream, buf, head, std::move(req), ctx, std::move(then))
+                   http_context& ctx, ingress_cache& cache,
+                   std::function<void(after_ingress)> then) {
+  std::make_shared<ingress_call>(stream, buf, head, std::move(req), ctx, cache, std::move(then))
       ->start();
 }
 

@@ -145,6 +145,14 @@ public:
                                               const std::optional<std::string>& /*token*/) {
     return fail(ec::not_found, "sandbox " + id + " has no service URLs on this control plane");
   }
+  /// The fast path of a connection that already holds an upstream connection to the guest:
+  /// a lease when the guest runs with service URLs and `token` (if any) is its secret,
+  /// nullopt otherwise (open_ingress then says why). Never blocks (one lookup under the
+  /// domain's lock): the transport calls it inline.
+  virtual std::optional<activity_lease> ingress_ready(const std::string& /*id*/,
+                                                      const std::optional<std::string>&) {
+    return std::nullopt;
+  }
 
   /// Whether an upload of `bytes` to `path` fits where it would land (the guest's disk
   /// quota); artifact_too_large (413) if not. Writes nothing. Default: nothing to check.
