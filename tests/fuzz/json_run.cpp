@@ -33,8 +33,9 @@ void check_scrub(std::string_view input) {
   });
   if (!plain) return;
   std::vector<const std::string*> fields{
-      &e->id,           &e->name,        &e->logs,       &e->line,      &e->message,
-      &e->outputs.text, &e->result.text, &e->types.text, &e->data.text, &e->context.text};
+      &e->id,          &e->name,          &e->logs,          &e->line,
+      &e->message,     &e->outputs.text,  &e->result().text, &e->types().text,
+      &e->data().text, &e->context().text};
   for (auto& id : e->failed)
     fields.push_back(&id);
   for (auto& ro : e->run_outputs_list) {
