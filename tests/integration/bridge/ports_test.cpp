@@ -204,5 +204,52 @@ TEST_F(ports, a_reusable_component_guest_serves_its_port_by_its_name) {
   EXPECT_EQ(call("POST", "/v1/components/gf-c-00000000000000000/ports/8000").status, 404u);
 }
 
+/// serve in front of two control planes: each URL reaches the node that holds its guest.
+TEST_F(ports, on_a_fleet_each_url_reaches_the_node_that_holds_the_guest) {
+  std::vector<std::unique_ptr<control_plane_process>> nodes;
+  std::string urls;
+  for (auto name : {"node-a", "node-b"}) {
+    nodes.push_back(std::make_unique<control_plane_process>(
+        dir.path() / name, std::vector<std::string>{"--node", name}));
+    urls += (urls.empty() ? "" : ",") + std::string{"http://127.0.0.1:"} +
+            std::to_string(nodes.back()->port());
+  }
+  start_serve({{"GUESTFLOW_CONTROL_PLANE_URL", urls}, {"GUESTFLOW_SESSION_REPLICAS", "8"}});
+  auto holds = [&](size_t node, const std::string& name) {
+    auto r = http_client{nodes[node]->port()}.call("GET", "/v1/sandboxes");
+    return r.body.find("\"" + name + "\"") != std::string::npos;
+  };
+  // Sessions until each node holds one (placement is by committed memory, ties at random).
+  std::string on[2];
+  for (int i = 0; i < 8 && (on[0].empty() || on[1].empty()); ++i) {
+    auto r = call("POST", "/v1/sessions",
+                  R"({"user_id":"alice","thread_id":"fleet-)" + std::to_string(i) + "\"}");
+    ASSERT_EQ(r.status, 200u) << r.body;
+    auto id = field(r.body, "session_id");
+    for (size_t n = 0; n < 2; ++n)
+      if (on[n].empty() && holds(n, id)) on[n] = id;
+  }
+  ASSERT_FALSE(on[0].empty() || on[1].empty()) << "placement used one node only";
+  for (auto& id : on) {
+    auto w =
+        call("PUT", "/v1/sessions/" + id + "/files/write?path=/workspace/site/who.txt", id);
+    ASSERT_EQ(w.status, 200u) << w.body;
+    auto c = call("POST", "/v1/sessions/" + id + "/commands",
+                  R"x({"command":"cd /workspace/site && )x"
+                  R"x((setsid python3 -m http.server 8000 >/dev/null 2>&1 &)"})x");
+    ASSERT_EQ(c.status, 200u) << c.body;
+  }
+  for (auto& id : on) {
+    auto r = expose(id, "8000");
+    ASSERT_EQ(r.status, 200u) << r.body;
+    auto path = path_of(field(r.body, "url"));
+    ASSERT_TRUE(answers(path + "who.txt")) << id;
+    EXPECT_EQ(get(path + "who.txt").body, id);
+  }
+  for (auto& id : on)
+    call("DELETE", "/v1/sessions/" + id);
+  serve.reset(); // before its nodes
+}
+
 } // namespace
 } // namespace guestflow::testing
