@@ -125,6 +125,8 @@ result<std::unique_ptr<record_store>> record_store::open(const std::filesystem::
   for (const char* c : {"stopped_at", "last_used_at"})
     if (auto r = store->add_column(c, "TEXT"); !r) return r.error();
   if (auto r = store->add_column("mounts", "TEXT NOT NULL DEFAULT ''"); !r) return r.error();
+  if (auto r = store->add_column("ingress_secret", "TEXT NOT NULL DEFAULT ''"); !r)
+    return r.error();
   // '' = namespaces (every guest made before gVisor guests existed).
   if (auto r = store->add_column("isolation", "TEXT NOT NULL DEFAULT ''"); !r) return r.error();
   return store;
@@ -167,8 +169,8 @@ result<bool> record_store::put(const guest_record& r) {
            "auto_pause, ingress, created_at, paused_at, last_resumed_at, note, init_pid, "
            "init_start_time, cgroup_dirs, netns, workspace, ip, pooled, ended_at, persistent, "
            "idle_ttl, delete_after_stop, stopped_at, stopped_unix, last_used_at, "
-           "last_used_unix, mounts, isolation) VALUES "
-           "(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"};
+           "last_used_unix, mounts, ingress_secret, isolation) VALUES "
+           "(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"};
     if (!s) return rollback(db_failure(db_, "prepare"));
     s.text(1, r.id);
     s.integer(2, r.seq);
@@ -202,7 +204,8 @@ result<bool> record_store::put(const guest_record& r) {
     s.opt_text(27, r.last_used_at);
     s.integer(28, r.last_used_unix);
     s.text(29, mounts_to_text(r.mounts));
-    s.text(30, r.runtime.isolation == guest_isolation::gvisor ? "gvisor" : "");
+    s.text(30, r.ingress_secret);
+    s.text(31, r.runtime.isolation == guest_isolation::gvisor ? "gvisor" : "");
     if (sqlite3_step(s.s) != SQLITE_DONE) return rollback(db_failure(db_, "insert guest"));
   }
   {
@@ -248,7 +251,7 @@ result<std::vector<guest_record>> record_store::load_all() {
          "created_at, paused_at, last_resumed_at, note, init_pid, init_start_time, "
          "cgroup_dirs, netns, workspace, ip, pooled, ended_at, persistent, idle_ttl, "
          "delete_after_stop, stopped_at, stopped_unix, last_used_at, last_used_unix, mounts, "
-         "isolation FROM guests ORDER BY seq"};
+         "ingress_secret, isolation FROM guests ORDER BY seq"};
   if (!s) return db_failure(db_, "prepare");
   int rc;
   while ((rc = sqlite3_step(s.s)) == SQLITE_ROW) {
@@ -294,7 +297,8 @@ result<std::vector<guest_record>> record_store::load_all() {
     auto mounts = mounts_from_text(s.col_text(28));
     if (!mounts) return mounts.error();
     r.mounts = std::move(*mounts);
-    if (s.col_text(29) == "gvisor") r.runtime.isolation = guest_isolation::gvisor;
+    r.ingress_secret = s.col_text(29);
+    if (s.col_text(30) == "gvisor") r.runtime.isolation = guest_isolation::gvisor;
     out.push_back(std::move(r));
   }
   if (rc != SQLITE_DONE) return db_failure(db_, "load guests");
