@@ -164,6 +164,14 @@ control_plane::control_plane(guest_backend& backend, record_store& store, image_
     ps.targets = cfg_.warm_pool;
     ps.warn = cfg_.warn;
     ps.python_waiter = cfg_.pool_python && python_waiter_wanted();
+    // On loan: the pool builds only into room no create has taken (mutex held; the pool
+    // passes what it holds itself, as pool_ is not set yet while its builders start).
+    ps.room = [this](const shape& s, const capacity_usage& pool) {
+      auto u = guest_usage();
+      u.memory_mib += pool.memory_mib;
+      u.guests += pool.guests;
+      return !gate_.admit(u, s);
+    };
     pool_ = std::make_unique<warm_pool>(backend_, store_, images_, mu_, std::move(ps),
                                         std::move(pooled));
   }
@@ -188,6 +196,16 @@ std::vector<pool_status> control_plane::pool() {
 }
 
 capacity_usage control_plane::usage() {
+  auto u = guest_usage();
+  if (pool_) {
+    auto held = pool_->held();
+    u.memory_mib += held.memory_mib;
+    u.guests += held.guests;
+  }
+  return u;
+}
+
+capacity_usage control_plane::guest_usage() {
   capacity_usage u;
   auto add = [&u](const std::string& shape_id, uint64_t n) {
     if (auto s = find_shape(shape_id)) u.memory_mib += s->mem_mib * n;
@@ -195,14 +213,24 @@ capacity_usage control_plane::usage() {
   };
   for (const auto& [id, g] : guests_)
     if (holds_capacity(g.rec.status)) add(g.rec.shape, 1);
-  if (pool_)
-    for (const auto& p : pool_->status())
-      add(p.key.shape, std::max<uint64_t>(p.target, uint64_t{p.ready} + p.creating));
   return u;
 }
 
 std::optional<failure> control_plane::admit(const shape& shp) {
   return gate_.admit(usage(), shp);
+}
+
+std::optional<failure> control_plane::admit_lending(const shape& shp,
+                                                    std::vector<pool_guest>& victims) {
+  auto full = admit(shp);
+  if (!full || !pool_ || !gate_.ready() || gate_.draining()) return full;
+  victims = pool_->lend([&](const capacity_usage& freed) {
+    auto u = usage();
+    u.memory_mib -= std::min(u.memory_mib, freed.memory_mib);
+    u.guests -= std::min(u.guests, freed.guests);
+    return !gate_.admit(u, shp);
+  });
+  return admit(shp);
 }
 
 result<capacity_status> control_plane::capacity() {
@@ -316,10 +344,8 @@ result<sandbox_created> control_plane::create(const sandbox_create_request& req)
   auto mounts = resolve_mounts(req.mounts, mount_roots_from_env());
   if (!mounts) return mounts.error();
   // Persistent guests are built for their caller: their workspace is theirs to keep. Pool
-  // guests were built without mounts.
-  if (pool_ && !req.persistent && mounts->empty() &&
-      req.egress.mode == egress_policy::kind::deny_all &&
-      *isolation == guest_isolation::namespaces)
+  // guests were built without mounts; the rest of what shapes a guest is the pool's key.
+  if (pool_ && !req.persistent && mounts->empty() && *isolation == guest_isolation::namespaces)
     if (auto taken = create_from_pool(req, *shp)) return std::move(*taken);
 
   guest_spec spec;
@@ -340,6 +366,16 @@ result<sandbox_created> control_plane::create(const sandbox_create_request& req)
     if (shared && cfg_.owners) cfg_.owners->release(*req.name);
     return f;
   };
+  // Deleted before this guest is built, or on any way out (never handed out again).
+  struct lent_guests {
+    warm_pool* pool;
+    std::vector<pool_guest> v;
+    void release() {
+      if (pool && !v.empty()) pool->release(std::move(v));
+      v.clear();
+    }
+    ~lent_guests() { release(); }
+  } lent{pool_.get(), {}};
   {
     std::lock_guard<std::mutex> lock{mu_};
     // Resolved under the lock: remove_image() cannot take the image away before this
@@ -353,8 +389,9 @@ result<sandbox_created> control_plane::create(const sandbox_create_request& req)
         return conflict("name '" + spec.name + "' is taken by live sandbox " + id +
                         "; choose another name or delete that sandbox");
     // Admitted in the same critical section that records the guest as creating: its
-    // record is its reservation, so concurrent creates count each other.
-    if (auto full = admit(*shp)) return release_shared(*full);
+    // record is its reservation, so concurrent creates count each other. Pool guests are
+    // capacity on loan: the ones lent here are deleted before this guest is built.
+    if (auto full = admit_lending(*shp, lent.v)) return release_shared(*full);
     guest g;
     g.rec.id = spec.id;
     g.rec.name = spec.name;
@@ -382,6 +419,7 @@ result<sandbox_created> control_plane::create(const sandbox_create_request& req)
     guests_.emplace(spec.id, std::move(g));
   }
   gate_.changed();
+  lent.release();
 
   auto started = std::chrono::steady_clock::now();
   auto rt = backend_.create(spec);
@@ -445,10 +483,16 @@ control_plane::create_from_pool(const sandbox_create_request& req, const shape& 
           return result<sandbox_created>{
               conflict("name '" + *req.name + "' is taken by live sandbox " + other +
                        "; choose another name or delete that sandbox")};
-    // A taken pool guest is one more guest: the pool's target, counted already, refills.
-    if (auto full = admit(shp)) return result<sandbox_created>{*full};
-    auto taken = pool_->take({shp.id, image->name});
+    // Everything that shapes the guest, as build() gives it to a pool guest.
+    pool_key key{shp.id, image->name, req.egress, preload_of(*image)};
+    auto taken = pool_->take(key);
     if (!taken) return std::nullopt;
+    // Counted as the pool's until taken: admitted as one more guest now (a fenced or
+    // draining node refuses it, and it goes back).
+    if (auto full = admit(shp)) {
+      pool_->put_back(key, std::move(*taken));
+      return result<sandbox_created>{*full};
+    }
     auto name = req.name.value_or(taken->rec.id);
     // Parked as creating (exec and files refuse it; its store record still says pooled)
     // while its init is checked outside the lock.

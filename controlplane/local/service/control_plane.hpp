@@ -223,11 +223,15 @@ private:
                                                           const shape& shp);
   /// What the guests commit now (mutex held): every guest not destroyed or failed — a
   /// creating one has its shape reserved, and one whose destroy failed (error) may still
-  /// hold its memory — plus each warm pool's target (or what it holds, if more), so that
-  /// the filler's refills never take memory a create was promised.
+  /// hold its memory — plus what the warm pool holds (ready and being built).
   capacity_usage usage();
+  /// usage() without the warm pool (mutex held).
+  capacity_usage guest_usage();
   /// The gate's verdict for one more guest of `shp` (mutex held).
   std::optional<failure> admit(const shape& shp);
+  /// admit(), and when the node is full, pool guests lent to this create (warm_pool::lend)
+  /// if that makes room: `victims` are the caller's to release() before it builds.
+  std::optional<failure> admit_lending(const shape& shp, std::vector<pool_guest>& victims);
 
   guest_backend& backend_;
   record_store& store_;

@@ -131,16 +131,29 @@ TEST_F(control_plane_capacity, defaults_are_most_of_the_host_and_1024_guests) {
   EXPECT_EQ(field(c, "ready"), "true");
 }
 
-TEST_F(control_plane_capacity, warm_pool_targets_count_as_committed) {
+// Warm-pool guests are capacity on loan: committed while the pool holds them, lent to a
+// create that needs their room, refilled only into room nobody holds.
+TEST_F(control_plane_capacity, warm_pool_guests_count_as_committed_and_are_lent) {
   stop();
   start({"--memory-budget-mb", "256", "--warm-pool", "s-1vcpu-64mb=2"});
-  auto c = call("GET", "/v1/capacity");
-  EXPECT_EQ(field(c, "memory_committed_mib"), "128") << "the pool's target is promised";
-  EXPECT_EQ(field(c, "guests"), "2");
-  expect_capacity_refusal(call("POST", "/v1/sandboxes", small), "128 of 256 MiB");
-  // A create the pool serves takes one of its guests; the refill is within the target.
-  create(R"({"shape":"s-1vcpu-64mb"})");
-  EXPECT_EQ(field(call("GET", "/v1/capacity"), "memory_committed_mib"), "192");
+  const std::string big = R"({"shape":"s-1vcpu-256mb","egress":["240.0.0.0/4"]})";
+  const std::string pooled = R"({"shape":"s-1vcpu-64mb","egress":["240.0.0.0/4"]})";
+  auto committed = [&] { return field(call("GET", "/v1/capacity"), "memory_committed_mib"); };
+  ASSERT_TRUE(eventually([&] { return committed() == "128"; }, std::chrono::seconds{60}))
+      << "the pool's 2 guests, once built";
+  EXPECT_EQ(field(call("GET", "/v1/capacity"), "guests"), "2");
+  // 128 + 256 > 256: admitted all the same, the pool's guests deleted for it.
+  auto g = create(big);
+  EXPECT_EQ(committed(), "256");
+  EXPECT_EQ(field(call("GET", "/v1/capacity"), "guests"), "1") << "the pool holds none";
+  // Full of real guests, nothing to lend: refused, and the pool builds nothing.
+  expect_capacity_refusal(call("POST", "/v1/sandboxes", pooled), "256 of 256 MiB");
+  ASSERT_EQ(call("DELETE", "/v1/sandboxes/" + g.id).status, 200u);
+  ASSERT_TRUE(eventually([&] { return committed() == "128"; }, std::chrono::seconds{60}))
+      << "refilled into the room the deleted guest gave back";
+  // A take moves a guest from the pool to its caller; the refill is one guest more.
+  create(pooled);
+  ASSERT_TRUE(eventually([&] { return committed() == "192"; }, std::chrono::seconds{60}));
 }
 
 TEST_F(control_plane_capacity, drain_refuses_creates_and_leaves_guests_running) {

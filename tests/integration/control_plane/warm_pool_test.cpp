@@ -2,15 +2,23 @@
 // and the pool refills, pool guests are unreachable until taken, and none is ever left
 // behind — not at SIGTERM (in-flight creates included), not after a kill -9 (a restart
 // adopts them back, `guestflow reap` deletes them).
+#include "controlplane/local/guests/host_command.hpp"
+#include "controlplane/local/network/netns_egress.hpp"
 #include "tests/integration/control_plane/fixture.hpp"
+#include "tests/integration/control_plane/image_fixture.hpp"
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <fcntl.h>
 #include <fstream>
 #include <regex>
+#include <sched.h>
 #include <set>
 #include <signal.h>
 #include <thread>
+#include <unistd.h>
 
 namespace guestflow::testing {
 namespace {
@@ -20,7 +28,8 @@ const std::string deny_all_create = R"({"shape":"s-1vcpu-256mb","egress":["240.0
 
 /// One pool's counts from GET /v1/pool.
 struct pool_counts {
-  int target = -1, ready = -1, creating = -1;
+  int target = -1, ready = -1, creating = -1, floor = -1, cap = -1;
+  int takes = -1, misses = -1, evicted = -1, fills = -1;
 };
 
 /// Cgroup directories anywhere under /sys/fs/cgroup whose name contains `id`.
@@ -48,27 +57,42 @@ protected:
     cp_.reset();
   }
 
-  pool_counts counts(const std::string& image = "debian:12") {
+  /// The counts of the pool of `shape` on debian:12 whose egress is `egress` (the wire list's
+  /// JSON items, as GET /v1/pool spells them).
+  pool_counts counts(const std::string& shape = pool_shape,
+                     const std::string& egress = R"("240.0.0.0/4")") {
     auto r = call("GET", "/v1/pool");
     EXPECT_EQ(r.status, 200u) << r.body;
-    std::regex entry{
-        R"re(\{"shape":"([^"]+)","image":"([^"]+)","egress":\["240\.0\.0\.0/4"\],)re"
-        R"re("target":(\d+),"ready":(\d+),"creating":(\d+)\})re"};
+    std::regex entry{R"re(\{"shape":"([^"]+)","image":"debian:12","egress":\[([^\]]*)\],)re"
+                     R"re("target":(\d+),"ready":(\d+),"creating":(\d+),"floor":(\d+),)re"
+                     R"re("cap":(\d+),"preload":"","takes":(\d+),"misses":(\d+),)re"
+                     R"re("evicted":(\d+),"fills":(\d+),"fill_ms":\d+\})re"};
     pool_counts c;
     for (std::sregex_iterator i{r.body.begin(), r.body.end(), entry}, end; i != end; ++i)
-      if ((*i)[1] == pool_shape && (*i)[2] == image)
-        c = {std::stoi((*i)[3]), std::stoi((*i)[4]), std::stoi((*i)[5])};
+      if ((*i)[1] == shape && (*i)[2] == egress) {
+        auto n = [&](int k) { return std::stoi((*i)[k]); };
+        c = {n(3), n(4), n(5), n(6), n(7), n(8), n(9), n(10), n(11)};
+      }
     return c;
   }
 
   /// Waits until the pool holds `n` ready guests and builds none.
-  bool ready(int n) {
+  bool ready(int n, const std::string& shape = pool_shape,
+             const std::string& egress = R"("240.0.0.0/4")") {
     return eventually(
         [&] {
-          auto c = counts();
+          auto c = counts(shape, egress);
           return c.ready == n && c.creating == 0;
         },
         std::chrono::seconds{60});
+  }
+
+  /// What a guest runs, seen from inside (the shell lists every other process by its glob
+  /// alone, so no child of its own can show up).
+  std::string processes(const std::string& id) {
+    return exec(id, "/bin/sh",
+                {"-c", "for p in /proc/[0-9]*; do [ \"$p\" = /proc/$$ ] || cat $p/comm; done"})
+        .stdout_text;
   }
 
   /// Ids of every guest the backend built (one workspace each): the pool's, while the test
@@ -121,13 +145,7 @@ TEST_F(warm_pool_test, fills_then_a_matching_create_takes_a_fresh_guest_and_it_r
            {"-c", "ls -A /workspace /tmp; echo \"$GREETING\"; cat /proc/sys/kernel/hostname"});
   EXPECT_EQ(r.exit_code, 0) << r.stderr_text;
   EXPECT_EQ(r.stdout_text, "/tmp:\n\n/workspace:\nhi\n" + taken.id + "\n");
-  // Seen from inside: the same processes as in a guest built just now (the shell lists
-  // every other process by its glob alone, so no child of its own can show up).
-  auto processes = [&](const std::string& id) {
-    return exec(id, "/bin/sh",
-                {"-c", "for p in /proc/[0-9]*; do [ \"$p\" = /proc/$$ ] || cat $p/comm; done"})
-        .stdout_text;
-  };
+  // Seen from inside: the same processes as in a guest built just now.
   auto fresh = processes(built.id);
   EXPECT_FALSE(fresh.empty());
   EXPECT_EQ(processes(taken.id), fresh);
@@ -271,7 +289,9 @@ TEST_F(warm_pool_test, a_stop_waiting_on_calls_in_flight_builds_no_pool_guest) {
   std::vector<std::string> built_after;
   std::set_difference(seen.begin(), seen.end(), before.begin(), before.end(),
                       std::back_inserter(built_after));
-  EXPECT_LE(built_after.size(), 1u) << "pool guests built after the SIGTERM";
+  // At most the creates in flight at the SIGTERM: one per builder.
+  EXPECT_LE(built_after.size(), std::clamp(std::thread::hardware_concurrency(), 1u, 4u))
+      << "pool guests built after the SIGTERM";
   EXPECT_GE(took, std::chrono::seconds{4}) << "the stop did not wait for the held call";
   EXPECT_EQ(guest_ids(), std::set<std::string>{}) << "no guest may be left";
   for (const auto& id : seen)
@@ -338,6 +358,182 @@ TEST_F(warm_pool_test, a_bad_spec_or_unknown_image_is_refused_at_start) {
   refused("s-9vcpu=1", "unknown shape 's-9vcpu'");
   refused("s-1vcpu-256mb", "no '=N'");
   refused("s-1vcpu-256mb@no-such-image=1", "unknown image 'no-such-image'");
+}
+
+// Capacity on loan: a node whose budget the pool fills still takes every create that fits
+// without the pool — pool guests are deleted for it, least recently useful pool first —
+// and refuses only what would not fit even then.
+TEST_F(warm_pool_test, a_create_that_needs_room_gets_it_from_the_pool) {
+  start({"--warm-pool", "s-1vcpu-256mb=3,s-1vcpu-64mb=1", "--memory-budget-mb", "832"});
+  ASSERT_TRUE(ready(3));
+  ASSERT_TRUE(ready(1, "s-1vcpu-64mb"));
+  auto pool = guest_ids();
+  ASSERT_EQ(pool.size(), 4u);
+  // Taken once: the 256 MiB pool is the more recently useful one.
+  auto taken = create(deny_all_create);
+  EXPECT_EQ(pool.count(taken.id), 1u);
+  // 256 + 2 x 256 + 64 = 832 MiB: full. A 512 MiB create that no pool serves is admitted by
+  // deleting pool guests: the unused 64 MiB pool's first, then 256 MiB ones.
+  auto big = create(R"({"shape":"s-1vcpu-512mb","egress":["240.0.0.0/4"]})");
+  EXPECT_EQ(pool.count(big.id), 0u);
+  EXPECT_EQ(exec(big.id, "/bin/echo", {"room"}).stdout_text, "room\n");
+  EXPECT_EQ(counts("s-1vcpu-64mb").evicted, 1) << call("GET", "/v1/pool").body;
+  EXPECT_EQ(counts().evicted, 2) << call("GET", "/v1/pool").body;
+  std::smatch committed;
+  auto cap = call("GET", "/v1/capacity").body;
+  ASSERT_TRUE(std::regex_search(cap, committed, std::regex{R"("memory_committed_mib":(\d+))"}));
+  EXPECT_LE(std::stoi(committed[1]), 832) << cap;
+  // The lent guests are gone, and nothing refills into room the create holds.
+  for (const auto& id : pool)
+    if (id != taken.id) expect_gone(id);
+  EXPECT_EQ(counts().ready + counts().creating, 0);
+  // Nothing left to lend: a create that does not fit is refused, and builds nothing.
+  expect_refusal(call("POST", "/v1/sandboxes", R"({"shape":"s-1vcpu-256mb"})"), 429, "is full");
+  // Room again: the pools refill (no guest leaked on the way: each workspace is a guest).
+  ASSERT_EQ(call("DELETE", "/v1/sandboxes/" + big.id).status, 200u);
+  ASSERT_TRUE(ready(2));
+  ASSERT_TRUE(ready(1, "s-1vcpu-64mb"));
+  EXPECT_EQ(guest_ids().size(), 4u) << "2 + 1 pool guests and the taken one";
+}
+
+// A pool sized from demand: a floor of 1, a cap of 3; a burst of creates raises its target
+// (and it builds towards it), every take and miss is counted, and /metrics says so.
+TEST_F(warm_pool_test, a_burst_of_takes_grows_the_pool_towards_its_cap) {
+  start_pool("s-1vcpu-256mb=1..3");
+  ASSERT_TRUE(ready(1));
+  auto c = counts();
+  EXPECT_EQ(c.floor, 1);
+  EXPECT_EQ(c.cap, 3);
+  EXPECT_EQ(c.target, 1) << "no demand yet: the floor";
+  EXPECT_GE(c.fills, 1);
+  for (int i = 0; i < 3; ++i)
+    create(deny_all_create);
+  c = counts();
+  EXPECT_EQ(c.takes + c.misses, 3);
+  EXPECT_GE(c.takes, 1);
+  EXPECT_GT(c.target, 1) << "demand raised the target";
+  ASSERT_TRUE(eventually([&] { return counts().ready >= 2; }, std::chrono::seconds{60}))
+      << call("GET", "/v1/pool").body;
+  EXPECT_LE(counts().ready + counts().creating, 3) << "never past the cap";
+  auto m = call("GET", "/metrics").body;
+  auto has = [&](const std::string& what) { return m.find(what) != std::string::npos; };
+  EXPECT_TRUE(has("# TYPE guestflow_pool_takes_total counter")) << m;
+  std::smatch takes;
+  ASSERT_TRUE(std::regex_search(
+      m, takes,
+      std::regex{R"(guestflow_pool_takes_total\{node="[^"]+",shape="s-1vcpu-256mb",)"
+                 R"(image="debian:12"\} (\d+))"}))
+      << m;
+  EXPECT_EQ(std::stoi(takes[1]), c.takes);
+  EXPECT_TRUE(has("guestflow_pool_misses_total{")) << m;
+  EXPECT_TRUE(has("guestflow_pool_fill_seconds_count{")) << m;
+  EXPECT_TRUE(has("guestflow_pool_fill_seconds_sum{")) << m;
+}
+
+/// The warm pool in a network namespace of the test's own (the control plane it starts,
+/// and so its guests' host-side veths and the shared host table, live there; the real
+/// host's network is never touched), for pools whose guests have egress.
+class warm_pool_egress_test : public warm_pool_test {
+protected:
+  void SetUp() override {
+    if (::geteuid() != 0 || ::access("/usr/sbin/ip", X_OK) != 0 ||
+        ::access("/usr/sbin/nft", X_OK) != 0)
+      GTEST_SKIP() << "needs root, ip and nft";
+    ASSERT_EQ(::unshare(CLONE_NEWNET), 0) << std::strerror(errno);
+    local::command_options opt;
+    opt.input = "link set lo up\n";
+    auto up = local::run_command({"/usr/sbin/ip", "-b", "-"}, opt);
+    ASSERT_TRUE(up && up->exit_code == 0);
+    warm_pool_test::SetUp();
+  }
+
+  /// The guest's nftables table, read inside its network namespace.
+  static std::string guest_rules(const std::string& id) {
+    int ns = ::open(local::netns_path(local::netns_name(id)).c_str(), O_RDONLY | O_CLOEXEC);
+    EXPECT_GE(ns, 0) << id;
+    local::command_options opt;
+    opt.netns_fd = ns;
+    auto out = local::run_command({"/usr/sbin/nft", "list", "table", "inet", "guestflow"}, opt);
+    ::close(ns);
+    return out ? out->output : out.error().message;
+  }
+};
+
+// An executor's guest with egress rules comes from its pool built as a create builds it
+// (its own netns, the rules asked for and no others) and fresh: nothing of the run before
+// it. Creates that differ in egress alone never get it.
+TEST_F(warm_pool_egress_test, a_pool_guest_with_egress_is_fresh_and_has_the_rules_asked_for) {
+  const std::string rules = R"("10.0.0.0/8:443","198.51.100.9")";
+  const std::string asked = R"({"shape":"s-1vcpu-512mb","egress":[)" + rules + "]}";
+  start_pool("s-1vcpu-512mb#10.0.0.0/8:443|198.51.100.9=1");
+  ASSERT_TRUE(ready(1, "s-1vcpu-512mb", rules)) << call("GET", "/v1/pool").body;
+  auto pool = guest_ids();
+  ASSERT_EQ(pool.size(), 1u);
+  // Another egress, same shape and image: each builds its own guest.
+  for (auto other : {R"(["240.0.0.0/4"])", R"(["*"])", R"(["10.0.0.0/8:443"])",
+                     R"(["10.0.0.0/8:443","198.51.100.9","192.0.2.1"])"}) {
+    auto g = create(R"({"shape":"s-1vcpu-512mb","egress":)" + std::string{other} + "}");
+    EXPECT_EQ(pool.count(g.id), 0u) << other;
+  }
+  EXPECT_EQ(counts("s-1vcpu-512mb", rules).ready, 1) << "untouched by the others";
+  // The same egress on another shape: built on demand, for comparison.
+  auto built = create(R"({"shape":"s-1vcpu-256mb","egress":[)" + rules + "]}");
+  auto expected_rules = guest_rules(built.id);
+  EXPECT_NE(expected_rules.find("10.0.0.0/8"), std::string::npos) << expected_rules;
+  EXPECT_NE(expected_rules.find("198.51.100.9"), std::string::npos) << expected_rules;
+
+  auto first = create(asked);
+  EXPECT_EQ(pool.count(first.id), 1u) << first.id << " was not the pool guest";
+  EXPECT_EQ(first.egress, built.egress) << "the policy asked for";
+  EXPECT_EQ(guest_rules(first.id), expected_rules) << "its netns holds the rules asked for";
+  // A run leaves things behind: files, a process, a changed environment.
+  auto r = exec(first.id, "/bin/sh",
+                {"-c", "echo s > /workspace/secret; echo s > /tmp/secret; "
+                       "(sleep 600 &) ; echo done"});
+  EXPECT_EQ(r.stdout_text, "done\n") << r.stderr_text;
+  ASSERT_EQ(call("DELETE", "/v1/sandboxes/" + first.id).status, 200u);
+  expect_gone(first.id);
+
+  // The next run's guest, from the refilled pool: none of it.
+  ASSERT_TRUE(ready(1, "s-1vcpu-512mb", rules));
+  auto refill = guest_ids();
+  auto second = create(asked);
+  EXPECT_NE(second.id, first.id);
+  EXPECT_EQ(refill.count(second.id), 1u) << "taken from the pool";
+  EXPECT_EQ(pool.count(second.id), 0u) << "a guest built after the first was taken";
+  auto ls = exec(second.id, "/bin/sh", {"-c", "ls -A /workspace /tmp"});
+  EXPECT_EQ(ls.stdout_text, "/tmp:\n\n/workspace:\n") << ls.stderr_text;
+  EXPECT_EQ(processes(second.id), processes(built.id)) << "no process of the run before";
+  EXPECT_EQ(guest_rules(second.id), expected_rules);
+}
+
+using warm_pool_image_test = image_test;
+
+// The image is part of the key: a pool of an imported image serves creates of that image
+// alone, with that image's root.
+TEST_F(warm_pool_image_test, a_pool_serves_only_creates_of_its_image) {
+  auto tree = dir_.path() / "tree";
+  make_tiny_rootfs(tree, "pooled image");
+  added("tiny", "rootfs", tree);
+  start({"--warm-pool", "s-1vcpu-256mb@tiny=1"});
+  ASSERT_TRUE(eventually(
+      [&] {
+        return call("GET", "/v1/pool")
+                   .body.find(R"("image":"tiny","egress":["240.0.0.0/4"],"target":1,)"
+                              R"("ready":1,"creating":0)") != std::string::npos;
+      },
+      std::chrono::seconds{60}))
+      << call("GET", "/v1/pool").body;
+  std::set<std::string> pool;
+  for (const auto& e : std::filesystem::directory_iterator(state_dir_ / "guests"))
+    pool.insert(e.path().filename().string());
+  ASSERT_EQ(pool.size(), 1u);
+  auto other = create_on("debian:12");
+  EXPECT_EQ(pool.count(other.id), 0u) << "another image builds its own guest";
+  auto taken = create_on("tiny");
+  EXPECT_EQ(pool.count(taken.id), 1u) << "the pool's guest";
+  EXPECT_EQ(taken.rootfs, "tiny");
+  EXPECT_EQ(exec(taken.id, "cat", {"/marker.txt"}).stdout_text, "pooled image");
 }
 
 } // namespace
