@@ -48,6 +48,7 @@ result<execution_spec> make_code_spec(const code_request& req,
   spec.name = guest_name;
   spec.create.shape = where->chosen.id;
   spec.create.rootfs = where->rootfs;
+  spec.create.isolation = where->isolation;
   spec.create.name = std::move(guest_name);
   spec.create.egress = std::move(where->egress);
   spec.create.envs = req.env;

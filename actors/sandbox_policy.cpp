@@ -73,6 +73,7 @@ result<sandbox_settings> settings_from_env(const env_map& env) {
     s.allowed_domains = split(*v, std::string{","} + std::string{blanks});
   if (auto v = lookup(env, "CREATEOS_SANDBOX_ROOTFS")) s.rootfs = *v;
   if (auto v = lookup(env, "GUESTFLOW_SHAPE")) s.pinned_shape = *v;
+  if (auto v = lookup(env, "GUESTFLOW_ISOLATION")) s.isolation = *v;
   if (auto v = lookup(env, "CREATEOS_SANDBOX_SHAPE"); v && lower(*v) != "auto")
     s.pinned_shape = *v;
   return s;
@@ -130,12 +131,25 @@ result<placement> place(const sandbox_settings& s, const provider_info& p,
   if (!egress) return egress.error();
   auto sh = pick_shape(catalog, s.memory_mb, p.memory_floor_mib, s.pinned_shape);
   if (!sh) return sh.error();
-  return placement{std::move(*egress), std::move(*sh), s.rootfs ? s.rootfs : p.default_rootfs};
+  // A provider that lists no isolations (CreateOS) offers only the one it is.
+  auto offered = p.caps.isolations;
+  if (offered.empty()) offered.push_back(p.caps.isolation);
+  if (s.isolation && std::find(offered.begin(), offered.end(), *s.isolation) == offered.end()) {
+    std::string names;
+    for (const auto& o : offered)
+      names += (names.empty() ? "" : ", ") + o;
+    return fail(ec::policy_refused, "GUESTFLOW_ISOLATION=" + *s.isolation +
+                                        " is not offered by this sandbox provider (it offers " +
+                                        names + ")");
+  }
+  return placement{std::move(*egress), std::move(*sh), s.rootfs ? s.rootfs : p.default_rootfs,
+                   s.isolation};
 }
 
 bool default_local_guest(const sandbox_settings& s) {
   return !s.allow_network && !s.pinned_shape && s.memory_mb <= 256 &&
-         (!s.rootfs || *s.rootfs == "debian:12");
+         (!s.rootfs || *s.rootfs == "debian:12") &&
+         (!s.isolation || *s.isolation == "namespaces");
 }
 
 } // namespace guestflow::policy

@@ -38,6 +38,9 @@ struct sandbox_settings {
   bool accept_egress_exceptions = false; ///< LANGFLOW_SANDBOX_CREATEOS_ACCEPT_EGRESS_EXCEPTIONS
   std::optional<std::string> rootfs;     ///< CREATEOS_SANDBOX_ROOTFS
   std::optional<std::string> pinned_shape; ///< CREATEOS_SANDBOX_SHAPE / GUESTFLOW_SHAPE
+  /// GUESTFLOW_ISOLATION: "namespaces" | "gvisor"; a run is refused where the provider does
+  /// not offer it (never given a weaker guest).
+  std::optional<std::string> isolation;
 };
 
 /// Reads the settings; a malformed value (e.g. a timeout of "abc") is bad_request naming
@@ -67,6 +70,7 @@ struct placement {
   egress_policy egress;
   shape chosen;
   std::optional<std::string> rootfs; ///< CREATEOS_SANDBOX_ROOTFS, else the provider's default
+  std::optional<std::string> isolation; ///< GUESTFLOW_ISOLATION, else the provider's default
 };
 result<placement> place(const sandbox_settings& s, const provider_info& p,
                         const shape_list& catalog);

@@ -233,6 +233,7 @@ void create(self_ptr self, const std::string& name, session_request req, info_pr
   sandbox_create_request create;
   create.shape = where->chosen.id;
   create.rootfs = where->rootfs;
+  create.isolation = where->isolation;
   create.name = name;
   create.egress = where->egress;
   // Every session guest can serve ports (bridge/API.md, "Service URLs"): serve reaches them

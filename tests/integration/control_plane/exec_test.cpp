@@ -3,13 +3,15 @@
 #include "tests/integration/control_plane/fixture.hpp"
 #include "tests/support/slurp.hpp"
 
+#include <filesystem>
+
 namespace guestflow::testing {
 namespace {
 
 using namespace std::chrono_literals;
-/// What only a namespace guest does the same way (limits seen per process) or what needs
-/// no guest at all.
-using control_plane_exec_namespaces = control_plane_test;
+/// What differs between the kinds (limits seen per process in a namespace guest, the
+/// whole Sentry in a gVisor guest), or needs no guest at all.
+using control_plane_exec_per_kind = control_plane_test;
 const std::string small = R"({"shape":"s-1vcpu-256mb","envs":{"PATH":"/usr/bin:/bin"}})";
 
 exec_stream_line parse_line(const std::string& line) {
@@ -165,7 +167,7 @@ TEST_P(control_plane_exec, invalid_utf8_becomes_replacement_characters) {
   EXPECT_EQ(r.stdout_text, "ok\xEF\xBF\xBD\xEF\xBF\xBD(\xE2\x82\xAC");
 }
 
-TEST_F(control_plane_exec_namespaces, memory_limit_kill_is_reported_as_oom) {
+TEST_F(control_plane_exec_per_kind, memory_limit_kill_is_reported_as_oom) {
   auto g = create(R"({"shape":"s-1vcpu-64mb"})");
   auto r = exec(g.id, "/usr/bin/python3",
                 {"-c", "b = bytearray(200 * 1024 * 1024)\nfor i in range(0, len(b), 4096): "
@@ -181,7 +183,23 @@ TEST_F(control_plane_exec_namespaces, memory_limit_kill_is_reported_as_oom) {
   EXPECT_EQ(exec(g.id, "/bin/echo", {"ok"}).stdout_text, "ok\n");
 }
 
-TEST_F(control_plane_exec_namespaces, fork_bomb_is_contained_and_cleaned_up) {
+/// A difference: a gVisor guest's memory is its Sentry's, in the guest's memory cgroup, so an
+/// OOM kill there ends the whole sandbox, not one command; the limit holds all the same.
+TEST_F(control_plane_exec_per_kind, a_gvisor_guests_memory_limit_holds_and_oom_ends_it) {
+  auto g = create(R"({"shape":"s-1vcpu-64mb","isolation":"gvisor","egress":["240.0.0.0/4"]})");
+  auto r = exec(g.id, "/usr/bin/python3",
+                {"-c", "b = bytearray(200 * 1024 * 1024)\nfor i in range(0, len(b), 4096): "
+                       "b[i] = 1\nprint('survived')"});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_EQ(r.stdout_text.find("survived"), std::string::npos);
+  expect_refusal(exec_reply(g.id, "/bin/echo", {"ok"}), 502, "not running");
+  ASSERT_EQ(data<sandbox_deleted>(call("DELETE", "/v1/sandboxes/" + g.id)).status,
+            sandbox_status::destroyed);
+  EXPECT_TRUE(eventually([&] { return guest_pids(g.id).empty(); }));
+  EXPECT_FALSE(std::filesystem::exists(state_dir_ / "gvisor" / g.id));
+}
+
+TEST_F(control_plane_exec_per_kind, fork_bomb_is_contained_and_cleaned_up) {
   auto g = create(small);
   auto r = exec(g.id, "/usr/bin/timeout",
                 {"-s", "KILL", "3", "/bin/sh", "-c", "b() { b | b & }; b; wait"});
@@ -209,7 +227,7 @@ TEST_P(control_plane_exec, double_forked_daemon_is_gone_after_delete) {
   EXPECT_TRUE(eventually([&] { return guest_pids(g.id).empty(); }));
 }
 
-TEST_F(control_plane_exec_namespaces, simulated_domain_answers_without_guests) {
+TEST_F(control_plane_exec_per_kind, simulated_domain_answers_without_guests) {
   stop();
   start({"--simulate-latency-ms", "5"});
   auto g = create(small);

@@ -89,6 +89,29 @@ TEST(policy_gate, timeout_above_the_provider_cap_is_refused) {
   EXPECT_NE(r.error().message.find("3600"), std::string::npos);
 }
 
+TEST(policy_gate, an_isolation_is_given_where_offered_and_refused_elsewhere) {
+  auto s = *settings_from_env({{"GUESTFLOW_ISOLATION", "gvisor"}});
+  EXPECT_EQ(s.isolation, "gvisor");
+  EXPECT_FALSE(default_local_guest(s));
+  auto local = local_provider();
+  local.caps.isolations = {"namespaces", "gvisor"};
+  auto where = place(s, local, catalog());
+  ASSERT_TRUE(where) << where.error().message;
+  EXPECT_EQ(where->isolation, "gvisor");
+  // A local control plane without runsc, and CreateOS (which lists none and is what it is):
+  // refused, never run on a weaker guest.
+  local.caps.isolations = {"namespaces"};
+  s.accept_egress_exceptions = true; // CreateOS's deny-all hole is not what this is about
+  for (const auto& p : {local, createos_provider()}) {
+    auto r = place(s, p, catalog());
+    ASSERT_FALSE(r);
+    EXPECT_EQ(r.error().code, ec::policy_refused);
+    EXPECT_NE(r.error().message.find("GUESTFLOW_ISOLATION=gvisor"), std::string::npos);
+  }
+  // Unset: the provider's default, nothing asked for.
+  EXPECT_FALSE(place(sandbox_settings{}, local, catalog())->isolation);
+}
+
 TEST(shapes, smallest_shape_at_or_above_the_floor_never_rounding_down) {
   auto c = catalog();
   EXPECT_EQ(pick_shape(c, 192, 4096, std::nullopt)->id, "s-2vcpu-4gb");  // CreateOS floor
