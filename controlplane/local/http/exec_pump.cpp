@@ -194,6 +194,7 @@ void exec_pump::emit_lines(std::vector<std::string> lines, std::function<void()>
 
 void exec_pump::on_exit() {
   exited_ = true;
+  exited_at_ = std::chrono::steady_clock::now();
   if (out_.open || err_.open) {
     // A grandchild may hold the pipes open: stop waiting for EOF after the grace period.
     grace_.expires_after(limits_.exit_grace);
@@ -221,9 +222,10 @@ void exec_pump::maybe_finish() {
       r.oom_killed = oom_killed(outcome);
       r.truncated.stdout_cut = self->out_.truncated;
       r.truncated.stderr_cut = self->err_.truncated;
-      r.exec_ms = static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(
-                                            std::chrono::steady_clock::now() - self->started_)
-                                            .count());
+      const auto ended = self->exited_at_.value_or(std::chrono::steady_clock::now());
+      r.exec_ms = static_cast<uint64_t>(
+          std::chrono::duration_cast<std::chrono::milliseconds>(ended - self->spawned_)
+              .count());
       std::string error;
       auto add = [&error](const std::string& e) { error += (error.empty() ? "" : "; ") + e; };
       if (!self->emit_) { // streaming already said it when it happened

@@ -86,7 +86,12 @@ private:
   boost::asio::strand<boost::asio::thread_pool::executor_type> worker_;
   std::unique_ptr<running_exec> run_;
   exec_limits limits_;
-  std::chrono::steady_clock::time_point started_;
+  std::chrono::steady_clock::time_point started_; ///< the call's arrival (not the program's)
+  /// The program's own run, which exec_ms reports: from its spawn (this pump is made once
+  /// start_exec returned) to its exit fd turning readable — not the wait for a worker before
+  /// it, nor the reap, write-back and answer after it.
+  std::chrono::steady_clock::time_point spawned_ = std::chrono::steady_clock::now();
+  std::optional<std::chrono::steady_clock::time_point> exited_at_;
   emit_fn emit_;
   done_fn done_;
   channel out_;

@@ -106,5 +106,20 @@ TEST_F(control_plane_stall, a_program_past_its_timeout_still_times_out) {
   EXPECT_LT(std::chrono::steady_clock::now() - started, 30s);
 }
 
+TEST_F(control_plane_stall, a_call_held_by_the_host_is_not_the_programs_exec_ms) {
+  // Every exec held 3 s on its worker before the program starts (a slow host: the fault
+  // plan's delay); the program itself runs 0.5 s.
+  stop();
+  start({"--faults", "exec:delay=3s"});
+  auto g = create();
+  auto t0 = std::chrono::steady_clock::now();
+  auto r = exec(g.id, "sleep", {"0.5"});
+  auto wall = std::chrono::steady_clock::now() - t0;
+  EXPECT_EQ(r.exit_code, 0) << r.stderr_text;
+  EXPECT_GE(wall, 3s) << "the fault did not hold the call";
+  EXPECT_GE(r.exec_ms, 450u);
+  EXPECT_LT(r.exec_ms, 2000u) << "the host's hold counted as the program's time";
+}
+
 } // namespace
 } // namespace guestflow::testing
