@@ -451,17 +451,27 @@ def markdown(res):
                "%s before); each point's `measured` field in the JSON says which run." %
                (o["command"], o["started"], " ".join("%.2f" % x for x in o["load_before"])),
                ""]
+    def when(measured):
+        """' (measured …)' for a figure of another run than this report's own; '' else."""
+        return "" if not measured or measured == res["started"] else " (measured %s)" % measured
+
+    def run_label(measured):
+        return "same run" if not res.get("merged_from") else "run started %s" % (
+            measured or res["started"])
+
     md += ["| path | V | concurrency | runs/s | p50 ms | p95 ms | p99 ms | CPU µs/run | "
            "cp CPU µs/run | loadgen CPU µs/run | RSS B/run in flight | leaked | errors |",
            "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
     for p in res["points"]:
         if "failed" in p:
             md.append("| %s | %s | %d | failed: %s |||||||||" %
-                      (p["path"], p.get("vertices") or "-", p["concurrency"],
+                      (p["path"] + when(p.get("measured")), p.get("vertices") or "-",
+                       p["concurrency"],
                        p["failed"].replace("|", "/")[:160]))
             continue
         md.append("| %s | %s | %d | %.0f | %.1f | %.1f | %.1f | %.1f | %.1f | %.1f | %.0f | %d | "
-                  "%s |" % (p["path"], p.get("vertices") or "-", p["concurrency"],
+                  "%s |" % (p["path"] + when(p.get("measured")), p.get("vertices") or "-",
+                            p["concurrency"],
                             p["runs_per_s"], p["p50_ms"], p["p95_ms"], p["p99_ms"],
                             p["cpu_us_per_run"], p["cp_cpu_us_per_run"],
                             p["loadgen_cpu_us_per_run"], p["rss_per_inflight"],
@@ -469,20 +479,25 @@ def markdown(res):
                             "%d (%s)" % (p["errors"], p["errors_by"])))
     fl = res.get("floors")
     if fl and fl["sum_us"]:  # 0: this run skipped the floors
-        md += ["", "Floors at %d in flight (same run): round trips %.1f µs + call work %.1f µs + "
-               "actor %.1f µs = %.1f µs per run." % (fl["inflight"], fl["round_trip_us"],
+        md += ["", "Floors at %d in flight (%s): round trips %.1f µs + call work %.1f µs + "
+               "actor %.1f µs = %.1f µs per run." % (fl["inflight"], run_label(fl.get("measured")),
+                                                     fl["round_trip_us"],
                                                      fl["call_work_us"], fl["actor_us"],
                                                      fl["sum_us"])]
     sw = res.get("serve_work")
     if sw:
-        md += ["", "Serve's own work per streamed run, in memory (bench_serve_work, same run): " +
+        md += ["", "Serve's own work per streamed run, in memory (bench_serve_work, %s): " %
+               run_label(res.get("serve_work_measured")) +
                "; ".join("%s vertices %.1f µs (decode %.1f µs of %d bytes, %d events encoded "
                          "in %.1f µs)" % (v, w["us"], w["decode_us"], w["request_bytes"],
                                           w["events"], w["encode_us"])
                          for v, w in sorted(sw.items(), key=lambda x: int(x[0])))]
     if res["ratio_lines"]:
         md += ["", "guestflow (runtime-code) / peer (peer-code), same control plane, same "
-               "concurrency:", "", "```"] + res["ratio_lines"] + ["```"]
+               "concurrency" + (", each side as measured in the table above (a merged report "
+                                "may pair points of different runs):"
+                                if res.get("merged_from") else ", one run:"),
+               "", "```"] + res["ratio_lines"] + ["```"]
     md += ["", "| target | measured | |", "|---|---:|---|"]
     md += ["| %s | %s | %s |" % (t["target"], t["measured"], t["verdict"])
            for t in res["targets"]]
@@ -665,10 +680,17 @@ def main(argv):
                                   "load_after": old.get("load_after")}
             for k in ("levels", "vertices", "real_levels"):
                 res[k] = sorted(set(res[k]) | set(old.get(k, [])))
-            if not res.get("floors") and old.get("floors"):
-                res["floors"] = old["floors"]
-            if not res.get("serve_work") and old.get("serve_work"):
+            # What is kept from the old run says so: the report never calls it "same run".
+            if res.get("floors"):
+                res["floors"].setdefault("measured", res["started"])
+            elif old.get("floors"):
+                res["floors"] = dict(old["floors"])
+                res["floors"].setdefault("measured", old["started"])
+            if res.get("serve_work"):
+                res.setdefault("serve_work_measured", res["started"])
+            elif old.get("serve_work"):
                 res["serve_work"] = old["serve_work"]
+                res["serve_work_measured"] = old.get("serve_work_measured", old["started"])
         if res.get("floors") is None:
             res["floors"] = {"inflight": 0, "sum_us": 0}
         res["ratios"], res["ratio_lines"], res["targets"] = ratios(res)
