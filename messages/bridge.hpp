@@ -26,6 +26,8 @@ struct sandbox_call {
   std::optional<uint64_t> memory_mb;
   std::optional<bool> allow_network;
   std::optional<std::vector<std::string>> allowed_domains;
+  /// "namespaces" | "gvisor" (the plugin's GUESTFLOW_ISOLATION); absent: the node's.
+  std::optional<std::string> isolation;
 };
 
 template<>

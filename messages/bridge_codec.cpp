@@ -93,6 +93,7 @@ result<sandbox_call> decode<sandbox_call>(std::string_view text, const decode_li
     x.allow_network = opt_bool(o, "allow_network");
     if (auto d = o.find("allowed_domains"); d != nullptr && !d->IsNull())
       x.allowed_domains = codec::strings_of(o, "allowed_domains", true);
+    x.isolation = o.opt_str("isolation");
     return result<sandbox_call>{std::move(x)};
   });
 }

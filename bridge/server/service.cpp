@@ -185,6 +185,7 @@ policy::sandbox_settings service::settings_for(std::optional<uint32_t> timeout,
 run_cancel service::sandbox_run(const sandbox_call& call, reply<sandbox_result> done) {
   auto s = settings_for(call.timeout_seconds, call.memory_mb, call.allow_network);
   if (call.allowed_domains) s.allowed_domains = *call.allowed_domains;
+  if (call.isolation) s.isolation = *call.isolation;
   auto spec = [&] {
     std::lock_guard<std::mutex> guard{rng_mu_};
     auto name = names::ephemeral(names::guest_kind::backend, cfg_.owner, rng_);

@@ -155,6 +155,11 @@ class GuestflowSandboxBackend:
             "allow_network": policy.allow_network,
             "allowed_domains": list(policy.allowed_domains),
         }
+        # GUESTFLOW_ISOLATION: the guest kind ("namespaces" | "gvisor"); a server that cannot
+        # give it refuses the run (policy_refused), never runs it on a weaker guest.
+        isolation = os.environ.get("GUESTFLOW_ISOLATION", "").strip()
+        if isolation:
+            body["isolation"] = isolation
         if env:
             body["env"] = dict(env)
         try:

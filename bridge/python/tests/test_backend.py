@@ -98,6 +98,18 @@ class BackendOverServer(unittest.TestCase):
             self.backend.run("print('must not run')")
         self.assertIn("policy_refused", str(ctx.exception))
 
+    def test_an_isolation_the_server_cannot_give_is_refused_fail_closed(self) -> None:
+        os.environ["GUESTFLOW_ISOLATION"] = "firecracker"
+        with self.assertRaises(SandboxUnavailableError) as ctx:
+            self.backend.run("print('must not run')")
+        self.assertIn("GUESTFLOW_ISOLATION=firecracker", str(ctx.exception))
+
+    def test_a_gvisor_guest_answers_from_gvisors_kernel(self) -> None:
+        os.environ["GUESTFLOW_ISOLATION"] = "gvisor"
+        result = self.backend.run("print(open('/proc/version').read())")
+        self.assertEqual(result.exit_code, 0, result)
+        self.assertIn("Linux version 4.4.0", result.stdout)
+
     def test_timeout_over_the_providers_cap_is_refused(self) -> None:
         cap = self.backend.capabilities().max_timeout_seconds
         if cap is None:
