@@ -204,9 +204,13 @@ void collect(self_ptr self) {
 
 // -- the command --------------------------------------------------------------------------
 
-void exec_done(self_ptr self, int32_t raw, std::optional<std::string> error) {
+/// `program_ms`: the program's own run as the control plane measured it (exec_result's
+/// exec_ms: spawn to exit), which a stall of the host around it does not inflate; 0 (a
+/// streamed exec, or a control plane that does not say): the time this actor saw.
+void exec_done(self_ptr self, int32_t raw, std::optional<std::string> error,
+               uint64_t program_ms = 0) {
   auto& st = self->state;
-  auto elapsed = ms_since(self, st.exec_started);
+  auto elapsed = program_ms ? program_ms : ms_since(self, st.exec_started);
   auto c = classify_exit(raw, st.result.oom_killed);
   st.result.exit_code = c.exit_code;
   st.result.error = std::move(error);
@@ -259,7 +263,7 @@ void start_command(self_ptr self) {
         st.result.stderr_text = std::move(r.stderr_text);
         st.result.truncated |= r.truncated;
         st.result.oom_killed = r.oom_killed;
-        exec_done(self, r.exit_code, std::move(r.error));
+        exec_done(self, r.exit_code, std::move(r.error), r.exec_ms);
       },
       [self](caf::error& err) { exec_failed(self, err); });
 }

@@ -119,6 +119,20 @@ TEST_F(control_plane_stall, a_call_held_by_the_host_is_not_the_programs_exec_ms)
   EXPECT_GE(wall, 3s) << "the fault did not hold the call";
   EXPECT_GE(r.exec_ms, 450u);
   EXPECT_LT(r.exec_ms, 2000u) << "the host's hold counted as the program's time";
+
+  // Through the runtime: `guestflow code` reports the program's time as execution_time_ms.
+  auto program = dir_.path() / "half_a_second.py";
+  std::ofstream{program} << "import time\ntime.sleep(0.5)\nprint('done')\n";
+  auto run = control_plane_process::run_to_exit(
+      {"code", "--timeout", "10", "--json", program.string()},
+      {{"GUESTFLOW_CONTROL_PLANE_URL", "http://127.0.0.1:" + std::to_string(cp_->port())}},
+      std::chrono::seconds{120});
+  ASSERT_EQ(run.status, 0) << run.stdout_text << run.stderr_text;
+  auto at = run.stdout_text.find(R"("execution_time_ms":)");
+  ASSERT_NE(at, std::string::npos) << run.stdout_text;
+  auto ms = std::stoull(run.stdout_text.substr(at + 20));
+  EXPECT_GE(ms, 450u) << run.stdout_text;
+  EXPECT_LT(ms, 2000u) << "the host's hold counted as the program's time: " << run.stdout_text;
 }
 
 } // namespace
