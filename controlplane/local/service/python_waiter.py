@@ -157,6 +157,12 @@ def _wait_with_deadline(pid, seconds):
 def _main():
     if _PRELOAD:
         _preload(_PRELOAD)
+        # What the preload made is never garbage: kept out of every collection, so the run's
+        # collections do not walk it, and the timeout's fork (below) does not copy the
+        # preload's pages on the first collection that would touch every object (gc.freeze
+        # is for pre-fork servers; the A/B is in bench/README.md, "heavy engine").
+        import gc
+        gc.freeze()
     try:
         timeout, cwd, argv, env = _parse(_receive())
     except (OSError, ValueError):
