@@ -81,6 +81,13 @@ protected:
   bool answers(const std::string& path) const {
     return eventually([&] { return get(path).status == 200; }, 30s, 50ms);
   }
+
+  /// What the guest's servers logged (a failure's context).
+  std::string logs(const std::string& id) const {
+    return call("POST", "/v1/sessions/" + id + "/commands",
+                R"({"command":"cat /workspace/http.log /workspace/ps.log; ps ax"})")
+        .body;
+  }
 };
 
 TEST_F(ports, http_server_in_the_guest_is_listed_through_the_url) {
@@ -90,7 +97,7 @@ TEST_F(ports, http_server_in_the_guest_is_listed_through_the_url) {
   EXPECT_FALSE(field(r.body, "expires_at").empty()) << r.body;
   auto path = path_of(field(r.body, "url"));
   ASSERT_EQ(path.compare(0, 10, "/v1/ports/"), 0) << path;
-  ASSERT_TRUE(answers(path)) << get(path).status << " " << get(path).body;
+  ASSERT_TRUE(answers(path)) << get(path).status << " " << get(path).body << "\n" << logs(id);
   auto listing = get(path);
   EXPECT_NE(listing.body.find("hello.txt"), std::string::npos) << listing.body;
   auto file = get(path + "hello.txt");
