@@ -4,7 +4,8 @@
 // moves into a network namespace of its own first (the control plane it starts, and so its
 // guests, live there), and the "LAN" is a second namespace behind a veth, holding private
 // addresses and one stand-in for the internet (198.51.100.9, TEST-NET-2), reached by the
-// test namespace's default route.
+// test namespace's default route. Both guest kinds: a gVisor guest's runsc runs inside the
+// same guest netns, so the same rules outside it apply.
 #include "controlplane/local/guests/host_command.hpp"
 #include "controlplane/local/network/netns_egress.hpp"
 #include "tests/integration/control_plane/fixture.hpp"
@@ -41,7 +42,7 @@ const std::vector<std::string> private_addresses = {"10.77.0.2",  "203.0.113.2",
                                                     "172.16.9.9", "192.168.9.9", "100.64.9.9"};
 constexpr const char* internet_address = "198.51.100.9";
 
-class control_plane_egress : public control_plane_test {
+class control_plane_egress : public both_kinds_test {
 protected:
   void SetUp() override {
     if (::geteuid() != 0 || ::access(ip_tool, X_OK) != 0 ||
@@ -74,7 +75,7 @@ protected:
     socklen_t len = sizeof a;
     ::getsockname(listener_, reinterpret_cast<sockaddr*>(&a), &len);
     port_ = ntohs(a.sin_port);
-    control_plane_test::SetUp();
+    both_kinds_test::SetUp();
   }
 
   void TearDown() override {
@@ -133,7 +134,7 @@ protected:
   uint16_t port_ = 0;
 };
 
-TEST_F(control_plane_egress, an_allow_all_guest_reaches_the_internet_not_private_networks) {
+TEST_P(control_plane_egress, an_allow_all_guest_reaches_the_internet_not_private_networks) {
   auto g = create(R"({"shape":"s-1vcpu-256mb"})");
   auto addresses = private_addresses;
   addresses.push_back(internet_address);
@@ -151,7 +152,7 @@ TEST_F(control_plane_egress, an_allow_all_guest_reaches_the_internet_not_private
     EXPECT_NE(rules.find(range), std::string::npos) << range << " not in\n" << rules;
 }
 
-TEST_F(control_plane_egress, a_private_address_named_in_the_egress_is_reached) {
+TEST_P(control_plane_egress, a_private_address_named_in_the_egress_is_reached) {
   auto g = create(R"({"shape":"s-1vcpu-256mb","egress":["172.16.9.9","198.51.100.9"]})");
   EXPECT_EQ(probe(g.id, {"172.16.9.9", "198.51.100.9", "10.9.9.9", "192.168.9.9"}),
             "172.16.9.9 open\n198.51.100.9 open\n10.9.9.9 blocked\n192.168.9.9 blocked\n");
@@ -159,6 +160,8 @@ TEST_F(control_plane_egress, a_private_address_named_in_the_egress_is_reached) {
   std::sort(got.begin(), got.end());
   EXPECT_EQ(got, (std::vector<std::string>{"172.16.9.9", "198.51.100.9"}));
 }
+
+GUESTFLOW_BOTH_KINDS(control_plane_egress);
 
 } // namespace
 } // namespace guestflow::testing
