@@ -38,11 +38,14 @@ records in DIR on the next start.
   --max-json-bytes N     JSON request body limit (413 beyond), default 1048576
   --workers N            threads for blocking guest/record work, default 4
   --warm-pool SPEC       keep guests built and never used, so that a create that matches
-                         takes one instead of building it: SHAPE[@IMAGE]=N, comma-separated
-                         (e.g. s-1vcpu-256mb=4,s-1vcpu-512mb@py311=1; IMAGE defaults to
-                         debian:12; 0, off or none: no pool, the default). Pool guests are
-                         deny-all without a netns, serve only deny-all creates, are never
-                         listed and are deleted at SIGTERM/SIGINT (GET /v1/pool: counts)
+                         takes one instead of building it: SHAPE[@IMAGE][#EGRESS]=N or
+                         =MIN..MAX (sized from demand), comma-separated (e.g.
+                         s-1vcpu-256mb=4,s-1vcpu-1gb@py311#*=1..4; IMAGE defaults to
+                         debian:12, EGRESS to none, * = allow all, else rules joined by |;
+                         0, off or none: no pool, the default). A pool serves only creates
+                         equal in shape, image, egress and the image's preload; its guests
+                         are never listed, are lent (deleted) to a create that needs room,
+                         and are deleted at SIGTERM/SIGINT (GET /v1/pool: counts)
   --memory-budget-mb N   memory the guests may commit: the sum of the shape memory of every
                          guest not destroyed (paused ones, creates in progress and the warm
                          pool's targets included); a create past it is refused with 429
