@@ -199,6 +199,8 @@ std::string_view label(endpoint ep) noexcept {
     return "capabilities";
   case endpoint::sessions:
     return "sessions";
+  case endpoint::ports:
+    return "ports";
   case endpoint::healthz:
     return "healthz";
   case endpoint::metrics:

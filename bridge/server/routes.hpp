@@ -29,6 +29,7 @@ enum class endpoint : uint8_t {
   component_run, ///< POST /v1/components/run
   capabilities,  ///< GET /v1/capabilities
   sessions,      ///< /v1/sessions and everything under it (agent sessions)
+  ports,         ///< POST …/ports/{port}: a session's or kept component guest's service URL
   healthz,       ///< GET /healthz (no token)
   metrics,       ///< GET /metrics
 };

@@ -119,9 +119,9 @@ void session_port(exchange& ex, server_context& ctx) {
 } // namespace
 
 void add_port_routes(route_table& t) {
-  t.add("POST", "/v1/sessions/{id}/ports/{port}", endpoint::sessions, session_port)
+  t.add("POST", "/v1/sessions/{id}/ports/{port}", endpoint::ports, session_port)
       .max_body_bytes = 4096;
-  t.add("POST", "/v1/components/{guest}/ports/{port}", endpoint::component_run, component_port)
+  t.add("POST", "/v1/components/{guest}/ports/{port}", endpoint::ports, component_port)
       .max_body_bytes = 4096;
 }
 
