@@ -11,7 +11,7 @@
 namespace guestflow::testing {
 namespace {
 
-using control_plane_persistent = control_plane_test;
+using control_plane_persistent = both_kinds_test;
 using namespace std::chrono_literals;
 
 const std::string persistent_body =
@@ -33,7 +33,7 @@ std::string ok_stdout(const exec_result& r) {
   return r.stdout_text;
 }
 
-TEST_F(control_plane_persistent,
+TEST_P(control_plane_persistent,
        stop_frees_processes_and_memory_and_start_keeps_the_workspace) {
   auto g = create(persistent_body);
   auto v = view(g.id);
@@ -85,7 +85,7 @@ TEST_F(control_plane_persistent,
   expect_refusal(call("POST", "/v1/sandboxes/" + g.id + "/start"), 409, "destroyed");
 }
 
-TEST_F(control_plane_persistent, refusals_are_typed_and_change_nothing) {
+TEST_P(control_plane_persistent, refusals_are_typed_and_change_nothing) {
   expect_refusal(call("POST", "/v1/sandboxes/sb-nope/stop"), 404, "no sandbox");
   expect_refusal(call("POST", "/v1/sandboxes/sb-nope/start"), 404, "no sandbox");
   expect_refusal(
@@ -138,7 +138,7 @@ TEST_F(control_plane_persistent, refusals_are_typed_and_change_nothing) {
             sandbox_status::destroyed);
 }
 
-TEST_F(control_plane_persistent,
+TEST_P(control_plane_persistent,
        a_reboot_leaves_persistent_guests_stopped_and_ephemeral_failed) {
   auto g = create(persistent_body);
   auto eph = create();
@@ -164,7 +164,7 @@ TEST_F(control_plane_persistent,
   EXPECT_EQ(view(g.id).status, sandbox_status::running);
 }
 
-TEST_F(control_plane_persistent, idle_ttl_stops_and_delete_after_stop_deletes) {
+TEST_P(control_plane_persistent, idle_ttl_stops_and_delete_after_stop_deletes) {
   // Idle TTL: 60 s at the 0.02 scale is 1.2 s; delete_after_stop is never scaled.
   stop();
   start({"--auto-pause-scale", "0.02"});
@@ -178,6 +178,8 @@ TEST_F(control_plane_persistent, idle_ttl_stops_and_delete_after_stop_deletes) {
       eventually([&] { return view(g.id).status == sandbox_status::destroyed; }, 30s, 100ms));
   EXPECT_FALSE(std::filesystem::exists(state_dir_ / "guests" / g.id));
 }
+
+GUESTFLOW_BOTH_KINDS(control_plane_persistent);
 
 } // namespace
 } // namespace guestflow::testing
