@@ -120,9 +120,7 @@ for f in (sys.stdout, sys.stderr):
     except BaseException:
         pass
 os.mkfifo(_F, 0o600)
-os.write(out, ("
-".join(["ready"] + failed) + "
-").encode("utf-8", "replace"))
+os.write(out, ("".join(f + "\n" for f in failed) + "ready\n").encode("utf-8", "replace"))
 os.dup2(null, 0)
 os.close(out)
 fd = os.open(_F, os.O_RDONLY)
@@ -171,10 +169,10 @@ namespace {
 /// The relay: its own pipes carry the program's output; FIFOs named by its pid join them.
 constexpr const char* relay_script =
     "d=/tmp/.gf$$\n"
-    "[ -p /tmp/.guestflow-snapshot ] && mkfifo -m 600 $d.o $d.e || exit 125\n"
+    "[ -p /tmp/.guestflow-snapshot ] && mkfifo -m 600 $d.o $d.e $d.x || exit 125\n"
     "printf '%s\\0' $$ \"$@\" > /tmp/.guestflow-snapshot\n"
     "cat $d.e >&2 & cat $d.o; wait\n"
-    "c=137; [ -s $d.x ] && c=$(cat $d.x)\n"
+    "c=$(cat $d.x); [ -n \"$c\" ] || c=137\n"
     "rm -f $d.o $d.e $d.x; exit $c\n";
 
 } // namespace

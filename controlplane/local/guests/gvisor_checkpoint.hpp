@@ -62,7 +62,7 @@ restored_guest restore_or_boot(guest_backend& backend, guest_spec spec,
 
 /// A snapshot's python3 (`python3 -c snapshot_waiter_script WAITER_SOURCE PRELOAD`,
 /// WAITER_SOURCE the python waiter's script, PRELOAD its comma-separated modules): imports
-/// PRELOAD, prints "ready" (then the failures, one a line) and closes its stdio, then blocks on
+/// PRELOAD, prints its failures (one a line) then "ready" and closes its stdio, then blocks on
 /// a FIFO in the sandbox's /tmp. The sandbox is checkpointed there, so each guest restored from
 /// the snapshot has this interpreter, modules imported, waiting. Its first `python3 …` runs
 /// through snapshot_relay(): the waiter forks, the child becomes the python waiter with the

@@ -2,6 +2,7 @@
 
 #include "controlplane/local/guests/guest_exec.hpp"
 #include "controlplane/local/guests/guest_mounts.hpp"
+#include "controlplane/local/guests/gvisor_checkpoint.hpp"
 #include "controlplane/local/service/clock.hpp"
 #include "controlplane/local/service/shapes.hpp"
 
@@ -422,7 +423,22 @@ result<sandbox_created> control_plane::create(const sandbox_create_request& req)
   lent.release();
 
   auto started = std::chrono::steady_clock::now();
-  auto rt = backend_.create(spec);
+  // gVisor: an image's snapshot is restored instead of booting; a fleet's takeover restores
+  // the checkpoint its last node wrote beside the shared workspace.
+  restored_guest built;
+  std::optional<std::vector<std::string>> snapshot_waiter;
+  const auto snapshot = images_.snapshot_dir(spec.rootfs);
+  if (spec.isolation == guest_isolation::gvisor && !spec.kept_workspace && !snapshot.empty() &&
+      has_checkpoint(snapshot)) {
+    built = restore_or_boot(backend_, spec, snapshot, "snapshot");
+    if (built.started_from == "snapshot") snapshot_waiter = snapshot_environment(snapshot);
+  } else if (spec.isolation == guest_isolation::gvisor && spec.kept_workspace &&
+             !spec.guest_dir.empty()) {
+    built = restore_or_boot(backend_, spec, checkpoint_dir(spec.guest_dir), "checkpoint");
+  } else {
+    built.rt = backend_.create(spec);
+  }
+  auto& rt = built.rt;
   auto spawn_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
                       std::chrono::steady_clock::now() - started)
                       .count();
@@ -438,6 +454,11 @@ result<sandbox_created> control_plane::create(const sandbox_create_request& req)
   }
   g.rec.runtime = *rt;
   g.rec.status = sandbox_status::running;
+  if (spec.isolation == guest_isolation::gvisor) {
+    g.rec.started_from = built.started_from;
+    if (!built.restore_error.empty()) g.rec.restore_error = g.rec.note = built.restore_error;
+  }
+  g.snapshot_waiter = std::move(snapshot_waiter);
   g.last_activity = clock::now();
   auto ok = save(g);
   if (ok && shared) ok = watch_shared(*rt);
@@ -731,7 +752,8 @@ result<std::unique_ptr<running_exec>> control_plane::start_exec(const std::strin
   uint64_t mem_mib = 0;
   activity_lease busy;
   std::unique_ptr<python_waiter> waiter;
-  std::optional<std::string> request;
+  std::optional<std::string> request, relay;
+  bool dismiss = false;
   if (auto woken = wake(id); !woken) return woken.error();
   {
     std::lock_guard<std::mutex> lock{mu_};
@@ -753,7 +775,16 @@ result<std::unique_ptr<running_exec>> control_plane::start_exec(const std::strin
       else
         w.reset();
     }
+    // A snapshot's python3 likewise: it serves a first `python3 …` through the relay; any
+    // other first exec ends it first, so nobody meets a process they did not start.
+    if (auto& sw = (*g)->snapshot_waiter) {
+      relay = python_waiter::request_for(req, exec_environment(envs), *sw);
+      dismiss = !relay;
+      sw.reset();
+    }
   }
+  if (dismiss)
+    if (auto d = backend_.start_exec(rt, snapshot_dismiss(), envs)) backend_.reap(*d);
   auto oom_before = backend_.oom_kills(rt);
   auto command = [&](exec_process p) {
     return std::unique_ptr<running_exec>{new guest_command(
@@ -766,7 +797,7 @@ result<std::unique_ptr<running_exec>> control_plane::start_exec(const std::strin
     // Not listening (it died, or was not ready): killed and reaped before the command starts.
     waiter.reset();
   }
-  auto p = backend_.start_exec(rt, req, envs);
+  auto p = backend_.start_exec(rt, relay ? snapshot_relay(*relay) : req, envs);
   if (!p) return p.error();
   return command(*p);
 }
@@ -868,7 +899,15 @@ result<image_list> control_plane::images() {
 }
 
 result<image_added> control_plane::add_image(const image_add_request& req) {
-  return images_.add(req);
+  auto added = images_.add(req);
+  if (!added || !req.snapshot) return added;
+  // The snapshot is part of the add: an image whose snapshot cannot be made is removed again.
+  if (auto ok = make_snapshot(req.name); !ok) {
+    remove_image(req.name);
+    return ok.error();
+  }
+  added->image.snapshot = true;
+  return added;
 }
 
 result<image_removed> control_plane::remove_image(const std::string& name) {

@@ -157,6 +157,9 @@ private:
     std::string path_prepend; ///< its image's, first on every command's PATH
     /// From the pool, until the first exec: serves it, or is killed before it runs.
     std::unique_ptr<python_waiter> waiter;
+    /// Restored from its image's gVisor snapshot: the snapshot's python3 waits in it for the
+    /// first exec (this is its start-up environment); gone once an exec met it.
+    std::optional<std::vector<std::string>> snapshot_waiter;
   };
 
   /// Finds a guest by id (mutex held), or a 404 failure.
@@ -182,6 +185,14 @@ private:
   result<guest_spec> begin_start(guest& g);
   /// Builds `spec` (mutex free), then running, or back to stopped with the failure noted.
   result<sandbox_view> finish_start(const guest_spec& spec);
+
+  // -- gVisor snapshots of images (control_plane_snapshot.cpp) --
+  /// Boots a gVisor guest of `image`, imports its preload in the snapshot's python3 and
+  /// checkpoints the sandbox into the image's snapshot directory; the guest is deleted.
+  result<bool> make_snapshot(const std::string& image);
+  /// The snapshot python3's start-up environment (written beside the snapshot), or nullopt.
+  static std::optional<std::vector<std::string>>
+  snapshot_environment(const std::filesystem::path& snapshot);
   /// Before an exec or file call: a stopped guest is started (wake on use), one stopping or
   /// starting waited for. Nothing for any other guest.
   result<bool> wake(const std::string& id);
