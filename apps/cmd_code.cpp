@@ -17,7 +17,7 @@ namespace {
 
 constexpr std::string_view usage =
     R"(usage: guestflow code [--timeout S] [--memory-mb M] [--allow-network]
-                      [--env K=V]... [--image NAME] [--json] [--allow-truncated] FILE|-
+                      [--env K=V]... [--image NAME] [--isolation KIND] [--json] [--allow-truncated] FILE|-
 
 Runs a Python program in a fresh guest (the sandbox-backend surface) and deletes the
 guest afterwards, whatever happens. Guest stdout goes to stdout and stderr to stderr as the
@@ -31,6 +31,8 @@ exit 125 with the reason on stderr. Output is capped by the control plane (16 Mi
 stdout, 1 MiB of stderr on the local one): a cut output is said on stderr and in --json
 (`"truncated": ["stdout"|"stderr"]`), and the run exits 125 unless --allow-truncated.
 --image NAME runs it in that guest image (CREATEOS_SANDBOX_ROOTFS; see guestflow image).
+--isolation KIND runs it in that kind of guest: namespaces or gvisor (GUESTFLOW_ISOLATION;
+refused, exit 125, where the control plane does not offer it).
 
 Flags override Langflow's settings from the environment: LANGFLOW_SANDBOX_TIMEOUT_SECONDS
 (30), LANGFLOW_SANDBOX_MEMORY_MB (192, a floor), LANGFLOW_SANDBOX_ALLOW_NETWORK (false),
@@ -38,7 +40,7 @@ LANGFLOW_SANDBOX_ALLOWED_DOMAINS (refused).)";
 
 int run_code(const std::vector<std::string>& argv) {
   signal_watch watch; // first: every thread created later inherits the blocked signals
-  args a{{"timeout", "memory-mb", "env", "image"},
+  args a{{"timeout", "memory-mb", "env", "image", "isolation"},
          {"allow-network", "json", "allow-truncated"}};
   if (auto err = a.parse(argv)) {
     std::cerr << "guestflow code: " << *err << "\n" << usage << '\n';
@@ -53,6 +55,7 @@ int run_code(const std::vector<std::string>& argv) {
   if (auto m = a.get("memory-mb")) env["LANGFLOW_SANDBOX_MEMORY_MB"] = *m;
   if (a.has("allow-network")) env["LANGFLOW_SANDBOX_ALLOW_NETWORK"] = "true";
   if (auto image = a.get("image")) env["CREATEOS_SANDBOX_ROOTFS"] = *image;
+  if (auto kind = a.get("isolation")) env["GUESTFLOW_ISOLATION"] = *kind;
   auto settings = policy::settings_from_env(env);
   if (!settings) return report_failure("code", settings.error());
   code_request req;

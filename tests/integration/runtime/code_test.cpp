@@ -127,6 +127,19 @@ TEST_F(code_test, prints_stdout_and_stderr_and_returns_the_exit_code) {
   EXPECT_TRUE(live_guests().empty());
 }
 
+TEST_F(code_test, isolation_picks_the_guest_kind_and_is_refused_where_not_offered) {
+  auto p = program("k.py", "print(open('/proc/version').read().split()[2])\n");
+  auto g = code({"--isolation", "gvisor", p});
+  EXPECT_EQ(g.status, 0) << g.stderr_text;
+  EXPECT_EQ(g.stdout_text, "4.4.0\n") << "gVisor's Sentry answers, not the host kernel";
+  auto refused = code({"--isolation", "firecracker", p});
+  EXPECT_EQ(refused.status, 125);
+  EXPECT_NE(refused.stderr_text.find("GUESTFLOW_ISOLATION=firecracker"), std::string::npos)
+      << refused.stderr_text;
+  EXPECT_EQ(refused.stdout_text, "");
+  EXPECT_TRUE(live_guests().empty());
+}
+
 TEST_F(code_test, json_prints_a_sandbox_result) {
   auto p = program("p.py", "print(6 * 7)\n");
   auto r = code({"--json", p});
