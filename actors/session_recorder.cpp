@@ -1,6 +1,10 @@
 #include "actors/session_recorder.hpp"
 
+#include "actors/caf_bridge.hpp"
+
+#include <caf/actor_cast.hpp>
 #include <caf/exit_reason.hpp>
+#include <caf/mailbox_element.hpp>
 
 namespace guestflow {
 
@@ -21,12 +25,17 @@ session_recorder(run_subscriber_actor::stateful_pointer<session_recorder_state> 
     if (st.cancel_on_disconnect) self->quit(caf::exit_reason::user_shutdown);
   });
   return {
-      [self](run_event& e) {
+      // Read-only, and passed on as the message the run sent (its log keeps it): a mutable
+      // handler would have had CAF copy every event first.
+      [self](const run_event& e) {
         auto& st = self->state;
         if (e.type == run_event::kind::message)
           self->send(st.store, put_atom::value, st.session, e.data());
         auto terminal = e.terminal();
-        if (st.caller) self->send(st.caller, std::move(e));
+        if (st.caller)
+          caf_bridge::enqueue_shared(
+              self, caf::actor_cast<caf::strong_actor_ptr>(st.caller),
+              self->current_mailbox_element()->copy_content_to_message());
         if (terminal) self->quit();
       },
   };

@@ -1,6 +1,7 @@
 // The message store's actor and the session recorder (actors/message_store,
 // actors/session_recorder) on the deterministic scheduler, over real files.
 
+#include "actors/caf_bridge.hpp"
 #include "actors/event_handoff.hpp"
 #include "actors/message_store.hpp"
 #include "actors/session_recorder.hpp"
@@ -118,6 +119,27 @@ TEST_F(message_store_actor_test, the_recorder_stores_messages_and_passes_every_e
   caf::anon_send(recorder, message_event(4, "late"));
   run();
   EXPECT_EQ(files.load("s")->size(), 2u);
+  caf::anon_send_exit(caller, caf::exit_reason::user_shutdown);
+  run();
+}
+
+TEST_F(message_store_actor_test, the_recorder_passes_on_the_runs_own_message_not_a_copy) {
+  auto seen = std::make_shared<std::vector<const run_event*>>();
+  run_subscriber_actor caller =
+      sys.spawn([seen](run_subscriber_actor::pointer) -> run_subscriber_actor::behavior_type {
+        return {[seen](const run_event& e) { seen->push_back(&e); }};
+      });
+  auto recorder = sys.spawn(session_recorder, store, std::string{"s"}, caller, false);
+  // As a run publishes: one message, kept in its log, enqueued to its subscribers.
+  caf_bridge::shared_message<run_event> msg{message_event(0, "hello")};
+  sys.spawn([recorder, msg](caf::event_based_actor* self) {
+    caf_bridge::enqueue_shared(self, recorder, msg);
+  });
+  run();
+  ASSERT_EQ(seen->size(), 1u);
+  EXPECT_EQ(seen->front(), &msg.get()) << "the caller got a copy of the event";
+  EXPECT_EQ(*files.load("s"), (std::vector<raw_json>{message("hello")}));
+  caf::anon_send_exit(recorder, caf::exit_reason::user_shutdown);
   caf::anon_send_exit(caller, caf::exit_reason::user_shutdown);
   run();
 }
