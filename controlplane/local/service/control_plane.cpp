@@ -338,6 +338,7 @@ result<sandbox_created> control_plane::create(const sandbox_create_request& req)
   if (!shp) return shp.error();
   auto isolation = requested_isolation(req.isolation, backend_.support());
   if (!isolation) return isolation.error();
+  const auto ingress_secret = req.ingress_enabled ? new_ingress_secret() : std::string{};
   if (needs_rules(req.egress) && !backend_.support().nftables) return rules_unavailable();
   if (!req.persistent && (req.idle_ttl_seconds || req.delete_after_stop_seconds))
     return fail(ec::bad_request, "idle_ttl_seconds and delete_after_stop_seconds apply only "
@@ -404,6 +405,7 @@ result<sandbox_created> control_plane::create(const sandbox_create_request& req)
     g.rec.mounts = spec.mounts;
     g.rec.auto_pause_after_seconds = req.auto_pause_after_seconds;
     g.rec.ingress_enabled = req.ingress_enabled;
+    g.rec.ingress_secret = ingress_secret;
     g.rec.created_at = now_rfc3339();
     g.rec.persistent = req.persistent;
     if (req.persistent) {
@@ -484,6 +486,7 @@ result<sandbox_created> control_plane::create(const sandbox_create_request& req)
   out.disk_mib = shp->default_disk_mib;
   out.spawn_ms = static_cast<uint64_t>(spawn_ms);
   out.egress = spec.egress;
+  out.ingress_secret = ingress_secret;
   return out;
 }
 
@@ -544,6 +547,7 @@ control_plane::create_from_pool(const sandbox_create_request& req, const shape& 
   g.rec.envs = req.envs;
   g.rec.auto_pause_after_seconds = req.auto_pause_after_seconds;
   g.rec.ingress_enabled = req.ingress_enabled;
+  g.rec.ingress_secret = req.ingress_enabled ? new_ingress_secret() : std::string{};
   g.rec.created_at = now_rfc3339();
   g.rec.seq = next_seq_++;
   g.last_activity = clock::now();
@@ -566,6 +570,7 @@ control_plane::create_from_pool(const sandbox_create_request& req, const shape& 
                                            std::chrono::steady_clock::now() - started)
                                            .count());
   out.egress = g.rec.egress;
+  out.ingress_secret = g.rec.ingress_secret;
   g.waiter = std::move(waiter);
   guests_.insert(std::move(node));
   return result<sandbox_created>{std::move(out)};

@@ -95,6 +95,11 @@ public:
                                bool for_write) override;
   result<bool> check_upload_room(const std::string& id, const std::string& path,
                                  uint64_t bytes) override;
+  /// control_plane_ingress.cpp
+  result<ingress_target> open_ingress(const std::string& id,
+                                      const std::optional<std::string>& token) override;
+  std::optional<activity_lease> ingress_ready(const std::string& id,
+                                              const std::optional<std::string>& token) override;
   void pause_idle() override;
   result<image_list> images() override;
   result<image_added> add_image(const image_add_request& req) override;
