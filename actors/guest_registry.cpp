@@ -47,11 +47,22 @@ void grant(self_ptr self, const std::string& name, reusable_guest g) {
   head.rp.deliver(std::move(g));
 }
 
-/// An existing guest of this name: egress first (a drifted guest is evidence: it is
-/// neither resumed nor touched), then running.
+/// An existing guest of this name: its isolation and egress first (a guest weaker than
+/// the run asks for, or one whose egress drifted, is neither resumed nor touched), then
+/// running.
 void adopt(self_ptr self, const std::string& name, sandbox_view v) {
   auto& st = self->state;
   st.slots[name].known_id = v.id;
+  // A run that asks for more than namespaces never gets the guest a namespaces run (or an
+  // older control plane, whose views name no kind) left under the same name.
+  const auto& want = st.slots[name].queue.front().req.isolation;
+  if (want && *want != "namespaces" && *want != v.isolation)
+    return refuse(self, name,
+                  fail(ec::policy_refused,
+                       "reusable guest " + name + " (" + v.id + ") is a " +
+                           (v.isolation.empty() ? std::string{"namespaces"} : v.isolation) +
+                           " guest and this run asks for " + *want +
+                           "; delete it with `guestflow reap --reusable`"));
   if (v.status == sandbox_status::error)
     return refuse(self, name,
                   fail(ec::unavailable, "reusable guest " + name + " (" + v.id +

@@ -58,6 +58,7 @@ sandbox_view view_of(const fake_guest& g) {
   v.egress = g.egress;
   v.paused_at = g.paused_at;
   v.last_resumed_at = g.last_resumed_at;
+  v.isolation = g.isolation;
   return v;
 }
 

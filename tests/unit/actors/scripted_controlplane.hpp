@@ -42,6 +42,7 @@ struct fake_guest {
   egress_policy egress;                            ///< as created (or changed by the test)
   std::optional<std::string> paused_at;
   std::optional<std::string> last_resumed_at;
+  std::string isolation; ///< the view's kind ("" as a CreateOS guest reports none)
 };
 
 struct script {

@@ -284,6 +284,24 @@ TEST_F(component_test, drifted_egress_is_refused_not_resumed_and_not_deleted) {
   EXPECT_EQ(s->live(), 1u);
 }
 
+TEST_F(component_test, a_gvisor_run_never_adopts_a_weaker_guest_of_its_name) {
+  s->guests.push_back(existing("sb-n", sandbox_status::running));
+  auto sp = spec();
+  sp.create.isolation = "gvisor";
+  auto r = start(sp);
+  ASSERT_TRUE(r->error);
+  EXPECT_EQ(r->error->code, ec::policy_refused);
+  EXPECT_NE(r->error->message.find("sb-n"), std::string::npos) << r->error->message;
+  EXPECT_EQ(s->count("put "), 0);
+  EXPECT_EQ(s->count("exec "), 0);
+  EXPECT_EQ(s->count("delete "), 0);
+  EXPECT_EQ(s->live(), 1u);
+  s->guests.back().isolation = "gvisor"; // the same name as a gVisor guest: adopted
+  auto again = start(sp);
+  ASSERT_TRUE(again->report) << again->error->message;
+  EXPECT_EQ(s->count("create "), 0);
+}
+
 TEST_F(component_test, the_registry_refuses_names_that_are_not_reusable) {
   auto r = start(spec("gf-b-abc123-aaaaaaaaaa"));
   ASSERT_TRUE(r->error);
