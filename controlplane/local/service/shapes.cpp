@@ -6,9 +6,10 @@ const shape_list& shape_catalog() {
   static const shape_list catalog = [] {
     shape_list l;
     // default_disk_mib: the size of the guest's /workspace, a file system of its own the
-    // kernel bounds (guests/workspace_disk.hpp), with one inode per 16 KiB of it. A cap, not
-    // a reservation (the image is a sparse file): 4x the memory, 256 MiB to 16 GiB, so that
-    // a local host's disk outlasts a few runaway guests.
+    // kernel bounds (guests/workspace_disk.hpp), with one inode per 16 KiB of it. For a
+    // disposable guest a cap, not a reservation (a sparse image; lost writes are reported
+    // after each exec); a persistent guest's blocks are allocated at create. 4x the memory,
+    // 256 MiB to 16 GiB, so that a local host's disk outlasts a few runaway guests.
     l.data = {
         {"s-1vcpu-64mb", 1, 64, 256}, // local-only (OOM tests)
         {"s-1vcpu-256mb", 1, 256, 1024},   {"s-1vcpu-512mb", 1, 512, 2048},
