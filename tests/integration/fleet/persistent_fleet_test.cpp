@@ -2,7 +2,8 @@
 // workspace root and an etcd; a `--reuse flow` component's guest lives on one of them. When
 // that node is lost (SIGKILL, its guest's processes killed too: a host gone), the next run
 // cold-boots the guest on the other node from the kept workspace once the lost node's lease
-// has expired, and the lost node, restarted, forgets the guest instead of starting it.
+// has expired, and the lost node, restarted, forgets the guest instead of starting it. A gVisor
+// guest's memory, checkpointed beside the shared workspace, is restored by the other node.
 #include "fleet/etcd_client.hpp"
 #include "messages/fleet.hpp"
 #include "messages/jsend.hpp"
@@ -564,6 +565,64 @@ TEST_F(persistent_fleet_test, a_missing_or_unfleeted_workspace_root_is_refused_a
   auto alone = run({"--workspace-root", root.string()});
   EXPECT_EQ(alone.status, 2);
   EXPECT_NE(alone.err.find("--workspace-root needs --fleet"), std::string::npos) << alone.err;
+}
+
+TEST_F(persistent_fleet_test, a_gvisor_guests_memory_restores_on_the_other_node_after_fencing) {
+  start_node("node-a", node_args());
+  start_node("node-b", node_args());
+  ASSERT_TRUE(test_support::eventually([&] { return registered() == 2; }, 30s));
+  auto caps = http_client{nodes[0]->port()}.call("GET", "/v1/capabilities");
+  if (caps.body.find("\"gvisor\"") == std::string::npos) GTEST_SKIP() << "no gVisor here";
+  // Deny-all: runsc checkpoints no sandbox on the host's network stack.
+  const std::string body = R"({"shape":"s-1vcpu-256mb","persistent":true,"name":"gv-1",)"
+                           R"("isolation":"gvisor","egress":["240.0.0.0/4"]})";
+  auto made = http_client{nodes[0]->port()}.call("POST", "/v1/sandboxes", body);
+  ASSERT_EQ(made.status, 200u) << made.body;
+  const auto id_a = live(0).at(0).id;
+  // A counter whose token is drawn once: only the same interpreter goes on with it.
+  const std::string counter =
+      "import os, time\ntoken = os.urandom(8).hex()\ni = 0\nwhile True:\n"
+      "    open('/workspace/c.tmp', 'w').write('%d %s' % (i, token))\n"
+      "    os.replace('/workspace/c.tmp', '/workspace/c')\n    i += 1\n    time.sleep(0.02)\n";
+  auto started = http_client{nodes[0]->port()}.call(
+      "POST", "/v1/sandboxes/" + id_a + "/exec",
+      R"({"cmd":"/bin/sh","args":["-c","python3 -c \"$0\" </dev/null >/dev/null 2>&1 &",)" +
+          quote_json(counter) + "]}");
+  ASSERT_EQ(started.status, 200u) << started.body;
+  auto read = [&](size_t node, const std::string& id) {
+    auto r = http_client{nodes[node]->port()}.call("GET", "/v1/sandboxes/" + id +
+                                                              "/files?path=/workspace/c");
+    std::pair<long, std::string> out{-1, ""};
+    if (r.status == 200u) {
+      std::istringstream in{r.body};
+      in >> out.first >> out.second;
+    }
+    return out;
+  };
+  std::pair<long, std::string> before;
+  ASSERT_TRUE(
+      test_support::eventually([&] { return (before = read(0, id_a)).first > 3; }, 30s));
+  // Node A stops the guest (its memory checkpointed beside the shared workspace), then is lost.
+  auto stopped = http_client{nodes[0]->port()}.call("POST", "/v1/sandboxes/" + id_a + "/stop");
+  ASSERT_EQ(stopped.status, 200u) << stopped.body;
+  EXPECT_TRUE(std::filesystem::exists(root / "gv-1" / "checkpoint" / "checkpoint.img"));
+  kill_node(0);
+  ASSERT_TRUE(test_support::eventually([&] { return owner_of("gv-1").empty(); }, 20s, 50ms));
+  // Node B takes it over once A's lease is gone, from A's checkpoint: the counter goes on.
+  auto taken = http_client{nodes[1]->port()}.call("POST", "/v1/sandboxes", body);
+  ASSERT_EQ(taken.status, 200u) << taken.body;
+  auto on_b = live(1);
+  ASSERT_EQ(on_b.size(), 1u);
+  EXPECT_EQ(on_b[0].started_from, "checkpoint");
+  EXPECT_FALSE(on_b[0].restore_error);
+  auto first = read(1, on_b[0].id);
+  EXPECT_EQ(first.second, before.second) << "the same interpreter";
+  EXPECT_GE(first.first, before.first) << "its value continued";
+  EXPECT_TRUE(
+      test_support::eventually([&] { return read(1, on_b[0].id).first > first.first; }, 20s))
+      << "and it runs on node B";
+  EXPECT_EQ(owner_of("gv-1"), "node-b");
+  restart_node(0); // its record goes with TearDown
 }
 
 } // namespace
