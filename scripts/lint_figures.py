@@ -9,11 +9,32 @@ table, past blank lines, up to a blank line or heading; a table right under anot
 its caption), names a result file under bench/results/ that exists:
 `bench/results/NAME` from the repository root, or `results/NAME` from bench/README.md's
 folder. A default in a settings table (30, 64 MiB) is no figure; a measured one is.
-Exit 1 listing each row that does not trace.
+
+bench/README.md's prose is held to more (PROSE_FILES): every figure with a unit in a
+paragraph (µs/us, ms, s, ns, MB/KB/GB/MiB/KiB/GiB, %, ×/x, runs/s, req/s, /s; code spans,
+tables and code blocks aside) must appear in a result file that the paragraph, or its section
+(the heading above it and every paragraph up to the next heading), names — `results/NAME`,
+or a glob `results/2026-12-03-vm.*`. "Appears" means one of the file's numbers, commas
+aside, equals the figure at the figure's precision (0.287 in the file reads 0.29; a figure
+written ~N claims two significant digits, 227.7 reads ~230), in its unit or one a factor of
+1,000 or 1,024 (or their squares) away (1,650 µs reads 1.65 ms). A range (12–17%) or a
+change (190 → 103 MB) is two figures. Two kinds of figures need no file of their own:
+- derived: a ratio (×) or share (%) computed from two numbers of the same paragraph that
+  themselves trace (a/b, or (a-b)/b as a share; 3.10 M → 1.92 M is −38%), or a sum or
+  difference of two traced figures with units (or a sum of three: a split's total), at the
+  figure's precision;
+- a figure in a sentence that says "not stored" (a note from a run whose output was kept
+  nowhere, said so to the reader).
+A target (a figure right after ≤, ≥, < or >) is no measurement. A result file replaced
+since is named with the commit that holds it, `results/NAME@COMMIT` (read with git show).
+Prefer citing the file to "not stored"; never a figure that is in neither.
+Exit 1 listing each row or prose figure that does not trace.
 """
 
+import glob
 import os
 import re
+import subprocess
 import sys
 
 from markdown_lint import report
@@ -24,6 +45,17 @@ FIGURE = re.compile(
 )
 RESULT = re.compile(r"((?:bench/)?results/[A-Za-z0-9_.+-]+)")
 DEFAULT_FILES = ["README.md", "bench/README.md"]
+PROSE_FILES = {os.path.join("bench", "README.md")}
+# A figure with a unit in prose: the number (a range's or a change's first end too: 12–17%,
+# 190 → 103 MB), then the unit.
+PROSE_FIGURE = re.compile(
+    r"(?<![\w.,/-])(\d[\d,]*(?:\.\d+)?)(?:\s?[–→-]\s?(\d[\d,]*(?:\.\d+)?))?"
+    r"\s?(µs|us|ms|ns|s|MB|KB|kB|GB|MiB|KiB|GiB|%|×|x|runs/s|req/s|/s)(?![\w/])"
+)
+RESULT_GLOB = re.compile(r"((?:bench/)?results/[A-Za-z0-9_.+*{},-]+(?:@[0-9a-f]{7,40})?)")
+NUMBER = re.compile(r"\d[\d,]*(?:\.\d+)?")
+SCALES = (1, 1000, 1 / 1000, 1024, 1 / 1024, 1000000, 1 / 1000000, 1 << 20, 1 / (1 << 20))
+TARGET = re.compile(r"(?:≤|≥|<=|>=|<|(?<!-)>)[^,;:()]{0,6}$")  # "->" is an arrow
 
 
 def result_paths(text, doc_dir, root):
@@ -37,6 +69,177 @@ def result_paths(text, doc_dir, root):
                 found.append(path)
                 break
     return found
+
+
+def named_results(text, doc_dir, root):
+    """The result files `text` names, globs (`results/2026-12-03-vm.*`) expanded."""
+    found = set()
+    base_dir = os.path.join(root, "bench", "results") + os.sep
+    for name in RESULT_GLOB.findall(text):
+        name = name.rstrip(".,")
+        if "@" in name:  # a version replaced since, read from git: results/NAME@COMMIT
+            path, commit = name.split("@")
+            path = os.path.normpath(os.path.join(doc_dir, path) if path.startswith("results/") else path)
+            if path.startswith(os.path.join("bench", "results") + os.sep):
+                found.add(f"{commit}:{path}")
+            continue
+        patterns = [name]
+        brace = re.match(r"(.*)\{([^}]*)\}(.*)", name)
+        if brace:
+            patterns = [brace.group(1) + alt + brace.group(3) for alt in brace.group(2).split(",")]
+        for pattern in patterns:
+            for base in (root, os.path.join(root, doc_dir)):
+                for path in glob.glob(os.path.normpath(os.path.join(base, pattern))):
+                    if path.startswith(base_dir) and os.path.isfile(path):
+                        found.add(path)
+    return found
+
+
+_numbers = {}
+_root = "."
+
+
+def file_numbers(path):
+    """Every number in a result file, as floats (commas aside)."""
+    if path not in _numbers:
+        try:
+            if ":" in path:  # COMMIT:bench/results/NAME
+                text = subprocess.run(
+                    ["git", "-C", _root, "show", path], capture_output=True, text=True, check=True
+                ).stdout
+            else:
+                with open(path, encoding="utf-8", errors="replace") as f:
+                    text = f.read()
+        except (OSError, subprocess.CalledProcessError):
+            text = ""
+        _numbers[path] = {float(n.replace(",", "")) for n in NUMBER.findall(text)}
+    return _numbers[path]
+
+
+def tolerance(figure, rough=False):
+    """Half the figure's last digit: what rounding to it may have moved (0.29: 0.005). A "~"
+    figure claims two significant digits only (~230: 5)."""
+    places = len(figure.split(".")[1]) if "." in figure else 0
+    digits = len(figure.split(".")[0].replace(",", ""))
+    if rough and not places and digits > 2:
+        return 0.5 * 10 ** (digits - 2)
+    return 0.5 * 10**-places
+
+
+def reads_as(value, figure, rough=False):
+    """Whether `value` is `figure` at the figure's precision."""
+    return abs(value - float(figure.replace(",", ""))) <= tolerance(figure, rough) + 1e-9
+
+
+def traces(figure, numbers, rough=False):
+    if float(figure.replace(",", "")) == 0:
+        return True  # 0 is no measurement to trace
+    return any(reads_as(n * scale, figure, rough) for n in numbers for scale in SCALES)
+
+
+def derived(figure, unit, traced, rough=False):
+    """A ratio or share of two traced numbers of the paragraph, or a sum or difference of
+    two traced figures with units (or the sum of three: a split's total)."""
+    for i, a in enumerate(traced):
+        for j, b in enumerate(traced):
+            if i == j:
+                continue
+            if unit in ("×", "x", "%") and b:
+                candidates = [a / b] if unit != "%" else [100 * a / b, 100 * (a - b) / b]
+            else:
+                candidates = [a + b, a - b] + [a + b + c for c in traced[j + 1 :]]
+            if any(reads_as(abs(c), figure, rough) for c in candidates):
+                return True
+    return False
+
+
+def paragraphs(lines):
+    """(first line index, text, section key) of each prose paragraph; tables, code blocks and
+    headings aside."""
+    out = []
+    fenced = False
+    current = []
+    start = 0
+    section = 0
+    for i, line in enumerate(lines + [""]):
+        if line.startswith("```"):
+            fenced = not fenced
+            if current:
+                out.append((start, current, section))
+                current = []
+            continue
+        if fenced:
+            continue
+        if line.startswith("#"):
+            if current:
+                out.append((start, current, section))
+                current = []
+            section = i
+            continue
+        if not line.strip() or line.startswith("|"):
+            if current:
+                out.append((start, current, section))
+                current = []
+            continue
+        if not current:
+            start = i
+        current.append(line)
+    return [(s, "\n".join(c), sec) for s, c, sec in out]
+
+
+def check_prose(lines, rel, doc_dir, root):
+    global _root
+    _root = root
+    problems = []
+    paras = paragraphs(lines)
+    section_text = {}
+    for _, text, section in paras:
+        section_text.setdefault(section, [lines[section] if lines else ""]).append(text)
+    for start, text, section in paras:
+        files = named_results(text, doc_dir, root) | named_results(
+            "\n".join(section_text[section]), doc_dir, root
+        )
+        numbers = set()
+        for path in files:
+            numbers |= file_numbers(path)
+        plain = re.sub(r"`[^`]*`", "", text)
+        sentences = re.split(r"(?<=[.;:!?])\s+(?=[A-Z(])", plain)
+        pending = []
+        # Every number of the paragraph found in a named file, unit or not (3.10 M, 0.62): a
+        # derived figure may be computed from any of them.
+        numbers_traced = [
+            float(n.replace(",", "")) for n in NUMBER.findall(plain) if traces(n, numbers)
+        ]
+        traced = []  # the figures with a unit that trace: what a sum or difference may use
+        for sentence in sentences:
+            unstored = "not stored" in sentence
+            for m in PROSE_FIGURE.finditer(sentence):
+                unit = m.group(3)
+                if TARGET.search(sentence[: m.start()]):
+                    continue  # a target (≤ 300 µs, ≥ 20×), no measurement
+                rough = sentence[: m.start()].rstrip().endswith("~")
+                for figure in filter(None, (m.group(1), m.group(2))):
+                    if unstored or traces(figure, numbers, rough):
+                        traced.append(float(figure.replace(",", "")))
+                    else:
+                        pending.append((figure, unit, m.group(0), rough))
+        for figure, unit, shown, rough in pending:
+            pool = numbers_traced if unit in ("×", "x", "%") else traced
+            if derived(figure, unit, pool, rough):
+                continue
+            where = ", ".join(sorted(os.path.basename(f) for f in files)) or "none"
+            where = where.replace(":bench/results/", "@")
+            shown = " ".join(shown.split())
+            line = start + next(
+                (k for k, l in enumerate(text.split("\n")) if shown.split()[0] in l), 0
+            )
+            problem = (
+                f"{rel}:{line + 1}: the figure '{shown}' is in no result file the paragraph "
+                f"or its section names (named: {where}); cite the file, or say 'not stored'"
+            )
+            if problem not in problems:
+                problems.append(problem)
+    return problems
 
 
 def cells(row):
@@ -83,6 +286,8 @@ def check(path, root):
                 f"{rel}:{n + 1}: the figure '{figure}' names no result file "
                 f"(bench/results/… in the row or the caption above the table)"
             )
+    if rel in PROSE_FILES:
+        problems += check_prose(lines, rel, doc_dir, root)
     return problems
 
 
