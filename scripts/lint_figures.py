@@ -12,17 +12,16 @@ folder. A default in a settings table (30, 64 MiB) is no figure; a measured one 
 
 bench/README.md's prose is held to more (PROSE_FILES): every figure with a unit in a
 paragraph (µs/us, ms, s, ns, MB/KB/GB/MiB/KiB/GiB, %, ×/x, runs/s, req/s, /s; code spans,
-tables and code blocks aside) must appear in a result file that the paragraph, or its section
-(the heading above it and every paragraph up to the next heading), names — `results/NAME`,
+tables and code blocks aside) must appear in a result file that the paragraph, or its section (the heading above it and
+every paragraph up to the next heading), names — `results/NAME`,
 or a glob `results/2026-12-03-vm.*`. "Appears" means one of the file's numbers, commas
 aside, equals the figure at the figure's precision (0.287 in the file reads 0.29; a figure
-written ~N claims two significant digits, 227.7 reads ~230), in its unit or one a factor of
-1,000 or 1,024 (or their squares) away (1,650 µs reads 1.65 ms). A range (12–17%) or a
+written ~N claims two significant digits, 227.7 reads ~230), in its unit or another of its
+family (time: ×1,000; bytes: ×1,000 or ×1,024; 1,650 µs reads 1.65 ms; 0.29 reads 29%). A range (12–17%) or a
 change (190 → 103 MB) is two figures. Two kinds of figures need no file of their own:
 - derived: a ratio (×) or share (%) computed from two numbers of the same paragraph that
   themselves trace (a/b, or (a-b)/b as a share; 3.10 M → 1.92 M is −38%), or a sum or
-  difference of two traced figures with units (or a sum of three: a split's total), at the
-  figure's precision;
+  difference of two traced figures with units, at the figure's precision;
 - a figure in a sentence that says "not stored" (a note from a run whose output was kept
   nowhere, said so to the reader).
 A target (a figure right after ≤, ≥, < or >) is no measurement. A result file replaced
@@ -54,7 +53,12 @@ PROSE_FIGURE = re.compile(
 )
 RESULT_GLOB = re.compile(r"((?:bench/)?results/[A-Za-z0-9_.+*{},-]+(?:@[0-9a-f]{7,40})?)")
 NUMBER = re.compile(r"\d[\d,]*(?:\.\d+)?")
-SCALES = (1, 1000, 1 / 1000, 1024, 1 / 1024, 1000000, 1 / 1000000, 1 << 20, 1 / (1 << 20))
+# The factors a figure may be away from the stored number: within a unit's family only.
+_TIME = (1, 1000, 1 / 1000, 1000000, 1 / 1000000)
+_BYTES = _TIME + (1024, 1 / 1024, 1 << 20, 1 / (1 << 20))
+SCALES = {u: _TIME for u in ("ns", "µs", "us", "ms", "s")}
+SCALES.update({u: _BYTES for u in ("KB", "kB", "MB", "GB", "KiB", "MiB", "GiB")})
+SCALES["%"] = (1, 100)  # a share stored as a fraction (0.29) or a percentage
 TARGET = re.compile(r"(?:≤|≥|<=|>=|<|(?<!-)>)[^,;:()]{0,6}$")  # "->" is an arrow
 
 
@@ -131,15 +135,16 @@ def reads_as(value, figure, rough=False):
     return abs(value - float(figure.replace(",", ""))) <= tolerance(figure, rough) + 1e-9
 
 
-def traces(figure, numbers, rough=False):
+def traces(figure, numbers, rough=False, unit=None):
     if float(figure.replace(",", "")) == 0:
         return True  # 0 is no measurement to trace
-    return any(reads_as(n * scale, figure, rough) for n in numbers for scale in SCALES)
+    scales = SCALES.get(unit, (1,))
+    return any(reads_as(n * scale, figure, rough) for n in numbers for scale in scales)
 
 
 def derived(figure, unit, traced, rough=False):
     """A ratio or share of two traced numbers of the paragraph, or a sum or difference of
-    two traced figures with units (or the sum of three: a split's total)."""
+    two traced figures with units."""
     for i, a in enumerate(traced):
         for j, b in enumerate(traced):
             if i == j:
@@ -147,7 +152,7 @@ def derived(figure, unit, traced, rough=False):
             if unit in ("×", "x", "%") and b:
                 candidates = [a / b] if unit != "%" else [100 * a / b, 100 * (a - b) / b]
             else:
-                candidates = [a + b, a - b] + [a + b + c for c in traced[j + 1 :]]
+                candidates = [a + b, a - b]
             if any(reads_as(abs(c), figure, rough) for c in candidates):
                 return True
     return False
@@ -219,7 +224,7 @@ def check_prose(lines, rel, doc_dir, root):
                     continue  # a target (≤ 300 µs, ≥ 20×), no measurement
                 rough = sentence[: m.start()].rstrip().endswith("~")
                 for figure in filter(None, (m.group(1), m.group(2))):
-                    if unstored or traces(figure, numbers, rough):
+                    if unstored or traces(figure, numbers, rough, unit):
                         traced.append(float(figure.replace(",", "")))
                     else:
                         pending.append((figure, unit, m.group(0), rough))

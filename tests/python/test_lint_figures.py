@@ -86,6 +86,9 @@ class LintFiguresTest(unittest.TestCase):
             self.assertEqual(r.returncode, 0, figure + ": " + r.stderr)
         r = self.prose("Serve at 1,000 streams: 840 µs (`results/bridge.txt`).\n")
         self.assertEqual(r.returncode, 1, r.stderr)
+        # A ratio has no family to convert within: 831 is no 0.831×.
+        r = self.prose("Serve at 1,000 streams: 0.831× (`results/bridge.txt`).\n")
+        self.assertEqual(r.returncode, 1, r.stderr)
 
     def test_the_section_may_name_the_file_for_its_paragraphs(self):
         text = (
