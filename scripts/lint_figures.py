@@ -19,12 +19,12 @@ aside, equals the figure at the figure's precision (0.287 in the file reads 0.29
 written ~N claims two significant digits, 227.7 reads ~230), in its unit or another of its
 family (time: ×1,000; bytes: ×1,000 or ×1,024; 1,650 µs reads 1.65 ms; 0.29 reads 29%). A range (12–17%) or a
 change (190 → 103 MB) is two figures. Two kinds of figures need no file of their own:
-- derived: a ratio (×) or share (%) computed from two numbers of the same paragraph that
-  themselves trace (a/b, or (a-b)/b as a share; 3.10 M → 1.92 M is −38%), or a sum or
-  difference of two traced figures with units, at the figure's precision;
+- derived: a ratio (×) or share (%), a sum or a difference of two traced figures with units
+  of the same paragraph (a/b, or (a-b)/b as a share: 190 → 103 MB is 0.54×, 46% less), at
+  the figure's precision;
 - a figure in a sentence that says "not stored" (a note from a run whose output was kept
   nowhere, said so to the reader).
-A target (a figure right after ≤, ≥, < or >) is no measurement. A result file replaced
+A target (a figure right after ≤, ≥, < or >, or right before "target") is no measurement. A result file replaced
 since is named with the commit that holds it, `results/NAME@COMMIT` (read with git show).
 Prefer citing the file to "not stored"; never a figure that is in neither.
 Exit 1 listing each row or prose figure that does not trace.
@@ -60,6 +60,7 @@ SCALES = {u: _TIME for u in ("ns", "µs", "us", "ms", "s")}
 SCALES.update({u: _BYTES for u in ("KB", "kB", "MB", "GB", "KiB", "MiB", "GiB")})
 SCALES["%"] = (1, 100)  # a share stored as a fraction (0.29) or a percentage
 TARGET = re.compile(r"(?:≤|≥|<=|>=|<|(?<!-)>)[^,;:()]{0,6}$")  # "->" is an arrow
+TARGET_AFTER = re.compile(r"\s*(?:target|goal)\b")
 
 
 def result_paths(text, doc_dir, root):
@@ -143,8 +144,7 @@ def traces(figure, numbers, rough=False, unit=None):
 
 
 def derived(figure, unit, traced, rough=False):
-    """A ratio or share of two traced numbers of the paragraph, or a sum or difference of
-    two traced figures with units."""
+    """A ratio, share, sum or difference of two traced figures of the paragraph."""
     for i, a in enumerate(traced):
         for j, b in enumerate(traced):
             if i == j:
@@ -210,18 +210,13 @@ def check_prose(lines, rel, doc_dir, root):
         plain = re.sub(r"`[^`]*`", "", text)
         sentences = re.split(r"(?<=[.;:!?])\s+(?=[A-Z(])", plain)
         pending = []
-        # Every number of the paragraph found in a named file, unit or not (3.10 M, 0.62): a
-        # derived figure may be computed from any of them.
-        numbers_traced = [
-            float(n.replace(",", "")) for n in NUMBER.findall(plain) if traces(n, numbers)
-        ]
-        traced = []  # the figures with a unit that trace: what a sum or difference may use
+        traced = []  # the figures with a unit that trace: what a derived figure may use
         for sentence in sentences:
             unstored = "not stored" in sentence
             for m in PROSE_FIGURE.finditer(sentence):
                 unit = m.group(3)
-                if TARGET.search(sentence[: m.start()]):
-                    continue  # a target (≤ 300 µs, ≥ 20×), no measurement
+                if TARGET.search(sentence[: m.start()]) or TARGET_AFTER.match(sentence[m.end() :]):
+                    continue  # a target (≤ 300 µs, ≥ 20×, the 20× target), no measurement
                 rough = sentence[: m.start()].rstrip().endswith("~")
                 for figure in filter(None, (m.group(1), m.group(2))):
                     if unstored or traces(figure, numbers, rough, unit):
@@ -229,8 +224,7 @@ def check_prose(lines, rel, doc_dir, root):
                     else:
                         pending.append((figure, unit, m.group(0), rough))
         for figure, unit, shown, rough in pending:
-            pool = numbers_traced if unit in ("×", "x", "%") else traced
-            if derived(figure, unit, pool, rough):
+            if derived(figure, unit, traced, rough):
                 continue
             where = ", ".join(sorted(os.path.basename(f) for f in files)) or "none"
             where = where.replace(":bench/results/", "@")
