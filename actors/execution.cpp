@@ -205,8 +205,9 @@ void collect(self_ptr self) {
 // -- the command --------------------------------------------------------------------------
 
 /// `program_ms`: the program's own run as the control plane measured it (exec_result's
-/// exec_ms: spawn to exit), which a stall of the host around it does not inflate; 0 (a
-/// streamed exec, or a control plane that does not say): the time this actor saw.
+/// exec_ms: spawn to exit; a streamed exec's exit line carries it too), which a stall of
+/// the host around it does not inflate; 0 (a control plane that does not say): the time
+/// this actor saw.
 void exec_done(self_ptr self, int32_t raw, std::optional<std::string> error,
                uint64_t program_ms = 0) {
   auto& st = self->state;
@@ -244,7 +245,8 @@ void start_command(self_ptr self) {
         },
         [self](int32_t code) {
           if (self->state.at == phase::running)
-            exec_done(self, code, std::move(self->state.result.error));
+            exec_done(self, code, std::move(self->state.result.error),
+                      self->state.stream_exec_ms);
         },
         [self](caf::error& err) { exec_failed(self, err); });
     return;
@@ -420,6 +422,7 @@ execution(execution_actor::stateful_pointer<execution_state> self, controlplane_
         if (line.type == k::outcome || line.type == k::exit_code) {
           st.result.truncated |= line.truncated;
           st.result.oom_killed |= line.oom_killed;
+          if (line.exec_ms) st.stream_exec_ms = *line.exec_ms;
         }
         if (st.opts.listener) {
           self->send(st.opts.listener, std::move(line));

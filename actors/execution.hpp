@@ -79,6 +79,8 @@ struct execution_state {
   size_t next_upload = 0;
   std::chrono::steady_clock::time_point started;
   std::chrono::steady_clock::time_point exec_started;
+  /// A streamed exec's exit line's exec_ms (the program's own run), when the server sent it.
+  uint64_t stream_exec_ms = 0;
 };
 
 /// One execution: create (name tracked by the reaper first) → upload → exec → [collect] →

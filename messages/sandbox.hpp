@@ -347,15 +347,18 @@ struct exec_stream_line {
   int32_t exit_code = 0;  ///< when type == exit_code
   output_cut truncated{}; ///< outcome / exit_code lines
   bool oom_killed = false;
+  /// exit_code line: the program's own run (exec_result's exec_ms). Absent from servers that
+  /// do not measure it (CreateOS, older control planes): the runtime then uses its own clock.
+  std::optional<uint64_t> exec_ms;
   friend bool operator==(const exec_stream_line& a, const exec_stream_line& b) {
     return a.type == b.type && a.text == b.text && a.exit_code == b.exit_code &&
-           a.truncated == b.truncated && a.oom_killed == b.oom_killed;
+           a.truncated == b.truncated && a.oom_killed == b.oom_killed && a.exec_ms == b.exec_ms;
   }
 };
 
 template<class Inspector>
 typename Inspector::result_type inspect(Inspector& f, exec_stream_line& x) {
-  return f(x.type, x.text, x.exit_code, x.truncated, x.oom_killed);
+  return f(x.type, x.text, x.exit_code, x.truncated, x.oom_killed, x.exec_ms);
 }
 
 /// `GET /v1/capabilities` (local control plane; CreateOS's are known constants).

@@ -454,6 +454,7 @@ result<exec_stream_line> decode<exec_stream_line>(std::string_view text,
     case 3:
       x.type = exec_stream_line::kind::exit_code;
       x.exit_code = static_cast<int32_t>(codec::as_int(val, o.at(key), INT32_MIN, INT32_MAX));
+      if (o.find("exec_ms")) x.exec_ms = o.uint("exec_ms");
       break;
     default:
       x.type = exec_stream_line::kind::heartbeat;
@@ -608,6 +609,7 @@ std::string encode(const exec_stream_line& x) {
     w.field("exit_code", x.exit_code);
     codec::write_truncated(w, x.truncated);
     if (x.oom_killed) w.field("oom_killed", true);
+    if (x.exec_ms) w.field("exec_ms", *x.exec_ms);
     break;
   case exec_stream_line::kind::heartbeat:
     w.field("hb", true);

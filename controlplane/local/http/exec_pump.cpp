@@ -1,10 +1,16 @@
 #include "controlplane/local/http/exec_pump.hpp"
 
+#include "controlplane/local/guests/sandbox_launch.hpp"
+
 #include <boost/asio/dispatch.hpp>
 #include <boost/asio/post.hpp>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <fcntl.h>
+#include <fstream>
+#include <unistd.h>
 
 namespace guestflow::local {
 
@@ -32,6 +38,32 @@ bool lost_writes(const exec_outcome& o) {
   return o.error && o.error->rfind("workspace_io_error", 0) == 0;
 }
 
+/// When the process behind pidfd `fd` started, on the steady clock: the kernel's record of
+/// its fork (/proc/<pid>/stat, clock ticks after boot, rounded down), not when this pump was
+/// made once the spawn returned, which is after the program already runs (a 2 s program read
+/// 1,987 ms). nullopt when `fd` is no pidfd (a fault's timer, a simulated exec). The pidfd
+/// keeps the unreaped process's pid from being reused.
+std::optional<std::chrono::steady_clock::time_point> process_started(int fd) {
+  std::ifstream info{"/proc/self/fdinfo/" + std::to_string(fd)};
+  std::string line;
+  pid_t pid = 0;
+  while (std::getline(info, line))
+    if (line.rfind("Pid:", 0) == 0) pid = pid_t(std::atol(line.c_str() + 4));
+  if (pid <= 0) return std::nullopt;
+  auto st = read_process_stat(pid);
+  timespec boot{};
+  const auto now = std::chrono::steady_clock::now();
+  const long tick = ::sysconf(_SC_CLK_TCK);
+  if (!st || tick <= 0 || ::clock_gettime(CLOCK_BOOTTIME, &boot) != 0) return std::nullopt;
+  const auto boot_now =
+      std::chrono::seconds{boot.tv_sec} + std::chrono::nanoseconds{boot.tv_nsec};
+  const auto started = std::chrono::duration_cast<std::chrono::nanoseconds>(
+      std::chrono::duration<double>{double(st->start_time) / double(tick)});
+  if (started > boot_now) return std::nullopt;
+  return now -
+         std::chrono::duration_cast<std::chrono::steady_clock::duration>(boot_now - started);
+}
+
 /// The exit code answered for such a command, whatever it returned (sysexits' EX_IOERR):
 /// a caller reading only the exit code must not read a success.
 constexpr int32_t lost_writes_exit = 74;
@@ -44,11 +76,13 @@ std::optional<failure> exec_failure(const exec_result& r) {
   return std::nullopt;
 }
 
-std::string stream_line(exec_stream_line::kind kind, std::string text, int32_t code) {
+std::string stream_line(exec_stream_line::kind kind, std::string text, int32_t code,
+                        std::optional<uint64_t> exec_ms) {
   exec_stream_line l;
   l.type = kind;
   l.text = std::move(text);
   l.exit_code = code;
+  l.exec_ms = exec_ms;
   return encode(l);
 }
 
@@ -101,6 +135,7 @@ std::optional<std::string> exec_pump::open() {
     int xfd = dup_fd(orig);
     if (xfd < 0) return fail_with("exit");
     exit_.assign(xfd);
+    if (auto t = process_started(xfd); t && *t < spawned_) spawned_ = *t;
   }
   return std::nullopt;
 }

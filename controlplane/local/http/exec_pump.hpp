@@ -18,8 +18,11 @@
 
 namespace guestflow::local {
 
-/// One NDJSON line of a streamed exec (without the '\n').
-std::string stream_line(exec_stream_line::kind kind, std::string text = {}, int32_t code = 0);
+/// One NDJSON line of a streamed exec (without the '\n'); the exit_code line carries the
+/// program's own run as `exec_ms` (what a buffered exec answers), so a streamed run's time
+/// is not the client's wait either.
+std::string stream_line(exec_stream_line::kind kind, std::string text = {}, int32_t code = 0,
+                        std::optional<uint64_t> exec_ms = std::nullopt);
 
 /// A buffered exec's answer as a typed failure instead of a result: a command whose
 /// workspace lost writes is `guest_failed` (`workspace_io_error: …`), never an exit code a
@@ -87,9 +90,10 @@ private:
   std::unique_ptr<running_exec> run_;
   exec_limits limits_;
   std::chrono::steady_clock::time_point started_; ///< the call's arrival (not the program's)
-  /// The program's own run, which exec_ms reports: from its spawn (this pump is made once
-  /// start_exec returned) to its exit fd turning readable — not the wait for a worker before
-  /// it, nor the reap, write-back and answer after it.
+  /// The program's own run, which exec_ms reports: from its spawn (the kernel's start time
+  /// of the process behind the exit fd; else when this pump was made, once start_exec
+  /// returned) to its exit fd turning readable — not the wait for a worker before it, nor
+  /// the reap, write-back and answer after it.
   std::chrono::steady_clock::time_point spawned_ = std::chrono::steady_clock::now();
   std::optional<std::chrono::steady_clock::time_point> exited_at_;
   emit_fn emit_;

@@ -488,7 +488,8 @@ private:
       });
     }
     if (r.error) enqueue(stream_line(exec_stream_line::kind::error, *r.error) + "\n", nullptr);
-    enqueue(stream_line(exec_stream_line::kind::exit_code, {}, r.exit_code) + "\n", nullptr);
+    enqueue(stream_line(exec_stream_line::kind::exit_code, {}, r.exit_code, r.exec_ms) + "\n",
+            nullptr);
     enqueue(
         {},
         [self = shared_from_this()] {

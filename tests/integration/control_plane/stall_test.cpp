@@ -135,5 +135,46 @@ TEST_F(control_plane_stall, a_call_held_by_the_host_is_not_the_programs_exec_ms)
   EXPECT_LT(ms, 2000u) << "the host's hold counted as the program's time: " << run.stdout_text;
 }
 
+/// A streamed exec's exit line (decoded), read to the end of the stream.
+std::optional<exec_stream_line> streamed_exit(const http_client& c, const std::string& body,
+                                              const std::string& id) {
+  http_stream s{c, "POST", "/v1/sandboxes/" + id + "/exec?stream=true", body};
+  EXPECT_EQ(s.status(), 200u);
+  std::optional<exec_stream_line> exit;
+  while (auto line = s.next_line(60s)) {
+    auto l = decode<exec_stream_line>(*line);
+    EXPECT_TRUE(l) << *line;
+    if (l && l->type == exec_stream_line::kind::exit_code) exit = *l;
+  }
+  return exit;
+}
+
+TEST_F(control_plane_stall, a_streamed_exec_says_the_programs_own_exec_ms_on_its_exit_line) {
+  // The same 3 s hold before each program starts, streamed: the exit line carries the
+  // program's own run, not the call's.
+  stop();
+  start({"--faults", "exec:delay=3s"});
+  auto g = create();
+  auto t0 = std::chrono::steady_clock::now();
+  auto half = streamed_exit(client(), exec_body("sleep", {"0.5"}), g.id);
+  EXPECT_GE(std::chrono::steady_clock::now() - t0, 3s) << "the fault did not hold the call";
+  ASSERT_TRUE(half);
+  EXPECT_EQ(half->exit_code, 0);
+  ASSERT_TRUE(half->exec_ms) << "no exec_ms on the exit line";
+  EXPECT_GE(*half->exec_ms, 450u);
+  EXPECT_LT(*half->exec_ms, 2000u) << "the host's hold counted as the program's time";
+
+  // A program that really runs 2 s says so, streamed and buffered.
+  auto two = streamed_exit(client(), exec_body("sleep", {"2"}), g.id);
+  ASSERT_TRUE(two);
+  ASSERT_TRUE(two->exec_ms);
+  EXPECT_GE(*two->exec_ms, 2000u);
+  EXPECT_LT(*two->exec_ms, 4000u) << "the host's hold counted as the program's time";
+  auto buffered = exec(g.id, "sleep", {"2"});
+  EXPECT_EQ(buffered.exit_code, 0) << buffered.stderr_text;
+  EXPECT_GE(buffered.exec_ms, 2000u);
+  EXPECT_LT(buffered.exec_ms, 4000u) << "the host's hold counted as the program's time";
+}
+
 } // namespace
 } // namespace guestflow::testing

@@ -341,6 +341,16 @@ TEST_F(execution_test, streamed_exec_collects_lines_and_exit_code) {
   EXPECT_EQ(deletes(), 1);
 }
 
+TEST_F(execution_test, streamed_exec_ms_is_the_exit_lines_when_the_server_says_it) {
+  // The control plane measured the program's own run: the report says that, not the wait.
+  exec_stream_line exit{exec_stream_line::kind::exit_code, "", 0};
+  exit.exec_ms = 1234;
+  s->stream_lines = {{exec_stream_line::kind::stdout_chunk, "a\n", 0}, exit};
+  start(spec("gf-b-abc123-nnnnnnnnnn", true));
+  ASSERT_TRUE(out->report);
+  EXPECT_EQ(out->report->result.exec_ms, 1234u);
+}
+
 TEST_F(execution_test, failure_in_every_state_ends_in_exactly_one_delete) {
   // create ok → each later step fails in turn; each run must delete its own guest once.
   const char* ops[] = {"put", "exec", "delete"};

@@ -104,6 +104,12 @@ TEST(accept, stream_line_kinds) {
   EXPECT_EQ(line(R"({"error":"c"})").type, k::error);
   EXPECT_EQ(line(R"({"exit_code":-9})").exit_code, -9);
   EXPECT_EQ(line(R"({"hb":true})").type, k::heartbeat);
+  // The exit line's exec_ms is optional: CreateOS and older control planes do not send it.
+  EXPECT_EQ(line(R"({"exit_code":0})").exec_ms, std::nullopt);
+  EXPECT_EQ(line(R"({"exit_code":0,"exec_ms":512})").exec_ms, 512u);
+  EXPECT_EQ(encode(line(R"({"exit_code":3,"exec_ms":512})")),
+            R"({"exit_code":3,"exec_ms":512})");
+  EXPECT_FALSE(decode<exec_stream_line>(R"({"exit_code":0,"exec_ms":-1})"));
 }
 
 TEST(accept, list_totals_default_to_the_page_size) {
