@@ -12,20 +12,20 @@ folder. A default in a settings table (30, 64 MiB) is no figure; a measured one 
 
 bench/README.md's prose is held to more (PROSE_FILES): every figure with a unit in a
 paragraph (µs/us, ms, s, ns, MB/KB/GB/MiB/KiB/GiB, %, ×/x, runs/s, req/s, /s; code spans,
-tables and code blocks aside) must appear in a result file that the paragraph, or its section (the heading above it and
-every paragraph up to the next heading), names — `results/NAME`,
-or a glob `results/2026-12-03-vm.*`. "Appears" means one of the file's numbers, commas
-aside, equals the figure at the figure's precision (0.287 in the file reads 0.29; a figure
-written ~N claims two significant digits, 227.7 reads ~230), in its unit or another of its
-family (time: ×1,000; bytes: ×1,000 or ×1,024; 1,650 µs reads 1.65 ms; 0.29 reads 29%). A range (12–17%) or a
-change (190 → 103 MB) is two figures. Two kinds of figures need no file of their own:
+tables and code blocks aside) must appear in a result file that the paragraph, or its section
+(the heading above it and every paragraph up to the next heading), names: `results/NAME`, a
+glob `results/2026-12-03-vm.*`, or a version replaced since with the commit that holds it,
+`results/NAME@COMMIT` (read with git show). "Appears": one of the file's numbers, commas
+aside, equals the figure at the figure's precision (0.287 reads 0.29; a figure written ~N
+claims two significant digits, 227.7 reads ~230), in its unit or another of its family
+(time: ×1,000; bytes: ×1,000 or ×1,024; 1,650 µs reads 1.65 ms; 0.29 reads 29%). A range
+(12–17%) or a change (190 → 103 MB) is two figures. Needing no file of their own:
 - derived: a ratio (×) or share (%), a sum or a difference of two traced figures with units
   of the same paragraph (a/b, or (a-b)/b as a share: 190 → 103 MB is 0.54×, 46% less), at
   the figure's precision;
-- a figure in a sentence that says "not stored" (a note from a run whose output was kept
-  nowhere, said so to the reader).
-A target (a figure right after ≤, ≥, < or >, or right before "target") is no measurement. A result file replaced
-since is named with the commit that holds it, `results/NAME@COMMIT` (read with git show).
+- a figure in a sentence that says "not stored" (a run whose output was kept nowhere, said
+  so to the reader);
+- a target: a figure right after ≤, ≥, < or >, or right before "target".
 Prefer citing the file to "not stored"; never a figure that is in neither.
 Exit 1 listing each row or prose figure that does not trace.
 """
