@@ -104,6 +104,7 @@ result<executor_settings> executor_settings_from_env(const policy::env_map& env,
     s.egress = std::move(*policy);
   }
   if (auto v = r.text("CREATEOS_EXECUTOR_ROOTFS")) s.rootfs = *v;
+  if (auto v = r.text("GUESTFLOW_ISOLATION")) s.isolation = *v;
   r.flag("CREATEOS_EXECUTOR_INSTALL_LFX", s.install_lfx);
   if (auto v = r.text("CREATEOS_EXECUTOR_PIP")) {
     s.pip = split(*v, ", \t");

@@ -35,6 +35,9 @@ struct executor_settings {
   bool install_lfx = false;                         ///< CREATEOS_EXECUTOR_INSTALL_LFX
   std::vector<std::string> pip;                     ///< CREATEOS_EXECUTOR_PIP
   std::string executor = "auto";                    ///< GUESTFLOW_RUNNER_EXECUTOR
+  /// GUESTFLOW_ISOLATION: the executor guest's kind ("namespaces" | "gvisor"), as for the
+  /// sandbox surfaces; a kind the control plane does not offer is refused, never weakened.
+  std::optional<std::string> isolation;
   /// GUESTFLOW_MAX_INFLIGHT: runs holding a guest at once, every surface together
   /// (flows, sandbox and component runs); default default_max_inflight(host).
   uint64_t max_inflight = 64;

@@ -128,6 +128,7 @@ result<execution_spec> make_flow_spec(const run_request& req, const normalized_i
   spec.name = guest_name;
   spec.create.shape = s.shape;
   spec.create.rootfs = s.rootfs;
+  spec.create.isolation = s.isolation;
   spec.create.name = std::move(guest_name);
   spec.create.egress = s.egress;
   spec.create.envs["PYTHONUNBUFFERED"] = "1";

@@ -131,19 +131,24 @@ result<placement> place(const sandbox_settings& s, const provider_info& p,
   if (!egress) return egress.error();
   auto sh = pick_shape(catalog, s.memory_mb, p.memory_floor_mib, s.pinned_shape);
   if (!sh) return sh.error();
+  if (auto refused = isolation_refusal(s.isolation, p)) return std::move(*refused);
+  return placement{std::move(*egress), std::move(*sh), s.rootfs ? s.rootfs : p.default_rootfs,
+                   s.isolation};
+}
+
+std::optional<failure> isolation_refusal(const std::optional<std::string>& kind,
+                                         const provider_info& p) {
+  if (!kind) return std::nullopt;
   // A provider that lists no isolations (CreateOS) offers only the one it is.
   auto offered = p.caps.isolations;
   if (offered.empty()) offered.push_back(p.caps.isolation);
-  if (s.isolation && std::find(offered.begin(), offered.end(), *s.isolation) == offered.end()) {
-    std::string names;
-    for (const auto& o : offered)
-      names += (names.empty() ? "" : ", ") + o;
-    return fail(ec::policy_refused, "GUESTFLOW_ISOLATION=" + *s.isolation +
-                                        " is not offered by this sandbox provider (it offers " +
-                                        names + ")");
-  }
-  return placement{std::move(*egress), std::move(*sh), s.rootfs ? s.rootfs : p.default_rootfs,
-                   s.isolation};
+  if (std::find(offered.begin(), offered.end(), *kind) != offered.end()) return std::nullopt;
+  std::string names;
+  for (const auto& o : offered)
+    names += (names.empty() ? "" : ", ") + o;
+  return fail(ec::policy_refused, "GUESTFLOW_ISOLATION=" + *kind +
+                                      " is not offered by this sandbox provider (it offers " +
+                                      names + ")");
 }
 
 bool default_local_guest(const sandbox_settings& s) {

@@ -75,6 +75,13 @@ struct placement {
 result<placement> place(const sandbox_settings& s, const provider_info& p,
                         const shape_list& catalog);
 
+/// GUESTFLOW_ISOLATION=`kind` against the kinds `p` offers (a provider that lists none offers
+/// only the one it is): policy_refused naming the kind and what is offered, never a weaker
+/// guest; nullopt when offered or unset. place() asks it; so do the surfaces whose guests
+/// are not placed (the flow executor's).
+std::optional<failure> isolation_refusal(const std::optional<std::string>& kind,
+                                         const provider_info& p);
+
 /// Whether the settings leave a local sandbox run on the guest every default names: deny-all
 /// egress, no pinned shape or image, a memory floor the local minimum (256 MiB) covers. Only
 /// such a guest can come from the default warm pool (s-1vcpu-256mb, debian:12); a host whose

@@ -127,7 +127,9 @@ result<std::unique_ptr<session>> session::open(const cp::env_map& env, signal_wa
   if (pool == local::warm_pool_default::host) {
     auto sandbox = policy::settings_from_env(env);
     guests.sandbox = sandbox && policy::default_local_guest(*sandbox);
-    if (auto ex = executor_settings_from_env(env)) {
+    // Pools hold namespaces guests only: a gVisor executor's creates never take from one.
+    auto ex = executor_settings_from_env(env);
+    if (ex && (!ex->isolation || *ex->isolation == "namespaces")) {
       local::pool_key key;
       key.shape = ex->shape;
       key.image = ex->rootfs.value_or("debian:12");

@@ -12,7 +12,7 @@ namespace {
 constexpr std::string_view usage =
     R"(usage: guestflow component --flow-id F --component-id C [--reuse flow|none]
                            [--allow-network] [--timeout S] [--memory-mb M] [--image NAME]
-                           [--return-files DIR] [--allow-truncated]
+                           [--isolation KIND] [--return-files DIR] [--allow-truncated]
                            (--python FILE | -- CMD ARGS…)
 
 Runs a Python program (--python, run with python3) or a command (after --, run as is) in a
@@ -30,6 +30,8 @@ changed behind guestflow's back is refused (egress_drift) and left alone. Changi
 idle ones with `guestflow reap --reusable --idle-longer-than S`. Off by default (none: a
 fresh guest, deleted afterwards). --image NAME runs in that guest image
 (CREATEOS_SANDBOX_ROOTFS; see guestflow image); another image gets another reused guest.
+--isolation KIND runs it in that kind of guest: namespaces or gvisor (GUESTFLOW_ISOLATION;
+refused, exit 125, where the control plane does not offer it).
 
 --return-files DIR hands back what the program wrote under /workspace/artifacts (emptied
 before each run): written under DIR (parents created, nothing outside DIR). The archive is
@@ -61,7 +63,7 @@ std::string printable(const std::string& path) {
 int run_component(const std::vector<std::string>& argv) {
   signal_watch watch; // first: every thread created later inherits the blocked signals
   args a{{"flow-id", "component-id", "reuse", "timeout", "memory-mb", "return-files", "python",
-          "image"},
+          "image", "isolation"},
          {"allow-network", "allow-truncated"}};
   if (auto err = a.parse(argv)) {
     std::cerr << "guestflow component: " << *err << "\n" << usage << '\n';
@@ -88,6 +90,7 @@ int run_component(const std::vector<std::string>& argv) {
   if (auto m = a.get("memory-mb")) env["LANGFLOW_SANDBOX_MEMORY_MB"] = *m;
   env["LANGFLOW_SANDBOX_ALLOW_NETWORK"] = a.has("allow-network") ? "true" : "false";
   if (auto image = a.get("image")) env["CREATEOS_SANDBOX_ROOTFS"] = *image;
+  if (auto kind = a.get("isolation")) env["GUESTFLOW_ISOLATION"] = *kind;
   auto settings = policy::settings_from_env(env);
   if (!settings) return report_failure("component", settings.error());
   auto cap = artifact_cap_from_env(env);

@@ -21,6 +21,7 @@ namespace {
 constexpr std::string_view usage =
     R"usage(usage: guestflow run FLOW.json|- [--input TEXT] [--output VERTEX]... [--json]
                      [--events] [--timeout S] [--executor auto|core|lfx] [--image NAME]
+                     [--isolation KIND]
                      [--session-id ID] [--var NAME=VALUE]... [--var-from-env NAME]...
 
 Runs a whole Langflow flow (an exported flow file, a Graph.dump(), or bare {nodes, edges};
@@ -38,7 +39,9 @@ display name) whose results are returned (default: every output vertex).
 image add --python-env); core runs guestflow's built-in components and refuses, before any
 vertex runs, a flow with a component it does not have; auto (default) takes lfx when the
 guest has it. The terminal event and --json say which one ran. --image NAME selects the
-guest image (CREATEOS_EXECUTOR_ROOTFS).
+guest image (CREATEOS_EXECUTOR_ROOTFS). --isolation KIND runs the flow in that kind of
+guest: namespaces or gvisor (GUESTFLOW_ISOLATION; refused before the run, exit 2, where the
+control plane does not offer it).
 
 --session-id ID: the run's Langflow session (graph.session_id; 1-80 bytes, no control
 characters), whose memory is the state dir's message store ($GUESTFLOW_STATE_DIR/messages,
@@ -57,7 +60,7 @@ Exit status: 0 success, 1 a vertex or the run failed, 2 bad input, 130 cancelled
 
 Executor settings: CREATEOS_EXECUTOR_SHAPE (s-4vcpu-8gb), CREATEOS_EXECUTOR_TIMEOUT_SECONDS
 (600), CREATEOS_EXECUTOR_EGRESS (*), CREATEOS_EXECUTOR_ROOTFS, CREATEOS_EXECUTOR_INSTALL_LFX,
-CREATEOS_EXECUTOR_PIP, GUESTFLOW_RUNNER_EXECUTOR (auto).)usage";
+CREATEOS_EXECUTOR_PIP, GUESTFLOW_RUNNER_EXECUTOR (auto), GUESTFLOW_ISOLATION (namespaces).)usage";
 
 /// How progress lines name vertices: the display name, with the id beside it where two
 /// vertices share a display name.
@@ -174,9 +177,9 @@ private:
 
 int run_flow(const std::vector<std::string>& argv) {
   signal_watch watch;
-  args a{
-      {"input", "output", "timeout", "executor", "image", "session-id", "var", "var-from-env"},
-      {"json", "events"}};
+  args a{{"input", "output", "timeout", "executor", "image", "isolation", "session-id", "var",
+          "var-from-env"},
+         {"json", "events"}};
   if (auto err = a.parse(argv); err || a.positionals().size() != 1) {
     std::cerr << "guestflow run: "
               << err.value_or("expected one FLOW.json (or - for standard input)") << "\n"
@@ -226,10 +229,18 @@ int run_flow(const std::vector<std::string>& argv) {
     req.session_id = *id;
   }
   if (auto image = a.get("image")) env["CREATEOS_EXECUTOR_ROOTFS"] = *image;
+  if (auto kind = a.get("isolation")) env["GUESTFLOW_ISOLATION"] = *kind;
   vertex_labels label{req.graph};
   auto s = session::open(env, watch);
   if (!s) return report_failure("run", s.error());
   auto& rt = (*s)->rt();
+  // The executor's guest is not placed by the sandbox policy: its kind is checked here, so a
+  // kind the control plane does not offer is bad input before any guest exists.
+  if (auto refused = policy::isolation_refusal(rt.options().coordinator.settings.isolation,
+                                               (*s)->provider())) {
+    report_failure("run", *refused);
+    return 2;
+  }
   caf::scoped_actor self{rt.system()};
   std::optional<cli_message_store> store;
   if (req.session_id) {

@@ -23,7 +23,7 @@ namespace guestflow::cli {
 namespace {
 
 constexpr std::string_view usage =
-    R"(usage: guestflow serve [--listen HOST:PORT] [--token T]
+    R"(usage: guestflow serve [--listen HOST:PORT] [--token T] [--isolation KIND]
 
 One long-lived runtime for every Langflow worker on this node, over HTTP (bridge/API.md):
 POST /v1/runs (whole flows, NDJSON events as they happen), GET /v1/runs/{id}/events
@@ -38,6 +38,9 @@ start's sweep.
   --listen HOST:PORT   default 127.0.0.1:8470 (port 0: a free one)
   --token T            require `Authorization: Bearer T` on every route but /healthz
                        (default: GUESTFLOW_TOKEN); required on a non-loopback address
+  --isolation KIND     the kind of every guest it creates (flows, sandbox and component
+                       runs, sessions): namespaces or gvisor (default: GUESTFLOW_ISOLATION,
+                       else namespaces); exit 2 at start where the control plane lacks it
 
 Environment: GUESTFLOW_MAX_BODY_BYTES (67108864), GUESTFLOW_CLIENT_TIMEOUT_SECONDS (30: a
 request must arrive, and a streamed line leave, within it), GUESTFLOW_STREAM_BACKLOG_BYTES
@@ -149,13 +152,14 @@ void wait_for_signal(signal_watch& watch) {
 
 int run_serve(const std::vector<std::string>& argv) {
   signal_watch watch; // first: every thread created later inherits the blocked signals
-  args a{{"listen", "token"}, {}};
+  args a{{"listen", "token", "isolation"}, {}};
   if (auto err = a.parse(argv); err || !a.positionals().empty()) {
     std::cerr << "guestflow serve: " << err.value_or("unexpected arguments") << "\n"
               << usage << '\n';
     return 2;
   }
   auto env = cp::process_environment();
+  if (auto kind = a.get("isolation")) env["GUESTFLOW_ISOLATION"] = *kind;
   std::string why;
   auto listen = parse_host_port(a.get("listen").value_or("127.0.0.1:8470"), &why);
   if (!listen) {
@@ -192,6 +196,11 @@ int run_serve(const std::vector<std::string>& argv) {
   auto& sess = **s;
   auto catalog = sess.catalog();
   if (!catalog) return report_failure("serve", catalog.error());
+  // Every run would be refused: a kind the control plane lacks is refused at start.
+  if (auto refused = policy::isolation_refusal(defaults->isolation, sess.provider())) {
+    report_failure("serve", *refused);
+    return 2;
+  }
   // The memory of runs that name a session_id and bring no history (bridge/API.md): one
   // thread of its own for its file I/O; what it was sent is written before it stops.
   auto& sys = sess.rt().system();

@@ -4,9 +4,11 @@
 #include "messages/jsend.hpp"
 #include "messages/run.hpp"
 #include "messages/sandbox.hpp"
+#include "tests/integration/runtime/flows.hpp"
 #include "tests/integration/runtime/runtime_fixture.hpp"
 #include "tests/support/eventually.hpp"
 #include "tests/support/proc.hpp"
+#include "tests/support/raw_connection.hpp"
 #include "tests/support/slurp.hpp"
 
 #include <arpa/inet.h>
@@ -137,6 +139,100 @@ TEST_F(code_test, isolation_picks_the_guest_kind_and_is_refused_where_not_offere
   EXPECT_NE(refused.stderr_text.find("GUESTFLOW_ISOLATION=firecracker"), std::string::npos)
       << refused.stderr_text;
   EXPECT_EQ(refused.stdout_text, "");
+  EXPECT_TRUE(live_guests().empty());
+}
+
+/// The kernel release a guest's program reads: "4.4.0" is gVisor's Sentry answering.
+constexpr const char* kernel_release = "print(open('/proc/version').read().split()[2])\n";
+
+TEST_F(code_test, component_isolation_picks_the_guest_kind_and_is_refused_where_not_offered) {
+  auto p = program("k.py", kernel_release);
+  auto component = [&](const std::string& kind, std::map<std::string, std::string> vars = {}) {
+    std::vector<std::string> args{"component", "--flow-id", "f", "--component-id", "c"};
+    if (!kind.empty()) args.insert(args.end(), {"--isolation", kind});
+    args.insert(args.end(), {"--python", p});
+    return cli(args, std::move(vars));
+  };
+  auto g = component("gvisor");
+  EXPECT_EQ(g.status, 0) << g.stderr_text;
+  EXPECT_EQ(g.stdout_text, "4.4.0\n") << "gVisor's Sentry answers, not the host kernel";
+  auto env_only = component("", {{"GUESTFLOW_ISOLATION", "gvisor"}});
+  EXPECT_EQ(env_only.stdout_text, "4.4.0\n") << env_only.stderr_text;
+  auto flag_wins = component("namespaces", {{"GUESTFLOW_ISOLATION", "gvisor"}});
+  EXPECT_EQ(flag_wins.status, 0) << flag_wins.stderr_text;
+  EXPECT_NE(flag_wins.stdout_text, "4.4.0\n") << "--isolation wins over GUESTFLOW_ISOLATION";
+  auto refused = component("firecracker");
+  EXPECT_EQ(refused.status, 125);
+  EXPECT_NE(refused.stderr_text.find("GUESTFLOW_ISOLATION=firecracker"), std::string::npos)
+      << refused.stderr_text;
+  EXPECT_EQ(refused.stdout_text, "");
+  EXPECT_TRUE(live_guests().empty());
+}
+
+TEST_F(code_test, run_puts_the_flow_executor_in_the_isolation_asked_for) {
+  auto f =
+      file("kernel.json", python_flow(R"j("print(open('/proc/version').read().split()[2])")j"));
+  auto g = cli({"run", f, "--input", "x"}, {{"GUESTFLOW_ISOLATION", "gvisor"}});
+  EXPECT_EQ(g.status, 0) << g.stderr_text;
+  const std::string sentry = R"("result": "4.4.0")"; // Chat Output's rendering of the REPL's
+  EXPECT_NE(g.stdout_text.find(sentry), std::string::npos)
+      << "the executor guest's kernel is gVisor's: " << g.stdout_text;
+  auto flag = cli({"run", f, "--input", "x", "--isolation", "gvisor"});
+  EXPECT_NE(flag.stdout_text.find(sentry), std::string::npos) << flag.stderr_text;
+  auto flag_wins = cli({"run", f, "--input", "x", "--isolation", "namespaces"},
+                       {{"GUESTFLOW_ISOLATION", "gvisor"}});
+  EXPECT_EQ(flag_wins.status, 0) << flag_wins.stderr_text;
+  EXPECT_NE(flag_wins.stdout_text.find("result"), std::string::npos) << flag_wins.stdout_text;
+  EXPECT_EQ(flag_wins.stdout_text.find(sentry), std::string::npos)
+      << "--isolation wins over GUESTFLOW_ISOLATION";
+  for (auto vars :
+       {std::map<std::string, std::string>{},
+        std::map<std::string, std::string>{{"GUESTFLOW_ISOLATION", "firecracker"}}}) {
+    std::vector<std::string> args{"run", f, "--input", "x"};
+    if (vars.empty()) args.insert(args.end(), {"--isolation", "firecracker"});
+    auto refused = cli(args, vars);
+    EXPECT_EQ(refused.status, 2) << "bad input, never a weaker guest";
+    EXPECT_NE(refused.stderr_text.find("GUESTFLOW_ISOLATION=firecracker"), std::string::npos)
+        << refused.stderr_text;
+    EXPECT_EQ(refused.stdout_text, "");
+  }
+  EXPECT_TRUE(live_guests().empty());
+}
+
+TEST_F(code_test,
+       serve_isolation_reaches_its_creates_and_an_unoffered_one_is_refused_at_start) {
+  auto refused = cli({"serve", "--listen", "127.0.0.1:0", "--isolation", "firecracker"},
+                     {{"GUESTFLOW_WARM_POOL", "0"}});
+  EXPECT_EQ(refused.status, 2);
+  EXPECT_NE(refused.stderr_text.find("GUESTFLOW_ISOLATION=firecracker"), std::string::npos)
+      << refused.stderr_text;
+  EXPECT_EQ(refused.stdout_text, "");
+
+  int out = -1;
+  auto pid = start_cli({"serve", "--listen", "127.0.0.1:0", "--isolation", "gvisor"},
+                       env({{"GUESTFLOW_WARM_POOL", "0"}, {"GUESTFLOW_TOKEN", ""}}), &out);
+  std::string banner;
+  read_stream(out, [&](std::string_view chunk) {
+    banner.append(chunk);
+    return banner.find('\n') != std::string::npos;
+  });
+  auto colon = banner.rfind(':');
+  ASSERT_NE(colon, std::string::npos) << banner;
+  auto port = static_cast<uint16_t>(std::stoi(banner.substr(colon + 1)));
+  std::string body = R"j({"code":"print(open('/proc/version').read().split()[2])"})j";
+  test_support::raw_connection c{port};
+  c.send("POST /v1/sandbox/run HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n"
+         "Content-Type: application/json\r\nContent-Length: " +
+         std::to_string(body.size()) + "\r\n\r\n" + body);
+  auto answer = c.read_to_close(120s);
+  ::kill(pid, SIGTERM);
+  int status = -1;
+  ::waitpid(pid, &status, 0);
+  ::close(out);
+  EXPECT_EQ(answer.substr(0, 13), "HTTP/1.1 200 ") << answer;
+  EXPECT_NE(answer.find(R"("stdout":"4.4.0\n")"), std::string::npos)
+      << "the sandbox run's guest is gVisor's: " << answer;
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
   EXPECT_TRUE(live_guests().empty());
 }
 
