@@ -133,7 +133,7 @@ action exec(const handler_request& r) {
 }
 
 /// `GET /v1/pool`'s data: `{"pools":[{shape, image, egress, target, ready, creating, floor,
-/// cap, preload, takes, misses, evicted, fills, fill_ms}…]}`.
+/// cap, preload, takes, misses, evicted, fills, fill_ms, isolation}…]}`.
 std::string encode_pool(const std::vector<pool_status>& pools) {
   std::string out = R"({"pools":[)";
   for (size_t i = 0; i < pools.size(); ++i) {
@@ -149,7 +149,8 @@ std::string encode_pool(const std::vector<pool_status>& pools) {
            n("target", p.target) + n("ready", p.ready) + n("creating", p.creating) +
            n("floor", p.floor) + n("cap", p.cap) + R"(,"preload":)" +
            quote_json(p.key.preload) + n("takes", p.takes) + n("misses", p.misses) +
-           n("evicted", p.evicted) + n("fills", p.fills) + n("fill_ms", p.fill_ms) + "}";
+           n("evicted", p.evicted) + n("fills", p.fills) + n("fill_ms", p.fill_ms) +
+           R"(,"isolation":)" + quote_json(to_string(p.key.isolation)) + "}";
   }
   return out + "]}";
 }

@@ -346,9 +346,10 @@ result<sandbox_created> control_plane::create(const sandbox_create_request& req)
   auto mounts = resolve_mounts(req.mounts, mount_roots_from_env());
   if (!mounts) return mounts.error();
   // Persistent guests are built for their caller: their workspace is theirs to keep. Pool
-  // guests were built without mounts; the rest of what shapes a guest is the pool's key.
-  if (pool_ && !req.persistent && mounts->empty() && *isolation == guest_isolation::namespaces)
-    if (auto taken = create_from_pool(req, *shp)) return std::move(*taken);
+  // guests were built without mounts; the rest of what shapes a guest (isolation too) is
+  // the pool's key.
+  if (pool_ && !req.persistent && mounts->empty())
+    if (auto taken = create_from_pool(req, *shp, *isolation)) return std::move(*taken);
 
   guest_spec spec;
   spec.id = new_guest_id();
@@ -491,7 +492,8 @@ result<sandbox_created> control_plane::create(const sandbox_create_request& req)
 }
 
 std::optional<result<sandbox_created>>
-control_plane::create_from_pool(const sandbox_create_request& req, const shape& shp) {
+control_plane::create_from_pool(const sandbox_create_request& req, const shape& shp,
+                                guest_isolation isolation) {
   auto started = std::chrono::steady_clock::now();
   std::string id;
   guest_runtime rt;
@@ -508,7 +510,13 @@ control_plane::create_from_pool(const sandbox_create_request& req, const shape& 
               conflict("name '" + *req.name + "' is taken by live sandbox " + other +
                        "; choose another name or delete that sandbox")};
     // Everything that shapes the guest, as build() gives it to a pool guest.
-    pool_key key{shp.id, image->name, req.egress, preload_of(*image)};
+    // A gVisor create of an image with a snapshot restores it (its preload imported), which
+    // a cold-booted pool guest is not.
+    if (isolation == guest_isolation::gvisor) {
+      auto snapshot = images_.snapshot_dir(image->name);
+      if (!snapshot.empty() && has_checkpoint(snapshot)) return std::nullopt;
+    }
+    pool_key key{shp.id, image->name, req.egress, preload_of(*image), isolation};
     auto taken = pool_->take(key);
     if (!taken) return std::nullopt;
     // Counted as the pool's until taken: admitted as one more guest now (a fenced or
@@ -550,6 +558,7 @@ control_plane::create_from_pool(const sandbox_create_request& req, const shape& 
   g.rec.ingress_secret = req.ingress_enabled ? new_ingress_secret() : std::string{};
   g.rec.created_at = now_rfc3339();
   g.rec.seq = next_seq_++;
+  if (isolation == guest_isolation::gvisor) g.rec.started_from = "boot";
   g.last_activity = clock::now();
   if (auto ok = save(g); !ok) {
     // The store still says pooled: the filler (or the next start) deletes it.

@@ -233,10 +233,11 @@ private:
   /// `failed` with `why` as its note, so that no later call reads what was lost. Returns
   /// the exec's error (`why` and what became of the guest).
   std::string workspace_lost(const std::string& id, const std::string& why);
-  /// A create served by a pool guest, or nullopt when no pool guest matches (or the one
-  /// taken had died: it is discarded and the caller builds a guest).
+  /// A create served by a pool guest of its isolation, or nullopt when no pool guest
+  /// matches (or the one taken had died: it is discarded and the caller builds a guest).
   std::optional<result<sandbox_created>> create_from_pool(const sandbox_create_request& req,
-                                                          const shape& shp);
+                                                          const shape& shp,
+                                                          guest_isolation isolation);
   /// What the guests commit now (mutex held): every guest not destroyed or failed — a
   /// creating one has its shape reserved, and one whose destroy failed (error) may still
   /// hold its memory — plus what the warm pool holds (ready and being built).

@@ -32,8 +32,10 @@ warm_pool::warm_pool(guest_backend& backend, record_store& store, image_store& i
   }
   for (auto& r : adopted) {
     auto image = images_.resolve(r.rootfs);
-    pool_key key{r.shape, r.rootfs, r.egress, image ? preload_of(*image) : std::string{}};
-    python_waiter::kill_stale(r.runtime);
+    pool_key key{r.shape, r.rootfs, r.egress, image ? preload_of(*image) : std::string{},
+                 r.runtime.isolation};
+    if (r.runtime.isolation == guest_isolation::namespaces)
+      python_waiter::kill_stale(r.runtime);
     auto waiter = start_waiter(r.runtime, image ? &*image : nullptr);
     pools_[key].ready.push_back(pool_guest{std::move(r), std::move(waiter)});
   }
@@ -265,6 +267,7 @@ void warm_pool::build(std::unique_lock<std::mutex>& lock, const pool_key& key) {
   spec.image = image->layout;
   // As a create of this key builds it: with egress, its netns and nftables rules too.
   spec.egress = key.egress;
+  spec.isolation = key.isolation;
   guest_record rec;
   rec.id = spec.id;
   rec.name = spec.id;
@@ -274,6 +277,7 @@ void warm_pool::build(std::unique_lock<std::mutex>& lock, const pool_key& key) {
   rec.egress = spec.egress;
   rec.created_at = now_rfc3339();
   rec.runtime.id = spec.id;
+  rec.runtime.isolation = spec.isolation;
   rec.pooled = true;
   // Persisted before building: a crash mid-create leaves a record reconcile cleans up.
   if (auto ok = store_.put(rec); !ok) return failed(key, ok.error().message);
@@ -314,7 +318,9 @@ void warm_pool::build(std::unique_lock<std::mutex>& lock, const pool_key& key) {
 
 std::unique_ptr<python_waiter> warm_pool::start_waiter(const guest_runtime& rt,
                                                        const resolved_image* image) {
-  if (!settings_.python_waiter) return nullptr;
+  // The waiter finds its interpreter through the host's /proc, which cannot see into
+  // gVisor's Sentry: a gVisor pool guest is kept without one.
+  if (!settings_.python_waiter || rt.isolation == guest_isolation::gvisor) return nullptr;
   std::map<std::string, std::string> envs;
   // What every exec in the guest gets (control_plane::start_exec): its image's PATH first.
   if (image && !image->path_prepend.empty())

@@ -13,9 +13,10 @@ namespace guestflow::local {
 namespace {
 
 failure refused(std::string_view source, std::string_view entry, const std::string& why) {
-  return fail(ec::bad_request, std::string{source} + ": '" + std::string{entry} + "': " + why +
-                                   " (expected SHAPE[@IMAGE][#EGRESS]=N or =MIN..MAX[,…], e.g. "
-                                   "s-1vcpu-256mb=2)");
+  return fail(ec::bad_request,
+              std::string{source} + ": '" + std::string{entry} + "': " + why +
+                  " (expected SHAPE[@IMAGE][#EGRESS][+ISOLATION]=N or =MIN..MAX[,…], e.g. "
+                  "s-1vcpu-256mb=2)");
 }
 
 /// `none` (deny-all), `*` (allow all) or rules joined by `|`.
@@ -39,6 +40,8 @@ std::string egress_text(const egress_policy& p) {
 std::string to_string(const pool_key& key) {
   auto out = key.shape + "@" + key.image;
   if (key.egress.mode != egress_policy::kind::deny_all) out += "#" + egress_text(key.egress);
+  if (key.isolation != guest_isolation::namespaces)
+    out += std::string{"+"} + local::to_string(key.isolation);
   return out;
 }
 
@@ -56,6 +59,17 @@ result<warm_pool_spec> parse_warm_pool_spec(std::string_view text, std::string_v
     auto key_text = std::string{trim(std::string_view{entry}.substr(0, eq))};
     auto count_text = std::string_view{entry}.substr(eq + 1);
     pool_key key;
+    // The last '+': none in a shape, an image or an egress rule.
+    auto plus = key_text.rfind('+');
+    if (plus != std::string::npos) {
+      auto name = lower(trim(std::string_view{key_text}.substr(plus + 1)));
+      auto kind = isolation_from_string(name);
+      if (!kind)
+        return refused(source, entry,
+                       "isolation '" + name + "' is none of namespaces and gvisor");
+      key.isolation = *kind;
+      key_text.resize(plus);
+    }
     auto hash = key_text.find('#');
     if (hash != std::string::npos) {
       auto egress = parse_pool_egress(std::string_view{key_text}.substr(hash + 1));

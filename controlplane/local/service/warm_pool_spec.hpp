@@ -1,5 +1,6 @@
 #pragma once
 
+#include "controlplane/local/guests/sandbox_launch.hpp"
 #include "messages/egress.hpp"
 #include "messages/error.hpp"
 
@@ -15,8 +16,9 @@ namespace guestflow::local {
 
 /// The pool a guest belongs to: everything that shapes a guest at create — its shape, its
 /// image, its network policy (a guest with egress is built with its netns and nftables
-/// rules, exactly as a create builds them) and what its python waiter imported ahead. A
-/// pool serves a create only when all four are equal.
+/// rules, exactly as a create builds them), what its python waiter imported ahead and its
+/// isolation (a gVisor create never gets a namespaces guest, nor the other way round). A
+/// pool serves a create only when all five are equal.
 struct pool_key {
   std::string shape;                                ///< catalog id
   std::string image;                                ///< image name ("debian:12" by default)
@@ -24,23 +26,24 @@ struct pool_key {
   /// What the waiter preloads: the image's declared preload, comma-joined (preload_of());
   /// opaque to the pool. Never named in a spec: read from the image store.
   std::string preload;
+  guest_isolation isolation = guest_isolation::namespaces;
 
   friend bool operator<(const pool_key& a, const pool_key& b) {
-    return std::forward_as_tuple(a.shape, a.image, a.preload) !=
-                   std::forward_as_tuple(b.shape, b.image, b.preload)
-               ? std::forward_as_tuple(a.shape, a.image, a.preload) <
-                     std::forward_as_tuple(b.shape, b.image, b.preload)
+    return std::forward_as_tuple(a.shape, a.image, a.preload, a.isolation) !=
+                   std::forward_as_tuple(b.shape, b.image, b.preload, b.isolation)
+               ? std::forward_as_tuple(a.shape, a.image, a.preload, a.isolation) <
+                     std::forward_as_tuple(b.shape, b.image, b.preload, b.isolation)
                : fingerprint(a.egress) < fingerprint(b.egress);
   }
   friend bool operator==(const pool_key& a, const pool_key& b) {
     return a.shape == b.shape && a.image == b.image && a.preload == b.preload &&
-           a.egress == b.egress;
+           a.isolation == b.isolation && a.egress == b.egress;
   }
   friend bool operator!=(const pool_key& a, const pool_key& b) { return !(a == b); }
 };
 
-/// `SHAPE@IMAGE` plus `#EGRESS` when not deny-all (the spec's spelling of a key), for logs
-/// and refusals.
+/// `SHAPE@IMAGE` plus `#EGRESS` when not deny-all and `+gvisor` for a gVisor pool (the
+/// spec's spelling of a key), for logs and refusals.
 std::string to_string(const pool_key& key);
 
 /// One pool: kept between `count` (the floor: what it holds with no demand) and `cap`; in
@@ -76,18 +79,20 @@ using warm_pool_spec = std::vector<pool_target>;
 inline constexpr uint32_t max_warm_pool_guests = 64;
 
 /// Reads `KEY=N` or `KEY=MIN..MAX`, comma-separated (blanks around items ignored), where
-/// KEY is `SHAPE[@IMAGE][#EGRESS]`: EGRESS `none` (the default: deny-all), `*` (allow
-/// all, what allow_network asks for) or rules as the create API spells them joined by `|`
-/// (`10.0.0.0/8:443|1.2.3.4`). `=N` keeps N (floor = cap = N); `=MIN..MAX` sizes the pool
-/// from demand between them. Empty, all blank, `0`, `off` and `none` mean no pool; an
-/// entry whose cap is 0 is dropped. bad_request, naming `source` (the flag or the variable)
-/// and the entry, for a missing `=`, an unknown shape, an image name that cannot be one, a
-/// bad egress rule, N not an integer or MIN > MAX, a key named twice, or more than
-/// max_warm_pool_guests in all (caps summed). Whether the image exists is the server's
-/// check (it has the image store).
+/// KEY is `SHAPE[@IMAGE][#EGRESS][+ISOLATION]`: EGRESS `none` (the default: deny-all), `*`
+/// (allow all, what allow_network asks for) or rules as the create API spells them joined
+/// by `|` (`10.0.0.0/8:443|1.2.3.4`); ISOLATION `namespaces` (the default) or `gvisor`. `=N`
+/// keeps N (floor = cap = N); `=MIN..MAX` sizes the pool from demand between them. Empty, all
+/// blank, `0`, `off` and `none` mean no pool; an entry whose cap is 0 is dropped. bad_request,
+/// naming `source` (the flag or the variable) and the entry, for a missing `=`, an unknown
+/// shape, an image name that cannot be one, a bad egress rule, an unknown isolation, N not an
+/// integer or MIN > MAX, a key named twice, or more than max_warm_pool_guests in all (caps
+/// summed). Whether the image exists is the server's check (it has the image store); a gVisor
+/// pool on a host without runsc warns at each failed build.
 result<warm_pool_spec> parse_warm_pool_spec(std::string_view text, std::string_view source);
 
-/// The canonical spelling (`s-1vcpu-256mb@debian:12=2`, `s-1vcpu-1gb@debian:12#*=1..4`);
+/// The canonical spelling (`s-1vcpu-256mb@debian:12=2`, `s-1vcpu-1gb@debian:12#*=1..4`,
+/// `s-1vcpu-256mb@debian:12+gvisor=1`);
 /// "off" for no pool.
 std::string to_string(const warm_pool_spec& spec);
 

@@ -17,6 +17,7 @@
 #include <sched.h>
 #include <set>
 #include <signal.h>
+#include <sys/utsname.h>
 #include <thread>
 #include <unistd.h>
 
@@ -58,18 +59,20 @@ protected:
   }
 
   /// The counts of the pool of `shape` on debian:12 whose egress is `egress` (the wire list's
-  /// JSON items, as GET /v1/pool spells them).
+  /// JSON items, as GET /v1/pool spells them) and whose guests are of `isolation`.
   pool_counts counts(const std::string& shape = pool_shape,
-                     const std::string& egress = R"("240.0.0.0/4")") {
+                     const std::string& egress = R"("240.0.0.0/4")",
+                     const std::string& isolation = "namespaces") {
     auto r = call("GET", "/v1/pool");
     EXPECT_EQ(r.status, 200u) << r.body;
     std::regex entry{R"re(\{"shape":"([^"]+)","image":"debian:12","egress":\[([^\]]*)\],)re"
                      R"re("target":(\d+),"ready":(\d+),"creating":(\d+),"floor":(\d+),)re"
                      R"re("cap":(\d+),"preload":"","takes":(\d+),"misses":(\d+),)re"
-                     R"re("evicted":(\d+),"fills":(\d+),"fill_ms":\d+\})re"};
+                     R"re("evicted":(\d+),"fills":(\d+),"fill_ms":\d+,)re"
+                     R"re("isolation":"([a-z]+)"\})re"};
     pool_counts c;
     for (std::sregex_iterator i{r.body.begin(), r.body.end(), entry}, end; i != end; ++i)
-      if ((*i)[1] == shape && (*i)[2] == egress) {
+      if ((*i)[1] == shape && (*i)[2] == egress && (*i)[12] == isolation) {
         auto n = [&](int k) { return std::stoi((*i)[k]); };
         c = {n(3), n(4), n(5), n(6), n(7), n(8), n(9), n(10), n(11)};
       }
@@ -78,10 +81,11 @@ protected:
 
   /// Waits until the pool holds `n` ready guests and builds none.
   bool ready(int n, const std::string& shape = pool_shape,
-             const std::string& egress = R"("240.0.0.0/4")") {
+             const std::string& egress = R"("240.0.0.0/4")",
+             const std::string& isolation = "namespaces") {
     return eventually(
         [&] {
-          auto c = counts(shape, egress);
+          auto c = counts(shape, egress, isolation);
           return c.ready == n && c.creating == 0;
         },
         std::chrono::seconds{60});
@@ -164,6 +168,79 @@ TEST_F(warm_pool_test, fills_then_a_matching_create_takes_a_fresh_guest_and_it_r
   auto second = create(deny_all_create);
   EXPECT_NE(second.id, taken.id);
   EXPECT_EQ(pool.count(second.id), 1u);
+}
+
+TEST_F(warm_pool_test, a_gvisor_pool_serves_gvisor_creates_only_and_fresh) {
+  start_pool("s-1vcpu-256mb+gvisor=1,s-1vcpu-512mb=1");
+  auto caps = data<capabilities>(call("GET", "/v1/capabilities"));
+  if (std::find(caps.isolations.begin(), caps.isolations.end(), "gvisor") ==
+      caps.isolations.end())
+    GTEST_SKIP() << "no gVisor on this host";
+  ASSERT_TRUE(ready(1, pool_shape, R"("240.0.0.0/4")", "gvisor"))
+      << call("GET", "/v1/pool").body;
+  ASSERT_TRUE(ready(1, "s-1vcpu-512mb")) << call("GET", "/v1/pool").body;
+  auto pool = guest_ids();
+  ASSERT_EQ(pool.size(), 2u);
+  std::string gvisor_guest, namespaces_guest;
+  for (const auto& id : pool)
+    (std::filesystem::exists(state_dir_ / "gvisor" / id) ? gvisor_guest : namespaces_guest) =
+        id;
+  ASSERT_FALSE(gvisor_guest.empty()) << "the gVisor pool guest has its runsc state";
+  ASSERT_FALSE(namespaces_guest.empty());
+
+  // Differing only in isolation, neither pool serves the other's creates: each builds its own.
+  auto ns = create(R"({"shape":"s-1vcpu-256mb","egress":["240.0.0.0/4"]})");
+  EXPECT_EQ(pool.count(ns.id), 0u) << "a namespaces create got pool guest " << ns.id;
+  EXPECT_EQ(view(ns.id).isolation, "namespaces");
+  auto cold =
+      create(R"({"shape":"s-1vcpu-512mb","isolation":"gvisor","egress":["240.0.0.0/4"]})");
+  EXPECT_EQ(pool.count(cold.id), 0u) << "a gVisor create got pool guest " << cold.id;
+  EXPECT_EQ(view(cold.id).isolation, "gvisor");
+  EXPECT_EQ(counts(pool_shape, R"("240.0.0.0/4")", "gvisor").ready, 1);
+  EXPECT_EQ(counts("s-1vcpu-512mb").ready, 1);
+  EXPECT_EQ(counts(pool_shape, R"("240.0.0.0/4")", "gvisor").takes, 0);
+  EXPECT_EQ(counts("s-1vcpu-512mb").takes, 0);
+
+  // A gVisor create of the pool's key takes its guest, in a fraction of a cold build.
+  auto taken = create(
+      R"({"shape":"s-1vcpu-256mb","isolation":"gvisor","egress":["240.0.0.0/4"],"name":"g1"})");
+  EXPECT_EQ(taken.id, gvisor_guest);
+  EXPECT_LT(taken.spawn_ms * 4, cold.spawn_ms)
+      << "taken in " << taken.spawn_ms << " ms, a cold gVisor build took " << cold.spawn_ms;
+  auto v = view(taken.id);
+  EXPECT_EQ(v.isolation, "gvisor");
+  EXPECT_EQ(v.started_from, "boot");
+  EXPECT_EQ(v.name, "g1");
+  auto version = exec(taken.id, "/bin/cat", {"/proc/version"});
+  utsname host{};
+  ::uname(&host);
+  EXPECT_EQ(version.stdout_text.find(std::string{"Linux version "} + host.release),
+            std::string::npos)
+      << "gVisor's Sentry answers, not the host kernel: " << version.stdout_text;
+  // Fresh, and what it is given now is gone with it: the next pool guest has none of it.
+  const std::string list =
+      "for f in /workspace/* /workspace/.[!.]* /tmp/* /tmp/.[!.]*; do [ -e \"$f\" ] && echo "
+      "\"$f\"; done; echo end";
+  auto r = exec(taken.id, "/bin/sh",
+                {"-c", list +
+                           "; echo left > /workspace/f; echo left > /tmp/f; "
+                           "sleep 600 >/dev/null 2>&1 & " +
+                           list});
+  EXPECT_EQ(r.exit_code, 0) << r.stderr_text;
+  EXPECT_EQ(r.stdout_text, "end\n/workspace/f\n/tmp/f\nend\n") << r.stderr_text;
+  const auto fresh_ps = processes(cold.id);
+  EXPECT_NE(processes(taken.id), fresh_ps) << "its sleep runs";
+  EXPECT_EQ(call("DELETE", "/v1/sandboxes/" + taken.id).status, 200u);
+  ASSERT_TRUE(ready(1, pool_shape, R"("240.0.0.0/4")", "gvisor"));
+  auto next =
+      create(R"({"shape":"s-1vcpu-256mb","isolation":"gvisor","egress":["240.0.0.0/4"]})");
+  EXPECT_NE(next.id, taken.id);
+  EXPECT_EQ(pool.count(next.id), 0u);
+  EXPECT_EQ(view(next.id).isolation, "gvisor");
+  EXPECT_EQ(exec(next.id, "/bin/sh", {"-c", list}).stdout_text, "end\n");
+  EXPECT_EQ(processes(next.id), fresh_ps) << "what a gVisor guest built just now runs";
+  EXPECT_EQ(counts(pool_shape, R"("240.0.0.0/4")", "gvisor").takes, 2);
+  EXPECT_EQ(counts("s-1vcpu-512mb").takes, 0) << "never taken by a gVisor create";
 }
 
 TEST_F(warm_pool_test, pool_guests_are_unreachable_until_taken) {

@@ -67,6 +67,35 @@ TEST(warm_pool_spec, reads_egress_and_demand_bounds) {
       << "another egress is another pool";
 }
 
+TEST(warm_pool_spec, reads_isolation) {
+  auto s = parsed("s-1vcpu-256mb+gvisor=1, s-1vcpu-256mb=2, s-1vcpu-1gb@lfx#*+GVisor=0..2,"
+                  "s-1vcpu-512mb#10.0.0.0/8:443 + namespaces =1");
+  ASSERT_EQ(s.size(), 4u);
+  EXPECT_EQ(s[0].key.isolation, guest_isolation::gvisor);
+  EXPECT_EQ(s[0].key.image, "debian:12");
+  EXPECT_EQ(s[0].key.egress, egress_policy::deny_all());
+  EXPECT_EQ(s[1].key.isolation, guest_isolation::namespaces) << "none named: namespaces";
+  EXPECT_EQ(s[2].key.isolation, guest_isolation::gvisor) << "case-insensitive, after #EGRESS";
+  EXPECT_EQ(s[2].key.image, "lfx");
+  EXPECT_EQ(s[2].key.egress, egress_policy::allow_all());
+  EXPECT_EQ(s[2].cap, 2u);
+  EXPECT_EQ(s[3].key.isolation, guest_isolation::namespaces);
+  EXPECT_EQ(s[3].key.egress.rules.size(), 1u) << "'+' ends the egress rules";
+  EXPECT_EQ(to_string(s), "s-1vcpu-256mb@debian:12+gvisor=1,s-1vcpu-256mb@debian:12=2,"
+                          "s-1vcpu-1gb@lfx#*+gvisor=0..2,s-1vcpu-512mb@debian:12#10.0.0.0/"
+                          "8:443=1");
+  EXPECT_EQ(to_string(parsed(to_string(s))), to_string(s)) << "the canonical form reads back";
+  EXPECT_EQ(parsed("s-1vcpu-256mb+namespaces=2")[0].key, parsed("s-1vcpu-256mb=2")[0].key);
+}
+
+TEST(warm_pool_spec, refuses_isolations_it_does_not_know) {
+  expect_refused("s-1vcpu-256mb+=1", "isolation '' is none of namespaces and gvisor");
+  expect_refused("s-1vcpu-256mb+kvm=1", "isolation 'kvm' is none of namespaces and gvisor");
+  expect_refused("s-1vcpu-256mb+gvisor+gvisor=1", "unknown shape");
+  expect_refused("s-1vcpu-256mb+gvisor@debian:12=1", "isolation 'gvisor@debian:12'");
+  expect_refused("s-1vcpu-256mb+gvisor=1,s-1vcpu-256mb@debian:12+GVISOR=1", "named twice");
+}
+
 TEST(warm_pool_spec, a_key_differs_in_each_field_that_shapes_a_guest) {
   pool_key base{"s-1vcpu-256mb", "debian:12", egress_policy::deny_all(), ""};
   auto rules = parse_egress({"10.0.0.0/8:443"});
@@ -76,6 +105,9 @@ TEST(warm_pool_spec, a_key_differs_in_each_field_that_shapes_a_guest) {
   others[1].image = "lfx";
   others[2].egress = *rules;
   others[3].preload = "pandas";
+  auto gvisor = base;
+  gvisor.isolation = guest_isolation::gvisor;
+  others.push_back(gvisor);
   auto allow = base;
   allow.egress = egress_policy::allow_all();
   others.push_back(allow);
