@@ -6,9 +6,11 @@
 //   the guest's netns by this process → the guest's server), interleaved in rounds;
 //   throughput: C clients each on its own keep-alive connection for T seconds, each way.
 //
-// The guest's server is a small asyncio HTTP/1.1 server (keep-alive, a fixed 2-byte body):
-// what is measured is the path, not the app. Targets (issue 40): proxied p50 <= 1.5x direct,
-// proxied requests/s >= 0.5x direct. Needs root (guests; entering the guest's netns).
+// Two apps in the guest, each measured both ways with its own ratios: a small asyncio
+// HTTP/1.1 echo (keep-alive, a fixed 2-byte body: the fixed cost of the path, not an app) and
+// the issue's own example app, `python3 -m http.server --protocol HTTP/1.1` (keep-alive)
+// serving a 1 KiB file. Targets (issue 40): proxied p50 <= 1.5x direct, proxied requests/s
+// >= 0.5x direct. Needs root (guests; entering the guest's netns).
 //   bench_ingress [--quick] [--requests N] [--clients C] [--seconds T] [--out FILE]
 // Without --out (and without --quick) the report goes to bench/results/
 // <date>-<host>-<commit>-ingress.txt (never overwritten: -2, -3… when taken).
@@ -18,6 +20,7 @@
 
 #include <algorithm>
 #include <arpa/inet.h>
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -63,7 +66,9 @@ async def main():
 asyncio.run(main())
 )py";
 
-constexpr uint16_t app_port = 8000;
+constexpr uint16_t app_port = 8000;  ///< the echo
+constexpr uint16_t http_port = 8001; ///< python3 -m http.server
+constexpr size_t small_file_bytes = 1024;
 
 /// One keep-alive HTTP/1.1 connection on a blocking socket (receive timeout 10 s).
 class connection {
@@ -130,6 +135,13 @@ struct side {
   std::string request;
 };
 
+/// One app's figures: [0] direct, [1] proxied.
+struct figures {
+  std::vector<double> lat[2];
+  double rps[2] = {0, 0};
+  uint64_t errors[2] = {0, 0};
+};
+
 double pct(std::vector<double> v, double p) {
   if (v.empty()) return 0;
   std::sort(v.begin(), v.end());
@@ -173,6 +185,91 @@ std::string default_out() {
     auto p = dir / (base + (n == 1 ? "" : "-" + std::to_string(n)) + ".txt");
     if (!fs::exists(p)) return p.string();
   }
+}
+
+/// Ready: the guest's server answers through both paths (deadline 20 s, polled).
+void await_ready(side* sides[2]) {
+  auto deadline = clock_type::now() + std::chrono::seconds{20};
+  for (int k = 0; k < 2; ++k)
+    for (;;) {
+      try {
+        if (sides[k]->open()->exchange(sides[k]->request) == 200) break;
+      } catch (const std::exception&) {
+      }
+      if (clock_type::now() > deadline)
+        throw std::runtime_error(sides[k]->name + " never answered");
+      std::this_thread::sleep_for(std::chrono::milliseconds{20}); // a poll period
+    }
+}
+
+figures measure(side* sides[2], int requests, int clients, double seconds) {
+  figures f;
+  // Latency: rounds alternate the sides so that load drifts hit both alike.
+  const int rounds = 10;
+  for (int r = 0; r < rounds; ++r)
+    for (int k = 0; k < 2; ++k) {
+      auto c = sides[k]->open();
+      c->exchange(sides[k]->request); // warm
+      for (int i = 0; i < requests / rounds; ++i) {
+        auto t = clock_type::now();
+        if (c->exchange(sides[k]->request) != 200) throw std::runtime_error("not 200");
+        f.lat[k].push_back(
+            std::chrono::duration<double, std::micro>(clock_type::now() - t).count());
+      }
+    }
+  // Throughput: C keep-alive clients for T seconds, each side in turn.
+  for (int k = 0; k < 2; ++k) {
+    std::atomic<uint64_t> done{0}, failed{0};
+    std::atomic<bool> stop{false};
+    std::vector<std::thread> ts;
+    for (int c = 0; c < clients; ++c)
+      ts.emplace_back([&, k] {
+        try {
+          auto conn = sides[k]->open();
+          while (!stop.load(std::memory_order_relaxed)) {
+            if (conn->exchange(sides[k]->request) == 200)
+              ++done;
+            else
+              ++failed;
+          }
+        } catch (const std::exception&) {
+          ++failed;
+        }
+      });
+    auto t0 = clock_type::now();
+    std::this_thread::sleep_for(std::chrono::duration<double>(seconds)); // the window
+    stop = true;
+    for (auto& t : ts)
+      t.join();
+    f.rps[k] = double(done) / std::chrono::duration<double>(clock_type::now() - t0).count();
+    f.errors[k] = failed;
+  }
+  return f;
+}
+
+/// One app's table and its two goals, each met or MISSED.
+std::string report(const std::string& app, side* sides[2], const figures& f) {
+  std::ostringstream r;
+  r << app << "\n"
+    << "side                               p50 us   p90 us   p99 us      req/s  errors\n";
+  for (int k = 0; k < 2; ++k) {
+    char line[200];
+    std::snprintf(line, sizeof line, "%-32s %8.1f %8.1f %8.1f %10.0f  %llu\n",
+                  sides[k]->name.c_str(), pct(f.lat[k], 0.5), pct(f.lat[k], 0.9),
+                  pct(f.lat[k], 0.99), f.rps[k], static_cast<unsigned long long>(f.errors[k]));
+    r << line;
+  }
+  double p50_ratio = pct(f.lat[1], 0.5) / pct(f.lat[0], 0.5);
+  double rps_ratio = f.rps[1] / f.rps[0];
+  r << "goal: proxied p50 / direct p50:   " << fmt(pct(f.lat[1], 0.5)) << " / "
+    << fmt(pct(f.lat[0], 0.5)) << " us = " << fmt(p50_ratio, 2)
+    << "x (<= 1.5x): " << (p50_ratio <= 1.5 ? "met" : "MISSED") << "\n"
+    << "goal: proxied req/s / direct req/s: " << fmt(f.rps[1], 0) << " / " << fmt(f.rps[0], 0)
+    << " = " << fmt(rps_ratio, 2) << "x (>= 0.5x): " << (rps_ratio >= 0.5 ? "met" : "MISSED")
+    << "\n"
+    << "proxied minus direct p50: " << fmt(pct(f.lat[1], 0.5) - pct(f.lat[0], 0.5))
+    << " us\n\n";
+  return r.str();
 }
 
 std::string loadavg() {
@@ -234,11 +331,19 @@ int main(int argc, char** argv) {
   auto secret = field("ingress_secret");
   int rc = 0;
   try {
-    if (api.call("PUT", "/v1/sandboxes/" + id + "/files?path=/workspace/srv.py", guest_server)
-            .status != 200)
-      throw std::runtime_error("upload failed");
+    auto put = [&](const std::string& path, const std::string& content) {
+      if (api.call("PUT", "/v1/sandboxes/" + id + "/files?path=" + path, content).status != 200)
+        throw std::runtime_error("upload of " + path + " failed");
+    };
+    put("/workspace/srv.py", guest_server);
+    put("/workspace/small.txt", std::string(small_file_bytes, 'x'));
+    // The issue's example app, keep-alive; its log (one line per request) goes nowhere.
     std::string exec = R"({"cmd":"/bin/sh","args":["-c","setsid python3 /workspace/srv.py )" +
-                       std::to_string(app_port) + R"( >/tmp/srv.log 2>&1 </dev/null &"]})";
+                       std::to_string(app_port) +
+                       R"( >/tmp/srv.log 2>&1 </dev/null & )"
+                       R"(setsid python3 -m http.server --protocol HTTP/1.1 --bind 127.0.0.1 )"
+                       R"(--directory /workspace )" +
+                       std::to_string(http_port) + R"( >/dev/null 2>&1 </dev/null &"]})";
     if (api.call("POST", "/v1/sandboxes/" + id + "/exec", exec).status != 200)
       throw std::runtime_error("exec failed");
     // The guest's init: the direct side enters its netns the way the control plane does.
@@ -252,112 +357,61 @@ int main(int argc, char** argv) {
     if (!netns) throw std::runtime_error(netns.error().message);
     int ns = netns->get();
 
-    const std::string path = "/v1/sandboxes/" + id + "/ports/" + std::to_string(app_port);
-    side direct{"direct (in the guest's netns)",
-                [&] {
-                  auto s = local::socket_in_netns(ns);
-                  if (!s) throw std::runtime_error(s.error().message);
-                  return std::make_unique<connection>(connect_fd(s->release(), app_port));
-                },
-                "GET / HTTP/1.1\r\nHost: app\r\n\r\n"};
-    side proxied{"proxied (service URL)",
-                 [&] {
-                   int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-                   return std::make_unique<connection>(connect_fd(fd, cp.port()));
-                 },
-                 "GET " + path + "/ HTTP/1.1\r\nHost: app\r\nX-Guestflow-Ingress-Token: " +
-                     secret + "\r\n\r\n"};
-
-    // Ready: the guest's server answers through both paths (deadline 20 s, polled).
-    auto deadline = clock_type::now() + std::chrono::seconds{20};
-    for (auto* s : {&direct, &proxied})
-      for (;;) {
-        try {
-          if (s->open()->exchange(s->request) == 200) break;
-        } catch (const std::exception&) {
-        }
-        if (clock_type::now() > deadline) throw std::runtime_error(s->name + " never answered");
-        std::this_thread::sleep_for(std::chrono::milliseconds{20}); // a poll period
-      }
-
-    // Latency: rounds alternate the sides so that load drifts hit both alike.
-    std::vector<double> lat[2];
-    side* sides[2] = {&direct, &proxied};
-    const int rounds = 10;
-    for (int r = 0; r < rounds; ++r)
-      for (int k = 0; k < 2; ++k) {
-        auto c = sides[k]->open();
-        c->exchange(sides[k]->request); // warm
-        for (int i = 0; i < requests / rounds; ++i) {
-          auto t = clock_type::now();
-          if (c->exchange(sides[k]->request) != 200) throw std::runtime_error("not 200");
-          lat[k].push_back(
-              std::chrono::duration<double, std::micro>(clock_type::now() - t).count());
-        }
-      }
-
-    // Throughput: C keep-alive clients for T seconds, each side in turn.
-    double rps[2] = {0, 0};
-    uint64_t errors[2] = {0, 0};
-    for (int k = 0; k < 2; ++k) {
-      std::atomic<uint64_t> done{0}, failed{0};
-      std::atomic<bool> stop{false};
-      std::vector<std::thread> ts;
-      for (int c = 0; c < clients; ++c)
-        ts.emplace_back([&, k] {
-          try {
-            auto conn = sides[k]->open();
-            while (!stop.load(std::memory_order_relaxed)) {
-              if (conn->exchange(sides[k]->request) == 200)
-                ++done;
-              else
-                ++failed;
-            }
-          } catch (const std::exception&) {
-            ++failed;
-          }
-        });
-      auto t0 = clock_type::now();
-      std::this_thread::sleep_for(std::chrono::duration<double>(seconds)); // the window
-      stop = true;
-      for (auto& t : ts)
-        t.join();
-      rps[k] = double(done) / std::chrono::duration<double>(clock_type::now() - t0).count();
-      errors[k] = failed;
-    }
+    auto make_sides = [&](uint16_t port, const std::string& target) {
+      const std::string path = "/v1/sandboxes/" + id + "/ports/" + std::to_string(port);
+      return std::array<side, 2>{
+          side{"direct (in the guest's netns)",
+               [&, port] {
+                 auto s = local::socket_in_netns(ns);
+                 if (!s) throw std::runtime_error(s.error().message);
+                 return std::make_unique<connection>(connect_fd(s->release(), port));
+               },
+               "GET " + target + " HTTP/1.1\r\nHost: app\r\n\r\n"},
+          side{"proxied (service URL)",
+               [&] {
+                 int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+                 return std::make_unique<connection>(connect_fd(fd, cp.port()));
+               },
+               "GET " + path + target +
+                   " HTTP/1.1\r\nHost: app\r\nX-Guestflow-Ingress-Token: " + secret +
+                   "\r\n\r\n"}};
+    };
+    auto echo = make_sides(app_port, "/");
+    auto files = make_sides(http_port, "/small.txt");
+    side* echo_sides[2] = {&echo[0], &echo[1]};
+    side* file_sides[2] = {&files[0], &files[1]};
+    await_ready(echo_sides);
+    await_ready(file_sides);
+    auto echo_figures = measure(echo_sides, requests, clients, seconds);
+    // http.server answers in ~44 ms here (its header and body are two writes with Nagle on:
+    // the second waits for the reader's delayed ACK), so a tenth of the requests.
+    const int file_requests = std::max(requests / 10, 10);
+    auto file_figures = measure(file_sides, file_requests, clients, seconds);
 
     std::ostringstream r;
     r << "bench_ingress: a guest's service URL against a direct connection in its netns\n"
       << "host: " << std::thread::hardware_concurrency() << " cores; load average "
       << load_before << " at start, " << loadavg()
       << " at end (other sessions share this host)\n"
-      << "guest: deny-all, s-1vcpu-256mb; server: asyncio HTTP/1.1 keep-alive, 2-byte body; "
-      << "control plane: default workers\n"
-      << "latency: " << requests << " sequential GETs per side on one keep-alive connection "
-      << "(10 interleaved rounds); throughput: " << clients << " keep-alive clients, "
-      << seconds << " s per side\n\n"
-      << "side                               p50 us   p90 us   p99 us      req/s  errors\n";
-    for (int k = 0; k < 2; ++k) {
-      char line[200];
-      std::snprintf(line, sizeof line, "%-32s %8.1f %8.1f %8.1f %10.0f  %llu\n",
-                    sides[k]->name.c_str(), pct(lat[k], 0.5), pct(lat[k], 0.9),
-                    pct(lat[k], 0.99), rps[k], static_cast<unsigned long long>(errors[k]));
-      r << line;
-    }
-    double p50_ratio = pct(lat[1], 0.5) / pct(lat[0], 0.5);
-    double rps_ratio = rps[1] / rps[0];
-    r << "\ngoal: proxied p50 / direct p50:   " << fmt(pct(lat[1], 0.5)) << " / "
-      << fmt(pct(lat[0], 0.5)) << " us = " << fmt(p50_ratio, 2)
-      << "x (<= 1.5x): " << (p50_ratio <= 1.5 ? "met" : "MISSED") << "\n"
-      << "goal: proxied req/s / direct req/s: " << fmt(rps[1], 0) << " / " << fmt(rps[0], 0)
-      << " = " << fmt(rps_ratio, 2) << "x (>= 0.5x): " << (rps_ratio >= 0.5 ? "met" : "MISSED")
-      << "\n"
+      << "guest: deny-all, s-1vcpu-256mb; control plane: default workers\n"
+      << "latency: " << requests << " sequential GETs per side and app on one keep-alive "
+      << "connection (10 interleaved rounds); throughput: " << clients
+      << " keep-alive clients, " << seconds << " s per side and app\n\n"
+      << report("app 1, echo (the fixed cost of the path): asyncio HTTP/1.1 keep-alive, "
+                "2-byte body",
+                echo_sides, echo_figures)
+      << report("app 2, the issue's example: python3 -m http.server --protocol HTTP/1.1 "
+                "(keep-alive), GET of a " +
+                    std::to_string(small_file_bytes) + "-byte file, " +
+                    std::to_string(file_requests) + " sequential GETs per side",
+                file_sides, file_figures)
       << "the proxied path per request on a kept connection: the token compared and the "
          "guest looked up and leased under the domain's lock, the exchange relayed over the "
          "upstream connection the previous request left (the first request of a client "
          "connection enters the guest's netns on a worker and connects)\n";
     std::cout << r.str();
-    if (errors[0] || errors[1]) rc = 1;
+    for (const auto* f : {&echo_figures, &file_figures})
+      if (f->errors[0] || f->errors[1]) rc = 1;
     if (!quick) {
       if (out.empty()) out = default_out();
       std::ofstream f{out};

@@ -240,6 +240,26 @@ private:
     res_.body().data = nullptr;
     res_.body().more = !res_parser_->is_done();
     res_sr_.emplace(res_);
+    // Body bytes that came with the header go out in the header's own write: one send and
+    // one wake-up of the client instead of two. Only what is already buffered: a stream's
+    // header is never held back for its first chunk.
+    if (!res_parser_->is_done() && up_buf_.size() > 0) {
+      auto& body = res_parser_->get().body();
+      body.data = buf_.data();
+      body.size = buf_.size();
+      error_code ec;
+      up_buf_.consume(res_parser_->put(up_buf_.data(), ec));
+      if (ec == http::error::need_buffer || ec == http::error::need_more) ec = {};
+      if (ec) return upstream_failed(ec, "reading the response body");
+      auto n = buf_.size() - body.size;
+      res_.body().data = n ? buf_.data() : nullptr;
+      res_.body().size = n;
+      res_.body().more = !res_parser_->is_done();
+      if (n || !res_.body().more) {
+        answered_ = true; // the header is in this write: the caller may no longer answer
+        return write_response();
+      }
+    }
     http::async_write_header(client_, *res_sr_,
                              [self = this->shared_from_this()](error_code ec, size_t) {
                                if (ec) return self->client_failed(ec);
@@ -424,7 +444,9 @@ private:
   http::response<http::buffer_body> res_;
   std::optional<http::response_serializer<http::buffer_body>> res_sr_;
   http::response<http::empty_body> res_head_;
-  std::array<char, 64 * 1024> buf_{}; ///< the body chunk in flight, either direction
+  /// The body chunk in flight, either direction; left uninitialised (only bytes just read
+  /// are sent): zeroing 64 KiB per exchange showed in the proxy's profile.
+  std::array<char, 64 * 1024> buf_;
   std::vector<char> pump_up_, pump_down_;
 
   unsigned client_version_ = 11;

@@ -144,12 +144,16 @@ private:
     auto lease = ctx_.service.ingress_ready(req_.id, token);
     if (!lease) return false;
     lease_ = std::move(*lease);
+    leased_ = true;
     upstream_ = std::move(kept);
     return true;
   }
 
-  /// Ends the lease on a worker: its release may write the guest's record.
+  /// Ends the lease on a worker: its release may write the guest's record. Once: forwarded()
+  /// and finish() both call it, and each post wakes a worker (a futex and a context switch
+  /// per request on the proxy's hot path).
   void release_lease() {
+    if (!std::exchange(leased_, false)) return;
     net::post(ctx_.workers,
               [l = std::make_shared<activity_lease>(std::move(lease_))] { l->reset(); });
   }
@@ -162,7 +166,10 @@ private:
 
   void opened(result<ingress_target> target, result<unique_fd> sock,
               const std::optional<std::string>& token, bool set_cookie) {
-    if (target) lease_ = std::move(target->lease);
+    if (target) {
+      lease_ = std::move(target->lease);
+      leased_ = true;
+    }
     if (!target) return answer(failure_reply(target.error()), has_body_);
     if (!target->authorized)
       return answer(failure_reply(401, "wrong ingress token for sandbox " + req_.id),
@@ -277,6 +284,7 @@ private:
   std::function<void(after_ingress)> then_;
   ingress_slot slot_;
   activity_lease lease_;
+  bool leased_ = false; ///< lease_ holds a lease not yet handed to a worker
   std::optional<stream_protocol::socket> upstream_;
   unsigned version_ = 11;
   bool has_body_ = false;
