@@ -55,8 +55,9 @@ inline void sample_ms(std::string& out, const char* name, const std::string& lab
 
 /// Every sample carries `node` (the capacity's node name), so that one Prometheus scraping
 /// a fleet's control planes tells their series apart by more than `instance`:
-/// - `guestflow_pool_guests{node,shape,image[,egress][,preload],state="ready"|"creating"}`
-///   (egress when not deny-all, preload when not empty),
+/// - `guestflow_pool_guests{node,shape,image[,egress][,preload][,isolation],state=…}`
+///   (state "ready"|"creating"; egress when not deny-all, preload when not empty, isolation
+///   when not namespaces),
 ///   `guestflow_pool_target{…}` (what demand sizes the pool to now), the counters
 ///   `guestflow_pool_takes_total{…}` (creates served), `guestflow_pool_misses_total{…}`
 ///   (creates of the pool's key that found it empty), `guestflow_pool_evicted_total{…}`
@@ -77,6 +78,8 @@ inline std::string encode_metrics(const capacity_status& node,
     if (p.key.egress.mode != egress_policy::kind::deny_all)
       out += ",egress=\"" + label_value(fingerprint(p.key.egress)) + '"';
     if (!p.key.preload.empty()) out += ",preload=\"" + label_value(p.key.preload) + '"';
+    if (p.key.isolation != guest_isolation::namespaces)
+      out += ",isolation=\"" + std::string{to_string(p.key.isolation)} + '"';
     return out;
   };
   std::string out;

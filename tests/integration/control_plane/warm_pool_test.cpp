@@ -241,6 +241,15 @@ TEST_F(warm_pool_test, a_gvisor_pool_serves_gvisor_creates_only_and_fresh) {
   EXPECT_EQ(processes(next.id), fresh_ps) << "what a gVisor guest built just now runs";
   EXPECT_EQ(counts(pool_shape, R"("240.0.0.0/4")", "gvisor").takes, 2);
   EXPECT_EQ(counts("s-1vcpu-512mb").takes, 0) << "never taken by a gVisor create";
+  // /metrics tells the two kinds' series apart (namespaces: labels as before).
+  auto m = call("GET", "/metrics").body;
+  EXPECT_NE(
+      m.find(R"(shape="s-1vcpu-256mb",image="debian:12",isolation="gvisor",state="ready"})"),
+      std::string::npos)
+      << m;
+  EXPECT_NE(m.find(R"(shape="s-1vcpu-512mb",image="debian:12",state="ready"})"),
+            std::string::npos)
+      << m;
 }
 
 TEST_F(warm_pool_test, pool_guests_are_unreachable_until_taken) {
