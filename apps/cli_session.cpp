@@ -127,13 +127,16 @@ result<std::unique_ptr<session>> session::open(const cp::env_map& env, signal_wa
   if (pool == local::warm_pool_default::host) {
     auto sandbox = policy::settings_from_env(env);
     guests.sandbox = sandbox && policy::default_local_guest(*sandbox);
-    // Pools hold namespaces guests only: a gVisor executor's creates never take from one.
+    // The executor's pool is of its own kind: a gVisor executor's creates take gVisor guests.
     auto ex = executor_settings_from_env(env);
-    if (ex && (!ex->isolation || *ex->isolation == "namespaces")) {
+    auto kind = ex && ex->isolation ? local::isolation_from_string(*ex->isolation)
+                                    : std::optional{local::guest_isolation::namespaces};
+    if (ex && kind) {
       local::pool_key key;
       key.shape = ex->shape;
       key.image = ex->rootfs.value_or("debian:12");
       key.egress = ex->egress;
+      key.isolation = *kind;
       guests.executor = std::move(key);
     }
   }

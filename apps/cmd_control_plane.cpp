@@ -38,7 +38,7 @@ records in DIR on the next start.
   --max-json-bytes N     JSON request body limit (413 beyond), default 1048576
   --workers N            threads for blocking guest/record work, default 4
   --warm-pool SPEC       keep guests built and never used, so that a create that matches
-                         takes one instead of building it: SHAPE[@IMAGE][#EGRESS]=N or
+                         takes one instead of building it: SHAPE[@IMAGE][#EGRESS][+gvisor]=N or
                          =MIN..MAX (sized from demand), comma-separated (e.g.
                          s-1vcpu-256mb=4,s-1vcpu-1gb@py311#*=1..4; IMAGE defaults to
                          debian:12, EGRESS to none, * = allow all, else rules joined by |;

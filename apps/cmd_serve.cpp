@@ -47,7 +47,7 @@ request must arrive, and a streamed line leave, within it), GUESTFLOW_STREAM_BAC
 (8388608: a stream's client that falls further behind is dropped; its run goes on),
 GUESTFLOW_STREAM_HEARTBEAT_SECONDS (15: a blank line on a stream quiet that long),
 GUESTFLOW_SERVE_IO_THREADS (1), GUESTFLOW_SHUTDOWN_SECONDS (30); GUESTFLOW_WARM_POOL (the embedded control plane's warm
-pool, --warm-pool's syntax SHAPE[@IMAGE][#EGRESS]=N|MIN..MAX,…; unset: 2..8 s-1vcpu-256mb
+pool, --warm-pool's syntax SHAPE[@IMAGE][#EGRESS][+gvisor]=N|MIN..MAX,…; unset: 2..8 s-1vcpu-256mb
 guests with 4 GiB MemAvailable, 1..4 with 2 GiB, none below, and none when LANGFLOW_SANDBOX_*
 or CREATEOS_SANDBOX_* ask for another guest (network, a shape, an image, more memory); and
 1..N of the flow executor's guest (CREATEOS_EXECUTOR_SHAPE, _ROOTFS, _EGRESS), N what half of
