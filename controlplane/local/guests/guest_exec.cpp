@@ -69,6 +69,16 @@ failure exec_failed(const std::string& what, ec code = ec::guest_failed) {
   return fail(code, "cannot run the command in the sandbox: " + what);
 }
 
+/// A command execve cannot take (empty, or a NUL inside): refused before anything spawns.
+std::optional<failure> invalid_command(const exec_request& req) {
+  if (req.cmd.empty() || req.cmd.find('\0') != std::string::npos)
+    return fail(ec::bad_request, "exec needs a non-empty cmd without NUL bytes");
+  for (const auto& a : req.args)
+    if (a.find('\0') != std::string::npos)
+      return fail(ec::bad_request, "exec arguments must not contain NUL bytes");
+  return std::nullopt;
+}
+
 /// Every place `cmd` may live, in PATH order (just `cmd` when it contains a slash).
 std::vector<std::string> candidates(const std::string& cmd, const std::string& path) {
   if (cmd.find('/') != std::string::npos) return {cmd};
@@ -101,11 +111,7 @@ std::vector<std::string> exec_environment(const std::map<std::string, std::strin
 result<exec_process> spawn_in_guest(const guest_runtime& g, const exec_request& req,
                                     const std::map<std::string, std::string>& envs,
                                     const exec_setup& setup) {
-  if (req.cmd.empty() || req.cmd.find('\0') != std::string::npos)
-    return fail(ec::bad_request, "exec needs a non-empty cmd without NUL bytes");
-  for (const auto& a : req.args)
-    if (a.find('\0') != std::string::npos)
-      return fail(ec::bad_request, "exec arguments must not contain NUL bytes");
+  if (auto bad = invalid_command(req)) return *bad;
   if (!setup.seccomp) return exec_failed("no seccomp filter", ec::unavailable);
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
 
@@ -214,11 +220,7 @@ result<exec_process> spawn_in_guest(const guest_runtime& g, const exec_request& 
 result<exec_process> spawn_in_gvisor(const guest_runtime& g, const exec_request& req,
                                      const std::map<std::string, std::string>& envs,
                                      const exec_setup& setup) {
-  if (req.cmd.empty() || req.cmd.find('\0') != std::string::npos)
-    return fail(ec::bad_request, "exec needs a non-empty cmd without NUL bytes");
-  for (const auto& a : req.args)
-    if (a.find('\0') != std::string::npos)
-      return fail(ec::bad_request, "exec arguments must not contain NUL bytes");
+  if (auto bad = invalid_command(req)) return *bad;
   if (auto st = read_process_stat(g.init_pid);
       !st || st->start_time != g.init_start_time || st->state == 'Z' || st->state == 'X')
     return exec_failed("the guest's sandbox is gone");

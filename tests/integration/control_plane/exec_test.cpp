@@ -167,6 +167,14 @@ TEST_P(control_plane_exec, invalid_utf8_becomes_replacement_characters) {
   EXPECT_EQ(r.stdout_text, "ok\xEF\xBF\xBD\xEF\xBF\xBD(\xE2\x82\xAC");
 }
 
+TEST_P(control_plane_exec, a_command_execve_cannot_take_is_refused_before_anything_runs) {
+  auto g = create(small);
+  expect_refusal(exec_reply(g.id, std::string{"/bin/ec\0ho", 10}, {"x"}), 400, "NUL");
+  expect_refusal(exec_reply(g.id, "/bin/echo", {std::string{"a\0b", 3}}), 400, "NUL");
+  expect_refusal(exec_reply(g.id, "", {}), 400, "empty");
+  EXPECT_EQ(exec(g.id, "/bin/echo", {"ok"}).stdout_text, "ok\n") << "the guest is untouched";
+}
+
 TEST_F(control_plane_exec_per_kind, memory_limit_kill_is_reported_as_oom) {
   auto g = create(R"({"shape":"s-1vcpu-64mb"})");
   auto r = exec(g.id, "/usr/bin/python3",
