@@ -451,16 +451,6 @@ std::vector<std::string> bwrap_argv(const launch_request& req,
   return a;
 }
 
-const char* to_string(guest_isolation x) noexcept {
-  return x == guest_isolation::gvisor ? "gvisor" : "namespaces";
-}
-
-std::optional<guest_isolation> isolation_from_string(std::string_view x) noexcept {
-  if (x == "namespaces") return guest_isolation::namespaces;
-  if (x == "gvisor") return guest_isolation::gvisor;
-  return std::nullopt;
-}
-
 std::optional<process_stat> read_process_stat(pid_t pid) {
   std::ifstream in{"/proc/" + std::to_string(pid) + "/stat"};
   std::string line;

@@ -36,9 +36,16 @@ namespace guestflow::local {
 /// netns and mounts.
 enum class guest_isolation { namespaces, gvisor };
 
-/// "namespaces" | "gvisor" (the wire's names).
-const char* to_string(guest_isolation x) noexcept;
-std::optional<guest_isolation> isolation_from_string(std::string_view x) noexcept;
+/// "namespaces" | "gvisor" (the wire's names). Inline: the wire and metrics code that names
+/// a kind links none of the launch code.
+inline const char* to_string(guest_isolation x) noexcept {
+  return x == guest_isolation::gvisor ? "gvisor" : "namespaces";
+}
+inline std::optional<guest_isolation> isolation_from_string(std::string_view x) noexcept {
+  if (x == "namespaces") return guest_isolation::namespaces;
+  if (x == "gvisor") return guest_isolation::gvisor;
+  return std::nullopt;
+}
 
 struct launch_request {
   guest_isolation isolation = guest_isolation::namespaces;
