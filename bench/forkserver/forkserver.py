@@ -1,0 +1,630 @@
+#!/usr/bin/env python3
+"""Fork-server prototype (issue 39): new guests forked from a template that imported the
+heavy engine once, against cold bwrap+python3+import, and flowpool's flow run in each.
+`bench/run forkserver [--smoke]` (root).
+
+The template (bench/forkserver/zygote.py) runs in a bwrap sandbox like a guest's (user,
+pid, net, ipc, uts, cgroup namespaces, the host's /usr read-only, uid 60000, its own cgroup)
+plus CAP_SYS_ADMIN and CAP_SETPCAP inside its user namespace, and imports the engine of
+bench/flowpool (the lfx stand-in importing pandas and sympy, flowpool's make_engine) and
+the runner's modules. Each new guest is a fork of it that enters mount, pid, net, ipc, uts
+namespaces of its own, is moved by this driver (as the control plane would) into cgroups of
+its own (cpuacct, memory 256 MiB, pids), gets its workspace from a spool, a cgroup
+namespace, no capability left, and the guest's seccomp deny-list (the same syscalls as
+controlplane/local/guests/seccomp_filter.cpp, built here as BPF); zygote.py says how.
+
+Measured, each in one run (ratios), CPU from the cgroups' cpuacct.usage (the template's and
+every guest's; a guest's bwrap tree for cold), wall from this driver:
+  new guest   to ready: cold = bwrap + python3 importing the engine; fork = fork + namespaces
+              + cgroups + setup; then deleted. Alternated, one of each per round.
+  flow runs   flowpool's flow (ChatInput -> Uppercase -> ChatOutput, executor lfx) at 1 and 8
+              concurrent: floor (flowpool's: one process, no guest), fork (a new forked guest
+              per run, deleted after), cold (a new bwrap guest per run that imports the engine).
+The projection for `bench/run flowpool`'s pooled runs at 8 adds the control plane's own CPU
+per lifecycle (bench/results/control_plane.txt, `cp_ms`) to the fork run's CPU.
+"""
+
+import argparse
+import os
+import socket
+import statistics
+import struct
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, os.path.join(ROOT, "bench", "flowpool"))
+import flowpool  # noqa: E402 - the engine, the flow and the floor are flowpool's
+
+UID = GID = 60000
+CP_MS = 5.8  # the control plane's CPU per lifecycle at 8 (results/control_plane.txt, cp_ms)
+CONTROLLERS = ("cpuacct", "memory", "pids")
+
+
+def log(msg):
+    print(msg, file=sys.stderr, flush=True)
+
+
+# -- cgroups (v1 on this host; each guest gets cpuacct, memory and pids) ----------------------
+
+class Cgroup:
+    def __init__(self, name):
+        self.name = name
+        self.dirs = ["/sys/fs/cgroup/%s/%s" % (c, name) for c in CONTROLLERS]
+        for d in self.dirs:
+            os.mkdir(d)
+
+    def child(self, name, memory_mib=0):
+        cg = Cgroup(self.name + "/" + name)
+        if memory_mib:
+            with open(cg.dirs[1] + "/memory.limit_in_bytes", "w") as f:
+                f.write(str(memory_mib << 20))
+            with open(cg.dirs[2] + "/pids.max", "w") as f:
+                f.write("1024")
+        return cg
+
+    def join(self, pid):
+        for d in self.dirs:
+            with open(d + "/cgroup.procs", "w") as f:
+                f.write(str(pid))
+
+    def procs(self):
+        pids = set()
+        for d in self.dirs:
+            with open(d + "/cgroup.procs") as f:
+                pids.update(int(x) for x in f.read().split())
+        return pids
+
+    def cpu_ns(self):
+        with open(self.dirs[0] + "/cpuacct.usage") as f:
+            return int(f.read())
+
+    def remove(self, deadline_s=10):
+        """SIGKILLs every member until none is left, then removes the directories."""
+        end = time.monotonic() + deadline_s
+        while True:
+            pids = self.procs()
+            if not pids:
+                break
+            if time.monotonic() > end:
+                raise RuntimeError("cgroup %s still has %s" % (self.name, sorted(pids)))
+            for p in pids:
+                try:
+                    os.kill(p, 9)
+                except ProcessLookupError:
+                    pass
+            time.sleep(0.001)  # polling the kernel's teardown, with the deadline above
+        for d in self.dirs:
+            while True:
+                try:
+                    os.rmdir(d)
+                    break
+                except OSError:
+                    if time.monotonic() > end:
+                        raise
+                    time.sleep(0.001)
+
+
+def system_cpu_ns():
+    with open("/proc/stat") as f:
+        v = [int(x) for x in f.readline().split()[1:]]
+    busy = sum(v[:8]) - v[3] - v[4]  # all but idle and iowait
+    return busy * 10**9 // os.sysconf("SC_CLK_TCK")
+
+
+# -- the guests' seccomp deny-list, as BPF (seccomp_filter.cpp's list) -------------------------
+
+DENIED = ("ptrace process_vm_readv process_vm_writev kcmp mount umount2 pivot_root chroot "
+          "move_mount open_tree fsopen fsconfig fsmount fspick mount_setattr unshare setns bpf "
+          "keyctl add_key request_key io_uring_setup io_uring_enter io_uring_register "
+          "perf_event_open userfaultfd kexec_load kexec_file_load init_module finit_module "
+          "delete_module open_by_handle_at name_to_handle_at acct swapon swapoff reboot syslog "
+          "quotactl quotactl_fd vhangup uselib iopl ioperm settimeofday clock_settime "
+          "clock_adjtime lookup_dcookie fanotify_init").split()
+NS_FLAGS = 0x20000 | 0x04000000 | 0x08000000 | 0x10000000 | 0x20000000 | 0x40000000 | 0x02000000
+
+
+def seccomp_program():
+    nrs = {}
+    with open("/usr/include/x86_64-linux-gnu/asm/unistd_64.h") as f:
+        for line in f:
+            p = line.split()
+            if len(p) == 3 and p[0] == "#define" and p[1].startswith("__NR_"):
+                nrs[p[1][5:]] = int(p[2])
+    ld, jeq, jge, jset, ret = 0x20, 0x15, 0x35, 0x45, 0x06
+    eperm, enosys, allow, kill = 0x50000 | 1, 0x50000 | 38, 0x7FFF0000, 0x80000000
+    p = [(ld, 0, 0, 4), (jeq, 1, 0, 0xC000003E), (ret, 0, 0, kill),
+         (ld, 0, 0, 0), (jge, 0, 1, 0x40000000), (ret, 0, 0, enosys)]
+    for name in DENIED:
+        if name in nrs:
+            p += [(jeq, 0, 1, nrs[name]), (ret, 0, 0, eperm)]
+    p += [(jeq, 0, 3, nrs["clone"]), (ld, 0, 0, 16), (jset, 0, 1, NS_FLAGS), (ret, 0, 0, eperm),
+          (ld, 0, 0, 0), (jeq, 0, 1, nrs["clone3"]), (ret, 0, 0, enosys),
+          (jeq, 0, 4, nrs["socket"]), (ld, 0, 0, 16), (jeq, 1, 0, 16), (jeq, 0, 1, 17),
+          (ret, 0, 0, eperm), (ret, 0, 0, allow)]
+    return b"".join(struct.pack("HBBI", *i) for i in p)
+
+
+# -- the sandboxes -----------------------------------------------------------------------------
+
+def bwrap_argv(prefix, extra, command):
+    """A namespaces guest's bwrap (sandbox_launch.cpp's bwrap_argv, host /usr layout)."""
+    a = ["bwrap", "--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts",
+         "--unshare-cgroup", "--unshare-net", "--die-with-parent", "--new-session",
+         "--disable-userns", "--clearenv", "--hostname", "guest",
+         "--ro-bind", "/usr", "/usr", "--symlink", "usr/lib", "/lib",
+         "--symlink", "usr/lib64", "/lib64", "--symlink", "usr/bin", "/bin",
+         "--symlink", "usr/sbin", "/sbin", "--proc", "/proc", "--dev", "/dev",
+         "--perms", "1777", "--tmpfs", "/tmp", "--dir", "/etc"]
+    for p in ("/etc/ssl/certs", "/etc/nsswitch.conf", "/etc/localtime", "/etc/alternatives"):
+        a += ["--ro-bind-try", p, p]
+    a += ["--ro-bind", prefix, prefix, "--setenv", "PATH", "/usr/bin:/bin",
+          "--setenv", "LANG", "C.UTF-8"]
+    return a + extra + ["--"] + command
+
+
+def as_guest(cg):
+    def pre():
+        cg.join(os.getpid())
+        os.setgroups([])
+        os.setgid(GID)
+        os.setuid(UID)
+    return pre
+
+
+class Workspaces:
+    """The spool: one directory per guest (what the control plane would prepare)."""
+
+    def __init__(self, spool, guest_dir, spec):
+        self.spool = spool
+        self.files = {n: open(os.path.join(guest_dir, n), "rb").read()
+                      for n in os.listdir(guest_dir)
+                      if n.endswith(".py") and n not in ("session_files.py", "unpack_run.py")}
+        self.files["spec.json"] = spec
+
+    def make(self, gid, files=None):
+        d = os.path.join(self.spool, gid)
+        os.mkdir(d, 0o700)
+        for n, b in (files if files is not None else self.files).items():
+            with open(os.path.join(d, n), "wb") as f:
+                f.write(b)
+            os.chown(os.path.join(d, n), UID, GID)
+        os.chown(d, UID, GID)
+        return d
+
+    def remove(self, gid):
+        import shutil  # noqa: PLC0415
+        shutil.rmtree(os.path.join(self.spool, gid))
+
+
+def read_all(fd):
+    out = b""
+    while True:
+        b = os.read(fd, 65536)
+        if not b:
+            return out
+        out += b
+
+
+def check_run(out, status, what):
+    if status != 0 or b'"t":"done"' not in out or b"RUN " not in out:
+        raise RuntimeError("%s: run failed (status %s): %r" % (what, status, out[-600:]))
+
+
+class Cold:
+    """A new bwrap guest per run: python3 (the venv's) runs runner.py, which imports lfx."""
+
+    def __init__(self, prefix, root_cg, ws, bpf):
+        self.prefix, self.root, self.ws, self.bpf = prefix, root_cg, ws, bpf
+        self.n = 0
+        self.lock = threading.Lock()
+
+    def guest(self, command, files=None):
+        with self.lock:
+            self.n += 1
+            gid = "cold-%d" % self.n
+        cg = self.root.child(gid, 256)
+        d = self.ws.make(gid, files)
+        sec = os.memfd_create("seccomp")
+        os.write(sec, self.bpf)
+        os.lseek(sec, 0, 0)
+        argv = bwrap_argv(self.prefix, ["--bind", d, "/workspace", "--chdir", "/workspace",
+                                        "--seccomp", str(sec)], command)
+        t0 = time.monotonic()
+        p = subprocess.Popen(argv, preexec_fn=as_guest(cg), pass_fds=(sec,),
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                             stdin=subprocess.DEVNULL)
+        os.close(sec)
+        return gid, cg, p, t0
+
+    def end(self, gid, cg, p):
+        p.wait()
+        cg.remove()
+        self.ws.remove(gid)
+
+    def new_guest(self):
+        """Wall ms to the engine imported (the guest then ends)."""
+        py = os.path.join(self.prefix, "bin", "python3")
+        gid, cg, p, t0 = self.guest([py, "-c", "import lfx, sys; print('ready', flush=True)"],
+                                    files={})
+        line = p.stdout.readline()
+        ms = (time.monotonic() - t0) * 1000
+        if line.strip() != b"ready":
+            raise RuntimeError("cold guest: %r" % (line + p.stdout.read()))
+        p.stdout.read()
+        self.end(gid, cg, p)
+        return ms
+
+    def run(self):
+        py = os.path.join(self.prefix, "bin", "python3")
+        gid, cg, p, t0 = self.guest([py, "/workspace/runner.py", "/workspace/spec.json"])
+        out = p.stdout.read()
+        p.wait()
+        ms = (time.monotonic() - t0) * 1000
+        check_run(out, p.returncode, "cold")
+        self.end(gid, cg, p)
+        return ms
+
+
+class Template:
+    """The zygote in its sandbox, and the host's end of its guests' control socket."""
+
+    def __init__(self, prefix, root_cg, ws, bpf):
+        self.root, self.ws = root_cg, ws
+        spool = ws.spool
+        with open(os.path.join(spool, "seccomp.bpf"), "wb") as f:
+            f.write(bpf)
+        self.srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.srv.bind(os.path.join(spool, "ctl.sock"))
+        os.chmod(os.path.join(spool, "ctl.sock"), 0o666)
+        self.srv.listen(64)
+        self.pending, self.cv = {}, threading.Condition()
+        threading.Thread(target=self.accept, daemon=True).start()
+        self.cg = root_cg.child("template")
+        py = os.path.join(prefix, "bin", "python3")
+        argv = bwrap_argv(prefix, ["--cap-add", "CAP_SYS_ADMIN", "--cap-add", "CAP_SETPCAP", "--cap-add", "CAP_NET_ADMIN",
+                                   "--bind", spool, "/run/spool", "--dir", "/workspace",
+                                   "--ro-bind", HERE, "/run/zygote", "--chdir", "/"],
+                          [py, "/run/zygote/zygote.py", "/run/spool", "guestflow:runner"])
+        t0, c0 = time.monotonic(), self.cg.cpu_ns()
+        self.p = subprocess.Popen(argv, preexec_fn=as_guest(self.cg), stdin=subprocess.PIPE,
+                                  stdout=subprocess.PIPE)
+        if self.p.stdout.readline().strip() != b"ready":
+            raise RuntimeError("the template did not start")
+        self.start_ms = (time.monotonic() - t0) * 1000
+        self.start_cpu_ms = (self.cg.cpu_ns() - c0) / 1e6
+        self.n = 0
+        self.lock = threading.Lock()
+
+    def accept(self):
+        while True:
+            try:
+                c, _ = self.srv.accept()
+            except OSError:
+                return
+            pid = struct.unpack("3i", c.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED,
+                                                   12))[0]  # in this (the host's) pid ns
+            gid = b""
+            while not gid.endswith(b"\n"):
+                b = c.recv(1)
+                if not b:
+                    break
+                gid += b
+            with self.cv:
+                self.pending[gid.strip().decode()] = (c, pid)
+                self.cv.notify_all()
+
+    def fork(self, files=None):
+        """A new guest, ready: (gid, cgroup, socket, pid, wall ms)."""
+        with self.lock:
+            self.n += 1
+            gid = "fork-%d" % self.n
+        cg = self.root.child(gid, 256)
+        self.ws.make(gid, files)
+        t0 = time.monotonic()
+        with self.lock:
+            self.p.stdin.write(gid.encode() + b"\n")
+            self.p.stdin.flush()
+        with self.cv:
+            if not self.cv.wait_for(lambda: gid in self.pending, 30):
+                raise RuntimeError("guest %s never connected" % gid)
+            c, pid = self.pending.pop(gid)
+        cg.join(pid)
+        c.sendall(b"go\n")
+        f = c.makefile("rb")
+        line = f.readline()
+        if line != b"ready\n":
+            raise RuntimeError("guest %s: %r" % (gid, line))
+        return gid, cg, c, f, pid, (time.monotonic() - t0) * 1000
+
+    def start_run(self, c, argv):
+        out_r, out_w = os.pipe()
+        socket.send_fds(c, ["\0".join(argv).encode()], [out_w, out_w])
+        os.close(out_w)
+        return out_r
+
+    def delete(self, gid, cg):
+        cg.remove()
+        self.ws.remove(gid)
+
+    def run(self):
+        gid, cg, c, f, _, _ = self.fork()
+        t0 = time.monotonic()
+        r = self.start_run(c, ["/workspace/runner.py", "/workspace/spec.json"])
+        out = read_all(r)
+        os.close(r)
+        status = f.readline()
+        check_run(out, 0 if status == b"status 0\n" else status, "fork")
+        self.delete(gid, cg)
+        c.close()
+        return (time.monotonic() - t0) * 1000
+
+    def stop(self):
+        self.p.stdin.close()
+        self.p.wait(30)
+        self.srv.close()
+        self.cg.remove()
+
+
+# -- what a forked guest sees --------------------------------------------------------------
+
+PROBE = rb'''
+import os, sys
+def status(k):
+    return [l.split()[1] for l in open("/proc/self/status") if l.startswith(k + ":")][0]
+tag = sys.argv[1]
+import lfx
+print("pids", sorted(int(p) for p in os.listdir("/proc") if p.isdigit()))
+print("hostname", os.uname().nodename)
+print("spool", os.listdir("/run/spool"), "workspace", sorted(os.listdir("/workspace")))
+print("tmp", os.listdir("/tmp"), "shm", os.listdir("/dev/shm"))
+print("lfx-mark", getattr(lfx, "MARK", None))
+print("caps", status("CapEff"), status("CapBnd"), status("CapAmb"), "seccomp",
+      status("Seccomp"), "nnp", status("NoNewPrivs"))
+print("net", sorted(l.split(":")[0].strip() for l in open("/proc/net/dev").readlines()[2:]))
+print("cgroup", open("/proc/self/cgroup").read().replace("\n", " "))
+try:
+    os.setns  # 3.12+ only
+except AttributeError:
+    pass
+import ctypes
+libc = ctypes.CDLL(None, use_errno=True)
+print("unshare(NEWNS)", libc.unshare(0x20000), ctypes.get_errno())
+open("/tmp/" + tag, "w").write(tag)
+open("/dev/shm/" + tag, "w").write(tag)
+open("/workspace/" + tag, "w").write(tag)
+lfx.MARK = tag
+print("wrote", tag)
+'''
+
+
+def probe(tmpl):
+    """Two guests alive at once, each writing where the other would look; then a third."""
+    lines = []
+    guests = [tmpl.fork(files={"probe.py": PROBE}) for _ in range(2)]
+    for tag, (gid, cg, c, f, pid, _) in zip(("A", "B"), guests):
+        r = tmpl.start_run(c, ["/workspace/probe.py", tag])
+        out = read_all(r).decode()
+        os.close(r)
+        lines += ["  guest %s (host pid %d, %s): %s" % (tag, pid, gid, x)
+                  for x in out.strip().split("\n")]
+        lines.append("  guest %s: %s" % (tag, f.readline().decode().strip()))
+    for gid, cg, c, f, _, _ in guests:
+        tmpl.delete(gid, cg)
+        c.close()
+    return lines
+
+
+# -- the measurement -----------------------------------------------------------------------
+
+def load(fn, k, runs):
+    lat, lock, left = [], threading.Lock(), [runs]
+    errors = []
+
+    def worker():
+        while True:
+            with lock:
+                if not left[0] or errors:
+                    return
+                left[0] -= 1
+            try:
+                ms = fn()
+            except Exception as e:  # noqa: BLE001 - reported below
+                errors.append(e)
+                return
+            with lock:
+                lat.append(ms)
+    t0 = time.monotonic()
+    ts = [threading.Thread(target=worker) for _ in range(k)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    if errors:
+        raise errors[0]
+    return lat, time.monotonic() - t0
+
+
+def measured(cg, fn):
+    c0, s0 = cg.cpu_ns(), system_cpu_ns()
+    r = fn()
+    return r, (cg.cpu_ns() - c0) / 1e6, (system_cpu_ns() - s0) / 1e6
+
+
+def main(argv):
+    ap = argparse.ArgumentParser(prog="bench/run forkserver", description=__doc__.split("\n")[0])
+    ap.add_argument("--guests", type=int, default=20, help="new guests of each kind")
+    ap.add_argument("--runs", type=int, default=40, help="flow runs per point at 1 (cold: /4)")
+    ap.add_argument("--runs8", type=int, default=48, help="flow runs per point at 8 (cold: /4)")
+    ap.add_argument("--out-dir", default=os.path.join(ROOT, "bench", "results"))
+    ap.add_argument("--smoke", action="store_true", help="a few runs, nothing stored")
+    a = ap.parse_args(argv)
+    if a.smoke:
+        a.guests, a.runs, a.runs8 = 3, 4, 8
+    if os.geteuid() != 0:
+        raise SystemExit("bench/run forkserver needs root (cgroups, the guest uid)")
+    # Not under /tmp: a forked guest mounts a fresh /tmp over the template's, and the engine
+    # (a python-env image's binds) would be hidden below it (a bwrap guest binds them after).
+    work = tempfile.mkdtemp(prefix="guestflow-forkserver-", dir="/var/tmp")
+    os.chmod(work, 0o711)
+    lines = []
+
+    def say(s):
+        print(s, flush=True)
+        lines.append(s)
+
+    root = tmpl = floor = None
+    try:
+        prefix = os.path.join(work, "engine")
+        flowpool.make_engine(prefix)
+        import json  # noqa: PLC0415
+        spec = json.dumps({"graph": flowpool.flow(), "executor": "lfx",
+                           "inputs": [{"input_value": "run floor", "type": "chat"}]}).encode()
+        spec_path = os.path.join(work, "spec.json")
+        with open(spec_path, "wb") as f:
+            f.write(spec)
+        os.chmod(spec_path, 0o644)
+        spool = os.path.join(work, "spool")
+        os.mkdir(spool, 0o711)
+        ws = Workspaces(spool, os.path.join(ROOT, "guest"), spec)
+        bpf = seccomp_program()
+        root = Cgroup("gfbench-forkserver-%d" % os.getpid())
+        cold = Cold(prefix, root, ws, bpf)
+        tmpl = Template(prefix, root, ws, bpf)
+        load_avg = open("/proc/loadavg").read().split()[0]
+        commit = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"],
+                                capture_output=True, text=True).stdout.strip()
+        say("forkserver: new guests forked from a template that imported the heavy engine "
+            "(lfx stand-in + pandas + sympy), against cold bwrap+python3+import (issue 39)")
+        say("date %s, host %s, tree %s, load %s at start, %d cores" % (
+            time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), socket.gethostname(), commit,
+            load_avg, os.cpu_count()))
+        say("template: started and imported in %.0f ms wall, %.0f ms CPU (once per pool)" %
+            (tmpl.start_ms, tmpl.start_cpu_ms))
+        say("isolation probe (two forked guests alive at once, then each wrote /tmp, /dev/shm, "
+            "/workspace and a module attribute):")
+        for x in probe(tmpl):
+            say(x)
+
+        # New guests, alternated: CPU per guest from the cgroups (root: template + guests).
+        res = {}
+        for kind in ("cold", "fork"):
+            res[kind] = {"wall": [], "cpu": 0.0, "sys": 0.0}
+
+        def fork_guest():
+            gid, cg, c, f, _, ms = tmpl.fork(files={})
+            tmpl.delete(gid, cg)
+            c.close()
+            return ms
+        for _ in range(a.guests):
+            for kind, fn in (("cold", cold.new_guest), ("fork", fork_guest)):
+                ms, cpu, sysc = measured(root, fn)
+                res[kind]["wall"].append(ms)
+                res[kind]["cpu"] += cpu
+                res[kind]["sys"] += sysc
+        say("new guest, to ready (the engine imported), %d of each, alternated:" % a.guests)
+        say("  kind   wall p50 ms   CPU ms/guest (cgroups)   CPU ms/guest (whole host)")
+        for kind in ("cold", "fork"):
+            r = res[kind]
+            say("  %-5s %12.1f %24.1f %27.1f" % (kind, statistics.median(r["wall"]),
+                                                 r["cpu"] / a.guests, r["sys"] / a.guests))
+
+        # Flow runs.
+        floor = flowpool.Floor(prefix, None, spec_path)
+        floor.measure(1, 1)  # its engine imported: every process of its tree exists now
+        floor_cg = root.child("floor")
+        for pid in tree(floor.p.pid):
+            floor_cg.join(pid)
+        flows = {}
+        for k, runs in ((1, a.runs), (8, a.runs8)):
+            (lat, wall), cpu, sysc = measured(floor_cg, lambda: floor.measure(k, runs))
+            flows[("floor", k)] = stats(lat, wall, cpu, sysc)
+            (lat, wall), cpu, sysc = measured(root, lambda: load(tmpl.run, k, runs))
+            flows[("fork", k)] = stats(lat, wall, cpu, sysc)
+            (lat, wall), cpu, sysc = measured(root, lambda: load(cold.run, k, max(2, runs // 4)))
+            flows[("cold", k)] = stats(lat, wall, cpu, sysc)
+        say("flow runs (flowpool's flow, executor lfx): a new guest per run (fork, cold), "
+            "none (floor)")
+        say("  mode    k   runs    p50 ms    runs/s   CPU ms/run (cgroups)   (whole host)")
+        for (mode, k), r in sorted(flows.items()):
+            say("  %-6s %2d %6d %9.1f %9.2f %22.1f %14.1f" % (mode, k, r["n"], r["p50"],
+                                                            r["rps"], r["cpu"], r["sys"]))
+        f8, k8, c8 = flows[("floor", 8)], flows[("fork", 8)], flows[("cold", 8)]
+        nf, nc = res["fork"], res["cold"]
+        say("ratios (this run):")
+        say("  new guest CPU, fork / cold = %.3f; wall p50, fork / cold = %.3f" % (
+            nf["cpu"] / nc["cpu"], statistics.median(nf["wall"]) / statistics.median(nc["wall"])))
+        raw = k8["rps"] / f8["rps"]
+        say("  flow runs/s at 8, fork / floor = %.2f (cold / floor = %.2f)" % (
+            raw, c8["rps"] / f8["rps"]))
+        proj = min(raw, f8["cpu"] / (k8["cpu"] + CP_MS))
+        say("  projected `bench/run flowpool` throughput at 8, pooled (forked guests) / "
+            "no-guest = %.2f (>= 0.8) %s" % (proj, flowpool.met(proj >= 0.8)))
+        say("    = min(the ratio above, floor CPU/run / (fork CPU/run + the control plane's "
+            "%.1f ms/lifecycle)); serve's own per-run CPU not included" % CP_MS)
+        say("  warm takes at 8: every run forks its guest (fill time = the fork's wall above), "
+            "so the pool's warm share no longer depends on builders keeping up")
+        say("load at end: %s" % open("/proc/loadavg").read().strip())
+        if not a.smoke:
+            name = "%s-%s-%s-forkserver.txt" % (time.strftime("%Y-%m-%d", time.gmtime()),
+                                                socket.gethostname(), commit)
+            path = os.path.join(a.out_dir, name)
+            if os.path.exists(path):
+                raise SystemExit("%s exists: results are never overwritten" % path)
+            with open(path, "w") as f:
+                f.write("\n".join(lines) + "\n\ncommand: bench/run forkserver " +
+                        " ".join(argv) + "\n")
+            log("stored " + path)
+    finally:
+        if floor:
+            floor.stop()
+        if tmpl:
+            tmpl.stop()
+        if root:
+            cleanup(root)
+        import shutil  # noqa: PLC0415
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def tree(pid):
+    """pid and its descendants now (from every process's parent in /proc)."""
+    parent = {}
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                with open("/proc/%s/stat" % name) as f:
+                    parent[int(name)] = int(f.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                pass
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        out.append(p)
+        todo += [c for c, pp in parent.items() if pp == p]
+    return out
+
+
+def stats(lat, wall, cpu, sysc):
+    n = len(lat)
+    return {"n": n, "p50": statistics.median(lat), "rps": n / wall if wall else 0.0,
+            "cpu": cpu / n, "sys": sysc / n}
+
+
+def cleanup(root):
+    """Removes every child cgroup left (killing members), then the root."""
+    for c_dir in root.dirs[:1]:
+        for name in sorted(os.listdir(c_dir)):
+            if os.path.isdir(os.path.join(c_dir, name)):
+                cg = Cgroup.__new__(Cgroup)
+                cg.name = root.name + "/" + name
+                cg.dirs = ["/sys/fs/cgroup/%s/%s" % (c, cg.name) for c in CONTROLLERS]
+                cg.remove()
+    root.remove()
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
