@@ -49,11 +49,9 @@ failure db_failure(sqlite3* db, const char* what) {
               std::string{"record store: "} + what + ": " + sqlite3_errmsg(db));
 }
 
-/// Prepared statement that finalizes itself.
-struct stmt {
+/// Binds a statement's parameters and reads its columns.
+struct statement_ref {
   sqlite3_stmt* s = nullptr;
-  stmt(sqlite3* db, const char* sql) { sqlite3_prepare_v2(db, sql, -1, &s, nullptr); }
-  ~stmt() { sqlite3_finalize(s); }
   explicit operator bool() const { return s != nullptr; }
   void text(int i, const std::string& v) {
     sqlite3_bind_text(s, i, v.data(), static_cast<int>(v.size()), SQLITE_TRANSIENT);
@@ -75,6 +73,27 @@ struct stmt {
     if (sqlite3_column_type(s, i) == SQLITE_NULL) return std::nullopt;
     return col_text(i);
   }
+};
+
+/// Prepared statement that finalizes itself.
+struct stmt : statement_ref {
+  stmt(sqlite3* db, const char* sql) { sqlite3_prepare_v2(db, sql, -1, &s, nullptr); }
+  ~stmt() { sqlite3_finalize(s); }
+  stmt(const stmt&) = delete;
+  stmt& operator=(const stmt&) = delete;
+};
+
+/// One use of a statement the store keeps prepared: reset and unbound afterwards, whatever
+/// the step returned, so that the next use starts clean.
+struct reused : statement_ref {
+  explicit reused(sqlite3_stmt* p) { s = p; }
+  ~reused() {
+    if (!s) return;
+    sqlite3_reset(s);
+    sqlite3_clear_bindings(s);
+  }
+  reused(const reused&) = delete;
+  reused& operator=(const reused&) = delete;
 };
 
 std::string join_lines(const std::vector<std::string>& v) {
@@ -144,7 +163,21 @@ result<bool> record_store::add_column(const char* name, const char* definition) 
 }
 
 record_store::~record_store() {
+  for (auto* p : {&begin_, &commit_, &rollback_, &insert_guest_, &clear_envs_, &insert_env_})
+    sqlite3_finalize(*p); // sqlite3_close refuses a connection with live statements
   sqlite3_close(db_);
+}
+
+sqlite3_stmt* record_store::prepared(sqlite3_stmt*& slot, const char* sql) {
+  if (!slot) sqlite3_prepare_v2(db_, sql, -1, &slot, nullptr);
+  return slot;
+}
+
+result<bool> record_store::step(sqlite3_stmt*& slot, const char* sql, const char* what) {
+  reused s{prepared(slot, sql)};
+  if (!s) return db_failure(db_, "prepare");
+  if (sqlite3_step(s.s) != SQLITE_DONE) return db_failure(db_, what);
+  return true;
 }
 
 result<bool> record_store::exec(const char* sql) {
@@ -158,19 +191,22 @@ result<bool> record_store::exec(const char* sql) {
 }
 
 result<bool> record_store::put(const guest_record& r) {
-  if (auto t = exec("BEGIN IMMEDIATE"); !t) return t;
+  // Every statement here is prepared once per store: preparing them, the 31-column insert
+  // most, cost about half of a put's CPU (bench/README.md, the control plane's section).
+  if (auto t = step(begin_, "BEGIN IMMEDIATE", "begin"); !t) return t;
   auto rollback = [&](failure f) -> result<bool> {
-    exec("ROLLBACK");
+    step(rollback_, "ROLLBACK", "rollback");
     return f;
   };
   {
-    stmt s{db_,
-           "INSERT OR REPLACE INTO guests (id, seq, name, status, shape, rootfs, egress, "
-           "auto_pause, ingress, created_at, paused_at, last_resumed_at, note, init_pid, "
-           "init_start_time, cgroup_dirs, netns, workspace, ip, pooled, ended_at, persistent, "
-           "idle_ttl, delete_after_stop, stopped_at, stopped_unix, last_used_at, "
-           "last_used_unix, mounts, ingress_secret, isolation) VALUES "
-           "(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"};
+    reused s{prepared(
+        insert_guest_,
+        "INSERT OR REPLACE INTO guests (id, seq, name, status, shape, rootfs, egress, "
+        "auto_pause, ingress, created_at, paused_at, last_resumed_at, note, init_pid, "
+        "init_start_time, cgroup_dirs, netns, workspace, ip, pooled, ended_at, persistent, "
+        "idle_ttl, delete_after_stop, stopped_at, stopped_unix, last_used_at, "
+        "last_used_unix, mounts, ingress_secret, isolation) VALUES "
+        "(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)")};
     if (!s) return rollback(db_failure(db_, "prepare"));
     s.text(1, r.id);
     s.integer(2, r.seq);
@@ -209,18 +245,22 @@ result<bool> record_store::put(const guest_record& r) {
     if (sqlite3_step(s.s) != SQLITE_DONE) return rollback(db_failure(db_, "insert guest"));
   }
   {
-    stmt del{db_, "DELETE FROM guest_envs WHERE guest_id = ?"};
+    reused del{prepared(clear_envs_, "DELETE FROM guest_envs WHERE guest_id = ?")};
+    if (!del) return rollback(db_failure(db_, "prepare"));
     del.text(1, r.id);
     if (sqlite3_step(del.s) != SQLITE_DONE) return rollback(db_failure(db_, "clear envs"));
   }
   for (const auto& [k, v] : r.envs) {
-    stmt s{db_, "INSERT INTO guest_envs (guest_id, key, value) VALUES (?,?,?)"};
+    reused s{
+        prepared(insert_env_, "INSERT INTO guest_envs (guest_id, key, value) VALUES (?,?,?)")};
+    if (!s) return rollback(db_failure(db_, "prepare"));
     s.text(1, r.id);
     s.text(2, k);
     s.text(3, v);
     if (sqlite3_step(s.s) != SQLITE_DONE) return rollback(db_failure(db_, "insert env"));
   }
-  return exec("COMMIT");
+  if (auto c = step(commit_, "COMMIT", "commit"); !c) return rollback(c.error());
+  return true;
 }
 
 result<bool> record_store::erase(const std::string& id) {

@@ -9,6 +9,7 @@
 #include <vector>
 
 struct sqlite3;
+struct sqlite3_stmt;
 
 namespace guestflow::local {
 
@@ -44,7 +45,18 @@ private:
   /// Stores made before a column existed (`pooled`: the warm pool; `ended_at`: pruning)
   /// get it added, every row with the column's default.
   result<bool> add_column(const char* name, const char* definition);
+  /// `slot`'s statement, prepared on first use and kept until the store closes.
+  sqlite3_stmt* prepared(sqlite3_stmt*& slot, const char* sql);
+  /// Runs `slot`'s statement (one that returns no rows) once.
+  result<bool> step(sqlite3_stmt*& slot, const char* sql, const char* what);
   sqlite3* db_;
+  /// put()'s statements (the owner serializes calls, so one of each is enough).
+  sqlite3_stmt* begin_ = nullptr;
+  sqlite3_stmt* commit_ = nullptr;
+  sqlite3_stmt* rollback_ = nullptr;
+  sqlite3_stmt* insert_guest_ = nullptr;
+  sqlite3_stmt* clear_envs_ = nullptr;
+  sqlite3_stmt* insert_env_ = nullptr;
 };
 
 } // namespace guestflow::local

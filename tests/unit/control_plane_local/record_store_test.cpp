@@ -108,5 +108,47 @@ TEST(local_record_store, round_trips_records_across_reopen) {
   EXPECT_TRUE((*store)->load_all()->empty());
 }
 
+// put() keeps its statements prepared: each use starts unbound, so what one put set (a
+// pause time, an env) does not leak into the next put of another record or the same one.
+TEST(local_record_store, reused_statements_start_clean_for_each_put) {
+  test_support::temp_dir s{"guestflow-store"};
+  auto store = record_store::open(s.path() / "control-plane.db");
+  ASSERT_TRUE(store) << store.error().message;
+  guest_record a;
+  a.id = "sb-00000000000000a1";
+  a.name = "first";
+  a.status = sandbox_status::paused;
+  a.paused_at = "2026-12-07T05:00:00.000Z";
+  a.auto_pause_after_seconds = 30;
+  a.envs = {{"A", "1"}, {"B", "2"}};
+  a.seq = 1;
+  ASSERT_TRUE((*store)->put(a));
+  guest_record b;
+  b.id = "sb-00000000000000b2";
+  b.name = "second";
+  b.status = sandbox_status::creating;
+  b.seq = 2;
+  ASSERT_TRUE((*store)->put(b));
+  a.status = sandbox_status::running;
+  a.paused_at.reset();
+  a.auto_pause_after_seconds.reset();
+  a.envs = {{"B", "3"}};
+  ASSERT_TRUE((*store)->put(a)); // replaced: its envs too
+  auto all = (*store)->load_all();
+  ASSERT_TRUE(all);
+  ASSERT_EQ(all->size(), 2u);
+  EXPECT_EQ((*all)[0].id, a.id);
+  EXPECT_EQ((*all)[0].status, sandbox_status::running);
+  EXPECT_FALSE((*all)[0].paused_at);
+  EXPECT_FALSE((*all)[0].auto_pause_after_seconds);
+  EXPECT_EQ((*all)[0].envs, a.envs);
+  EXPECT_EQ((*all)[1].id, b.id);
+  EXPECT_FALSE((*all)[1].paused_at);
+  EXPECT_FALSE((*all)[1].auto_pause_after_seconds);
+  EXPECT_TRUE((*all)[1].envs.empty());
+  ASSERT_TRUE((*store)->erase_all({a.id, b.id}));
+  EXPECT_TRUE((*store)->load_all()->empty());
+}
+
 } // namespace
 } // namespace guestflow::local
