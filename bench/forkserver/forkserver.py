@@ -25,6 +25,8 @@ per lifecycle (bench/results/control_plane.txt, `cp_ms`) to the fork run's CPU.
 """
 
 import argparse
+import collections
+import ctypes
 import os
 import socket
 import statistics
@@ -43,6 +45,10 @@ import flowpool  # noqa: E402 - the engine, the flow and the floor are flowpool'
 UID = GID = 60000
 CP_MS = 5.8  # the control plane's CPU per lifecycle at 8 (results/control_plane.txt, cp_ms)
 CONTROLLERS = ("cpuacct", "memory", "pids")
+libc = ctypes.CDLL(None, use_errno=True)
+SYS_open_tree, OPEN_TREE_CLONE, AT_FDCWD = 428, 1, -100
+STEPS = ("unshare+fork", "proc,tmp,shm,pts", "lo up", "connect+cgroups", "workspace..seccomp")
+Guest = collections.namedtuple("Guest", "gid cg c f pid ms steps")
 
 
 def log(msg):
@@ -177,10 +183,11 @@ def as_guest(cg):
 
 
 class Workspaces:
-    """The spool: one directory per guest (what the control plane would prepare)."""
+    """One directory per guest (what the control plane would prepare; a forked guest gets
+    its own as a detached mount, a cold one as bwrap's bind)."""
 
-    def __init__(self, spool, guest_dir, spec):
-        self.spool = spool
+    def __init__(self, base, guest_dir, spec):
+        self.spool = base
         self.files = {n: open(os.path.join(guest_dir, n), "rb").read()
                       for n in os.listdir(guest_dir)
                       if n.endswith(".py") and n not in ("session_files.py", "unpack_run.py")}
@@ -195,6 +202,14 @@ class Workspaces:
             os.chown(os.path.join(d, n), UID, GID)
         os.chown(d, UID, GID)
         return d
+
+    def detached(self, gid):
+        """The workspace as a detached mount (open_tree clone), for a forked guest."""
+        fd = libc.syscall(SYS_open_tree, AT_FDCWD, os.path.join(self.spool, gid).encode(),
+                          OPEN_TREE_CLONE | os.O_CLOEXEC)
+        if fd < 0:
+            raise OSError(ctypes.get_errno(), "open_tree")
+        return fd
 
     def remove(self, gid):
         import shutil  # noqa: PLC0415
@@ -273,9 +288,8 @@ class Cold:
 class Template:
     """The zygote in its sandbox, and the host's end of its guests' control socket."""
 
-    def __init__(self, prefix, root_cg, ws, bpf):
+    def __init__(self, prefix, root_cg, ws, bpf, spool):
         self.root, self.ws = root_cg, ws
-        spool = ws.spool
         with open(os.path.join(spool, "seccomp.bpf"), "wb") as f:
             f.write(bpf)
         self.srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -318,8 +332,8 @@ class Template:
                 self.pending[gid.strip().decode()] = (c, pid)
                 self.cv.notify_all()
 
-    def fork(self, files=None):
-        """A new guest, ready: (gid, cgroup, socket, pid, wall ms)."""
+    def fork(self, files=None, mode="clone"):
+        """A new guest, ready (mode: zygote.py's spawn())."""
         with self.lock:
             self.n += 1
             gid = "fork-%d" % self.n
@@ -327,19 +341,22 @@ class Template:
         self.ws.make(gid, files)
         t0 = time.monotonic()
         with self.lock:
-            self.p.stdin.write(gid.encode() + b"\n")
+            self.p.stdin.write(("%s %s\n" % (gid, mode)).encode())
             self.p.stdin.flush()
         with self.cv:
             if not self.cv.wait_for(lambda: gid in self.pending, 30):
                 raise RuntimeError("guest %s never connected" % gid)
             c, pid = self.pending.pop(gid)
         cg.join(pid)
-        c.sendall(b"go\n")
+        mnt = self.ws.detached(gid)
+        socket.send_fds(c, [b"go\n"], [mnt])
+        os.close(mnt)
         f = c.makefile("rb")
-        line = f.readline()
-        if line != b"ready\n":
+        line = f.readline().split()
+        if not line or line[0] != b"ready":
             raise RuntimeError("guest %s: %r" % (gid, line))
-        return gid, cg, c, f, pid, (time.monotonic() - t0) * 1000
+        return Guest(gid, cg, c, f, pid, (time.monotonic() - t0) * 1000,
+                     [int(x) / 1000 for x in line[1:]])
 
     def start_run(self, c, argv):
         out_r, out_w = os.pipe()
@@ -352,16 +369,17 @@ class Template:
         self.ws.remove(gid)
 
     def run(self):
-        gid, cg, c, f, _, _ = self.fork()
+        g = self.fork()
         t0 = time.monotonic()
-        r = self.start_run(c, ["/workspace/runner.py", "/workspace/spec.json"])
+        r = self.start_run(g.c, ["/workspace/runner.py", "/workspace/spec.json"])
         out = read_all(r)
         os.close(r)
-        status = f.readline()
+        status = g.f.readline()
+        ms = (time.monotonic() - t0) * 1000  # the run's latency; its delete is not in it
         check_run(out, 0 if status == b"status 0\n" else status, "fork")
-        self.delete(gid, cg)
-        c.close()
-        return (time.monotonic() - t0) * 1000
+        g.c.close()
+        self.delete(g.gid, g.cg)
+        return ms
 
     def stop(self):
         self.p.stdin.close()
@@ -402,21 +420,84 @@ print("wrote", tag)
 '''
 
 
-def probe(tmpl):
-    """Two guests alive at once, each writing where the other would look; then a third."""
-    lines = []
+NET_PROBE = rb'''
+import socket, sys
+s = socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=10)
+print("egress: connected from", s.getsockname()[0], "got", s.recv(64).decode())
+'''
+
+
+def run_in(tmpl, g, argv):
+    r = tmpl.start_run(g.c, argv)
+    out = read_all(r).decode()
+    os.close(r)
+    return out.strip().split("\n"), g.f.readline().decode().strip()
+
+
+def probe(tmpl, say):
+    """Two guests alive at once, each writing where the other would look; an exec entering
+    one from the host; a network the host builds in one's own netns; a guest that crashes."""
     guests = [tmpl.fork(files={"probe.py": PROBE}) for _ in range(2)]
-    for tag, (gid, cg, c, f, pid, _) in zip(("A", "B"), guests):
-        r = tmpl.start_run(c, ["/workspace/probe.py", tag])
-        out = read_all(r).decode()
-        os.close(r)
-        lines += ["  guest %s (host pid %d, %s): %s" % (tag, pid, gid, x)
-                  for x in out.strip().split("\n")]
-        lines.append("  guest %s: %s" % (tag, f.readline().decode().strip()))
-    for gid, cg, c, f, _, _ in guests:
-        tmpl.delete(gid, cg)
-        c.close()
-    return lines
+    for tag, g in zip(("A", "B"), guests):
+        out, status = run_in(tmpl, g, ["/workspace/probe.py", tag])
+        for x in out + [status]:
+            say("  guest %s (host pid %d, %s): %s" % (tag, g.pid, g.gid, x))
+    # An exec as the control plane's spawn helper makes one: setns into the init's
+    # namespaces (its user namespace is the template's), the guest uid.
+    a = guests[0]
+    ex = subprocess.run(["nsenter", "-t", str(a.pid), "-U", "-m", "-p", "-n", "-i", "-u", "-C",
+                         "-S", str(UID), "-G", str(GID), "--", "/usr/bin/sh", "-c",
+                         "cd /workspace; echo uid $(id -u) host $(hostname) workspace $(ls) "
+                         "pids $(ls /proc | grep -c '^[0-9]')"],
+                        capture_output=True, text=True, timeout=30)
+    say("  exec entering guest A from the host: %s%s" % (ex.stdout.strip(), ex.stderr.strip()))
+    for g in guests:
+        g.c.close()
+        tmpl.delete(g.gid, g.cg)
+
+    # Egress: the host puts a veth end into the guest's own netns (made inside the template's
+    # user namespace) and configures it there; the other end in a netns this bench makes.
+    ns = "gf-h39z-probe-%d" % os.getpid()
+    g = tmpl.fork(files={"net.py": NET_PROBE})
+    lsn = None
+    try:
+        ip = ["ip"]
+        subprocess.run(ip + ["netns", "add", ns], check=True)
+        subprocess.run(ip + ["link", "add", "h39zg", "type", "veth", "peer", "name", "h39zh",
+                             "netns", ns], check=True)
+        subprocess.run(ip + ["link", "set", "h39zg", "netns", str(g.pid)], check=True)
+        inside = ["nsenter", "-t", str(g.pid), "-n", "ip"]
+        subprocess.run(inside + ["addr", "add", "10.231.0.2/30", "dev", "h39zg"], check=True)
+        subprocess.run(inside + ["link", "set", "h39zg", "up"], check=True)
+        mine = ip + ["-n", ns]
+        subprocess.run(mine + ["addr", "add", "10.231.0.1/30", "dev", "h39zh"], check=True)
+        subprocess.run(mine + ["link", "set", "h39zh", "up"], check=True)
+        lsn = subprocess.Popen(["ip", "netns", "exec", ns, "python3", "-c",
+                                "import socket; s = socket.create_server(('10.231.0.1', 0)); "
+                                "print(s.getsockname()[1], flush=True); c, _ = s.accept(); "
+                                "c.sendall(b'hello from the bench netns'); c.close()"],
+                               stdout=subprocess.PIPE, text=True)
+        port = lsn.stdout.readline().strip()
+        out, status = run_in(tmpl, g, ["/workspace/net.py", "10.231.0.1", port])
+        for x in out + [status]:
+            say("  guest C (own netns, host-built veth): %s" % x)
+    finally:
+        if lsn:
+            lsn.kill()
+            lsn.wait()
+        g.c.close()
+        tmpl.delete(g.gid, g.cg)
+        subprocess.run(["ip", "netns", "del", ns])
+
+    d = tmpl.fork(files={"crash.py": b"import ctypes\nctypes.string_at(0)\n"})
+    _, status = run_in(tmpl, d, ["/workspace/crash.py"])
+    d.c.close()
+    tmpl.delete(d.gid, d.cg)
+    e = tmpl.fork(files={})
+    say("  guest D crashed (%s); the template forked guest E after it, ready in %.1f ms" %
+        (status, e.ms))
+    e.c.close()
+    tmpl.delete(e.gid, e.cg)
 
 
 # -- the measurement -----------------------------------------------------------------------
@@ -488,13 +569,14 @@ def main(argv):
         with open(spec_path, "wb") as f:
             f.write(spec)
         os.chmod(spec_path, 0o644)
-        spool = os.path.join(work, "spool")
+        spool = os.path.join(work, "spool")  # the template's: its control socket only
         os.mkdir(spool, 0o711)
-        ws = Workspaces(spool, os.path.join(ROOT, "guest"), spec)
+        os.mkdir(os.path.join(work, "ws"), 0o711)
+        ws = Workspaces(os.path.join(work, "ws"), os.path.join(ROOT, "guest"), spec)
         bpf = seccomp_program()
         root = Cgroup("gfbench-forkserver-%d" % os.getpid())
         cold = Cold(prefix, root, ws, bpf)
-        tmpl = Template(prefix, root, ws, bpf)
+        tmpl = Template(prefix, root, ws, bpf, spool)
         load_avg = open("/proc/loadavg").read().split()[0]
         commit = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"],
                                 capture_output=True, text=True).stdout.strip()
@@ -507,31 +589,45 @@ def main(argv):
             (tmpl.start_ms, tmpl.start_cpu_ms))
         say("isolation probe (two forked guests alive at once, then each wrote /tmp, /dev/shm, "
             "/workspace and a module attribute):")
-        for x in probe(tmpl):
-            say(x)
+        probe(tmpl, say)
 
         # New guests, alternated: CPU per guest from the cgroups (root: template + guests).
-        res = {}
-        for kind in ("cold", "fork"):
-            res[kind] = {"wall": [], "cpu": 0.0, "sys": 0.0}
+        kinds = ("cold", "fork", "clone")
+        res = {k: {"wall": [], "cpu": 0.0, "sys": 0.0, "tmpl": 0.0, "steps": []} for k in kinds}
 
-        def fork_guest():
-            gid, cg, c, f, _, ms = tmpl.fork(files={})
-            tmpl.delete(gid, cg)
-            c.close()
-            return ms
+        def forked(mode):
+            def make():
+                g = tmpl.fork(files={}, mode=mode)
+                res[mode]["steps"].append(g.steps)
+                g.c.close()
+                tmpl.delete(g.gid, g.cg)
+                return g.ms
+            return make
         for _ in range(a.guests):
-            for kind, fn in (("cold", cold.new_guest), ("fork", fork_guest)):
+            for kind, fn in (("cold", cold.new_guest), ("fork", forked("fork")),
+                             ("clone", forked("clone"))):
+                t0 = tmpl.cg.cpu_ns()
                 ms, cpu, sysc = measured(root, fn)
-                res[kind]["wall"].append(ms)
-                res[kind]["cpu"] += cpu
-                res[kind]["sys"] += sysc
-        say("new guest, to ready (the engine imported), %d of each, alternated:" % a.guests)
-        say("  kind   wall p50 ms   CPU ms/guest (cgroups)   CPU ms/guest (whole host)")
-        for kind in ("cold", "fork"):
+                r = res[kind]
+                r["tmpl"] += (tmpl.cg.cpu_ns() - t0) / 1e6
+                r["wall"].append(ms)
+                r["cpu"] += cpu
+                r["sys"] += sysc
+        say("new guest, to ready (the engine imported), %d of each, alternated; fork: os.fork, "
+            "unshare, fork (pid 1); clone: one clone() with the namespaces' flags:" % a.guests)
+        say("  kind   wall p50 ms   CPU ms/guest (cgroups)   of it in the template's   "
+            "CPU ms/guest (whole host, others' load included)")
+        for kind in kinds:
             r = res[kind]
-            say("  %-5s %12.1f %24.1f %27.1f" % (kind, statistics.median(r["wall"]),
-                                                 r["cpu"] / a.guests, r["sys"] / a.guests))
+            say("  %-5s %12.1f %24.1f %25.1f %27.1f" % (
+                kind, statistics.median(r["wall"]), r["cpu"] / a.guests, r["tmpl"] / a.guests,
+                r["sys"] / a.guests))
+        for kind in ("fork", "clone"):
+            say("  %s: the child's steps, wall p50 ms: %s" % (kind, ", ".join(
+                "%s %.2f" % (n, statistics.median(x[i] for x in res[kind]["steps"]))
+                for i, n in enumerate(STEPS))))
+        say("  (the template's cgroup: the fork or clone, and the child until the host moves it "
+            "into its own cgroups; connect+cgroups waits on the host's cgroup.procs write)")
 
         # Flow runs.
         floor = flowpool.Floor(prefix, None, spec_path)
@@ -547,17 +643,21 @@ def main(argv):
             flows[("fork", k)] = stats(lat, wall, cpu, sysc)
             (lat, wall), cpu, sysc = measured(root, lambda: load(cold.run, k, max(2, runs // 4)))
             flows[("cold", k)] = stats(lat, wall, cpu, sysc)
-        say("flow runs (flowpool's flow, executor lfx): a new guest per run (fork, cold), "
+        say("flow runs (flowpool's flow, executor lfx): a new guest per run (fork: cloned from the template; cold), "
             "none (floor)")
-        say("  mode    k   runs    p50 ms    runs/s   CPU ms/run (cgroups)   (whole host)")
+        say("  mode    k   runs    p50 ms    runs/s   CPU ms/run (cgroups)   (whole host, "
+            "others' load included)")
         for (mode, k), r in sorted(flows.items()):
             say("  %-6s %2d %6d %9.1f %9.2f %22.1f %14.1f" % (mode, k, r["n"], r["p50"],
                                                             r["rps"], r["cpu"], r["sys"]))
         f8, k8, c8 = flows[("floor", 8)], flows[("fork", 8)], flows[("cold", 8)]
-        nf, nc = res["fork"], res["cold"]
+        nc = res["cold"]
         say("ratios (this run):")
-        say("  new guest CPU, fork / cold = %.3f; wall p50, fork / cold = %.3f" % (
-            nf["cpu"] / nc["cpu"], statistics.median(nf["wall"]) / statistics.median(nc["wall"])))
+        for kind in ("fork", "clone"):
+            nf = res[kind]
+            say("  new guest CPU, %s / cold = %.3f; wall p50, %s / cold = %.3f" % (
+                kind, nf["cpu"] / nc["cpu"], kind,
+                statistics.median(nf["wall"]) / statistics.median(nc["wall"])))
         raw = k8["rps"] / f8["rps"]
         say("  flow runs/s at 8, fork / floor = %.2f (cold / floor = %.2f)" % (
             raw, c8["rps"] / f8["rps"]))

@@ -4,13 +4,14 @@
 # CAP_SYS_ADMIN and CAP_SETPCAP there and nowhere else). Never run it on the host.
 #
 # `python3 zygote.py SPOOL PRELOAD`: imports PRELOAD (comma-separated; guestflow:runner as
-# the python waiter names it) once, prints "ready", then forks a guest per line "ID" on
-# stdin. It never runs anyone's code itself. A guest, before anything else, leaves the
+# the python waiter names it) once, prints "ready", then makes a guest per line "ID MODE" on
+# stdin (spawn() says the two modes). It never runs anyone's code itself. A guest, before anything else, leaves the
 # template's namespaces: mount, pid, net, ipc, uts of its own (inside the template's user
 # namespace), then forks again to be pid 1 of its pid namespace; mounts a fresh /proc,
 # /tmp, /dev/shm and /dev/pts; connects to SPOOL/ctl.sock (the host reads its pid from
-# SO_PEERCRED and moves it into the guest's cgroups, then says "go"); binds SPOOL/ID at
-# /workspace and covers the spool (no sibling's workspace stays reachable); enters a
+# SO_PEERCRED and moves it into the guest's cgroups, then says "go" with the workspace as a
+# detached mount); attaches that at /workspace (the template never sees a workspace) and
+# covers the spool (its control socket); enters a
 # cgroup namespace rooted at its own cgroup; drops every capability (bounding set
 # included, as a bwrap guest has none); stacks the guest's seccomp program (SPOOL/
 # seccomp.bpf, the host's deny-list); says "ready". Then, as the guest's init, it takes one
@@ -23,9 +24,11 @@ import os
 import socket
 import struct
 import sys
+import time
 
 sys.dont_write_bytecode = True
 libc = ctypes.CDLL(None, use_errno=True)
+raw = ctypes.PyDLL(None, use_errno=True)  # clone() with the GIL held, as fork() is made
 
 SPOOL, PRELOAD = sys.argv[1], [m for m in sys.argv[2].split(",") if m]
 RUNNER_STDLIB = ("json", "heapq", "io", "math", "threading", "time", "types", "runpy", "zlib",
@@ -38,7 +41,8 @@ RUNNER_LFX = ("lfx", "lfx.memory", "lfx.events.event_manager", "lfx.exceptions.c
 CLONE_NEWNS, CLONE_NEWCGROUP, CLONE_NEWUTS = 0x20000, 0x02000000, 0x04000000
 CLONE_NEWIPC, CLONE_NEWPID, CLONE_NEWNET = 0x08000000, 0x20000000, 0x40000000
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 1, 2, 4, 8
-MS_BIND, MS_REC, MS_PRIVATE = 4096, 0x4000, 1 << 18
+MS_REC, MS_PRIVATE = 0x4000, 1 << 18
+SYS_clone, SYS_move_mount, AT_FDCWD, MOVE_MOUNT_F_EMPTY_PATH = 56, 429, -100, 4
 PR_CAPBSET_DROP, PR_SET_NO_NEW_PRIVS, PR_SET_SECCOMP, PR_CAP_AMBIENT = 24, 38, 22, 47
 PR_CAP_AMBIENT_CLEAR_ALL, SECCOMP_MODE_FILTER = 4, 2
 CAP_SETPCAP, CAP_LAST = 8, 40
@@ -85,6 +89,14 @@ def install_seccomp(program):
     check(libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(prog), 0, 0), "seccomp")
 
 
+def reap_all(*_):
+    try:
+        while os.waitpid(-1, os.WNOHANG)[0] > 0:
+            pass
+    except ChildProcessError:
+        pass
+
+
 def read_line(sock):
     data = b""
     while not data.endswith(b"\n"):
@@ -95,8 +107,27 @@ def read_line(sock):
     return data[:-1].decode()
 
 
-def guest(gid, seccomp):
-    """The forked child: never returns."""
+def spawn(gid, seccomp, mode):
+    """A new guest: `fork` (os.fork, then the child unshares and forks its pid 1) or `clone`
+    (one clone() with the namespaces' flags: the child is pid 1 at once, one copy of the
+    template's page tables fewer)."""
+    if mode != "clone":
+        if os.fork() == 0:
+            guest(gid, seccomp, False)
+        return
+    flags = (CLONE_NEWNS | CLONE_NEWUTS | CLONE_NEWIPC | CLONE_NEWPID | CLONE_NEWNET |
+             _signal.SIGCHLD)
+    api = ctypes.pythonapi
+    api.PyOS_BeforeFork()
+    pid = raw.syscall(SYS_clone, ctypes.c_ulong(flags), None, None, None, None)
+    if pid == 0:
+        api.PyOS_AfterFork_Child()  # what os.fork does in the child
+        guest(gid, seccomp, True)
+    api.PyOS_AfterFork_Parent()
+
+
+def guest(gid, seccomp, cloned):
+    """The new guest: never returns."""
     try:
         _signal.signal(_signal.SIGCHLD, _signal.SIG_DFL)  # the template ignores it
         null = os.open("/dev/null", os.O_RDWR)
@@ -104,12 +135,15 @@ def guest(gid, seccomp):
             os.dup2(null, fd)
         os.closerange(3, 1 << 16)  # the template's pipes: nothing of the host's stays open
         # fd 2 stays the template's log until the run's own stderr replaces it.
+        t = [time.monotonic_ns()]
         os.setsid()
-        check(libc.unshare(CLONE_NEWNS | CLONE_NEWUTS | CLONE_NEWIPC | CLONE_NEWPID |
-                           CLONE_NEWNET), "unshare")
-        if os.fork():
-            os._exit(0)  # the template's reaper (bwrap's pid 1) collects this one
+        if not cloned:
+            check(libc.unshare(CLONE_NEWNS | CLONE_NEWUTS | CLONE_NEWIPC | CLONE_NEWPID |
+                               CLONE_NEWNET), "unshare")
+            if os.fork():
+                os._exit(0)  # the template's reaper (bwrap's pid 1) collects this one
         # pid 1 of the guest's pid namespace from here on.
+        t.append(time.monotonic_ns())
         mount(None, "/", None, MS_REC | MS_PRIVATE)  # nothing propagates to the template
         mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
         mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777")
@@ -118,13 +152,21 @@ def guest(gid, seccomp):
               "newinstance,ptmxmode=0666,mode=620")
         name = ("gf-" + gid)[:63].encode()
         check(libc.sethostname(name, len(name)), "sethostname")
+        t.append(time.monotonic_ns())
         lo_up()
+        t.append(time.monotonic_ns())
         ctl = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         ctl.connect(SPOOL + "/ctl.sock")
         ctl.sendall(gid.encode() + b"\n")
-        if read_line(ctl) != "go":  # the host moved this process into the guest's cgroups
+        # "go": the host moved this process into the guest's cgroups; with it, the workspace
+        # as a detached mount (open_tree/fsmount on the host), attached here.
+        msg, fds, _, _ = socket.recv_fds(ctl, 16, 1)
+        if msg != b"go\n" or len(fds) != 1:
             os._exit(3)
-        mount(SPOOL + "/" + gid, "/workspace", None, MS_BIND | MS_REC)
+        t.append(time.monotonic_ns())
+        check(libc.syscall(SYS_move_mount, fds[0], b"", AT_FDCWD, b"/workspace",
+                           MOVE_MOUNT_F_EMPTY_PATH), "move_mount workspace")
+        os.close(fds[0])
         # The spool's mount is locked (bwrap's --disable-userns nests a user namespace):
         # covered by an empty read-only tmpfs instead, which no capability is left to lift.
         mount("tmpfs", SPOOL, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC | MS_RDONLY, "size=4k")
@@ -132,7 +174,10 @@ def guest(gid, seccomp):
         os.chdir("/workspace")
         drop_capabilities()
         install_seccomp(seccomp)
-        ctl.sendall(b"ready\n")
+        t.append(time.monotonic_ns())
+        # Wall µs per step: unshare+fork, mounts, lo, connect+cgroups, workspace..seccomp.
+        ctl.sendall(("ready %s\n" % " ".join(str((b - a) // 1000) for a, b in zip(t, t[1:])))
+                    .encode())
         msg, fds, _, _ = socket.recv_fds(ctl, 65536, 2)
         argv = msg.decode().split("\0")
         pid = os.fork()
@@ -153,6 +198,10 @@ def guest(gid, seccomp):
             if child == pid:
                 break
         ctl.sendall(b"status %d\n" % os.waitstatus_to_exitcode(status))
+        # The guest's init until it is deleted: reaps what later execs orphan.
+        _signal.signal(_signal.SIGCHLD, reap_all)
+        reap_all()
+        ctl.recv(1)  # the host closed it, or the cgroup's kill ends this
         os._exit(0)
     except BaseException as e:  # noqa: BLE001 - a guest that cannot be made just ends
         try:
@@ -194,10 +243,9 @@ def main():
     _signal.signal(_signal.SIGCHLD, _signal.SIG_IGN)  # forked intermediates reap themselves
     sys.stdout.write("ready\n")
     sys.stdout.flush()
-    for line in sys.stdin:
-        gid = line.strip()
-        if os.fork() == 0:
-            guest(gid, seccomp)
+    for line in sys.stdin:  # "ID fork" or "ID clone"
+        gid, mode = line.split()
+        spawn(gid, seccomp, mode)
 
 
 main()
