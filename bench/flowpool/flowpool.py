@@ -26,7 +26,6 @@ import json
 import os
 import shutil
 import socket
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -34,6 +33,8 @@ import threading
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(ROOT, "bench"))
+from bench_common import closed_loop, p50  # noqa: E402
 SHAPE = "s-1vcpu-256mb"
 TOKEN = "flowpool-bench-token"
 
@@ -189,35 +190,7 @@ def ready_guests(text):
 def load(serve, graph, k, runs, before_each=None):
     """`runs` runs, `k` at a time (each thread back to back, or after `before_each()`):
     latencies and wall time."""
-    lat, lock, errors = [], threading.Lock(), []
-    todo = list(range(runs))
-
-    def worker():
-        while True:
-            with lock:
-                if not todo:
-                    return
-                i = todo.pop()
-            try:
-                if before_each:
-                    before_each()
-                ms = serve.run(graph, "run %d" % i)
-                with lock:
-                    lat.append(ms)
-            except Exception as e:  # noqa: BLE001
-                with lock:
-                    errors.append(str(e))
-
-    t0 = time.monotonic()
-    threads = [threading.Thread(target=worker) for _ in range(k)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    wall = time.monotonic() - t0
-    if errors:
-        raise RuntimeError("%d runs failed, first: %s" % (len(errors), errors[0]))
-    return lat, wall
+    return closed_loop(lambda i: serve.run(graph, "run %d" % i), runs, k, before_each)
 
 
 # -- the floor: one process, no guest ----------------------------------------------------------
@@ -268,6 +241,7 @@ def start():
     return pid, r, t0, d
 
 def finish(pid, r, t0, d):
+    first.append((time.monotonic() - t0) * 1000)  # select said readable: its first output
     out = b""
     while True:
         b = os.read(r, 65536)
@@ -286,7 +260,7 @@ def finish(pid, r, t0, d):
 import select
 for line in sys.stdin:
     k, runs = map(int, line.split())
-    lat, live, left = [], {}, runs
+    lat, first, live, left = [], [], {}, runs
     t0 = time.monotonic()
     while left or live:
         while left and len(live) < k:
@@ -297,7 +271,7 @@ for line in sys.stdin:
         fd = ready[0]
         pid, ts, d = live.pop(fd)
         lat.append(finish(pid, fd, ts, d))
-    print(json.dumps({"lat": lat, "wall": time.monotonic() - t0}), flush=True)
+    print(json.dumps({"lat": lat, "first": first, "wall": time.monotonic() - t0}), flush=True)
 '''
 
 
@@ -321,6 +295,7 @@ class Floor:
         if not line:
             raise RuntimeError("the floor process ended")
         r = json.loads(line)
+        self.first = r["first"]  # at 1: each run's first output, ms from its start
         return r["lat"], r["wall"]
 
     def stop(self):
@@ -378,12 +353,54 @@ def first_output(binary, state, preload, rounds):
 
 # -- report ------------------------------------------------------------------------------------
 
-def p50(xs):
-    return statistics.median(xs)
-
-
 def met(ok):
     return "met" if ok else "MISSED"
+
+
+def store(a, lines, argv, suffix):
+    commit = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"],
+                            capture_output=True, text=True).stdout.strip()
+    name = "%s-%s-%s-%s.txt" % (time.strftime("%Y-%m-%d", time.gmtime()), socket.gethostname(),
+                                commit, suffix)
+    path = os.path.join(a.out_dir, name)
+    if os.path.exists(path):
+        raise SystemExit("%s exists: results are never overwritten" % path)
+    with open(path, "w") as f:
+        f.write("\n".join(lines) + "\n\ncommand: bench/run flowpool " + " ".join(argv) + "\n")
+    log("stored " + path)
+
+
+def price_only(a, argv, binary, work, prefix, site, spec_path, graph, import_ms):
+    lines = []
+
+    def say(s):
+        print(s, flush=True)
+        lines.append(s)
+
+    commit = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"],
+                            capture_output=True, text=True).stdout.strip()
+    dirty = subprocess.run(["git", "-C", ROOT, "status", "--porcelain", "--untracked-files=no"],
+                           capture_output=True, text=True).stdout.strip()
+    say("flowpool --price: a pooled flow run's path, step by step, beside the no-guest floor "
+        "(`import lfx` %.0f ms on the host)" % import_ms)
+    say("date %s UTC, host %s, tree %s%s, load at start %s" % (
+        time.strftime("%Y-%m-%d %H:%M", time.gmtime()), socket.gethostname(), commit,
+        " + uncommitted changes" if dirty else "", " ".join(open("/proc/loadavg").read().split()[:3])))
+    pooled = price_path(binary, work, prefix, graph, a.price, say)
+    fl = Floor(prefix, site, spec_path)
+    try:
+        fl.measure(1, 3)
+        lat, _ = fl.measure(1, a.price)
+        first = fl.first
+    finally:
+        fl.stop()
+    r = pooled / p50(lat)
+    say("no guest (floor) at 1: p50 %.1f ms, first output %.1f ms (%d runs)" % (
+        p50(lat), p50(first), len(lat)))
+    say("pooled p50 / no-guest p50 = %.2f (<= 1.2) %s" % (r, met(r <= 1.2)))
+    say("load at end %s" % " ".join(open("/proc/loadavg").read().split()[:3]))
+    if not a.smoke:
+        store(a, lines, argv, "flowpool-path")
 
 
 def main(argv):
@@ -394,6 +411,9 @@ def main(argv):
     ap.add_argument("--pool", type=int, default=8, help="pool guests (pooled)")
     ap.add_argument("--out-dir", default=os.path.join(ROOT, "bench", "results"))
     ap.add_argument("--smoke", action="store_true", help="a few runs, nothing stored")
+    ap.add_argument("--price", type=int, metavar="N", default=0,
+                    help="only price the pooled run's path step by step (N runs at 1) beside "
+                         "the floor; stored as ...-flowpool-path.txt")
     a = ap.parse_args(argv)
     if a.smoke:
         a.runs, a.runs8 = 4, 8
@@ -418,6 +438,8 @@ def main(argv):
                        env={"PATH": "/usr/bin:/bin"})
         import_ms = (time.monotonic() - t0) * 1000
 
+        if a.price:
+            return price_only(a, argv, binary, work, prefix, site, spec_path, graph, import_ms)
         res = {}
         for mode in ("cold", "pooled"):
             state = os.path.join(work, "state-" + mode)

@@ -30,10 +30,12 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 import urllib.error
 import urllib.request
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from bench_common import closed_loop, pct  # noqa: E402
 
 KINDS = ("namespaces", "gvisor")
 SHAPE = "s-1vcpu-256mb"
@@ -87,11 +89,6 @@ class cp:
         self.log.close()
 
 
-def pct(xs, q):
-    xs = sorted(xs)
-    return xs[min(len(xs) - 1, int(round(q * (len(xs) - 1))))] if xs else float("nan")
-
-
 def create(c, kind, **extra):
     # Deny-all, as the runtime asks by default (runsc cannot checkpoint a sandbox on the
     # host's network stack, which a networked gVisor guest uses).
@@ -114,34 +111,15 @@ def first_output(c, kind, code, runs, **extra):
 
 
 def lifecycles(c, kind, total, conc):
-    left = [total]
-    lock = threading.Lock()
-    errors = []
+    def one(_):
+        gid = create(c, kind)
+        r = c.call("POST", "/v1/sandboxes/%s/exec" % gid,
+                   {"cmd": "python3", "args": ["-c", "print(1)"]})
+        assert r["result"]["stdout"] == "1\n", r
+        c.call("DELETE", "/v1/sandboxes/" + gid)
 
-    def worker():
-        while True:
-            with lock:
-                if left[0] == 0 or errors:
-                    return
-                left[0] -= 1
-            try:
-                gid = create(c, kind)
-                r = c.call("POST", "/v1/sandboxes/%s/exec" % gid,
-                           {"cmd": "python3", "args": ["-c", "print(1)"]})
-                assert r["result"]["stdout"] == "1\n", r
-                c.call("DELETE", "/v1/sandboxes/" + gid)
-            except Exception as e:  # reported after the window
-                errors.append(e)
-
-    t = time.perf_counter()
-    threads = [threading.Thread(target=worker) for _ in range(conc)]
-    for th in threads:
-        th.start()
-    for th in threads:
-        th.join()
-    if errors:
-        raise errors[0]
-    return total / (time.perf_counter() - t)
+    _, wall = closed_loop(one, total, conc)
+    return total / wall
 
 
 def exec_latency(c, kind, runs):
