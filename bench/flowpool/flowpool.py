@@ -193,6 +193,151 @@ def load(serve, graph, k, runs, before_each=None):
     return closed_loop(lambda i: serve.run(graph, "run %d" % i), runs, k, before_each)
 
 
+# -- the pooled run's path, step by step -------------------------------------------------------
+
+class Relay:
+    """A TCP relay between serve and its control plane that stamps every chunk it passes
+    (time.monotonic, the bench's own clock): where a pooled run's time goes, call by call.
+    It adds its own hop (~0.1-0.3 ms per call), said in the report."""
+
+    def __init__(self, port):
+        self.port, self.log, self.lock = port, [], threading.Lock()
+        self.ls = socket.socket()
+        self.ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.ls.bind(("127.0.0.1", 0))
+        self.ls.listen(64)
+        self.url = "http://127.0.0.1:%d" % self.ls.getsockname()[1]
+        self.conns = 0
+        threading.Thread(target=self.accept, daemon=True).start()
+
+    def accept(self):
+        while True:
+            try:
+                c, _ = self.ls.accept()
+            except OSError:
+                return
+            s = socket.create_connection(("127.0.0.1", self.port))
+            for x in (c, s):
+                x.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            self.conns += 1
+            cid = self.conns
+            threading.Thread(target=self.pump, args=(c, s, cid, ">"), daemon=True).start()
+            threading.Thread(target=self.pump, args=(s, c, cid, "<"), daemon=True).start()
+
+    def pump(self, src, dst, cid, way):
+        while True:
+            try:
+                b = src.recv(65536)
+            except OSError:
+                b = b""
+            if not b:
+                for x in (src, dst):
+                    try:
+                        x.shutdown(socket.SHUT_RDWR)
+                    except OSError:
+                        pass
+                return
+            t = time.monotonic()
+            with self.lock:
+                self.log.append((t, cid, way, b[:200]))
+            try:
+                dst.sendall(b)
+            except OSError:
+                return
+
+    def calls(self, t0, t1):
+        """The control-plane calls between t0 and t1: [name, start, first reply byte, last
+        reply byte, first stdout chunk, last stdout chunk], in order."""
+        out, open_by_conn = [], {}
+        with self.lock:
+            log = [e for e in self.log if t0 <= e[0] <= t1]
+        for t, cid, way, head in log:
+            if way == ">" and head.split(b" ", 1)[0] in (b"GET", b"POST", b"PUT", b"DELETE"):
+                method, path = head.split(b" ", 2)[:2]
+                path = path.decode().split("?", 1)[0]
+                name = {"POST": "exec" if path.endswith("/exec") else "create", "PUT": "put",
+                        "DELETE": "delete", "GET": "get"}[method.decode()]
+                call = [name, t, None, None, None, None]
+                out.append(call)
+                open_by_conn[cid] = call
+            elif way == "<" and cid in open_by_conn:
+                call = open_by_conn[cid]
+                if call[2] is None:
+                    call[2] = t
+                call[3] = t
+                if b'"stdout"' in head:
+                    call[4] = call[4] or t
+                    call[5] = t
+        return out
+
+    def close(self):
+        self.ls.close()
+
+
+def price_path(binary, work, prefix, graph, runs, say):
+    """Pooled runs at 1 (each once the pool is full again) with serve's control-plane calls
+    through a Relay: p50 of each step of a run's path."""
+    state = os.path.join(work, "state-price")
+    os.makedirs(state)
+    cp = ControlPlane(binary, state, [])
+    add = subprocess.run([binary, "image", "add", "heavy", "--python-env", prefix,
+                          "--preload", "guestflow:runner"],
+                         env=dict(os.environ, GUESTFLOW_CONTROL_PLANE_URL=cp.url),
+                         capture_output=True, text=True)
+    cp.stop()
+    if add.returncode:
+        raise RuntimeError("image add: " + add.stderr)
+    cp = ControlPlane(binary, state, ["--warm-pool", "%s@heavy=2" % SHAPE])
+    relay = Relay(cp.port)
+    serve = Serve(binary, state, relay.url)
+    steps, totals = {}, []
+
+    def full():
+        return ready_guests(cp.get("/metrics")) >= 2
+
+    try:
+        wait_until(full, 300, "the pool")
+        serve.run(graph, "warm up")
+        for i in range(runs):
+            wait_until(full, 300, "the pool")
+            t0 = time.monotonic()
+            serve.run(graph, "price %d" % i)
+            t1 = time.monotonic()
+            calls = relay.calls(t0, t1)
+            names = [c[0] for c in calls]
+            if names != ["create", "put", "exec", "delete"]:
+                raise RuntimeError("unexpected control-plane calls: %s" % names)
+            create, put, ex, delete = calls
+            row = {
+                "serve in (request -> create sent)": create[1] - t0,
+                "create (pool take)": create[3] - create[1],
+                "serve (create -> put sent)": put[1] - create[3],
+                "put bundle": put[3] - put[1],
+                "serve (put -> exec sent)": ex[1] - put[3],
+                "exec: to its first reply byte": ex[2] - ex[1],
+                "exec: first reply byte -> first stdout": ex[4] - ex[2],
+                "exec: first -> last stdout (the run's events)": ex[5] - ex[4],
+                "exec: last stdout -> exit line": ex[3] - ex[5],
+                "serve (exit line -> delete sent)": delete[1] - ex[3],
+                "delete": delete[3] - delete[1],
+                "serve out (delete -> reply received)": t1 - delete[3],
+            }
+            for k, v in row.items():
+                steps.setdefault(k, []).append(v * 1000)
+            totals.append((t1 - t0) * 1000)
+    finally:
+        serve.stop()
+        relay.close()
+        cp.stop()
+    say("the pooled run's path at 1, step by step (p50 of %d runs, each once the pool is full "
+        "again; serve's control-plane calls through a stamping TCP relay, +~0.1-0.3 ms a call):"
+        % runs)
+    for k, v in steps.items():
+        say("  %-48s %8.1f ms" % (k, p50(v)))
+    say("  %-48s %8.1f ms" % ("whole run (client)", p50(totals)))
+    return p50(totals)
+
+
 # -- the floor: one process, no guest ----------------------------------------------------------
 
 def floor_program():
@@ -534,14 +679,7 @@ def main(argv):
         say("  pandas snippet first output with --preload pandas = %.1f ms p50 (<= 20) %s" %
             (sp, met(sp <= 20)))
         if not a.smoke:
-            name = "%s-%s-%s-flowpool.txt" % (time.strftime("%Y-%m-%d", time.gmtime()),
-                                              socket.gethostname(), commit)
-            path = os.path.join(a.out_dir, name)
-            if os.path.exists(path):
-                raise SystemExit("%s exists: results are never overwritten" % path)
-            with open(path, "w") as f:
-                f.write("\n".join(lines) + "\n\ncommand: bench/run flowpool " + " ".join(argv) + "\n")
-            log("stored " + path)
+            store(a, lines, argv, "flowpool")
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
