@@ -307,8 +307,10 @@ class Template:
         t0, c0 = time.monotonic(), self.cg.cpu_ns()
         self.p = subprocess.Popen(argv, preexec_fn=as_guest(self.cg), stdin=subprocess.PIPE,
                                   stdout=subprocess.PIPE)
-        if self.p.stdout.readline().strip() != b"ready":
+        ready = self.p.stdout.readline().split()
+        if not ready or ready[0] != b"ready":
             raise RuntimeError("the template did not start")
+        self.rss_mib = int(ready[1]) / 1024
         self.start_ms = (time.monotonic() - t0) * 1000
         self.start_cpu_ms = (self.cg.cpu_ns() - c0) / 1e6
         self.n = 0
@@ -585,14 +587,14 @@ def main(argv):
         say("date %s, host %s, tree %s, load %s at start, %d cores" % (
             time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), socket.gethostname(), commit,
             load_avg, os.cpu_count()))
-        say("template: started and imported in %.0f ms wall, %.0f ms CPU (once per pool)" %
-            (tmpl.start_ms, tmpl.start_cpu_ms))
+        say("template: started and imported in %.0f ms wall, %.0f ms CPU (once per pool), "
+            "RSS %.0f MiB" % (tmpl.start_ms, tmpl.start_cpu_ms, tmpl.rss_mib))
         say("isolation probe (two forked guests alive at once, then each wrote /tmp, /dev/shm, "
             "/workspace and a module attribute):")
         probe(tmpl, say)
 
         # New guests, alternated: CPU per guest from the cgroups (root: template + guests).
-        kinds = ("cold", "fork", "clone")
+        kinds = ("cold", "fork", "clone", "clone-nonet")
         res = {k: {"wall": [], "cpu": 0.0, "sys": 0.0, "tmpl": 0.0, "steps": []} for k in kinds}
 
         def forked(mode):
@@ -605,7 +607,7 @@ def main(argv):
             return make
         for _ in range(a.guests):
             for kind, fn in (("cold", cold.new_guest), ("fork", forked("fork")),
-                             ("clone", forked("clone"))):
+                             ("clone", forked("clone")), ("clone-nonet", forked("clone-nonet"))):
                 t0 = tmpl.cg.cpu_ns()
                 ms, cpu, sysc = measured(root, fn)
                 r = res[kind]
@@ -614,15 +616,16 @@ def main(argv):
                 r["cpu"] += cpu
                 r["sys"] += sysc
         say("new guest, to ready (the engine imported), %d of each, alternated; fork: os.fork, "
-            "unshare, fork (pid 1); clone: one clone() with the namespaces' flags:" % a.guests)
-        say("  kind   wall p50 ms   CPU ms/guest (cgroups)   of it in the template's   "
+            "unshare, fork (pid 1); clone: one clone() with the namespaces' flags; clone-nonet: "
+            "the same without a netns of its own (pricing only):" % a.guests)
+        say("  kind         wall p50 ms   CPU ms/guest (cgroups)   of it in the template's   "
             "CPU ms/guest (whole host, others' load included)")
         for kind in kinds:
             r = res[kind]
-            say("  %-5s %12.1f %24.1f %25.1f %27.1f" % (
+            say("  %-11s %12.1f %24.1f %25.1f %27.1f" % (
                 kind, statistics.median(r["wall"]), r["cpu"] / a.guests, r["tmpl"] / a.guests,
                 r["sys"] / a.guests))
-        for kind in ("fork", "clone"):
+        for kind in ("fork", "clone", "clone-nonet"):
             say("  %s: the child's steps, wall p50 ms: %s" % (kind, ", ".join(
                 "%s %.2f" % (n, statistics.median(x[i] for x in res[kind]["steps"]))
                 for i, n in enumerate(STEPS))))
@@ -653,7 +656,7 @@ def main(argv):
         f8, k8, c8 = flows[("floor", 8)], flows[("fork", 8)], flows[("cold", 8)]
         nc = res["cold"]
         say("ratios (this run):")
-        for kind in ("fork", "clone"):
+        for kind in ("fork", "clone", "clone-nonet"):
             nf = res[kind]
             say("  new guest CPU, %s / cold = %.3f; wall p50, %s / cold = %.3f" % (
                 kind, nf["cpu"] / nc["cpu"], kind,

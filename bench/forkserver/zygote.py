@@ -111,22 +111,25 @@ def spawn(gid, seccomp, mode):
     """A new guest: `fork` (os.fork, then the child unshares and forks its pid 1) or `clone`
     (one clone() with the namespaces' flags: the child is pid 1 at once, one copy of the
     template's page tables fewer)."""
-    if mode != "clone":
+    if mode == "fork":
         if os.fork() == 0:
-            guest(gid, seccomp, False)
+            guest(gid, seccomp, None)
         return
-    flags = (CLONE_NEWNS | CLONE_NEWUTS | CLONE_NEWIPC | CLONE_NEWPID | CLONE_NEWNET |
-             _signal.SIGCHLD)
+    # "clone-nonet" prices the network namespace: the guest keeps the template's (the
+    # bench's pricing row only; it would share one netns between guests).
+    flags = (CLONE_NEWNS | CLONE_NEWUTS | CLONE_NEWIPC | CLONE_NEWPID | _signal.SIGCHLD |
+             (0 if mode == "clone-nonet" else CLONE_NEWNET))
     api = ctypes.pythonapi
     api.PyOS_BeforeFork()
     pid = raw.syscall(SYS_clone, ctypes.c_ulong(flags), None, None, None, None)
     if pid == 0:
         api.PyOS_AfterFork_Child()  # what os.fork does in the child
-        guest(gid, seccomp, True)
+        guest(gid, seccomp, mode)
     api.PyOS_AfterFork_Parent()
 
 
 def guest(gid, seccomp, cloned):
+    """`cloned`: the clone mode (None: forked, namespaces still to make)."""
     """The new guest: never returns."""
     try:
         _signal.signal(_signal.SIGCHLD, _signal.SIG_DFL)  # the template ignores it
@@ -153,7 +156,8 @@ def guest(gid, seccomp, cloned):
         name = ("gf-" + gid)[:63].encode()
         check(libc.sethostname(name, len(name)), "sethostname")
         t.append(time.monotonic_ns())
-        lo_up()
+        if cloned != "clone-nonet":
+            lo_up()
         t.append(time.monotonic_ns())
         ctl = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         ctl.connect(SPOOL + "/ctl.sock")
@@ -241,7 +245,8 @@ def main():
     import gc  # noqa: PLC0415
     gc.freeze()  # as the python waiter: the preload is never garbage, forks copy less
     _signal.signal(_signal.SIGCHLD, _signal.SIG_IGN)  # forked intermediates reap themselves
-    sys.stdout.write("ready\n")
+    rss = [ln.split()[1] for ln in open("/proc/self/status") if ln.startswith("VmRSS:")][0]
+    sys.stdout.write("ready %s\n" % rss)
     sys.stdout.flush()
     for line in sys.stdin:  # "ID fork" or "ID clone"
         gid, mode = line.split()
