@@ -141,19 +141,22 @@ private:
     char c;
     auto n = ::recv(kept->native_handle(), &c, 1, MSG_PEEK | MSG_DONTWAIT);
     if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK)) return false; // closed
-    auto lease = ctx_.service.ingress_ready(req_.id, token);
-    if (!lease) return false;
-    lease_ = std::move(*lease);
+    auto pass = ctx_.service.ingress_ready(req_.id, token);
+    if (!pass) return false;
+    lease_ = std::move(pass->lease);
     leased_ = true;
+    lease_blocks_ = pass->release_blocks;
     upstream_ = std::move(kept);
     return true;
   }
 
-  /// Ends the lease on a worker: its release may write the guest's record. Once: forwarded()
-  /// and finish() both call it, and each post wakes a worker (a futex and a context switch
-  /// per request on the proxy's hot path).
+  /// Ends the lease once (forwarded() and finish() both call it): here when its release
+  /// only counts (a kept connection's request to a guest that is not persistent: no worker
+  /// woken, a futex and a context switch saved per request), else on a worker (it writes
+  /// the guest's record).
   void release_lease() {
     if (!std::exchange(leased_, false)) return;
+    if (!lease_blocks_) return lease_.reset();
     net::post(ctx_.workers,
               [l = std::make_shared<activity_lease>(std::move(lease_))] { l->reset(); });
   }
@@ -284,7 +287,8 @@ private:
   std::function<void(after_ingress)> then_;
   ingress_slot slot_;
   activity_lease lease_;
-  bool leased_ = false; ///< lease_ holds a lease not yet handed to a worker
+  bool leased_ = false;      ///< lease_ holds a lease not yet released
+  bool lease_blocks_ = true; ///< its release may write the guest's record: on a worker
   std::optional<stream_protocol::socket> upstream_;
   unsigned version_ = 11;
   bool has_body_ = false;

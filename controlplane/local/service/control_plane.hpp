@@ -98,8 +98,8 @@ public:
   /// control_plane_ingress.cpp
   result<ingress_target> open_ingress(const std::string& id,
                                       const std::optional<std::string>& token) override;
-  std::optional<activity_lease> ingress_ready(const std::string& id,
-                                              const std::optional<std::string>& token) override;
+  std::optional<ingress_pass> ingress_ready(const std::string& id,
+                                            const std::optional<std::string>& token) override;
   void pause_idle() override;
   result<image_list> images() override;
   result<image_added> add_image(const image_add_request& req) override;

@@ -1,9 +1,12 @@
 // Service URLs: which guest a proxied connection may enter, and its network namespace.
-// The proxying itself is the transport's (http/ingress.cpp); the rest of control_plane is
+// The proxying itself is the transport's (http/ingress_proxy.cpp); the rest of control_plane is
 // control_plane.cpp.
 #include "controlplane/local/network/netns_socket.hpp"
+#include "controlplane/local/service/clock.hpp"
 #include "controlplane/local/service/control_plane.hpp"
 #include "messages/secret.hpp"
+
+#include <chrono>
 
 namespace guestflow::local {
 
@@ -46,7 +49,22 @@ result<ingress_target> control_plane::open_ingress(const std::string& id,
   return out;
 }
 
-std::optional<activity_lease>
+namespace {
+
+/// Last used now: the record's text stamp formatted only when its second changed (a
+/// proxied request per few microseconds would format it each time).
+void stamp(guest_record& rec) {
+  auto now = std::chrono::duration_cast<std::chrono::seconds>(
+                 std::chrono::system_clock::now().time_since_epoch())
+                 .count();
+  if (rec.last_used_unix == now && rec.last_used_at) return;
+  rec.last_used_unix = now;
+  rec.last_used_at = now_rfc3339();
+}
+
+} // namespace
+
+std::optional<ingress_pass>
 control_plane::ingress_ready(const std::string& id, const std::optional<std::string>& token) {
   std::lock_guard<std::mutex> lock{mu_};
   auto i = guests_.find(id);
@@ -55,7 +73,23 @@ control_plane::ingress_ready(const std::string& id, const std::optional<std::str
   if (g.rec.status != sandbox_status::running || g.rec.pooled || !g.rec.ingress_enabled)
     return std::nullopt;
   if (token && !same_secret(*token, g.rec.ingress_secret)) return std::nullopt;
-  return lease(g);
+  // A persistent guest's release writes its record (its idle time outlives this process):
+  // the transport ends that lease on a worker, as exec and files do.
+  if (g.rec.persistent) return ingress_pass{lease(g), true};
+  // Any other guest's is the lease's bookkeeping without the write: cheap enough to end on
+  // the io thread, which saves a worker's wake-up per proxied request. Auto-pause sees the
+  // same thing as for an exec: busy while the request is in flight, idle from its end.
+  ++g.busy;
+  stamp(g.rec);
+  return ingress_pass{activity_lease{[this, id] {
+                        std::lock_guard<std::mutex> lock{mu_};
+                        if (auto i = guests_.find(id); i != guests_.end()) {
+                          --i->second.busy;
+                          i->second.last_activity = clock::now();
+                          stamp(i->second.rec);
+                        }
+                      }},
+                      false};
 }
 
 } // namespace guestflow::local

@@ -60,6 +60,9 @@ struct guest_file {
 struct exec_outcome {
   int32_t exit_code = 0;
   std::optional<std::string> error; ///< e.g. "out of memory (memory limit 64 MiB)"
+  /// The command's own run (ms) as measured off the server (its exit watcher: guest_exec.hpp),
+  /// which a stall of the server does not lengthen. nullopt: the transport measures it.
+  std::optional<uint64_t> ran_ms;
 };
 
 /// A command running in a guest, driven by the transport: it watches the three fds
@@ -87,6 +90,15 @@ struct ingress_target {
   bool authorized = true; ///< false: the token offered is not the guest's secret (401)
   unique_fd netns;        ///< /proc/<init>/ns/net of the guest
   activity_lease lease;
+};
+
+/// One proxied request's hold on its guest (`ingress_ready`): counted in use like an exec
+/// until the lease ends. Its release takes the domain's lock and stamps the guest's last
+/// activity; `release_blocks`: it also writes the guest's record (a persistent guest), so
+/// it must end on a worker, never on the transport's io thread.
+struct ingress_pass {
+  activity_lease lease;
+  bool release_blocks = false;
 };
 
 /// `GET /v1/sandboxes` filters.
@@ -146,11 +158,11 @@ public:
     return fail(ec::not_found, "sandbox " + id + " has no service URLs on this control plane");
   }
   /// The fast path of a connection that already holds an upstream connection to the guest:
-  /// a lease when the guest runs with service URLs and `token` (if any) is its secret,
+  /// a pass when the guest runs with service URLs and `token` (if any) is its secret,
   /// nullopt otherwise (open_ingress then says why). Never blocks (one lookup under the
-  /// domain's lock): the transport calls it inline.
-  virtual std::optional<activity_lease> ingress_ready(const std::string& /*id*/,
-                                                      const std::optional<std::string>&) {
+  /// domain's lock): the transport calls it inline, once per proxied request.
+  virtual std::optional<ingress_pass> ingress_ready(const std::string& /*id*/,
+                                                    const std::optional<std::string>&) {
     return std::nullopt;
   }
 

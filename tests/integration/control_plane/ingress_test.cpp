@@ -3,16 +3,21 @@
 // 1,000 messages, the token (header, ?token= → cookie, wrong → 401), the typed failures
 // (closed port 502, paused 409, unknown and without ingress 404, body over the cap 413,
 // past the per-guest connection cap 429, idle connections closed), a stopped guest woken,
-// and isolation: the URL never reaches a port of the host or of another guest.
+// and isolation: the URL never reaches a port of the host or of another guest. Proxied
+// requests count as the guest's use for auto-pause, in flight and between them.
 #include "tests/integration/control_plane/fixture.hpp"
 
+#include <algorithm>
 #include <boost/asio/connect.hpp>
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/write.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/websocket.hpp>
 #include <chrono>
 #include <memory>
 #include <optional>
+#include <sys/socket.h>
+#include <thread>
 
 namespace guestflow::testing {
 namespace {
@@ -24,8 +29,9 @@ using tcp = net::ip::tcp;
 using namespace std::chrono_literals;
 
 /// The guest-side app (standard library only): GET /sse sends `data: N` five times, 0.3 s
-/// apart; POST /echo answers the body and the header names it received; GET /ws is a
-/// WebSocket echo (RFC 6455 text and binary frames, close answered).
+/// apart; GET /slow… answers after 1.5 s (keep-alive); POST /echo answers the body and the
+/// header names it received; GET /ws is a WebSocket echo (RFC 6455 text and binary frames,
+/// close answered).
 const std::string guest_app = R"py(
 import base64, hashlib, http.server, socketserver, struct, sys, time
 
@@ -45,6 +51,8 @@ class H(http.server.BaseHTTPRequestHandler):
             return
         if self.path == "/ws":
             return self.websocket()
+        if self.path.startswith("/slow"):
+            time.sleep(1.5)
         body = ("get " + self.path).encode()
         self.send_response(200); self.send_header("Content-Length", str(len(body))); self.end_headers()
         self.wfile.write(body)
@@ -203,6 +211,53 @@ private:
 
   net::io_context io_;
   websocket::stream<tcp::socket> ws_;
+};
+
+/// One keep-alive HTTP/1.1 connection to the control plane on a blocking socket, each read
+/// under a deadline (SO_RCVTIMEO): what a browser's kept connection does, request after
+/// request (the second and later ride the upstream connection the first one left).
+class kept_connection {
+public:
+  explicit kept_connection(uint16_t port)
+      : sock_(io_) {
+    sock_.connect(tcp::endpoint{net::ip::make_address("127.0.0.1"), port});
+    timeval tv{10, 0};
+    ::setsockopt(sock_.native_handle(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  }
+  void send(const std::string& bytes) { net::write(sock_, net::buffer(bytes)); }
+  /// One response with a Content-Length body: its status line's code and its body.
+  std::pair<unsigned, std::string> response() {
+    for (;;) {
+      auto end = buf_.find("\r\n\r\n");
+      if (end != std::string::npos) {
+        auto head = buf_.substr(0, end);
+        std::transform(head.begin(), head.end(), head.begin(), ::tolower);
+        auto cl = head.find("content-length:");
+        size_t len = cl == std::string::npos ? 0 : std::stoul(head.substr(cl + 15));
+        if (buf_.size() >= end + 4 + len) {
+          unsigned status = static_cast<unsigned>(std::stoul(buf_.substr(9, 3)));
+          auto body = buf_.substr(end + 4, len);
+          buf_.erase(0, end + 4 + len);
+          return {status, body};
+        }
+      }
+      char chunk[4096];
+      beast::error_code ec;
+      auto n = sock_.read_some(net::buffer(chunk), ec);
+      if (ec) throw std::runtime_error("response: " + ec.message());
+      buf_.append(chunk, n);
+    }
+  }
+  std::pair<unsigned, std::string> get(const std::string& target, const std::string& token) {
+    send("GET " + target + " HTTP/1.1\r\nHost: t\r\nX-Guestflow-Ingress-Token: " + token +
+         "\r\n\r\n");
+    return response();
+  }
+
+private:
+  net::io_context io_;
+  tcp::socket sock_;
+  std::string buf_;
 };
 
 TEST_F(control_plane_ingress, http_server_of_a_deny_all_guest_is_listed_through_its_url) {
@@ -407,6 +462,49 @@ TEST_F(control_plane_ingress, the_url_never_reaches_a_host_port_or_another_guest
   EXPECT_EQ(get(networked, 8086, "/x").status, 200u);
   expect_refusal(get(g, 8086, "/x"), 502, "guest_port_closed");
   expect_refusal(get(other, 8086, "/x"), 502, "guest_port_closed");
+}
+
+} // namespace
+} // namespace guestflow::testing
+
+namespace guestflow::testing {
+namespace {
+
+/// Auto-pause scaled down (60 s → 0.6 s) for the idle accounting of proxied requests.
+class control_plane_ingress_idle : public control_plane_ingress {
+protected:
+  void SetUp() override {
+    state_dir_ = dir_.path() / "state";
+    api_key_ = key;
+    start({"--api-key", key, "--auto-pause-scale", "0.01"});
+  }
+};
+
+TEST_F(control_plane_ingress_idle, proxied_requests_count_as_use_for_auto_pause) {
+  auto g = ingress_guest(R"(,"auto_pause_after_seconds":60)");
+  start_app(g, 8087);
+  kept_connection c{cp_->port()};
+  ASSERT_EQ(c.get(url(g, 8087, "/first"), g.ingress_secret).first, 200u);
+  // Requests on the kept connection, each well within the 0.6 s idle time of the last:
+  // the guest stays running though no exec or file call comes.
+  auto until = std::chrono::steady_clock::now() + 2s;
+  while (std::chrono::steady_clock::now() < until) {
+    auto r = c.get(url(g, 8087, "/tick"), g.ingress_secret);
+    ASSERT_EQ(r.first, 200u) << r.second;
+    ASSERT_EQ(view(g.id).status, sandbox_status::running) << "paused between requests";
+    std::this_thread::sleep_for(150ms); // the client's pace, not a synchronisation
+  }
+  // A request in flight longer than the idle time (the app answers after 1.5 s) keeps it
+  // running too: busy from the request's start to its end.
+  c.send("GET " + url(g, 8087, "/slow") +
+         " HTTP/1.1\r\nHost: t\r\nX-Guestflow-Ingress-Token: " + g.ingress_secret + "\r\n\r\n");
+  EXPECT_FALSE(eventually([&] { return view(g.id).status != sandbox_status::running; }, 1200ms))
+      << "paused while a proxied request was in flight";
+  auto slow = c.response();
+  EXPECT_EQ(slow.first, 200u);
+  EXPECT_EQ(slow.second, "get /slow");
+  // Idle after it: paused within the scaled idle time (plus a sweep).
+  EXPECT_TRUE(eventually([&] { return view(g.id).status == sandbox_status::paused; }, 10s));
 }
 
 } // namespace
