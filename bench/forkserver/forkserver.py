@@ -89,6 +89,11 @@ class Cgroup:
         with open(self.dirs[0] + "/cpuacct.usage") as f:
             return int(f.read())
 
+    def peak_mib(self):
+        """The most memory ever charged to it (v1 memory.max_usage_in_bytes), MiB."""
+        with open(self.dirs[1] + "/memory.max_usage_in_bytes") as f:
+            return int(f.read()) / 2**20
+
     def remove(self, deadline_s=10):
         """SIGKILLs every member until none is left, then removes the directories."""
         end = time.monotonic() + deadline_s
@@ -236,6 +241,7 @@ class Cold:
     def __init__(self, prefix, root_cg, ws, bpf):
         self.prefix, self.root, self.ws, self.bpf = prefix, root_cg, ws, bpf
         self.n = 0
+        self.peaks = []  # per guest: the memory charged to its cgroup
         self.lock = threading.Lock()
 
     def guest(self, command, files=None):
@@ -258,6 +264,7 @@ class Cold:
 
     def end(self, gid, cg, p):
         p.wait()
+        self.peaks.append(cg.peak_mib())
         cg.remove()
         self.ws.remove(gid)
 
@@ -314,6 +321,7 @@ class Template:
         self.start_ms = (time.monotonic() - t0) * 1000
         self.start_cpu_ms = (self.cg.cpu_ns() - c0) / 1e6
         self.n = 0
+        self.peaks = []  # per guest run: the memory charged to its cgroup
         self.lock = threading.Lock()
 
     def accept(self):
@@ -380,6 +388,7 @@ class Template:
         ms = (time.monotonic() - t0) * 1000  # the run's latency; its delete is not in it
         check_run(out, 0 if status == b"status 0\n" else status, "fork")
         g.c.close()
+        self.peaks.append(g.cg.peak_mib())
         self.delete(g.gid, g.cg)
         return ms
 
@@ -638,14 +647,18 @@ def main(argv):
         floor_cg = root.child("floor")
         for pid in tree(floor.p.pid):
             floor_cg.join(pid)
-        flows = {}
+        flows, peaks = {}, {}
         for k, runs in ((1, a.runs), (8, a.runs8)):
             (lat, wall), cpu, sysc = measured(floor_cg, lambda: floor.measure(k, runs))
             flows[("floor", k)] = stats(lat, wall, cpu, sysc)
+            tmpl.peaks.clear()
             (lat, wall), cpu, sysc = measured(root, lambda: load(tmpl.run, k, runs))
             flows[("fork", k)] = stats(lat, wall, cpu, sysc)
+            peaks[("fork", k)] = statistics.median(tmpl.peaks)
+            cold.peaks.clear()
             (lat, wall), cpu, sysc = measured(root, lambda: load(cold.run, k, max(2, runs // 4)))
             flows[("cold", k)] = stats(lat, wall, cpu, sysc)
+            peaks[("cold", k)] = statistics.median(cold.peaks)
         say("flow runs (flowpool's flow, executor lfx): a new guest per run (fork: cloned from the template; cold), "
             "none (floor)")
         say("  mode    k   runs    p50 ms    runs/s   CPU ms/run (cgroups)   (whole host, "
@@ -653,6 +666,11 @@ def main(argv):
         for (mode, k), r in sorted(flows.items()):
             say("  %-6s %2d %6d %9.1f %9.2f %22.1f %14.1f" % (mode, k, r["n"], r["p50"],
                                                             r["rps"], r["cpu"], r["sys"]))
+        say("memory charged to a guest's own cgroup over its flow run, p50 MiB (at 1, at 8): "
+            "fork %.1f, %.1f; cold %.1f, %.1f (a forked guest's shared pages stay charged to "
+            "the template's cgroup: RSS %.0f MiB, once per pool)" % (
+                peaks[("fork", 1)], peaks[("fork", 8)], peaks[("cold", 1)], peaks[("cold", 8)],
+                tmpl.rss_mib))
         f8, k8, c8 = flows[("floor", 8)], flows[("fork", 8)], flows[("cold", 8)]
         nc = res["cold"]
         say("ratios (this run):")
@@ -666,7 +684,7 @@ def main(argv):
             raw, c8["rps"] / f8["rps"]))
         proj = min(raw, f8["cpu"] / (k8["cpu"] + CP_MS))
         say("  projected `bench/run flowpool` throughput at 8, pooled (forked guests) / "
-            "no-guest = %.2f (>= 0.8) %s" % (proj, flowpool.met(proj >= 0.8)))
+            "no-guest = %.3f (>= 0.8) %s" % (proj, flowpool.met(proj >= 0.8)))
         say("    = min(the ratio above, floor CPU/run / (fork CPU/run + the control plane's "
             "%.1f ms/lifecycle)); serve's own per-run CPU not included" % CP_MS)
         say("  warm takes at 8: every run forks its guest (fill time = the fork's wall above), "
