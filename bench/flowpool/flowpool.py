@@ -502,9 +502,13 @@ def met(ok):
     return "met" if ok else "MISSED"
 
 
-def store(a, lines, argv, suffix):
-    commit = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"],
-                            capture_output=True, text=True).stdout.strip()
+def head_commit():
+    return subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"],
+                          capture_output=True, text=True).stdout.strip()
+
+
+def store(a, lines, argv, suffix, commit):
+    """Stores the report as DATE-HOST-COMMIT-SUFFIX.txt, COMMIT the tree's at the start."""
     name = "%s-%s-%s-%s.txt" % (time.strftime("%Y-%m-%d", time.gmtime()), socket.gethostname(),
                                 commit, suffix)
     path = os.path.join(a.out_dir, name)
@@ -522,8 +526,7 @@ def price_only(a, argv, binary, work, prefix, site, spec_path, graph, import_ms)
         print(s, flush=True)
         lines.append(s)
 
-    commit = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"],
-                            capture_output=True, text=True).stdout.strip()
+    commit = head_commit()
     dirty = subprocess.run(["git", "-C", ROOT, "status", "--porcelain", "--untracked-files=no"],
                            capture_output=True, text=True).stdout.strip()
     say("flowpool --price: a pooled flow run's path, step by step, beside the no-guest floor "
@@ -545,7 +548,7 @@ def price_only(a, argv, binary, work, prefix, site, spec_path, graph, import_ms)
     say("pooled p50 / no-guest p50 = %.2f (<= 1.2) %s" % (r, met(r <= 1.2)))
     say("load at end %s" % " ".join(open("/proc/loadavg").read().split()[:3]))
     if not a.smoke:
-        store(a, lines, argv, "flowpool-path")
+        store(a, lines, argv, "flowpool-path", commit)
 
 
 def main(argv):
@@ -563,6 +566,7 @@ def main(argv):
     if a.smoke:
         a.runs, a.runs8 = 4, 8
     binary = os.path.join(a.build, "apps", "guestflow")
+    commit = head_commit()  # the tree measured, even if HEAD moves during the run
     work = tempfile.mkdtemp(prefix="guestflow-flowpool-")
     lines = []
 
@@ -644,8 +648,6 @@ def main(argv):
             snippet[name] = first_output(binary, os.path.join(work, "cp-" + name.replace(" ", "")),
                                          preload, 5 if a.smoke else 20)
 
-        commit = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"],
-                                capture_output=True, text=True).stdout.strip()
         say("flowpool: whole-flow runs through guestflow serve on real guests, heavy engine "
             "(lfx stand-in + pandas + sympy; `import lfx` %.0f ms on the host)" % import_ms)
         say("date %s UTC, host %s, tree %s, load %s" % (
@@ -679,7 +681,7 @@ def main(argv):
         say("  pandas snippet first output with --preload pandas = %.1f ms p50 (<= 20) %s" %
             (sp, met(sp <= 20)))
         if not a.smoke:
-            store(a, lines, argv, "flowpool")
+            store(a, lines, argv, "flowpool", commit)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
