@@ -6,6 +6,7 @@
 #include "messages/error.hpp"
 #include "messages/sandbox.hpp"
 
+#include <chrono>
 #include <cstdint>
 #include <filesystem>
 #include <map>
@@ -102,6 +103,16 @@ struct exec_process {
   std::string gvisor_guest;
   std::string gvisor_netns;
   std::string gvisor_base;
+  /// The exit watcher (spawn_helper/protocol.hpp): its pid (the server's child, reaped with
+  /// the command) and the read end of its timing pipe. 0 / -1: none.
+  pid_t watcher = 0;
+  int timing_fd = -1;
+  /// A process started before it was given its command (the python waiter): when it was
+  /// given it. The command's run counts from here, not from the process's start.
+  std::optional<std::chrono::steady_clock::time_point> handed_over;
+  /// Set by reap(): the command's own run as its watcher measured it, off the server's
+  /// clock, so a stall of the server does not count. nullopt: no watcher, or it said nothing.
+  std::optional<std::chrono::nanoseconds> ran;
 };
 
 /// Host facts the server reports in /v1/capabilities and checks at create.

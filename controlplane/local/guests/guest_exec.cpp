@@ -79,6 +79,72 @@ std::optional<failure> invalid_command(const exec_request& req) {
   return std::nullopt;
 }
 
+/// The exit watcher's pid (spawn_helper/protocol.hpp): the helper's first report on the
+/// timing pipe, written before anything else; read once the helper is reaped. 0: none.
+pid_t watcher_of(int timing_fd) {
+  child::report r;
+  if (::read(timing_fd, &r, sizeof r) != ssize_t(sizeof r) ||
+      r.step != spawn::timing::step_watcher)
+    return 0;
+  return pid_t(r.value);
+}
+
+/// A spawn that failed: its watcher may be watching a command that became nobody's.
+void drop_watcher(pid_t watcher) {
+  if (watcher <= 0) return;
+  ::kill(watcher, SIGKILL);
+  child::wait_for(watcher);
+}
+
+/// The command handed out: a pidfd of `pid`, its pipes non-blocking, its watcher. Without a
+/// pidfd the command is killed and reaped.
+result<exec_process> handed_out(pid_t pid, pid_t watcher, unique_fd& out_r, unique_fd& err_r,
+                                unique_fd& timing_r) {
+  exec_process ep;
+  ep.pid = pid;
+  ep.pidfd = int(::syscall(SYS_pidfd_open, pid, 0));
+  if (ep.pidfd < 0) {
+    const int err = errno;
+    ::kill(pid, SIGKILL);
+    child::wait_for(pid);
+    drop_watcher(watcher);
+    return exec_failed(std::string{"pidfd_open: "} + std::strerror(err), ec::unavailable);
+  }
+  ::fcntl(ep.pidfd, F_SETFD, FD_CLOEXEC);
+  for (auto* r : {&out_r, &err_r})
+    ::fcntl(r->get(), F_SETFL, ::fcntl(r->get(), F_GETFL) | O_NONBLOCK);
+  ep.stdout_fd = out_r.release();
+  ep.stderr_fd = err_r.release();
+  ep.watcher = watcher;
+  ep.timing_fd = timing_r.release();
+  return ep;
+}
+
+/// The command's pipes (stdout, stderr), the helper's status pipe and the watcher's timing
+/// pipe (its read end non-blocking: read only once its writers are reaped).
+struct exec_pipes {
+  unique_fd out_r, out_w, err_r, err_w, status_r, status_w, timing_r, timing_w;
+  std::optional<failure> make() {
+    int p[2];
+    for (auto [r, w] : {std::pair{&out_r, &out_w},
+                        {&err_r, &err_w},
+                        {&status_r, &status_w},
+                        {&timing_r, &timing_w}}) {
+      if (::pipe2(p, O_CLOEXEC) != 0)
+        return exec_failed(std::string{"pipe: "} + std::strerror(errno), ec::unavailable);
+      r->reset(p[0]);
+      w->reset(p[1]);
+    }
+    ::fcntl(timing_r.get(), F_SETFL, O_NONBLOCK);
+    return std::nullopt;
+  }
+  /// The helper has them now.
+  void close_writers() {
+    for (auto* w : {&out_w, &err_w, &status_w, &timing_w})
+      w->reset();
+  }
+};
+
 /// Every place `cmd` may live, in PATH order (just `cmd` when it contains a slash).
 std::vector<std::string> candidates(const std::string& cmd, const std::string& path) {
   if (cmd.find('/') != std::string::npos) return {cmd};
@@ -135,14 +201,8 @@ result<exec_process> spawn_in_guest(const guest_runtime& g, const exec_request& 
     if (!procs.back()) return exec_failed("the guest's cgroup " + p + " is gone");
   }
   unique_fd devnull{::open("/dev/null", O_RDWR | O_CLOEXEC)};
-  int p[2];
-  unique_fd out_r, out_w, err_r, err_w, status_r, status_w;
-  for (auto [r, w] : {std::pair{&out_r, &out_w}, {&err_r, &err_w}, {&status_r, &status_w}}) {
-    if (::pipe2(p, O_CLOEXEC) != 0)
-      return exec_failed(std::string{"pipe: "} + std::strerror(errno), ec::unavailable);
-    r->reset(p[0]);
-    w->reset(p[1]);
-  }
+  exec_pipes io;
+  if (auto bad = io.make()) return *bad;
   if (!devnull)
     return exec_failed(std::string{"/dev/null: "} + std::strerror(errno), ec::unavailable);
 
@@ -161,12 +221,13 @@ result<exec_process> spawn_in_guest(const guest_runtime& g, const exec_request& 
     own_seccomp.reset(*sec);
     seccomp_fd = *sec;
   }
-  std::vector<int> fds{devnull.get(), out_w.get(), err_w.get(), status_w.get(),
-                       seccomp_fd,    root.get(),  userns.get()};
+  std::vector<int> fds{devnull.get(), io.out_w.get(), io.err_w.get(), io.status_w.get(),
+                       seccomp_fd,    root.get(),     userns.get()};
   for (const auto& n : ns)
     fds.push_back(n.get());
   for (const auto& f : procs)
     fds.push_back(f.get());
+  fds.push_back(io.timing_w.get());
   std::vector<std::string> args{"exec", std::to_string(setup.uid), std::to_string(setup.gid),
                                 std::to_string(procs.size()), std::to_string(cands.size())};
   args.insert(args.end(), cands.begin(), cands.end());
@@ -176,14 +237,16 @@ result<exec_process> spawn_in_guest(const guest_runtime& g, const exec_request& 
   if (!spawned) return exec_failed(spawned.error().message, ec::unavailable);
   const pid_t x = *spawned;
 
-  for (auto* w : {&out_w, &err_w, &status_w})
-    w->reset();
-  auto reports = child::collect(status_r.get(), deadline);
+  io.close_writers();
+  auto reports = child::collect(io.status_r.get(), deadline);
   if (!reports) {
     ::kill(x, SIGKILL);
+    child::wait_for(x);
+    drop_watcher(watcher_of(io.timing_r.get()));
     return exec_failed("the guest did not let the command start (is it frozen?)");
   }
   child::wait_for(x);
+  const pid_t watcher = watcher_of(io.timing_r.get());
   pid_t y = 0;
   std::optional<child::report> failed;
   for (const auto& r : *reports) {
@@ -192,6 +255,7 @@ result<exec_process> spawn_in_guest(const guest_runtime& g, const exec_request& 
     else if (!failed)
       failed = r;
   }
+  if (failed || y <= 0) drop_watcher(watcher);
   if (failed) {
     if (y > 0) child::wait_for(y);
     std::string why = step_text(failed->step);
@@ -201,20 +265,7 @@ result<exec_process> spawn_in_guest(const guest_runtime& g, const exec_request& 
     return exec_failed(why);
   }
   if (y <= 0) return exec_failed("the helper exited without starting the command");
-  exec_process ep;
-  ep.pid = y;
-  ep.pidfd = int(::syscall(SYS_pidfd_open, y, 0));
-  if (ep.pidfd < 0) {
-    ::kill(y, SIGKILL);
-    child::wait_for(y);
-    return exec_failed(std::string{"pidfd_open: "} + std::strerror(errno), ec::unavailable);
-  }
-  ::fcntl(ep.pidfd, F_SETFD, FD_CLOEXEC);
-  for (auto* r : {&out_r, &err_r})
-    ::fcntl(r->get(), F_SETFL, ::fcntl(r->get(), F_GETFL) | O_NONBLOCK);
-  ep.stdout_fd = out_r.release();
-  ep.stderr_fd = err_r.release();
-  return ep;
+  return handed_out(y, watcher, io.out_r, io.err_r, io.timing_r);
 }
 
 result<exec_process> spawn_in_gvisor(const guest_runtime& g, const exec_request& req,
@@ -246,15 +297,10 @@ result<exec_process> spawn_in_gvisor(const guest_runtime& g, const exec_request&
       ::unlink((base + suffix).c_str());
   };
   unique_fd devnull{::open("/dev/null", O_RDWR | O_CLOEXEC)};
-  int p[2];
-  unique_fd out_r, out_w, err_r, err_w, status_r, status_w;
-  for (auto [r, w] : {std::pair{&out_r, &out_w}, {&err_r, &err_w}, {&status_r, &status_w}}) {
-    if (::pipe2(p, O_CLOEXEC) != 0) {
-      cleanup();
-      return exec_failed(std::string{"pipe: "} + std::strerror(errno), ec::unavailable);
-    }
-    r->reset(p[0]);
-    w->reset(p[1]);
+  exec_pipes io;
+  if (auto bad = io.make()) {
+    cleanup();
+    return *bad;
   }
   if (!devnull) {
     cleanup();
@@ -269,46 +315,63 @@ result<exec_process> spawn_in_gvisor(const guest_runtime& g, const exec_request&
       return exec_failed("the guest's network namespace is gone");
     }
   }
-  std::vector<std::string> args{"command", netns ? "1" : "0", "0"};
+  // `runsc exec` timed by an exit watcher (spawn_helper/protocol.hpp): the sandbox's own
+  // processes are not the host's to watch, the process that waits for the command is.
+  std::vector<int> fds{devnull.get(), io.out_w.get(), io.err_w.get(), io.status_w.get()};
+  if (netns) fds.push_back(netns.get()); // spawn::command::fd_netns
+  fds.push_back(io.timing_w.get());
+  std::vector<std::string> args{"timed", std::to_string(fds.size() - 1), netns ? "1" : "0",
+                                "0"};
   auto runsc = gvisor_global_args(setup.runsc, paths, bool(netns));
   args.insert(args.end(), runsc.begin(), runsc.end());
   args.insert(args.end(), {"exec", "--process", base + ".json", "--internal-pid-file",
                            base + ".pid", paths.container});
-  std::vector<int> fds{devnull.get(), out_w.get(), err_w.get(), status_w.get()};
-  if (netns) fds.push_back(netns.get()); // spawn::command::fd_netns
   auto spawned = spawn_helper(args, {}, fds);
   if (!spawned) {
     cleanup();
     return exec_failed(spawned.error().message, ec::unavailable);
   }
   const pid_t pid = *spawned;
-  for (auto* w : {&out_w, &err_w, &status_w})
-    w->reset();
-  auto reports = child::collect(status_r.get(), deadline);
+  io.close_writers();
+  auto reports = child::collect(io.status_r.get(), deadline);
   if (!reports || !reports->empty()) {
     ::kill(pid, SIGKILL);
     child::wait_for(pid);
+    drop_watcher(watcher_of(io.timing_r.get()));
     cleanup();
     return exec_failed("runsc exec did not start");
   }
-  exec_process ep;
-  ep.pid = pid;
-  ep.pidfd = int(::syscall(SYS_pidfd_open, pid, 0));
-  if (ep.pidfd < 0) {
-    ::kill(pid, SIGKILL);
-    child::wait_for(pid);
+  // The helper reported its watcher before its exec closed the status pipe.
+  const pid_t watcher = watcher_of(io.timing_r.get());
+  auto handed = handed_out(pid, watcher, io.out_r, io.err_r, io.timing_r);
+  if (!handed) {
     cleanup();
-    return exec_failed(std::string{"pidfd_open: "} + std::strerror(errno), ec::unavailable);
+    return handed.error();
   }
-  ::fcntl(ep.pidfd, F_SETFD, FD_CLOEXEC);
-  for (auto* r : {&out_r, &err_r})
-    ::fcntl(r->get(), F_SETFL, ::fcntl(r->get(), F_GETFL) | O_NONBLOCK);
-  ep.stdout_fd = out_r.release();
-  ep.stderr_fd = err_r.release();
+  exec_process ep = std::move(*handed);
   ep.gvisor_guest = g.id;
   ep.gvisor_netns = g.netns;
   ep.gvisor_base = base;
   return ep;
+}
+
+void reap_watcher(exec_process& p) {
+  if (p.watcher > 0) child::wait_for(p.watcher);
+  p.watcher = 0;
+  if (p.timing_fd < 0) return;
+  child::report r[2];
+  const bool said = ::read(p.timing_fd, r, sizeof r) == ssize_t(sizeof r) &&
+                    r[0].step == spawn::timing::step_started &&
+                    r[1].step == spawn::timing::step_exited;
+  ::close(p.timing_fd);
+  p.timing_fd = -1;
+  if (!said) return;
+  auto started = std::chrono::nanoseconds{r[0].value};
+  if (p.handed_over)
+    started = std::max(started, std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                    p.handed_over->time_since_epoch()));
+  const auto exited = std::chrono::nanoseconds{r[1].value};
+  if (exited >= started) p.ran = exited - started;
 }
 
 void kill_gvisor_exec(const std::string& runsc, const std::string& state_dir,

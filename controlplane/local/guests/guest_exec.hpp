@@ -19,6 +19,9 @@
 /// guest's pid namespace. Y starts a session (its own process group for kill_exec), drops
 /// the bounding set and every capability, becomes the guest uid/gid, sets no_new_privs,
 /// loads the guest's seccomp filter and execs `cmd` from the guest's PATH, cwd /workspace.
+/// Before it joins anything of the guest, X forks the command's exit watcher, which stays on
+/// the host and records when the command exits (spawn_helper/protocol.hpp): the command's
+/// run is not the server's view of it, which a stall of the server lengthens.
 namespace guestflow::local {
 
 struct exec_setup {
@@ -53,9 +56,15 @@ result<exec_process> spawn_in_guest(const guest_runtime& g, const exec_request& 
 /// stdout and stderr on its pipes); the spec (0600, in the guest's runsc dir) carries the
 /// guest uid/gid, no capabilities, no_new_privs, the environment and cwd /workspace. runsc
 /// resolves `cmd` on the guest's PATH; one it cannot find exits 128 with runsc's message.
+/// The helper (mode `timed`) forks an exit watcher of `runsc exec` before its exec.
 result<exec_process> spawn_in_gvisor(const guest_runtime& g, const exec_request& req,
                                      const std::map<std::string, std::string>& envs,
                                      const exec_setup& setup);
+
+/// Once the command is reaped: reaps its exit watcher and sets `p.ran` from what the watcher
+/// measured (spawn_helper/protocol.hpp), from the later of the command's start and
+/// `p.handed_over`; closes the timing pipe.
+void reap_watcher(exec_process& p);
 
 /// Kills a gVisor exec's command and its descendants inside the sandbox (SIGKILL of the
 /// `runsc exec` process alone would leave them running).

@@ -257,10 +257,12 @@ void exec_pump::maybe_finish() {
       r.oom_killed = oom_killed(outcome);
       r.truncated.stdout_cut = self->out_.truncated;
       r.truncated.stderr_cut = self->err_.truncated;
+      // The command's exit watcher's figure when it has one: this pump sees the exit only
+      // when the server runs, and a stalled server would add the stall.
       const auto ended = self->exited_at_.value_or(std::chrono::steady_clock::now());
-      r.exec_ms = static_cast<uint64_t>(
+      r.exec_ms = outcome.ran_ms.value_or(static_cast<uint64_t>(
           std::chrono::duration_cast<std::chrono::milliseconds>(ended - self->spawned_)
-              .count());
+              .count()));
       std::string error;
       auto add = [&error](const std::string& e) { error += (error.empty() ? "" : "; ") + e; };
       if (!self->emit_) { // streaming already said it when it happened

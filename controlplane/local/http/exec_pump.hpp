@@ -90,10 +90,12 @@ private:
   std::unique_ptr<running_exec> run_;
   exec_limits limits_;
   std::chrono::steady_clock::time_point started_; ///< the call's arrival (not the program's)
-  /// The program's own run, which exec_ms reports: from its spawn (the kernel's start time
-  /// of the process behind the exit fd; else when this pump was made, once start_exec
-  /// returned) to its exit fd turning readable — not the wait for a worker before it, nor
-  /// the reap, write-back and answer after it.
+  /// The program's own run, which exec_ms reports when the domain did not measure it
+  /// (exec_outcome::ran_ms, a guest command's exit watcher): from its spawn (the kernel's
+  /// start time of the process behind the exit fd; else when this pump was made, once
+  /// start_exec returned) to its exit fd turning readable — not the wait for a worker before
+  /// it, nor the reap, write-back and answer after it (but a stall of the server before it
+  /// sees the exit).
   std::chrono::steady_clock::time_point spawned_ = std::chrono::steady_clock::now();
   std::optional<std::chrono::steady_clock::time_point> exited_at_;
   emit_fn emit_;

@@ -93,6 +93,9 @@ public:
   exec_outcome finish() override {
     exec_outcome out;
     out.exit_code = backend_.reap(p_);
+    if (p_.ran)
+      out.ran_ms =
+          uint64_t(std::chrono::duration_cast<std::chrono::milliseconds>(*p_.ran).count());
     finished_ = true;
     if (out.exit_code == 137 && backend_.oom_kills(rt_) > oom_before_) {
       out.error = "out of memory (memory limit " + std::to_string(mem_mib_) + " MiB)";

@@ -241,10 +241,12 @@ result<exec_process> python_waiter::serve(const std::string& request) {
   ::fcntl(fd.get(), F_SETFL, flags & ~O_NONBLOCK);
   // Once the waiter has read a request it runs it: from here on the process is the exec's
   // either way (a partial write makes it exit 125).
+  const auto handed_over = std::chrono::steady_clock::now(); // the program's run starts here
   bool ok = write_all(fd.get(), request);
   fd.reset();
   if (!ok) return fail(ec::unavailable, "writing to the python waiter failed");
   auto out = p_;
+  out.handed_over = handed_over;
   p_ = exec_process{};
   return out;
 }

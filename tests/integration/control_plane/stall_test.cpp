@@ -5,9 +5,11 @@
 // itself under such a stall is `killed` (137), never `timeout`: only the guest's
 // timeout(1) (exit 124) says a program timed out.
 #include "tests/integration/control_plane/fixture.hpp"
+#include "tests/support/proc.hpp"
 #include "tests/support/slurp.hpp"
 
 #include <fstream>
+#include <functional>
 #include <signal.h>
 #include <thread>
 
@@ -74,6 +76,13 @@ TEST_F(control_plane_stall, a_stopped_control_plane_does_not_make_a_program_time
   EXPECT_NE(run.stdout_text.find(R"("stdout":"start\ndone\n")"), std::string::npos)
       << run.stdout_text;
   EXPECT_EQ(run.stderr_text.find("timeout"), std::string::npos) << run.stderr_text;
+  // Its time is its own 3 s, not the 14 s the control plane was stopped for.
+  auto at = run.stdout_text.find(R"("execution_time_ms":)");
+  ASSERT_NE(at, std::string::npos) << run.stdout_text;
+  auto ms = std::stoull(run.stdout_text.substr(at + 20));
+  EXPECT_GE(ms, 2900u) << run.stdout_text;
+  EXPECT_LT(ms, 4000u) << "the control plane's stall counted as the program's time: "
+                       << run.stdout_text;
 }
 
 TEST_F(control_plane_stall, a_program_that_kills_itself_under_a_stall_is_killed_not_timed_out) {
@@ -175,6 +184,107 @@ TEST_F(control_plane_stall, a_streamed_exec_says_the_programs_own_exec_ms_on_its
   EXPECT_GE(buffered.exec_ms, 2000u);
   EXPECT_LT(buffered.exec_ms, 4000u) << "the host's hold counted as the program's time";
 }
+
+TEST_F(control_plane_stall, a_pooled_guests_first_python_run_counts_from_its_hand_over) {
+  // The pool's python waiter started when the pool filled; the exec it serves starts when
+  // the server hands it the command, after the guest waited in the pool.
+  stop();
+  start({"--warm-pool", "s-1vcpu-256mb=1"});
+  ASSERT_TRUE(eventually(
+      [&] {
+        return call("GET", "/v1/pool").body.find(R"("target":1,"ready":1)") !=
+               std::string::npos;
+      },
+      60s))
+      << call("GET", "/v1/pool").body;
+  const auto ready = std::chrono::steady_clock::now();
+  std::this_thread::sleep_until(ready + 3s); // the guest waits in the pool: not a sync
+  auto g = create(R"({"shape":"s-1vcpu-256mb","egress":["240.0.0.0/4"]})");
+  ASSERT_EQ(put_file(g.id, "/workspace/half.py",
+                     "import sys, time\n"
+                     "time.sleep(0.5)\n"
+                     "print(open('/proc/self/cmdline', 'rb').read()"
+                     ".split(b'\\0')[1].decode())\n")
+                .status,
+            200u);
+  auto r = exec(g.id, "python3", {"/workspace/half.py"});
+  EXPECT_EQ(r.exit_code, 0) << r.stderr_text;
+  EXPECT_EQ(r.stdout_text, "-c\n") << "not served by the pool's python waiter";
+  EXPECT_GE(r.exec_ms, 450u);
+  EXPECT_LT(r.exec_ms, 2500u) << "the guest's time in the pool counted as the program's";
+}
+
+/// The control plane's children whose command line starts with `argv0` (a namespace
+/// guest's command: the helper makes it the server's child) or contains `--process` (a
+/// gVisor exec's `runsc exec`, the server's child too).
+std::vector<pid_t> exec_children(pid_t server, const std::string& argv0) {
+  const auto parent = " " + std::to_string(server) + " "; // after the state: ") S 1234 "
+  auto children = test_support::pids_where("stat", [&](const std::string& stat) {
+    auto at = stat.rfind(')');
+    return at != std::string::npos && stat.compare(at + 3, parent.size(), parent) == 0;
+  });
+  std::vector<pid_t> out;
+  for (pid_t pid : children) {
+    auto cmd = test_support::slurp("/proc/" + std::to_string(pid) + "/cmdline");
+    if (cmd.rfind(argv0 + '\0', 0) == 0 ||
+        cmd.find(std::string{"--process"} + '\0') != std::string::npos)
+      out.push_back(pid);
+  }
+  return out;
+}
+
+/// A zombie (or gone): the process exited and nobody reaped it yet.
+bool exited(pid_t pid) {
+  auto stat = test_support::slurp("/proc/" + std::to_string(pid) + "/stat");
+  auto at = stat.rfind(')');
+  return at == std::string::npos || stat.compare(at + 1, 3, " Z ") == 0;
+}
+
+/// Both guest kinds: the control plane SIGSTOPped for 8 s once a 3 s program's process
+/// runs, held past the program's exit; exec_ms is still the program's 3 s.
+class control_plane_stall_per_kind : public both_kinds_test {
+protected:
+  /// Runs `exec(sleep 3)` (`call` makes the call and returns exec_ms) while the control
+  /// plane is stopped from the program's start until 8 s later.
+  void stall_through(const std::function<std::optional<uint64_t>()>& call) {
+    std::optional<uint64_t> exec_ms;
+    std::thread caller{[&] { exec_ms = call(); }};
+    std::vector<pid_t> program;
+    bool started = eventually(
+        [&] { return !(program = exec_children(cp_->pid(), "sleep")).empty(); }, 60s, 1ms);
+    bool ended = false;
+    if (started) {
+      auto stopped_at = std::chrono::steady_clock::now();
+      EXPECT_EQ(::kill(cp_->pid(), SIGSTOP), 0);
+      ended = eventually([&] { return exited(program.front()); }, 30s);
+      std::this_thread::sleep_until(stopped_at + 8s); // the fault's length, not a wait
+      EXPECT_EQ(::kill(cp_->pid(), SIGCONT), 0);
+    }
+    caller.join();
+    ASSERT_TRUE(started) << "the program never started";
+    EXPECT_TRUE(ended) << "the program did not end while the control plane was stopped";
+    ASSERT_TRUE(exec_ms) << "no exec_ms";
+    EXPECT_GE(*exec_ms, 2900u);
+    EXPECT_LT(*exec_ms, 4000u) << "the control plane's stall counted as the program's time";
+  }
+};
+
+TEST_P(control_plane_stall_per_kind, a_stall_through_the_programs_exit_is_not_its_exec_ms) {
+  auto g = create(R"({"shape":"s-1vcpu-256mb","egress":["240.0.0.0/4"]})");
+  stall_through([&]() -> std::optional<uint64_t> {
+    auto r = exec(g.id, "sleep", {"3"});
+    EXPECT_EQ(r.exit_code, 0) << r.stderr_text; // its own exit, never a timeout's
+    return r.exec_ms;
+  });
+  stall_through([&]() -> std::optional<uint64_t> {
+    auto exit = streamed_exit(client(), exec_body("sleep", {"3"}), g.id);
+    if (!exit) return std::nullopt;
+    EXPECT_EQ(exit->exit_code, 0);
+    return exit->exec_ms;
+  });
+}
+
+GUESTFLOW_BOTH_KINDS(control_plane_stall_per_kind);
 
 } // namespace
 } // namespace guestflow::testing

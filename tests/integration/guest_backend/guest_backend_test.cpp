@@ -11,6 +11,7 @@
 #include "controlplane/local/network/netns_egress.hpp"
 #include "tests/integration/guest_backend/test_guest.hpp"
 #include "tests/integration/guest_backend/test_network.hpp"
+#include "tests/support/proc.hpp"
 #include "tests/support/slurp.hpp"
 
 #include <algorithm>
@@ -19,6 +20,7 @@
 #include <fcntl.h>
 #include <fstream>
 #include <gtest/gtest.h>
+#include <poll.h>
 #include <sstream>
 #include <sys/prctl.h>
 #include <sys/stat.h>
@@ -362,6 +364,62 @@ TEST_F(guest_backend_test, failed_setup_steps_are_named_and_fail_closed) {
   EXPECT_FALSE(exists((dir.path() / "guests" / spec.id).string()));
   // The shim that refused became our child: reap it.
   EXPECT_TRUE(eventually([] { return ::waitpid(-1, nullptr, WNOHANG) > 0; }));
+}
+
+/// This process's children (zombies included).
+size_t children() {
+  const auto parent = " " + std::to_string(::getpid()) + " ";
+  return test_support::pids_where("stat",
+                                  [&](const std::string& stat) {
+                                    auto at = stat.rfind(')');
+                                    return at != std::string::npos &&
+                                           stat.compare(at + 3, parent.size(), parent) == 0;
+                                  })
+      .size();
+}
+
+/// An exec's run is what its exit watcher on the host measured (spawn_helper/protocol.hpp),
+/// not when the server got round to it, and the watcher is reaped with the command; a spawn
+/// that fails leaves no watcher behind.
+TEST_F(guest_backend_test, an_execs_exit_watcher_times_it_and_is_reaped_with_it) {
+  auto g = create(make_spec());
+  const auto before = children();
+  auto p = backend->start_exec(g, {"sleep", {"0.5"}}, {});
+  ASSERT_TRUE(p) << p.error().message;
+  const pid_t watcher = p->watcher;
+  EXPECT_GT(watcher, 0);
+  pollfd exit{p->pidfd, POLLIN, 0};
+  ASSERT_EQ(::poll(&exit, 1, 10'000), 1) << "sleep 0.5 did not end";
+  const auto exited = std::chrono::steady_clock::now();
+  std::this_thread::sleep_until(exited + 1500ms); // the fault: a server late to reap
+  EXPECT_EQ(backend->reap(*p), 0);
+  ASSERT_TRUE(p->ran) << "the watcher measured nothing";
+  EXPECT_GE(*p->ran, 500ms);
+  EXPECT_LT(*p->ran, 1500ms) << "the late reap counted as the command's time";
+  EXPECT_EQ(p->watcher, 0);
+  EXPECT_EQ(p->timing_fd, -1);
+  errno = 0;
+  EXPECT_EQ(::waitpid(watcher, nullptr, WNOHANG), -1) << "the watcher was not reaped";
+  EXPECT_EQ(errno, ECHILD);
+  EXPECT_EQ(children(), before);
+
+  // A process handed its command after it started (the python waiter) counts from then.
+  p = backend->start_exec(g, {"sleep", {"1"}}, {});
+  ASSERT_TRUE(p) << p.error().message;
+  p->handed_over = std::chrono::steady_clock::now() + 400ms;
+  EXPECT_EQ(backend->reap(*p), 0);
+  ASSERT_TRUE(p->ran);
+  EXPECT_GE(*p->ran, 400ms);
+  EXPECT_LT(*p->ran, 900ms);
+
+  // A command whose cgroup cannot be joined: its watcher is gone with the failed spawn.
+  auto prog = build_guest_seccomp();
+  ASSERT_TRUE(prog) << prog.error().message;
+  exec_setup setup;
+  setup.cgroup_procs = {"/dev/full"};
+  setup.seccomp = &*prog;
+  ASSERT_FALSE(spawn_in_guest(g, {"true", {}}, {}, setup));
+  EXPECT_EQ(children(), before);
 }
 
 /// The server is big and multi-threaded: creating, running commands in, networking and

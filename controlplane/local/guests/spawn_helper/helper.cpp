@@ -21,6 +21,7 @@
 #include <linux/sched.h>
 #include <linux/seccomp.h>
 #include <linux/signal.h>
+#include <linux/time.h>
 #include <linux/time_types.h>
 
 using namespace guestflow::local::spawn;
@@ -89,6 +90,50 @@ long fork_now() {
 long keep_fds(int keep, int status) {
   long rc = sys(__NR_close_range, keep, ~0U, 0);
   return rc < 0 ? rc : sys(__NR_fcntl, status, F_SETFD, FD_CLOEXEC);
+}
+
+/// CLOCK_MONOTONIC in ns (the server's std::chrono::steady_clock).
+long now_ns() {
+  __kernel_timespec t{};
+  sys(__NR_clock_gettime, CLOCK_MONOTONIC, arg(&t));
+  return long(t.tv_sec) * 1000000000L + long(t.tv_nsec);
+}
+
+void report_to(int fd, int32_t step, long value) {
+  report r;
+  r.step = step;
+  r.value = value;
+  sys(__NR_write, fd, arg(&r), sizeof r);
+}
+
+/// Forks the exit watcher (protocol.hpp): the server's child, in a session of its own, with
+/// `fd` as its descriptor 0, `timing` as 1 and nothing else (no pipe of the command's: their
+/// EOF must not wait for it). The helper reports the watcher's pid on `timing`. Returns 0 in
+/// the watcher, else its pid or a negative errno.
+long fork_watcher(long fd, int timing) {
+  const long w = sys(__NR_clone, CLONE_PARENT | SIGCHLD);
+  if (w > 0) report_to(timing, timing::step_watcher, w);
+  if (w != 0) return w;
+  sys(__NR_dup3, fd, 0, 0);
+  sys(__NR_dup3, timing, 1, 0);
+  sys(__NR_close_range, 2, ~0U, 0);
+  sys(__NR_setsid);
+  return 0;
+}
+
+/// The watcher's work: waits until the process behind pidfd 0 exited, writes when it
+/// started and exited to descriptor 1 (one write: both or neither), exits.
+[[noreturn]] void watch(long started) {
+  pollfd p{0, POLLIN, 0};
+  while (sys(__NR_ppoll, arg(&p), 1, 0, 0, 0) <= 0) {
+  }
+  report r[2];
+  r[0].step = timing::step_started;
+  r[0].value = started;
+  r[1].step = timing::step_exited;
+  r[1].value = now_ns();
+  sys(__NR_write, 1, arg(r), sizeof r);
+  exit_now(0);
 }
 
 /// launch SERVER_PID UID GID FD_STATUS N_CGROUPS HAS_NETNS WORKSPACE WORKSPACE_MP WAIT
@@ -189,11 +234,24 @@ long keep_fds(int keep, int status) {
 /// The guest's seccomp program, read from fd_seccomp (pread: the descriptor may be shared).
 sock_filter filter[BPF_MAXINSNS];
 
+/// socketpair(AF_UNIX, SOCK_STREAM): the kernel's numbers (the UAPI headers do not define
+/// them).
+constexpr long af_unix = 1, sock_stream = 1;
+
+/// The command's pid and start, sent from X to its exit watcher.
+struct watched {
+  long pid = 0;
+  long started = 0;
+};
+
 /// exec UID GID N_CGROUPS N_CANDIDATES CANDIDATE… ARGV… (envp: the command's)
-/// X joins the guest's cgroups and namespaces, chroots to the init's root and enters the
-/// user namespace, then clones Y with CLONE_PARENT: Y is the server's child (pidfd, exit
-/// status) inside the guest's pid namespace. Y drops every capability, becomes the guest
-/// uid, loads the seccomp filter and execs the first candidate that exists.
+/// X forks the exit watcher W while it is still all on the host, joins the guest's cgroups
+/// and namespaces, chroots to the init's root and enters the user namespace, then clones Y
+/// with CLONE_PARENT: Y is the server's child (pidfd, exit status) inside the guest's pid
+/// namespace. X hands Y's pid to W and waits until W holds a pidfd of Y before it reports
+/// Y to the server (so the server cannot have reaped Y, nor its pid been reused, before W
+/// looks). Y drops every capability, becomes the guest uid, loads the seccomp filter and
+/// execs the first candidate that exists.
 [[noreturn]] void run_exec(char** a, char** envp) {
   const int s = exec::fd_status;
   const long uid = number(a[0]), gid = number(a[1]);
@@ -202,6 +260,28 @@ sock_filter filter[BPF_MAXINSNS];
   char** argv = cands + candidates;
   static const int ns_types[exec::ns_count] = {CLONE_NEWNET,    CLONE_NEWIPC, CLONE_NEWUTS,
                                                CLONE_NEWCGROUP, CLONE_NEWPID, CLONE_NEWNS};
+  const int timing = exec::fd_cgroups_first + cgroups;
+  int to_watcher[2] = {-1, -1};
+  if (sys(__NR_socketpair, af_unix, sock_stream | O_CLOEXEC, 0, arg(to_watcher)) == 0) {
+    const long w = fork_watcher(to_watcher[1], timing);
+    if (w == 0) {
+      watched m;
+      long pidfd = -1;
+      if (sys(__NR_read, 0, arg(&m), sizeof m) == long(sizeof m) &&
+          (pidfd = sys(__NR_pidfd_open, m.pid, 0)) >= 0) {
+        sys(__NR_write, 0, arg("1"), 1); // Y is held: X may report it
+        sys(__NR_dup3, pidfd, 0, 0);
+        watch(m.started);
+      }
+      exit_now(0);
+    }
+    sys(__NR_close, to_watcher[1]);
+    if (w < 0) {
+      sys(__NR_close, to_watcher[0]);
+      to_watcher[0] = -1;
+    }
+  }
+  sys(__NR_close, timing);
   long rc;
   for (int i = 0; i < cgroups; ++i)
     if ((rc = sys(__NR_write, exec::fd_cgroups_first + i, arg("0"), 1)) != 1)
@@ -213,9 +293,17 @@ sock_filter filter[BPF_MAXINSNS];
     die(s, exec::step_chroot, rc);
   if ((rc = sys(__NR_setgroups, 0, 0)) < 0) die(s, exec::step_setgroups, rc);
   if ((rc = sys(__NR_setns, exec::fd_userns, CLONE_NEWUSER)) < 0) die(s, exec::step_userns, rc);
+  const long started = now_ns();
   const long y = sys(__NR_clone, CLONE_PARENT | SIGCHLD);
   if (y < 0) die(s, exec::step_clone, y);
   if (y > 0) {
+    watched m;
+    m.pid = y;
+    m.started = started;
+    char held = 0;
+    if (to_watcher[0] >= 0 &&
+        sys(__NR_write, to_watcher[0], arg(&m), sizeof m) == long(sizeof m))
+      sys(__NR_read, to_watcher[0], arg(&held), 1); // or EOF: the watcher is gone
     report r;
     r.value = y;
     sys(__NR_write, s, arg(&r), sizeof r);
@@ -290,6 +378,20 @@ sock_filter filter[BPF_MAXINSNS];
   die(s, command::step_exec, rc);
 }
 
+/// timed FD_TIMING + command's arguments: `command` with an exit watcher of the program
+/// (protocol.hpp), which watches this very process through the exec.
+[[noreturn]] void run_timed(char** a, char** envp) {
+  const int timing = int(number(a[0]));
+  const long started = now_ns();
+  const long self = sys(__NR_pidfd_open, sys(__NR_getpid), 0);
+  if (self >= 0) {
+    if (fork_watcher(self, timing) == 0) watch(started);
+    sys(__NR_close, self);
+  }
+  sys(__NR_close, timing);
+  run_command(a + 1, envp);
+}
+
 bool same(const char* x, const char* y) {
   while (*x && *x == *y)
     ++x, ++y;
@@ -325,6 +427,7 @@ extern "C" [[noreturn]] void helper_main(long* sp) {
   if (argc >= 2 && same(argv[1], "launch")) run_launch(argv + 2);
   if (argc >= 2 && same(argv[1], "exec")) run_exec(argv + 2, envp);
   if (argc >= 2 && same(argv[1], "command")) run_command(argv + 2, envp);
+  if (argc >= 3 && same(argv[1], "timed")) run_timed(argv + 2, envp);
   exit_now(125);
 }
 

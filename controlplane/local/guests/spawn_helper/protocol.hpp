@@ -37,7 +37,21 @@ enum step : int32_t {
 };
 } // namespace launch
 
-/// `exec`: a command in a live guest (guest_exec.cpp).
+/// The exit watcher of `exec` and `timed`: a process the helper forks (CLONE_PARENT: the
+/// server's child, reaped with the command) before it joins anything of a guest, so it stays
+/// on the host, outside the guest's cgroups and namespaces, and runs on while the server is
+/// stalled. It waits for the command's exit (a pidfd) and writes when the command started and
+/// when it exited (CLOCK_MONOTONIC, ns) to the timing pipe: the program's own run, which a
+/// stall of the server before or after the exit does not lengthen. The timing pipe carries
+/// reports: {step_watcher, 0, pid} from the helper once the watcher runs, then the watcher's
+/// {step_started, 0, ns} and {step_exited, 0, ns} in one write. No watcher (a failed fork):
+/// no reports, and the server measures the run itself.
+namespace timing {
+enum step : int32_t { step_watcher = 1, step_started, step_exited };
+} // namespace timing
+
+/// `exec`: a command in a live guest (guest_exec.cpp). The timing pipe's write end follows
+/// the cgroup.procs files.
 namespace exec {
 constexpr int fd_status = 3, fd_seccomp = 4, fd_root = 5, fd_userns = 6, fd_ns_first = 7;
 /// The namespaces at fd_ns_first + i, entered in this order (the user namespace last:
@@ -65,6 +79,8 @@ enum step : int32_t {
 } // namespace exec
 
 /// `command`: a host program, optionally in a network namespace (host_command.cpp).
+/// `timed FD_TIMING` + `command`'s arguments: the same with an exit watcher of the program
+/// writing to descriptor FD_TIMING (a gVisor exec's `runsc exec`: guest_exec.cpp).
 namespace command {
 constexpr int fd_status = 3, fd_netns = 4;
 enum step : int32_t { step_setns = 1, step_sysctl, step_fds, step_exec };
