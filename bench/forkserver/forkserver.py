@@ -178,6 +178,20 @@ def bwrap_argv(prefix, extra, command):
     return a + extra + ["--"] + command
 
 
+def runner_preload():
+    """The python waiter's own expansion of `guestflow:runner` (python_waiter.py's
+    _RUNNER_STDLIB, then _RUNNER_LFX, whose modules may be absent: `?name`)."""
+    import ast  # noqa: PLC0415
+    path = os.path.join(ROOT, "controlplane", "local", "service", "python_waiter.py")
+    names = {}
+    for node in ast.parse(open(path).read()).body:
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Tuple):
+            for t in node.targets:
+                if isinstance(t, ast.Name):
+                    names[t.id] = [e.value for e in node.value.elts]
+    return ",".join(names["_RUNNER_STDLIB"] + ["?" + m for m in names["_RUNNER_LFX"]])
+
+
 def as_guest(cg):
     def pre():
         cg.join(os.getpid())
@@ -310,7 +324,7 @@ class Template:
         argv = bwrap_argv(prefix, ["--cap-add", "CAP_SYS_ADMIN", "--cap-add", "CAP_SETPCAP", "--cap-add", "CAP_NET_ADMIN",
                                    "--bind", spool, "/run/spool", "--dir", "/workspace",
                                    "--ro-bind", HERE, "/run/zygote", "--chdir", "/"],
-                          [py, "/run/zygote/zygote.py", "/run/spool", "guestflow:runner"])
+                          [py, "/run/zygote/zygote.py", "/run/spool", runner_preload()])
         t0, c0 = time.monotonic(), self.cg.cpu_ns()
         self.p = subprocess.Popen(argv, preexec_fn=as_guest(self.cg), stdin=subprocess.PIPE,
                                   stdout=subprocess.PIPE)
