@@ -38,7 +38,7 @@ MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 1, 2, 4, 8
 MS_REC, MS_PRIVATE = 0x4000, 1 << 18
 SYS_clone, SYS_move_mount, AT_FDCWD, MOVE_MOUNT_F_EMPTY_PATH = 56, 429, -100, 4
 PR_CAPBSET_DROP, PR_SET_NO_NEW_PRIVS, PR_SET_SECCOMP, PR_CAP_AMBIENT = 24, 38, 22, 47
-PR_CAP_AMBIENT_CLEAR_ALL, SECCOMP_MODE_FILTER = 4, 2
+PR_CAP_AMBIENT_CLEAR_ALL, SECCOMP_MODE_FILTER, PR_SET_DUMPABLE = 4, 2, 4
 CAP_SETPCAP, CAP_LAST = 8, 40
 SIOCGIFFLAGS, SIOCSIFFLAGS, IFF_UP = 0x8913, 0x8914, 1
 
@@ -172,6 +172,9 @@ def guest(gid, seccomp, cloned):
         os.chdir("/workspace")
         drop_capabilities()
         install_seccomp(seccomp)
+        # Not dumpable: a run (same uid) can then neither pidfd_getfd nor ptrace this init
+        # and take its control socket; the run itself is made dumpable again, as any guest's.
+        check(libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0), "dumpable")
         t.append(time.monotonic_ns())
         # Wall µs per step: unshare+fork, mounts, lo, connect+cgroups, workspace..seccomp.
         ctl.sendall(("ready %s\n" % " ".join(str((b - a) // 1000) for a, b in zip(t, t[1:])))
@@ -180,6 +183,7 @@ def guest(gid, seccomp, cloned):
         argv = msg.decode().split("\0")
         pid = os.fork()
         if pid == 0:
+            libc.prctl(PR_SET_DUMPABLE, 1, 0, 0, 0)
             os.dup2(fds[0], 1)
             os.dup2(fds[1], 2)
             os.close(fds[0])
@@ -191,6 +195,7 @@ def guest(gid, seccomp, cloned):
             os._exit(0)
         for fd in fds:
             os.close(fd)
+        os.dup2(0, 2)  # /dev/null: the template's log stays out of the guest from here on
         while True:  # the init: reap everything, report the program's status
             child, status = os.wait()
             if child == pid:
