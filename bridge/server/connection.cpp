@@ -415,6 +415,8 @@ private:
         keep_alive_ = true;
         return read_header();
       }
+      // Answered before the request's body ended: drained, then closed (not reset).
+      if (r.body_unread) return linger_close();
       return close();
     }
     if (r.what == kind::body_too_large)

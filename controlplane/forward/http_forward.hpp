@@ -1,8 +1,10 @@
 #pragma once
 
 // One HTTP exchange forwarded from a client connection to an already-connected upstream
-// socket, on Beast 1.74 + Asio: the request's body streamed up as it arrives, the response
-// streamed down as it arrives (chunked and server-sent bodies pass chunk by chunk), and an
+// socket, on Beast 1.74 + Asio: the request's body streamed up as it arrives while the
+// response is read and streamed down as it arrives, both at once (an app may answer before
+// the body ends: an upload is never held whole; chunked and server-sent bodies pass chunk by
+// chunk), and an
 // `Upgrade` answered 101 spliced byte for byte in both directions until either side closes.
 // Shared by the local control plane's service URLs (controlplane/local/http) and `serve`'s
 // (bridge/server): the caller authenticates, picks the upstream and connects it; this unit
@@ -69,6 +71,11 @@ struct forward_outcome {
   /// done only: the client connection may carry another request (its buffer holds any
   /// bytes of it already read).
   bool keep_alive = false;
+  /// done only: the whole response went out before the client's request body ended (the
+  /// app answered early); the rest of the body is unread, so the caller drains it before
+  /// closing (a close with unread bytes resets the connection, and the client may lose the
+  /// response).
+  bool body_unread = false;
   unsigned status = 0; ///< the upstream's status, when one was read
   std::string error;   ///< what failed, for logs and the caller's answer
 };
@@ -156,14 +163,33 @@ public:
 private:
   // ---- request: header, then body as it arrives ------------------------------------------
 
+  /// Sends what the request serializer holds (the header, then each body chunk). The
+  /// response is read from the header's write on (after the whole request for an upgrade,
+  /// whose tunnel takes both connections over): the two directions run at once.
   void write_request() {
     http::async_write(up_, *req_sr_, [self = this->shared_from_this()](error_code ec, size_t) {
       if (ec == http::error::need_buffer) ec = {};
-      if (ec) return self->upstream_failed(ec, "writing the request");
+      if (self->finished_) return;
+      if (ec) return self->request_write_failed(ec);
       self->touch();
-      if (self->req_sr_->is_done()) return self->read_response_header();
+      bool whole = self->req_sr_->is_done();
+      if (!self->response_started_ && (whole || !self->upgrade_)) {
+        self->response_started_ = true;
+        self->read_response_header();
+      }
+      if (whole) {
+        self->request_sent_ = true;
+        return;
+      }
       self->read_request_body();
     });
+  }
+
+  /// The upstream stopped taking the request. Before any response is read it failed; once
+  /// the response is being read, the app may have answered early and closed its reading
+  /// side: that response decides (the upload stops here, the rest of the body unread).
+  void request_write_failed(error_code ec) {
+    if (!response_started_) return upstream_failed(ec, "writing the request");
   }
 
   void read_request_body() {
@@ -173,18 +199,22 @@ private:
       return write_request();
     }
     auto& body = req_parser_.get().body();
-    body.data = buf_.data();
-    body.size = buf_.size();
+    body.data = up_chunk_.data();
+    body.size = up_chunk_.size();
+    reading_client_ = true;
     http::async_read_some(client_, client_buf_, req_parser_,
                           [self = this->shared_from_this()](error_code ec, size_t) {
+                            self->reading_client_ = false;
                             if (ec == http::error::need_buffer) ec = {};
+                            if (self->finished_) return;
                             if (ec == http::error::body_limit)
                               return self->finish(forward_outcome::kind::body_too_large,
                                                   "request body too large");
                             if (ec) return self->client_failed(ec);
                             self->touch();
-                            auto n = self->buf_.size() - self->req_parser_.get().body().size;
-                            self->req_.body().data = n ? self->buf_.data() : nullptr;
+                            auto n =
+                                self->up_chunk_.size() - self->req_parser_.get().body().size;
+                            self->req_.body().data = n ? self->up_chunk_.data() : nullptr;
                             self->req_.body().size = n;
                             self->req_.body().more = !self->req_parser_.is_done();
                             if (!n && !self->req_parser_.is_done())
@@ -229,7 +259,9 @@ private:
     }
     bool framed = res_parser_->chunked() || res_parser_->content_length().has_value();
     bool bodiless = head_request_ || status_ == 204 || status_ == 304;
-    keep_alive_ = client_keep_alive_;
+    // An answer before the request's body ended: the connection closes after it (the rest
+    // of the body is not read), and says so.
+    keep_alive_ = client_keep_alive_ && request_sent_;
     if (!framed && !bodiless) { // read until EOF upstream: re-framed for the client
       if (client_version_ >= 11)
         res_.chunked(true);
@@ -300,17 +332,23 @@ private:
                         if (ec == http::error::need_buffer) ec = {};
                         if (ec) return self->client_failed(ec);
                         self->touch();
-                        if (self->res_sr_->is_done()) return self->done_whole();
-                        self->read_response_body();
+                        if (!self->res_sr_->is_done()) return self->read_response_body();
+                        self->done_whole();
                       });
   }
 
   /// The whole response sent: the upstream connection goes back to the caller when it
-  /// can carry another exchange.
+  /// can carry another exchange (the whole request went up too). A request body not yet
+  /// all read is left to the caller (body_unread; finish() cancels the read in flight).
   void done_whole() {
+    if (finished_) return;
     auto& p = *res_parser_;
-    if (opts_.keep_upstream && p.is_done() && p.keep_alive() && up_buf_.size() == 0)
+    if (!request_sent_) {
+      keep_alive_ = false;
+      body_unread_ = true;
+    } else if (opts_.keep_upstream && p.is_done() && p.keep_alive() && up_buf_.size() == 0) {
       opts_.keep_upstream(std::move(up_));
+    }
     finish(forward_outcome::kind::done, {});
   }
 
@@ -415,10 +453,14 @@ private:
     watchdog_.cancel();
     error_code ignored;
     up_.close(ignored);
+    // The upload's read of the client may be in flight (the response ended first, or
+    // failed): the connection is the caller's from here.
+    if (reading_client_) client_.socket().cancel(ignored);
     forward_outcome o;
     o.what = what;
     o.answered = answered_;
     o.keep_alive = what == forward_outcome::kind::done && keep_alive_;
+    o.body_unread = what == forward_outcome::kind::done && body_unread_;
     o.status = status_;
     o.error = std::move(error);
     auto done = std::move(done_);
@@ -444,9 +486,11 @@ private:
   http::response<http::buffer_body> res_;
   std::optional<http::response_serializer<http::buffer_body>> res_sr_;
   http::response<http::empty_body> res_head_;
-  /// The body chunk in flight, either direction; left uninitialised (only bytes just read
-  /// are sent): zeroing 64 KiB per exchange showed in the proxy's profile.
+  /// The response's body chunk in flight; left uninitialised (only bytes just read are
+  /// sent): zeroing 64 KiB per exchange showed in the proxy's profile.
   std::array<char, 64 * 1024> buf_;
+  /// The request's body chunk in flight (the two directions run at once), the same way.
+  std::array<char, 16 * 1024> up_chunk_;
   std::vector<char> pump_up_, pump_down_;
 
   unsigned client_version_ = 11;
@@ -457,6 +501,10 @@ private:
   bool answered_ = false;
   bool finished_ = false;
   bool timed_out_ = false;
+  bool response_started_ = false; ///< the response is being read
+  bool request_sent_ = false;     ///< the whole request went up
+  bool reading_client_ = false;   ///< the upload's read of the client is in flight
+  bool body_unread_ = false;
   unsigned status_ = 0;
   int directions_done_ = 0;
 };

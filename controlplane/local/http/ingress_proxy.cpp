@@ -227,7 +227,10 @@ private:
   void forwarded(const forward::forward_outcome& r) {
     release_lease();
     using k = forward::forward_outcome::kind;
-    if (r.answered) return finish(r.keep_alive ? after_ingress::next : after_ingress::close);
+    if (r.answered)
+      return finish(r.keep_alive    ? after_ingress::next
+                    : r.body_unread ? after_ingress::linger
+                                    : after_ingress::close);
     switch (r.what) {
     case k::body_too_large:
       return answer(failure_reply(413, "request body exceeds the limit of " +

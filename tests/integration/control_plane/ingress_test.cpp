@@ -30,8 +30,9 @@ using namespace std::chrono_literals;
 
 /// The guest-side app (standard library only): GET /sse sends `data: N` five times, 0.3 s
 /// apart; GET /slow… answers after 1.5 s (keep-alive); POST /echo answers the body and the
-/// header names it received; GET /ws is a WebSocket echo (RFC 6455 text and binary frames,
-/// close answered).
+/// header names it received; POST /early answers before reading the body; POST /lines
+/// echoes each line of the body as a chunk as soon as it came; GET /ws is a WebSocket echo
+/// (RFC 6455 text and binary frames, close answered).
 const std::string guest_app = R"py(
 import base64, hashlib, http.server, socketserver, struct, sys, time
 
@@ -57,6 +58,23 @@ class H(http.server.BaseHTTPRequestHandler):
         self.send_response(200); self.send_header("Content-Length", str(len(body))); self.end_headers()
         self.wfile.write(body)
     def do_POST(self):
+        if self.path == "/early":
+            self.send_response(200); self.send_header("Content-Length", "5"); self.end_headers()
+            self.wfile.write(b"early"); self.wfile.flush()
+            self.rfile.read(int(self.headers.get("Content-Length", "0")))
+            self.close_connection = True
+            return
+        if self.path == "/lines":
+            n = int(self.headers.get("Content-Length", "0"))
+            self.send_response(200); self.send_header("Transfer-Encoding", "chunked"); self.end_headers()
+            got = 0
+            while got < n:
+                line = self.rfile.readline(n - got)
+                if not line: break
+                got += len(line)
+                self.wfile.write(b"%x\r\n%s\r\n" % (len(line), line)); self.wfile.flush()
+            self.wfile.write(b"0\r\n\r\n"); self.wfile.flush()
+            return
         n = int(self.headers.get("Content-Length", "0"))
         data = self.rfile.read(n)
         names = ",".join(sorted(k.lower() for k in self.headers.keys())).encode()
@@ -248,6 +266,32 @@ public:
       buf_.append(chunk, n);
     }
   }
+  /// Reads until `text` came (what came so far, consumed); throws past the read deadline.
+  std::string wait_for(const std::string& text) {
+    for (;;) {
+      if (auto at = buf_.find(text); at != std::string::npos) {
+        auto upto = buf_.substr(0, at + text.size());
+        buf_.erase(0, at + text.size());
+        return upto;
+      }
+      char chunk[4096];
+      beast::error_code ec;
+      auto n = sock_.read_some(net::buffer(chunk), ec);
+      if (ec) throw std::runtime_error("waiting for '" + text + "': " + ec.message());
+      buf_.append(chunk, n);
+    }
+  }
+  /// True when the server closes the connection within the read deadline (bytes before
+  /// the end are skipped; sends of the caller may have failed meanwhile).
+  bool closed_by_server() {
+    for (;;) {
+      char chunk[4096];
+      beast::error_code ec;
+      sock_.read_some(net::buffer(chunk), ec);
+      if (ec == net::error::eof || ec == net::error::connection_reset) return true;
+      if (ec) return false; // the deadline
+    }
+  }
   std::pair<unsigned, std::string> get(const std::string& target, const std::string& token) {
     send("GET " + target + " HTTP/1.1\r\nHost: t\r\nX-Guestflow-Ingress-Token: " + token +
          "\r\n\r\n");
@@ -391,6 +435,49 @@ TEST_F(control_plane_ingress, a_websocket_echo_round_trips_1000_messages) {
   EXPECT_THROW(held.front()->read(15s), std::runtime_error);
   held.clear();
   EXPECT_TRUE(eventually([&] { return get(g, 8082, "/x").status == 200; }));
+}
+
+TEST_F(control_plane_ingress, a_request_body_streams_up_while_the_response_streams_down) {
+  auto g = ingress_guest();
+  start_app(g, 8088);
+  const std::string head_of =
+      "HTTP/1.1\r\nHost: t\r\nX-Guestflow-Ingress-Token: " + g.ingress_secret +
+      "\r\nContent-Length: ";
+  // Each line of the body comes back before the next is sent: a proxy that held the body
+  // whole (or read no response before the body ended) would wait here forever.
+  {
+    kept_connection c{cp_->port()};
+    const int lines = 5;
+    const std::string line = "line n of the upload\n";
+    c.send("POST " + url(g, 8088, "/lines") + " " + head_of +
+           std::to_string(lines * line.size()) + "\r\n\r\n");
+    for (int i = 0; i < lines; ++i) {
+      auto mine = line;
+      mine[5] = static_cast<char>('0' + i);
+      c.send(mine);
+      EXPECT_NO_THROW(c.wait_for(mine)) << "line " << i << " did not come back before the next";
+    }
+    EXPECT_NO_THROW(c.wait_for("0\r\n\r\n")) << "the chunked answer did not end";
+  }
+  // An answer before the body ended reaches the client at once, says the connection closes,
+  // and the connection is then closed (drained first: not reset under the answer).
+  {
+    kept_connection c{cp_->port()};
+    c.send("POST " + url(g, 8088, "/early") + " " + head_of + "60000\r\n\r\n" +
+           std::string(1000, 'u'));
+    std::string head;
+    ASSERT_NO_THROW(head = c.wait_for("early")) << "the early answer was held for the body";
+    std::transform(head.begin(), head.end(), head.begin(), ::tolower);
+    EXPECT_NE(head.find("connection: close"), std::string::npos) << head;
+    EXPECT_EQ(head.substr(0, 12), "http/1.1 200");
+    try {
+      c.send(std::string(59000, 'u'));
+    } catch (const std::exception&) {
+    }
+    EXPECT_TRUE(c.closed_by_server());
+  }
+  // The guest is served on as before.
+  EXPECT_EQ(get(g, 8088, "/after").body, "get /after");
 }
 
 TEST_F(control_plane_ingress, typed_failures) {
