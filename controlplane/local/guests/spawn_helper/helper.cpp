@@ -234,24 +234,55 @@ long fork_watcher(long fd, int timing) {
 /// The guest's seccomp program, read from fd_seccomp (pread: the descriptor may be shared).
 sock_filter filter[BPF_MAXINSNS];
 
-/// socketpair(AF_UNIX, SOCK_STREAM): the kernel's numbers (the UAPI headers do not define
-/// them).
-constexpr long af_unix = 1, sock_stream = 1;
-
-/// The command's pid and start, sent from X to its exit watcher.
-struct watched {
-  long pid = 0;
-  long started = 0;
+/// socketpair(AF_UNIX, SOCK_STREAM) and an SCM_RIGHTS message: the kernel's numbers and
+/// LP64 layouts (the UAPI headers do not export them).
+constexpr long af_unix = 1, sock_stream = 1, msg_nosignal = 0x4000;
+struct io_vector {
+  void* base;
+  unsigned long len;
 };
+struct msg_header {
+  void* name = nullptr;
+  long namelen = 0;
+  io_vector* iov = nullptr;
+  unsigned long iovlen = 1;
+  void* control = nullptr;
+  unsigned long controllen = 0;
+  long flags = 0;
+};
+struct one_fd {             // a cmsghdr carrying one descriptor
+  unsigned long len = 20;   // the header's 16 bytes + one int
+  int level = 1, type = 1;  // SOL_SOCKET, SCM_RIGHTS
+  int fd = -1, padding = 0; // CMSG_SPACE rounds up to 8
+};
+static_assert(sizeof(one_fd) == 24 && sizeof(msg_header) == 56, "the kernel's LP64 layouts");
+
+/// Sends (`send`) or receives `started` with one descriptor on socket `sock`: true when the
+/// whole message went or came.
+bool pass_fd(bool send, int sock, long& started, int& fd) {
+  io_vector iov{&started, sizeof started};
+  one_fd c;
+  c.fd = fd;
+  msg_header m;
+  m.iov = &iov;
+  m.control = &c;
+  m.controllen = sizeof c;
+  if (send) // MSG_NOSIGNAL: a watcher that is gone must not take the helper with it
+    return sys(__NR_sendmsg, sock, arg(&m), msg_nosignal) == long(sizeof started);
+  if (sys(__NR_recvmsg, sock, arg(&m), 0) != long(sizeof started) || m.controllen < c.len ||
+      c.level != 1 || c.type != 1)
+    return false;
+  fd = c.fd;
+  return true;
+}
 
 /// exec UID GID N_CGROUPS N_CANDIDATES CANDIDATE… ARGV… (envp: the command's)
 /// X forks the exit watcher W while it is still all on the host, joins the guest's cgroups
 /// and namespaces, chroots to the init's root and enters the user namespace, then clones Y
 /// with CLONE_PARENT: Y is the server's child (pidfd, exit status) inside the guest's pid
-/// namespace. X hands Y's pid to W and waits until W holds a pidfd of Y before it reports
-/// Y to the server (so the server cannot have reaped Y, nor its pid been reused, before W
-/// looks). Y drops every capability, becomes the guest uid, loads the seccomp filter and
-/// execs the first candidate that exists.
+/// namespace. X opens a pidfd of Y before it reports Y to the server (which alone may reap
+/// it) and sends it to W with Y's start; it does not wait for W. Y drops every capability,
+/// becomes the guest uid, loads the seccomp filter and execs the first candidate that exists.
 [[noreturn]] void run_exec(char** a, char** envp) {
   const int s = exec::fd_status;
   const long uid = number(a[0]), gid = number(a[1]);
@@ -265,13 +296,11 @@ struct watched {
   if (sys(__NR_socketpair, af_unix, sock_stream | O_CLOEXEC, 0, arg(to_watcher)) == 0) {
     const long w = fork_watcher(to_watcher[1], timing);
     if (w == 0) {
-      watched m;
-      long pidfd = -1;
-      if (sys(__NR_read, 0, arg(&m), sizeof m) == long(sizeof m) &&
-          (pidfd = sys(__NR_pidfd_open, m.pid, 0)) >= 0) {
-        sys(__NR_write, 0, arg("1"), 1); // Y is held: X may report it
+      long started = 0;
+      int pidfd = -1;
+      if (pass_fd(false, 0, started, pidfd)) {
         sys(__NR_dup3, pidfd, 0, 0);
-        watch(m.started);
+        watch(started);
       }
       exit_now(0);
     }
@@ -297,13 +326,11 @@ struct watched {
   const long y = sys(__NR_clone, CLONE_PARENT | SIGCHLD);
   if (y < 0) die(s, exec::step_clone, y);
   if (y > 0) {
-    watched m;
-    m.pid = y;
-    m.started = started;
-    char held = 0;
-    if (to_watcher[0] >= 0 &&
-        sys(__NR_write, to_watcher[0], arg(&m), sizeof m) == long(sizeof m))
-      sys(__NR_read, to_watcher[0], arg(&held), 1); // or EOF: the watcher is gone
+    if (to_watcher[0] >= 0) {
+      long at = started;
+      int pidfd = int(sys(__NR_pidfd_open, y, 0));
+      if (pidfd >= 0) pass_fd(true, to_watcher[0], at, pidfd);
+    }
     report r;
     r.value = y;
     sys(__NR_write, s, arg(&r), sizeof r);
