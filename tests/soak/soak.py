@@ -233,6 +233,44 @@ class Serve:
 TYPED_EXITS = {-1: "timeout", 137: "killed"}
 
 
+# The bound on a run's time, per kind, in seconds: the sum of the deadlines of the calls on
+# its path (each control-plane call ends by its deadline, whatever a fault does: a held call
+# (hold 150 s, past every deadline) ends at it, a retried one retries inside it), plus the
+# program's own limit, plus SLACK for the HTTP hop and actor scheduling on a loaded host.
+# The deadlines are the runtime's (actors/controlplane.hpp controlplane_timeouts: create
+# 120, files 120, remove 60, query 30 per list page; exec: the run's timeout_seconds + 30 s
+# grace + 10 s backstop, actors/execution.cpp; a session's mkdir exec 30 and its command
+# timeout + 40, actors/session_manager.cpp, session_task.cpp; a session call's CAF limit 120
+# on create and list). A run over its bound waited in serve outside every call's deadline.
+SLACK = 20
+CREATE, FILES, REMOVE, CAF_CALL = 120, 120, 60, 120
+
+
+def exec_bound(timeout_seconds):
+    return timeout_seconds + 30 + 10
+
+
+def run_bounds():
+    """{key: seconds}: each kind's bound (and each session call's)."""
+    code = CREATE + FILES + exec_bound(60) + REMOVE  # create, the program's upload, exec, delete
+    # A session: acquire = create (a refused one: its adopting list) + DeerFlow's mkdir exec;
+    # then the command (stream: timeout 60 + 30 + 10), then the DELETE (remove).
+    acquire = CREATE + CAF_CALL + 30
+    command = exec_bound(60)
+    return {
+        "code": code + SLACK,
+        "component": code + SLACK,  # reuse "none": a code run's path
+        # reuse "flow": runs of one flow take its one guest in turn, so a run may queue behind
+        # the others: bounded by serve's own run limit (timeout_seconds + 10 min, service.cpp).
+        "component-reuse": 60 + 600 + SLACK,
+        "flow": CREATE + FILES + exec_bound(120) + REMOVE + SLACK,  # one bundle upload
+        "session-acquire": acquire + SLACK,
+        "session-command": command + SLACK,
+        "session-delete": REMOVE + SLACK,
+        "session": acquire + command + REMOVE + SLACK,
+    }
+
+
 def program_outcome(r, expected_stdout):
     """A 200 run answer judged: `success` only with exit 0 and exactly the expected stdout;
     `exit:CLASS` for a typed end of the program (timeout, killed, oom); else `wrong:…`."""
@@ -295,6 +333,11 @@ class Soak:
         self.untyped = []
         self.wrong = threading.Event()  # a wrong answer: the soak stops starting runs
         self.wrong_runs = []
+        self.bounds = run_bounds()
+        self.bounds.update(args.bound)
+        self.slow_runs = []  # runs (or session calls) over their bound: each fails the soak
+        self.slowest = collections.Counter()  # bound key → the slowest judged run's seconds
+        self.times = open(os.path.join(self.dir, "run-times.tsv"), "w", buffering=1)
         self.kills = {}  # what each kill hit and what came back
         self.reusable_names = collections.defaultdict(set)  # flow id → guest names answered
         self.reuse_flow_ids = set()  # flow ids a run asked a reusable guest for
@@ -351,6 +394,8 @@ class Soak:
 
     def run_code(self, serve, i, sleep_s=0, conns=None):
         value = i * 7 + self.skew(i)
+        if i in self.args.slow_run_at:  # its own test: this run's program outlasts its bound
+            sleep_s = self.bounds["code"] + 5
         program = f"import time\ntime.sleep({sleep_s})\nprint({value})" if sleep_s else \
             f"print({value})"
         body = json.dumps({"code": program, "timeout_seconds": 60 + sleep_s})
@@ -422,21 +467,33 @@ class Soak:
             return f"untyped:unknown code {code}"
         return f"error:{code}"
 
-    def run_session(self, serve, i):
-        """Acquire, one command, delete: a session's three calls, one outcome."""
+    def run_session(self, serve, i, calls):
+        """Acquire, one command, delete: a session's three calls (each timed in `calls`), one
+        outcome."""
+        t = time.monotonic()
         status, data = self.post(serve, "/v1/sessions", json.dumps(
             {"user_id": f"soak-{self.tag}", "thread_id": f"thread-{i}"}))
+        calls["acquire"] = time.monotonic() - t
         if status is None or status != 200:
-            with self.lock:  # its guest may exist all the same: released at the end
-                self.sessions_to_release.add(i)
-            return data if status is None else error_outcome(status, data)
+            outcome = data if status is None else error_outcome(status, data)
+            # Its guest may exist all the same (released at the end), unless the pool refused
+            # it before any create (every replica active; a 429 of the control plane, also
+            # `capacity`, may come after the create).
+            if not (status == 429 and b"GUESTFLOW_SESSION_REPLICAS" in data):
+                with self.lock:
+                    self.sessions_to_release.add(i)
+            return outcome
         sid = json.loads(data)["session_id"]
+        t = time.monotonic()
         status, data = self.post(serve, f"/v1/sessions/{sid}/commands",
                                  json.dumps({"command": f"echo {i * 3 + self.skew(i)}",
                                              "timeout_seconds": 60}))
+        calls["command"] = time.monotonic() - t
         outcome = data if status is None else error_outcome(status, data) if status != 200 \
             else program_outcome(json.loads(data), f"{i * 3}\n")
+        t = time.monotonic()
         status, body = self.delete_session(serve, sid)
+        calls["delete"] = time.monotonic() - t
         if status != 200:
             with self.lock:  # a session guest is persistent: only a DELETE ends it
                 self.sessions_to_release.add(i)
@@ -506,18 +563,50 @@ class Soak:
             return "skipped"
         with self.lock:
             self.started_runs += 1
+        t0 = time.monotonic()
+        calls = {}  # a session's calls: name → seconds
         if kind == "code":
             outcome = self.run_code(serve, i, sleep_s)
         elif kind == "flow":
             outcome = self.run_flow(serve, i)
         elif kind == "session":
-            outcome = self.run_session(serve, i)
+            outcome = self.run_session(serve, i, calls)
         else:
             outcome = self.run_component(serve, i)
         self.record(kind, outcome, i)
+        self.judge_time(kind, i, outcome, time.monotonic() - t0, sleep_s, calls)
         with self.lock:
             self.finished_runs += 1
         return outcome
+
+    def judge_time(self, kind, i, outcome, seconds, sleep_s, calls):
+        """A run (or a session's call) slower than its bound fails the soak at once, naming
+        it, as a wrong answer does; a run its server was SIGKILLed under is not judged."""
+        if outcome in ("serve-killed", "skipped", "hung-up-by-soak"):
+            return
+        key = "component-reuse" if kind == "component" and i % 2 == 0 else kind
+        over = []
+        bound = self.bounds[key] + sleep_s
+        if seconds > bound:
+            over.append(f"took {seconds:.0f} s, over its bound {bound} s")
+        for call, took in calls.items():
+            b = self.bounds[f"session-{call}"]
+            if took > b:
+                over.append(f"its {call} took {took:.0f} s, over the bound {b} s")
+        with self.lock:
+            # Every judged run's time, for a look afterwards (kept with --keep).
+            self.times.write(f"{self.phase}\t{kind}\t{i}\t{outcome}\t{seconds:.1f}\t" +
+                             " ".join(f"{c}={t:.1f}" for c, t in calls.items()) + "\n")
+            self.slowest[key] = max(self.slowest[key], round(seconds, 1))
+            for call, took in calls.items():
+                self.slowest[f"session-{call}"] = max(self.slowest[f"session-{call}"],
+                                                      round(took, 1))
+            if not over:
+                return
+            what = f"{kind} run {i}: " + "; ".join(over) + f" (ended {outcome})"
+            self.slow_runs.append(what)
+            self.wrong.set()
+        self.fail(f"slow run: {what} (phase {self.phase})")
 
     # ---- phases --------------------------------------------------------------------
 
@@ -853,6 +942,9 @@ class Soak:
                                          if p == ph and o == "success")
                                  for ph in sorted({p for p, _, _ in self.phase_outcomes})},
             "wrong_answers": self.wrong_runs,
+            "slow_runs": self.slow_runs,
+            "bounds_seconds": self.bounds,
+            "slowest_seconds": dict(sorted(self.slowest.items())),
             "control_plane_starts": self.cp_starts,
             "serve_stops_past_bound": self.serve_stops_past_bound,
             "seconds": round(time.monotonic() - t0),
@@ -864,6 +956,7 @@ class Soak:
         return 0 if not self.failures else 1
 
     def cleanup(self):
+        self.times.close()
         for p in (self.a.proc, self.b.proc, self.cp):
             if p:
                 p.close()
@@ -894,6 +987,15 @@ def main():
                    type=lambda v: {int(x) for x in v.split(",") if x},
                    help="I,J,…: these runs' programs answer other than expected: the soak must "
                    "fail at once naming them (its own test)")
+    p.add_argument("--slow-run-at", default=set(),
+                   type=lambda v: {int(x) for x in v.split(",") if x},
+                   help="I,J,…: code runs whose programs sleep past the code bound: the soak must "
+                   "fail naming them (its own test)")
+    p.add_argument("--bound", default={},
+                   type=lambda v: {k: int(x) for k, x in (kv.split("=") for kv in v.split(",")
+                                                          if kv)},
+                   help="KEY=SECONDS,…: replace a derived bound (keys: the summary's "
+                   "bounds_seconds)")
     a = p.parse_args()
     smoke = a.size == "smoke"
     a.runs = a.runs or (80 if smoke else 2000)
