@@ -294,7 +294,9 @@ result<guest_runtime> guest_backend::create(const guest_spec& spec) {
     if (auto ok = impl_->ensure_host_net(); !ok)
       return undo(unusable("host network", ok.error()));
     rt.netns = netns_name(spec.id); // recorded first: a half-built netns is removed too
-    auto net = create_guest_net(impl_->tools, spec.id, spec.egress);
+    // gVisor's netstack bypasses the netns's hooks: its rules also go on the host side.
+    auto net = create_guest_net(impl_->tools, spec.id, spec.egress,
+                                spec.isolation == guest_isolation::gvisor);
     if (!net) return undo(unusable("guest network", net.error()));
     rt.ip = net->guest_ip;
     req.netns_path = netns_path(net->netns);
@@ -355,6 +357,7 @@ void guest_backend::kill_exec(const exec_process& p) {
 int guest_backend::reap(exec_process& p) {
   int code = -1;
   if (p.pid > 0) code = child::exit_code_of(child::wait_for(p.pid));
+  reap_watcher(p); // the command's own run, as measured off the server's clock
   for (int* fd : {&p.pidfd, &p.stdout_fd, &p.stderr_fd}) {
     if (*fd >= 0) ::close(*fd);
     *fd = -1;
@@ -396,6 +399,8 @@ result<bool> guest_backend::set_egress(const guest_runtime& g, const egress_poli
   }
   if (!impl_->support.nftables)
     return fail(ec::unavailable, "nftables is unavailable; egress rules cannot be changed");
+  if (g.isolation == guest_isolation::gvisor)
+    if (auto ok = apply_host_side_rules(impl_->tools, g.id, g.ip, egress); !ok) return ok;
   return apply_guest_rules(impl_->tools, g.netns, egress);
 }
 
@@ -474,6 +479,8 @@ unique_fd guest_backend::tear_down(guest_runtime& g, std::optional<failure>& fir
     first = rm.error();
   if (!g.netns.empty())
     if (auto ok = destroy_guest_net(g.netns); !ok && !first) first = ok.error();
+  if (!g.netns.empty() && g.isolation == guest_isolation::gvisor && impl_->support.nftables)
+    if (auto ok = remove_host_side_rules(impl_->tools, g.id); !ok && !first) first = ok.error();
   return workspace_pin;
 }
 

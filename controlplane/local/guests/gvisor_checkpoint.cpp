@@ -3,6 +3,7 @@
 #include <cerrno>
 #include <cstring>
 #include <fcntl.h>
+#include <string_view>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -27,6 +28,26 @@ bool sync_path(const fs::path& p, bool directory) {
   bool ok = ::fsync(fd) == 0;
   ::close(fd);
   return ok;
+}
+
+/// What runsc said, without the Go stack and state dump a refused save carries (kilobytes).
+/// A netstack TCP connection (open, or lingering after its close: TIME_WAIT is a minute)
+/// cannot be saved by this runsc: only loopback routes can.
+std::string runsc_reason(const std::string& out) {
+  constexpr std::string_view rejected = "save rejected due to unsupported networking state: ";
+  if (auto at = out.find(rejected); at != std::string::npos) {
+    at += rejected.size();
+    auto end = out.find('\n', at);
+    auto what = out.substr(at, end == std::string::npos ? std::string::npos : end - at);
+    while (!what.empty() && what.back() == ':')
+      what.pop_back();
+    return "this runsc cannot save a TCP connection on the guest's network (open, or closed "
+           "less than a minute ago): " +
+           what;
+  }
+  auto line = out.substr(0, out.find('\n'));
+  if (line.size() > 400) line = line.substr(0, 400) + "...";
+  return line;
 }
 
 } // namespace
@@ -55,7 +76,8 @@ result<bool> write_checkpoint(const runsc_runner& runsc, const std::string& cont
   };
   if (!out) return failed(out.error().message);
   if (out->exit_code != 0)
-    return failed("runsc exit " + std::to_string(out->exit_code) + ": " + out->output);
+    return failed("runsc exit " + std::to_string(out->exit_code) + ": " +
+                  runsc_reason(out->output));
   if (!has_checkpoint(partial)) return failed("runsc wrote no image");
   if (!sync_path(partial / image_file, false) || !sync_path(partial, true))
     return failed(std::string{"fsync: "} + std::strerror(errno));

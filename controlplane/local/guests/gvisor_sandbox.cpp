@@ -66,8 +66,24 @@ std::vector<std::string> gvisor_global_args(const std::string& runsc, const gvis
                                             bool networked) {
   // ptrace: the only platform Debian 12's kernel and runsc agree on without KVM here.
   // --ignore-cgroups: the shim put runsc in the guest's cgroups already.
+  // --network=sandbox: gVisor's own TCP/IP on the guest's eth0 (checkpointable; host
+  // networking is not).
   return {runsc, "--root=" + p.state.string(), "--platform=ptrace",
-          networked ? "--network=host" : "--network=none", "--ignore-cgroups"};
+          networked ? "--network=sandbox" : "--network=none", "--ignore-cgroups"};
+}
+
+std::vector<std::string> gvisor_launch_argv(std::vector<std::string> argv, bool networked) {
+  if (!networked) return argv;
+  // runsc (this version) takes a netns holding /proc/sys/net/core/rmem_default for the
+  // host's root netns and refuses to move its interfaces; on Linux 6.18 every netns has
+  // that file. Hidden from runsc alone: the shim's mount namespace is private (a slave of
+  // the host's), and nothing runsc or the Sentry does with netstack reads /proc/sys/net.
+  std::vector<std::string> out{
+      "/bin/sh", "-c",
+      "/bin/mount -t tmpfs -o ro,nosuid,nodev,noexec,size=4k guestflow-no-net-sysctl "
+      "/proc/sys/net && exec \"$0\" \"$@\""};
+  out.insert(out.end(), argv.begin(), argv.end());
+  return out;
 }
 
 result<command_output> run_runsc(const std::string& runsc, const gvisor_paths& p,
@@ -120,7 +136,10 @@ std::string gvisor_oci_spec(const gvisor_spec_input& in) {
          quote_json(in.root) + R"(,"readonly":true},"hostname":)" + quote_json(in.hostname) +
          R"(,"mounts":)" + mounts +
          R"(,"linux":{"namespaces":[{"type":"pid"},{"type":"ipc"},{"type":"uts"},)"
-         R"({"type":"mount"}]}})";
+         R"({"type":"mount"})" +
+         (in.netns.empty() ? std::string{}
+                           : R"(,{"type":"network","path":)" + quote_json(in.netns) + "}") +
+         "]}}";
 }
 
 std::string gvisor_process_spec(uid_t uid, gid_t gid, const std::vector<std::string>& argv,

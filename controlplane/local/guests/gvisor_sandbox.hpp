@@ -17,8 +17,10 @@
 /// The spawn helper starts `runsc run --detach` exactly where it starts bwrap: in a shim that
 /// joined the guest's cgroups (runsc's own cgroup handling is off, so sandbox, gofer and
 /// ptrace stubs all live in the guest's cgroups: limits, freezer and kill as for bwrap) and
-/// netns (`--network=host` there, so the nft rules outside the sandbox apply;
-/// `--network=none` for a guest without network), in a private mount namespace holding the
+/// netns (`--network=sandbox`: gVisor's netstack takes over the netns's eth0 and its
+/// address, and the guest's rules also hold on the host side of its veth,
+/// netns_egress.hpp's apply_host_side_rules; `--network=none` for a guest without
+/// network), in a private mount namespace holding the
 /// workspace and image mounts the OCI bundle names. Per guest, node-local:
 /// `<state_dir>/gvisor/<id>/` holds `bundle/config.json`, runsc's `--root` dir `state/`, and
 /// `sandbox.pid`; the container id is the guest id. Execs are `runsc exec --process` (the
@@ -46,6 +48,11 @@ gvisor_paths gvisor_paths_for(const std::filesystem::path& state_dir, const std:
 std::vector<std::string> gvisor_global_args(const std::string& runsc, const gvisor_paths& p,
                                             bool networked);
 
+/// The argv the shim runs for a runsc command that makes a sandbox (run, restore):
+/// `argv` itself, or for a networked guest wrapped so runsc accepts the guest's netns
+/// (/proc/sys/net hidden from it).
+std::vector<std::string> gvisor_launch_argv(std::vector<std::string> argv, bool networked);
+
 /// Runs `runsc <global args> <args…>` on a live guest and waits for it. `netns` (the
 /// guest's netns name, empty without one): runsc's control socket is an abstract unix
 /// socket of the network namespace the sandbox runs in, so every runsc command on a
@@ -70,6 +77,7 @@ struct gvisor_spec_input {
   uid_t uid = 60000;
   gid_t gid = 60000;
   std::string init;                 ///< the container's init, a path in the guest
+  std::string netns;                ///< the guest's netns (its path), empty: none
   std::vector<gvisor_mount> mounts; ///< after proc, dev, tmp, in this order
 };
 

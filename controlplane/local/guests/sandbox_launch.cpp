@@ -307,6 +307,7 @@ result<launched_init> launch_gvisor(const launch_request& req) {
   spec.uid = req.uid;
   spec.gid = req.gid;
   spec.init = gvisor_init_path;
+  spec.netns = req.netns_path;
   const bool image_root = !req.root.empty();
   auto& m = spec.mounts;
   if (image_root) {
@@ -356,6 +357,7 @@ result<launched_init> launch_gvisor(const launch_request& req) {
   argv.insert(argv.end(), req.gvisor_command.begin(), req.gvisor_command.end());
   argv.insert(argv.end(), {"--bundle", paths.bundle.string(), "--pid-file",
                            paths.pid_file.string(), paths.container});
+  argv = gvisor_launch_argv(std::move(argv), !req.netns_path.empty());
   // runsc's stdio: nothing in, its complaints on the err pipe (which the sandbox inherits
   // as the init's stdio and never writes to); the status pipe at 3.
   constexpr int fd_gvisor_status = 3;

@@ -210,16 +210,12 @@ host_networks read_host_networks() {
   return out;
 }
 
-std::string render_guest_rules(const egress_policy& egress, const host_networks& host,
-                               bool replace) {
-  // Deleting a table makes the kernel wait for an RCU grace period (~10 ms): a fresh netns
-  // has nothing to replace.
-  std::string s = replace ? "table inet guestflow\ndelete table inet guestflow\n" : "";
-  s += "table inet guestflow {\n"
-       "  chain output {\n"
-       "    type filter hook output priority filter; policy drop;\n"
-       "    oifname \"lo\" accept\n"
-       "    meta nfproto ipv6 drop\n";
+namespace {
+
+/// The rules after the chain's head: what every guest is refused, then its policy, then
+/// refuse the rest (stateless either way).
+std::string rule_lines(const egress_policy& egress, const host_networks& host) {
+  std::string s = "    meta nfproto ipv6 drop\n";
   auto reject = [&s](const std::string& set) {
     s += "    ip daddr " + set + " meta l4proto tcp reject with tcp reset\n";
     s += "    ip daddr " + set + " reject with icmpx type admin-prohibited\n";
@@ -245,10 +241,87 @@ std::string render_guest_rules(const egress_policy& egress, const host_networks&
     }
   }
   s += "    meta l4proto tcp reject with tcp reset\n"
-       "    reject with icmpx type admin-prohibited\n"
-       "  }\n"
-       "}\n";
+       "    reject with icmpx type admin-prohibited\n";
   return s;
+}
+
+uint32_t parse_dotted(const std::string& text) {
+  in_addr a{};
+  if (::inet_pton(AF_INET, text.c_str(), &a) != 1) return 0;
+  return ntohl(a.s_addr);
+}
+
+} // namespace
+
+std::string render_guest_rules(const egress_policy& egress, const host_networks& host,
+                               bool replace) {
+  // Deleting a table makes the kernel wait for an RCU grace period (~10 ms): a fresh netns
+  // has nothing to replace.
+  std::string s = replace ? "table inet guestflow\ndelete table inet guestflow\n" : "";
+  return s +
+         "table inet guestflow {\n"
+         "  chain output {\n"
+         "    type filter hook output priority filter; policy drop;\n"
+         "    oifname \"lo\" accept\n" +
+         rule_lines(egress, host) + "  }\n}\n";
+}
+
+std::string host_rules_table(const std::string& id) {
+  // nft names take no '-'; ids never hold a '.', so the mapping is one to one.
+  auto name = "guestflow_g_" + id;
+  std::replace(name.begin(), name.end(), '-', '.');
+  return name;
+}
+
+std::string render_host_side_rules(const std::string& id, const std::string& host_if,
+                                   const egress_policy& egress, const host_networks& host) {
+  // Always replaced whole: a table of this name left by a crash goes in the same transaction.
+  // `iif` is the interface's index, resolved now: a stale table never matches a later veth
+  // that reuses the name. After the host table's forward chain (priority filter - 10),
+  // which accepts what guests send: a packet passes only when every base chain accepts it.
+  const auto t = "inet " + host_rules_table(id);
+  return "table " + t + "\ndelete table " + t + "\ntable " + t +
+         " {\n"
+         "  chain forward {\n"
+         "    type filter hook forward priority filter - 5; policy accept;\n"
+         "    iif \"" +
+         host_if +
+         "\" jump egress\n"
+         "  }\n"
+         // Before the host table's input chain (which drops all but TCP): what a guest sends
+         // the host itself is refused at once, as in the guest's own output chain.
+         "  chain input {\n"
+         "    type filter hook input priority filter - 20; policy accept;\n"
+         "    iif \"" +
+         host_if +
+         "\" meta l4proto tcp reject with tcp reset\n"
+         "    iif \"" +
+         host_if +
+         "\" reject with icmpx type admin-prohibited\n"
+         "  }\n"
+         "  chain egress {\n" +
+         rule_lines(egress, host) + "  }\n}\n";
+}
+
+std::string host_if_of_guest(const std::string& guest_ip) {
+  const uint32_t a = parse_dotted(guest_ip);
+  if ((a & 0xffff0000U) != pool_base) return {};
+  return host_if_of((a - pool_base) >> 2);
+}
+
+result<bool> apply_host_side_rules(const net_tools& tools, const std::string& id,
+                                   const std::string& guest_ip, const egress_policy& egress) {
+  if (auto ok = check_enforceable(egress); !ok) return ok;
+  const auto host_if = host_if_of_guest(guest_ip);
+  if (host_if.empty())
+    return fail(ec::unavailable, "guest address " + guest_ip + " is not in " + pool_cidr);
+  return nft_apply(tools.nft,
+                   render_host_side_rules(id, host_if, egress, read_host_networks()));
+}
+
+result<bool> remove_host_side_rules(const net_tools& tools, const std::string& id) {
+  const auto t = "inet " + host_rules_table(id);
+  return nft_apply(tools.nft, "table " + t + "\ndelete table " + t + "\n");
 }
 
 result<bool> apply_guest_rules(const net_tools& tools, const std::string& netns,
@@ -266,7 +339,7 @@ result<bool> apply_guest_rules(const net_tools& tools, const std::string& netns,
 }
 
 result<guest_net> create_guest_net(const net_tools& tools, const std::string& id,
-                                   const egress_policy& egress) {
+                                   const egress_policy& egress, bool host_side) {
   if (auto ok = check_enforceable(egress); !ok) return ok.error();
   guest_net net;
   net.netns = netns_name(id);
@@ -320,6 +393,11 @@ result<guest_net> create_guest_net(const net_tools& tools, const std::string& id
     return undo(ok.error());
   if (auto ok = apply_guest_rules(tools, net.netns, egress, false); !ok)
     return undo(ok.error());
+  if (host_side)
+    if (auto ok = apply_host_side_rules(tools, id, net.guest_ip, egress); !ok) {
+      remove_host_side_rules(tools, id);
+      return undo(ok.error());
+    }
   return net;
 }
 

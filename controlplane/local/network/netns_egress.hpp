@@ -39,9 +39,24 @@ bool egress_rules_supported(const net_tools& tools);
 result<bool> ensure_host_egress(const net_tools& tools);
 
 /// Builds the guest's netns, veth pair, addresses, route and rules. Removes everything it
-/// made when a step fails.
+/// made when a step fails. `host_side`: the rules are also kept on the host (below).
 result<guest_net> create_guest_net(const net_tools& tools, const std::string& id,
-                                   const egress_policy& egress);
+                                   const egress_policy& egress, bool host_side = false);
+
+/// A gVisor guest's own TCP/IP (netstack, inside the Sentry) sends on the guest's eth0
+/// through a packet socket: nothing it sends passes the netns's output hook. Its rules are
+/// therefore also kept on the host, in a table of its own (`inet guestflow_g_<id>`, '-' as '.')
+/// whose forward chain applies the same rules to what arrives on the veth's host side (the
+/// interface derived from `guest_ip`), and whose input chain refuses what it sends the host
+/// itself. Replaces the table atomically (also one a crash left).
+result<bool> apply_host_side_rules(const net_tools& tools, const std::string& id,
+                                   const std::string& guest_ip, const egress_policy& egress);
+
+/// Deletes the guest's host-side table. Idempotent.
+result<bool> remove_host_side_rules(const net_tools& tools, const std::string& id);
+
+/// The host side of the veth whose guest side has `guest_ip` (empty: not a pool address).
+std::string host_if_of_guest(const std::string& guest_ip);
 
 /// Installs (`replace` = false, a fresh netns) or atomically replaces (one nft transaction
 /// that deletes and re-adds the guest's table) the guest's rule set.
@@ -77,6 +92,11 @@ inline constexpr const char* non_internet_ranges =
 /// guest's netns: cheaper to create), so narrowing them cuts open connections too.
 std::string render_guest_rules(const egress_policy& egress, const host_networks& host,
                                bool replace);
+
+/// `inet guestflow_g_<id>`'s name, and its script for `host_if` (what the tests read).
+std::string host_rules_table(const std::string& id);
+std::string render_host_side_rules(const std::string& id, const std::string& host_if,
+                                   const egress_policy& egress, const host_networks& host);
 
 /// Refuses policies this backend cannot enforce exactly (IPv6 rules: guests have no IPv6).
 result<bool> check_enforceable(const egress_policy& egress);

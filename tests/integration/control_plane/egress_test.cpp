@@ -4,8 +4,9 @@
 // moves into a network namespace of its own first (the control plane it starts, and so its
 // guests, live there), and the "LAN" is a second namespace behind a veth, holding private
 // addresses and one stand-in for the internet (198.51.100.9, TEST-NET-2), reached by the
-// test namespace's default route. Both guest kinds: a gVisor guest's runsc runs inside the
-// same guest netns, so the same rules outside it apply.
+// test namespace's default route. Both guest kinds: a gVisor guest's netstack sends on the
+// same guest netns's veth, and its rules also hold on the veth's host side (which netstack's
+// packets do pass), also after its stop kept its memory and its start restored it.
 #include "controlplane/local/guests/host_command.hpp"
 #include "controlplane/local/network/netns_egress.hpp"
 #include "tests/integration/control_plane/fixture.hpp"
@@ -17,12 +18,15 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <sched.h>
+#include <sstream>
 #include <sys/socket.h>
 #include <thread>
 #include <unistd.h>
 
 namespace guestflow::testing {
 namespace {
+
+using namespace std::chrono_literals;
 
 constexpr const char* ip_tool = "/usr/sbin/ip";
 
@@ -129,6 +133,32 @@ protected:
     return out ? out->output : out.error().message;
   }
 
+  /// "ADDRESS open|refused|timeout" at the LAN listener's port: refused is a reset or an ICMP
+  /// refusal (the rules' answer, at once), timeout a silent drop. An open connection is
+  /// closed by a reset (SO_LINGER 0): nothing lingers in TIME_WAIT, which this runsc cannot
+  /// checkpoint.
+  std::string refusals(const std::string& id, const std::vector<std::string>& addresses) {
+    std::string list;
+    for (const auto& a : addresses)
+      list += "'" + a + "',";
+    auto r = exec(id, "/usr/bin/python3",
+                  {"-c", "import errno, socket, struct\n"
+                         "for h in [" +
+                             list + "]:\n    try:\n        s = socket.create_connection((h, " +
+                             std::to_string(port_) +
+                             "), timeout=5)\n"
+                             "        s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, "
+                             "struct.pack('ii', 1, 0))\n"
+                             "        s.close(); print(h, 'open')\n"
+                             "    except socket.timeout:\n        print(h, 'timeout')\n"
+                             "    except OSError as e:\n"
+                             "        print(h, 'refused' if e.errno in (errno.ECONNREFUSED, "
+                             "errno.EHOSTUNREACH, errno.ENETUNREACH, errno.EACCES) else "
+                             "str(e))\n"});
+    EXPECT_EQ(r.exit_code, 0) << r.stderr_text;
+    return r.stdout_text;
+  }
+
   int lan_fd_ = -1;
   int listener_ = -1;
   uint16_t port_ = 0;
@@ -159,6 +189,85 @@ TEST_P(control_plane_egress, a_private_address_named_in_the_egress_is_reached) {
   auto got = reached();
   std::sort(got.begin(), got.end());
   EXPECT_EQ(got, (std::vector<std::string>{"172.16.9.9", "198.51.100.9"}));
+}
+
+TEST_P(control_plane_egress, a_networked_gvisor_guest_keeps_its_memory_and_its_rules) {
+  if (!gvisor()) GTEST_SKIP() << "a namespaces guest's stop keeps its disk only";
+  // gVisor's netstack sends past the guest netns's own hooks: its rules hold on the host side
+  // of its veth too, are there again after a restore, and go with the guest.
+  auto g = create(R"({"shape":"s-1vcpu-256mb","persistent":true,"idle_ttl_seconds":0,)"
+                  R"("egress":["198.51.100.9"]})");
+  const std::vector<std::string> targets{"198.51.100.9", "10.9.9.9", "203.0.113.2"};
+  const std::string expected = "198.51.100.9 open\n10.9.9.9 refused\n203.0.113.2 refused\n";
+  EXPECT_EQ(refusals(g.id, targets), expected);
+  EXPECT_EQ(reached(), std::vector<std::string>{internet_address});
+  auto table = local::host_rules_table(g.id);
+  auto host_table = [&] {
+    auto out = local::run_command({"/usr/sbin/nft", "list", "table", "inet", table}, {});
+    return out && out->exit_code == 0 ? out->output : std::string{};
+  };
+  EXPECT_NE(host_table().find("198.51.100.9"), std::string::npos) << "no host-side rules";
+
+  // A counter in memory: its token is drawn once, so only the same interpreter goes on.
+  auto bg = exec(g.id, "/bin/sh",
+                 {"-c", "python3 -c \"$0\" </dev/null >/dev/null 2>&1 &",
+                  "import os, time\ntoken = os.urandom(8).hex()\ni = 0\nwhile True:\n"
+                  "    open('/workspace/c.tmp', 'w').write('%d %s' % (i, token))\n"
+                  "    os.replace('/workspace/c.tmp', '/workspace/c')\n"
+                  "    i += 1\n    time.sleep(0.02)\n"});
+  ASSERT_EQ(bg.exit_code, 0) << bg.stderr_text;
+  auto counter = [&] {
+    std::pair<long, std::string> c{-1, ""};
+    auto f = get_file(g.id, "/workspace/c");
+    if (f.status == 200u) std::istringstream{f.body} >> c.first >> c.second;
+    return c;
+  };
+  std::pair<long, std::string> before;
+  ASSERT_TRUE(eventually([&] { return (before = counter()).first > 3; }, 30s, 20ms));
+
+  auto stopped = data<sandbox_view>(call("POST", "/v1/sandboxes/" + g.id + "/stop"));
+  EXPECT_EQ(stopped.status, sandbox_status::stopped);
+  EXPECT_TRUE(
+      std::filesystem::exists(state_dir_ / "guests" / g.id / "checkpoint" / "checkpoint.img"))
+      << call("GET", "/v1/sandboxes/" + g.id).body;
+  EXPECT_EQ(host_table(), "") << "the host-side rules go with the stopped guest's network";
+
+  auto started = data<sandbox_view>(call("POST", "/v1/sandboxes/" + g.id + "/start"));
+  EXPECT_EQ(started.started_from, "checkpoint");
+  EXPECT_FALSE(started.restore_error) << *started.restore_error;
+  auto first = counter();
+  EXPECT_EQ(first.second, before.second) << "the same interpreter, its variables kept";
+  EXPECT_GE(first.first, before.first);
+  EXPECT_TRUE(eventually([&] { return counter().first > first.first; }, 30s, 20ms))
+      << "the restored counter runs on";
+  // The restored netstack has the guest's address again, and the rules hold both ways.
+  EXPECT_EQ(refusals(g.id, targets), expected);
+  EXPECT_EQ(reached(), std::vector<std::string>{internet_address});
+  EXPECT_NE(host_table().find("198.51.100.9"), std::string::npos);
+
+  // What this runsc cannot save: a TCP connection on the guest's network. Such a stop keeps
+  // the disk only and says why; the start boots cold.
+  auto held = exec(g.id, "/bin/sh",
+                   {"-c", "python3 -c \"$0\" </dev/null >/dev/null 2>&1 &",
+                    "import socket, time\ns = socket.create_connection(('198.51.100.9', " +
+                        std::to_string(port_) +
+                        "))\nopen('/workspace/held', 'w')\n"
+                        "time.sleep(3600)\n"});
+  ASSERT_EQ(held.exit_code, 0) << held.stderr_text;
+  ASSERT_TRUE(
+      eventually([&] { return get_file(g.id, "/workspace/held").status == 200u; }, 30s, 20ms));
+  ASSERT_EQ(call("POST", "/v1/sandboxes/" + g.id + "/stop").status, 200u);
+  auto noted = call("GET", "/v1/sandboxes/" + g.id).body;
+  EXPECT_NE(noted.find("memory not kept"), std::string::npos) << noted;
+  EXPECT_NE(noted.find("cannot save a TCP connection"), std::string::npos) << noted;
+  EXPECT_LT(noted.size(), 2000u) << "runsc's stack dump stays out of the note";
+  auto cold = data<sandbox_view>(call("POST", "/v1/sandboxes/" + g.id + "/start"));
+  EXPECT_EQ(cold.started_from, "boot");
+  EXPECT_EQ(refusals(g.id, targets), expected) << "the rules hold after a cold boot too";
+  reached();
+
+  ASSERT_EQ(call("DELETE", "/v1/sandboxes/" + g.id).status, 200u);
+  EXPECT_EQ(host_table(), "") << "delete removes the host-side table";
 }
 
 GUESTFLOW_BOTH_KINDS(control_plane_egress);

@@ -120,4 +120,46 @@ TEST(netns_egress, the_hosts_networks_are_its_subnets_and_routes_but_the_default
   });
 }
 
+TEST(netns_egress, a_gvisor_guests_rules_also_hold_on_its_veths_host_side) {
+  // gVisor's netstack sends through a packet socket on the guest's eth0: the host side of the
+  // veth is where its traffic meets netfilter (the forward chain), with the same rules.
+  EXPECT_EQ(host_if_of_guest("10.231.0.6"), "gfv1");
+  EXPECT_EQ(host_if_of_guest("10.231.255.254"), "gfv16383");
+  EXPECT_EQ(host_if_of_guest("10.232.0.2"), "");
+  EXPECT_EQ(host_rules_table("sb-12ab"), "guestflow_g_sb.12ab");
+  host_networks host{{"192.0.2.2"}, {"192.0.2.0/24"}};
+  auto rules = parse_egress({"172.16.9.9"});
+  ASSERT_TRUE(rules);
+  auto script = render_host_side_rules("sb-12ab", "gfv1", *rules, host);
+  EXPECT_NE(script.find("iif \"gfv1\" jump egress"), std::string::npos) << script;
+  EXPECT_NE(script.find("ip daddr 172.16.9.9/32 accept"), std::string::npos) << script;
+  EXPECT_NE(reject_line_of(script, "192.0.2.2"), std::string::npos) << script;
+  EXPECT_EQ(script.find("oifname \"lo\""), std::string::npos) << "no loopback on the host side";
+  if (::geteuid() != 0 || ::access("/usr/sbin/ip", X_OK) != 0 ||
+      ::access("/usr/sbin/nft", X_OK) != 0)
+    GTEST_SKIP() << "needs root, ip, nft";
+  in_new_netns([&](int ns) {
+    command_options opt;
+    opt.netns_fd = ns;
+    opt.input = "link add gfv1 type veth peer name peer1\n";
+    auto out = run_command({"/usr/sbin/ip", "-b", "-"}, opt);
+    ASSERT_TRUE(out);
+    ASSERT_EQ(out->exit_code, 0) << out->output;
+    // The kernel takes it, and takes it again (a replacement is one transaction).
+    for (int i = 0; i < 2; ++i) {
+      auto ok =
+          nft_apply("/usr/sbin/nft", render_host_side_rules("sb-12ab", "gfv1", *rules, host));
+      ASSERT_TRUE(ok) << ok.error().message << "\n" << script;
+    }
+    auto listed = run_command({"/usr/sbin/nft", "list", "tables"}, command_options{});
+    ASSERT_TRUE(listed);
+    EXPECT_NE(listed->output.find("guestflow_g_sb.12ab"), std::string::npos) << listed->output;
+    ASSERT_TRUE(remove_host_side_rules(net_tools{}, "sb-12ab"));
+    ASSERT_TRUE(remove_host_side_rules(net_tools{}, "sb-12ab")) << "idempotent";
+    listed = run_command({"/usr/sbin/nft", "list", "tables"}, command_options{});
+    ASSERT_TRUE(listed);
+    EXPECT_EQ(listed->output.find("guestflow_g_"), std::string::npos) << listed->output;
+  });
+}
+
 } // namespace
