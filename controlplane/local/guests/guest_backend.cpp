@@ -22,7 +22,9 @@
 #include <cstring>
 #include <fcntl.h>
 #include <mutex>
+#include <poll.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -75,6 +77,30 @@ result<bool> check_owned(const guest_runtime& g, const fs::path& state_dir,
 
 failure unusable(const std::string& what, const failure& why) {
   return fail(why.code, what + ": " + why.message);
+}
+
+/// A forked pool guest's run (exec_process::status_fd): its init's "status N" line, read
+/// within a deadline (the run has ended when this is called, or was killed); -1 when the
+/// init is gone or says nothing (a dead guest).
+int read_init_status(int fd) {
+  const auto deadline = std::chrono::steady_clock::now() + teardown_timeout;
+  std::string got;
+  char buf[64];
+  while (got.find('\n') == std::string::npos && got.size() < 256) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) return -1;
+    pollfd p{fd, POLLIN, 0};
+    if (::poll(&p, 1, int(left.count())) < 0 && errno != EINTR) return -1;
+    auto n = ::recv(fd, buf, sizeof buf, MSG_DONTWAIT);
+    if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
+    if (n <= 0) return -1;
+    got.append(buf, size_t(n));
+  }
+  // Lines before it (the run's own start notice) are skipped.
+  auto at = got.rfind("status ");
+  if (at == std::string::npos) return -1;
+  return std::atoi(got.c_str() + at + 7);
 }
 
 } // namespace
@@ -165,6 +191,10 @@ guest_backend::~guest_backend() {
 
 const host_support& guest_backend::support() const noexcept {
   return impl_->support;
+}
+
+const backend_config& guest_backend::config() const noexcept {
+  return impl_->cfg;
 }
 
 result<guest_runtime> guest_backend::create(const guest_spec& spec) {
@@ -313,7 +343,7 @@ result<guest_runtime> guest_backend::create(const guest_spec& spec) {
       req.init_fd = *fd;
     }
   }
-  auto init = launch_guest_init(req);
+  auto init = spec.launch ? spec.launch(req) : launch_guest_init(req);
   if (!init) return undo(init.error());
   rt.init_pid = init->pid;
   rt.init_start_time = init->start_time;
@@ -356,7 +386,13 @@ void guest_backend::kill_exec(const exec_process& p) {
 
 int guest_backend::reap(exec_process& p) {
   int code = -1;
-  if (p.pid > 0) code = child::exit_code_of(child::wait_for(p.pid));
+  if (p.status_fd >= 0) {
+    code = read_init_status(p.status_fd);
+    ::close(p.status_fd);
+    p.status_fd = -1;
+  } else if (p.pid > 0) {
+    code = child::exit_code_of(child::wait_for(p.pid));
+  }
   reap_watcher(p); // the command's own run, as measured off the server's clock
   for (int* fd : {&p.pidfd, &p.stdout_fd, &p.stderr_fd}) {
     if (*fd >= 0) ::close(*fd);

@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <optional>
 #include <set>
@@ -69,6 +70,9 @@ struct guest_spec {
   /// workspace directories are made before the launch; a host directory that became a
   /// symlink since is refused by the launch.
   std::vector<sandbox_mount> mounts;
+  /// Set: starts the guest instead of launch_guest_init (a fork-server pool's clone of its
+  /// template, fork_template.hpp), given the request create() built.
+  std::function<result<launched_init>(const launch_request&)> launch;
 };
 
 /// Beside a shared workspace: the guest's create request and owner, so that another node
@@ -113,6 +117,9 @@ struct exec_process {
   /// Set by reap(): the command's own run as its watcher measured it, off the server's
   /// clock, so a stall of the server does not count. nullopt: no watcher, or it said nothing.
   std::optional<std::chrono::nanoseconds> ran;
+  /// A run a forked pool guest's init started (python_waiter.hpp): not the server's child,
+  /// so reap() reads its exit status from this socket ("status N\n") instead of waitpid.
+  int status_fd = -1;
 };
 
 /// Host facts the server reports in /v1/capabilities and checks at create.
@@ -158,6 +165,7 @@ public:
   ~guest_backend();
 
   const host_support& support() const noexcept;
+  const backend_config& config() const noexcept;
 
   /// Builds and starts a guest; returns once its init runs. On any failure, everything
   /// created so far is removed before returning the failure.

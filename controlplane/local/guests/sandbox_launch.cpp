@@ -448,7 +448,10 @@ std::vector<std::string> bwrap_argv(const launch_request& req,
   for (size_t i = 0; i < req.mounts.size(); ++i)
     add({req.mounts[i].read_only ? "--ro-bind" : "--bind", bind_mountpoint(i),
          req.mounts[i].guest_path});
-  add({"--seccomp", fd(fd_seccomp), "--info-fd", fd(fd_info), "--"});
+  for (const auto& cap : req.template_caps)
+    add({"--cap-add", cap});
+  if (req.template_caps.empty()) add({"--seccomp", fd(fd_seccomp)});
+  add({"--info-fd", fd(fd_info), "--"});
   a.insert(a.end(), command.begin(), command.end());
   return a;
 }
@@ -515,8 +518,10 @@ result<launched_init> launch_guest_init(const launch_request& req) {
     w->reset(p[1]);
   }
   const bool image_root = !req.root.empty();
-  const auto argv_strings = image_root ? bwrap_argv(req, {image_init_path})
-                                       : bwrap_argv(req, {"/usr/bin/sh", "-c", init_script});
+  const auto argv_strings = !req.template_command.empty()
+                                ? bwrap_argv(req, req.template_command)
+                            : image_root ? bwrap_argv(req, {image_init_path})
+                                         : bwrap_argv(req, {"/usr/bin/sh", "-c", init_script});
   const int fd_status = image_root ? fd_init + 1 : fd_init;
   const int fd_count = fd_status + 1;
   const int fds_for_bwrap[] = {devnull.get(), devnull.get(),

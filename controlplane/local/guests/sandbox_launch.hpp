@@ -83,6 +83,12 @@ struct launch_request {
   /// With `root`: a sealed, read-only memfd holding the guest init (guest_init.hpp).
   int init_fd = -1;
   std::chrono::milliseconds timeout{10000};
+  /// A pool's fork template (fork_template.hpp) instead of a guest's init: this command
+  /// (it writes a byte to fd 3 once ready and closes it), these capabilities added in its
+  /// user namespace only, and no seccomp deny-list: the guests it clones stack it themselves
+  /// before anything of theirs runs. Empty: a guest's init.
+  std::vector<std::string> template_command;
+  std::vector<std::string> template_caps;
 };
 
 struct launched_init {
