@@ -3,7 +3,10 @@
 // turn the run into a `timeout` — `guestflow code` against this control plane reports the
 // program's own exit and output once the control plane runs again; a program that kills
 // itself under such a stall is `killed` (137), never `timeout`: only the guest's
-// timeout(1) (exit 124) says a program timed out.
+// timeout(1) (exit 124) says a program timed out; a stall past the runtime's own deadline
+// is `transient`. The program's exec_ms is its own run, whoever held the host: a call held
+// before the spawn, a stall during the run and after the exit (both guest kinds, buffered
+// and streamed: the exit watcher of spawn_helper/protocol.hpp), a pooled guest's wait.
 #include "tests/integration/control_plane/fixture.hpp"
 #include "tests/support/proc.hpp"
 #include "tests/support/slurp.hpp"
@@ -83,6 +86,43 @@ TEST_F(control_plane_stall, a_stopped_control_plane_does_not_make_a_program_time
   EXPECT_GE(ms, 2900u) << run.stdout_text;
   EXPECT_LT(ms, 4000u) << "the control plane's stall counted as the program's time: "
                        << run.stdout_text;
+}
+
+TEST_F(control_plane_stall, a_stall_past_the_runtimes_own_deadline_is_no_timeout_either) {
+  // The runtime gives an exec call the program's timeout + 30 s before it stops waiting:
+  // a control plane stopped longer than that (1 s + 30 s, the program long done) fails the
+  // call as `transient` (a caller may retry it), never as the program's `timeout`.
+  auto program = dir_.path() / "quick.py";
+  std::ofstream{program} << "import time\nprint('start', flush=True)\ntime.sleep(0.5)\n";
+  control_plane_process::outcome run;
+  std::thread runner{[&] {
+    run = control_plane_process::run_to_exit(
+        {"code", "--timeout", "1", "--json", program.string()},
+        {{"GUESTFLOW_CONTROL_PLANE_URL", "http://127.0.0.1:" + std::to_string(cp_->port())}},
+        std::chrono::seconds{180});
+  }};
+  std::string id;
+  bool started = eventually(
+      [&] {
+        auto list = data<sandbox_list>(call("GET", "/v1/sandboxes"));
+        for (const auto& s : list.data)
+          if (runs_python(s.id)) id = s.id;
+        return !id.empty();
+      },
+      60s);
+  if (started) {
+    auto stopped_at = std::chrono::steady_clock::now();
+    EXPECT_EQ(::kill(cp_->pid(), SIGSTOP), 0);
+    // The fault's length, past the runtime's deadline (31 s): not a wait for anything.
+    std::this_thread::sleep_until(stopped_at + 36s);
+    EXPECT_EQ(::kill(cp_->pid(), SIGCONT), 0);
+  }
+  runner.join();
+  ASSERT_TRUE(started) << "the program never started";
+  EXPECT_NE(run.status, 124) << run.stdout_text << run.stderr_text;
+  EXPECT_EQ(run.stdout_text.find(R"("exit_code":-1)"), std::string::npos) << run.stdout_text;
+  EXPECT_NE(run.stderr_text.find("guestflow code: transient:"), std::string::npos)
+      << run.stderr_text;
 }
 
 TEST_F(control_plane_stall, a_program_that_kills_itself_under_a_stall_is_killed_not_timed_out) {
