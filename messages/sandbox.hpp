@@ -179,7 +179,7 @@ struct sandbox_view {
   /// What the guest is (local control plane: "namespaces" | "gvisor"; absent: unknown).
   std::string isolation{};
   /// gVisor: how it last started: "boot", "checkpoint" (its memory from the stop) or
-  /// "snapshot" (its image's); absent: not known (a namespaces guest, or since a restart).
+  /// "snapshot" (its image's); absent: not known (a namespaces guest).
   std::string started_from{};
   /// Why its checkpoint or snapshot could not be restored (it booted cold instead).
   std::optional<std::string> restore_error{};

@@ -189,20 +189,31 @@ os._exit(0)
 namespace {
 
 /// The relay: its own pipes carry the program's output; FIFOs named by its pid join them.
-constexpr const char* relay_script =
-    "d=/tmp/.gf$$\n"
-    "[ -p /tmp/.guestflow-snapshot ] && mkfifo -m 600 $d.o $d.e $d.x || exit 125\n"
-    "printf '%s\\0' $$ \"$@\" > /tmp/.guestflow-snapshot\n"
-    "cat $d.e >&2 & cat $d.o; wait\n"
-    "c=$(cat $d.x); [ -n \"$c\" ] || c=137\n"
-    "rm -f $d.o $d.e $d.x; exit $c\n";
+/// The handoff is the one wait on a process nothing else watches (the waiting python3,
+/// blocked in open() since the snapshot: a restored one opens at once; one that died, say
+/// OOM-killed in a smaller guest than the snapshot's, leaves a FIFO without a reader), so it
+/// has its own bound, snapshot_handoff_seconds: then 125, the FIFO removed. After it the waiter
+/// is alive and forks the program at once; what the relay waits for then is the program,
+/// which the exec's own deadline and kill govern.
+std::string relay_script() {
+  return "d=/tmp/.gf$$\n"
+         "[ -p /tmp/.guestflow-snapshot ] && mkfifo -m 600 $d.o $d.e $d.x || exit 125\n"
+         "if ! printf '%s\\0' $$ \"$@\" | timeout " +
+         std::to_string(snapshot_handoff_seconds) +
+         " dd of=/tmp/.guestflow-snapshot status=none 2>/dev/null; then\n"
+         "  rm -f $d.o $d.e $d.x /tmp/.guestflow-snapshot; exit 125\n"
+         "fi\n"
+         "cat $d.e >&2 & cat $d.o; wait\n"
+         "c=$(cat $d.x); [ -n \"$c\" ] || c=137\n"
+         "rm -f $d.o $d.e $d.x; exit $c\n";
+}
 
 } // namespace
 
 exec_request snapshot_relay(const std::string& request) {
   exec_request r;
   r.cmd = "/bin/sh";
-  r.args = {"-c", relay_script, "guestflow-relay"};
+  r.args = {"-c", relay_script(), "guestflow-relay"};
   size_t at = 0;
   while (at < request.size()) {
     auto end = request.find('\0', at);
@@ -214,10 +225,11 @@ exec_request snapshot_relay(const std::string& request) {
 }
 
 exec_request snapshot_dismiss() {
+  // Bounded like the relay's handoff: the control plane waits for this one.
   return exec_request{"/bin/sh",
-                      {"-c",
-                       "[ -p /tmp/.guestflow-snapshot ] && echo - > /tmp/.guestflow-snapshot; "
-                       "exit 0"}};
+                      {"-c", "f=/tmp/.guestflow-snapshot; [ -p $f ] && { echo - | timeout " +
+                                 std::to_string(snapshot_handoff_seconds) +
+                                 " dd of=$f status=none 2>/dev/null || rm -f $f; }; exit 0"}};
 }
 
 } // namespace guestflow::local

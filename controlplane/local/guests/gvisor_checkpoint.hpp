@@ -69,9 +69,14 @@ restored_guest restore_or_boot(guest_backend& backend, guest_spec spec,
 /// relay's pipes as its stdout/stderr and gets the request, the parent reports the exit code.
 extern const char* const snapshot_waiter_script;
 
+/// How long snapshot_relay() and snapshot_dismiss() wait for the waiting python3 to take
+/// their request before they give up (the relay: exit 125; the FIFO is removed either way).
+inline constexpr int snapshot_handoff_seconds = 5;
+
 /// The exec that hands `request` (python_waiter::request_for's, NUL-separated) to a restored
 /// snapshot's waiter: a shell in the guest whose output is the program's and whose exit code
-/// is the program's (125: no waiter listening; 137: the program was killed).
+/// is the program's (125: no waiter listening, or it did not take the request within
+/// snapshot_handoff_seconds; 137: the program was killed).
 exec_request snapshot_relay(const std::string& request);
 
 /// The exec that ends an unused snapshot waiter (a first exec it will not serve).

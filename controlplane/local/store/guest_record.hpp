@@ -50,8 +50,8 @@ struct guest_record {
   int64_t stopped_unix = 0; ///< the same in Unix seconds (retention), 0: not stopped
   std::optional<std::string> last_used_at; ///< RFC 3339: an exec or file call began or ended
   int64_t last_used_unix = 0;              ///< the same in Unix seconds (idle TTL, reap)
-  /// gVisor, in memory only (sandbox_view::started_from, restore_error): how the guest last
-  /// started; the note, which is persisted, says the same in words.
+  /// gVisor (sandbox_view::started_from, restore_error), persisted: how the guest last
+  /// started, and why its checkpoint or snapshot could not be restored.
   std::string started_from;
   std::optional<std::string> restore_error;
 };

@@ -148,6 +148,10 @@ result<std::unique_ptr<record_store>> record_store::open(const std::filesystem::
     return r.error();
   // '' = namespaces (every guest made before gVisor guests existed).
   if (auto r = store->add_column("isolation", "TEXT NOT NULL DEFAULT ''"); !r) return r.error();
+  // gVisor: how the guest last started, and why its checkpoint or snapshot was not restored.
+  if (auto r = store->add_column("started_from", "TEXT NOT NULL DEFAULT ''"); !r)
+    return r.error();
+  if (auto r = store->add_column("restore_error", "TEXT"); !r) return r.error();
   return store;
 }
 
@@ -205,8 +209,8 @@ result<bool> record_store::put(const guest_record& r) {
         "auto_pause, ingress, created_at, paused_at, last_resumed_at, note, init_pid, "
         "init_start_time, cgroup_dirs, netns, workspace, ip, pooled, ended_at, persistent, "
         "idle_ttl, delete_after_stop, stopped_at, stopped_unix, last_used_at, "
-        "last_used_unix, mounts, ingress_secret, isolation) VALUES "
-        "(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)")};
+        "last_used_unix, mounts, ingress_secret, isolation, started_from, restore_error) "
+        "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)")};
     if (!s) return rollback(db_failure(db_, "prepare"));
     s.text(1, r.id);
     s.integer(2, r.seq);
@@ -242,6 +246,8 @@ result<bool> record_store::put(const guest_record& r) {
     s.text(29, mounts_to_text(r.mounts));
     s.text(30, r.ingress_secret);
     s.text(31, r.runtime.isolation == guest_isolation::gvisor ? "gvisor" : "");
+    s.text(32, r.started_from);
+    s.opt_text(33, r.restore_error);
     if (sqlite3_step(s.s) != SQLITE_DONE) return rollback(db_failure(db_, "insert guest"));
   }
   {
@@ -291,7 +297,7 @@ result<std::vector<guest_record>> record_store::load_all() {
          "created_at, paused_at, last_resumed_at, note, init_pid, init_start_time, "
          "cgroup_dirs, netns, workspace, ip, pooled, ended_at, persistent, idle_ttl, "
          "delete_after_stop, stopped_at, stopped_unix, last_used_at, last_used_unix, mounts, "
-         "ingress_secret, isolation FROM guests ORDER BY seq"};
+         "ingress_secret, isolation, started_from, restore_error FROM guests ORDER BY seq"};
   if (!s) return db_failure(db_, "prepare");
   int rc;
   while ((rc = sqlite3_step(s.s)) == SQLITE_ROW) {
@@ -339,6 +345,8 @@ result<std::vector<guest_record>> record_store::load_all() {
     r.mounts = std::move(*mounts);
     r.ingress_secret = s.col_text(29);
     if (s.col_text(30) == "gvisor") r.runtime.isolation = guest_isolation::gvisor;
+    r.started_from = s.col_text(31);
+    r.restore_error = s.col_opt_text(32);
     out.push_back(std::move(r));
   }
   if (rc != SQLITE_DONE) return db_failure(db_, "load guests");

@@ -3,6 +3,7 @@
 // state, value continued); a checkpoint that cannot be restored boots cold from the kept
 // workspace and says so in the view; delete removes the checkpoint with the workspace; an
 // image's snapshot is restored by its creates (its preloaded python3 serves the first run).
+#include "controlplane/local/guests/gvisor_checkpoint.hpp"
 #include "tests/integration/control_plane/fixture.hpp"
 #include "tests/integration/control_plane/image_fixture.hpp"
 
@@ -109,6 +110,12 @@ TEST_F(checkpoint_fixture, a_background_counter_goes_on_across_stop_and_start) {
   EXPECT_EQ(after.pid, before.pid);
   EXPECT_FALSE(fs::exists(checkpoint_of(g.id))) << "a restored checkpoint is spent";
   EXPECT_EQ(exec(g.id, "/bin/cat", {"/workspace/f"}).stdout_text, "kept\n");
+  // The record keeps it: a control plane that restarts (and adopts the guest) still says so.
+  stop();
+  start();
+  EXPECT_EQ(view(g.id).started_from, "checkpoint");
+  EXPECT_FALSE(view(g.id).restore_error);
+  EXPECT_EQ(read_counter(g.id).token, before.token) << "adopted, not rebuilt";
 
   // Wake on use restores too.
   ASSERT_EQ(call("POST", "/v1/sandboxes/" + g.id + "/stop").status, 200u);
@@ -156,6 +163,57 @@ TEST_F(checkpoint_fixture, a_corrupt_checkpoint_boots_cold_with_the_files_intact
       << "no process from before the stop runs after a cold boot";
   EXPECT_FALSE(fs::exists(checkpoint_of(g.id))) << "the bad checkpoint is not tried again";
   EXPECT_TRUE(guest_pids(g.id).size() > 0);
+  // Across a control-plane restart: the record kept how it started and why.
+  stop();
+  start();
+  auto after = view(g.id);
+  EXPECT_EQ(after.status, sandbox_status::running);
+  EXPECT_EQ(after.started_from, "boot");
+  ASSERT_TRUE(after.restore_error);
+  EXPECT_EQ(*after.restore_error, *started.restore_error);
+}
+
+TEST_F(checkpoint_fixture, a_snapshot_handoff_nobody_takes_gives_up_within_its_bound) {
+  // The relay and the dismissal of a snapshot's waiting python3, with a FIFO whose reader is
+  // gone (a waiter OOM-killed after the restore): each gives up on its own, the relay with
+  // 125, and removes the FIFO. Run as ordinary execs: the scripts are the ones the control
+  // plane runs.
+  auto g = create(R"({"shape":"s-1vcpu-256mb","isolation":"gvisor","egress":["240.0.0.0/4"]})");
+  const std::string fifo = "/tmp/.guestflow-snapshot";
+  const auto bound = std::chrono::seconds(local::snapshot_handoff_seconds);
+  auto timed = [&](const exec_request& r) {
+    auto t0 = std::chrono::steady_clock::now();
+    auto out = exec(g.id, r.cmd, r.args);
+    return std::pair{out, std::chrono::steady_clock::now() - t0};
+  };
+  auto gone = [&] {
+    return exec(g.id, "/bin/sh", {"-c", "[ -e " + fifo + " ] && echo there || echo gone"})
+        .stdout_text;
+  };
+  ASSERT_EQ(exec(g.id, "/usr/bin/mkfifo", {"-m", "600", fifo}).exit_code, 0);
+  auto [relayed, relay_took] =
+      timed(local::snapshot_relay(std::string{"python3\0-c\0print(1)", 20}));
+  EXPECT_EQ(relayed.exit_code, 125) << relayed.stderr_text;
+  EXPECT_EQ(relayed.stdout_text, "");
+  EXPECT_GE(relay_took, bound);
+  EXPECT_LT(relay_took, bound + 20s) << "the handoff has a bound of its own";
+  EXPECT_EQ(gone(), "gone\n");
+
+  ASSERT_EQ(exec(g.id, "/usr/bin/mkfifo", {"-m", "600", fifo}).exit_code, 0);
+  auto [dismissed, dismiss_took] = timed(local::snapshot_dismiss());
+  EXPECT_EQ(dismissed.exit_code, 0) << dismissed.stderr_text;
+  EXPECT_GE(dismiss_took, bound);
+  EXPECT_LT(dismiss_took, bound + 20s);
+  EXPECT_EQ(gone(), "gone\n");
+
+  // With a reader the handoff is at once: the request arrives whole.
+  auto taken = exec(g.id, "/bin/sh",
+                    {"-c",
+                     "mkfifo -m 600 " + fifo + "; (cat " + fifo +
+                         " | tr '\\0' ' ' > /tmp/got) & sleep 0.2; \"$@\"; wait; "
+                         "cat /tmp/got",
+                     "sh", "/bin/sh", "-c", local::snapshot_dismiss().args[1]});
+  EXPECT_EQ(taken.stdout_text, "-\n") << taken.stderr_text;
 }
 
 class snapshot_fixture : public image_test {
