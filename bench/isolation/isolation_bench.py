@@ -257,4 +257,5 @@ def main():
             f.write("\n".join(lines) + "\n")
 
 
-main()
+if __name__ == "__main__":  # importing it (bench_common's users, a test) runs nothing
+    main()
