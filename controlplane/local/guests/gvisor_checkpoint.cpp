@@ -188,21 +188,26 @@ os._exit(0)
 
 namespace {
 
+/// The handoff is the one wait on a process nothing else watches: the waiting python3,
+/// blocked in open() since the snapshot (a restored one opens at once; one that died, say
+/// OOM-killed in a guest smaller than the snapshot's, leaves a FIFO without a reader). So a
+/// watchdog in the background gets it a bound of its own, snapshot_handoff_seconds: then it
+/// marks `$m` and reads the FIFO itself, which ends the writer's wait. Off the handoff's
+/// path: a `timeout dd` pipe cost ~85 ms per handoff under gVisor (two more execs), this a
+/// fork. After the handoff the waiter is alive and forks the program at once; the relay
+/// then waits for the program, which the exec's own deadline and kill govern.
+std::string watched_handoff(const std::string& write, const std::string& m) {
+  return "(trap 'kill $s 2>/dev/null; exit 0' TERM; sleep " +
+         std::to_string(snapshot_handoff_seconds) + " & s=$!; wait $s && : > " + m +
+         " && cat $f) </dev/null >/dev/null 2>&1 & k=$!\n" + write + "\nkill $k 2>/dev/null\n";
+}
+
 /// The relay: its own pipes carry the program's output; FIFOs named by its pid join them.
-/// The handoff is the one wait on a process nothing else watches (the waiting python3,
-/// blocked in open() since the snapshot: a restored one opens at once; one that died, say
-/// OOM-killed in a smaller guest than the snapshot's, leaves a FIFO without a reader), so it
-/// has its own bound, snapshot_handoff_seconds: then 125, the FIFO removed. After it the waiter
-/// is alive and forks the program at once; what the relay waits for then is the program,
-/// which the exec's own deadline and kill govern.
 std::string relay_script() {
-  return "d=/tmp/.gf$$\n"
-         "[ -p /tmp/.guestflow-snapshot ] && mkfifo -m 600 $d.o $d.e $d.x || exit 125\n"
-         "if ! printf '%s\\0' $$ \"$@\" | timeout " +
-         std::to_string(snapshot_handoff_seconds) +
-         " dd of=/tmp/.guestflow-snapshot status=none 2>/dev/null; then\n"
-         "  rm -f $d.o $d.e $d.x /tmp/.guestflow-snapshot; exit 125\n"
-         "fi\n"
+  return "d=/tmp/.gf$$; f=/tmp/.guestflow-snapshot\n"
+         "[ -p $f ] && mkfifo -m 600 $d.o $d.e $d.x || exit 125\n" +
+         watched_handoff("printf '%s\\0' $$ \"$@\" > $f", "$d.t") +
+         "if [ -e $d.t ]; then rm -f $d.o $d.e $d.x $d.t $f; exit 125; fi\n"
          "cat $d.e >&2 & cat $d.o; wait\n"
          "c=$(cat $d.x); [ -n \"$c\" ] || c=137\n"
          "rm -f $d.o $d.e $d.x; exit $c\n";
@@ -227,9 +232,9 @@ exec_request snapshot_relay(const std::string& request) {
 exec_request snapshot_dismiss() {
   // Bounded like the relay's handoff: the control plane waits for this one.
   return exec_request{"/bin/sh",
-                      {"-c", "f=/tmp/.guestflow-snapshot; [ -p $f ] && { echo - | timeout " +
-                                 std::to_string(snapshot_handoff_seconds) +
-                                 " dd of=$f status=none 2>/dev/null || rm -f $f; }; exit 0"}};
+                      {"-c", "f=/tmp/.guestflow-snapshot; [ -p $f ] || exit 0\n" +
+                                 watched_handoff("echo - > $f", "/tmp/.gfd$$") +
+                                 "[ -e /tmp/.gfd$$ ] && rm -f $f /tmp/.gfd$$\nexit 0\n"}};
 }
 
 } // namespace guestflow::local
