@@ -220,6 +220,24 @@ private:
   /// Forgets a guest another node owns (mutex held): record destroyed, local leftovers gone.
   void forget(guest& g, const std::string& owner);
 
+  // -- service URLs across a takeover (control_plane_ingress.cpp) --
+  /// A takeover of a guest with service URLs (its kept workspace in `dir`) keeps them: the
+  /// ingress secret its last node wrote beside the workspace replaces `secret`, and the ids
+  /// it had are returned (its old URLs name them). Nothing for a new guest.
+  std::vector<std::string> adopt_kept_ingress(const std::filesystem::path& dir,
+                                              std::string& secret);
+  /// After a shared guest with service URLs was built (mutex held): its secret and every id
+  /// it had (`former` and `id`) written beside its workspace for the next owner, and the
+  /// former ids made aliases of `id` here.
+  result<bool> keep_ingress(const std::filesystem::path& dir, const std::string& secret,
+                            const std::vector<std::string>& former, const std::string& id);
+  /// The guest a former id names (an alias kept by a takeover), or `id` itself (mutex held).
+  const std::string& ingress_id(const std::string& id) const;
+  /// ingress_id() once the aliases were rebuilt for `id` from the files beside the live
+  /// shared guests' workspaces (this node restarted since the takeover); mutex free, reads
+  /// files.
+  std::string find_ingress_alias(const std::string& id);
+
   /// A status change through a transitional status: `from` → `via` (mutex held), the
   /// backend `op` (mutex free), then `to` and `arrived` — or back to `from` on failure.
   struct steps {
@@ -257,6 +275,8 @@ private:
   std::mutex mu_;
   std::condition_variable settled_; ///< a stopping or starting guest arrived (under mu_)
   std::map<std::string, guest> guests_;
+  /// A taken-over guest's former ids → its id here (keep_ingress): its old service URLs.
+  std::map<std::string, std::string> ingress_aliases_;
   int64_t next_seq_ = 1;
   std::unique_ptr<warm_pool> pool_; ///< null without targets or adopted pool guests
   death_watch watch_;               ///< with a workspace root only

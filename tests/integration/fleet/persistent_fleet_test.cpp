@@ -16,6 +16,7 @@
 
 #include <csignal>
 #include <fcntl.h>
+#include <functional>
 #include <iostream>
 #include <sstream>
 #include <sys/stat.h>
@@ -308,6 +309,106 @@ TEST_F(persistent_fleet_test, a_lost_nodes_guest_cold_boots_on_the_other_node_an
   EXPECT_EQ(live(1).at(0).status, sandbox_status::running);
   EXPECT_EQ(owner_of(name), "node-b");
   EXPECT_TRUE(std::filesystem::exists(root / name / "spec.json")) << "B's workspace kept";
+}
+
+TEST_F(persistent_fleet_test, a_takeover_keeps_the_guests_service_urls_and_their_secret) {
+  // An API key on both nodes: without one a service URL asks for no token at all.
+  const std::string key = "k-fleet-ingress";
+  auto keyed = node_args();
+  keyed.insert(keyed.end(), {"--api-key", key});
+  start_node("node-a", keyed);
+  start_node("node-b", keyed);
+  // On any way out both nodes run again without the key: TearDown's clean-up uses none.
+  struct on_exit {
+    std::function<void()> f;
+    ~on_exit() { f(); }
+  } restore{[this] {
+    for (size_t i = 0; i < nodes.size(); ++i) {
+      if (nodes[i]) kill_node(i);
+      auto args = node_args();
+      args.insert(args.begin(), {"--node", names[i]});
+      restart_node(i, args);
+    }
+  }};
+  ASSERT_TRUE(test_support::eventually([&] { return registered() == 2; }, 30s));
+  const std::string body = R"({"shape":"s-1vcpu-256mb","persistent":true,"name":"web-1",)"
+                           R"("egress":["240.0.0.0/4"],"ingress_enabled":true})";
+  auto made_on = [&](size_t i) {
+    auto r = http_client{nodes[i]->port(), key}.call("POST", "/v1/sandboxes", body);
+    EXPECT_EQ(r.status, 200u) << r.body;
+    auto env = decode<jsend>(r.body);
+    auto created = env ? decode<sandbox_created>(env->data.text) : failure{};
+    return created ? *created : sandbox_created{};
+  };
+  auto serve_site = [&](size_t i, const std::string& id) {
+    http_client api{nodes[i]->port(), key};
+    http_reply put;
+    // Polled: a node just restarted may answer 429 until it holds its fleet lease again.
+    ASSERT_TRUE(test_support::eventually(
+        [&] {
+          put = api.call("PUT", "/v1/sandboxes/" + id + "/files?path=/workspace/hi.txt", "hi");
+          return put.status == 200;
+        },
+        30s, 100ms))
+        << put.status << " " << put.body;
+    exec_request req;
+    req.cmd = "/bin/sh";
+    req.args = {"-c", "cd /workspace && setsid python3 -m http.server 8000 --bind 127.0.0.1 "
+                      ">/dev/null 2>&1 </dev/null &"};
+    ASSERT_EQ(api.call("POST", "/v1/sandboxes/" + id + "/exec", encode(req)).status, 200u);
+  };
+  // The file through node `i`'s URL naming `id`, with `token`; the status ("hi" on 200).
+  auto fetch = [&](size_t i, const std::string& id, const std::string& token) {
+    auto r =
+        http_client{nodes[i]->port()}.call("GET", "/v1/sandboxes/" + id + "/ports/8000/hi.txt",
+                                           {}, {{"X-Guestflow-Ingress-Token", token}}, 10s);
+    if (r.status == 200) EXPECT_EQ(r.body, "hi");
+    return r.status;
+  };
+  auto on_a = made_on(0);
+  ASSERT_FALSE(on_a.ingress_secret.empty());
+  serve_site(0, on_a.id);
+  ASSERT_TRUE(test_support::eventually(
+      [&] { return fetch(0, on_a.id, on_a.ingress_secret) == 200; }, 20s, 50ms));
+
+  // Host loss: node A and its guest gone; B takes the guest over once A's lease expired.
+  kill_node(0);
+  for (int pid : guest_pids(on_a.id))
+    ::kill(pid, SIGKILL);
+  ASSERT_TRUE(test_support::eventually([&] { return owner_of("web-1").empty(); }, 20s, 50ms));
+  auto on_b = made_on(1);
+  ASSERT_FALSE(on_b.id.empty());
+  EXPECT_NE(on_b.id, on_a.id);
+  EXPECT_EQ(on_b.ingress_secret, on_a.ingress_secret) << "the takeover made a new secret";
+  serve_site(1, on_b.id); // its processes went with node A: the app is started again
+  // The old URL (the id A gave) and the new one both open with the old secret; a wrong
+  // token does not.
+  EXPECT_TRUE(test_support::eventually(
+      [&] { return fetch(1, on_b.id, on_a.ingress_secret) == 200; }, 20s, 50ms));
+  EXPECT_EQ(fetch(1, on_a.id, on_a.ingress_secret), 200u) << "the old URL is not served";
+  EXPECT_EQ(fetch(1, on_a.id, std::string(43, 'A')), 401u);
+  // Node B restarted (its aliases in memory gone): the old URL still names the guest, from
+  // the file beside the shared workspace (its first request may wake it: 502 until the app
+  // runs again, never 404).
+  kill_node(1);
+  auto b_keyed = keyed;
+  b_keyed.insert(b_keyed.begin(), {"--node", "node-b"});
+  restart_node(1, b_keyed);
+  unsigned first = 0;
+  ASSERT_TRUE(test_support::eventually(
+      [&] {
+        try {
+          first = fetch(1, on_a.id, on_a.ingress_secret);
+          return first != 0 && first != 503;
+        } catch (const std::exception&) {
+          return false;
+        }
+      },
+      60s, 100ms));
+  EXPECT_NE(first, 404u) << "after a restart the old URL names no guest";
+  serve_site(1, on_b.id);
+  EXPECT_TRUE(test_support::eventually(
+      [&] { return fetch(1, on_a.id, on_a.ingress_secret) == 200; }, 30s, 100ms));
 }
 
 TEST_F(persistent_fleet_test,
