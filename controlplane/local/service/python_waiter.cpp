@@ -18,6 +18,7 @@
 #include <regex>
 #include <set>
 #include <sstream>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <thread>
@@ -169,6 +170,10 @@ void python_waiter::take_preload_report() {
 }
 
 bool python_waiter::exited() const {
+  if (ctl_) { // the init says nothing before a request: readable means gone
+    pollfd pfd{ctl_.get(), POLLIN, 0};
+    return ::poll(&pfd, 1, 0) != 0;
+  }
   if (p_.pidfd < 0) return true;
   pollfd pfd{p_.pidfd, POLLIN, 0};
   return ::poll(&pfd, 1, 0) != 0;
@@ -219,7 +224,81 @@ python_waiter::request_for(const exec_request& req, const std::vector<std::strin
   return out;
 }
 
+std::unique_ptr<python_waiter> python_waiter::forked(guest_backend& backend,
+                                                     const guest_runtime& g, unique_fd ctl,
+                                                     std::vector<std::string> env) {
+  std::unique_ptr<python_waiter> w{
+      new python_waiter(backend, g, exec_process{}, std::move(env), false)};
+  w->ctl_ = std::move(ctl);
+  return w;
+}
+
+result<exec_process> python_waiter::serve_forked(const std::string& request) {
+  int out[2], err[2];
+  if (::pipe2(out, O_CLOEXEC) != 0)
+    return fail(ec::unavailable, std::string{"pipe: "} + std::strerror(errno));
+  unique_fd out_r{out[0]}, out_w{out[1]};
+  if (::pipe2(err, O_CLOEXEC) != 0)
+    return fail(ec::unavailable, std::string{"pipe: "} + std::strerror(errno));
+  unique_fd err_r{err[0]}, err_w{err[1]};
+  for (int fd : {out_r.get(), err_r.get()})
+    ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK);
+  const auto handed_over = std::chrono::steady_clock::now();
+  // One packet: the request and the exec's stdout and stderr.
+  iovec iov{const_cast<char*>(request.data()), request.size()};
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  alignas(cmsghdr) char ctrl[CMSG_SPACE(2 * sizeof(int))] = {};
+  msg.msg_control = ctrl;
+  msg.msg_controllen = sizeof ctrl;
+  auto* c = CMSG_FIRSTHDR(&msg);
+  c->cmsg_level = SOL_SOCKET;
+  c->cmsg_type = SCM_RIGHTS;
+  c->cmsg_len = CMSG_LEN(2 * sizeof(int));
+  int fds[2] = {out_w.get(), err_w.get()};
+  std::memcpy(CMSG_DATA(c), fds, sizeof fds);
+  if (::sendmsg(ctl_.get(), &msg, MSG_NOSIGNAL) != ssize_t(request.size()))
+    return fail(ec::unavailable, "the forked guest's init is not listening");
+  out_w.reset();
+  err_w.reset();
+  // From here on the run is the exec's either way. Its "run" comes from its own pid
+  // (SO_PASSCRED, set by the template's accept): its host pid, for the pidfd and kills.
+  pollfd pfd{ctl_.get(), POLLIN, 0};
+  char buf[64];
+  iovec riov{buf, sizeof buf};
+  msghdr rmsg{};
+  rmsg.msg_iov = &riov;
+  rmsg.msg_iovlen = 1;
+  alignas(cmsghdr) char rctrl[CMSG_SPACE(sizeof(ucred))] = {};
+  rmsg.msg_control = rctrl;
+  rmsg.msg_controllen = sizeof rctrl;
+  ssize_t n = -1;
+  if (::poll(&pfd, 1, 10'000) > 0) n = ::recvmsg(ctl_.get(), &rmsg, MSG_DONTWAIT);
+  pid_t pid = 0;
+  for (auto* h = CMSG_FIRSTHDR(&rmsg); n > 0 && h; h = CMSG_NXTHDR(&rmsg, h))
+    if (h->cmsg_level == SOL_SOCKET && h->cmsg_type == SCM_CREDENTIALS) {
+      ucred cred{};
+      std::memcpy(&cred, CMSG_DATA(h), sizeof cred);
+      pid = cred.pid;
+    }
+  if (n != 4 || std::string(buf, 4) != "run\n" || pid <= 0)
+    return fail(ec::unavailable, "the forked guest's init did not start the run");
+  exec_process p;
+  p.pid = pid;
+  // A run that ended (and was reaped) already: its status is on the socket, which then
+  // stands for the pidfd (readable once the status came).
+  p.pidfd = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
+  if (p.pidfd < 0) p.pidfd = ::fcntl(ctl_.get(), F_DUPFD_CLOEXEC, 3);
+  p.stdout_fd = out_r.release();
+  p.stderr_fd = err_r.release();
+  p.status_fd = ctl_.release();
+  p.handed_over = handed_over;
+  return p;
+}
+
 result<exec_process> python_waiter::serve(const std::string& request) {
+  if (ctl_) return serve_forked(request);
   if (p_.pid <= 0) return fail(ec::unavailable, "python waiter already used");
   // The waiter creates the FIFO just before it blocks opening it: a short retry covers a
   // take right after the pool built the guest.

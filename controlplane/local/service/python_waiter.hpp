@@ -1,5 +1,6 @@
 #pragma once
 
+#include "common/unique_fd.hpp"
 #include "controlplane/local/guests/guest_backend.hpp"
 
 #include <chrono>
@@ -16,6 +17,8 @@ bool python_waiter_wanted();
 
 /// The guest-side script (python_waiter.py, compiled in by CMake).
 extern const char* const python_waiter_script;
+/// Compiled in beside it (guests/fork_template.hpp declares it too).
+extern const char* const fork_template_script;
 
 /// A python3 started in a warm-pool guest before it is taken, blocked reading a FIFO in the
 /// guest's private /tmp, so that the guest's first `python3 FILE ARGS…` or `python3 -c CODE
@@ -33,6 +36,13 @@ public:
   start(guest_backend& backend, const guest_runtime& g,
         const std::map<std::string, std::string>& envs,
         const std::vector<std::string>& preload = {});
+  /// A forked pool guest's init (guests/fork_template.hpp) as the waiter, `ctl` its control
+  /// socket: it imported the preload before the clone; serve() sends it the request with the
+  /// exec's pipes, it forks the run, and the run's exit status comes from it
+  /// (exec_process::status_fd), the run being no child of the server. Dropping it unused
+  /// closes the socket: the init then only reaps.
+  static std::unique_ptr<python_waiter> forked(guest_backend& backend, const guest_runtime& g,
+                                               unique_fd ctl, std::vector<std::string> env);
   ~python_waiter();
   python_waiter(const python_waiter&) = delete;
   python_waiter& operator=(const python_waiter&) = delete;
@@ -86,6 +96,8 @@ private:
   std::vector<std::string> env_;
   bool preloads_ = false;
   std::vector<std::string> problems_;
+  unique_fd ctl_; ///< forked(): the guest init's control socket
+  result<exec_process> serve_forked(const std::string& request);
 };
 
 } // namespace guestflow::local

@@ -154,8 +154,10 @@ def _wait_with_deadline(pid, seconds):
     os._exit(124 if timed_out else os.waitstatus_to_exitcode(status))
 
 
-def _main():
-    if _PRELOAD:
+def _main(data=None):
+    # `data`: a request handed over by a fork template's guest (guests/fork_template.py),
+    # which imported the preload before it was forked.
+    if _PRELOAD and data is None:
         _preload(_PRELOAD)
         # What the preload made is never garbage: kept out of every collection, so the run's
         # collections do not walk it, and the timeout's fork (below) does not copy the
@@ -164,7 +166,7 @@ def _main():
         import gc
         gc.freeze()
     try:
-        timeout, cwd, argv, env = _parse(_receive())
+        timeout, cwd, argv, env = _parse(_receive() if data is None else data)
     except (OSError, ValueError):
         os._exit(125)  # not a request the server wrote: this waiter is done
     argv = [os.fsdecode(a) for a in argv]
@@ -234,4 +236,5 @@ def _run(path, argv, source):
         raise SystemExit(1)
 
 
-_run(*_main())
+if not globals().get("_FORKED"):  # a fork template runs this file's code, not the file
+    _run(*_main())

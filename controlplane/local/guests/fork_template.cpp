@@ -1,0 +1,250 @@
+#include "controlplane/local/guests/fork_template.hpp"
+
+#include <cerrno>
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <cstring>
+#include <fcntl.h>
+#include <fstream>
+#include <functional>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+namespace guestflow::local {
+namespace {
+
+namespace fs = std::filesystem;
+using clock_type = std::chrono::steady_clock;
+
+/// The template imports the engine before it is ready: seconds, more on a loaded host.
+constexpr auto template_timeout = std::chrono::seconds{90};
+constexpr auto clone_timeout = std::chrono::seconds{10};
+constexpr uint64_t template_min_mib = 1024;
+
+/// A slot's id: per state dir (cgroups are named by id host-wide, and tests run several
+/// control planes at once).
+std::string slot_id(const guest_backend& backend, size_t slot) {
+  char hash[17];
+  std::snprintf(hash, sizeof hash, "%08zx",
+                std::hash<std::string>{}(backend.config().state_dir.string()) & 0xffffffffu);
+  return std::string{"fork-template-"} + hash + "-" + std::to_string(slot);
+}
+
+bool wait_readable(int fd, clock_type::time_point deadline) {
+  for (;;) {
+    auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - clock_type::now());
+    if (left.count() <= 0) return false;
+    pollfd p{fd, POLLIN, 0};
+    int rc = ::poll(&p, 1, int(left.count()));
+    if (rc > 0) return true;
+    if (rc < 0 && errno != EINTR) return false;
+  }
+}
+
+/// One packet, within the deadline ("" on EOF or timeout).
+std::string read_packet(int fd, clock_type::time_point deadline) {
+  if (!wait_readable(fd, deadline)) return {};
+  std::string buf(4096, '\0');
+  auto n = ::recv(fd, buf.data(), buf.size(), MSG_DONTWAIT);
+  buf.resize(n > 0 ? size_t(n) : 0);
+  return buf;
+}
+
+bool send_packet(int fd, const std::string& text, int pass_fd = -1) {
+  iovec iov{const_cast<char*>(text.data()), text.size()};
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  alignas(cmsghdr) char ctrl[CMSG_SPACE(sizeof(int))] = {};
+  if (pass_fd >= 0) {
+    msg.msg_control = ctrl;
+    msg.msg_controllen = sizeof ctrl;
+    auto* c = CMSG_FIRSTHDR(&msg);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(sizeof(int));
+    std::memcpy(CMSG_DATA(c), &pass_fd, sizeof(int));
+  }
+  return ::sendmsg(fd, &msg, MSG_NOSIGNAL) == ssize_t(text.size());
+}
+
+/// Accepts a connection within the deadline; its peer's host pid in `pid`.
+unique_fd accept_peer(int listener, clock_type::time_point deadline, pid_t& pid) {
+  if (!wait_readable(listener, deadline)) return {};
+  unique_fd c{::accept4(listener, nullptr, nullptr, SOCK_CLOEXEC)};
+  if (!c) return {};
+  ucred cred{};
+  socklen_t len = sizeof cred;
+  if (::getsockopt(c.get(), SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) return {};
+  pid = cred.pid;
+  // The run a forked guest's init starts says "run" from its own pid (python_waiter.cpp).
+  int one = 1;
+  ::setsockopt(c.get(), SOL_SOCKET, SO_PASSCRED, &one, sizeof one);
+  return c;
+}
+
+void kill_pid(pid_t pid) {
+  unique_fd fd{static_cast<int>(::syscall(SYS_pidfd_open, pid, 0))};
+  if (fd) ::syscall(SYS_pidfd_send_signal, fd.get(), SIGKILL, nullptr, 0);
+}
+
+} // namespace
+
+void fork_template::kill_stale(guest_backend& backend) {
+  for (size_t slot = 0; slot < max_slots; ++slot) {
+    auto id = slot_id(backend, slot);
+    auto spool = backend.config().state_dir / "fork" / id;
+    std::error_code ec_;
+    if (!fs::exists(spool, ec_)) continue; // the spool is made before the template starts
+    guest_runtime rt;
+    rt.id = id;
+    backend.destroy(rt);
+    fs::remove_all(spool, ec_);
+  }
+}
+
+result<std::unique_ptr<fork_template>> fork_template::start(
+    guest_backend& backend, const guest_spec& pool_spec, const std::vector<std::string>& env,
+    const std::vector<std::string>& preload, const std::string& waiter, size_t slot) {
+  if (slot >= max_slots) return fail(ec::capacity, "no fork template slot left");
+  std::unique_ptr<fork_template> t{new fork_template(backend)};
+  const auto id = slot_id(backend, slot);
+  t->spool_ = backend.config().state_dir / "fork" / id;
+  std::error_code ec_;
+  fs::remove_all(t->spool_, ec_);
+  fs::create_directories(t->spool_, ec_);
+  if (ec_) return fail(ec::unavailable, "fork template spool: " + ec_.message());
+  ::chmod(t->spool_.c_str(), 0755);
+  const auto sock_path = (t->spool_ / "ctl.sock").string();
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  if (sock_path.size() >= sizeof addr.sun_path)
+    return fail(ec::unavailable, "fork template socket path too long: " + sock_path);
+  std::memcpy(addr.sun_path, sock_path.c_str(), sock_path.size() + 1);
+  t->listen_.reset(::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0));
+  if (!t->listen_ ||
+      ::bind(t->listen_.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
+      ::chmod(sock_path.c_str(), 0666) != 0 || ::listen(t->listen_.get(), 64) != 0)
+    return fail(ec::unavailable, std::string{"fork template socket: "} + std::strerror(errno));
+
+  guest_spec spec = pool_spec;
+  spec.id = id;
+  spec.name = "fork-template";
+  spec.envs.clear();
+  spec.mounts.clear();
+  spec.shape_info.mem_mib = std::max(spec.shape_info.mem_mib, template_min_mib);
+  std::string modules;
+  for (const auto& m : preload)
+    modules += (modules.empty() ? "" : ",") + m;
+  const auto spool = t->spool_;
+  spec.launch = [&](const launch_request& base) -> result<launched_init> {
+    // The guests' deny-list, which each clone stacks (the template runs without it).
+    if (!base.seccomp) return fail(ec::unavailable, "fork template: no seccomp program");
+    std::ofstream bpf{spool / "seccomp.bpf", std::ios::binary};
+    bpf.write(reinterpret_cast<const char*>(base.seccomp->data()),
+              std::streamsize(base.seccomp->size() * sizeof(sock_filter)));
+    bpf.close();
+    if (!bpf) return fail(ec::unavailable, "fork template: cannot write its seccomp program");
+    launch_request req = base;
+    req.ro_binds.push_back(spool.string());
+    req.template_caps = {"CAP_SYS_ADMIN", "CAP_SETPCAP", "CAP_NET_ADMIN"};
+    // Exactly the pool's exec environment: the interpreter starts as a run's would.
+    req.template_command = {"/usr/bin/env", "-i"};
+    req.template_command.insert(req.template_command.end(), env.begin(), env.end());
+    req.template_command.insert(
+        req.template_command.end(),
+        {"python3", "-c", fork_template_script, spool.string(), modules, waiter});
+    req.timeout = template_timeout;
+    return launch_guest_init(req);
+  };
+  auto rt = backend.create(spec);
+  if (!rt) {
+    fs::remove_all(t->spool_, ec_);
+    return fail(rt.error().code, "fork template: " + rt.error().message);
+  }
+  t->rt_ = *rt;
+  // Its hello: from bwrap's pid 1's child, the template's python3.
+  const auto deadline = clock_type::now() + clone_timeout;
+  pid_t pid = 0;
+  t->conn_ = accept_peer(t->listen_.get(), deadline, pid);
+  auto st = pid > 0 ? read_process_stat(pid) : std::nullopt;
+  auto hello = t->conn_ ? read_packet(t->conn_.get(), deadline) : std::string{};
+  if (!t->conn_ || !st || st->ppid != rt->init_pid || hello.rfind("template\n", 0) != 0)
+    return fail(ec::unavailable, "fork template: it did not connect as the template");
+  t->template_pid_ = pid;
+  size_t at = 0;
+  while ((at = hello.find("problem ", at)) != std::string::npos) {
+    auto end = hello.find('\n', at);
+    t->problems_.push_back(hello.substr(at + 8, end - at - 8));
+    at = end;
+  }
+  return t;
+}
+
+fork_template::~fork_template() {
+  conn_.reset(); // the template exits on EOF; the cgroup's kill below makes sure
+  if (!rt_.id.empty()) backend_.destroy(rt_);
+  std::error_code ec_;
+  fs::remove_all(spool_, ec_);
+}
+
+bool fork_template::alive() const {
+  std::lock_guard<std::mutex> lock{mu_};
+  if (!conn_ || !backend_.alive(rt_)) return false;
+  auto st = read_process_stat(template_pid_);
+  return st && st->state != 'Z' && st->state != 'X';
+}
+
+result<launched_init> fork_template::clone(const launch_request& req, unique_fd& ctl) {
+  std::lock_guard<std::mutex> lock{mu_};
+  const auto deadline = clock_type::now() + clone_timeout;
+  if (!conn_ || !send_packet(conn_.get(), req.id + " " + req.hostname + "\n"))
+    return fail(ec::unavailable, "fork template: it is gone");
+  pid_t pid = 0;
+  unique_fd c;
+  for (;;) {
+    c = accept_peer(listen_.get(), deadline, pid);
+    if (!c) return fail(ec::unavailable, "fork template: the clone did not connect in time");
+    auto st = read_process_stat(pid);
+    auto hello = read_packet(c.get(), deadline);
+    if (st && st->ppid == template_pid_ && hello == "guest " + req.id + "\n") break;
+    if (st && st->ppid == template_pid_ && hello.rfind("error " + req.id + " ", 0) == 0)
+      return fail(ec::unavailable,
+                  "fork template: the clone failed: " + hello.substr(7 + req.id.size(), 300));
+    if (st && st->ppid == template_pid_) kill_pid(pid); // an earlier, abandoned clone
+  }
+  auto undo = [&](const std::string& why) -> failure {
+    kill_pid(pid);
+    return fail(ec::unavailable, "fork template: " + why);
+  };
+  for (const auto& procs : req.cgroup_procs) {
+    std::ofstream f{procs};
+    f << pid;
+    f.close();
+    if (!f) return undo("cannot move the clone into " + procs);
+  }
+  unique_fd own;
+  int ws = req.workspace_fd;
+  if (ws < 0) {
+    // No quota: the workspace directory, as a detached mount of its own.
+    own.reset(static_cast<int>(::syscall(SYS_open_tree, AT_FDCWD, req.workspace.c_str(),
+                                         1 /* OPEN_TREE_CLONE */ | O_CLOEXEC)));
+    if (!own) return undo(std::string{"open_tree workspace: "} + std::strerror(errno));
+    ws = own.get();
+  }
+  if (!send_packet(c.get(), "go\n", ws)) return undo("the clone went away");
+  if (read_packet(c.get(), deadline) != "ready\n")
+    return undo("the clone did not become a guest");
+  auto st = read_process_stat(pid);
+  if (!st) return undo("the clone ended");
+  ctl = std::move(c);
+  return launched_init{pid, st->start_time};
+}
+
+} // namespace guestflow::local

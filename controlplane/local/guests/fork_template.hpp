@@ -1,0 +1,73 @@
+#pragma once
+
+#include "common/unique_fd.hpp"
+#include "controlplane/local/guests/guest_backend.hpp"
+
+#include <cstddef>
+#include <filesystem>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+/// A fork-server pool's template (issue 39; bench/README.md, "A fork-server pool"): a guest
+/// of its own (own cgroups, the spawn path of every guest) whose python3 imported a pool's
+/// preload once and never runs anyone's code; each pool guest is one clone() of it
+/// (guests/fork_template.py says what the clone does before it is a guest). The template has
+/// CAP_SYS_ADMIN, CAP_SETPCAP and CAP_NET_ADMIN in its own user namespace and no seccomp;
+/// its clones drop every capability and stack the guests' deny-list before anything of
+/// theirs runs. It talks to the host over a SOCK_SEQPACKET socket in its spool (bound
+/// read-only; a clone covers it): the host's SO_PEERCRED check says which process is whose.
+namespace guestflow::local {
+
+/// The template's guest-side program (guests/fork_template.py, compiled in).
+extern const char* const fork_template_script;
+
+class fork_template {
+public:
+  /// Launches the template for pool guests built as `pool_spec` (its shape, image; the
+  /// template gets at least 1 GiB: the guests' shared pages stay charged to it), its python3
+  /// started with exactly `env` (the pool's exec environment) and importing `preload` as the
+  /// python waiter does (`waiter`: python_waiter.py's source). `slot` names it (a server keeps
+  /// at most max_slots). Returns once it imported and connected.
+  static result<std::unique_ptr<fork_template>> start(guest_backend& backend,
+                                                      const guest_spec& pool_spec,
+                                                      const std::vector<std::string>& env,
+                                                      const std::vector<std::string>& preload,
+                                                      const std::string& waiter, size_t slot);
+  /// Kills the template and removes its cgroups and spool.
+  ~fork_template();
+  fork_template(const fork_template&) = delete;
+  fork_template& operator=(const fork_template&) = delete;
+
+  static constexpr size_t max_slots = 4;
+
+  /// Kills templates a dead server of this state dir left (every slot). Idempotent.
+  static void kill_stale(guest_backend& backend);
+
+  /// guest_spec::launch for a pool guest: a clone moved into `req`'s cgroups (its pid from
+  /// SO_PEERCRED, checked to be the template's child), given `req`'s workspace as a detached
+  /// mount, ready once it is a guest. `ctl` receives the guest init's control socket (its
+  /// python_waiter: python_waiter::forked).
+  result<launched_init> clone(const launch_request& req, unique_fd& ctl);
+
+  /// The template still runs (a dead one makes the pool fall back to ordinary guests).
+  bool alive() const;
+
+  /// Modules of the preload that failed to import ("name: Error: why").
+  const std::vector<std::string>& problems() const { return problems_; }
+
+private:
+  fork_template(guest_backend& backend)
+      : backend_(backend) {}
+
+  guest_backend& backend_;
+  guest_runtime rt_;
+  std::filesystem::path spool_;
+  unique_fd listen_, conn_;
+  pid_t template_pid_ = 0; ///< the python3 (bwrap's pid 1 is rt_.init_pid)
+  std::vector<std::string> problems_;
+  mutable std::mutex mu_; ///< one clone at a time: the connection that comes is its
+};
+
+} // namespace guestflow::local

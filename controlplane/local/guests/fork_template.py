@@ -1,0 +1,250 @@
+# guestflow fork template: a fork-server pool's template (guests/fork_template.hpp).
+# GUEST-SIDE CODE: it runs only inside the template's bwrap sandbox the control plane
+# launches (uid 60000 in its own user namespace, CAP_SYS_ADMIN, CAP_SETPCAP and
+# CAP_NET_ADMIN there and nowhere else, no seccomp). Never run it on the host.
+#
+# `python3 -c THIS SPOOL PRELOAD WAITER`: imports PRELOAD as the python waiter does (WAITER
+# is python_waiter.py's source: its _preload, and its request handling for the run), then
+# connects to SPOOL/ctl.sock, says "template", one "problem ..." line per module that
+# failed, and "ready"; signals the launch on fd 3. It never runs anyone's code itself: per
+# line "ID HOSTNAME" from the host it clones a guest (bench/forkserver/zygote.py is the
+# prototype and its lab notes): mount, pid, net, ipc, uts namespaces of its own; connects
+# to SPOOL/ctl.sock ("guest ID": the host moves it into the guest's cgroups by its
+# SO_PEERCRED pid, then says "go" with the workspace as a detached mount); a fresh /proc,
+# /tmp, /dev/shm, /dev/pts; lo up; attaches it at /workspace, covers the spool, enters a
+# cgroup namespace, drops every capability, stacks SPOOL/seccomp.bpf, is not dumpable, says
+# "ready". Then, as the guest's init, it takes at most one request (the python waiter's,
+# with the exec's stdout and stderr): the run is a fork (it says "run" from its own pid, so
+# that the host learns it), the init reports "status N" once it ended, and reaps forever.
+import _signal
+import ctypes
+import os
+import socket
+import struct
+import sys
+
+sys.dont_write_bytecode = True
+libc = ctypes.CDLL(None, use_errno=True)
+raw = ctypes.PyDLL(None, use_errno=True)  # clone() with the GIL held, as fork() is made
+
+SPOOL, PRELOAD, WAITER = sys.argv[1], [m for m in sys.argv[2].split(",") if m], sys.argv[3]
+CLONE_NEWNS, CLONE_NEWCGROUP, CLONE_NEWUTS = 0x20000, 0x02000000, 0x04000000
+CLONE_NEWIPC, CLONE_NEWPID, CLONE_NEWNET = 0x08000000, 0x20000000, 0x40000000
+MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 1, 2, 4, 8
+MS_REC, MS_PRIVATE = 0x4000, 1 << 18
+SYS_clone, SYS_move_mount, AT_FDCWD, MOVE_MOUNT_F_EMPTY_PATH = 56, 429, -100, 4
+PR_CAPBSET_DROP, PR_SET_NO_NEW_PRIVS, PR_SET_SECCOMP, PR_CAP_AMBIENT = 24, 38, 22, 47
+PR_CAP_AMBIENT_CLEAR_ALL, SECCOMP_MODE_FILTER, PR_SET_DUMPABLE = 4, 2, 4
+CAP_SETPCAP, CAP_LAST = 8, 40
+SIOCGIFFLAGS, SIOCSIFFLAGS, IFF_UP = 0x8913, 0x8914, 1
+
+
+def check(rc, what):
+    if rc != 0:
+        e = ctypes.get_errno()
+        raise OSError(e, "%s: %s" % (what, os.strerror(e)))
+
+
+def mount(src, target, fstype, flags, data=None):
+    check(libc.mount(src and src.encode(), target.encode(), fstype and fstype.encode(),
+                     ctypes.c_ulong(flags), data and data.encode()), "mount " + target)
+
+
+def lo_up():
+    import fcntl  # noqa: PLC0415 - a C module python3 ships; cheap
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    req = struct.pack("16sH14x", b"lo", 0)
+    flags = struct.unpack("16sH14x", fcntl.ioctl(s, SIOCGIFFLAGS, req))[1]
+    fcntl.ioctl(s, SIOCSIFFLAGS, struct.pack("16sH14x", b"lo", flags | IFF_UP))
+    s.close()
+
+
+def drop_capabilities():
+    # The bounding set first (CAP_SETPCAP last: dropping it needs it), then every set.
+    for cap in range(CAP_LAST + 1):
+        if cap != CAP_SETPCAP:
+            libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0)
+    check(libc.prctl(PR_CAPBSET_DROP, CAP_SETPCAP, 0, 0, 0), "bounding set")
+    header = struct.pack("Ii", 0x20080522, 0)  # _LINUX_CAPABILITY_VERSION_3, this thread
+    data = ctypes.create_string_buffer(24)  # 2 x {effective, permitted, inheritable}: 0
+    check(libc.capset(ctypes.c_char_p(header), data), "capset")
+    check(libc.prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0), "ambient")
+
+
+def install_seccomp(program):
+    class SockFprog(ctypes.Structure):
+        _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_char_p)]
+    prog = SockFprog(len(program) // 8, program)
+    check(libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "no_new_privs")
+    check(libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(prog), 0, 0), "seccomp")
+
+
+def reap_all(*_):
+    try:
+        while os.waitpid(-1, os.WNOHANG)[0] > 0:
+            pass
+    except ChildProcessError:
+        pass
+
+
+def read_line(sock):
+    data = sock.recv(4096)  # SOCK_SEQPACKET: one message per packet
+    if not data:
+        raise EOFError("control socket closed")
+    return data.rstrip(b"\n").decode()
+
+
+def clone_guest(gid, host, seccomp, waiter):
+    flags = (CLONE_NEWNS | CLONE_NEWUTS | CLONE_NEWIPC | CLONE_NEWPID | CLONE_NEWNET |
+             _signal.SIGCHLD)
+    api = ctypes.pythonapi
+    api.PyOS_BeforeFork()
+    pid = raw.syscall(SYS_clone, ctypes.c_ulong(flags), None, None, None, None)
+    if pid == 0:
+        api.PyOS_AfterFork_Child()  # what os.fork does in the child
+        guest(gid, host, seccomp, waiter)
+    api.PyOS_AfterFork_Parent()
+
+
+def guest(gid, host, seccomp, waiter):
+    """The new guest, pid 1 of its pid namespace: never returns."""
+    try:
+        _signal.signal(_signal.SIGCHLD, _signal.SIG_DFL)  # the template ignores it
+        null = os.open("/dev/null", os.O_RDWR)
+        for fd in (0, 1, 2):
+            os.dup2(null, fd)
+        os.closerange(3, 1 << 16)  # the template's: nothing of the host's stays open
+        os.setsid()
+        # First: the spool may be under /tmp (a state dir there), which the fresh /tmp hides.
+        ctl = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        ctl.connect(SPOOL + "/ctl.sock")
+        ctl.sendall(b"guest " + gid.encode() + b"\n")
+        mount(None, "/", None, MS_REC | MS_PRIVATE)  # nothing propagates to the template
+        mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
+        mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777")
+        mount("tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777")
+        mount("devpts", "/dev/pts", "devpts", MS_NOSUID | MS_NOEXEC,
+              "newinstance,ptmxmode=0666,mode=620")
+        name = host.encode()[:64]
+        check(libc.sethostname(name, len(name)), "sethostname")
+        lo_up()
+        msg, fds, _, _ = socket.recv_fds(ctl, 16, 1)
+        if msg != b"go\n" or len(fds) != 1:
+            os._exit(3)
+        check(libc.syscall(SYS_move_mount, fds[0], b"", AT_FDCWD, b"/workspace",
+                           MOVE_MOUNT_F_EMPTY_PATH), "move_mount workspace")
+        os.close(fds[0])
+        # The spool's mount is locked (bwrap's --disable-userns nests a user namespace):
+        # covered by an empty read-only tmpfs, which no capability is left to lift.
+        if os.path.isdir(SPOOL):  # else under /tmp, hidden already
+            mount("tmpfs", SPOOL, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC | MS_RDONLY,
+                  "size=4k")
+        check(libc.unshare(CLONE_NEWCGROUP), "unshare cgroup")
+        os.chdir("/workspace")
+        drop_capabilities()
+        install_seccomp(seccomp)
+        # Not dumpable: a run (same uid) can neither pidfd_getfd nor ptrace this init and
+        # take its control socket; the run is made dumpable again, as any guest's process.
+        check(libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0), "dumpable")
+        ctl.sendall(b"ready\n")
+    except BaseException as e:  # noqa: BLE001 - a guest that cannot be made says why, ends
+        try:
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+            s.connect(SPOOL + "/ctl.sock")
+            s.sendall(("error %s %r\n" % (gid, e)).encode()[:4000])
+        finally:
+            os._exit(4)
+    try:
+        msg, fds, _, _ = socket.recv_fds(ctl, 1 << 20, 2)  # one packet: the whole request
+        if msg and len(fds) == 2:
+            run = os.fork()
+            if run == 0:
+                serve(ctl, fds, msg, waiter)
+            for fd in fds:
+                os.close(fd)
+            while True:  # the run's status, reaping whatever else ends meanwhile
+                child, status = os.wait()
+                if child == run:
+                    break
+            ctl.sendall(b"status %d\n" % os.waitstatus_to_exitcode(status))
+    except BaseException:  # noqa: BLE001 - the host went away: the init only reaps
+        pass
+    try:
+        ctl.close()
+    except BaseException:  # noqa: BLE001
+        pass
+    _signal.signal(_signal.SIGCHLD, reap_all)
+    while True:  # the guest's init until it is deleted: reaps what later execs orphan
+        reap_all()
+        _signal.pause()
+
+
+def serve(ctl, fds, msg, waiter):
+    """The run: a process of its own session with the exec's pipes, as the waiter would be."""
+    code = 1
+    try:
+        os.setsid()
+        libc.prctl(PR_SET_DUMPABLE, 1, 0, 0, 0)
+        os.dup2(fds[0], 1)
+        os.dup2(fds[1], 2)
+        for fd in fds:
+            os.close(fd)
+        ctl.sendall(b"run\n")  # from this process: the host reads its pid (SO_PASSCRED)
+        ctl.close()
+        try:
+            waiter["_run"](*waiter["_main"](msg))
+            code = 0
+        except SystemExit as e:
+            code = e.code
+            if code is None:
+                code = 0
+            elif not isinstance(code, int):
+                sys.stderr.write("%s\n" % code)
+                code = 1
+        import threading  # noqa: PLC0415 - as python3's own shutdown
+        threading._shutdown()
+        import atexit  # noqa: PLC0415
+        atexit._run_exitfuncs()
+        for f in (sys.stdout, sys.stderr):
+            try:
+                f.flush()
+            except BaseException:  # noqa: BLE001
+                pass
+    finally:
+        os._exit(code & 0xFF)
+
+
+def main():
+    seccomp = open(SPOOL + "/seccomp.bpf", "rb").read()
+    # The waiter's code, not run: its _preload (the image's modules, guestflow:runner's
+    # expansion) here, its _main/_run in each run.
+    sys.argv = ["-c", "/tmp/.fork-template", ",".join(PRELOAD)]
+    waiter = {"__name__": "guestflow_waiter", "__builtins__": __builtins__, "_FORKED": True}
+    exec(compile(WAITER, "<python_waiter>", "exec"), waiter)
+    if PRELOAD:
+        waiter["_preload"](PRELOAD)
+    import gc  # noqa: PLC0415
+    gc.freeze()  # as the python waiter: the preload is never garbage, forks copy less
+    problems = []
+    try:
+        with open("/tmp/.fork-template.preload", "rb") as f:
+            problems = f.read().decode("utf-8", "replace").splitlines()
+    except OSError:
+        pass
+    _signal.signal(_signal.SIGCHLD, _signal.SIG_IGN)  # guests are reaped by bwrap's pid 1
+    ctl = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    ctl.connect(SPOOL + "/ctl.sock")
+    ctl.sendall(b"template\n" + b"".join(b"problem %s\n" % p.encode() for p in problems) +
+                b"ready\n")
+    os.write(3, b"r")
+    os.close(3)
+    while True:
+        try:
+            line = read_line(ctl)
+        except EOFError:
+            os._exit(0)  # the host is done with this template
+        gid, host = line.split(" ", 1)
+        clone_guest(gid, host, seccomp, waiter)
+
+
+main()
