@@ -2,6 +2,7 @@
 """What each isolation kind costs: namespaces (bwrap) against gVisor (runsc), in ONE run.
 
     bench/run isolation [--bin BUILD/apps/guestflow] [--runs N] [--out FILE] [--quick]
+                        [--networked]
     (or bench/isolation/isolation_bench.py with the same flags)
 
 Starts one `guestflow control-plane` on 127.0.0.1:0 with its own state dir (real guests)
@@ -17,6 +18,8 @@ and, for each kind (create body `"isolation": KIND`), measures over loopback HTT
 and, for gVisor, the heavy engine: create -> first output of `python3 -c "import pandas;
 print(1)"` cold (debian:12) against an image whose snapshot imported pandas before its
 checkpoint (`image add ... --snapshot --preload pandas`), when the build has snapshots.
+With --networked (run it in a network namespace of your own: `unshare -n`, lo up), also
+stop/start of a gVisor guest with egress: gVisor's netstack on its veth, checkpointed.
 Goal: snapshot first output <= 0.3x cold, printed with met/MISSED.
 Each timed series follows one untimed warm-up run (the workspace template, the page cache).
 Figures are ratios within this run; the host's load average is printed beside them.
@@ -90,8 +93,7 @@ class cp:
 
 
 def create(c, kind, **extra):
-    # Deny-all, as the runtime asks by default (runsc cannot checkpoint a sandbox on the
-    # host's network stack, which a networked gVisor guest uses).
+    # Deny-all, as the runtime asks by default (--networked adds a gVisor row with egress).
     body = {"shape": SHAPE, "isolation": kind, "egress": ["240.0.0.0/4"]}
     body.update(extra)
     return c.call("POST", "/v1/sandboxes", body)["id"]
@@ -134,8 +136,8 @@ def exec_latency(c, kind, runs):
     return out
 
 
-def stop_start(c, kind, runs):
-    gid = create(c, kind, persistent=True, idle_ttl_seconds=0)
+def stop_start(c, kind, runs, **extra):
+    gid = create(c, kind, persistent=True, idle_ttl_seconds=0, **extra)
     c.call("POST", "/v1/sandboxes/%s/exec" % gid,
            {"cmd": "/bin/sh", "args": ["-c", 'python3 -c "$0" </dev/null >/dev/null 2>&1 &',
                                        COUNTER]})
@@ -182,6 +184,9 @@ def main():
     ap.add_argument("--quick", action="store_true", help="2 runs of each, no timing goal")
     ap.add_argument("--out")
     ap.add_argument("--note", default="")
+    ap.add_argument("--networked", action="store_true",
+                    help="also stop/start a gVisor guest with egress (its netns, veth and "
+                         "rules: run in a network namespace of your own, e.g. `unshare -n`)")
     a = ap.parse_args()
     runs = 2 if a.quick else a.runs
     state = tempfile.mkdtemp(prefix="gf-isolation-bench-")
@@ -198,6 +203,12 @@ def main():
             r["tput8"] = lifecycles(c, kind, max(8, 4 * runs), 8)
             r["exec"] = exec_latency(c, kind, 2 * runs)
             r["stop"], r["start"], r["modes"] = stop_start(c, kind, max(2, runs // 2))
+        if a.networked and "gvisor" in kinds:
+            # gVisor's netstack on the guest's veth, its rules on the host side too; nothing
+            # connected (an open TCP connection is not checkpointed by this runsc).
+            net = rows["gvisor, networked"] = {}
+            net["stop"], net["start"], net["modes"] = stop_start(
+                c, "gvisor", max(2, runs // 2), egress=["198.51.100.9"])
         if "gvisor" in kinds:
             code = "import pandas; print(1)"
             first_output(c, "gvisor", code, 1, shape=HEAVY_SHAPE)  # warm-up (page cache)
@@ -223,11 +234,13 @@ def main():
     lines.append("%-11s %18s %12s %14s %16s %16s  %s" % (
         "kind", "create->1st out", "lifecyc x8/s", "exec true", "stop", "start", "started_from"))
     for kind, r in rows.items():
+        if "first" not in r:
+            continue
         lines.append("%-11s %9.1f (%6.1f) %12.1f %6.1f (%5.1f) %7.1f (%6.1f) %7.1f (%6.1f)  %s" % (
             kind, pct(r["first"], .5), pct(r["first"], .95), r["tput8"], pct(r["exec"], .5),
             pct(r["exec"], .95), pct(r["stop"], .5), pct(r["stop"], .95), pct(r["start"], .5),
             pct(r["start"], .95), ",".join(sorted(r["modes"]))))
-    if len(rows) == 2:
+    if "namespaces" in rows and "gvisor" in rows:
         n, g = rows["namespaces"], rows["gvisor"]
         lines.append("gvisor / namespaces: first output %.2fx, lifecycles/s %.2fx, exec %.2fx, "
                      "stop %.2fx, start %.2fx" % (
@@ -235,6 +248,15 @@ def main():
                          pct(g["exec"], .5) / pct(n["exec"], .5),
                          pct(g["stop"], .5) / pct(n["stop"], .5),
                          pct(g["start"], .5) / pct(n["start"], .5)))
+    if "gvisor, networked" in rows:
+        w, g = rows["gvisor, networked"], rows["gvisor"]
+        lines.append("gvisor, networked (egress [198.51.100.9]: netstack on its veth): stop %.1f "
+                     "(%.1f), start %.1f (%.1f), started_from %s; / deny-all gvisor: stop "
+                     "%.2fx, start %.2fx" % (
+                         pct(w["stop"], .5), pct(w["stop"], .95), pct(w["start"], .5),
+                         pct(w["start"], .95), ",".join(sorted(w["modes"])),
+                         pct(w["stop"], .5) / pct(g["stop"], .5),
+                         pct(w["start"], .5) / pct(g["start"], .5)))
     if "cold" in heavy:
         cold = pct(heavy["cold"], .5)
         lines.append("gvisor, %s, python3 -c 'import pandas; print(1)': cold boot create->1st "
