@@ -166,7 +166,8 @@ def guest(gid, host, seccomp, waiter):
                 child, status = os.wait()
                 if child == run:
                     break
-            ctl.sendall(b"status %d\n" % os.waitstatus_to_exitcode(status))
+            code = os.waitstatus_to_exitcode(status)
+            ctl.sendall(b"status %d\n" % (128 - code if code < 0 else code))  # as waitpid's
     except BaseException:  # noqa: BLE001 - the host went away: the init only reaps
         pass
     try:

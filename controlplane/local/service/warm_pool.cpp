@@ -1,10 +1,12 @@
 #include "controlplane/local/service/warm_pool.hpp"
 
 #include "controlplane/local/guests/guest_exec.hpp"
+#include "controlplane/local/guests/gvisor_checkpoint.hpp"
 #include "controlplane/local/service/clock.hpp"
 #include "controlplane/local/service/shapes.hpp"
 
 #include <algorithm>
+#include <cstdlib>
 #include <set>
 
 namespace guestflow::local {
@@ -39,6 +41,8 @@ warm_pool::warm_pool(guest_backend& backend, record_store& store, image_store& i
     auto waiter = start_waiter(r.runtime, image ? &*image : nullptr);
     pools_[key].ready.push_back(pool_guest{std::move(r), std::move(waiter)});
   }
+  // Templates a dead server left (its guests were adopted above as ordinary guests).
+  fork_template::kill_stale(backend_);
   auto n = settings_.builders;
   if (n == 0) n = std::clamp<uint32_t>(std::thread::hardware_concurrency(), 1, max_builders);
   for (uint32_t i = 0; i < n; ++i)
@@ -284,9 +288,39 @@ void warm_pool::build(std::unique_lock<std::mutex>& lock, const pool_key& key) {
   ++pools_[key].creating;
   auto started = clock::now();
   lock.unlock();
-  auto rt = backend_.create(spec);
+  std::shared_ptr<fork_template> tpl;
+  unique_fd ctl;
+  std::vector<std::string> env;
+  if (forkable(key, *image)) {
+    // The waiter's environment, which the template's interpreter starts with.
+    std::map<std::string, std::string> envs;
+    if (!image->path_prepend.empty())
+      envs["PATH"] = image->path_prepend + ":" + default_guest_path;
+    env = exec_environment(envs);
+    tpl = template_for(key, *image, spec, env);
+  }
+  if (tpl) spec.launch = [&](const launch_request& req) { return tpl->clone(req, ctl); };
+  // A gVisor guest of an image with a snapshot is restored from it, as a create would be
+  // (its preload imported, its python3 waiting): a take is then what a create builds.
+  restored_guest built;
+  const auto snapshot = images_.snapshot_dir(image->name);
+  if (spec.isolation == guest_isolation::gvisor && !snapshot.empty() &&
+      has_checkpoint(snapshot))
+    built = restore_or_boot(backend_, spec, snapshot, "snapshot");
+  else
+    built.rt = backend_.create(spec);
+  auto& rt = built.rt;
+  // A cold guest no create of this key takes: back off as for a failed build (no churn).
+  if (rt && !built.restore_error.empty()) {
+    backend_.destroy(*rt);
+    rt = fail(ec::unavailable, built.restore_error);
+  }
+  if (spec.isolation == guest_isolation::gvisor) rec.started_from = built.started_from;
   std::unique_ptr<python_waiter> waiter;
-  if (rt && settings_.python_waiter) waiter = start_waiter(*rt, &*image);
+  if (rt && tpl)
+    waiter = python_waiter::forked(backend_, *rt, std::move(ctl), std::move(env));
+  else if (rt && settings_.python_waiter)
+    waiter = start_waiter(*rt, &*image);
   auto took = std::chrono::duration_cast<std::chrono::milliseconds>(clock::now() - started);
   lock.lock();
   auto& p = pools_[key];
@@ -314,6 +348,60 @@ void warm_pool::build(std::unique_lock<std::mutex>& lock, const pool_key& key) {
     return failed(key, ok.error().message);
   }
   p.ready.push_back(pool_guest{std::move(rec), std::move(waiter)});
+}
+
+bool warm_pool::fork_pool_wanted() {
+  const char* v = std::getenv("GUESTFLOW_FORK_POOL");
+  return v && std::string{v} == "1";
+}
+
+bool warm_pool::forkable(const pool_key& key, const resolved_image& image) const {
+  if (!settings_.fork_server || !settings_.python_waiter || image.preload.empty() ||
+      key.isolation != guest_isolation::namespaces ||
+      key.egress.mode != egress_policy::kind::deny_all)
+    return false;
+  if (image.layout) {
+    if (!image.layout->root.empty()) return false; // its python3 and /usr/bin/env unknown
+    // A bind under /tmp would vanish under a clone's fresh /tmp.
+    for (const auto& b : image.layout->ro_binds)
+      if (b == "/tmp" || b.rfind("/tmp/", 0) == 0) return false;
+  }
+  return true;
+}
+
+std::shared_ptr<fork_template> warm_pool::template_for(const pool_key& key,
+                                                       const resolved_image& image,
+                                                       const guest_spec& spec,
+                                                       const std::vector<std::string>& env) {
+  std::lock_guard<std::mutex> guard{templates_mu_};
+  auto& slot = templates_[key];
+  if (slot.broken) return nullptr;
+  if (slot.tpl) {
+    if (slot.tpl->alive()) return slot.tpl;
+    slot.tpl.reset();
+    slot.broken = true;
+    if (settings_.warn)
+      settings_.warn("warm pool " + to_string(key) +
+                     ": its fork template died; the pool builds ordinary guests from now on");
+    return nullptr;
+  }
+  size_t used = 0;
+  for (const auto& [k, s] : templates_)
+    if (s.tpl) ++used;
+  auto t = fork_template::start(backend_, spec, env, image.preload, python_waiter_script, used);
+  if (!t) {
+    slot.broken = true;
+    if (settings_.warn)
+      settings_.warn("warm pool " + to_string(key) + ": no fork template (" +
+                     t.error().message + "); the pool builds ordinary guests");
+    return nullptr;
+  }
+  if (settings_.warn)
+    for (const auto& why : (*t)->problems())
+      settings_.warn("warm pool " + to_string(key) + ": preload " + why +
+                     " (the fork template goes on without it)");
+  slot.tpl = std::move(*t);
+  return slot.tpl;
 }
 
 std::unique_ptr<python_waiter> warm_pool::start_waiter(const guest_runtime& rt,
@@ -419,6 +507,9 @@ size_t warm_pool::stop() {
   size_t n = 0;
   for (auto& r : all)
     if (delete_guest(lock, std::move(r))) ++n;
+  lock.unlock();
+  std::lock_guard<std::mutex> guard{templates_mu_};
+  templates_.clear(); // each template killed with its cgroups and spool
   return n;
 }
 

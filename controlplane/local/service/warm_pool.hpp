@@ -1,5 +1,6 @@
 #pragma once
 
+#include "controlplane/local/guests/fork_template.hpp"
 #include "controlplane/local/guests/guest_backend.hpp"
 #include "controlplane/local/images/image_store.hpp"
 #include "controlplane/local/service/capacity.hpp"
@@ -68,7 +69,16 @@ public:
     std::function<bool(const shape& s, const capacity_usage& pool)> room;
     /// How far back takes and misses count as demand.
     std::chrono::milliseconds demand_window{20'000};
+    /// Fork-server pools (GUESTFLOW_FORK_POOL=1; opt-in): a namespaces, deny-all pool whose
+    /// image has a preload and no root of its own builds its guests as clones of a template
+    /// that imported the preload once (guests/fork_template.hpp), each guest's init its
+    /// waiter. A template that cannot be made, or dies, makes its pool build ordinary guests
+    /// from then on (said once).
+    bool fork_server = fork_pool_wanted();
   };
+
+  /// True when GUESTFLOW_FORK_POOL=1.
+  static bool fork_pool_wanted();
 
   static constexpr uint32_t max_builders = 4;
 
@@ -161,6 +171,21 @@ private:
   std::unique_ptr<python_waiter> start_waiter(const guest_runtime& rt,
                                               const resolved_image* image);
   void failed(const pool_key& key, const std::string& why);
+
+  /// A fork-server pool's template, started by the first build of its key.
+  struct fork_slot {
+    std::shared_ptr<fork_template> tpl;
+    bool broken = false; ///< no template (or it died): ordinary guests, said once
+  };
+  /// Whether `key`'s guests may be clones (settings::fork_server).
+  bool forkable(const pool_key& key, const resolved_image& image) const;
+  /// `key`'s live template, started on first use; null: build an ordinary guest. Mutex free.
+  std::shared_ptr<fork_template> template_for(const pool_key& key, const resolved_image& image,
+                                              const guest_spec& spec,
+                                              const std::vector<std::string>& env);
+
+  std::mutex templates_mu_; ///< held while a template starts (other builders wait)
+  std::map<pool_key, fork_slot> templates_;
 
   guest_backend& backend_;
   record_store& store_;

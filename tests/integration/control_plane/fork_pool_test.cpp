@@ -1,0 +1,273 @@
+// Fork-server pools (GUESTFLOW_FORK_POOL=1, guests/fork_template.hpp) on real guests: a pool
+// guest is a clone of a template that imported the preload once, and its first python3 run
+// is served by its init. Such a guest is fresh (nothing of an earlier guest's run: files,
+// environment, module state), isolated from a sibling (pids, files, network), in cgroups of
+// its own with its memory limit enforced, and deleted whole; a run's exit status and output
+// are right (it is not the server's child: the init reports it); an exec the init does not
+// serve gets a clean interpreter; the template survives a guest's crash; a dead template
+// makes the pool build ordinary guests, said once; a stop leaves no template.
+#include "tests/integration/control_plane/fixture.hpp"
+#include "tests/support/slurp.hpp"
+
+#include <csignal>
+#include <functional>
+
+namespace guestflow::testing {
+namespace {
+
+const std::string pooled = R"({"shape":"s-1vcpu-256mb","egress":["240.0.0.0/4"]})";
+const std::string built = R"({"shape":"s-1vcpu-512mb","egress":["240.0.0.0/4"]})";
+
+/// Says who ran it ("forked": a clone of the template; "waiter": the python waiter;
+/// "plain": python3 itself), then whether json is loaded and what an earlier run may have
+/// left.
+const std::string probe = R"py(import os, sys
+with open("/proc/self/cmdline", "rb") as f:
+    code = f.read().split(b"\0")[2]
+who = ("forked" if code.startswith(b"# guestflow fork template") else
+       "waiter" if code.startswith(b"# guestflow python waiter") else "plain")
+json = sys.modules.get("json")
+print(who, json is not None, getattr(json, "gf_marker", None), os.environ.get("GF_LEAK"),
+      sorted(os.listdir("/workspace")), sorted(os.listdir("/tmp")), sorted(os.listdir("/dev/shm")))
+)py";
+
+/// Leaves everything it can behind: a module attribute, an environment variable, files.
+const std::string litter = R"py(import os, sys, json
+json.gf_marker = "left"
+os.environ["GF_LEAK"] = "left"
+for d in ("/workspace", "/tmp", "/dev/shm"):
+    open(d + "/left", "w").write("x")
+print("littered", os.getpid())
+sys.stderr.write("to stderr\n")
+sys.exit(7)
+)py";
+
+class fork_pool_test : public control_plane_test {
+protected:
+  void start_pool(const std::map<std::string, std::string>& extra = {}) {
+    std::map<std::string, std::string> env{{"GUESTFLOW_FORK_POOL", "1"},
+                                           {"GUESTFLOW_PRELOAD", "json"}};
+    env.insert(extra.begin(), extra.end());
+    start({"--warm-pool", "s-1vcpu-256mb=2"}, env);
+  }
+
+  bool pool_ready() {
+    return eventually(
+        [&] {
+          auto body = call("GET", "/v1/pool").body;
+          return body.find(R"("target":2,"ready":2,"creating":0)") != std::string::npos;
+        },
+        std::chrono::seconds{90});
+  }
+
+  sandbox_created take() {
+    EXPECT_TRUE(pool_ready()) << call("GET", "/v1/pool").body;
+    return create(pooled);
+  }
+
+  void remove(const std::string& id) {
+    EXPECT_EQ(call("DELETE", "/v1/sandboxes/" + id).status, 200u);
+  }
+
+  /// The template's cgroup directories (fork_template.cpp's slot ids for this state dir).
+  std::vector<std::string> template_cgroups() const {
+    char hash[17];
+    std::snprintf(hash, sizeof hash, "%08zx",
+                  std::hash<std::string>{}(state_dir_.string()) & 0xffffffffu);
+    const std::string prefix = std::string{"fork-template-"} + hash + "-";
+    std::vector<std::string> out;
+    for (const auto& root : std::filesystem::directory_iterator{"/sys/fs/cgroup"}) {
+      std::error_code ec;
+      auto dir = root.path() / "guestflow";
+      if (!std::filesystem::is_directory(dir, ec)) continue;
+      for (const auto& d : std::filesystem::directory_iterator{dir, ec})
+        if (d.path().filename().string().rfind(prefix, 0) == 0) out.push_back(d.path());
+    }
+    return out;
+  }
+
+  /// The template's python3 (host pid): a member of its cgroup whose command is the
+  /// template's, not bwrap.
+  int template_pid() {
+    for (int pid : guest_pids("fork-template-")) {
+      auto cmd = test_support::slurp("/proc/" + std::to_string(pid) + "/cmdline");
+      auto cg = test_support::slurp("/proc/" + std::to_string(pid) + "/cgroup");
+      if (cmd.find("# guestflow fork template") != std::string::npos &&
+          !template_cgroups().empty() &&
+          cg.find(std::filesystem::path{template_cgroups().front()}.filename().string()) !=
+              std::string::npos)
+        return pid;
+    }
+    return 0;
+  }
+};
+
+TEST_F(fork_pool_test,
+       a_forked_guest_s_first_run_has_its_status_and_output_and_leaves_nothing) {
+  start_pool();
+  auto a = take();
+  auto r = exec(a.id, "python3", {"-c", litter});
+  EXPECT_EQ(r.exit_code, 7) << r.stderr_text;
+  EXPECT_EQ(r.stdout_text.rfind("littered 2\n", 0), 0u)
+      << r.stdout_text << " (pid 2: the init's child)";
+  EXPECT_EQ(r.stderr_text, "to stderr\n");
+  // The run is not in the guest any more; its litter is, in this guest only.
+  auto seen = exec(a.id, "python3", {"-c", probe});
+  EXPECT_EQ(seen.stdout_text, "plain False None None ['left'] ['left'] ['left']\n");
+  remove(a.id);
+  // The next guest is another clone of the same template: none of it.
+  for (int i = 0; i < 2; ++i) {
+    auto b = take();
+    auto fresh = exec(b.id, "python3", {"-c", probe});
+    EXPECT_EQ(fresh.exit_code, 0) << fresh.stderr_text;
+    EXPECT_EQ(fresh.stdout_text, "forked True None None [] [] []\n");
+    remove(b.id);
+  }
+  // A signal's status as waitpid reads it (128 + signal), under the runtime's timeout too.
+  auto c = take();
+  auto killed = exec(c.id, "timeout",
+                     {"--kill-after=5", "30", "python3", "-c",
+                      "import os, signal; print('bye', flush=True); "
+                      "os.kill(os.getpid(), signal.SIGSEGV)"});
+  EXPECT_EQ(killed.exit_code, 139) << killed.stderr_text;
+  EXPECT_EQ(killed.stdout_text, "bye\n");
+}
+
+TEST_F(fork_pool_test, an_exec_the_init_does_not_serve_gets_a_clean_interpreter) {
+  start_pool();
+  const auto code = std::string{"import sys; print(sorted(sys.modules))"};
+  auto fresh = exec(create(built).id, "python3", {"-u", "-c", code});
+  ASSERT_EQ(fresh.exit_code, 0) << fresh.stderr_text;
+  EXPECT_EQ(fresh.stdout_text.find("'json'"), std::string::npos);
+  auto c = take();
+  auto r = exec(c.id, "python3", {"-u", "-c", code});
+  EXPECT_EQ(r.stdout_text, fresh.stdout_text) << "no preloaded module beyond python's own";
+  auto d = take();
+  EXPECT_EQ(exec(d.id, "true").exit_code, 0);
+  EXPECT_EQ(exec(d.id, "python3", {"-u", "-c", code}).stdout_text, fresh.stdout_text);
+  // The contrast: a run it serves has the preload.
+  auto e = take();
+  EXPECT_EQ(exec(e.id, "python3", {"-c", probe}).stdout_text,
+            "forked True None None [] [] []\n");
+}
+
+TEST_F(fork_pool_test, siblings_see_neither_each_other_s_processes_files_nor_network) {
+  start_pool();
+  auto a = take();
+  auto b = take();
+  // a listens on its loopback (a process left running in the guest).
+  const std::string listen = "import os, socket, time\n"
+                             "s = socket.socket(); s.bind(('127.0.0.1', 8765)); s.listen()\n"
+                             "open('/workspace/mine', 'w').write('a')\n"
+                             "if os.fork() == 0:\n"
+                             "    os.setsid(); time.sleep(120)\n"
+                             "print('listening')\n";
+  auto l = exec(a.id, "python3", {"-c", listen});
+  ASSERT_EQ(l.stdout_text, "listening\n") << l.stderr_text;
+  const std::string dial =
+      "import socket\n"
+      "try:\n"
+      "    socket.create_connection(('127.0.0.1', 8765), 2); print('open')\n"
+      "except OSError as e:\n"
+      "    print('refused', type(e).__name__)\n";
+  EXPECT_EQ(exec(a.id, "python3", {"-c", dial}).stdout_text, "open\n");
+  EXPECT_EQ(exec(b.id, "python3", {"-c", dial}).stdout_text,
+            "refused ConnectionRefusedError\n");
+  EXPECT_EQ(exec(b.id, "ls", {"/workspace"}).stdout_text, "");
+  const std::string pids = "import os; print(sorted(int(p) for p in os.listdir('/proc') "
+                           "if p.isdigit() and int(p) != os.getpid()))";
+  EXPECT_EQ(exec(b.id, "python3", {"-c", pids}).stdout_text, "[1]\n")
+      << "b's init only: not a's sleeper, nor the template";
+  auto in_a = exec(a.id, "python3", {"-c", pids}).stdout_text;
+  EXPECT_NE(in_a, "[1]\n") << "a's sleeper is there (the contrast)";
+  EXPECT_EQ(exec(a.id, "hostname").stdout_text, a.id + "\n");
+  EXPECT_EQ(exec(b.id, "hostname").stdout_text, b.id + "\n");
+}
+
+TEST_F(fork_pool_test,
+       a_forked_guest_has_its_own_cgroups_its_memory_limit_and_is_deleted_whole) {
+  start_pool();
+  auto a = take();
+  auto pids = guest_pids(a.id);
+  ASSERT_FALSE(pids.empty()) << "its init is in cgroups named by its id";
+  for (int pid : pids) {
+    auto cg = test_support::slurp("/proc/" + std::to_string(pid) + "/cgroup");
+    EXPECT_EQ(cg.find("fork-template"), std::string::npos) << cg;
+  }
+  // 256 MiB: a first (forked) run that allocates 400 is killed, and said so.
+  auto hog = exec_reply(a.id, "python3",
+                        {"-c", "b = bytearray(400 << 20)\nfor i in range(0, len(b), 4096): "
+                               "b[i] = 1\nprint('survived')"});
+  EXPECT_NE(hog.body.find("out of memory (memory limit 256 MiB)"), std::string::npos)
+      << hog.body;
+  EXPECT_NE(hog.body.find(R"("exit_code":137)"), std::string::npos) << hog.body;
+  EXPECT_EQ(exec(a.id, "echo", {"still here"}).stdout_text, "still here\n");
+  remove(a.id);
+  EXPECT_TRUE(eventually([&] { return guest_pids(a.id).empty(); }, std::chrono::seconds{10}));
+  for (const auto& root : std::filesystem::directory_iterator{"/sys/fs/cgroup"})
+    EXPECT_FALSE(std::filesystem::exists(root.path() / "guestflow" / a.id)) << root.path();
+  EXPECT_FALSE(std::filesystem::exists(state_dir_ / "guests" / a.id));
+  // Its workspace's file system is unmounted everywhere: no loop device backs onto it.
+  EXPECT_TRUE(eventually(
+      [&] {
+        for (const auto& d : std::filesystem::directory_iterator{"/sys/block"})
+          if (test_support::slurp(d.path() / "loop" / "backing_file").find(a.id) !=
+              std::string::npos)
+            return false;
+        return true;
+      },
+      std::chrono::seconds{10}));
+}
+
+TEST_F(fork_pool_test, the_template_survives_a_guest_s_crash_and_a_stop_leaves_none) {
+  start_pool();
+  ASSERT_TRUE(pool_ready());
+  int tpl = template_pid();
+  ASSERT_GT(tpl, 0);
+  auto a = take();
+  // The guest crashes whole: its init killed (a pid namespace's init takes no other
+  // signal from outside); its delete still works.
+  auto pids = guest_pids(a.id);
+  ASSERT_FALSE(pids.empty());
+  for (int pid : pids)
+    ::kill(pid, SIGKILL);
+  remove(a.id);
+  auto b = take();
+  EXPECT_EQ(exec(b.id, "python3", {"-c", probe}).stdout_text,
+            "forked True None None [] [] []\n");
+  EXPECT_EQ(template_pid(), tpl);
+  EXPECT_EQ(cp_->stderr_text().find("fork template died"), std::string::npos);
+  remove(b.id);
+  created_.clear(); // deleted: nothing for the teardown, which needs a running server
+  EXPECT_EQ(stop(), 0);
+  EXPECT_TRUE(eventually([&] { return template_cgroups().empty(); }, std::chrono::seconds{10}));
+  EXPECT_TRUE(std::filesystem::is_empty(state_dir_ / "fork")) << "its spool is removed";
+}
+
+TEST_F(fork_pool_test, a_dead_template_makes_the_pool_build_ordinary_guests_said_once) {
+  start_pool();
+  ASSERT_TRUE(pool_ready());
+  int tpl = template_pid();
+  ASSERT_GT(tpl, 0);
+  ::kill(tpl, SIGKILL);
+  // What the pool held was cloned before: still served by their inits.
+  auto first = take();
+  EXPECT_EQ(exec(first.id, "python3", {"-c", probe}).stdout_text,
+            "forked True None None [] [] []\n");
+  // From now on: ordinary guests with the python waiter.
+  for (int i = 0; i < 3; ++i) {
+    auto c = take();
+    auto r = exec(c.id, "python3", {"-c", probe});
+    EXPECT_EQ(r.exit_code, 0) << r.stderr_text;
+    if (i > 0) EXPECT_EQ(r.stdout_text, "waiter True None None [] [] []\n");
+    remove(c.id);
+  }
+  auto log = cp_->stderr_text();
+  const std::string said = "its fork template died";
+  auto at = log.find(said);
+  EXPECT_NE(at, std::string::npos) << log;
+  EXPECT_EQ(log.find(said, at + 1), std::string::npos) << log;
+}
+
+} // namespace
+} // namespace guestflow::testing
