@@ -22,18 +22,25 @@ prose alike: every figure must be in a result file that names it where it says i
   up to the next heading) names, or the row or its caption: `results/NAME`, a glob
   `results/2026-12-03-vm.*`, or a version replaced since with the commit that holds it,
   `results/NAME@COMMIT` (read with git show).
-- Where in the file: on a line that carries the figure's label. The label is the words and
-  numbers around the figure in its sentence (LABEL_BEFORE before it, LABEL_AFTER after it), or
-  for a table the row's first cell, the column's header and the cell; a line of the result
-  file carries it when the line (with its table header or column header line, and the lines
-  it is indented under; in a JSON file, the keys and the names of the object a number is in)
-  shares one of those words (STOP words, units and the figure itself aside). A number that
-  is in the file only on lines about something else does not trace: that is what catches a
-  figure copied wrong (scripts/lint_figures_mutate.py measures it).
-- "In": one of the line's numbers, commas aside, equals the figure at the figure's precision
-  (0.287 reads 0.29; a figure written ~N claims two significant digits, 227.7 reads ~230), in
-  its unit or another of its family (time: ×1,000; bytes: ×1,000 or ×1,024; 1,650 µs reads
-  1.65 ms; 0.29 reads 29%).
+- Where in the file: where the figure's label is. The label is the words and numbers around
+  the figure in its paragraph (LABEL_BEFORE before it, LABEL_AFTER after it), or for a table
+  the row's first cell, the column's header and the words around it in its cell (STOP words
+  and the figure itself aside). A stored number carries the label when its row shares a word
+  with it — a table row, a JSON object's names and the keys above it, or on a line of text
+  the words near the number and the line's first words, with the lines it is indented under —
+  and its column, if it has one (a Markdown or aligned table's header, a JSON key, key=value),
+  names a word of the label or the figure's unit (or the row shares ROW_ENOUGH words). A
+  number that is in the files only under other labels does not trace: that is what catches
+  a figure copied wrong (scripts/lint_figures_mutate.py measures how often).
+- "Is": the stored number, commas aside, equals the figure at the figure's precision (0.287
+  reads 0.29; a figure written ~N claims two significant digits, 227.7 reads ~230), in the
+  figure's unit: a stored number whose unit is known (after it, or its column's) converts by
+  exactly the factor between the two (1,650 µs reads 1.65 ms, never 1.65 s) and not across
+  kinds (time, bytes, share, ratio); one whose unit is unknown may be any of the family's
+  (time: ×1,000; bytes: ×1,000 or ×1,024); 0.29 reads 29%. A table cell's figure without a
+  unit takes the one after it in "395 vs 47 ms" or "7.7 / 31.4 ms".
+- Figures that did not trace when this rule came in are listed in KNOWN; each entry is a debt
+  (fix the figure, delete the entry), and a listed figure that changes is checked again.
 Needing no file of their own:
 - derived: a ratio (×) or share (%), a sum or a difference of two traced figures of the same
   sentence (or table row) (a/b, or (a-b)/b as a share: 190 → 103 MB is 0.54×, 46% less), at
@@ -275,10 +282,14 @@ def text_records(text):
             if m.start(1) in keyed:
                 continue
             column, unit = None, m.group(2)
+            here = row
+            if not columns:  # a line of prose: the words near the number, the line's head
+                near = WORD.findall(line[: m.start(1)])[-LABEL_BEFORE:] + WORD.findall(line[m.end() :])[:LABEL_AFTER]
+                here = word_set(" ".join(near + WORD.findall(line)[:3] + label[1:]))
             if columns:
                 name = min(columns, key=lambda g: min(abs(g[1] - m.end(1)), abs(g[0] - m.start(1))))[2]
                 column, unit = column_words(name), unit or unit_in(name)
-            out.append((row, column, m.group(1), unit))
+            out.append((here, column, m.group(1), unit))
     return [(r, c, float(v.replace(",", "")), u) for r, c, v, u in out]
 
 
@@ -564,8 +575,9 @@ def reads(fig, value, stored_unit):
 
 
 def unit_clash(unit, stored_unit):
-    """A time figure is no byte count and the other way round."""
-    return unit in FAMILY and stored_unit in FAMILY and FAMILY[unit] != FAMILY[stored_unit]
+    """A time figure is no byte count, share or ratio, and so on: known units of two kinds."""
+    kind = lambda u: FAMILY.get(u) or {"%": "share", "×": "ratio", "x": "ratio"}.get(u)
+    return kind(unit) is not None and kind(stored_unit) is not None and kind(unit) != kind(stored_unit)
 
 
 _placed = {}
