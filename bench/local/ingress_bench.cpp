@@ -21,7 +21,9 @@
 // 0.5x direct (also reported for the peer); ours, proxied p50 <= 1.5x the peer's and
 // requests/s >= 0.67x the peer's (the proxy's HTTP work and authorization may cost at most
 // half again a byte relay's). Needs root (guests; entering the guest's netns).
-//   bench_ingress [--quick] [--requests N] [--clients C] [--seconds T] [--out FILE]
+//   bench_ingress [--quick] [--echo-only] [--requests N] [--clients C] [--seconds T]
+//                 [--out FILE]
+// --echo-only skips http.server (~44 ms a request): for profiling the path.
 // Without --out (and without --quick) the report goes to bench/results/
 // <date>-<host>-<commit>-ingress.txt (never overwritten: -2, -3… when taken).
 #include "controlplane/local/network/netns_socket.hpp"
@@ -437,7 +439,7 @@ std::string loadavg() {
 } // namespace
 
 int main(int argc, char** argv) {
-  bool quick = false;
+  bool quick = false, echo_only = false;
   int requests = 3000, clients = 8;
   double seconds = 5;
   std::string out;
@@ -449,6 +451,8 @@ int main(int argc, char** argv) {
     };
     if (a == "--quick")
       quick = true;
+    else if (a == "--echo-only")
+      echo_only = true;
     else if (a == "--requests")
       requests = std::stoi(next());
     else if (a == "--clients")
@@ -458,8 +462,8 @@ int main(int argc, char** argv) {
     else if (a == "--out")
       out = next();
     else {
-      std::cerr << "usage: bench_ingress [--quick] [--requests N] [--clients C] [--seconds T] "
-                   "[--out FILE]\n";
+      std::cerr << "usage: bench_ingress [--quick] [--echo-only] [--requests N] [--clients C] "
+                   "[--seconds T] [--out FILE]\n";
       return 2;
     }
   }
@@ -545,7 +549,8 @@ int main(int argc, char** argv) {
     // http.server answers in ~44 ms here (its header and body are two writes with Nagle on:
     // the second waits for the reader's delayed ACK), so a tenth of the requests.
     const int file_requests = std::max(requests / 10, 10);
-    auto file_figures = measure(file_sides, file_requests, clients, seconds);
+    figures file_figures;
+    if (!echo_only) file_figures = measure(file_sides, file_requests, clients, seconds);
 
     std::ostringstream r;
     r << "bench_ingress: a guest's service URL against a direct connection in its netns and "
@@ -562,11 +567,12 @@ int main(int argc, char** argv) {
       << report("app 1, echo (the fixed cost of the path): asyncio HTTP/1.1 keep-alive, "
                 "2-byte body",
                 echo_sides, echo_figures)
-      << report("app 2, the issue's example: python3 -m http.server --protocol HTTP/1.1 "
-                "(keep-alive), GET of a " +
-                    std::to_string(small_file_bytes) + "-byte file, " +
-                    std::to_string(file_requests) + " sequential GETs per side",
-                file_sides, file_figures)
+      << (echo_only ? std::string{"app 2 skipped (--echo-only)\n\n"}
+                    : report("app 2, the issue's example: python3 -m http.server --protocol "
+                             "HTTP/1.1 (keep-alive), GET of a " +
+                                 std::to_string(small_file_bytes) + "-byte file, " +
+                                 std::to_string(file_requests) + " sequential GETs per side",
+                             file_sides, file_figures))
       << "the proxied path per request on a kept connection: the token compared and the "
          "guest looked up and leased under the domain's lock, the exchange relayed over the "
          "upstream connection the previous request left (the first request of a client "

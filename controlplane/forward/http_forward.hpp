@@ -124,6 +124,13 @@ public:
       , watchdog_(client.get_executor()) {}
 
   void start() {
+    starting_ = true;
+    start_exchange();
+    starting_ = false;
+  }
+
+private:
+  void start_exchange() {
     auto& in = req_parser_.get();
     client_version_ = in.version();
     client_keep_alive_ = in.keep_alive();
@@ -160,7 +167,6 @@ public:
     write_request();
   }
 
-private:
   // ---- request: header, then body as it arrives ------------------------------------------
 
   /// Sends what the request serializer holds (the header, then each body chunk). The
@@ -455,7 +461,8 @@ private:
     up_.close(ignored);
     // The upload's read of the client may be in flight (the response ended first, or
     // failed): the connection is the caller's from here.
-    if (reading_client_) client_.socket().cancel(ignored);
+    bool cancelled = reading_client_;
+    if (cancelled) client_.socket().cancel(ignored);
     forward_outcome o;
     o.what = what;
     o.answered = answered_;
@@ -464,6 +471,11 @@ private:
     o.status = status_;
     o.error = std::move(error);
     auto done = std::move(done_);
+    // Called here when this runs in a handler with nothing of the exchange's left on the
+    // client (the common end: one trip through the scheduler less per request); posted
+    // from start() (the caller is not ready for it) and after a cancelled read (its
+    // aborted handler goes first).
+    if (!starting_ && !cancelled) return done(std::move(o));
     net::post(client_.get_executor(),
               [done = std::move(done), o = std::move(o)]() mutable { done(std::move(o)); });
   }
@@ -500,6 +512,7 @@ private:
   bool keep_alive_ = false;
   bool answered_ = false;
   bool finished_ = false;
+  bool starting_ = false; ///< inside start(): finish() posts its callback
   bool timed_out_ = false;
   bool response_started_ = false; ///< the response is being read
   bool request_sent_ = false;     ///< the whole request went up

@@ -341,7 +341,7 @@ result<sandbox_created> control_plane::create(const sandbox_create_request& req)
   if (!shp) return shp.error();
   auto isolation = requested_isolation(req.isolation, backend_.support());
   if (!isolation) return isolation.error();
-  const auto ingress_secret = req.ingress_enabled ? new_ingress_secret() : std::string{};
+  auto ingress_secret = req.ingress_enabled ? new_ingress_secret() : std::string{};
   if (needs_rules(req.egress) && !backend_.support().nftables) return rules_unavailable();
   if (!req.persistent && (req.idle_ttl_seconds || req.delete_after_stop_seconds))
     return fail(ec::bad_request, "idle_ttl_seconds and delete_after_stop_seconds apply only "
@@ -368,6 +368,10 @@ result<sandbox_created> control_plane::create(const sandbox_create_request& req)
   const auto shared = shared_dir(req);
   if (shared)
     if (auto ok = claim_shared(req, *shared, spec); !ok) return ok.error();
+  // A takeover keeps the guest's service URLs: its secret, its old ids as aliases.
+  std::vector<std::string> former_ids;
+  if (shared && spec.kept_workspace && req.ingress_enabled)
+    former_ids = adopt_kept_ingress(*shared, ingress_secret);
   auto release_shared = [&](failure f) -> failure {
     if (shared && cfg_.owners) cfg_.owners->release(*req.name);
     return f;
@@ -469,6 +473,8 @@ result<sandbox_created> control_plane::create(const sandbox_create_request& req)
   auto ok = save(g);
   if (ok && shared) ok = watch_shared(*rt);
   if (ok && shared) ok = write_shared_spec(req, *shared);
+  if (ok && shared && req.ingress_enabled)
+    ok = keep_ingress(*shared, ingress_secret, former_ids, spec.id);
   if (!ok) {
     // A kept workspace stays as it was; a new one goes with the guest.
     if (spec.kept_workspace)
@@ -500,6 +506,7 @@ control_plane::create_from_pool(const sandbox_create_request& req, const shape& 
   auto started = std::chrono::steady_clock::now();
   std::string id;
   guest_runtime rt;
+  std::filesystem::path snapshot; // the image's, for a gVisor create of a snapshot image
   // Declared first, so that a waiter not kept is killed and reaped after the lock is let go.
   std::unique_ptr<python_waiter> waiter;
   {
@@ -513,15 +520,20 @@ control_plane::create_from_pool(const sandbox_create_request& req, const shape& 
               conflict("name '" + *req.name + "' is taken by live sandbox " + other +
                        "; choose another name or delete that sandbox")};
     // Everything that shapes the guest, as build() gives it to a pool guest.
-    // A gVisor create of an image with a snapshot restores it (its preload imported), which
-    // a cold-booted pool guest is not.
+    // A gVisor create of an image with a snapshot gets a copy restored from it (its preload
+    // imported, its python3 waiting): the pool builds its guests so, and one it booted cold
+    // (made before the snapshot, or its restore failed) is not taken.
     if (isolation == guest_isolation::gvisor) {
-      auto snapshot = images_.snapshot_dir(image->name);
-      if (!snapshot.empty() && has_checkpoint(snapshot)) return std::nullopt;
+      auto dir = images_.snapshot_dir(image->name);
+      if (!dir.empty() && has_checkpoint(dir)) snapshot = dir;
     }
     pool_key key{shp.id, image->name, req.egress, preload_of(*image), isolation};
     auto taken = pool_->take(key);
     if (!taken) return std::nullopt;
+    if (!snapshot.empty() && taken->rec.started_from != "snapshot") {
+      pool_->discard(std::move(taken->rec));
+      return std::nullopt;
+    }
     // Counted as the pool's until taken: admitted as one more guest now (a fenced or
     // draining node refuses it, and it goes back).
     if (auto full = admit(shp)) {
@@ -542,6 +554,8 @@ control_plane::create_from_pool(const sandbox_create_request& req, const shape& 
     guests_.emplace(id, std::move(g));
   }
   bool alive = backend_.alive(rt) && !(waiter && waiter->exited());
+  std::optional<std::vector<std::string>> snapshot_waiter;
+  if (!snapshot.empty()) snapshot_waiter = snapshot_environment(snapshot);
   std::lock_guard<std::mutex> lock{mu_};
   gate_.changed();
   auto node = guests_.extract(id);
@@ -561,7 +575,9 @@ control_plane::create_from_pool(const sandbox_create_request& req, const shape& 
   g.rec.ingress_secret = req.ingress_enabled ? new_ingress_secret() : std::string{};
   g.rec.created_at = now_rfc3339();
   g.rec.seq = next_seq_++;
-  if (isolation == guest_isolation::gvisor) g.rec.started_from = "boot";
+  if (isolation == guest_isolation::gvisor && g.rec.started_from.empty())
+    g.rec.started_from = "boot";
+  g.snapshot_waiter = std::move(snapshot_waiter);
   g.last_activity = clock::now();
   if (auto ok = save(g); !ok) {
     // The store still says pooled: the filler (or the next start) deletes it.
