@@ -9,6 +9,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <sstream>
 
 namespace guestflow::testing {
@@ -251,6 +252,9 @@ TEST_F(snapshot_fixture, a_snapshot_image_create_restores_rather_than_boots) {
   auto first = exec(a.id, "python3", {"-c", probe, "x"});
   EXPECT_EQ(first.stdout_text, "True ['x']\n") << first.stderr_text;
   EXPECT_EQ(first.exit_code, 0);
+  auto procs = exec(a.id, "/bin/sh", {"-c", "cat /proc/[0-9]*/cmdline | tr '\\0' ' '"});
+  EXPECT_EQ(procs.stdout_text.find("sleep"), std::string::npos)
+      << "the relay's watchdog is gone with it: " << procs.stdout_text;
   auto second = exec(a.id, "python3", {"-c", probe});
   EXPECT_EQ(second.stdout_text, "False []\n") << "a later run is a fresh python3";
   EXPECT_EQ(exec(a.id, "python3", {"-c", "import sys; sys.exit(3)"}).exit_code, 3);
@@ -278,6 +282,55 @@ TEST_F(snapshot_fixture, a_snapshot_image_create_restores_rather_than_boots) {
   // Removing the image removes its snapshot.
   ASSERT_EQ(call("DELETE", "/v1/images/snap").status, 200u);
   EXPECT_FALSE(fs::exists(state_dir_ / "images" / "snap"));
+}
+
+TEST_F(snapshot_fixture, a_gvisor_pool_of_a_snapshot_image_keeps_restored_copies) {
+  const auto venv = dir_.path() / "venv";
+  make_venv(venv);
+  auto r = call("POST", "/v1/images",
+                R"({"name":"snap","python_env":)" + quote_json(venv.string()) +
+                    R"(,"preload":["marker"],"snapshot":true})");
+  ASSERT_TRUE(data<image_added>(r).image.snapshot) << r.body;
+  stop();
+  start({"--warm-pool", "s-1vcpu-256mb@snap+gvisor=2"});
+  auto ready = [&](int n) {
+    return eventually(
+        [&] {
+          return call("GET", "/v1/pool").body.find("\"ready\":" + std::to_string(n)) !=
+                 std::string::npos;
+        },
+        120s, 50ms);
+  };
+  ASSERT_TRUE(ready(2)) << call("GET", "/v1/pool").body;
+  std::set<std::string> pooled;
+  for (const auto& e : fs::directory_iterator(state_dir_ / "guests"))
+    pooled.insert(e.path().filename().string());
+  ASSERT_EQ(pooled.size(), 2u);
+
+  // A create of the snapshot image takes a pool guest, restored from the snapshot: its first
+  // python3 meets the snapshot's interpreter (the preload imported), nobody's state.
+  const std::string probe = "import os, sys; print('marker' in sys.modules, "
+                            "os.path.exists('/tmp/mine'), sys.argv[1:])";
+  auto a = create_gvisor("snap");
+  EXPECT_EQ(pooled.count(a.id), 1u) << "not a pool guest: " << a.id;
+  EXPECT_EQ(view(a.id).started_from, "snapshot");
+  auto first = exec(a.id, "python3", {"-c", probe, "a"});
+  EXPECT_EQ(first.stdout_text, "True False ['a']\n") << first.stderr_text;
+  ASSERT_EQ(exec(a.id, "/bin/sh", {"-c", "echo used > /tmp/mine"}).exit_code, 0);
+  auto b = create_gvisor("snap");
+  EXPECT_EQ(pooled.count(b.id), 1u) << "not a pool guest: " << b.id;
+  EXPECT_NE(a.id, b.id);
+  EXPECT_EQ(view(b.id).started_from, "snapshot");
+  auto b_first = exec(b.id, "python3", {"-c", probe, "b"});
+  EXPECT_EQ(b_first.stdout_text, "True False ['b']\n") << b_first.stderr_text;
+  // The pool refills with restored copies, never with the guests it gave away.
+  ASSERT_TRUE(ready(2)) << call("GET", "/v1/pool").body;
+  auto c = create_gvisor("snap");
+  EXPECT_EQ(pooled.count(c.id), 0u);
+  EXPECT_EQ(view(c.id).started_from, "snapshot");
+  EXPECT_EQ(exec(c.id, "python3", {"-c", probe, "c"}).stdout_text, "True False ['c']\n");
+  for (const auto& id : {a.id, b.id, c.id})
+    ASSERT_EQ(call("DELETE", "/v1/sandboxes/" + id).status, 200u);
 }
 
 } // namespace
