@@ -655,6 +655,9 @@ def main(argv):
             open("/proc/loadavg").read().split()[0]))
         say("flow ChatInput -> Uppercase -> ChatOutput, executor lfx, shape %s, pool %d" %
             (SHAPE, a.pool))
+        say("pool kind: %s (GUESTFLOW_FORK_POOL), work dir under %s" % (
+            "fork-server" if os.environ.get("GUESTFLOW_FORK_POOL") == "1" else "ordinary",
+            tempfile.gettempdir()))
         say("pooled at 1: each run once the pool is full again (runs/s 0: paced); at 8: back "
             "to back; cold runs: a quarter as many")
         say("%-8s %3s %6s %10s %9s %7s %7s" % ("mode", "k", "runs", "p50 ms", "runs/s", "takes",
