@@ -97,6 +97,7 @@ ROW_ENOUGH = 2
 STEM = 7
 WORD = re.compile(r"[A-Za-z][A-Za-z0-9]*|\d[\d,]*(?:\.\d+)?")
 # Words that name no measurement: units, and the words every line of a result says.
+SAME_WORD = {"1st": "first", "2nd": "second"}  # what result files abbreviate
 UNITS = {"ms", "us", "ns", "mb", "kb", "gb", "kib", "mib", "gib", "b", "x"}
 STOP = set(
     """a an and are as at be by each for from in into is it its of on or per than that the
@@ -114,7 +115,7 @@ def word_set(text, units=False):
             w = w.replace(",", "")
             out.add(w[:-2] if w.endswith(".0") else w)
             continue
-        w = w.lower()
+        w = SAME_WORD.get(w.lower(), w.lower())
         if w in STOP and not (units and w in UNITS):
             continue
         if len(w) > 3 and w.endswith("s") and not w.endswith("ss"):
