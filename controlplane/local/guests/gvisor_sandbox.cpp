@@ -78,10 +78,12 @@ std::vector<std::string> gvisor_launch_argv(std::vector<std::string> argv, bool 
   // host's root netns and refuses to move its interfaces; on Linux 6.18 every netns has
   // that file. Hidden from runsc alone: the shim's mount namespace is private (a slave of
   // the host's), and nothing runsc or the Sentry does with netstack reads /proc/sys/net.
+  // A host that refuses the mount runs runsc anyway: an older kernel does not need it, and
+  // on a newer one runsc's own refusal names the problem.
   std::vector<std::string> out{
       "/bin/sh", "-c",
       "/bin/mount -t tmpfs -o ro,nosuid,nodev,noexec,size=4k guestflow-no-net-sysctl "
-      "/proc/sys/net && exec \"$0\" \"$@\""};
+      "/proc/sys/net 2>/dev/null; exec \"$0\" \"$@\""};
   out.insert(out.end(), argv.begin(), argv.end());
   return out;
 }
