@@ -197,8 +197,20 @@ TEST_P(control_plane_egress, a_networked_gvisor_guest_keeps_its_memory_and_its_r
   // of its veth too, are there again after a restore, and go with the guest.
   auto g = create(R"({"shape":"s-1vcpu-256mb","persistent":true,"idle_ttl_seconds":0,)"
                   R"("egress":["198.51.100.9"]})");
-  const std::vector<std::string> targets{"198.51.100.9", "10.9.9.9", "203.0.113.2"};
-  const std::string expected = "198.51.100.9 open\n10.9.9.9 refused\n203.0.113.2 refused\n";
+  // The internet stand-in; a private LAN address; a LAN neighbour; the host's own address,
+  // where this test listens too (its input chain, not forward: refused at once as well).
+  int host_listener = ::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  sockaddr_in h{};
+  h.sin_family = AF_INET;
+  h.sin_port = htons(port_);
+  ::inet_pton(AF_INET, "10.77.0.1", &h.sin_addr);
+  ASSERT_EQ(::bind(host_listener, reinterpret_cast<sockaddr*>(&h), sizeof h), 0)
+      << std::strerror(errno);
+  ASSERT_EQ(::listen(host_listener, 8), 0);
+  const std::vector<std::string> targets{"198.51.100.9", "10.9.9.9", "203.0.113.2",
+                                         "10.77.0.1"};
+  const std::string expected =
+      "198.51.100.9 open\n10.9.9.9 refused\n203.0.113.2 refused\n10.77.0.1 refused\n";
   EXPECT_EQ(refusals(g.id, targets), expected);
   EXPECT_EQ(reached(), std::vector<std::string>{internet_address});
   auto table = local::host_rules_table(g.id);
@@ -268,6 +280,8 @@ TEST_P(control_plane_egress, a_networked_gvisor_guest_keeps_its_memory_and_its_r
 
   ASSERT_EQ(call("DELETE", "/v1/sandboxes/" + g.id).status, 200u);
   EXPECT_EQ(host_table(), "") << "delete removes the host-side table";
+  EXPECT_LT(::accept(host_listener, nullptr, nullptr), 0) << "the guest reached the host";
+  ::close(host_listener);
 }
 
 GUESTFLOW_BOTH_KINDS(control_plane_egress);
