@@ -101,7 +101,7 @@ SAME_WORD = {"1st": "first", "2nd": "second"}  # what result files abbreviate
 UNITS = {"ms", "us", "ns", "mb", "kb", "gb", "kib", "mib", "gib", "b", "x"}
 STOP = set(
     """a an and are as at be by each for from in into is it its of on or per than that the
-    then this to vs was were with against over under after before one two all only not no
+    then this to vs was were with against over under one two all only not no
     ms us s ns mb kb gb kib mib gib b x k m run runs""".split()
 )
 
@@ -440,6 +440,8 @@ def prose_figures(lines, doc_dir, root):
             "\n".join(section_text[section]), doc_dir, root
         )
         plain = blank_code(text)
+        # The label reads code spans' words too (`pthread_cond_signal`), never a file's name.
+        words = RESULT_GLOB.sub(lambda m: "§" * len(m.group()), text).replace("`", " ")
         cuts = [0] + [m.end() for m in SENTENCE_END.finditer(plain)] + [len(plain)]
         for k in range(len(cuts) - 1):
             s0, s1 = cuts[k], cuts[k + 1]
@@ -456,7 +458,7 @@ def prose_figures(lines, doc_dir, root):
                     if not figure:
                         continue
                     a, b = m.start(g), m.end(g)
-                    label = label_around(plain, s0 + a, s0 + b) - word_set(figure)
+                    label = label_around(words, s0 + a, s0 + b) - word_set(figure)
                     line, col = position(start, text, s0 + a)
                     shown = " ".join(m.group(0).split())
                     out.append(
