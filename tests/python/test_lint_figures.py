@@ -14,9 +14,9 @@ import unittest
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SCRIPT = os.path.join(ROOT, "scripts", "lint_figures.py")
 MUTATE = os.path.join(ROOT, "scripts", "lint_figures_mutate.py")
-# What the harness measured when the label rule came in (0.74 of the figures that trace;
+# What the harness measured when the label rule came in (0.75 of the figures that trace;
 # 0.30 with the rule before it): a floor that only goes up, so that a weaker rule fails here.
-MUTATION_FLOOR = 0.72
+MUTATION_FLOOR = 0.73
 
 
 class LintFiguresTest(unittest.TestCase):
