@@ -194,6 +194,10 @@ class Serve:
             # Room for every run the soak keeps in flight: a serve full of slots answers 429 at
             # once, and the refused runs would spin through the soak's run count unmeasured.
             "GUESTFLOW_MAX_INFLIGHT": str(self.soak.args.concurrency * 2 + 20),
+            # Likewise a session guest for each session run in flight (a quarter of them): at
+            # the default 3, 25 sessions at once were 40% `capacity`, and the 2C runs after
+            # serve A's restart, started all at once, fell below their floor on that alone.
+            "GUESTFLOW_SESSION_REPLICAS": str(self.soak.args.session_replicas),
             "GUESTFLOW_TOKEN": self.soak.token,
             # Flows run in a guest that fits a host's memory budget 100 at a time.
             "CREATEOS_EXECUTOR_SHAPE": "s-1vcpu-1gb",
@@ -269,6 +273,12 @@ def run_bounds():
         "session-delete": REMOVE + SLACK,
         "session": acquire + command + REMOVE + SLACK,
     }
+
+
+def reuses(i):
+    """Whether component run i asks for `reuse: "flow"`: every other component run. (Not
+    i % 2: with four kinds every component run's i is 2 mod 4, and all of them reused.)"""
+    return (i // 4) % 2 == 0
 
 
 def program_outcome(r, expected_stdout):
@@ -407,7 +417,7 @@ class Soak:
         return program_outcome(json.loads(data), f"{i * 7}\n")
 
     def run_component(self, serve, i, flow_id=None):
-        reuse = "flow" if i % 2 == 0 else "none"
+        reuse = "flow" if reuses(i) else "none"
         flow_id = flow_id or f"soak-flow-{i % self.args.reusable}"
         if reuse == "flow":
             with self.lock:
@@ -515,18 +525,24 @@ class Soak:
     def release_sessions(self):
         """What a client does with the sessions whose acquire or DELETE a fault failed: it
         acquires each thread again and deletes it, until a DELETE answers 200 (session
-        guests are persistent; nothing else deletes them before their retention)."""
-        left = []
-        for i in sorted(self.sessions_to_release):
+        guests are persistent; nothing else deletes them before their retention). Up to eight
+        threads at a time, fewer than the replicas (an acquire that adopts a guest lists every
+        guest under the faults: one after another, a long run's took over 10 minutes)."""
+
+        def release(i):
             for _ in range(20):
                 status, data = self.post(self.a, "/v1/sessions", json.dumps(
                     {"user_id": f"soak-{self.tag}", "thread_id": f"thread-{i}"}))
                 if status == 200 and \
                         self.delete_session(self.a, json.loads(data)["session_id"])[0] == 200:
-                    break
+                    return None
                 time.sleep(0.2)
-            else:
-                left.append(i)
+            return i
+
+        with ThreadPoolExecutor(max_workers=max(1, min(8, self.args.session_replicas - 1))) \
+                as pool:
+            left = [i for i in pool.map(release, sorted(self.sessions_to_release))
+                    if i is not None]
         log(f"released {len(self.sessions_to_release) - len(left)} sessions a fault had "
             f"left; could not: {left}")
         if left:
@@ -584,7 +600,7 @@ class Soak:
         it, as a wrong answer does; a run its server was SIGKILLed under is not judged."""
         if outcome in ("serve-killed", "skipped", "hung-up-by-soak"):
             return
-        key = "component-reuse" if kind == "component" and i % 2 == 0 else kind
+        key = "component-reuse" if kind == "component" and reuses(i) else kind
         over = []
         bound = self.bounds[key] + sleep_s
         if seconds > bound:
@@ -1002,6 +1018,7 @@ def main():
     a.concurrency = a.concurrency or (8 if smoke else 100)
     a.hold = a.hold or ("5s" if smoke else None)
     a.reusable = 3
+    a.session_replicas = a.concurrency // 4 + 2
     a.cp_workers = 16 if smoke else 64
     a.call_timeout = 300 if smoke else 900
     a.kill_sleep = 20 if smoke else 60
