@@ -4,7 +4,7 @@
 //
 //   latency: sequential GETs on one keep-alive connection per side, interleaved in rounds:
 //   direct (a socket made in the guest's netns by this process → the guest's server),
-//   peer (client → this process's minimal relay: one epoll thread copying bytes between the
+//   peer (client → a minimal relay, a child process: one epoll loop copying bytes between the
 //   client's connection and a socket it made in the guest's netns, no HTTP parsing, no
 //   authorization) and proxied (client → control plane → a socket made in the guest's netns
 //   → the guest's server);
@@ -35,6 +35,7 @@
 #include <array>
 #include <atomic>
 #include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <ctime>
@@ -52,7 +53,9 @@
 #include <string>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <thread>
 #include <unistd.h>
 #include <vector>
@@ -145,8 +148,9 @@ int connect_fd(int fd, uint16_t port) {
   return fd;
 }
 
-/// The peer: the cheapest relay on the same path. One epoll thread (as the control plane
-/// serves a connection on one io thread) accepts on a loopback port, makes a socket in the
+/// The peer: the cheapest relay on the same path. One epoll loop in a child process (as the
+/// control plane serves a connection on one io thread of its own process) accepts on a
+/// loopback port, makes a socket in the
 /// guest's netns per client connection (as the control plane does, netns_socket.hpp),
 /// connects it to the app and copies bytes both ways as they come: no parsing, no
 /// authorization, no lease.
@@ -168,14 +172,21 @@ public:
     stop_ = ::eventfd(0, EFD_CLOEXEC);
     add(listen_);
     add(stop_);
-    thread_ = std::thread{[this] { run(); }};
+    // A process of its own, as the control plane is: a wake-up between two processes costs
+    // more than one between two threads of the client's.
+    pid_ = ::fork();
+    if (pid_ < 0)
+      throw std::runtime_error(std::string{"peer relay: fork: "} + std::strerror(errno));
+    if (pid_ == 0) {
+      ::prctl(PR_SET_PDEATHSIG, SIGKILL); // never outlives the bench
+      run();
+      ::_exit(0);
+    }
   }
   ~relay_peer() {
     uint64_t one = 1;
-    (void)!::write(stop_, &one, sizeof one);
-    thread_.join();
-    for (auto& [fd, other] : pair_)
-      ::close(fd);
+    (void)!::write(stop_, &one, sizeof one); // the child's run() returns, it exits
+    ::waitpid(pid_, nullptr, 0);
     for (int fd : {listen_, ep_, stop_})
       ::close(fd);
   }
@@ -264,8 +275,8 @@ private:
   uint16_t app_port_;
   uint16_t port_ = 0;
   int listen_ = -1, ep_ = -1, stop_ = -1;
-  std::map<int, int> pair_; ///< each relayed socket → its partner
-  std::thread thread_;
+  std::map<int, int> pair_; ///< each relayed socket → its partner (in the child)
+  pid_t pid_ = -1;
 };
 
 struct side {
@@ -562,8 +573,9 @@ int main(int argc, char** argv) {
       << "latency: " << requests << " sequential GETs per side and app on one keep-alive "
       << "connection (10 interleaved rounds); throughput: " << clients
       << " keep-alive clients, " << seconds << " s per side and app\n\n"
-      << "peer: one epoll thread in the bench's process relaying bytes between the client's "
-         "connection and a socket it made in the guest's netns (no parsing, no authorization)\n"
+      << "peer: one epoll loop in a child process of the bench relaying bytes between the "
+         "client's connection and a socket it made in the guest's netns (no parsing, no "
+         "authorization)\n"
       << report("app 1, echo (the fixed cost of the path): asyncio HTTP/1.1 keep-alive, "
                 "2-byte body",
                 echo_sides, echo_figures)
