@@ -229,6 +229,18 @@ exec_request snapshot_relay(const std::string& request) {
   return r;
 }
 
+exec_request detached_snapshot_waiter(const std::string& waiter_source,
+                                      const std::string& preload) {
+  // python3's stdout is a FIFO the exec's cat drains: the waiter closes its last copy after
+  // "ready", cat sees EOF, and nothing of the exec's own pipes stays with the python3.
+  return exec_request{"/bin/sh",
+                      {"-c",
+                       "p=/tmp/.gfw$$; mkfifo -m 600 $p || exit 125\n"
+                       "python3 -c \"$0\" \"$1\" \"$2\" <&- >$p 2>/dev/null &\n"
+                       "cat $p; rm -f $p\n",
+                       snapshot_waiter_script, waiter_source, preload}};
+}
+
 exec_request snapshot_dismiss() {
   // Bounded like the relay's handoff: the control plane waits for this one.
   return exec_request{"/bin/sh",

@@ -79,6 +79,15 @@ inline constexpr int snapshot_handoff_seconds = 5;
 /// snapshot_handoff_seconds; 137: the program was killed).
 exec_request snapshot_relay(const std::string& request);
 
+/// The exec that starts snapshot_waiter_script (WAITER_SOURCE, PRELOAD as there) in a running
+/// gVisor guest, detached: the exec's output is the waiter's preload failures then "ready"
+/// once it waits on the FIFO, and it ends then, the python3 going on waiting. What a gVisor
+/// pool guest gets instead of the python waiter (which reaches its interpreter through the
+/// host's /proc, and cannot see into the Sentry): its first `python3 …` goes through
+/// snapshot_relay() as a restored snapshot's does.
+exec_request detached_snapshot_waiter(const std::string& waiter_source,
+                                      const std::string& preload);
+
 /// The exec that ends an unused snapshot waiter (a first exec it will not serve).
 exec_request snapshot_dismiss();
 

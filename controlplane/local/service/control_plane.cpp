@@ -507,6 +507,8 @@ control_plane::create_from_pool(const sandbox_create_request& req, const shape& 
   std::string id;
   guest_runtime rt;
   std::filesystem::path snapshot; // the image's, for a gVisor create of a snapshot image
+  bool fifo_waiter = false;       // a gVisor pool guest whose python3 waits on its FIFO
+  std::string path_prepend;
   // Declared first, so that a waiter not kept is killed and reaped after the lock is let go.
   std::unique_ptr<python_waiter> waiter;
   {
@@ -550,12 +552,19 @@ control_plane::create_from_pool(const sandbox_create_request& req, const shape& 
     g.rec = std::move(taken->rec);
     g.rec.name = name;
     g.rec.status = sandbox_status::creating;
-    g.path_prepend = image->path_prepend;
+    g.path_prepend = path_prepend = image->path_prepend;
+    fifo_waiter = taken->fifo_waiter;
     guests_.emplace(id, std::move(g));
   }
   bool alive = backend_.alive(rt) && !(waiter && waiter->exited());
   std::optional<std::vector<std::string>> snapshot_waiter;
   if (!snapshot.empty()) snapshot_waiter = snapshot_environment(snapshot);
+  if (fifo_waiter) {
+    // Its python3 started with the environment every exec in the guest gets.
+    std::map<std::string, std::string> envs;
+    if (!path_prepend.empty()) envs["PATH"] = path_prepend + ":" + default_guest_path;
+    snapshot_waiter = exec_environment(envs);
+  }
   std::lock_guard<std::mutex> lock{mu_};
   gate_.changed();
   auto node = guests_.extract(id);

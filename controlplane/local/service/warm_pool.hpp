@@ -27,6 +27,9 @@ namespace guestflow::local {
 struct pool_guest {
   guest_record rec;
   std::unique_ptr<python_waiter> waiter;
+  /// gVisor: a python3 of its image's preload waits on the guest's FIFO
+  /// (gvisor_checkpoint.hpp's detached_snapshot_waiter), served through the relay.
+  bool fifo_waiter = false;
 };
 
 /// What a pool guest of `image` preloads, as pool_key::preload spells it: the image's
