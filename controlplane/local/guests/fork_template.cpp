@@ -1,5 +1,7 @@
 #include "controlplane/local/guests/fork_template.hpp"
 
+#include "controlplane/local/guests/cgroups.hpp"
+
 #include <cerrno>
 #include <chrono>
 #include <csignal>
@@ -89,6 +91,28 @@ unique_fd accept_peer(int listener, clock_type::time_point deadline, pid_t& pid)
   return c;
 }
 
+/// Whether a process of the pid namespace `pid` belongs to (a template's bwrap pid 1 or its
+/// python3) is a guest cloned from it: its /proc lists more than bwrap's pid 1 and the
+/// template. Guests live in the template's pid namespace and die with it.
+bool clones_alive(pid_t pid) {
+  std::error_code ec;
+  size_t n = 0;
+  for (const auto& e :
+       fs::directory_iterator{"/proc/" + std::to_string(pid) + "/root/proc", ec}) {
+    auto name = e.path().filename().string();
+    if (!name.empty() && name.find_first_not_of("0123456789") == std::string::npos) ++n;
+  }
+  return n > 2;
+}
+
+/// Whether `pid` is in a pid namespace other than this process's (the outer bwrap, the
+/// shim, is not: its /proc is the host's).
+bool own_pid_ns(pid_t pid) {
+  std::error_code ec;
+  auto theirs = fs::read_symlink("/proc/" + std::to_string(pid) + "/ns/pid", ec);
+  return !ec && theirs != fs::read_symlink("/proc/self/ns/pid", ec);
+}
+
 void kill_pid(pid_t pid) {
   unique_fd fd{static_cast<int>(::syscall(SYS_pidfd_open, pid, 0))};
   if (fd) ::syscall(SYS_pidfd_send_signal, fd.get(), SIGKILL, nullptr, 0);
@@ -97,11 +121,18 @@ void kill_pid(pid_t pid) {
 } // namespace
 
 void fork_template::kill_stale(guest_backend& backend) {
+  auto layout = detect_cgroups();
   for (size_t slot = 0; slot < max_slots; ++slot) {
     auto id = slot_id(backend, slot);
     auto spool = backend.config().state_dir / "fork" / id;
     std::error_code ec_;
     if (!fs::exists(spool, ec_)) continue; // the spool is made before the template starts
+    // One whose guests still run (taken guests outlive their server) stays, slot and all.
+    bool in_use = false;
+    for (const auto& dir : layout ? guest_cgroup_dirs(*layout, id) : std::vector<std::string>{})
+      for (pid_t pid : cgroup_pids(dir))
+        in_use = in_use || (own_pid_ns(pid) && clones_alive(pid));
+    if (in_use) continue;
     guest_runtime rt;
     rt.id = id;
     backend.destroy(rt);
@@ -112,12 +143,15 @@ void fork_template::kill_stale(guest_backend& backend) {
 result<std::unique_ptr<fork_template>> fork_template::start(
     guest_backend& backend, const guest_spec& pool_spec, const std::vector<std::string>& env,
     const std::vector<std::string>& preload, const std::string& waiter, size_t slot) {
+  // The first free slot from `slot` on (one a dead server's template still holds is not).
+  std::error_code ec_;
+  while (slot < max_slots &&
+         fs::exists(backend.config().state_dir / "fork" / slot_id(backend, slot), ec_))
+    ++slot;
   if (slot >= max_slots) return fail(ec::capacity, "no fork template slot left");
   std::unique_ptr<fork_template> t{new fork_template(backend)};
   const auto id = slot_id(backend, slot);
   t->spool_ = backend.config().state_dir / "fork" / id;
-  std::error_code ec_;
-  fs::remove_all(t->spool_, ec_);
   fs::create_directories(t->spool_, ec_);
   if (ec_) return fail(ec::unavailable, "fork template spool: " + ec_.message());
   ::chmod(t->spool_.c_str(), 0755);
@@ -188,10 +222,14 @@ result<std::unique_ptr<fork_template>> fork_template::start(
 }
 
 fork_template::~fork_template() {
-  conn_.reset(); // the template exits on EOF; the cgroup's kill below makes sure
+  conn_.reset();
+  // Its clones die with it (its pid namespace): one a taken guest still needs stays, as
+  // taken guests outlive the server; the next server's kill_stale() ends it once unused.
+  if (rt_.init_pid > 0 && clones_alive(rt_.init_pid)) return;
   if (!rt_.id.empty()) backend_.destroy(rt_);
   std::error_code ec_;
   fs::remove_all(spool_, ec_);
+  kill_stale(backend_); // and those an earlier server left whose clones are gone since
 }
 
 bool fork_template::alive() const {

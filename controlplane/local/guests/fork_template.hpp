@@ -35,14 +35,17 @@ public:
                                                       const std::vector<std::string>& env,
                                                       const std::vector<std::string>& preload,
                                                       const std::string& waiter, size_t slot);
-  /// Kills the template and removes its cgroups and spool.
+  /// Kills the template and removes its cgroups and spool — unless a guest cloned from it
+  /// still runs (a taken guest outlives the server): then it stays for kill_stale(). Then
+  /// kill_stale() itself: an earlier server's templates whose clones are gone end too.
   ~fork_template();
   fork_template(const fork_template&) = delete;
   fork_template& operator=(const fork_template&) = delete;
 
-  static constexpr size_t max_slots = 4;
+  static constexpr size_t max_slots = 8;
 
-  /// Kills templates a dead server of this state dir left (every slot). Idempotent.
+  /// Kills templates a dead server of this state dir left (every slot) but those whose
+  /// clones still run: guests live in their template's pid namespace and die with it.
   static void kill_stale(guest_backend& backend);
 
   /// guest_spec::launch for a pool guest: a clone moved into `req`'s cgroups (its pid from

@@ -13,9 +13,10 @@
 # SO_PEERCRED pid, then says "go" with the workspace as a detached mount); a fresh /proc,
 # /tmp, /dev/shm, /dev/pts; lo up; attaches it at /workspace, covers the spool, enters a
 # cgroup namespace, drops every capability, stacks SPOOL/seccomp.bpf, is not dumpable, says
-# "ready". Then, as the guest's init, it takes at most one request (the python waiter's,
-# with the exec's stdout and stderr): the run is a fork (it says "run" from its own pid, so
-# that the host learns it), the init reports "status N" once it ended, and reaps forever.
+# "ready". Then, as the guest's init, it forks the process that takes at most one request
+# (the python waiter's, with the exec's stdout and stderr) and runs it (it says "run" from
+# its own pid, so that the host learns it), reports "status N" once it ended, and reaps
+# forever.
 import _signal
 import ctypes
 import os
@@ -155,19 +156,20 @@ def guest(gid, host, seccomp, waiter):
         finally:
             os._exit(4)
     try:
-        msg, fds, _, _ = socket.recv_fds(ctl, 1 << 20, 2)  # one packet: the whole request
-        if msg and len(fds) == 2:
-            run = os.fork()
-            if run == 0:
-                serve(ctl, fds, msg, waiter)
-            for fd in fds:
-                os.close(fd)
-            while True:  # the run's status, reaping whatever else ends meanwhile
-                child, status = os.wait()
-                if child == run:
-                    break
-            code = os.waitstatus_to_exitcode(status)
-            ctl.sendall(b"status %d\n" % (128 - code if code < 0 else code))  # as waitpid's
+        # The run's process is forked now, while the guest waits in its pool (the template's
+        # page tables copied ahead, charged to the guest): a take's first run forks nothing.
+        run = os.fork()
+        if run == 0:
+            msg, fds, _, _ = socket.recv_fds(ctl, 1 << 20, 2)  # one packet: the whole request
+            if not msg or len(fds) != 2:
+                os._exit(0)  # the host dropped it: an exec it does not serve comes instead
+            serve(ctl, fds, msg, waiter)
+        while True:  # the run's status, reaping whatever else ends meanwhile
+            child, status = os.wait()
+            if child == run:
+                break
+        code = os.waitstatus_to_exitcode(status)
+        ctl.sendall(b"status %d\n" % (128 - code if code < 0 else code))  # as waitpid's
     except BaseException:  # noqa: BLE001 - the host went away: the init only reaps
         pass
     try:
@@ -243,7 +245,10 @@ def main():
         try:
             line = read_line(ctl)
         except EOFError:
-            os._exit(0)  # the host is done with this template
+            # The host is done with it. Its guests live in its pid namespace, which ends
+            # with it: it stays until the host kills it once none is left.
+            while True:
+                _signal.pause()
         gid, host = line.split(" ", 1)
         clone_guest(gid, host, seccomp, waiter)
 

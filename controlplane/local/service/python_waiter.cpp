@@ -114,6 +114,16 @@ python_waiter::python_waiter(guest_backend& backend, guest_runtime g, exec_proce
     , preloads_(preloads) {}
 
 python_waiter::~python_waiter() {
+  if (ctl_) {
+    // A forked guest's waiting process sees EOF and ends: gone (only the init left) before
+    // the exec that dropped it starts, so nobody sees a process they did not start.
+    ctl_.reset();
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds{2};
+    while (!guest_.cgroup_dirs.empty() && cgroup_pids(guest_.cgroup_dirs.front()).size() > 1 &&
+           std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds{1});
+    return;
+  }
   if (p_.pid <= 0) return;
   // Its FIFO goes too (the guest's /tmp is then as fresh as a guest built on demand):
   // reached while the waiter still lives, removed once it is gone.
