@@ -6,10 +6,51 @@
 #include "controlplane/local/service/shapes.hpp"
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdlib>
+#include <poll.h>
 #include <set>
+#include <unistd.h>
 
 namespace guestflow::local {
+
+namespace {
+
+/// gVisor: the detached snapshot waiter (its image's preload imported) started in the guest,
+/// true once it said "ready" (it then waits on the FIFO for the guest's first run).
+bool start_fifo_waiter(guest_backend& backend, const guest_runtime& rt,
+                       const resolved_image& image) {
+  std::map<std::string, std::string> envs;
+  if (!image.path_prepend.empty()) envs["PATH"] = image.path_prepend + ":" + default_guest_path;
+  auto p = backend.start_exec(
+      rt, detached_snapshot_waiter(python_waiter_script, preload_of(image)), envs);
+  if (!p) return false;
+  // A heavy engine's import under gVisor's ptrace platform: seconds.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(180);
+  std::string out;
+  char buf[4096];
+  bool eof = false;
+  while (!eof && out.size() < 65536) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+                    deadline - std::chrono::steady_clock::now())
+                    .count();
+    if (left <= 0) break;
+    pollfd pf{p->stdout_fd, POLLIN, 0};
+    if (::poll(&pf, 1, static_cast<int>(left)) <= 0) continue;
+    auto n = ::read(p->stdout_fd, buf, sizeof buf);
+    if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
+    if (n <= 0)
+      eof = true;
+    else
+      out.append(buf, static_cast<size_t>(n));
+  }
+  if (!eof) backend.kill_exec(*p);
+  bool ok = backend.reap(*p) == 0 && out.size() >= 6 &&
+            out.compare(out.size() - 6, 6, "ready\n") == 0;
+  return ok;
+}
+
+} // namespace
 
 std::string preload_of(const resolved_image& image) {
   std::string out;
@@ -38,6 +79,12 @@ warm_pool::warm_pool(guest_backend& backend, record_store& store, image_store& i
                  r.runtime.isolation};
     if (r.runtime.isolation == guest_isolation::namespaces)
       python_waiter::kill_stale(r.runtime);
+    // A gVisor guest's FIFO waiter (if any) is not known after a restart: rebuilt instead.
+    if (r.runtime.isolation == guest_isolation::gvisor && settings_.python_waiter &&
+        r.started_from != "snapshot") {
+      discarded_.push_back(pool_guest{std::move(r), nullptr});
+      continue;
+    }
     auto waiter = start_waiter(r.runtime, image ? &*image : nullptr);
     pools_[key].ready.push_back(pool_guest{std::move(r), std::move(waiter)});
   }
@@ -321,6 +368,9 @@ void warm_pool::build(std::unique_lock<std::mutex>& lock, const pool_key& key) {
     waiter = python_waiter::forked(backend_, *rt, std::move(ctl), std::move(env));
   else if (rt && settings_.python_waiter)
     waiter = start_waiter(*rt, &*image);
+  const bool fifo = rt && spec.isolation == guest_isolation::gvisor &&
+                    settings_.python_waiter && rec.started_from != "snapshot" &&
+                    start_fifo_waiter(backend_, *rt, *image);
   auto took = std::chrono::duration_cast<std::chrono::milliseconds>(clock::now() - started);
   lock.lock();
   auto& p = pools_[key];
@@ -347,7 +397,7 @@ void warm_pool::build(std::unique_lock<std::mutex>& lock, const pool_key& key) {
     discarded_.push_back(pool_guest{std::move(rec), std::move(waiter)});
     return failed(key, ok.error().message);
   }
-  p.ready.push_back(pool_guest{std::move(rec), std::move(waiter)});
+  p.ready.push_back(pool_guest{std::move(rec), std::move(waiter), fifo});
 }
 
 bool warm_pool::fork_pool_wanted() {

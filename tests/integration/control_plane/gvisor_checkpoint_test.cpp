@@ -333,5 +333,43 @@ TEST_F(snapshot_fixture, a_gvisor_pool_of_a_snapshot_image_keeps_restored_copies
     ASSERT_EQ(call("DELETE", "/v1/sandboxes/" + id).status, 200u);
 }
 
+TEST_F(snapshot_fixture, a_gvisor_pool_guests_first_python_run_meets_its_waiting_python3) {
+  // No snapshot: the pool starts a python3 of the image's preload in each gVisor guest it
+  // builds (through runsc, not the host's /proc), which serves the guest's first run.
+  const auto venv = dir_.path() / "venv";
+  make_venv(venv);
+  auto r = call("POST", "/v1/images",
+                R"({"name":"pre","python_env":)" + quote_json(venv.string()) +
+                    R"(,"preload":["marker"]})");
+  ASSERT_EQ(r.status, 200u) << r.body;
+  stop();
+  start({"--warm-pool", "s-1vcpu-256mb@pre+gvisor=2"});
+  ASSERT_TRUE(eventually(
+      [&] { return call("GET", "/v1/pool").body.find("\"ready\":2") != std::string::npos; },
+      120s, 50ms))
+      << call("GET", "/v1/pool").body;
+  std::set<std::string> pooled;
+  for (const auto& e : fs::directory_iterator(state_dir_ / "guests"))
+    pooled.insert(e.path().filename().string());
+  const std::string probe = "import os, sys; print('marker' in sys.modules, "
+                            "os.path.exists('/tmp/mine'), sys.argv[1:]); sys.exit(3)";
+  auto a = create_gvisor("pre");
+  EXPECT_EQ(pooled.count(a.id), 1u) << "not a pool guest: " << a.id;
+  EXPECT_EQ(view(a.id).started_from, "boot");
+  auto first = exec(a.id, "python3", {"-c", probe, "a"});
+  EXPECT_EQ(first.stdout_text, "True False ['a']\n") << first.stderr_text;
+  EXPECT_EQ(first.exit_code, 3);
+  auto second = exec(a.id, "python3", {"-c", probe});
+  EXPECT_EQ(second.stdout_text, "False False []\n") << "a later run is a fresh python3";
+  // A first exec it does not serve ends it: nothing of it is left in the guest.
+  auto b = create_gvisor("pre");
+  EXPECT_EQ(pooled.count(b.id), 1u) << "not a pool guest: " << b.id;
+  auto ls = exec(b.id, "/bin/sh", {"-c", "cat /proc/[0-9]*/cmdline | tr '\\0' ' '"});
+  EXPECT_EQ(ls.stdout_text.find("guestflow-snapshot"), std::string::npos) << ls.stdout_text;
+  EXPECT_EQ(ls.stdout_text.find("python3"), std::string::npos) << ls.stdout_text;
+  for (const auto& id : {a.id, b.id})
+    ASSERT_EQ(call("DELETE", "/v1/sandboxes/" + id).status, 200u);
+}
+
 } // namespace
 } // namespace guestflow::testing
