@@ -23,6 +23,7 @@ import os
 import socket
 import struct
 import sys
+import time
 
 sys.dont_write_bytecode = True
 libc = ctypes.CDLL(None, use_errno=True)
@@ -169,7 +170,8 @@ def guest(gid, host, seccomp, waiter):
             if child == run:
                 break
         code = os.waitstatus_to_exitcode(status)
-        ctl.sendall(b"status %d\n" % (128 - code if code < 0 else code))  # as waitpid's
+        ctl.sendall(b"status %d %d\n" % (128 - code if code < 0 else code,  # as waitpid's
+                                          time.monotonic_ns()))
     except BaseException:  # noqa: BLE001 - the host went away: the init only reaps
         pass
     try:
@@ -192,7 +194,9 @@ def serve(ctl, fds, msg, waiter):
         os.dup2(fds[1], 2)
         for fd in fds:
             os.close(fd)
-        ctl.sendall(b"run\n")  # from this process: the host reads its pid (SO_PASSCRED)
+        # From this process: the host reads its pid (SO_PASSCRED); with when it started on
+        # the monotonic clock the host shares, for the run's own time.
+        ctl.sendall(b"run %d\n" % time.monotonic_ns())
         ctl.close()
         try:
             waiter["_run"](*waiter["_main"](msg))

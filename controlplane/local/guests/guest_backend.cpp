@@ -79,10 +79,11 @@ failure unusable(const std::string& what, const failure& why) {
   return fail(why.code, what + ": " + why.message);
 }
 
-/// A forked pool guest's run (exec_process::status_fd): its init's "status N" line, read
-/// within a deadline (the run has ended when this is called, or was killed); -1 when the
-/// init is gone or says nothing (a dead guest).
-int read_init_status(int fd) {
+/// A forked pool guest's run (exec_process::status_fd): its init's "status N [T]" line
+/// (T: when it reaped the run, monotonic ns, into `ended`), read within a deadline (the run
+/// has ended when this is called, or was killed); -1 when the init is gone or says nothing
+/// (a dead guest).
+int read_init_status(int fd, uint64_t& ended) {
   const auto deadline = std::chrono::steady_clock::now() + teardown_timeout;
   std::string got;
   char buf[64];
@@ -100,7 +101,10 @@ int read_init_status(int fd) {
   // Lines before it (the run's own start notice) are skipped.
   auto at = got.rfind("status ");
   if (at == std::string::npos) return -1;
-  return std::atoi(got.c_str() + at + 7);
+  char* end = nullptr;
+  int code = int(std::strtol(got.c_str() + at + 7, &end, 10));
+  ended = std::strtoull(end, nullptr, 10);
+  return code;
 }
 
 } // namespace
@@ -387,9 +391,13 @@ void guest_backend::kill_exec(const exec_process& p) {
 int guest_backend::reap(exec_process& p) {
   int code = -1;
   if (p.status_fd >= 0) {
-    code = read_init_status(p.status_fd);
+    uint64_t ended = 0;
+    code = read_init_status(p.status_fd, ended);
     ::close(p.status_fd);
     p.status_fd = -1;
+    const std::chrono::nanoseconds end{ended};
+    if (p.handed_over && ended > 0 && end >= p.handed_over->time_since_epoch())
+      p.ran = end - p.handed_over->time_since_epoch();
   } else if (p.pid > 0) {
     code = child::exit_code_of(child::wait_for(p.pid));
   }
@@ -582,8 +590,10 @@ result<bool> guest_backend::destroy(const guest_runtime& recorded) {
     if (ec_ && !first)
       first =
           fail(ec::unavailable, "cannot remove " + g.workspace.string() + ": " + ec_.message());
-    if (under_root(g.workspace, impl_->cfg.workspace_root))
+    if (under_root(g.workspace, impl_->cfg.workspace_root)) {
       ::unlink((g.workspace.parent_path() / shared_spec_file).c_str());
+      ::unlink((g.workspace.parent_path() / shared_ingress_file).c_str());
+    }
     remove_checkpoint(checkpoint_dir(g.workspace.parent_path())); // a gVisor guest's memory
     ::rmdir(g.workspace.parent_path().c_str()); // the guest's directory, now empty
   }

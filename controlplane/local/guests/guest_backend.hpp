@@ -78,6 +78,9 @@ struct guest_spec {
 /// Beside a shared workspace: the guest's create request and owner, so that another node
 /// can take the guest over (control_plane.cpp writes it; destroy() removes it).
 inline constexpr const char* shared_spec_file = "spec.json";
+/// Beside it for a guest with service URLs: its ingress secret and every id it had, so that
+/// the node taking it over keeps its URLs (control_plane_ingress.cpp; destroy() removes it).
+inline constexpr const char* shared_ingress_file = "ingress";
 
 /// Everything needed to find a live guest again, including after a control-plane
 /// restart (persisted in the record store as JSON by the server).

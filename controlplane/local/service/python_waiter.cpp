@@ -292,7 +292,7 @@ result<exec_process> python_waiter::serve_forked(const std::string& request) {
       std::memcpy(&cred, CMSG_DATA(h), sizeof cred);
       pid = cred.pid;
     }
-  if (n != 4 || std::string(buf, 4) != "run\n" || pid <= 0)
+  if (n < 4 || std::string(buf, 3) != "run" || pid <= 0)
     return fail(ec::unavailable, "the forked guest's init did not start the run");
   exec_process p;
   p.pid = pid;
@@ -304,6 +304,10 @@ result<exec_process> python_waiter::serve_forked(const std::string& request) {
   p.stderr_fd = err_r.release();
   p.status_fd = ctl_.release();
   p.handed_over = handed_over;
+  // When the run took the request, on the monotonic clock (steady_clock's): its own time
+  // then ends at the init's status (guest_backend::reap), not at the server's reap.
+  if (auto t = std::strtoull(std::string(buf, size_t(n)).c_str() + 3, nullptr, 10); t > 0)
+    p.handed_over = std::chrono::steady_clock::time_point{std::chrono::nanoseconds{t}};
   return p;
 }
 

@@ -124,6 +124,19 @@ TEST_F(fork_pool_test,
     EXPECT_EQ(fresh.stdout_text, "forked True None None [] [] []\n");
     remove(b.id);
   }
+  // The run's own time (exec_ms): from its request, not from when its process was forked
+  // (while the guest waited in the pool), so never more than the request's wall time.
+  auto t = take();
+  const auto t0 = std::chrono::steady_clock::now();
+  auto timed = exec_reply(t.id, "python3", {"-c", "import time; time.sleep(0.3)"});
+  const auto wall = std::chrono::duration_cast<std::chrono::milliseconds>(
+                        std::chrono::steady_clock::now() - t0)
+                        .count();
+  auto at = timed.body.find(R"("exec_ms":)");
+  ASSERT_NE(at, std::string::npos) << timed.body;
+  const long exec_ms = std::atol(timed.body.c_str() + at + 10);
+  EXPECT_GE(exec_ms, 300) << timed.body;
+  EXPECT_LE(exec_ms, wall) << timed.body;
   // A signal's status as waitpid reads it (128 + signal), under the runtime's timeout too.
   auto c = take();
   auto killed = exec(c.id, "timeout",
