@@ -450,8 +450,9 @@ class Floor:
 
 # -- the sandbox surface: a pandas snippet's first output ----------------------------------------
 
-def first_output(binary, state, preload, rounds):
-    """Create + streamed exec of a pandas snippet on a pool guest: ms to its first stdout."""
+def first_output(binary, state, preload, rounds, code=None):
+    """Create + streamed exec of a pandas snippet (or `code`, printing 6) on a pool guest: ms
+    to its first stdout."""
     os.makedirs(state, exist_ok=True)
     cp = ControlPlane(binary, state, ["--warm-pool", SHAPE + "=2"],
                       {"GUESTFLOW_PRELOAD": preload} if preload else None)
@@ -468,7 +469,8 @@ def first_output(binary, state, preload, rounds):
             return ready_guests(cp.get("/metrics")) >= 2
 
         out = []
-        code = "import pandas\nprint(pandas.DataFrame({'a': [1, 2, 3]})['a'].sum(), flush=True)\n"
+        code = code or ("import pandas\nprint(pandas.DataFrame({'a': [1, 2, 3]})['a'].sum(), "
+                        "flush=True)\n")
         for _ in range(rounds):
             wait_until(ready, 120, "the pool")
             t0 = time.monotonic()
