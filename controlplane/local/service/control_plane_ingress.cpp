@@ -37,6 +37,9 @@ result<ingress_target> control_plane::open_ingress(const std::string& asked,
       refused.authorized = false;
       return refused;
     }
+    // A record from before creates refused it (or edited): never a misleading 502.
+    if (rec.runtime.isolation == guest_isolation::gvisor)
+      return fail(ec::unavailable, gvisor_ingress_refusal);
   }
   if (auto woken = wake(id); !woken) return woken.error();
   ingress_target out;
@@ -102,9 +105,9 @@ control_plane::ingress_ready(const std::string& id, const std::optional<std::str
 
 namespace {
 
-/// Beside a shared guest's workspace (control_plane_fleet.cpp): its ingress secret on the
-/// first line, then every id it had, one a line. Owner-only: the secret opens its URLs.
-constexpr const char* kept_ingress_file = "ingress";
+/// Beside a shared guest's workspace (guest_backend.hpp): its ingress secret on the first
+/// line, then every id it had, one a line. Owner-only: the secret opens its URLs.
+constexpr const char* kept_ingress_file = shared_ingress_file;
 
 } // namespace
 

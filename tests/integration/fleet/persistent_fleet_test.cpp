@@ -409,6 +409,12 @@ TEST_F(persistent_fleet_test, a_takeover_keeps_the_guests_service_urls_and_their
   serve_site(1, on_b.id);
   EXPECT_TRUE(test_support::eventually(
       [&] { return fetch(1, on_a.id, on_a.ingress_secret) == 200; }, 30s, 100ms));
+  // Deleted: its directory under the root goes whole, the kept secret with it.
+  EXPECT_EQ(
+      http_client(nodes[1]->port(), key).call("DELETE", "/v1/sandboxes/" + on_b.id).status,
+      200u);
+  EXPECT_FALSE(std::filesystem::exists(root / "web-1" / "ingress"));
+  EXPECT_FALSE(std::filesystem::exists(root / "web-1"));
 }
 
 TEST_F(persistent_fleet_test,
