@@ -60,6 +60,14 @@ struct control_plane_config {
   std::chrono::milliseconds hang_limit{0};
 };
 
+/// Why a gVisor guest has no service URLs (create and the ports route, `unavailable`): the
+/// proxy connects to the guest's loopback from its netns, and a gVisor guest's loopback is
+/// the Sentry's own.
+inline constexpr const char* gvisor_ingress_refusal =
+    "service URLs are not available for gVisor guests (their loopback is gVisor's own, out "
+    "of the proxy's reach): use \"isolation\": \"namespaces\" for a guest with "
+    "\"ingress_enabled\": true";
+
 /// The real domain: guest records (write-through to the record store) and the backend
 /// that builds the guests. Thread-safe: one mutex guards the records; backend calls run
 /// outside it, with the guest parked in a transitional status (creating, pausing,
