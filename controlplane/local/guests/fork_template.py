@@ -7,8 +7,8 @@
 # is python_waiter.py's source: its _preload, and its request handling for the run), then
 # connects to SPOOL/ctl.sock, says "template", one "problem ..." line per module that
 # failed, and "ready"; signals the launch on fd 3. It never runs anyone's code itself: per
-# line "ID HOSTNAME" from the host it clones a guest (bench/forkserver/zygote.py is the
-# prototype and its lab notes): mount, pid, net, ipc, uts namespaces of its own; connects
+# line "ID HOSTNAME" from the host it clones a guest (the prototype, bench/forkserver/zygote.py
+# at ca8cb9d, and its lab notes): mount, pid, net, ipc, uts namespaces of its own; connects
 # to SPOOL/ctl.sock ("guest ID": the host moves it into the guest's cgroups by its
 # SO_PEERCRED pid, then says "go" with the workspace as a detached mount); a fresh /proc,
 # /tmp, /dev/shm, /dev/pts; lo up; attaches it at /workspace, covers the spool, enters a
