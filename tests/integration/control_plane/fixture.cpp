@@ -118,4 +118,11 @@ uint64_t control_plane_test::sandbox_total() {
   return data<sandbox_list>(call("GET", "/v1/sandboxes")).total;
 }
 
+bool control_plane_test::pool_full(int n, std::chrono::seconds within) {
+  const auto full = R"("target":)" + std::to_string(n) + R"(,"ready":)" + std::to_string(n) +
+                    R"(,"creating":0)";
+  return eventually(
+      [&] { return call("GET", "/v1/pool").body.find(full) != std::string::npos; }, within);
+}
+
 } // namespace guestflow::testing

@@ -8,6 +8,7 @@
 #include "tests/support/eventually.hpp"
 #include "tests/support/temp_dir.hpp"
 
+#include <chrono>
 #include <gtest/gtest.h>
 #include <memory>
 #include <string>
@@ -70,6 +71,9 @@ protected:
   /// Entries under state_dir/guests (one workspace per guest the backend built).
   size_t workspace_count() const;
   uint64_t sandbox_total();
+  /// Waits (at most `within`) until the warm pool holds `n` ready guests and makes none
+  /// (after a take it rebuilds one); false if it never did.
+  bool pool_full(int n, std::chrono::seconds within);
 
   /// Non-empty: every create() asks for this isolation and checks the guest's view says so.
   std::string isolation_;

@@ -52,14 +52,7 @@ protected:
     start({"--warm-pool", "s-1vcpu-256mb=2"}, env);
   }
 
-  bool pool_ready() {
-    return eventually(
-        [&] {
-          auto body = call("GET", "/v1/pool").body;
-          return body.find(R"("target":2,"ready":2,"creating":0)") != std::string::npos;
-        },
-        std::chrono::seconds{90});
-  }
+  bool pool_ready() { return pool_full(2, std::chrono::seconds{90}); }
 
   sandbox_created take() {
     EXPECT_TRUE(pool_ready()) << call("GET", "/v1/pool").body;

@@ -78,15 +78,7 @@ protected:
     start({"--warm-pool", "s-1vcpu-256mb=2"}, env);
   }
 
-  /// Waits until the pool holds two ready guests (after a take it rebuilds one).
-  bool pool_ready() {
-    return eventually(
-        [&] {
-          auto body = call("GET", "/v1/pool").body;
-          return body.find(R"("target":2,"ready":2,"creating":0)") != std::string::npos;
-        },
-        std::chrono::seconds{60});
-  }
+  bool pool_ready() { return pool_full(2, std::chrono::seconds{60}); }
 
   /// A guest taken from a full pool, with the program at /workspace/prog.py.
   sandbox_created take(const std::string& body = pooled) {
