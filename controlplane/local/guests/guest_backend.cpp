@@ -362,7 +362,8 @@ bool guest_backend::alive(const guest_runtime& g) const {
 }
 
 result<exec_process> guest_backend::start_exec(const guest_runtime& g, const exec_request& req,
-                                               const std::map<std::string, std::string>& envs) {
+                                               const std::map<std::string, std::string>& envs,
+                                               int stdio_fd) {
   if (!alive(g)) return fail(ec::guest_failed, "the sandbox's init is not running");
   if (is_frozen(g.cgroup_dirs)) return fail(ec::paused, "sandbox is paused");
   if (!impl_->seccomp) return unusable("seccomp", impl_->seccomp.error());
@@ -375,6 +376,7 @@ result<exec_process> guest_backend::start_exec(const guest_runtime& g, const exe
   if (g.isolation == guest_isolation::gvisor) {
     setup.runsc = impl_->cfg.runsc;
     setup.state_dir = impl_->cfg.state_dir.string();
+    setup.stdio_fd = stdio_fd;
     return spawn_in_gvisor(g, req, envs, setup);
   }
   return spawn_in_guest(g, req, envs, setup);

@@ -179,8 +179,11 @@ public:
 
   /// Starts `cmd args…` (no shell) inside the guest's namespaces, cgroups, root and uid,
   /// with the guest's envs plus PYTHONUNBUFFERED=1, cwd /workspace.
+  /// `stdio_fd` (gVisor only): the command's stdin and stdout instead of /dev/null and a
+  /// pipe (a service URL's relay, control_plane_ingress.cpp); the caller keeps it.
   result<exec_process> start_exec(const guest_runtime& g, const exec_request& req,
-                                  const std::map<std::string, std::string>& envs);
+                                  const std::map<std::string, std::string>& envs,
+                                  int stdio_fd = -1);
 
   /// SIGKILLs a started exec (client went away) — its whole process group in the guest.
   void kill_exec(const exec_process& p);

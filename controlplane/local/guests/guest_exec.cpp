@@ -317,7 +317,10 @@ result<exec_process> spawn_in_gvisor(const guest_runtime& g, const exec_request&
   }
   // `runsc exec` timed by an exit watcher (spawn_helper/protocol.hpp): the sandbox's own
   // processes are not the host's to watch, the process that waits for the command is.
-  std::vector<int> fds{devnull.get(), io.out_w.get(), io.err_w.get(), io.status_w.get()};
+  const bool own_stdio = setup.stdio_fd >= 0;
+  std::vector<int> fds{own_stdio ? setup.stdio_fd : devnull.get(),
+                       own_stdio ? setup.stdio_fd : io.out_w.get(), io.err_w.get(),
+                       io.status_w.get()};
   if (netns) fds.push_back(netns.get()); // spawn::command::fd_netns
   fds.push_back(io.timing_w.get());
   std::vector<std::string> args{"timed", std::to_string(fds.size() - 1), netns ? "1" : "0",

@@ -34,6 +34,9 @@ struct exec_setup {
   /// gVisor: runsc and the control plane's state dir (gvisor_sandbox.hpp).
   std::string runsc = "/usr/bin/runsc";
   std::string state_dir;
+  /// gVisor, when set: the command's stdin and stdout (a service URL's relay socket, made
+  /// by the caller and still theirs) instead of /dev/null and the stdout pipe.
+  int stdio_fd = -1;
 };
 
 /// The PATH of a command unless the guest's envs set one (a python-env image puts its

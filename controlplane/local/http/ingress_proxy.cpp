@@ -12,6 +12,7 @@
 #include <boost/asio/post.hpp>
 #include <cerrno>
 #include <memory>
+#include <poll.h>
 #include <sys/socket.h>
 
 namespace guestflow::local {
@@ -61,6 +62,15 @@ private:
   bool held_ = false;
 };
 
+/// Waits (deadline) for a relay's first byte: true once it connected, false at EOF (nothing
+/// listens, or the relay could not start) or past the deadline.
+bool relay_ready(int fd) {
+  pollfd pfd{fd, POLLIN, 0};
+  if (::poll(&pfd, 1, 20000) <= 0) return false;
+  char c;
+  return ::recv(fd, &c, 1, 0) == 1;
+}
+
 /// A failure with a code of its own in the answer: `{"status":"error","message":…,
 /// "code":502,"data":{"code":"guest_port_closed"}}`.
 reply coded(unsigned status, std::string_view code, const std::string& message) {
@@ -82,6 +92,7 @@ public:
       , cache_(cache)
       , then_(std::move(then))
       , slot_(ctx, req_.id) {}
+  ~ingress_call() { release_relay(); } // a call that never finished: never reaped here
 
   void start() {
     auto& h = head_.get();
@@ -121,11 +132,30 @@ public:
     net::post(ctx_.workers, [self = shared_from_this(), token, set_cookie] {
       auto target = self->ctx_.service.open_ingress(self->req_.id, token);
       result<unique_fd> sock = fail(ec::unavailable, "not made");
-      if (target && target->authorized && !set_cookie)
-        sock = socket_in_netns(target->netns.get());
+      std::optional<ingress_relay> relay;
+      bool relay_connected = false;
+      if (target && target->authorized && !set_cookie) {
+        if (target->relay) {
+          auto r = target->relay(self->req_.port);
+          if (r) {
+            relay_connected = relay_ready(r->sock.get());
+            relay = std::move(*r);
+            sock = unique_fd{};
+          } else {
+            sock = r.error();
+          }
+        } else {
+          sock = socket_in_netns(target->netns.get());
+        }
+      }
       net::post(self->stream_.get_executor(),
-                [self, target = std::move(target), sock = std::move(sock), token,
-                 set_cookie]() mutable {
+                [self, target = std::move(target), sock = std::move(sock),
+                 relay = std::move(relay), relay_connected, token, set_cookie]() mutable {
+                  if (relay) {
+                    self->relay_end_ = std::move(relay->end);
+                    self->relayed_ = relay_connected ? 1 : 2;
+                    sock = std::move(relay->sock);
+                  }
                   self->opened(std::move(target), std::move(sock), token, set_cookie);
                 });
     });
@@ -180,6 +210,7 @@ private:
     if (set_cookie)
       return redirect(req_.prefix + req_.upstream_target, ingress_cookie_for(req_, *token));
     if (!sock) return answer(failure_reply(sock.error()), has_body_);
+    if (relayed_) return relay_opened(std::move(*sock));
     if (!target->netns) return answer(failure_reply(503, "service URL: no netns"), has_body_);
     upstream_.emplace(stream_.get_executor());
     error_code ec;
@@ -207,6 +238,28 @@ private:
     });
   }
 
+  /// A gVisor guest's relay socket (ingress_target::relay): its byte said connected, or
+  /// nothing listens. Not kept for the next request: the relay ends with its connection.
+  void relay_opened(unique_fd sock) {
+    if (relayed_ != 1)
+      return answer(coded(502, "guest_port_closed",
+                          "nothing listens on port " + std::to_string(req_.port) +
+                              " in sandbox " + req_.id),
+                    has_body_);
+    upstream_.emplace(stream_.get_executor());
+    error_code ec;
+    upstream_->assign(stream_protocol{AF_UNIX, 0}, sock.release(), ec);
+    if (ec) return answer(failure_reply(503, "service URL: " + ec.message()), has_body_);
+    forward();
+  }
+
+  /// Ends a relay (its socket closed by now or soon): on a worker, which waits for it.
+  void release_relay() {
+    if (!std::exchange(relayed_, 0)) return;
+    net::post(ctx_.workers,
+              [l = std::make_shared<activity_lease>(std::move(relay_end_))] { l->reset(); });
+  }
+
   void forward() {
     forward::forward_options o;
     o.target = req_.upstream_target;
@@ -214,11 +267,12 @@ private:
     o.idle_timeout = ctx_.options.idle_timeout;
     o.drop_fields = {"Authorization", "X-Api-Key", std::string{ingress_token_header}};
     o.drop_cookies = {std::string{ingress_cookie}};
-    o.keep_upstream = [self = shared_from_this()](stream_protocol::socket s) {
-      self->cache_.id = self->req_.id;
-      self->cache_.port = self->req_.port;
-      self->cache_.upstream.emplace(std::move(s));
-    };
+    if (!relayed_)
+      o.keep_upstream = [self = shared_from_this()](stream_protocol::socket s) {
+        self->cache_.id = self->req_.id;
+        self->cache_.port = self->req_.port;
+        self->cache_.upstream.emplace(std::move(s));
+      };
     forward::forward_exchange(
         stream_, buf_, head_, std::move(*upstream_), std::move(o),
         [self = shared_from_this()](forward::forward_outcome r) { self->forwarded(r); });
@@ -278,6 +332,7 @@ private:
 
   void finish(after_ingress a) {
     release_lease();
+    release_relay();
     if (auto then = std::exchange(then_, nullptr)) then(a);
   }
 
@@ -293,6 +348,8 @@ private:
   bool leased_ = false;      ///< lease_ holds a lease not yet released
   bool lease_blocks_ = true; ///< its release may write the guest's record: on a worker
   std::optional<stream_protocol::socket> upstream_;
+  activity_lease relay_end_; ///< a gVisor guest's relay, reaped on a worker (release_relay)
+  int relayed_ = 0;          ///< 0: no relay; 1: it connected; 2: nothing listened
   unsigned version_ = 11;
   bool has_body_ = false;
 };

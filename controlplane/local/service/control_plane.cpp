@@ -341,8 +341,6 @@ result<sandbox_created> control_plane::create(const sandbox_create_request& req)
   if (!shp) return shp.error();
   auto isolation = requested_isolation(req.isolation, backend_.support());
   if (!isolation) return isolation.error();
-  if (req.ingress_enabled && *isolation == guest_isolation::gvisor)
-    return fail(ec::unavailable, gvisor_ingress_refusal);
   auto ingress_secret = req.ingress_enabled ? new_ingress_secret() : std::string{};
   if (needs_rules(req.egress) && !backend_.support().nftables) return rules_unavailable();
   if (!req.persistent && (req.idle_ttl_seconds || req.delete_after_stop_seconds))

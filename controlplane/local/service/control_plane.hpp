@@ -60,14 +60,6 @@ struct control_plane_config {
   std::chrono::milliseconds hang_limit{0};
 };
 
-/// Why a gVisor guest has no service URLs (create and the ports route, `unavailable`): the
-/// proxy connects to the guest's loopback from its netns, and a gVisor guest's loopback is
-/// the Sentry's own.
-inline constexpr const char* gvisor_ingress_refusal =
-    "service URLs are not available for gVisor guests (their loopback is gVisor's own, out "
-    "of the proxy's reach): use \"isolation\": \"namespaces\" for a guest with "
-    "\"ingress_enabled\": true";
-
 /// The real domain: guest records (write-through to the record store) and the backend
 /// that builds the guests. Thread-safe: one mutex guards the records; backend calls run
 /// outside it, with the guest parked in a transitional status (creating, pausing,
@@ -245,6 +237,8 @@ private:
   /// shared guests' workspaces (this node restarted since the takeover); mutex free, reads
   /// files.
   std::string find_ingress_alias(const std::string& id);
+  /// A gVisor guest's service-URL relay to its 127.0.0.1:port (ingress_target::relay).
+  result<ingress_relay> start_relay(const guest_runtime& rt, uint16_t port);
 
   /// A status change through a transitional status: `from` → `via` (mutex held), the
   /// backend `op` (mutex free), then `to` and `arrived` — or back to `from` on failure.

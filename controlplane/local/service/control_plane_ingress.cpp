@@ -12,6 +12,9 @@
 #include <cstring>
 #include <fcntl.h>
 #include <fstream>
+#include <memory>
+#include <poll.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 namespace guestflow::local {
@@ -37,9 +40,6 @@ result<ingress_target> control_plane::open_ingress(const std::string& asked,
       refused.authorized = false;
       return refused;
     }
-    // A record from before creates refused it (or edited): never a misleading 502.
-    if (rec.runtime.isolation == guest_isolation::gvisor)
-      return fail(ec::unavailable, gvisor_ingress_refusal);
   }
   if (auto woken = wake(id); !woken) return woken.error();
   ingress_target out;
@@ -51,12 +51,78 @@ result<ingress_target> control_plane::open_ingress(const std::string& asked,
     rt = (*g)->rec.runtime;
     out.lease = lease(**g);
   }
+  if (rt.isolation == guest_isolation::gvisor) {
+    out.relay = [this, rt](uint16_t port) { return start_relay(rt, port); };
+    return out;
+  }
   auto ns = open_netns_of(rt.init_pid);
   if (!ns) return ns.error();
   // Opened first, checked after: the namespace is the guest's unless its init died and
   // its pid was reused in between, which alive() (pid and start time) rules out.
   if (!backend_.alive(rt)) return fail(ec::guest_failed, "the sandbox's init is not running");
   out.netns = std::move(*ns);
+  return out;
+}
+
+namespace {
+
+/// A gVisor guest's relay (its loopback is the Sentry's own, out of reach of a socket made
+/// in its netns): connects to 127.0.0.1:PORT inside the guest, writes one byte once
+/// connected (exits first when nothing listens), then copies the connection to its stdout
+/// and its stdin to the connection, exiting when either ends. python3: what every guest of
+/// the built-in image has (about 0.35 s to start under gVisor, per connection).
+constexpr const char* relay_program = R"py(import os, socket, sys, threading
+try:
+    s = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
+except OSError:
+    sys.exit(1)
+s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+def put(d):
+    while d:
+        d = d[os.write(1, d):]
+def up():
+    try:
+        while True:
+            d = os.read(0, 65536)
+            if not d:
+                break
+            s.sendall(d)
+    except OSError:
+        pass
+    os._exit(0)
+put(b"+")
+threading.Thread(target=up, daemon=True).start()
+try:
+    while True:
+        d = s.recv(65536)
+        if not d:
+            break
+        put(d)
+except OSError:
+    pass
+os._exit(0)
+)py";
+
+} // namespace
+
+result<ingress_relay> control_plane::start_relay(const guest_runtime& rt, uint16_t port) {
+  int sv[2];
+  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0)
+    return fail(ec::unavailable, std::string{"socketpair: "} + std::strerror(errno));
+  unique_fd ours{sv[0]}, theirs{sv[1]};
+  exec_request req{"python3", {"-c", relay_program, std::to_string(port)}};
+  auto started = backend_.start_exec(rt, req, {}, theirs.get());
+  if (!started) return started.error();
+  theirs.reset(); // the relay's only: its exit is the socket's EOF
+  ingress_relay out;
+  out.sock = std::move(ours);
+  out.end = activity_lease{[this, p = std::make_shared<exec_process>(std::move(*started))] {
+    // Called once the proxy closed its end: the relay sees EOF and exits at once; one that
+    // does not within 5 s is killed.
+    pollfd pfd{p->pidfd, POLLIN, 0};
+    if (::poll(&pfd, 1, 5000) <= 0) backend_.kill_exec(*p);
+    backend_.reap(*p);
+  }};
   return out;
 }
 

@@ -84,12 +84,23 @@ public:
   virtual exec_outcome finish() = 0;
 };
 
+/// A relay's end for the proxy: an AF_UNIX stream socket whose first byte says the relay
+/// connected (EOF before it: nothing listens), then the port's bytes both ways. `end` waits
+/// for the relay to exit once the socket is closed and reaps it (blocking: on a worker).
+struct ingress_relay {
+  unique_fd sock;
+  activity_lease end;
+};
+
 /// Where a service URL's connection goes (`open_ingress`): the guest's network namespace,
 /// held open while it connects, and a lease that keeps the guest in use meanwhile.
 struct ingress_target {
   bool authorized = true; ///< false: the token offered is not the guest's secret (401)
   unique_fd netns;        ///< /proc/<init>/ns/net of the guest
   activity_lease lease;
+  /// A gVisor guest (empty netns: its loopback is the Sentry's own): starts a relay inside
+  /// the guest to its 127.0.0.1:port. Blocking: call it on a worker.
+  std::function<result<ingress_relay>(uint16_t port)> relay;
 };
 
 /// One proxied request's hold on its guest (`ingress_ready`): counted in use like an exec

@@ -1,12 +1,13 @@
-// Service URLs and gVisor guests (issues 40 and 42), with real runsc sandboxes: the proxy
-// reaches a guest's port through the guest's netns loopback, which a gVisor guest does not
-// use (its loopback is the Sentry's own), so a create asking for both is refused
-// `unavailable` with nothing made, and the ports route of a gVisor guest whose record says
-// ingress (one from before the refusal, made here by editing the stopped server's record)
-// answers the same typed refusal instead of a misleading 502 guest_port_closed.
-#include "controlplane/local/store/record_store.hpp"
+// Service URLs of gVisor guests (issues 40 and 42), with real runsc sandboxes: a gVisor
+// guest's loopback is the Sentry's own, so the proxy's upstream is a relay started in the
+// guest by `runsc exec` (control_plane_ingress.cpp). `python3 -m http.server` bound to
+// 127.0.0.1 in a deny-all gVisor guest is listed through its URL, a closed port is 502
+// guest_port_closed, and no relay is left once its connection ended.
 #include "tests/integration/control_plane/fixture.hpp"
 
+#include <boost/asio/connect.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/write.hpp>
 #include <filesystem>
 
 namespace guestflow::testing {
@@ -14,6 +15,9 @@ namespace {
 
 using control_plane_gvisor_ingress = control_plane_test;
 namespace fs = std::filesystem;
+namespace net = boost::asio;
+using tcp = net::ip::tcp;
+using namespace std::chrono_literals;
 
 const std::string key = "k-gvisor-ingress-test";
 
@@ -28,90 +32,98 @@ protected:
       GTEST_SKIP() << "this control plane offers no gVisor guests: " << caps.body;
   }
 
-  /// Entries under state_dir/gvisor (one per gVisor guest the backend built).
-  size_t gvisor_dirs() const {
-    auto dir = state_dir_ / "gvisor";
-    if (!fs::exists(dir)) return 0;
-    size_t n = 0;
-    for ([[maybe_unused]] const auto& e : fs::directory_iterator(dir))
-      ++n;
-    return n;
+  std::string url(const sandbox_created& g, uint16_t port, const std::string& path) const {
+    return "/v1/sandboxes/" + g.id + "/ports/" + std::to_string(port) + path;
   }
 
-  /// `unavailable` on the wire (503, a JSend error) naming the gVisor refusal.
-  static void expect_gvisor_refusal(const http_reply& r) {
-    expect_refusal(r, 503, "service URLs are not available for gVisor guests");
+  /// A request through the URL with the guest's token (not the API key).
+  http_reply get(const sandbox_created& g, uint16_t port, const std::string& path) {
+    return http_client{cp_->port()}.call("GET", url(g, port, path), {},
+                                         {{"X-Guestflow-Ingress-Token", g.ingress_secret}});
+  }
+
+  /// http.server (bound to 127.0.0.1) in a gVisor guest created with `egress` (a JSON
+  /// member and its comma, or nothing) listed through its URL, a closed port 502, and no
+  /// relay left afterwards.
+  void check_listed_through_its_url(const std::string& egress) {
+    auto g = create(R"({"shape":"s-1vcpu-256mb","isolation":"gvisor",)" + egress +
+                    R"("ingress_enabled":true})");
+    ASSERT_EQ(g.ingress_secret.size(), 43u);
+    ASSERT_EQ(put_file(g.id, "/workspace/hello-from-gvisor.txt", "hi").status, 200u);
+    auto r = exec(g.id, "/bin/sh",
+                  {"-c", "cd /workspace && setsid python3 -m http.server 8000 --bind 127.0.0.1 "
+                         ">/dev/null 2>&1 </dev/null &"});
+    ASSERT_EQ(r.exit_code, 0) << r.stderr_text;
+
+    // A closed port first: the relay finds nothing listening.
+    auto closed = get(g, 8001, "/");
+    EXPECT_EQ(closed.status, 502u) << closed.body;
+    EXPECT_NE(closed.body.find("guest_port_closed"), std::string::npos) << closed.body;
+
+    http_reply listed;
+    ASSERT_TRUE(
+        eventually([&] { return (listed = get(g, 8000, "/")).status != 502; }, 30s, 100ms))
+        << "port 8000 never listened: " << listed.body;
+    EXPECT_EQ(listed.status, 200u) << listed.body;
+    EXPECT_NE(listed.body.find("hello-from-gvisor.txt"), std::string::npos) << listed.body;
+    auto file = get(g, 8000, "/hello-from-gvisor.txt");
+    EXPECT_EQ(file.status, 200u);
+    EXPECT_EQ(file.body, "hi");
+    auto wrong = http_client{cp_->port()}.call("GET", url(g, 8000, "/"), {},
+                                               {{"X-Guestflow-Ingress-Token", "nope"}});
+    EXPECT_EQ(wrong.status, 401u) << wrong.body;
+
+    // A relay lives while its connection does: a request whose body has not come yet.
+    std::string left;
+    auto relays = [&] {
+      auto ps = exec(g.id, "/bin/sh",
+                     {"-c", "for p in /proc/[0-9]*; do tr '\\0' ' ' <$p/cmdline; echo; done"});
+      left = ps.stdout_text;
+      EXPECT_EQ(ps.exit_code, 0) << ps.stderr_text;
+      EXPECT_NE(left.find("http.server"), std::string::npos) << "the listing works: " << left;
+      size_t n = 0;
+      for (auto at = left.find("create_connection"); at != std::string::npos;
+           at = left.find("create_connection", at + 1))
+        ++n;
+      return n;
+    };
+    {
+      net::io_context io;
+      tcp::socket held{io};
+      held.connect(tcp::endpoint{net::ip::make_address("127.0.0.1"), cp_->port()});
+      net::write(held, net::buffer("POST " + url(g, 8000, "/") +
+                                   " HTTP/1.1\r\nHost: x\r\nX-Guestflow-Ingress-Token: " +
+                                   g.ingress_secret + "\r\nContent-Length: 10\r\n\r\n"));
+      EXPECT_TRUE(eventually([&] { return relays() == 1; }, 20s, 100ms)) << left;
+    }
+    // None left once its connection ended, and every runsc exec was reaped (reap removes
+    // its process spec).
+    const auto gdir = state_dir_ / "gvisor" / g.id;
+    EXPECT_TRUE(eventually([&] { return relays() == 0; }, 10s, 100ms)) << left;
+    size_t specs = 0;
+    EXPECT_TRUE(eventually(
+        [&] {
+          specs = 0;
+          for (const auto& e : fs::directory_iterator(gdir))
+            if (e.path().filename().string().rfind("exec-", 0) == 0) ++specs;
+          return specs == 0;
+        },
+        10s, 50ms))
+        << specs << " exec files left in " << gdir;
   }
 };
 
-TEST_F(gvisor_ingress_fixture, a_create_asking_for_both_is_refused_and_makes_nothing) {
-  const auto before = sandbox_total();
-  const auto workspaces = workspace_count();
-  const auto sandboxes = gvisor_dirs();
-  for (const char* egress : {R"("egress":["240.0.0.0/4"],)", ""}) { // deny-all and networked
-    auto r = call("POST", "/v1/sandboxes",
-                  std::string{R"({"shape":"s-1vcpu-256mb","isolation":"gvisor",)"} + egress +
-                      R"("ingress_enabled":true})");
-    expect_gvisor_refusal(r);
-  }
-  auto persistent = call("POST", "/v1/sandboxes",
-                         R"({"shape":"s-1vcpu-256mb","isolation":"gvisor","persistent":true,)"
-                         R"("ingress_enabled":true})");
-  expect_gvisor_refusal(persistent);
-  EXPECT_EQ(sandbox_total(), before);
-  EXPECT_EQ(workspace_count(), workspaces);
-  EXPECT_EQ(gvisor_dirs(), sandboxes);
-  // The same create without service URLs, or namespaces with them, is made.
-  auto plain =
-      create(R"({"shape":"s-1vcpu-256mb","isolation":"gvisor","egress":["240.0.0.0/4"]})");
-  EXPECT_FALSE(plain.id.empty());
-  auto ns =
-      create(R"({"shape":"s-1vcpu-256mb","egress":["240.0.0.0/4"],"ingress_enabled":true})");
-  EXPECT_FALSE(ns.ingress_secret.empty());
+TEST_F(gvisor_ingress_fixture,
+       http_server_of_a_deny_all_gvisor_guest_is_listed_through_its_url) {
+  check_listed_through_its_url(R"("egress":["240.0.0.0/4"],)");
 }
 
-TEST_F(gvisor_ingress_fixture, the_ports_route_of_a_gvisor_guest_answers_the_refusal_not_502) {
-  auto g = create(R"({"shape":"s-1vcpu-256mb","isolation":"gvisor","egress":["240.0.0.0/4"]})");
-  ASSERT_FALSE(g.id.empty());
-  // Something listens on the guest's loopback: the answer is not about the port.
-  auto r = exec(g.id, "/bin/sh",
-                {"-c", "setsid python3 -m http.server 8000 --bind 127.0.0.1 >/dev/null 2>&1 "
-                       "</dev/null &"});
-  ASSERT_EQ(r.exit_code, 0) << r.stderr_text;
-
-  // Its record made to say ingress while the server is down (the guest keeps running).
-  ASSERT_EQ(stop(), 0);
-  const std::string secret = "gvisor-ingress-test-secret-0123456789abcdefghi";
-  {
-    auto store = local::record_store::open(state_dir_ / "control-plane.db");
-    ASSERT_TRUE(store) << store.error().message;
-    auto all = (*store)->load_all();
-    ASSERT_TRUE(all) << all.error().message;
-    bool found = false;
-    for (auto rec : *all)
-      if (rec.id == g.id) {
-        found = true;
-        rec.ingress_enabled = true;
-        rec.ingress_secret = secret;
-        ASSERT_TRUE((*store)->put(rec));
-      }
-    ASSERT_TRUE(found);
-  }
-  start({"--api-key", key});
-  ASSERT_EQ(view(g.id).status, sandbox_status::running);
-
-  const std::string url = "/v1/sandboxes/" + g.id + "/ports/8000/";
-  auto with_token =
-      http_client{cp_->port()}.call("GET", url, {}, {{"X-Guestflow-Ingress-Token", secret}});
-  expect_gvisor_refusal(with_token);
-  EXPECT_EQ(with_token.body.find("guest_port_closed"), std::string::npos) << with_token.body;
-  expect_gvisor_refusal(call("GET", url)); // with the API key
-  // A wrong token is still 401: the refusal tells only its holders about the guest.
-  auto wrong =
-      http_client{cp_->port()}.call("GET", url, {}, {{"X-Guestflow-Ingress-Token", "nope"}});
-  EXPECT_EQ(wrong.status, 401u) << wrong.body;
-  // The guest is untouched by it.
-  EXPECT_EQ(exec(g.id, "/bin/true").exit_code, 0);
+/// A networked gVisor guest: gVisor's own TCP/IP on its veth, its loopback still its own.
+TEST_F(gvisor_ingress_fixture,
+       http_server_of_a_networked_gvisor_guest_is_listed_through_its_url) {
+  auto caps = data<capabilities>(call("GET", "/v1/capabilities"));
+  if (!caps.supports_address_egress_rules) GTEST_SKIP() << "no egress rules on this host";
+  check_listed_through_its_url(R"("egress":["10.0.0.0/8:443"],)");
 }
 
 } // namespace
