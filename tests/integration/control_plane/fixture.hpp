@@ -21,6 +21,13 @@ std::vector<int> guest_pids(const std::string& id);
 
 using test_support::eventually;
 
+/// Create bodies of the pool tests (`--warm-pool s-1vcpu-256mb=N`): a deny-all guest the
+/// pool holds, and one of a shape it does not (built on demand).
+inline const std::string pool_guest_body =
+    R"({"shape":"s-1vcpu-256mb","egress":["240.0.0.0/4"]})";
+inline const std::string built_guest_body =
+    R"({"shape":"s-1vcpu-512mb","egress":["240.0.0.0/4"]})";
+
 /// One real control plane per test, on 127.0.0.1:0 with a fresh state dir. TearDown
 /// deletes every guest the test created (whatever failed), then stops the server.
 class control_plane_test : public ::testing::Test {

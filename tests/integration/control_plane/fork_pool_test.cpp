@@ -16,9 +16,6 @@
 namespace guestflow::testing {
 namespace {
 
-const std::string pooled = R"({"shape":"s-1vcpu-256mb","egress":["240.0.0.0/4"]})";
-const std::string built = R"({"shape":"s-1vcpu-512mb","egress":["240.0.0.0/4"]})";
-
 /// Says who ran it ("forked": a clone of the template; "waiter": the python waiter;
 /// "plain": python3 itself), then whether json is loaded and what an earlier run may have
 /// left.
@@ -56,7 +53,7 @@ protected:
 
   sandbox_created take() {
     EXPECT_TRUE(pool_ready()) << call("GET", "/v1/pool").body;
-    return create(pooled);
+    return create(pool_guest_body);
   }
 
   void remove(const std::string& id) {
@@ -143,7 +140,7 @@ TEST_F(fork_pool_test,
 TEST_F(fork_pool_test, an_exec_the_init_does_not_serve_gets_a_clean_interpreter) {
   start_pool();
   const auto code = std::string{"import sys; print(sorted(sys.modules))"};
-  auto fresh = exec(create(built).id, "python3", {"-u", "-c", code});
+  auto fresh = exec(create(built_guest_body).id, "python3", {"-u", "-c", code});
   ASSERT_EQ(fresh.exit_code, 0) << fresh.stderr_text;
   EXPECT_EQ(fresh.stdout_text.find("'json'"), std::string::npos);
   auto c = take();
@@ -280,7 +277,7 @@ TEST_F(fork_pool_test, a_dead_template_makes_the_pool_build_ordinary_guests_said
   std::string last;
   for (int i = 0; i < 8 && last != "waiter True None None [] [] []\n"; ++i) {
     ASSERT_TRUE(pool_ready()) << call("GET", "/v1/pool").body;
-    auto c = create(pooled);
+    auto c = create(pool_guest_body);
     auto r = exec(c.id, "python3", {"-c", probe});
     EXPECT_EQ(r.exit_code, 0) << r.stderr_text;
     last = r.stdout_text;

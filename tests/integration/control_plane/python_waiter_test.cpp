@@ -17,9 +17,6 @@
 namespace guestflow::testing {
 namespace {
 
-const std::string pooled = R"({"shape":"s-1vcpu-256mb","egress":["240.0.0.0/4"]})";
-const std::string built = R"({"shape":"s-1vcpu-512mb","egress":["240.0.0.0/4"]})";
-
 /// Prints what the program sees of itself; exits with argv[1] if it is a number, raises
 /// if it is "raise", forks a sleeping grandchild and sleeps if it is "hang" (ignoring TERM
 /// if it is "stubborn").
@@ -81,7 +78,7 @@ protected:
   bool pool_ready() { return pool_full(2, std::chrono::seconds{60}); }
 
   /// A guest taken from a full pool, with the program at /workspace/prog.py.
-  sandbox_created take(const std::string& body = pooled) {
+  sandbox_created take(const std::string& body = pool_guest_body) {
     EXPECT_TRUE(pool_ready()) << call("GET", "/v1/pool").body;
     auto c = create(body);
     EXPECT_EQ(put_file(c.id, "/workspace/prog.py", program).status, 200u);
@@ -182,7 +179,7 @@ TEST_F(python_waiter_test,
        the_runtime_s_timeout_form_runs_and_terms_its_group_at_the_deadline) {
   start_pool();
   auto c = take();
-  auto fresh = processes(create(built).id);
+  auto fresh = processes(create(built_guest_body).id);
   auto r =
       exec(c.id, "timeout", {"--kill-after=5", "1", "python3", "/workspace/prog.py", "hang"});
   EXPECT_EQ(r.exit_code, 124) << r.stderr_text; // TERMed: timeout(1)'s "timed out"
@@ -211,7 +208,7 @@ TEST_F(python_waiter_test,
 TEST_F(python_waiter_test, any_other_first_exec_never_sees_the_waiter) {
   start_pool();
   auto c = take();
-  auto fresh = processes(create(built).id);
+  auto fresh = processes(create(built_guest_body).id);
   EXPECT_FALSE(fresh.empty());
   EXPECT_EQ(processes(c.id), fresh);
   EXPECT_EQ(exec(c.id, "ls", {"-A", "/tmp"}).stdout_text, "") << "its FIFO went with it";
@@ -243,7 +240,7 @@ TEST_F(python_waiter_test,
   start_pool();
   auto c = take(); // taken, its waiter never used
   ASSERT_TRUE(pool_ready());
-  auto fresh = processes(create(built).id);
+  auto fresh = processes(create(built_guest_body).id);
   ::kill(cp_->pid(), SIGKILL);
   cp_.reset();
 
@@ -262,7 +259,7 @@ TEST_F(python_waiter_test,
 TEST_F(python_waiter_test,
        guests_built_on_demand_and_a_pool_without_waiters_run_python3_itself) {
   start_pool();
-  auto b = create(built);
+  auto b = create(built_guest_body);
   ASSERT_EQ(put_file(b.id, "/workspace/prog.py", program).status, 200u);
   auto r = exec(b.id, "python3", {"/workspace/prog.py"});
   EXPECT_EQ(r.exit_code, 0);
@@ -312,7 +309,7 @@ TEST_F(python_waiter_test, a_failing_preload_is_logged_once_and_the_pool_serves_
 TEST_F(python_waiter_test, an_exec_the_waiter_does_not_serve_gets_a_clean_interpreter) {
   start_pool({{"GUESTFLOW_PRELOAD", "json,xml.dom.minidom"}});
   const auto code = std::string{"import sys; print(sorted(sys.modules))"};
-  auto fresh = exec(create(built).id, "python3", {"-u", "-c", code});
+  auto fresh = exec(create(built_guest_body).id, "python3", {"-u", "-c", code});
   ASSERT_EQ(fresh.exit_code, 0) << fresh.stderr_text;
   EXPECT_EQ(fresh.stdout_text.find("'json'"), std::string::npos);
   // An interpreter option: the waiter is killed and python3 starts as it would anywhere.
@@ -324,7 +321,7 @@ TEST_F(python_waiter_test, an_exec_the_waiter_does_not_serve_gets_a_clean_interp
   auto d = take();
   EXPECT_EQ(exec(d.id, "true").exit_code, 0);
   EXPECT_EQ(exec(d.id, "python3", {"-c", code}).stdout_text,
-            exec(create(built).id, "python3", {"-c", code}).stdout_text);
+            exec(create(built_guest_body).id, "python3", {"-c", code}).stdout_text);
   // And a run it serves has them (the contrast that makes the two above mean something).
   auto e = take();
   EXPECT_EQ(
@@ -362,7 +359,7 @@ TEST_F(python_waiter_test,
     return exec(id, "timeout", {"--kill-after=5", "60", "python3", "-c", start});
   };
   auto pooled_run = run(take().id);
-  auto fresh_run = run(create(built).id);
+  auto fresh_run = run(create(built_guest_body).id);
   EXPECT_EQ(pooled_run.stderr_text, "served True preloaded True\n");
   EXPECT_EQ(fresh_run.stderr_text, "served False preloaded False\n");
   for (const auto* r : {&pooled_run, &fresh_run}) {
