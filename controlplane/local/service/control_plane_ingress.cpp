@@ -69,9 +69,10 @@ namespace {
 /// A gVisor guest's relay (its loopback is the Sentry's own, out of reach of a socket made
 /// in its netns): connects to 127.0.0.1:PORT inside the guest, writes one byte once
 /// connected (exits first when nothing listens), then copies the connection to its stdout
-/// and its stdin to the connection, exiting when either ends. python3: what every guest of
-/// the built-in image has (about 0.35 s to start under gVisor, per connection).
-constexpr const char* relay_program = R"py(import os, socket, sys, threading
+/// and its stdin to the connection, exiting when either ends. Its stdio may come non-blocking
+/// (gVisor's import of the host socket): EAGAIN waits in select. python3: what every guest
+/// of the built-in image has.
+constexpr const char* relay_program = R"py(import os, select, socket, sys, threading
 try:
     s = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
 except OSError:
@@ -79,11 +80,20 @@ except OSError:
 s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 def put(d):
     while d:
-        d = d[os.write(1, d):]
+        try:
+            d = d[os.write(1, d):]
+        except BlockingIOError:
+            select.select([], [1], [], 0.05)
+def get():
+    while True:
+        try:
+            return os.read(0, 65536)
+        except BlockingIOError:
+            select.select([0], [], [], 0.05)
 def up():
     try:
         while True:
-            d = os.read(0, 65536)
+            d = get()
             if not d:
                 break
             s.sendall(d)
@@ -116,13 +126,19 @@ result<ingress_relay> control_plane::start_relay(const guest_runtime& rt, uint16
   theirs.reset(); // the relay's only: its exit is the socket's EOF
   ingress_relay out;
   out.sock = std::move(ours);
-  out.end = activity_lease{[this, p = std::make_shared<exec_process>(std::move(*started))] {
-    // Called once the proxy closed its end: the relay sees EOF and exits at once; one that
-    // does not within 5 s is killed.
-    pollfd pfd{p->pidfd, POLLIN, 0};
-    if (::poll(&pfd, 1, 5000) <= 0) backend_.kill_exec(*p);
-    backend_.reap(*p);
-  }};
+  out.end = activity_lease{
+      [this, id = rt.id, p = std::make_shared<exec_process>(std::move(*started))] {
+        // Called once the proxy closed its end: the relay sees EOF and exits at once; one that
+        // does not within 5 s is killed. What it said on stderr (python3 missing, a traceback)
+        // goes to the log.
+        pollfd pfd{p->pidfd, POLLIN, 0};
+        if (::poll(&pfd, 1, 5000) <= 0) backend_.kill_exec(*p);
+        char said[2048];
+        auto n = ::read(p->stderr_fd, said, sizeof said);
+        if (n > 0 && cfg_.warn)
+          cfg_.warn("sandbox " + id + ": service URL relay: " + std::string(said, size_t(n)));
+        backend_.reap(*p);
+      }};
   return out;
 }
 
