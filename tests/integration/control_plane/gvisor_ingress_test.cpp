@@ -1,14 +1,16 @@
 // Service URLs of gVisor guests (issues 40 and 42), with real runsc sandboxes: a gVisor
 // guest's loopback is the Sentry's own, so the proxy's upstream is a relay started in the
 // guest by `runsc exec` (control_plane_ingress.cpp). `python3 -m http.server` bound to
-// 127.0.0.1 in a deny-all gVisor guest is listed through its URL, a closed port is 502
-// guest_port_closed, and no relay is left once its connection ended.
+// 127.0.0.1 in a deny-all and a networked gVisor guest is listed through its URL, a closed
+// port is 502 guest_port_closed, 4 MiB arrive whole, a kept client connection is answered
+// request after request, a relay lives while its connection does and none is left after.
 #include "tests/integration/control_plane/fixture.hpp"
 
 #include <boost/asio/connect.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/write.hpp>
 #include <filesystem>
+#include <sys/socket.h>
 
 namespace guestflow::testing {
 namespace {
@@ -42,6 +44,14 @@ protected:
                                          {{"X-Guestflow-Ingress-Token", g.ingress_secret}});
   }
 
+  /// `python3 -m http.server ARGS` on 127.0.0.1 in the guest's /workspace, in the background.
+  void spawn_server(const sandbox_created& g, const std::string& args) {
+    auto r = exec(g.id, "/bin/sh",
+                  {"-c", "cd /workspace && setsid python3 -m http.server " + args +
+                             " --bind 127.0.0.1 >/dev/null 2>&1 </dev/null &"});
+    ASSERT_EQ(r.exit_code, 0) << r.stderr_text;
+  }
+
   /// http.server (bound to 127.0.0.1) in a gVisor guest created with `egress` (a JSON
   /// member and its comma, or nothing) listed through its URL, a closed port 502, and no
   /// relay left afterwards.
@@ -50,10 +60,7 @@ protected:
                     R"("ingress_enabled":true})");
     ASSERT_EQ(g.ingress_secret.size(), 43u);
     ASSERT_EQ(put_file(g.id, "/workspace/hello-from-gvisor.txt", "hi").status, 200u);
-    auto r = exec(g.id, "/bin/sh",
-                  {"-c", "cd /workspace && setsid python3 -m http.server 8000 --bind 127.0.0.1 "
-                         ">/dev/null 2>&1 </dev/null &"});
-    ASSERT_EQ(r.exit_code, 0) << r.stderr_text;
+    spawn_server(g, "8000");
 
     // A closed port first: the relay finds nothing listening.
     auto closed = get(g, 8001, "/");
@@ -86,6 +93,34 @@ protected:
     auto wrong = http_client{cp_->port()}.call("GET", url(g, 8000, "/"), {},
                                                {{"X-Guestflow-Ingress-Token", "nope"}});
     EXPECT_EQ(wrong.status, 401u) << wrong.body;
+
+    // A kept client connection to an HTTP/1.1 server: each request gets a relay of its own
+    // (the upstream is not kept), every answer arrives on the same client connection.
+    spawn_server(g, "-p HTTP/1.1 8002");
+    ASSERT_TRUE(eventually([&] { return get(g, 8002, "/").status == 200; }, 30s, 100ms));
+    {
+      net::io_context io;
+      tcp::socket kept{io};
+      kept.connect(tcp::endpoint{net::ip::make_address("127.0.0.1"), cp_->port()});
+      timeval tv{20, 0};
+      ::setsockopt(kept.native_handle(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+      std::string buf;
+      for (int i = 0; i < 3; ++i) {
+        net::write(kept, net::buffer("GET " + url(g, 8002, "/hello-from-gvisor.txt") +
+                                     " HTTP/1.1\r\nHost: x\r\nX-Guestflow-Ingress-Token: " +
+                                     g.ingress_secret + "\r\n\r\n"));
+        size_t end;
+        while ((end = buf.find("\r\n\r\n")) == std::string::npos || buf.size() < end + 4 + 2) {
+          char chunk[4096];
+          auto n = ::recv(kept.native_handle(), chunk, sizeof chunk, 0);
+          ASSERT_GT(n, 0) << "request " << i << ": the connection ended after: " << buf;
+          buf.append(chunk, size_t(n));
+        }
+        EXPECT_EQ(buf.substr(0, 12), "HTTP/1.1 200") << buf;
+        EXPECT_EQ(buf.substr(end + 4, 2), "hi") << buf;
+        buf.erase(0, end + 4 + 2);
+      }
+    }
 
     // A relay lives while its connection does: a request whose body has not come yet.
     std::string left;
