@@ -306,11 +306,17 @@ def texts(value):
             yield from texts(v)
 
 
+# The message of the last typed error this thread saw (a run is one thread): run-times.tsv
+# says why a run was refused (which cap answered `capacity`, say).
+last_error = threading.local()
+
+
 def error_outcome(status, body):
     """The typed error of a non-2xx answer, or an `untyped:` outcome saying what is wrong."""
     try:
         err = json.loads(body)["error"]
         code = err["code"]
+        last_error.message = str(err.get("message", ""))[:200]
     except Exception:
         return f"untyped:status {status} without an error body"
     if code not in KNOWN_CODES:
@@ -473,6 +479,7 @@ class Soak:
             return f"wrong:complete with ok {end.get('ok')}, output texts {got[:3]!r} " \
                 f"(expected [{expected!r}])"
         code = end.get("code")
+        last_error.message = str(end.get("message", ""))[:200]
         if code not in KNOWN_CODES:
             return f"untyped:unknown code {code}"
         return f"error:{code}"
@@ -581,6 +588,7 @@ class Soak:
             self.started_runs += 1
         t0 = time.monotonic()
         calls = {}  # a session's calls: name → seconds
+        last_error.message = ""
         if kind == "code":
             outcome = self.run_code(serve, i, sleep_s)
         elif kind == "flow":
@@ -611,8 +619,10 @@ class Soak:
                 over.append(f"its {call} took {took:.0f} s, over the bound {b} s")
         with self.lock:
             # Every judged run's time, for a look afterwards (kept with --keep).
+            why = getattr(last_error, "message", "") if outcome != "success" else ""
             self.times.write(f"{self.phase}\t{kind}\t{i}\t{outcome}\t{seconds:.1f}\t" +
-                             " ".join(f"{c}={t:.1f}" for c, t in calls.items()) + "\n")
+                             " ".join(f"{c}={t:.1f}" for c, t in calls.items()) + "\t" +
+                             why.replace("\t", " ").replace("\n", " ") + "\n")
             self.slowest[key] = max(self.slowest[key], round(seconds, 1))
             for call, took in calls.items():
                 self.slowest[f"session-{call}"] = max(self.slowest[f"session-{call}"],
