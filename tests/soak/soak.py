@@ -248,6 +248,25 @@ TYPED_EXITS = {-1: "timeout", 137: "killed"}
 # on create and list). A run over its bound waited in serve outside every call's deadline.
 SLACK = 20
 CREATE, FILES, REMOVE, CAF_CALL = 120, 120, 60, 120
+# A run answered `capacity` (429) is tried again, as a client does, for up to this long in
+# all: after Retry-After (serve sends 1 s) or its own backoff, whichever is longer. The
+# refusals are counted (by the cap that answered), and a run still refused at the end of this
+# wait ends `capacity` and counts against its phase's floor. The attempt that answers is
+# judged against its kind's bound; the time before it (refused attempts and waits) is at
+# most this: a run's time is its kind's bound plus CAPACITY_WAIT at most.
+CAPACITY_WAIT = 120
+
+
+def refusing_cap(message):
+    """Which cap a `capacity` answer's message names."""
+    for needle, cap in (("GUESTFLOW_MAX_INFLIGHT", "serve-inflight"),
+                        ("GUESTFLOW_SESSION_REPLICAS", "session-replicas"),
+                        ("--memory-budget-mb", "cp-memory-budget"),
+                        ("--max-guests", "cp-max-guests"),
+                        ("fault injected", "injected-429")):
+        if needle in message:
+            return cap
+    return "other"
 
 
 def exec_bound(timeout_seconds):
@@ -353,6 +372,9 @@ class Soak:
         self.bounds.update(args.bound)
         self.slow_runs = []  # runs (or session calls) over their bound: each fails the soak
         self.slowest = collections.Counter()  # bound key → the slowest judged run's seconds
+        self.refusals = collections.Counter()  # (phase, cap) → `capacity` answers tried again
+        self.right_after_refusal = collections.Counter()  # phase → runs right after a refusal
+        self.capacity_wait_max = 0.0
         self.times = open(os.path.join(self.dir, "run-times.tsv"), "w", buffering=1)
         self.kills = {}  # what each kill hit and what came back
         self.reusable_names = collections.defaultdict(set)  # flow id → guest names answered
@@ -453,6 +475,8 @@ class Soak:
             c.request("POST", "/v1/runs", body=body, headers=serve.headers())
             r = c.getresponse()
             if r.status != 200:
+                if r.status == 429:
+                    last_error.retry_after = r.getheader("Retry-After")
                 out = error_outcome(r.status, r.read())
                 c.close()
                 return out
@@ -575,6 +599,8 @@ class Soak:
             r = c.getresponse()
             data = r.read()
             c.close()
+            if r.status == 429:
+                last_error.retry_after = r.getheader("Retry-After")
             return r.status, data
         except Exception as e:
             return None, self.transport_outcome(e, serve)
@@ -587,23 +613,45 @@ class Soak:
         with self.lock:
             self.started_runs += 1
         t0 = time.monotonic()
-        calls = {}  # a session's calls: name → seconds
-        last_error.message = ""
-        if kind == "code":
-            outcome = self.run_code(serve, i, sleep_s)
-        elif kind == "flow":
-            outcome = self.run_flow(serve, i)
-        elif kind == "session":
-            outcome = self.run_session(serve, i, calls)
-        else:
-            outcome = self.run_component(serve, i)
+        refusals = []  # the cap of each `capacity` answer this run was tried again after
+        while True:
+            t_try = time.monotonic()
+            calls = {}  # a session's calls: name → seconds
+            last_error.message, last_error.retry_after = "", None
+            if kind == "code":
+                outcome = self.run_code(serve, i, sleep_s)
+            elif kind == "flow":
+                outcome = self.run_flow(serve, i)
+            elif kind == "session":
+                outcome = self.run_session(serve, i, calls)
+            else:
+                outcome = self.run_component(serve, i)
+            if outcome != "error:capacity" or self.wrong.is_set():
+                break
+            refusals.append(refusing_cap(last_error.message))
+            wait = min(8.0, 0.5 * 2 ** (len(refusals) - 1)) * random.uniform(0.5, 1.5)
+            try:
+                wait = max(wait, float(last_error.retry_after))
+            except (TypeError, ValueError):
+                pass  # none given (a flow's stream answers 200 and ends `capacity`)
+            if time.monotonic() - t0 + wait > CAPACITY_WAIT:
+                refusals[-1] += " (gave up)"
+                break
+            time.sleep(wait)
+        with self.lock:
+            for cap in refusals:
+                self.refusals[(self.phase, cap)] += 1
+            if refusals and outcome == "success":
+                self.right_after_refusal[self.phase] += 1
+            self.capacity_wait_max = max(self.capacity_wait_max, round(t_try - t0, 1))
         self.record(kind, outcome, i)
-        self.judge_time(kind, i, outcome, time.monotonic() - t0, sleep_s, calls)
+        self.judge_time(kind, i, outcome, time.monotonic() - t_try, sleep_s, calls,
+                        t_try - t0, refusals)
         with self.lock:
             self.finished_runs += 1
         return outcome
 
-    def judge_time(self, kind, i, outcome, seconds, sleep_s, calls):
+    def judge_time(self, kind, i, outcome, seconds, sleep_s, calls, waited=0.0, refusals=()):
         """A run (or a session's call) slower than its bound fails the soak at once, naming
         it, as a wrong answer does; a run its server was SIGKILLed under is not judged."""
         if outcome in ("serve-killed", "skipped", "hung-up-by-soak"):
@@ -622,7 +670,9 @@ class Soak:
             why = getattr(last_error, "message", "") if outcome != "success" else ""
             self.times.write(f"{self.phase}\t{kind}\t{i}\t{outcome}\t{seconds:.1f}\t" +
                              " ".join(f"{c}={t:.1f}" for c, t in calls.items()) + "\t" +
-                             why.replace("\t", " ").replace("\n", " ") + "\n")
+                             why.replace("\t", " ").replace("\n", " ") + "\t" +
+                             (f"refused {len(refusals)}: {' '.join(refusals)}; waited "
+                              f"{waited:.1f}" if refusals else "") + "\n")
             self.slowest[key] = max(self.slowest[key], round(seconds, 1))
             for call, took in calls.items():
                 self.slowest[f"session-{call}"] = max(self.slowest[f"session-{call}"],
@@ -971,6 +1021,10 @@ class Soak:
             "slow_runs": self.slow_runs,
             "bounds_seconds": self.bounds,
             "slowest_seconds": dict(sorted(self.slowest.items())),
+            "capacity_refusals_tried_again": {f"{p}/{c}": n for (p, c), n in
+                                              sorted(self.refusals.items())},
+            "right_after_a_refusal": dict(sorted(self.right_after_refusal.items())),
+            "capacity_wait_max_seconds": self.capacity_wait_max,
             "control_plane_starts": self.cp_starts,
             "serve_stops_past_bound": self.serve_stops_past_bound,
             "seconds": round(time.monotonic() - t0),
