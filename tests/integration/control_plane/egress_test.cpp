@@ -102,24 +102,28 @@ protected:
     return out;
   }
 
-  /// "ADDRESS open|blocked" for each address at the LAN listener's port, from the guest.
-  std::string probe(const std::string& id, const std::vector<std::string>& addresses) {
+  /// Runs in the guest, with `imports`: `try_each` for each address `h` (PORT: the LAN
+  /// listener's port); returns what it printed.
+  std::string for_each_address(const std::string& id, const std::vector<std::string>& addresses,
+                               const std::string& imports, const std::string& try_each) {
     std::string list;
     for (const auto& a : addresses)
       list += "'" + a + "',";
     auto r = exec(id, "/usr/bin/python3",
-                  {"-c", "import socket\n"
-                         "for h in [" +
-                             list +
-                             "]:\n"
-                             "    try:\n"
-                             "        socket.create_connection((h, " +
-                             std::to_string(port_) +
-                             "), timeout=3).close(); print(h, 'open')\n"
-                             "    except OSError:\n"
-                             "        print(h, 'blocked')\n"});
+                  {"-c", "import " + imports + "\nPORT = " + std::to_string(port_) +
+                             "\nfor h in [" + list + "]:\n" + try_each});
     EXPECT_EQ(r.exit_code, 0) << r.stderr_text;
     return r.stdout_text;
+  }
+
+  /// "ADDRESS open|blocked" for each address at the LAN listener's port, from the guest.
+  std::string probe(const std::string& id, const std::vector<std::string>& addresses) {
+    return for_each_address(id, addresses, "socket",
+                            "    try:\n"
+                            "        socket.create_connection((h, PORT), timeout=3).close(); "
+                            "print(h, 'open')\n"
+                            "    except OSError:\n"
+                            "        print(h, 'blocked')\n");
   }
 
   /// The guest's nftables table, read inside its network namespace.
@@ -138,25 +142,15 @@ protected:
   /// closed by a reset (SO_LINGER 0): nothing lingers in TIME_WAIT, which this runsc cannot
   /// checkpoint.
   std::string refusals(const std::string& id, const std::vector<std::string>& addresses) {
-    std::string list;
-    for (const auto& a : addresses)
-      list += "'" + a + "',";
-    auto r = exec(id, "/usr/bin/python3",
-                  {"-c", "import errno, socket, struct\n"
-                         "for h in [" +
-                             list + "]:\n    try:\n        s = socket.create_connection((h, " +
-                             std::to_string(port_) +
-                             "), timeout=5)\n"
-                             "        s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, "
-                             "struct.pack('ii', 1, 0))\n"
-                             "        s.close(); print(h, 'open')\n"
-                             "    except socket.timeout:\n        print(h, 'timeout')\n"
-                             "    except OSError as e:\n"
-                             "        print(h, 'refused' if e.errno in (errno.ECONNREFUSED, "
-                             "errno.EHOSTUNREACH, errno.ENETUNREACH, errno.EACCES) else "
-                             "str(e))\n"});
-    EXPECT_EQ(r.exit_code, 0) << r.stderr_text;
-    return r.stdout_text;
+    return for_each_address(
+        id, addresses, "errno, socket, struct",
+        "    try:\n        s = socket.create_connection((h, PORT), timeout=5)\n"
+        "        s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack('ii', 1, 0))\n"
+        "        s.close(); print(h, 'open')\n"
+        "    except socket.timeout:\n        print(h, 'timeout')\n"
+        "    except OSError as e:\n"
+        "        print(h, 'refused' if e.errno in (errno.ECONNREFUSED, "
+        "errno.EHOSTUNREACH, errno.ENETUNREACH, errno.EACCES) else str(e))\n");
   }
 
   int lan_fd_ = -1;

@@ -229,6 +229,31 @@ protected:
                   R"("rootfs":")" +
                   image + "\"}");
   }
+  /// Waits (at most 120 s) until the pool says `n` guests ready.
+  bool pool_ready(int n) {
+    return eventually(
+        [&] {
+          return call("GET", "/v1/pool").body.find("\"ready\":" + std::to_string(n)) !=
+                 std::string::npos;
+        },
+        120s, 50ms);
+  }
+  /// The guests the state dir holds (before any create: the pool's).
+  std::set<std::string> guest_dirs() const {
+    std::set<std::string> out;
+    for (const auto& e : fs::directory_iterator(state_dir_ / "guests"))
+      out.insert(e.path().filename().string());
+    return out;
+  }
+  /// A gVisor create of `image` that takes one of the `pooled` guests, started `from` a
+  /// snapshot or a boot.
+  sandbox_created take(const std::string& image, const std::set<std::string>& pooled,
+                       const std::string& from) {
+    auto g = create_gvisor(image);
+    EXPECT_EQ(pooled.count(g.id), 1u) << "not a pool guest: " << g.id;
+    EXPECT_EQ(view(g.id).started_from, from);
+    return g;
+  }
 };
 
 TEST_F(snapshot_fixture, a_snapshot_image_create_restores_rather_than_boots) {
@@ -293,38 +318,24 @@ TEST_F(snapshot_fixture, a_gvisor_pool_of_a_snapshot_image_keeps_restored_copies
   ASSERT_TRUE(data<image_added>(r).image.snapshot) << r.body;
   stop();
   start({"--warm-pool", "s-1vcpu-256mb@snap+gvisor=2"});
-  auto ready = [&](int n) {
-    return eventually(
-        [&] {
-          return call("GET", "/v1/pool").body.find("\"ready\":" + std::to_string(n)) !=
-                 std::string::npos;
-        },
-        120s, 50ms);
-  };
-  ASSERT_TRUE(ready(2)) << call("GET", "/v1/pool").body;
-  std::set<std::string> pooled;
-  for (const auto& e : fs::directory_iterator(state_dir_ / "guests"))
-    pooled.insert(e.path().filename().string());
+  ASSERT_TRUE(pool_ready(2)) << call("GET", "/v1/pool").body;
+  const auto pooled = guest_dirs();
   ASSERT_EQ(pooled.size(), 2u);
 
   // A create of the snapshot image takes a pool guest, restored from the snapshot: its first
   // python3 meets the snapshot's interpreter (the preload imported), nobody's state.
   const std::string probe = "import os, sys; print('marker' in sys.modules, "
                             "os.path.exists('/tmp/mine'), sys.argv[1:])";
-  auto a = create_gvisor("snap");
-  EXPECT_EQ(pooled.count(a.id), 1u) << "not a pool guest: " << a.id;
-  EXPECT_EQ(view(a.id).started_from, "snapshot");
+  auto a = take("snap", pooled, "snapshot");
   auto first = exec(a.id, "python3", {"-c", probe, "a"});
   EXPECT_EQ(first.stdout_text, "True False ['a']\n") << first.stderr_text;
   ASSERT_EQ(exec(a.id, "/bin/sh", {"-c", "echo used > /tmp/mine"}).exit_code, 0);
-  auto b = create_gvisor("snap");
-  EXPECT_EQ(pooled.count(b.id), 1u) << "not a pool guest: " << b.id;
+  auto b = take("snap", pooled, "snapshot");
   EXPECT_NE(a.id, b.id);
-  EXPECT_EQ(view(b.id).started_from, "snapshot");
   auto b_first = exec(b.id, "python3", {"-c", probe, "b"});
   EXPECT_EQ(b_first.stdout_text, "True False ['b']\n") << b_first.stderr_text;
   // The pool refills with restored copies, never with the guests it gave away.
-  ASSERT_TRUE(ready(2)) << call("GET", "/v1/pool").body;
+  ASSERT_TRUE(pool_ready(2)) << call("GET", "/v1/pool").body;
   auto c = create_gvisor("snap");
   EXPECT_EQ(pooled.count(c.id), 0u);
   EXPECT_EQ(view(c.id).started_from, "snapshot");
@@ -344,26 +355,18 @@ TEST_F(snapshot_fixture, a_gvisor_pool_guests_first_python_run_meets_its_waiting
   ASSERT_EQ(r.status, 200u) << r.body;
   stop();
   start({"--warm-pool", "s-1vcpu-256mb@pre+gvisor=2"});
-  ASSERT_TRUE(eventually(
-      [&] { return call("GET", "/v1/pool").body.find("\"ready\":2") != std::string::npos; },
-      120s, 50ms))
-      << call("GET", "/v1/pool").body;
-  std::set<std::string> pooled;
-  for (const auto& e : fs::directory_iterator(state_dir_ / "guests"))
-    pooled.insert(e.path().filename().string());
+  ASSERT_TRUE(pool_ready(2)) << call("GET", "/v1/pool").body;
+  const auto pooled = guest_dirs();
   const std::string probe = "import os, sys; print('marker' in sys.modules, "
                             "os.path.exists('/tmp/mine'), sys.argv[1:]); sys.exit(3)";
-  auto a = create_gvisor("pre");
-  EXPECT_EQ(pooled.count(a.id), 1u) << "not a pool guest: " << a.id;
-  EXPECT_EQ(view(a.id).started_from, "boot");
+  auto a = take("pre", pooled, "boot");
   auto first = exec(a.id, "python3", {"-c", probe, "a"});
   EXPECT_EQ(first.stdout_text, "True False ['a']\n") << first.stderr_text;
   EXPECT_EQ(first.exit_code, 3);
   auto second = exec(a.id, "python3", {"-c", probe});
   EXPECT_EQ(second.stdout_text, "False False []\n") << "a later run is a fresh python3";
   // A first exec it does not serve ends it: nothing of it is left in the guest.
-  auto b = create_gvisor("pre");
-  EXPECT_EQ(pooled.count(b.id), 1u) << "not a pool guest: " << b.id;
+  auto b = take("pre", pooled, "boot");
   auto ls = exec(b.id, "/bin/sh", {"-c", "cat /proc/[0-9]*/cmdline | tr '\\0' ' '"});
   EXPECT_EQ(ls.stdout_text.find("guestflow-snapshot"), std::string::npos) << ls.stdout_text;
   EXPECT_EQ(ls.stdout_text.find("python3"), std::string::npos) << ls.stdout_text;

@@ -35,17 +35,22 @@ bool runs_python(const std::string& id) {
 /// inside the stall.
 class control_plane_stall : public control_plane_test {
 protected:
-  control_plane_process::outcome run_through_a_stall(const std::string& program,
-                                                     std::chrono::seconds stall) {
-    control_plane_process::outcome run;
-    std::thread runner{[&] {
+  /// `guestflow code --timeout TIMEOUT --json PROGRAM` against the control plane, on a
+  /// thread that fills `run` (join it before reading `run`).
+  std::thread run_code(const std::string& program, const std::string& timeout,
+                       std::chrono::seconds deadline, control_plane_process::outcome& run) {
+    return std::thread{[&run, program, timeout, deadline, port = cp_->port()] {
       run = control_plane_process::run_to_exit(
-          {"code", "--timeout", "10", "--json", program},
-          {{"GUESTFLOW_CONTROL_PLANE_URL", "http://127.0.0.1:" + std::to_string(cp_->port())}},
-          std::chrono::seconds{120});
+          {"code", "--timeout", timeout, "--json", program},
+          {{"GUESTFLOW_CONTROL_PLANE_URL", "http://127.0.0.1:" + std::to_string(port)}},
+          deadline);
     }};
+  }
+
+  /// The guest whose python3 runs, once one does (empty if none within 60 s).
+  std::string python_guest() {
     std::string id;
-    bool started = eventually(
+    eventually(
         [&] {
           auto list = data<sandbox_list>(call("GET", "/v1/sandboxes"));
           for (const auto& s : list.data)
@@ -53,6 +58,15 @@ protected:
           return !id.empty();
         },
         60s);
+    return id;
+  }
+
+  control_plane_process::outcome run_through_a_stall(const std::string& program,
+                                                     std::chrono::seconds stall) {
+    control_plane_process::outcome run;
+    std::thread runner = run_code(program, "10", 120s, run);
+    const std::string id = python_guest();
+    const bool started = !id.empty();
     bool ended = false;
     if (started) {
       auto stopped_at = std::chrono::steady_clock::now();
@@ -95,21 +109,8 @@ TEST_F(control_plane_stall, a_stall_past_the_runtimes_own_deadline_is_no_timeout
   auto program = dir_.path() / "quick.py";
   std::ofstream{program} << "import time\nprint('start', flush=True)\ntime.sleep(0.5)\n";
   control_plane_process::outcome run;
-  std::thread runner{[&] {
-    run = control_plane_process::run_to_exit(
-        {"code", "--timeout", "1", "--json", program.string()},
-        {{"GUESTFLOW_CONTROL_PLANE_URL", "http://127.0.0.1:" + std::to_string(cp_->port())}},
-        std::chrono::seconds{180});
-  }};
-  std::string id;
-  bool started = eventually(
-      [&] {
-        auto list = data<sandbox_list>(call("GET", "/v1/sandboxes"));
-        for (const auto& s : list.data)
-          if (runs_python(s.id)) id = s.id;
-        return !id.empty();
-      },
-      60s);
+  std::thread runner = run_code(program.string(), "1", 180s, run);
+  const bool started = !python_guest().empty();
   if (started) {
     auto stopped_at = std::chrono::steady_clock::now();
     EXPECT_EQ(::kill(cp_->pid(), SIGSTOP), 0);
