@@ -274,10 +274,10 @@ class Relay:
         self.ls.close()
 
 
-def price_path(binary, work, prefix, graph, runs, say):
-    """Pooled runs at 1 (each once the pool is full again) with serve's control-plane calls
-    through a Relay: p50 of each step of a run's path."""
-    state = os.path.join(work, "state-price")
+def start_with_image(binary, state, prefix, args):
+    """A control plane on a new STATE whose store holds the engine's image "heavy" (PREFIX,
+    preloading guestflow:runner), started with ARGS: the image first, as a pool names only
+    images the store has."""
     os.makedirs(state)
     cp = ControlPlane(binary, state, [])
     add = subprocess.run([binary, "image", "add", "heavy", "--python-env", prefix,
@@ -287,7 +287,14 @@ def price_path(binary, work, prefix, graph, runs, say):
     cp.stop()
     if add.returncode:
         raise RuntimeError("image add: " + add.stderr)
-    cp = ControlPlane(binary, state, ["--warm-pool", "%s@heavy=2" % SHAPE])
+    return ControlPlane(binary, state, args)
+
+
+def price_path(binary, work, prefix, graph, runs, say):
+    """Pooled runs at 1 (each once the pool is full again) with serve's control-plane calls
+    through a Relay: p50 of each step of a run's path."""
+    state = os.path.join(work, "state-price")
+    cp = start_with_image(binary, state, prefix, ["--warm-pool", "%s@heavy=2" % SHAPE])
     relay = Relay(cp.port)
     serve = Serve(binary, state, relay.url)
     steps, totals = {}, []
@@ -594,18 +601,8 @@ def main(argv):
         res = {}
         for mode in ("cold", "pooled"):
             state = os.path.join(work, "state-" + mode)
-            os.makedirs(state)
             pool = [] if mode == "cold" else ["--warm-pool", "%s@heavy=%d" % (SHAPE, a.pool)]
-            # The image first (a pool names only images the store has), then the pool.
-            cp = ControlPlane(binary, state, [])
-            add = subprocess.run([binary, "image", "add", "heavy", "--python-env", prefix,
-                                  "--preload", "guestflow:runner"],
-                                 env=dict(os.environ, GUESTFLOW_CONTROL_PLANE_URL=cp.url),
-                                 capture_output=True, text=True)
-            cp.stop()
-            if add.returncode:
-                raise RuntimeError("image add: " + add.stderr)
-            cp = ControlPlane(binary, state, pool)
+            cp = start_with_image(binary, state, prefix, pool)
             serve = Serve(binary, state, cp.url)
 
             def full():
