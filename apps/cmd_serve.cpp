@@ -46,7 +46,9 @@ Environment: GUESTFLOW_MAX_BODY_BYTES (67108864), GUESTFLOW_CLIENT_TIMEOUT_SECON
 request must arrive, and a streamed line leave, within it), GUESTFLOW_STREAM_BACKLOG_BYTES
 (8388608: a stream's client that falls further behind is dropped; its run goes on),
 GUESTFLOW_STREAM_HEARTBEAT_SECONDS (15: a blank line on a stream quiet that long),
-GUESTFLOW_SERVE_IO_THREADS (1), GUESTFLOW_SHUTDOWN_SECONDS (30); GUESTFLOW_WARM_POOL (the embedded control plane's warm
+GUESTFLOW_SERVE_IO_THREADS (1), GUESTFLOW_SHUTDOWN_SECONDS (30),
+GUESTFLOW_RUN_LIMIT_SECONDS (a sandbox or component run longer is answered 503 `transient`
+and cancelled; default its timeout_seconds + 10 min); GUESTFLOW_WARM_POOL (the embedded control plane's warm
 pool, --warm-pool's syntax SHAPE[@IMAGE][#EGRESS][+gvisor]=N|MIN..MAX,…; unset: 2..8 s-1vcpu-256mb
 guests with 4 GiB MemAvailable, 1..4 with 2 GiB, none below, and none when LANGFLOW_SANDBOX_*
 or CREATEOS_SANDBOX_* ask for another guest (network, a shape, an image, more memory); and
@@ -178,8 +180,10 @@ int run_serve(const std::vector<std::string>& argv) {
   auto defaults = policy::settings_from_env(env);
   auto cap = artifact_cap_from_env(env);
   auto bound = shutdown_bound(env);
+  auto run_limit = env_number<uint32_t>(env, "GUESTFLOW_RUN_LIMIT_SECONDS", 0, 1, 86'400);
   for (auto* f : {opts ? nullptr : &opts.error(), defaults ? nullptr : &defaults.error(),
-                  cap ? nullptr : &cap.error(), bound ? nullptr : &bound.error()})
+                  cap ? nullptr : &cap.error(), bound ? nullptr : &bound.error(),
+                  run_limit ? nullptr : &run_limit.error()})
     if (f) {
       report_failure("serve", *f);
       return 2;
@@ -217,8 +221,9 @@ int run_serve(const std::vector<std::string>& argv) {
       caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
     }
   } stop_messages_at_exit{sys, messages};
-  bridge::service svc{sess.rt(),
-                      {sess.provider(), *catalog, *defaults, *cap, sess.owner(), messages}};
+  bridge::service svc{
+      sess.rt(),
+      {sess.provider(), *catalog, *defaults, *cap, sess.owner(), messages, *run_limit}};
   // -- agent sessions: the manager's guests are the reaper's too, so the drain at exit
   // deletes every one of them --
   auto session_opts = session_options_from_env(env);

@@ -8,6 +8,7 @@
 #include "controlplane/client/fleet_client.hpp"
 #include "messages/type_ids.hpp"
 
+#include <algorithm>
 #include <caf/exit_reason.hpp>
 #include <caf/send.hpp>
 
@@ -20,9 +21,11 @@ using namespace std::chrono_literals;
 /// Admission and subscription answer at once; a stalled coordinator is `unavailable`.
 const caf::duration admin_timeout{30s};
 
-/// The execution's time box plus room for create and delete.
-caf::duration run_limit(uint32_t timeout_seconds) {
-  return caf::duration{std::chrono::seconds{timeout_seconds} + 10min};
+/// The execution's time box plus room for create and delete, unless the node caps it.
+caf::duration run_limit(uint32_t timeout_seconds, uint32_t cap_seconds) {
+  std::chrono::seconds limit = std::chrono::seconds{timeout_seconds} + 10min;
+  if (cap_seconds) limit = std::min(limit, std::chrono::seconds{cap_seconds});
+  return caf::duration{limit};
 }
 
 /// The refusal of a run that finds every slot taken.
@@ -88,6 +91,8 @@ run_cancel service::start_call(const std::string& slot, execution_actor exec,
   }
   // A shutdown that began before the call was tracked has not cancelled it.
   if (live_->stopping) caf::anon_send(exec, cancel_atom::value);
+  // An answer at `limit` (transient) needs no cancel here: the asker ends with it, and the
+  // execution, which watches its caller, stops (serve_limits_test's runs past the limit).
   ask_for<execution_report>(
       system(), exec, limit,
       reply<execution_report>{[live = live_, slot, answer = std::move(answer),
@@ -195,7 +200,7 @@ run_cancel service::sandbox_run(const sandbox_call& call, reply<sandbox_result> 
   if (!spec) return done(spec.error()), run_cancel{};
   auto slot = take_slot("sandbox");
   if (!slot) return done(slot.error()), run_cancel{};
-  auto limit = run_limit(spec->timeout_seconds);
+  auto limit = run_limit(spec->timeout_seconds, cfg_.run_limit_seconds);
   return start_call<sandbox_result>(
       *slot, rt_.spawn_execution(), limit, std::move(*spec),
       [](execution_report& r) { return sandbox_result_of(r); }, std::move(done));
@@ -218,7 +223,7 @@ run_cancel service::component_run(const component_call& call, reply<component_an
   if (!plan) return done(plan.error()), run_cancel{};
   auto slot = take_slot("component");
   if (!slot) return done(slot.error()), run_cancel{};
-  auto limit = run_limit(plan->spec.timeout_seconds);
+  auto limit = run_limit(plan->spec.timeout_seconds, cfg_.run_limit_seconds);
   auto reusable = plan->reusable;
   return start_call<component_answer>(
       *slot, rt_.spawn_component(*plan), limit, std::move(plan->spec),

@@ -32,6 +32,9 @@ struct service_config {
   /// The state dir's message store (actors/message_store.hpp): the memory of runs with a
   /// `session_id` and no `history`; null = such runs keep no memory.
   message_store_actor messages;
+  /// GUESTFLOW_RUN_LIMIT_SECONDS: the longest serve waits for a sandbox or component run's
+  /// answer (then `transient`, and the run is cancelled); 0 = its timeout_seconds + 10 min.
+  uint32_t run_limit_seconds = 0;
 };
 
 /// Stops a sandbox or component run: its guest is deleted and its reply is `cancelled`

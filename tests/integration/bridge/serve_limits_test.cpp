@@ -140,6 +140,46 @@ TEST_F(serve_limits_test, a_component_caller_that_goes_away_cancels_the_run_and_
                                        60s, 20ms)); // its slot is free again
 }
 
+TEST_F(serve_limits_test, a_sandbox_run_past_serves_limit_is_answered_and_its_guest_deleted) {
+  start_serve({{"GUESTFLOW_RUN_LIMIT_SECONDS", "8"}});
+  auto t0 = std::chrono::steady_clock::now();
+  auto reply = call("POST", "/v1/sandbox/run", sleeper_body());
+  EXPECT_EQ(reply.status, 503u) << reply.body;
+  EXPECT_TRUE(contains(reply.body, R"("code":"transient")")) << reply.body;
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 40s); // the limit, not the 300 s sleep
+  // Nobody waits for the run any more: it is cancelled, its guest deleted, its slot free.
+  EXPECT_TRUE(test_support::eventually([&] { return live_guests().empty(); }, 60s, 20ms));
+  EXPECT_TRUE(wait_until_no_guest_is_owed());
+  EXPECT_TRUE(test_support::eventually([&] { return metric("guestflow_runs_inflight") == 0; },
+                                       60s, 20ms));
+}
+
+TEST_F(serve_limits_test, a_reusable_run_past_serves_limit_frees_its_flows_guest_for_the_next) {
+  start_serve({{"GUESTFLOW_RUN_LIMIT_SECONDS", "8"}});
+  auto component = [](const std::string& program) {
+    return "{\"flow_id\":\"f\",\"component_id\":\"c\",\"reuse\":\"flow\","
+           "\"timeout_seconds\":600,\"program\":\"" +
+           program + "\"}";
+  };
+  auto slow = call("POST", "/v1/components/run", component("import time\\ntime.sleep(300)"));
+  EXPECT_EQ(slow.status, 503u) << slow.body;
+  EXPECT_TRUE(contains(slow.body, R"("code":"transient")")) << slow.body;
+  // The abandoned run holds the flow's guest no more: the next run gets it (kept, reused)
+  // within the limit and finds none of its processes left there (it prints every command
+  // line but its own and its parent's).
+  auto next = call("POST", "/v1/components/run",
+                   component("import os\\nme = {os.getpid(), os.getppid()}\\n"
+                             "for p in os.listdir('/proc'):\\n"
+                             "    if p.isdigit() and int(p) not in me:\\n"
+                             "        print(open('/proc/' + p + '/cmdline').read())"));
+  EXPECT_EQ(next.status, 200u) << next.body;
+  EXPECT_TRUE(contains(next.body, "sleep\\u0000infinity")) << next.body; // the guest's init
+  EXPECT_FALSE(contains(next.body, "python")) << next.body;
+  EXPECT_TRUE(test_support::eventually([&] { return metric("guestflow_runs_inflight") == 0; },
+                                       60s, 20ms));
+  EXPECT_EQ(live_guests().size(), 1u); // the flow's guest, kept
+}
+
 TEST_F(serve_limits_test, a_sandbox_body_over_its_cap_is_refused_before_it_is_read) {
   // The default server: /v1/sandbox/run takes 1 MiB; a 60 MB body is answered from its head.
   int fd = connect_raw();
