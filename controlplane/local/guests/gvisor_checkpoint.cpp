@@ -196,10 +196,16 @@ namespace {
 /// path: a `timeout dd` pipe cost ~85 ms per handoff under gVisor (two more execs), this a
 /// fork. After the handoff the waiter is alive and forks the program at once; the relay
 /// then waits for the program, which the exec's own deadline and kill govern.
+/// The watchdog's TERM is ignored until it knows its sleep's pid (a TERM between the fork
+/// and `s=$!` left the sleep running for the whole bound, in the guest's process list), so
+/// the writer first leaves `M.c`, which the watchdog reads once it can act on it, and waits
+/// for it to be gone.
 std::string watched_handoff(const std::string& write, const std::string& m) {
-  return "(trap 'kill $s 2>/dev/null; exit 0' TERM; sleep " +
-         std::to_string(snapshot_handoff_seconds) + " & s=$!; wait $s && : > " + m +
-         " && cat $f) </dev/null >/dev/null 2>&1 & k=$!\n" + write + "\nkill $k 2>/dev/null\n";
+  return "(trap '' TERM; sleep " + std::to_string(snapshot_handoff_seconds) +
+         " & s=$!; trap 'kill -9 $s 2>/dev/null; exit 0' TERM; [ -e " + m +
+         ".c ] && { kill -9 $s; exit 0; }; wait $s && : > " + m +
+         " && cat $f) </dev/null >/dev/null 2>&1 & k=$!\n" + write + "\n: > " + m +
+         ".c; kill $k 2>/dev/null; wait $k 2>/dev/null; rm -f " + m + ".c\n";
 }
 
 /// The relay: its own pipes carry the program's output; FIFOs named by its pid join them.
