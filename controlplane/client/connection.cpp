@@ -1,10 +1,8 @@
 #include "controlplane/client/connection.hpp"
 
-#include "controlplane/client/url.hpp"
+#include "controlplane/client/tls.hpp"
 
 #include <cerrno>
-#include <openssl/ssl.h>
-#include <openssl/x509v3.h>
 #include <sys/socket.h>
 
 namespace guestflow::cp {
@@ -18,16 +16,7 @@ connection::connection(net::io_context& ioc) {
 connection::connection(net::io_context& ioc, net::ssl::context& ctx, const std::string& host,
                        bool verify) {
   tls_ = std::make_unique<tls_stream>(ioc.get_executor(), ctx);
-  auto* ssl = tls_->native_handle();
-  bool ip = is_ip_literal(host);
-  if (!ip) // SNI carries names only (RFC 6066)
-    SSL_set_tlsext_host_name(ssl, host.c_str());
-  if (verify) {
-    if (ip)
-      X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl), host.c_str());
-    else
-      SSL_set1_host(ssl, host.c_str());
-  }
+  set_tls_peer(tls_->native_handle(), host, verify);
 }
 
 char* connection::tls_buffer() {

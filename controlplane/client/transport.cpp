@@ -1,5 +1,7 @@
 #include "controlplane/client/transport.hpp"
 
+#include "controlplane/client/tls.hpp"
+
 #include <algorithm>
 #include <boost/asio/post.hpp>
 #include <openssl/ssl.h>
@@ -24,22 +26,9 @@ result<std::shared_ptr<transport>> transport::make(endpoint ep, client_config cf
     return fail(ec::bad_request, "client_config.default_timeout must be positive");
   auto t = std::make_shared<transport>(std::move(ep), std::move(cfg), std::move(*url));
   if (t->url_.tls) {
-    try {
-      ssl::context ctx(ssl::context::tls_client);
-      SSL_CTX_set_min_proto_version(ctx.native_handle(), TLS1_2_VERSION);
-      if (t->ep_.verify_tls) {
-        ctx.set_verify_mode(ssl::verify_peer);
-        ctx.set_default_verify_paths();
-        if (!t->ep_.ca_pem.empty()) ctx.add_certificate_authority(net::buffer(t->ep_.ca_pem));
-      } else {
-        spdlog::warn("control plane {}: TLS peer verification is OFF", t->url_.origin());
-        ctx.set_verify_mode(ssl::verify_none);
-      }
-      t->tls_.emplace(std::move(ctx));
-    } catch (const boost::system::system_error& e) {
-      return fail(ec::unavailable,
-                  "cannot set up TLS for " + t->url_.origin() + ": " + e.what());
-    }
+    auto ctx = tls_client_context(t->ep_, t->url_.origin());
+    if (!ctx) return ctx.error();
+    t->tls_.emplace(std::move(*ctx));
   }
   return t;
 }
