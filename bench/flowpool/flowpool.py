@@ -18,12 +18,18 @@ ChatInput -> Uppercase -> ChatOutput, run by lfx (`executor: lfx`). Every run go
 Also the sandbox surface's first output with a pandas snippet, from the pool with
 `GUESTFLOW_PRELOAD=pandas` against without (control plane, create + streamed exec).
 Prints and stores (bench/results/DATE-HOST-COMMIT-flowpool.txt) the ratios with met/MISSED.
+`--price N`: the pooled run's path at 1, step by step. `--price8 N`: pooled runs at 8 priced
+(sched_price.py: the window's idle share and CPU by process class from perf's scheduler
+record, against the floor at 8; each run's steps through the stamping relay; the pool's
+builds and ready guests through the window); SCHED_PRICE_DEBUG=PREFIX writes each task's
+class and ancestry to PREFIX*.txt.
 """
 
 import argparse
 import http.client
 import json
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -239,7 +245,7 @@ class Relay:
                 return
             t = time.monotonic()
             with self.lock:
-                self.log.append((t, cid, way, b[:200]))
+                self.log.append((t, cid, way, b[:200] if way == ">" else b[:1200]))
             try:
                 dst.sendall(b)
             except OSError:
@@ -247,7 +253,7 @@ class Relay:
 
     def calls(self, t0, t1):
         """The control-plane calls between t0 and t1: [name, start, first reply byte, last
-        reply byte, first stdout chunk, last stdout chunk], in order."""
+        reply byte, first stdout chunk, last stdout chunk, guest id], in order."""
         out, open_by_conn = [], {}
         with self.lock:
             log = [e for e in self.log if t0 <= e[0] <= t1]
@@ -257,13 +263,17 @@ class Relay:
                 path = path.decode().split("?", 1)[0]
                 name = {"POST": "exec" if path.endswith("/exec") else "create", "PUT": "put",
                         "DELETE": "delete", "GET": "get"}[method.decode()]
-                call = [name, t, None, None, None, None]
+                gid = path.split("/")[3] if path.count("/") >= 3 else None
+                call = [name, t, None, None, None, None, gid]
                 out.append(call)
                 open_by_conn[cid] = call
             elif way == "<" and cid in open_by_conn:
                 call = open_by_conn[cid]
                 if call[2] is None:
                     call[2] = t
+                if call[6] is None:
+                    m = re.search(rb'"id"\s*:\s*"([^"]+)"', head)
+                    call[6] = m and m.group(1).decode()
                 call[3] = t
                 if b'"stdout"' in head:
                     call[4] = call[4] or t
@@ -343,6 +353,189 @@ def price_path(binary, work, prefix, graph, runs, say):
         say("  %-48s %8.1f ms" % (k, p50(v)))
     say("  %-48s %8.1f ms" % ("whole run (client)", p50(totals)))
     return p50(totals)
+
+
+def price_at8(binary, work, prefix, site, spec_path, graph, runs, pool, say):
+    """Pooled runs at 8 back to back, priced twice on one pool: (a) serve straight to the
+    control plane under `perf record` of the scheduler (sched_price): the window's idle
+    share and CPU by process class, against the floor at 8 recorded the same way; (b) serve
+    through the stamping Relay: each run's steps and how many execs were in flight."""
+    import sched_price  # noqa: PLC0415 - perf only here
+    state = os.path.join(work, "state-price8")
+    cp = start_with_image(binary, state, prefix, ["--warm-pool", "%s@heavy=%d" % (SHAPE, pool)])
+    res = {}
+
+    def full():
+        return ready_guests(cp.get("/metrics")) >= pool
+
+    def window(serve, name, perf):
+        wait_until(full, 300, "the pool")
+        serve.run(graph, "warm up")
+        wait_until(full, 300, "the pool")
+        rec = sched_price.Recorder(os.path.join(work, name + ".perf")) if perf else None
+        before = pool_counts(cp.get("/metrics"))
+        fills0 = pool_fills(cp)
+        stat0 = cpu_times()
+        t0 = time.monotonic()
+        ready, stop = [], threading.Event()
+
+        def sample():  # the pool's ready guests through the window
+            while not stop.wait(0.05):
+                ready.append(min(p["ready"] for p in json.loads(cp.get("/v1/pool"))
+                                 ["data"]["pools"]))
+
+        sampler = threading.Thread(target=sample, daemon=True)
+        sampler.start()
+        try:
+            lat, wall = load(serve, graph, 8, runs)
+        finally:
+            t1 = time.monotonic()
+            stat1 = cpu_times()
+            stop.set()
+            sampler.join()
+            if rec:
+                rec.stop()
+        after = pool_counts(cp.get("/metrics"))
+        fills1 = pool_fills(cp)
+        r = {"lat": lat, "wall": wall, "t0": t0, "t1": t1, "stat": (stat0, stat1),
+             "takes": after[0] - before[0], "misses": after[1] - before[1],
+             "fills": (fills1[0] - fills0[0], fills1[1] - fills0[1]), "ready": ready}
+        if rec:
+            roots = {os.getpid(): "bench (client)", serve.p.pid: "serve",
+                     cp.p.pid: "control plane*"}
+            mark = "guestflow fork template"
+            for pid, c in rec.tree[1].items():  # the template: the first python3 of its line
+                par = rec.tree[1].get(rec.tree[0].get(pid), "")
+                if c.startswith("python3 -c " + "# " + mark) and not par.startswith("python3"):
+                    roots[pid] = "template*"
+            r["sched"] = sched_price.account(rec.path, rec.tree, t0, t1, roots)
+        return r
+
+    try:
+        serve = Serve(binary, state, cp.url)
+        try:
+            res["perf"] = window(serve, "pooled8", True)
+        finally:
+            serve.stop()
+        relay = Relay(cp.port)
+        serve = Serve(binary, state, relay.url)
+        try:
+            res["relay"] = window(serve, "relay8", False)
+            res["calls"] = relay.calls(res["relay"]["t0"], res["relay"]["t1"])
+        finally:
+            serve.stop()
+            relay.close()
+    finally:
+        cp.stop()
+    fl = Floor(prefix, site, spec_path)
+    try:
+        fl.measure(8, 16)
+        rec = sched_price.Recorder(os.path.join(work, "floor8.perf"))
+        stat0 = cpu_times()
+        t0 = time.monotonic()
+        try:
+            lat, wall = fl.measure(8, runs)
+        finally:
+            t1 = time.monotonic()
+            stat1 = cpu_times()
+            rec.stop()
+        roots = {os.getpid(): "bench (client)", fl.p.pid: "floor*"}
+        res["floor"] = {"lat": lat, "wall": wall, "stat": (stat0, stat1),
+                        "sched": sched_price.account(rec.path, rec.tree, t0, t1, roots)}
+    finally:
+        fl.stop()
+
+    for name, what in (("perf", "pooled at 8 (serve -> control plane, perf recording)"),
+                       ("floor", "no guest (floor) at 8 (perf recording)"),
+                       ("relay", "pooled at 8 (serve -> stamping relay -> control plane)")):
+        r = res[name]
+        n = len(r["lat"])
+        busy, total = cpu_busy(*r["stat"])
+        say("%s: %d runs in %.2f s = %.2f runs/s, p50 %.1f ms; CPU busy %.0f%% of the "
+            "cores (/proc/stat: %.1f ms CPU a run, any process)%s" % (
+                what, n, r["wall"], n / r["wall"], p50(r["lat"]), 100 * busy / total,
+                busy * 1000 / os.sysconf("SC_CLK_TCK") / n,
+                "" if "takes" not in r else "; takes %d, misses %d" % (r["takes"], r["misses"])))
+        if "fills" in r:
+            f = r["fills"]
+            say("  pool: %d guests built in the window, %.0f ms each on average (build wall "
+                "time); ready guests sampled every 50 ms: min %d, mean %.1f, 0 in %d of %d "
+                "samples" % (f[0], f[1] / max(1, f[0]), min(r["ready"] or [0]),
+                             sum(r["ready"]) / max(1, len(r["ready"])),
+                             r["ready"].count(0), len(r["ready"])))
+        if "sched" in r:
+            on, wait, sleep, comms = r["sched"]
+            say("  %-22s %9s %9s %12s %12s" % ("class", "on-CPU ms", "ms a run", "runnable ms",
+                                               "asleep S/D ms"))
+            for k in sorted(on, key=lambda k: -on[k]):
+                sl = sleep.get(k, {})
+                say("  %-22s %9.1f %9.2f %12.1f %12s" % (
+                    k, on[k], on[k] / n if k != "idle" else 0, wait.get(k, 0),
+                    "%.0f/%.0f" % (sl.get("S", 0), sl.get("D", 0))))
+                if k != "idle":
+                    top = sorted(comms.get(k, {}).items(), key=lambda x: -x[1])[:4]
+                    say("  %-22s   %s" % ("", ", ".join("%s %.0f" % x for x in top)))
+    calls = res["calls"]
+    execs = [c for c in calls if c[0] == "exec"]
+    t0, t1 = res["relay"]["t0"], res["relay"]["t1"]
+    inflight = sum((c[3] or t1) - c[1] for c in execs) / (t1 - t0)
+    guests = sum(min(d[3] or t1, t1) - cr[1] for cr, d in pair_calls(calls)) / (t1 - t0)
+    say("relay window: execs in flight on average %.2f, guests held (create sent -> delete "
+        "answered) %.2f, of 8 client runs" % (inflight, guests))
+    steps = {}
+    for cr, pu, ex, de in quads(calls):
+        row = {"create (pool take)": cr[3] - cr[1], "serve (create -> put sent)": pu[1] - cr[3],
+               "put bundle": pu[3] - pu[1], "serve (put -> exec sent)": ex[1] - pu[3],
+               "exec: to its first reply byte": ex[2] - ex[1],
+               "exec: first reply byte -> first stdout": (ex[4] or ex[3]) - ex[2],
+               "exec: first -> last stdout": (ex[5] or ex[3]) - (ex[4] or ex[3]),
+               "exec: last stdout -> exit line": ex[3] - (ex[5] or ex[3]),
+               "serve (exit line -> delete sent)": de[1] - ex[3],
+               "delete": de[3] - de[1]}
+        for k, v in row.items():
+            steps.setdefault(k, []).append(v * 1000)
+    slow = [(c[1] - t0, c[3] - c[1]) for c in calls if c[0] == "create" and c[3] - c[1] > 0.05]
+    say("  creates over 50 ms (misses build a guest): %s" % (", ".join(
+        "at +%.0f ms took %.0f ms" % (a * 1000, b * 1000) for a, b in slow) or "none"))
+    say("  each run's steps at 8, p50 ms (%d runs matched):" % len(steps.get("delete", [])))
+    for k, v in steps.items():
+        say("    %-42s %8.1f" % (k, p50(v)))
+    return res
+
+
+def quads(calls):
+    """(create, put, exec, delete) per guest, matched by the guest id in their paths."""
+    by = {}
+    for c in calls:
+        by.setdefault(c[6], []).append(c)
+    out = []
+    for cs in by.values():
+        names = [c[0] for c in cs]
+        if names == ["create", "put", "exec", "delete"]:
+            out.append(tuple(cs))
+    return out
+
+
+def pair_calls(calls):
+    return [(q[0], q[3]) for q in quads(calls)]
+
+
+def pool_fills(cp):
+    """(guests built, their build time in ms) over every pool of `cp` (GET /v1/pool)."""
+    pools = json.loads(cp.get("/v1/pool"))["data"]["pools"]
+    return sum(p["fills"] for p in pools), sum(p["fill_ms"] for p in pools)
+
+
+def cpu_times():
+    with open("/proc/stat") as f:
+        v = [int(x) for x in f.readline().split()[1:]]
+    return v
+
+
+def cpu_busy(a, b):
+    d = [y - x for x, y in zip(a, b)]
+    idle = d[3] + d[4]
+    return sum(d[:8]) - idle, sum(d[:8])
 
 
 # -- the floor: one process, no guest ----------------------------------------------------------
@@ -560,21 +753,49 @@ def price_only(a, argv, binary, work, prefix, site, spec_path, graph, import_ms)
         store(a, lines, argv, "flowpool-path", commit)
 
 
+def price8_only(a, argv, binary, work, prefix, site, spec_path, graph, import_ms):
+    lines = []
+
+    def say(s):
+        print(s, flush=True)
+        lines.append(s)
+
+    commit = head_commit()
+    dirty = subprocess.run(["git", "-C", ROOT, "status", "--porcelain", "--untracked-files=no"],
+                           capture_output=True, text=True).stdout.strip()
+    say("flowpool --price8: pooled flow runs at 8 back to back, priced (`import lfx` %.0f ms "
+        "on the host)" % import_ms)
+    say("date %s UTC, host %s, tree %s%s, load at start %s; pool kind %s, pool %d" % (
+        time.strftime("%Y-%m-%d %H:%M", time.gmtime()), socket.gethostname(), commit,
+        " + uncommitted changes" if dirty else "",
+        " ".join(open("/proc/loadavg").read().split()[:3]),
+        "fork-server" if os.environ.get("GUESTFLOW_FORK_POOL") == "1" else "ordinary", a.pool))
+    price_at8(binary, work, prefix, site, spec_path, graph, a.price8, a.pool, say)
+    say("load at end %s" % " ".join(open("/proc/loadavg").read().split()[:3]))
+    if not a.smoke:
+        store(a, lines, argv, "flowpool-price8", commit)
+
+
 def main(argv):
     ap = argparse.ArgumentParser(prog="bench/run flowpool", description=__doc__.split("\n")[0])
     ap.add_argument("--build", default=os.path.join(ROOT, "build"))
+    ap.add_argument("--binary", help="the guestflow binary (default: BUILD/apps/guestflow)")
     ap.add_argument("--runs", type=int, default=40, help="runs per point at 1 concurrent")
     ap.add_argument("--runs8", type=int, default=48, help="runs per point at 8 concurrent")
     ap.add_argument("--pool", type=int, default=8, help="pool guests (pooled)")
     ap.add_argument("--out-dir", default=os.path.join(ROOT, "bench", "results"))
     ap.add_argument("--smoke", action="store_true", help="a few runs, nothing stored")
+    ap.add_argument("--price8", type=int, metavar="N", default=0,
+                    help="only price pooled runs at 8 (N runs, twice: under perf's scheduler "
+                         "record, and through the stamping relay) beside the floor at 8; "
+                         "stored as ...-flowpool-price8.txt")
     ap.add_argument("--price", type=int, metavar="N", default=0,
                     help="only price the pooled run's path step by step (N runs at 1) beside "
                          "the floor; stored as ...-flowpool-path.txt")
     a = ap.parse_args(argv)
     if a.smoke:
         a.runs, a.runs8 = 4, 8
-    binary = os.path.join(a.build, "apps", "guestflow")
+    binary = a.binary or os.path.join(a.build, "apps", "guestflow")
     commit = head_commit()  # the tree measured, even if HEAD moves during the run
     work = tempfile.mkdtemp(prefix="guestflow-flowpool-")
     lines = []
@@ -596,6 +817,9 @@ def main(argv):
                        env={"PATH": "/usr/bin:/bin"})
         import_ms = (time.monotonic() - t0) * 1000
 
+        if a.price8:
+            return price8_only(a, argv, binary, work, prefix, site, spec_path, graph,
+                               import_ms)
         if a.price:
             return price_only(a, argv, binary, work, prefix, site, spec_path, graph, import_ms)
         res = {}
