@@ -142,19 +142,23 @@ struct sandbox_created {
   /// With `ingress_enabled`: the secret that opens the guest's service URLs
   /// (`X-Guestflow-Ingress-Token`); in this answer only, never in a view or a list.
   std::string ingress_secret;
+  /// CreateOS with `ingress_enabled`: the guest's public URL with a literal `<port>`
+  /// placeholder (absent when CreateOS knows no public domain); see createos_ingress.hpp.
+  std::optional<std::string> ingress_url_template{};
 
   friend bool operator==(const sandbox_created& a, const sandbox_created& b) {
     return a.id == b.id && a.name == b.name && a.ip == b.ip && a.shape == b.shape &&
            a.rootfs == b.rootfs && a.vcpu == b.vcpu && a.mem_mib == b.mem_mib &&
            a.disk_mib == b.disk_mib && a.spawn_ms == b.spawn_ms && a.egress == b.egress &&
-           a.ingress_secret == b.ingress_secret;
+           a.ingress_secret == b.ingress_secret &&
+           a.ingress_url_template == b.ingress_url_template;
   }
 };
 
 template<class Inspector>
 typename Inspector::result_type inspect(Inspector& f, sandbox_created& x) {
   return f(x.id, x.name, x.ip, x.shape, x.rootfs, x.vcpu, x.mem_mib, x.disk_mib, x.spawn_ms,
-           x.egress, x.ingress_secret);
+           x.egress, x.ingress_secret, x.ingress_url_template);
 }
 
 /// `GET /v1/sandboxes/{id}` (and each element of the list, and pause/resume replies).
@@ -183,6 +187,11 @@ struct sandbox_view {
   std::string started_from{};
   /// Why its checkpoint or snapshot could not be restored (it booted cold instead).
   std::optional<std::string> restore_error{};
+  /// CreateOS: whether HTTP ingress is on, and the public URL with a literal `<port>`
+  /// placeholder while it is (absent when CreateOS knows no public domain). The local
+  /// control plane sends neither (its guests' ports go through serve's signed URLs).
+  bool ingress_enabled = false;
+  std::optional<std::string> ingress_url_template{};
 
   friend bool operator==(const sandbox_view& a, const sandbox_view& b) {
     return a.id == b.id && a.name == b.name && a.status == b.status && a.shape == b.shape &&
@@ -194,7 +203,8 @@ struct sandbox_view {
            a.idle_ttl_seconds == b.idle_ttl_seconds &&
            a.delete_after_stop_seconds == b.delete_after_stop_seconds &&
            a.isolation == b.isolation && a.started_from == b.started_from &&
-           a.restore_error == b.restore_error;
+           a.restore_error == b.restore_error && a.ingress_enabled == b.ingress_enabled &&
+           a.ingress_url_template == b.ingress_url_template;
   }
 };
 
@@ -203,7 +213,8 @@ typename Inspector::result_type inspect(Inspector& f, sandbox_view& x) {
   return f(x.id, x.name, x.status, x.shape, x.egress, x.envs, x.created_at, x.paused_at,
            x.last_resumed_at, x.auto_pause_after_seconds, x.persistent, x.stopped_at,
            x.last_used_at, x.calls_in_progress, x.idle_ttl_seconds, x.delete_after_stop_seconds,
-           x.isolation, x.started_from, x.restore_error);
+           x.isolation, x.started_from, x.restore_error, x.ingress_enabled,
+           x.ingress_url_template);
 }
 
 /// `data` of `GET /v1/sandboxes`: `{data: [view…], pagination: {total}}`.

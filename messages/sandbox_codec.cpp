@@ -214,6 +214,9 @@ sandbox_view view_of(const value& v, const path& p) {
   x.isolation = o.str_or("isolation", "");
   x.started_from = o.str_or("started_from", "");
   x.restore_error = o.opt_str("restore_error");
+  // CreateOS's ingress (createos_ingress.hpp): the local control plane sends neither.
+  x.ingress_enabled = o.boolean_or("ingress_enabled", false);
+  x.ingress_url_template = o.opt_str("ingress_url_template");
   return x;
 }
 
@@ -248,6 +251,8 @@ void write_view(json_writer& w, const sandbox_view& x) {
   if (!x.isolation.empty()) w.field("isolation", x.isolation);
   if (!x.started_from.empty()) w.field("started_from", x.started_from);
   w.opt_field("restore_error", x.restore_error);
+  if (x.ingress_enabled) w.field("ingress_enabled", true);
+  w.opt_field("ingress_url_template", x.ingress_url_template);
   w.end_object();
 }
 
@@ -327,6 +332,7 @@ result<sandbox_created> decode<sandbox_created>(std::string_view text,
     x.spawn_ms = o.uint_or("spawn_ms", 0);
     x.egress = egress_of(o);
     x.ingress_secret = o.str_or("ingress_secret", "");
+    x.ingress_url_template = o.opt_str("ingress_url_template");
     return result<sandbox_created>{std::move(x)};
   });
 }
@@ -526,6 +532,7 @@ std::string encode(const sandbox_created& x) {
       .field("spawn_ms", x.spawn_ms);
   write_egress(w, x.egress);
   if (!x.ingress_secret.empty()) w.field("ingress_secret", x.ingress_secret);
+  w.opt_field("ingress_url_template", x.ingress_url_template);
   w.end_object();
   return w.take();
 }

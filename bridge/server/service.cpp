@@ -259,6 +259,11 @@ void service::guest_named(const std::string& name, reply<std::string> done) {
       list_atom::value, std::string{});
 }
 
+void service::guest_view(const std::string& id, reply<sandbox_view> done) {
+  ask_for<sandbox_view>(system(), rt_.controlplane(), caf::duration{std::chrono::seconds{30}},
+                        std::move(done), get_atom::value, id);
+}
+
 void service::stats(reply<runtime_stats> done) {
   // Two asks, joined: the reaper's answer completes what the coordinator's began.
   auto& sys = system();

@@ -107,6 +107,9 @@ public:
   /// The id of the live guest named `name` (a reusable component guest); not_found when
   /// no guest of the control plane (every node of a fleet) has that name.
   void guest_named(const std::string& name, reply<std::string> done);
+  /// Guest `id` as its control plane describes it (`GET /v1/sandboxes/{id}`): on CreateOS,
+  /// where its public URL is read (ports.cpp).
+  void guest_view(const std::string& id, reply<sandbox_view> done);
 
   /// The per-node gauges of a fleet client in Prometheus text; empty with one control plane.
   std::string fleet_metrics() const;

@@ -5,6 +5,7 @@
 #include "bridge/server/surfaces/sessions.hpp"
 #include "bridge/server/surfaces/surfaces.hpp"
 #include "common/numbers.hpp"
+#include "controlplane/client/createos_ingress.hpp"
 #include "messages/session.hpp"
 
 #include <chrono>
@@ -48,6 +49,8 @@ port_url sign_url(exchange& ex, server_context& ctx, const std::string& guest_id
 }
 
 /// The URL's lifetime the body asks for (an empty body: the server's), within the server's.
+/// On CreateOS none can be asked for: its URLs do not expire, and a shorter life is not
+/// quietly dropped.
 result<uint32_t> ttl_of(exchange& ex, const server_context& ctx) {
   auto most = static_cast<uint32_t>(ctx.opts.port_url_ttl.count());
   auto body = ex.take_body();
@@ -55,6 +58,10 @@ result<uint32_t> ttl_of(exchange& ex, const server_context& ctx) {
   auto req = decode<port_url_request>(body, ex.body_limits());
   if (!req) return req.error();
   if (!req->ttl_seconds) return most;
+  if (ctx.svc.provider_name() == "createos")
+    return fail(ec::bad_request,
+                "ttl_seconds: CreateOS's service URLs do not expire (they live as long as the "
+                "guest); ask without ttl_seconds");
   if (*req->ttl_seconds > most)
     return fail(ec::bad_request, "ttl_seconds: " + std::to_string(*req->ttl_seconds) +
                                      " is more than this server gives, " +
@@ -63,11 +70,30 @@ result<uint32_t> ttl_of(exchange& ex, const server_context& ctx) {
   return *req->ttl_seconds;
 }
 
+bool on_createos(const server_context& ctx) {
+  return ctx.svc.provider_name() == "createos";
+}
+
+/// CreateOS's own URL for `port` of guest `guest_id`, read from its view: CreateOS's ingress
+/// reaches the guest itself, so serve neither signs nor forwards it, and it does not expire
+/// (`expires_at` null) while the guest and its ingress live.
+void answer_createos_url(exchange& ex, server_context& ctx, const std::string& guest_id,
+                         uint16_t port) {
+  ctx.svc.guest_view(guest_id,
+                     ex.then<sandbox_view>([port](exchange& ex, result<sandbox_view> v) {
+                       if (!v) return ex.refuse(v.error());
+                       auto url = cp::createos_preview_url(*v, port);
+                       if (!url) return ex.refuse(url.error());
+                       ex.respond(200, encode(port_url{std::move(*url), std::nullopt}));
+                     }));
+}
+
 /// The URL for the guest `guest_id` once known (a failure answered as it is).
 std::function<void(exchange&, result<std::string>)> answer_url(server_context& ctx,
                                                                uint16_t port, uint32_t ttl) {
   return [&ctx, port, ttl](exchange& ex, result<std::string> guest_id) {
     if (!guest_id) return ex.refuse(guest_id.error());
+    if (on_createos(ctx)) return answer_createos_url(ex, ctx, *guest_id, port);
     if (!token_safe_id(*guest_id))
       return ex.refuse(fail(ec::unavailable,
                             "guest id '" + *guest_id + "' cannot be carried in a service URL"));
@@ -75,13 +101,8 @@ std::function<void(exchange&, result<std::string>)> answer_url(server_context& c
   };
 }
 
-/// What both routes check first: the provider, the port and the body's ttl.
+/// What both routes check first: the port and the body's ttl.
 result<std::pair<uint16_t, uint32_t>> port_and_ttl(exchange& ex, server_context& ctx) {
-  // serve forwards to http:// and unix:// control planes; CreateOS's guest URLs are its own.
-  if (ctx.svc.provider_name() == "createos")
-    return fail(ec::unavailable,
-                "service URLs through serve need a local control plane; "
-                "CreateOS's own guest URLs are not handed out by this version");
   auto port = parse_uint_as<uint16_t>(ex.params().path("port"), 1);
   if (!port) return fail(ec::bad_request, "port: expected an integer in 1..65535");
   auto ttl = ttl_of(ex, ctx);
