@@ -4,6 +4,8 @@
 #include "actors/run_relay.hpp"
 #include "bridge/server/exchange.hpp"
 #include "common/numbers.hpp"
+#include "controlplane/client/tls.hpp"
+#include "controlplane/client/url.hpp"
 #include "controlplane/forward/http_forward.hpp"
 #include "messages/bridge.hpp"
 #include "messages/http_status.hpp"
@@ -15,6 +17,7 @@
 #include <boost/asio/ip/address.hpp>
 #include <boost/asio/local/stream_protocol.hpp>
 #include <boost/asio/post.hpp>
+#include <boost/asio/ssl/context.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/write.hpp>
 #include <boost/beast/core.hpp>
@@ -24,6 +27,7 @@
 #include <deque>
 #include <functional>
 #include <limits>
+#include <map>
 #include <mutex>
 #include <optional>
 #include <utility> // before the Asio headers (see CONTRIBUTING)
@@ -58,33 +62,21 @@ int64_t unix_now() {
       .count();
 }
 
-/// Where a control plane's base URL is, as a socket address: `unix:///path` or
-/// `http://HOST:PORT` with HOST an address (or localhost). An `https://` one (a remote
-/// control plane, CreateOS) cannot be forwarded to here.
-result<net::generic::stream_protocol::endpoint> upstream_of(const std::string& base) {
-  constexpr std::string_view unix_scheme = "unix://", http_scheme = "http://";
-  std::string_view b{base};
-  if (b.substr(0, unix_scheme.size()) == unix_scheme)
-    return net::generic::stream_protocol::endpoint{
-        net::local::stream_protocol::endpoint{std::string{b.substr(unix_scheme.size())}}};
-  if (b.substr(0, http_scheme.size()) != http_scheme)
-    return fail(ec::unavailable, "service URLs are forwarded to http:// and unix:// control "
-                                 "planes only, not " +
-                                     base);
-  auto hostport = b.substr(http_scheme.size());
-  hostport = hostport.substr(0, hostport.find('/'));
-  auto colon = hostport.rfind(':');
-  auto host = std::string{hostport.substr(0, colon)};
-  auto port = colon == std::string_view::npos
-                  ? std::optional<uint16_t>{80}
-                  : parse_uint_as<uint16_t>(hostport.substr(colon + 1), 1);
-  if (host.size() > 2 && host.front() == '[') host = host.substr(1, host.size() - 2);
-  if (host == "localhost") host = "127.0.0.1";
-  boost::system::error_code ec;
-  auto addr = net::ip::make_address(host, ec);
-  if (ec || !port)
-    return fail(ec::unavailable, "control plane URL " + base + " has no address");
-  return net::generic::stream_protocol::endpoint{tcp::endpoint{addr, *port}};
+/// serve's TLS contexts for https control planes, one per endpoint, made as the client's
+/// transport makes its own (controlplane/client/tls.hpp) and kept: the system CA store is
+/// read once, not per request.
+result<std::shared_ptr<net::ssl::context>> tls_context_of(const cp::endpoint& ep,
+                                                          const std::string& origin) {
+  static std::mutex mu;
+  static std::map<std::string, std::shared_ptr<net::ssl::context>> made;
+  auto key = ep.base_url + (ep.verify_tls ? "\n1\n" : "\n0\n") + ep.ca_pem;
+  std::lock_guard lock{mu};
+  if (auto i = made.find(key); i != made.end()) return i->second;
+  auto ctx = cp::tls_client_context(ep, origin);
+  if (!ctx) return ctx.error();
+  auto held = std::make_shared<net::ssl::context>(std::move(*ctx));
+  made.emplace(std::move(key), held);
+  return held;
 }
 
 /// What a relay hands a connection: a run's event (its line, and the event itself when it is
@@ -364,32 +356,114 @@ private:
     });
   }
 
+  /// Connects to the control plane `where` names: a Unix socket, TCP to an address or a
+  /// resolved name, and for https a TLS handshake verified as the client verifies its own
+  /// (controlplane/client/tls.hpp). All of it within the client timeout.
   void connect_upstream(std::string target, result<cp::endpoint> where) {
     if (closed_) return;
     if (!where) return refuse(where.error());
-    auto addr = upstream_of(where->base_url);
-    if (!addr) return refuse(addr.error());
+    auto url = cp::parse_base_url(where->base_url);
+    if (!url)
+      return refuse(
+          fail(ec::unavailable, "control plane URL " + where->base_url +
+                                    " cannot be forwarded to: " + url.error().message));
+    std::shared_ptr<net::ssl::context> tls;
+    if (url->tls) {
+      auto made = tls_context_of(*where, url->origin());
+      if (!made) return refuse(made.error());
+      tls = std::move(*made);
+    }
+    up_ = upstream_hop{std::move(*where), std::move(*url), std::move(target), std::move(tls)};
     upstream_.emplace(stream_.get_executor());
     request_timer_.expires_after(ctx_.opts.client_timeout);
     request_timer_.async_wait([self = shared()](error_code ec) {
-      if (ec || !self->upstream_) return;
-      error_code ignored;
-      self->upstream_->close(ignored); // the connect below fails with operation_aborted
+      if (ec) return;
+      error_code ignored; // the step in flight fails with operation_aborted
+      if (self->resolver_) self->resolver_->cancel();
+      if (self->upstream_) self->upstream_->close(ignored);
+      if (self->tls_upstream_) beast::get_lowest_layer(*self->tls_upstream_).close(ignored);
     });
-    upstream_->async_connect(*addr, [self = shared(), target = std::move(target),
-                                     key = where->api_key](error_code ec) mutable {
-      self->request_timer_.cancel();
-      if (self->closed_) return;
-      if (ec)
-        return self->refuse(fail(ec::unavailable, "control plane unreachable for the service "
-                                                  "URL: " +
-                                                      ec.message()));
-      self->start_forward(std::move(target), key);
+    if (!up_->url.socket_path.empty())
+      return connect_to({net::generic::stream_protocol::endpoint{
+          net::local::stream_protocol::endpoint{up_->url.socket_path}}});
+    error_code bad;
+    auto addr = net::ip::make_address(up_->url.host, bad);
+    if (!bad)
+      return connect_to(
+          {net::generic::stream_protocol::endpoint{tcp::endpoint{addr, up_->url.port}}});
+    resolver_.emplace(stream_.get_executor());
+    resolver_->async_resolve(
+        up_->url.host, std::to_string(up_->url.port),
+        [self = shared()](error_code ec, tcp::resolver::results_type found) {
+          self->resolver_.reset();
+          if (self->closed_) {
+            self->request_timer_.cancel();
+            return;
+          }
+          if (ec) return self->upstream_unreachable("resolving it", ec);
+          std::vector<net::generic::stream_protocol::endpoint> to;
+          for (const auto& e : found)
+            to.emplace_back(e.endpoint());
+          self->connect_to(std::move(to));
+        });
+  }
+
+  /// Connects to the first of `to` that answers.
+  void connect_to(std::vector<net::generic::stream_protocol::endpoint> to, size_t i = 0) {
+    upstream_->async_connect(to[i], [self = shared(), to, i](error_code ec) mutable {
+      if (self->closed_) {
+        self->request_timer_.cancel();
+        return;
+      }
+      if (ec && ec != net::error::operation_aborted && i + 1 < to.size()) {
+        error_code ignored;
+        self->upstream_->close(ignored);
+        return self->connect_to(std::move(to), i + 1);
+      }
+      if (ec) return self->upstream_unreachable("connecting", ec);
+      if (!self->up_->tls) {
+        self->request_timer_.cancel();
+        return self->start_forward(std::exchange(self->upstream_, std::nullopt).value());
+      }
+      self->handshake();
     });
   }
 
-  void start_forward(std::string target, const std::string& key) {
+  void handshake() {
+    tls_upstream_.emplace(std::move(*upstream_), *up_->tls);
+    upstream_.reset();
+    cp::set_tls_peer(tls_upstream_->native_handle(), up_->url.host, up_->where.verify_tls);
+    tls_upstream_->async_handshake(
+        net::ssl::stream_base::client, [self = shared()](error_code ec) {
+          self->request_timer_.cancel();
+          if (self->closed_) return;
+          if (ec) {
+            error_code ignored;
+            beast::get_lowest_layer(*self->tls_upstream_).close(ignored);
+            self->tls_upstream_.reset();
+            return self->refuse(
+                fail(ec::unavailable, "the TLS handshake with the guest's control plane "
+                                      "failed, nothing was forwarded: " +
+                                          ec.message()));
+          }
+          self->start_forward(std::exchange(self->tls_upstream_, std::nullopt).value());
+        });
+  }
+
+  void upstream_unreachable(const char* during, error_code ec) {
+    request_timer_.cancel();
+    upstream_.reset();
+    refuse(
+        fail(ec::unavailable, std::string{"control plane unreachable for the service URL ("} +
+                                  during + "): " + ec.message()));
+  }
+
+  template<class Upstream>
+  void start_forward(Upstream upstream) {
     auto& req = reader_.parser().get();
+    auto hop = std::move(*up_);
+    up_.reset();
+    const auto& key = hop.where.api_key;
     // The control plane's key goes up instead of anything the client sent in its place;
     // serve's own bearer token never reaches the guest.
     req.erase("X-Api-Key");
@@ -398,14 +472,13 @@ private:
         same_secret(reader_.sv(req[http::field::authorization]), "Bearer " + ctx_.opts.token))
       req.erase(http::field::authorization);
     if (!key.empty()) req.set("X-Api-Key", key);
-    forward::forward_options o;
-    o.target = std::move(target);
+    forward::basic_forward_options<Upstream> o;
+    o.target = hop.url.prefix + hop.target;
     o.max_body_bytes = ctx_.opts.max_body_bytes;
     http::request_parser<http::empty_body> head{std::move(reader_.parser())};
     forward::forward_exchange(
-        stream_, reader_.buffer(), std::move(head), std::move(*upstream_), std::move(o),
+        stream_, reader_.buffer(), std::move(head), std::move(upstream), std::move(o),
         [self = shared()](forward::forward_outcome r) { self->forwarded(std::move(r)); });
-    upstream_.reset();
   }
 
   void forwarded(forward::forward_outcome r) {
@@ -693,8 +766,17 @@ private:
   bool owing_ = false;                ///< counted in answers_owed
   std::function<void()> gone_;        ///< on_disconnect: cancels the run
   std::function<void()> before_last_; ///< begin_lines: runs before the last line goes out
-  std::optional<net::generic::stream_protocol::socket>
-      upstream_; ///< a service URL's, connecting
+  /// A service URL's control plane while it is being connected to.
+  struct upstream_hop {
+    cp::endpoint where;
+    cp::base_url url;
+    std::string target;                     ///< the path on it (below the URL's prefix)
+    std::shared_ptr<net::ssl::context> tls; ///< https
+  };
+  std::optional<upstream_hop> up_;
+  std::optional<tcp::resolver> resolver_;
+  std::optional<net::generic::stream_protocol::socket> upstream_; ///< connecting
+  std::optional<forward::tls_upstream> tls_upstream_;             ///< in its handshake
   net::steady_timer linger_;
   net::steady_timer heartbeat_;
   net::steady_timer request_timer_; ///< the request (header, then body) must arrive in time

@@ -63,7 +63,7 @@ std::string without_cookies(std::string_view cookie, const std::vector<std::stri
   return out;
 }
 
-void strip_request_fields(http::fields& f, const forward_options& o, bool upgrade) {
+void strip_request_fields(http::fields& f, const forward_settings& o, bool upgrade) {
   strip_hop_by_hop(f, upgrade);
   f.erase(http::field::expect); // a 100-continue is answered by the exchange itself
   for (const auto& name : o.drop_fields)

@@ -7,13 +7,16 @@
 // chunk), and an
 // `Upgrade` answered 101 spliced byte for byte in both directions until either side closes.
 // Shared by the local control plane's service URLs (controlplane/local/http) and `serve`'s
-// (bridge/server): the caller authenticates, picks the upstream and connects it; this unit
-// only moves bytes and strips what must not cross (hop-by-hop fields, the caller's
+// (bridge/server): the caller authenticates, picks the upstream and connects it (a plain
+// stream socket, or TLS over one already through its handshake: an https control plane);
+// this unit only moves bytes and strips what must not cross (hop-by-hop fields, the caller's
 // credentials).
 
 #include <array>
 #include <boost/asio/generic/stream_protocol.hpp>
 #include <boost/asio/post.hpp>
+#include <boost/asio/ssl/error.hpp>
+#include <boost/asio/ssl/stream.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/write.hpp>
 #include <boost/beast/core.hpp>
@@ -30,8 +33,13 @@
 
 namespace guestflow::forward {
 
-/// What one exchange may do and what it removes on the way up.
-struct forward_options {
+/// An upstream connection: a TCP or Unix-domain stream socket…
+using plain_upstream = boost::asio::generic::stream_protocol::socket;
+/// …or TLS over one (an https control plane), its handshake done by the caller.
+using tls_upstream = boost::asio::ssl::stream<plain_upstream>;
+
+/// What one exchange may do and what it removes on the way up (whatever the upstream).
+struct forward_settings {
   /// The request-target sent upstream ("/path?query"): the caller removes its own prefix
   /// and any credential parameter.
   std::string target;
@@ -48,11 +56,19 @@ struct forward_options {
   std::vector<std::string> drop_fields;
   /// Cookies removed from the Cookie field (the caller's own token cookie).
   std::vector<std::string> drop_cookies;
+};
+
+/// The settings, and what becomes of an upstream of type `Upstream` afterwards.
+template<class Upstream>
+struct basic_forward_options : forward_settings {
   /// Set: the upstream connection is kept alive (no `Connection: close`), and handed to
   /// this before `done` when the exchange ended with it reusable (the whole response read,
   /// the upstream keeping it open, no upgrade); unset: one exchange per upstream connection.
-  std::function<void(boost::asio::generic::stream_protocol::socket)> keep_upstream;
+  std::function<void(Upstream)> keep_upstream;
 };
+
+using forward_options = basic_forward_options<plain_upstream>;
+using tls_forward_options = basic_forward_options<tls_upstream>;
 
 /// How an exchange ended. `answered`: a response header reached the client, so the caller
 /// must not answer; otherwise the caller answers (502 upstream_failed, 413 body_too_large)
@@ -85,7 +101,7 @@ struct forward_outcome {
 /// with `Connection: upgrade` when `upgrade` is set), Expect (answered here), the caller's
 /// credential fields and cookies removed. Transfer-Encoding and Content-Length stay: they
 /// frame the body as it is sent on.
-void strip_request_fields(boost::beast::http::fields& f, const forward_options& o,
+void strip_request_fields(boost::beast::http::fields& f, const forward_settings& o,
                           bool upgrade);
 
 /// The same for a response header (hop-by-hop fields; Upgrade kept on a 101).
@@ -105,16 +121,42 @@ namespace http = beast::http;
 namespace net = boost::asio;
 using error_code = boost::system::error_code;
 
+template<class Upstream>
+struct is_tls : std::false_type {};
+template<class Next>
+struct is_tls<net::ssl::stream<Next>> : std::true_type {};
+
+/// A TLS upstream is closed by a close_notify sent (and the peer's awaited at most this
+/// long) after the exchange: it never delays the exchange's end.
+constexpr auto tls_shutdown_grace = std::chrono::seconds{2};
+
+/// Sends `s`'s close_notify, then closes it (the peer's reply awaited for the grace at most).
+inline void shut_down_tls(tls_upstream s) {
+  auto held = std::make_shared<tls_upstream>(std::move(s));
+  auto timer = std::make_shared<net::steady_timer>(held->get_executor(), tls_shutdown_grace);
+  timer->async_wait([held](error_code ec) {
+    if (ec) return;
+    error_code ignored;
+    beast::get_lowest_layer(*held).close(ignored);
+  });
+  held->async_shutdown([held, timer](error_code) {
+    timer->cancel();
+    error_code ignored;
+    beast::get_lowest_layer(*held).close(ignored);
+  });
+}
+
 /// The exchange's state; keeps itself alive through its handlers.
-template<class Client>
-class exchange : public std::enable_shared_from_this<exchange<Client>> {
+template<class Client, class Upstream>
+class exchange : public std::enable_shared_from_this<exchange<Client, Upstream>> {
 public:
-  using upstream_socket = net::generic::stream_protocol::socket;
+  using upstream_socket = Upstream;
   using steady = std::chrono::steady_clock;
+  static constexpr bool tls = is_tls<Upstream>::value;
 
   exchange(Client& client, beast::flat_buffer& client_buf,
            http::request_parser<http::empty_body>& head, upstream_socket upstream,
-           forward_options opts, std::function<void(forward_outcome)> done)
+           basic_forward_options<Upstream> opts, std::function<void(forward_outcome)> done)
       : client_(client)
       , client_buf_(client_buf)
       , req_parser_(std::move(head))
@@ -392,8 +434,9 @@ private:
   template<class To>
   void relay_read(To& to, std::vector<char>& chunk, bool upward) {
     auto self = this->shared_from_this();
+    if (!upward && tls_ending_) return tunnel_closed(false, false);
     auto on_read = [self, &to, &chunk, upward](error_code ec, size_t n) {
-      if (ec) return self->tunnel_closed(upward, ec != net::error::eof);
+      if (ec) return self->tunnel_closed(upward, !self->clean_end(ec, upward));
       self->touch();
       net::async_write(to, net::buffer(chunk.data(), n),
                        [self, &to, &chunk, upward](error_code ec, size_t) {
@@ -408,13 +451,29 @@ private:
       up_.async_read_some(net::buffer(chunk), std::move(on_read));
   }
 
+  /// A read of the tunnel ended the way a side ends it: EOF; from a TLS upstream also a
+  /// close without close_notify, and anything once the client's EOF ended its tunnel.
+  bool clean_end(error_code ec, bool upward) const {
+    if (ec == net::error::eof) return true;
+    if constexpr (tls)
+      return !upward && (tls_ending_ || ec == net::ssl::error::stream_truncated);
+    return false;
+  }
+
   /// One direction ended: a clean EOF is passed on as a half-close; an error closes both.
+  /// TLS has no half-close servers honour: the client's EOF ends a TLS upstream's tunnel
+  /// (the read from it is cancelled; finish() sends close_notify).
   void tunnel_closed(bool upward, bool failed) {
     error_code ignored;
     if (failed) {
       close_both();
     } else if (upward) {
-      up_.shutdown(net::socket_base::shutdown_send, ignored);
+      if constexpr (tls) {
+        tls_ending_ = true;
+        beast::get_lowest_layer(up_).cancel(ignored);
+      } else {
+        up_.shutdown(net::socket_base::shutdown_send, ignored);
+      }
     } else {
       client_.socket().shutdown(net::socket_base::shutdown_send, ignored);
     }
@@ -437,7 +496,7 @@ private:
 
   void close_both() {
     error_code ignored;
-    up_.close(ignored);
+    beast::get_lowest_layer(up_).close(ignored);
     client_.socket().shutdown(net::socket_base::shutdown_both, ignored);
     client_.socket().close(ignored);
   }
@@ -458,7 +517,10 @@ private:
     finished_ = true;
     watchdog_.cancel();
     error_code ignored;
-    up_.close(ignored);
+    // Nothing in flight on the upstream (the whole request went up, the response or the
+    // tunnel ended): a TLS one gets its close_notify.
+    close_upstream((what == forward_outcome::kind::done && request_sent_) ||
+                   what == forward_outcome::kind::upgraded);
     // The upload's read of the client may be in flight (the response ended first, or
     // failed): the connection is the caller's from here.
     bool cancelled = reading_client_;
@@ -480,13 +542,24 @@ private:
               [done = std::move(done), o = std::move(o)]() mutable { done(std::move(o)); });
   }
 
+  /// Closes the upstream unless it was handed back; `idle`: no operation is in flight on
+  /// it, so a TLS one can be shut down properly.
+  void close_upstream(bool idle) {
+    auto& sock = beast::get_lowest_layer(up_);
+    if (!sock.is_open()) return;
+    if constexpr (tls)
+      if (idle) return shut_down_tls(std::move(up_));
+    error_code ignored;
+    sock.close(ignored);
+  }
+
   static constexpr size_t tunnel_chunk = 16 * 1024;
 
   Client& client_;
   beast::flat_buffer& client_buf_;
   http::request_parser<http::buffer_body> req_parser_;
   upstream_socket up_;
-  forward_options opts_;
+  basic_forward_options<Upstream> opts_;
   std::function<void(forward_outcome)> done_;
   net::steady_timer watchdog_;
   steady::time_point last_ = steady::now();
@@ -518,6 +591,7 @@ private:
   bool request_sent_ = false;     ///< the whole request went up
   bool reading_client_ = false;   ///< the upload's read of the client is in flight
   bool body_unread_ = false;
+  bool tls_ending_ = false; ///< TLS tunnel: the client's EOF ends it
   unsigned status_ = 0;
   int directions_done_ = 0;
 };
@@ -528,25 +602,26 @@ private:
 /// bytes already read are in `client_buf`; the parser is taken over: moved from) to `upstream`,
 /// and the answer back, then calls `done` once, on the client's executor. `client` is a
 /// beast::basic_stream (its socket() is used for the tunnel) and `upstream` a connected socket
-/// on the same executor (a strand): every handler runs there. `client` and `client_buf` must
-/// outlive the call (the caller's connection object holds them, and `done` keeps it alive).
-template<class Client>
+/// (plain_upstream) or TLS stream (tls_upstream, handshake done) on the same executor (a
+/// strand): every handler runs there. `client` and `client_buf` must outlive the call (the
+/// caller's connection object holds them, and `done` keeps it alive).
+template<class Client, class Upstream>
 void forward_exchange(Client& client, boost::beast::flat_buffer& client_buf,
                       boost::beast::http::request_parser<boost::beast::http::empty_body>& head,
-                      boost::asio::generic::stream_protocol::socket upstream,
-                      forward_options opts, std::function<void(forward_outcome)> done) {
-  std::make_shared<detail::exchange<Client>>(client, client_buf, head, std::move(upstream),
-                                             std::move(opts), std::move(done))
+                      Upstream upstream, basic_forward_options<Upstream> opts,
+                      std::function<void(forward_outcome)> done) {
+  std::make_shared<detail::exchange<Client, Upstream>>(
+      client, client_buf, head, std::move(upstream), std::move(opts), std::move(done))
       ->start();
 }
 
 /// The same, for a caller that hands its parser over as an rvalue (it is moved from either
 /// way).
-template<class Client>
+template<class Client, class Upstream>
 void forward_exchange(Client& client, boost::beast::flat_buffer& client_buf,
                       boost::beast::http::request_parser<boost::beast::http::empty_body>&& head,
-                      boost::asio::generic::stream_protocol::socket upstream,
-                      forward_options opts, std::function<void(forward_outcome)> done) {
+                      Upstream upstream, basic_forward_options<Upstream> opts,
+                      std::function<void(forward_outcome)> done) {
   forward_exchange(client, client_buf, head, std::move(upstream), std::move(opts),
                    std::move(done));
 }

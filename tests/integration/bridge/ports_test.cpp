@@ -1,8 +1,10 @@
 // Service URLs through `serve` (bridge/API.md, "Service URLs"): a session's port reached
 // through the URL serve signs — HTTP, a server-sent stream line by line, a WebSocket — and
-// the tokens it refuses. A real serve, a real local control plane, real guests.
+// the tokens it refuses; the same with serve reaching its control plane over https (a wrong
+// certificate refused). A real serve, a real local control plane, real guests.
 
 #include "tests/integration/bridge/bridge_fixture.hpp"
+#include "tests/integration/bridge/tls_front.hpp"
 #include "tests/support/eventually.hpp"
 
 #include <boost/asio/connect.hpp>
@@ -82,6 +84,44 @@ protected:
     return eventually([&] { return get(path).status == 200; }, 30s, 50ms);
   }
 
+  /// The test server's /sse (10 lines, 0.3 s apart) read through `path`: each line as it
+  /// was sent, not held back.
+  void expect_sse_line_by_line(const std::string& path) const {
+    http_stream s{client(), "GET", path + "sse", {}};
+    ASSERT_EQ(s.status(), 200u);
+    EXPECT_EQ(s.headers().at("content-type"), "text/event-stream");
+    std::vector<std::chrono::steady_clock::time_point> at;
+    while (auto line = s.next_line(30s))
+      if (line->rfind("data: ", 0) == 0) {
+        EXPECT_EQ(*line, "data: " + std::to_string(at.size()));
+        at.push_back(std::chrono::steady_clock::now());
+      }
+    ASSERT_EQ(at.size(), 10u);
+    // The guest writes them 0.3 s apart: held back and sent at once, they would arrive
+    // together.
+    EXPECT_GT(at.back() - at.front(), 1500ms);
+  }
+
+  /// The test server's /ws echo through `path`: 1,000 messages round-trip.
+  void expect_websocket_echo(const std::string& path) const {
+    namespace net = boost::asio;
+    namespace websocket = boost::beast::websocket;
+    net::io_context io;
+    websocket::stream<net::ip::tcp::socket> ws{io};
+    ws.next_layer().connect({net::ip::make_address("127.0.0.1"), serve->port()});
+    ws.handshake("127.0.0.1:" + std::to_string(serve->port()), path + "ws");
+    ws.text(true);
+    for (int i = 0; i < 1000; ++i) {
+      auto msg =
+          "message " + std::to_string(i) + std::string(static_cast<size_t>(i % 200), 'x');
+      ws.write(net::buffer(msg));
+      boost::beast::flat_buffer buf;
+      ws.read(buf);
+      ASSERT_EQ(boost::beast::buffers_to_string(buf.data()), msg);
+    }
+    ws.close(websocket::close_code::normal);
+  }
+
   /// What the guest's servers logged (a failure's context).
   std::string logs(const std::string& id) const {
     return call("POST", "/v1/sessions/" + id + "/commands",
@@ -113,42 +153,16 @@ TEST_F(ports, a_server_sent_stream_arrives_line_by_line) {
   ASSERT_EQ(r.status, 200u) << r.body;
   auto path = path_of(field(r.body, "url"));
   ASSERT_TRUE(eventually([&] { return get(path + "nothing").status == 404; }, 30s, 50ms));
-  http_stream s{client(), "GET", path + "sse", {}};
-  ASSERT_EQ(s.status(), 200u);
-  EXPECT_EQ(s.headers().at("content-type"), "text/event-stream");
-  std::vector<std::chrono::steady_clock::time_point> at;
-  while (auto line = s.next_line(30s))
-    if (line->rfind("data: ", 0) == 0) {
-      EXPECT_EQ(*line, "data: " + std::to_string(at.size()));
-      at.push_back(std::chrono::steady_clock::now());
-    }
-  ASSERT_EQ(at.size(), 10u);
-  // The guest writes them 0.3 s apart: held back and sent at once, they would arrive
-  // together.
-  EXPECT_GT(at.back() - at.front(), 1500ms);
+  expect_sse_line_by_line(path);
 }
 
 TEST_F(ports, a_websocket_echo_round_trips_a_thousand_messages) {
-  namespace net = boost::asio;
-  namespace websocket = boost::beast::websocket;
   auto id = session_with_servers();
   auto r = expose(id, "8001");
   ASSERT_EQ(r.status, 200u) << r.body;
   auto path = path_of(field(r.body, "url"));
   ASSERT_TRUE(eventually([&] { return get(path + "nothing").status == 404; }, 30s, 50ms));
-  net::io_context io;
-  websocket::stream<net::ip::tcp::socket> ws{io};
-  ws.next_layer().connect({net::ip::make_address("127.0.0.1"), serve->port()});
-  ws.handshake("127.0.0.1:" + std::to_string(serve->port()), path + "ws");
-  ws.text(true);
-  for (int i = 0; i < 1000; ++i) {
-    auto msg = "message " + std::to_string(i) + std::string(static_cast<size_t>(i % 200), 'x');
-    ws.write(net::buffer(msg));
-    boost::beast::flat_buffer buf;
-    ws.read(buf);
-    ASSERT_EQ(boost::beast::buffers_to_string(buf.data()), msg);
-  }
-  ws.close(websocket::close_code::normal);
+  expect_websocket_echo(path);
 }
 
 TEST_F(ports, wrong_expired_and_unscoped_tokens_are_refused) {
@@ -256,6 +270,78 @@ TEST_F(ports, on_a_fleet_each_url_reaches_the_node_that_holds_the_guest) {
   for (auto& id : on)
     call("DELETE", "/v1/sessions/" + id);
   serve.reset(); // before its nodes
+}
+
+/// serve in front of an https control plane (the real local control plane behind a
+/// TLS-terminating front: it serves plain HTTP only), trusted through SSL_CERT_FILE as the
+/// control-plane client trusts it: the same URLs work, forwarded over TLS.
+class ports_over_tls : public ports {
+protected:
+  void SetUp() override {
+    runtime_fixture::SetUp();
+    front = std::make_unique<tls_front>(cp->port(), good);
+    // Trusted: the front's certificate, and one for another name (refused by the host-name
+    // check, not by the chain).
+    auto trusted = file("trusted.pem", good.cert_pem + elsewhere.cert_pem);
+    start_serve(
+        {{"GUESTFLOW_CONTROL_PLANE_URL", "https://localhost:" + std::to_string(front->port())},
+         {"SSL_CERT_FILE", trusted},
+         {"GUESTFLOW_PORT_URL_TTL_SECONDS", "600"}});
+  }
+
+  void TearDown() override {
+    front->present(good);
+    serve.reset();
+    ports::TearDown();
+    front.reset();
+  }
+
+  test_cert good = make_test_cert("gf-front", "DNS:localhost,IP:127.0.0.1");
+  test_cert elsewhere = make_test_cert("gf-elsewhere", "DNS:elsewhere.example");
+  test_cert untrusted = make_test_cert("gf-untrusted", "DNS:localhost,IP:127.0.0.1");
+  std::unique_ptr<tls_front> front;
+};
+
+TEST_F(ports_over_tls, http_sse_and_a_websocket_reach_the_guest_over_tls) {
+  auto id = session_with_servers();
+  auto listing = expose(id, "8000");
+  ASSERT_EQ(listing.status, 200u) << listing.body;
+  auto path = path_of(field(listing.body, "url"));
+  ASSERT_TRUE(answers(path)) << get(path).status << " " << get(path).body << "\n" << logs(id);
+  EXPECT_NE(get(path).body.find("hello.txt"), std::string::npos);
+  auto before = front->relayed();
+  EXPECT_EQ(get(path + "hello.txt").body, "hello from the guest\n");
+  EXPECT_GT(front->relayed(), before); // it went through the front, over TLS
+  auto r = expose(id, "8001");
+  ASSERT_EQ(r.status, 200u) << r.body;
+  auto app = path_of(field(r.body, "url"));
+  ASSERT_TRUE(eventually([&] { return get(app + "nothing").status == 404; }, 30s, 50ms));
+  expect_sse_line_by_line(app);
+  expect_websocket_echo(app);
+  // Many requests, one after another: each exchange's TLS connection is closed cleanly.
+  for (int i = 0; i < 50; ++i)
+    ASSERT_EQ(get(path + "hello.txt").body, "hello from the guest\n") << i;
+}
+
+TEST_F(ports_over_tls, a_wrong_certificate_is_refused_and_nothing_is_forwarded) {
+  auto id = session_with_servers();
+  auto r = expose(id, "8000");
+  ASSERT_EQ(r.status, 200u) << r.body;
+  auto path = path_of(field(r.body, "url"));
+  ASSERT_TRUE(answers(path)) << logs(id);
+  for (auto* cert : {&untrusted, &elsewhere}) {
+    front->present(*cert);
+    auto relayed = front->relayed();
+    auto refused = front->refused();
+    auto answer = get(path + "hello.txt");
+    EXPECT_EQ(answer.status, 503u) << answer.body;
+    EXPECT_NE(answer.body.find("unavailable"), std::string::npos) << answer.body;
+    EXPECT_NE(answer.body.find("TLS handshake"), std::string::npos) << answer.body;
+    EXPECT_EQ(front->relayed(), relayed); // no byte reached the control plane
+    EXPECT_GT(front->refused(), refused);
+  }
+  front->present(good);
+  EXPECT_EQ(get(path + "hello.txt").body, "hello from the guest\n");
 }
 
 } // namespace
