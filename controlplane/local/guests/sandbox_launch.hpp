@@ -21,14 +21,14 @@
 /// --die-with-parent must bind to B's *final* parent, not to A — and execs bwrap. bwrap's
 /// outer process is therefore the per-guest shim: not a child of the server, it survives
 /// the server's restart; killing it (or the cgroup) takes the sandbox down. Inside, bwrap's
-/// own pid 1 reaps every orphan, and the command (`sh` announcing readiness, then
-/// `exec sleep infinity`) keeps the sandbox alive.
+/// own pid 1 reaps every orphan, and the command — the control plane's own static init
+/// (guest_init.hpp, a sealed memfd), which announces readiness and then waits — keeps the
+/// sandbox alive.
 ///
 /// Images (image_store.hpp) change the root and nothing else: a rootfs image's tree is bound
 /// read-only at / instead of the host's /usr (B binds it onto a fixed mountpoint first, as
-/// it does the workspace, so the guest uid need not traverse the state dir), and its init is
-/// the control plane's own static program (guest_init.hpp), passed as a sealed memfd; a
-/// python-env image adds read-only binds of host directories at their own paths.
+/// it does the workspace, so the guest uid need not traverse the state dir); a python-env
+/// image adds read-only binds of host directories at their own paths.
 namespace guestflow::local {
 
 /// What stands between a guest and the host kernel: bwrap's namespaces (and the seccomp
@@ -80,7 +80,8 @@ struct launch_request {
   /// the workspace, each opened by the shim refusing every symlink and bound at its guest
   /// path after /workspace, read-only when asked.
   std::vector<sandbox_mount> mounts;
-  /// With `root`: a sealed, read-only memfd holding the guest init (guest_init.hpp).
+  /// A sealed, read-only memfd holding the guest init (guest_init.hpp); -1: the launch
+  /// makes one once per process and shares it.
   int init_fd = -1;
   std::chrono::milliseconds timeout{10000};
   /// A pool's fork template (fork_template.hpp) instead of a guest's init: this command
@@ -102,9 +103,10 @@ result<launched_init> launch_guest_init(const launch_request& req);
 
 /// The bwrap argv for `req` running `command` (used by launch_guest_init, and by benches
 /// to time raw bwrap with exactly the same sandbox). fd numbers are the launcher's: 3 ready
-/// pipe, 4 info pipe, 5 seccomp, 6-8 /etc/passwd, group, hosts, 9 the guest init (image
-/// roots only); the workspace is expected at /run/guestflow/workspace, an image root at
-/// /run/guestflow/rootfs and the ro_binds at /run/guestflow/ro/<i> (see sandbox_launch.cpp).
+/// pipe, 4 info pipe, 5 seccomp, 6-8 /etc/passwd, group, hosts, 9 the guest init (a fork
+/// template: its status pipe); the workspace is expected at /run/guestflow/workspace, an image
+/// root at /run/guestflow/rootfs and the ro_binds at /run/guestflow/ro/<i> (see
+/// sandbox_launch.cpp).
 std::vector<std::string> bwrap_argv(const launch_request& req,
                                     const std::vector<std::string>& command);
 

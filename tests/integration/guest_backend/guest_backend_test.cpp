@@ -250,7 +250,8 @@ TEST_F(guest_backend_test, runs_as_unprivileged_uid_without_capabilities) {
   for (pid_t pid : cgroup_pids(g.cgroup_dirs.front()))
     if (auto st = read_process_stat(pid); st && st->ppid == g.init_pid) init_cmd = pid;
   ASSERT_GT(init_cmd, 0);
-  EXPECT_EQ(slurp("/proc/" + std::to_string(init_cmd) + "/comm"), "sleep\n");
+  // The guest init (guest_init.hpp), exec'd by bwrap from its memfd as /proc/self/fd/9.
+  EXPECT_EQ(slurp("/proc/" + std::to_string(init_cmd) + "/comm"), "9\n");
   std::vector<std::string> fds;
   for (const auto& e : fs::directory_iterator("/proc/" + std::to_string(init_cmd) + "/fd"))
     fds.push_back(e.path().filename().string());
