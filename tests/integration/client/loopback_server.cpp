@@ -235,6 +235,7 @@ struct loopback_server::impl {
   mutable std::mutex mtx;
   std::condition_variable cv;
   std::map<std::pair<std::string, std::string>, handler> routes;
+  handler fallback; ///< for unrouted requests (empty: 404)
   std::map<std::pair<std::string, std::string>, size_t> hits;
   std::vector<http_request> requests;
   std::vector<std::string> server_names; ///< SNI of each completed TLS handshake
@@ -275,6 +276,11 @@ std::string loopback_server::url() const {
 void loopback_server::route(const std::string& method, const std::string& path, handler h) {
   std::lock_guard<std::mutex> lock(impl_->mtx);
   impl_->routes[{method, path}] = std::move(h);
+}
+
+void loopback_server::fallback(handler h) {
+  std::lock_guard<std::mutex> lock(impl_->mtx);
+  impl_->fallback = std::move(h);
 }
 
 std::shared_ptr<gate> loopback_server::make_gate() {
@@ -379,7 +385,10 @@ void loopback_server::serve(size_t index, std::shared_ptr<connection_io> io) {
       impl_->requests.push_back(req);
       ++impl_->version;
       auto r = impl_->routes.find({req.method, req.path});
-      if (r != impl_->routes.end()) h = r->second;
+      if (r != impl_->routes.end())
+        h = r->second;
+      else
+        h = impl_->fallback;
     }
     impl_->cv.notify_all();
     exchange ex(req, *io);

@@ -115,6 +115,8 @@ public:
 
   /// `path` without query. Unrouted requests get 404 with a fail envelope.
   void route(const std::string& method, const std::string& path, handler h);
+  /// Answers every request no route matches (a stand-in forwarding the rest elsewhere).
+  void fallback(handler h);
 
   /// A gate that `stop()` abandons, so a handler waiting on it never outlives the server.
   std::shared_ptr<gate> make_gate();
