@@ -132,6 +132,28 @@ TEST_F(createos_ports, a_guest_createos_gives_no_url_is_a_typed_error) {
   EXPECT_EQ(call("DELETE", "/v1/sessions/" + id).status, 200u);
 }
 
+TEST_F(createos_ports, a_reuse_flow_run_keeps_a_guest_created_with_ingress_and_its_url) {
+  auto run = call("POST", "/v1/components/run",
+                  R"({"flow_id":"f-createos","component_id":"c1","reuse":"flow",)"
+                  R"("program":"print('kept')\n"})");
+  ASSERT_EQ(run.status, 200u) << run.body << "\n" << serve->stderr_text();
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(run.body, m, std::regex{R"re("guest":"(gf-c-[^"]+)")re"}))
+      << run.body;
+  auto name = m[1].str();
+  std::string id;
+  for (auto& body : creates())
+    if (body.find("\"name\":\"" + name + "\"") != std::string::npos) {
+      EXPECT_NE(body.find("\"ingress_enabled\":true"), std::string::npos) << body;
+      for (auto& g : live_guests())
+        if (g.name == name) id = g.id;
+    }
+  ASSERT_FALSE(id.empty()) << "no create for " << name;
+  auto r = call("POST", "/v1/components/" + name + "/ports/8000");
+  ASSERT_EQ(r.status, 200u) << r.body;
+  EXPECT_EQ(r.body, R"({"url":")" + sdk_url(id, 8000) + R"(","expires_at":null})");
+}
+
 TEST_F(createos_ports, a_component_guest_gets_its_url_one_without_ingress_does_not) {
   auto with = guest_at_createos("gf-c-h40cstandin00000a", true);
   auto without = guest_at_createos("gf-c-h40cstandin00000b", false);
