@@ -26,16 +26,12 @@ constexpr const char* default_path = default_guest_path;
 
 using namespace spawn::exec;
 
-/// The namespaces the helper enters, in its order (spawn_helper/protocol.hpp).
-constexpr const char* namespaces[ns_count] = {"net", "ipc", "uts", "cgroup", "pid", "mnt"};
-
 std::string step_text(int32_t s) {
-  if (s >= step_setns_first && s < step_setns_first + ns_count)
-    return std::string{"entering the guest's "} + namespaces[s - step_setns_first] +
-           " namespace";
   switch (s) {
   case step_cgroup:
     return "joining the guest's cgroups";
+  case step_setns:
+    return "entering the guest's namespaces";
   case step_chroot:
     return "entering the guest's root";
   case step_setgroups:
@@ -181,17 +177,13 @@ result<exec_process> spawn_in_guest(const guest_runtime& g, const exec_request& 
   if (!setup.seccomp) return exec_failed("no seccomp filter", ec::unavailable);
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
 
-  // Handles on the init's namespaces and root, then proof that they are the init's: the
-  // pid still names the process with the recorded start time.
-  const auto proc = "/proc/" + std::to_string(g.init_pid);
-  unique_fd ns[ns_count];
-  for (int i = 0; i < ns_count; ++i) {
-    ns[i].reset(::open((proc + "/ns/" + namespaces[i]).c_str(), O_RDONLY | O_CLOEXEC));
-    if (!ns[i]) return exec_failed("the guest's init is gone");
-  }
-  unique_fd userns{::open((proc + "/ns/user").c_str(), O_RDONLY | O_CLOEXEC)};
-  unique_fd root{::open((proc + "/root").c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC)};
-  if (!userns || !root) return exec_failed("the guest's init is gone");
+  // Handles on the init (a pidfd: the helper enters its namespaces through it) and its
+  // root, then proof that they are the init's: the pid still names the process with the
+  // recorded start time.
+  unique_fd init{int(::syscall(SYS_pidfd_open, g.init_pid, 0))};
+  unique_fd root{::open(("/proc/" + std::to_string(g.init_pid) + "/root").c_str(),
+                        O_PATH | O_DIRECTORY | O_CLOEXEC)};
+  if (!init || !root) return exec_failed("the guest's init is gone"); // pidfds are O_CLOEXEC
   if (auto st = read_process_stat(g.init_pid);
       !st || st->start_time != g.init_start_time || st->state == 'Z' || st->state == 'X')
     return exec_failed("the guest's init is gone");
@@ -222,9 +214,7 @@ result<exec_process> spawn_in_guest(const guest_runtime& g, const exec_request& 
     seccomp_fd = *sec;
   }
   std::vector<int> fds{devnull.get(), io.out_w.get(), io.err_w.get(), io.status_w.get(),
-                       seccomp_fd,    root.get(),     userns.get()};
-  for (const auto& n : ns)
-    fds.push_back(n.get());
+                       seccomp_fd,    root.get(),     init.get()};
   for (const auto& f : procs)
     fds.push_back(f.get());
   fds.push_back(io.timing_w.get());

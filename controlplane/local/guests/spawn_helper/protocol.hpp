@@ -53,17 +53,17 @@ enum step : int32_t { step_watcher = 1, step_started, step_exited };
 /// `exec`: a command in a live guest (guest_exec.cpp). The timing pipe's write end follows
 /// the cgroup.procs files.
 namespace exec {
-constexpr int fd_status = 3, fd_seccomp = 4, fd_root = 5, fd_userns = 6, fd_ns_first = 7;
-/// The namespaces at fd_ns_first + i, entered in this order (the user namespace last:
-/// entering it first would leave the helper without the capabilities the other setns calls
-/// need in their owning namespace). The cgroup.procs files follow them.
-constexpr int ns_count = 6;
-constexpr int fd_cgroups_first = fd_ns_first + ns_count;
+/// fd_init: a pidfd of the guest's init. The helper enters its namespaces through it, all
+/// but the user namespace in one setns (net, ipc, uts, cgroup, pid, mnt), the user namespace
+/// last (entering it first would leave the helper without the capabilities the other
+/// namespaces need in their owning one). The cgroup.procs files follow it.
+constexpr int fd_status = 3, fd_seccomp = 4, fd_root = 5, fd_init = 6;
+constexpr int fd_cgroups_first = fd_init + 1;
 
 enum step : int32_t {
   step_cgroup = 1,
-  step_setns_first, // + index of the namespace
-  step_chroot = step_setns_first + ns_count,
+  step_setns,
+  step_chroot,
   step_setgroups,
   step_userns,
   step_clone,
