@@ -1,5 +1,6 @@
 // bench_control_plane [--iterations N] [--warmup N] [--concurrency LIST]
-//                     [--first-output-runs N] [--quick] [--out FILE] [--note TEXT]
+//                     [--first-output-runs N] [--new-connections] [--quick] [--out FILE]
+//                     [--note TEXT]
 //
 // What a guest costs on the local control plane, beside what the same sandbox costs with
 // nothing around it, all measured in ONE run on the same machine (ratios only compare
@@ -9,9 +10,14 @@
 // over loopback HTTP, to create a guest (deny-all egress, as the runtime asks by default),
 // PUT prog.py (one line: print('hello')) through the files API, exec `python3 prog.py`
 // (buffered; stdout checked), and delete it. C client threads (--concurrency, default
-// 1,8,32) each run lifecycles back to back, every request on its own connection, until the
-// load's N have finished (--iterations, default 192, after --warmup unmeasured ones,
-// default 24). Each load runs twice: on a plain control plane, and on a second one started
+// 1,8,32) each run lifecycles back to back until the load's N have finished (--iterations,
+// default 192, after --warmup unmeasured ones, default 24). The requests go through the
+// runtime's own client (controlplane/client, one per control plane), which keeps its
+// connections alive and reuses them, as every runtime that reaches a control plane does
+// (`guestflow code`, serve): the control plane's accept and close of a connection per
+// request is no part of a run's cost there. --new-connections sends every request on a
+// connection of its own instead (the tests' client), as this bench did up to 2026-12-07.
+// Each load runs twice: on a plain control plane, and on a second one started
 // with `--warm-pool s-1vcpu-256mb=C` (guests built ahead; the bench waits until the pool
 // is full before and after the measured window, so the window pays for its refills).
 // A build without --warm-pool prints "pool: not available in this build" instead.
@@ -41,7 +47,8 @@
 // Goals, each printed with its ratio and met/MISSED: (1) lifecycle runs/s at 8 concurrent
 // ≥ 0.80 × raw bwrap+python3 runs/s at 8; (2) CPU per lifecycle (control plane + helpers +
 // guests) ≤ 1.3 × raw bwrap+python3 CPU per run, at each concurrency; (3) with the pool,
-// first output p50 ≤ 10 ms; without it, ≤ 1.3 × raw bwrap+python3 p50 at concurrency 1.
+// first output p50 ≤ 10 ms; without it, ≤ 1.3 × raw bwrap+python3 p50 at concurrency 1;
+// (4) issue 39's target: CPU per lifecycle at 8 concurrent ≤ 1.2 × raw bwrap+python3's.
 //
 // Reproduce (root: guests need cgroups and the guest uid; 1-3 minutes on 2 cores, the
 // longer on a busy machine):
@@ -56,6 +63,7 @@
 #include "bench/summary.hpp"
 #include "common/numbers.hpp"
 #include "common/text.hpp"
+#include "controlplane/client/client.hpp"
 #include "messages/jsend.hpp"
 #include "messages/sandbox.hpp"
 #include "tests/integration/control_plane/control_plane_process.hpp"
@@ -81,6 +89,7 @@
 #include <vector>
 
 using namespace guestflow;
+using bench::await;
 using bench::percentile;
 using namespace guestflow::testing;
 using namespace std::chrono_literals;
@@ -91,6 +100,7 @@ namespace {
 constexpr double throughput_floor = 0.80; ///< goal 1: ≥ this × raw bwrap+python3 runs/s
 constexpr size_t throughput_at = 8;
 constexpr double cpu_ceiling = 1.3;           ///< goal 2: ≤ this × raw bwrap+python3 CPU/run
+constexpr double issue39_cpu_ceiling = 1.2;   ///< goal 4 (issue 39's), the same ratio at 8
 constexpr double pooled_first_output_ms = 10; ///< goal 3, with the pool: p50 ≤ this
 constexpr double unpooled_first_output_x = 1.3; ///< goal 3, without: ≤ this × raw p50 at 1
 constexpr const char* guest_shape = "s-1vcpu-256mb";
@@ -168,33 +178,43 @@ sandbox_created create_guest(http_client& client) {
   return *created;
 }
 
-/// create → put prog.py → exec `python3 prog.py` → delete, each request on its own
-/// connection. Returns the four steps' times; a failure after create still deletes.
-std::vector<double> lifecycle(uint16_t port) {
-  http_client client{port};
+/// The exec's answer checked: `python3 prog.py` printed hello and exited 0.
+void check_hello(const result<exec_result>& r) {
+  if (!r || r->exit_code != 0 || r->stdout_text != "hello\n")
+    throw std::runtime_error("exec python3 prog.py: " +
+                             (r ? "exit " + std::to_string(r->exit_code) + ", stdout '" +
+                                      r->stdout_text + "', stderr '" + r->stderr_text + "'"
+                                : r.error().message));
+}
+
+/// Times a lifecycle's steps: each call of done() ends one.
+struct step_clock {
   std::vector<double> steps;
-  auto t = steady::now();
-  auto step_done = [&] {
+  steady::time_point t = steady::now();
+  void done() {
     auto now = steady::now();
     steps.push_back(ms_between(t, now));
     t = now;
-  };
+  }
+};
+
+/// create → put prog.py → exec `python3 prog.py` → delete, each request on its own
+/// connection (--new-connections). Returns the four steps' times; a failure after create
+/// still deletes.
+std::vector<double> lifecycle(uint16_t port) {
+  http_client client{port};
+  step_clock clock;
   auto created = create_guest(client);
-  step_done();
+  clock.done();
   const auto base = "/v1/sandboxes/" + created.id;
   try {
     data_of(client.call("PUT", base + "/files?path=/workspace/prog.py", "print('hello')\n"),
             "put prog.py");
-    step_done();
-    auto r = decode<exec_result>(
+    clock.done();
+    check_hello(decode<exec_result>(
         data_of(client.call("POST", base + "/exec", R"({"cmd":"python3","args":["prog.py"]})"),
-                "exec"));
-    if (!r || r->exit_code != 0 || r->stdout_text != "hello\n")
-      throw std::runtime_error("exec python3 prog.py: " +
-                               (r ? "exit " + std::to_string(r->exit_code) + ", stdout '" +
-                                        r->stdout_text + "', stderr '" + r->stderr_text + "'"
-                                  : r.error().message));
-    step_done();
+                "exec")));
+    clock.done();
   } catch (...) {
     try {
       client.call("DELETE", base);
@@ -203,8 +223,53 @@ std::vector<double> lifecycle(uint16_t port) {
     throw;
   }
   data_of(client.call("DELETE", base), "delete");
-  step_done();
-  return steps;
+  clock.done();
+  return clock.steps;
+}
+
+/// The runtime's client for the control plane at `port`: its keep-alive pool, shared by
+/// every client thread of a load, as a runtime shares one client among its runs.
+std::shared_ptr<cp::client> runtime_client(uint16_t port) {
+  cp::endpoint ep;
+  ep.base_url = "http://127.0.0.1:" + std::to_string(port);
+  cp::client_config cfg;
+  cfg.lend_io_to_scheduler = false; // no actor system here: the client's own thread
+  auto c = cp::client::make(ep, cfg);
+  if (!c) throw std::runtime_error("client: " + c.error().message);
+  return *c;
+}
+
+/// The same lifecycle through the runtime's client (kept connections).
+std::vector<double> lifecycle(cp::client& client) {
+  constexpr auto limit = std::chrono::milliseconds{60'000};
+  auto ok = [](auto r, const char* what) {
+    if (!r) throw std::runtime_error(std::string{what} + " failed: " + r.error().message);
+    return *std::move(r);
+  };
+  step_clock clock;
+  sandbox_create_request req;
+  req.shape = guest_shape;
+  req.egress = egress_policy::deny_all();
+  auto created =
+      ok(await<sandbox_created>([&](auto cb) { client.create(req, limit, cb); }), "create");
+  clock.done();
+  try {
+    ok(await<bool>([&](auto cb) {
+         client.put_file(created.id, "/workspace/prog.py", "print('hello')\n", limit, cb);
+       }),
+       "put prog.py");
+    clock.done();
+    check_hello(await<exec_result>([&](auto cb) {
+      client.exec(created.id, exec_request{"python3", {"prog.py"}}, limit, cb);
+    }));
+    clock.done();
+  } catch (...) {
+    await<sandbox_deleted>([&](auto cb) { client.remove(created.id, limit, cb); });
+    throw;
+  }
+  ok(await<sandbox_deleted>([&](auto cb) { client.remove(created.id, limit, cb); }), "delete");
+  clock.done();
+  return clock.steps;
 }
 
 /// Where time to first output goes, over HTTP: create → PUT prog.py → streamed exec of
@@ -389,18 +454,22 @@ struct options {
   size_t iterations = 192, warmup = 24, first_output_runs = 40;
   std::vector<size_t> concurrency = {1, 8, 32};
   bool quick = false;
+  bool new_connections = false; ///< every lifecycle request on a connection of its own
   std::string out;
   std::string note; ///< a first line for the report (what the machine was doing)
 };
 
 constexpr const char* usage =
     "usage: bench_control_plane [--iterations N] [--warmup N] [--concurrency LIST]\n"
-    "                           [--first-output-runs N] [--quick] [--out FILE] [--note TEXT]\n"
+    "                           [--first-output-runs N] [--new-connections] [--quick]\n"
+    "                           [--out FILE] [--note TEXT]\n"
     "  --iterations N         measured lifecycles (and floor runs) per load, default 192\n"
     "  --warmup N             unmeasured runs before each load, default 24\n"
     "  --concurrency LIST     client threads per load, comma-separated, default 1,8,32\n"
     "  --first-output-runs N  runtime runs per control plane for time to first output, "
     "default 40\n"
+    "  --new-connections      every lifecycle request on a connection of its own (the\n"
+    "                         tests' client) instead of the runtime's kept connections\n"
     "  --quick                smoke: 8 runs per load at 1,8, 2 warm-up, 5 first-output runs\n"
     "  --out FILE             also write the report to FILE\n"
     "  --note TEXT            a first line for the report (e.g. \"busy machine: ...\")\n";
@@ -439,6 +508,8 @@ std::optional<options> parse_flags(int argc, char** argv) {
       o.out = argv[++i];
     } else if (a == "--note" && valued) {
       o.note = argv[++i];
+    } else if (a == "--new-connections") {
+      o.new_connections = true;
     } else if (a == "--quick") {
       o.quick = true;
     } else {
@@ -526,7 +597,8 @@ int main(int argc, char** argv) {
                               bool with_pool) {
       progress(what, c);
       const auto port = cp.port();
-      auto one = [port] { return lifecycle(port); };
+      auto client = opt.new_connections ? nullptr : runtime_client(port);
+      auto one = [port, client] { return client ? lifecycle(*client) : lifecycle(port); };
       closed_loop(c, opt.warmup, one);
       if (with_pool) wait_for_full_pool(port);
       auto before = sample_cp(cp);
@@ -614,6 +686,9 @@ int main(int argc, char** argv) {
                   "(%s, deny-all) -> PUT prog.py -> exec python3 prog.py -> delete",
                   opt.iterations, opt.warmup, guest_shape);
     say(line);
+    say(opt.new_connections ? "connections: one per lifecycle request (--new-connections)"
+                            : "connections: the runtime's client, kept alive and reused (as "
+                              "every runtime reaches a control plane)");
     say(pool_available ? std::string{"pool: a second control plane per concurrency C with "
                                      "--warm-pool "} +
                              guest_shape + "=C, full before and after each window"
@@ -726,6 +801,15 @@ int main(int argc, char** argv) {
                     r.what.c_str(), r.c, r.cpu_ms, floor->cpu_ms);
       say(line + ratio_line(r.cpu_ms / floor->cpu_ms, cpu_ceiling, false));
     }
+    for (const char* what : {"lifecycle", "lifecycle+pool"})
+      if (auto lc = find(what, throughput_at), floor = find("raw bwrap python3", throughput_at);
+          lc && floor) {
+        std::snprintf(line, sizeof(line),
+                      "  (4) issue 39: %s CPU per run at %zu / raw bwrap+python3's: %.2f / "
+                      "%.2f ms = ",
+                      what, throughput_at, lc->cpu_ms, floor->cpu_ms);
+        say(line + ratio_line(lc->cpu_ms / floor->cpu_ms, issue39_cpu_ceiling, false));
+      }
     if (first_pooled) {
       auto p50 = percentile(first_pooled->first_output_ms, 0.5);
       std::snprintf(line, sizeof(line),
