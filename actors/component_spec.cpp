@@ -72,8 +72,9 @@ result<component_plan> make_component_spec(const component_request& req,
   spec.create.isolation = where->isolation;
   spec.create.name = spec.name;
   spec.create.egress = std::move(where->egress);
-  // A kept guest can serve ports through serve's service URLs (bridge/API.md).
-  spec.create.ingress_enabled = plan.reusable;
+  // A kept guest can serve ports through serve's service URLs (bridge/API.md); on CreateOS,
+  // whose URLs are public, only when the operator opted in.
+  spec.create.ingress_enabled = plan.reusable && policy::ingress_allowed(s, provider);
   spec.create.auto_pause_after_seconds = plan.reusable ? reusable_auto_pause(s.timeout_seconds)
                                                        : backstop_auto_pause(s.timeout_seconds);
   // On a local control plane a reusable guest is persistent: stopped when idle (memory

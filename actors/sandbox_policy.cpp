@@ -71,6 +71,8 @@ result<sandbox_settings> settings_from_env(const env_map& env) {
   // Comma- or blank-separated, as Langflow reads it.
   if (auto v = lookup(env, "LANGFLOW_SANDBOX_ALLOWED_DOMAINS"))
     s.allowed_domains = split(*v, std::string{","} + std::string{blanks});
+  if (auto e = read_bool(env, "GUESTFLOW_CREATEOS_PUBLIC_INGRESS", s.createos_public_ingress))
+    return *e;
   if (auto v = lookup(env, "CREATEOS_SANDBOX_ROOTFS")) s.rootfs = *v;
   if (auto v = lookup(env, "GUESTFLOW_SHAPE")) s.pinned_shape = *v;
   if (auto v = lookup(env, "GUESTFLOW_ISOLATION")) s.isolation = *v;
@@ -149,6 +151,10 @@ std::optional<failure> isolation_refusal(const std::optional<std::string>& kind,
   return fail(ec::policy_refused, "GUESTFLOW_ISOLATION=" + *kind +
                                       " is not offered by this sandbox provider (it offers " +
                                       names + ")");
+}
+
+bool ingress_allowed(const sandbox_settings& s, const provider_info& p) {
+  return p.kind != cp::provider::createos || s.createos_public_ingress;
 }
 
 bool default_local_guest(const sandbox_settings& s) {

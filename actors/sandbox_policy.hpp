@@ -41,6 +41,9 @@ struct sandbox_settings {
   /// GUESTFLOW_ISOLATION: "namespaces" | "gvisor"; a run is refused where the provider does
   /// not offer it (never given a weaker guest).
   std::optional<std::string> isolation;
+  /// GUESTFLOW_CREATEOS_PUBLIC_INGRESS: CreateOS's ingress URLs are public (no
+  /// authentication), so there guests get one only when the operator opts in.
+  bool createos_public_ingress = false;
 };
 
 /// Reads the settings; a malformed value (e.g. a timeout of "abc") is bad_request naming
@@ -81,6 +84,11 @@ result<placement> place(const sandbox_settings& s, const provider_info& p,
 /// are not placed (the flow executor's).
 std::optional<failure> isolation_refusal(const std::optional<std::string>& kind,
                                          const provider_info& p);
+
+/// Whether a guest that may serve ports (a session's, a reusable component's) is created
+/// with `ingress_enabled`: always on a local control plane (its ingress needs the guest's
+/// secret or serve's signed token), on CreateOS only with GUESTFLOW_CREATEOS_PUBLIC_INGRESS.
+bool ingress_allowed(const sandbox_settings& s, const provider_info& p);
 
 /// Whether the settings leave a local sandbox run on the guest every default names: deny-all
 /// egress, no pinned shape or image, a memory floor the local minimum (256 MiB) covers. Only

@@ -237,8 +237,9 @@ void create(self_ptr self, const std::string& name, session_request req, info_pr
   create.name = name;
   create.egress = where->egress;
   // Every session guest can serve ports (bridge/API.md, "Service URLs"): serve reaches them
-  // with the control plane's key, and no port is reachable without a URL serve signed.
-  create.ingress_enabled = true;
+  // with the control plane's key, and no port is reachable without a URL serve signed. On
+  // CreateOS the URL is public, so only when the operator opted in.
+  create.ingress_enabled = policy::ingress_allowed(s, st.opts.provider);
   if (local(self)) {
     create.persistent = true;
     // This actor stops idle guests itself; the control plane's own idle TTL is the backstop

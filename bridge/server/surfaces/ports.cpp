@@ -101,8 +101,20 @@ std::function<void(exchange&, result<std::string>)> answer_url(server_context& c
   };
 }
 
-/// What both routes check first: the port and the body's ttl.
+/// On CreateOS without GUESTFLOW_CREATEOS_PUBLIC_INGRESS no guest was created with ingress
+/// (its URLs would be public): refused before CreateOS is asked anything.
+std::optional<failure> ingress_off(const server_context& ctx) {
+  const auto& cfg = ctx.svc.config();
+  if (policy::ingress_allowed(cfg.defaults, cfg.provider)) return std::nullopt;
+  return failure{ec::unavailable,
+                 "public ingress is off: CreateOS's service URLs are public (no "
+                 "authentication), so its guests are created without ingress; set "
+                 "GUESTFLOW_CREATEOS_PUBLIC_INGRESS=true on serve to turn it on"};
+}
+
+/// What both routes check first: public ingress, the port and the body's ttl.
 result<std::pair<uint16_t, uint32_t>> port_and_ttl(exchange& ex, server_context& ctx) {
+  if (auto off = ingress_off(ctx)) return *off;
   auto port = parse_uint_as<uint16_t>(ex.params().path("port"), 1);
   if (!port) return fail(ec::bad_request, "port: expected an integer in 1..65535");
   auto ttl = ttl_of(ex, ctx);

@@ -1,7 +1,9 @@
 // Service URLs on CreateOS (bridge/API.md, "Service URLs"): serve in front of a CreateOS
 // stand-in (createos/stand_in.hpp: a real local control plane and real guests behind it,
 // CreateOS's documented ingress fields on its answers) hands back CreateOS's own URL for a
-// port, in the SDK's format, and a typed error for a guest CreateOS gives none.
+// port, in the SDK's format, and a typed error for a guest CreateOS gives none — once the
+// operator opted in (GUESTFLOW_CREATEOS_PUBLIC_INGRESS): by default no guest is created with
+// ingress there, and both ports routes say how to turn it on without asking CreateOS.
 
 #include "messages/jsend.hpp"
 #include "messages/json_codec.hpp"
@@ -24,17 +26,28 @@ class createos_ports : public bridge_fixture {
 protected:
   std::unique_ptr<createos_stand_in> createos;
 
+  /// GUESTFLOW_CREATEOS_PUBLIC_INGRESS on serve ("" = unset: the default).
+  virtual std::string public_ingress() const { return "true"; }
+
+  /// serve's environment in front of the stand-in.
+  std::map<std::string, std::string> createos_env() const {
+    std::map<std::string, std::string> e{
+        // No local control plane named: the CreateOS key selects CreateOS at the stand-in.
+        {"GUESTFLOW_CONTROL_PLANE_URL", ""},
+        {"CREATEOS_SANDBOX_API_KEY", "stand-in-key"},
+        {"CREATEOS_SANDBOX_BASE_URL", createos->url()},
+        // CreateOS's deny-all keeps the metadata address open (DESIGN.md).
+        {"LANGFLOW_SANDBOX_CREATEOS_ACCEPT_EGRESS_EXCEPTIONS", "true"},
+        // The stand-in's rootfs catalog is the local control plane's images.
+        {"CREATEOS_SANDBOX_ROOTFS", "debian:12"}};
+    if (!public_ingress().empty()) e["GUESTFLOW_CREATEOS_PUBLIC_INGRESS"] = public_ingress();
+    return e;
+  }
+
   void SetUp() override {
     runtime_fixture::SetUp();
     createos = std::make_unique<createos_stand_in>(cp->port(), domain);
-    // No local control plane named: the CreateOS key selects CreateOS at the stand-in.
-    start_serve({{"GUESTFLOW_CONTROL_PLANE_URL", ""},
-                 {"CREATEOS_SANDBOX_API_KEY", "stand-in-key"},
-                 {"CREATEOS_SANDBOX_BASE_URL", createos->url()},
-                 // CreateOS's deny-all keeps the metadata address open (DESIGN.md).
-                 {"LANGFLOW_SANDBOX_CREATEOS_ACCEPT_EGRESS_EXCEPTIONS", "true"},
-                 // The stand-in's rootfs catalog is the local control plane's images.
-                 {"CREATEOS_SANDBOX_ROOTFS", "debian:12"}});
+    start_serve(createos_env());
   }
 
   void TearDown() override {
@@ -67,6 +80,15 @@ protected:
     auto t = createos_stand_in::template_for(id, domain);
     t.replace(t.find("<port>"), 6, std::to_string(port));
     return "http:" + t.substr(6);
+  }
+
+  /// Requests to CreateOS from index `from` on that read guest `id`'s view.
+  size_t views_of(const std::string& id, size_t from = 0) const {
+    auto all = createos->requests();
+    size_t n = 0;
+    for (size_t i = from; i < all.size(); ++i)
+      n += all[i].method == "GET" && all[i].path == "/v1/sandboxes/" + id;
+    return n;
   }
 
   /// A guest made at CreateOS directly (as a reuse: "flow" run leaves one), by name.
@@ -164,6 +186,85 @@ TEST_F(createos_ports, a_component_guest_gets_its_url_one_without_ingress_does_n
   EXPECT_EQ(none.status, 503u) << none.body;
   EXPECT_NE(none.body.find(without), std::string::npos) << none.body;
   EXPECT_EQ(call("POST", "/v1/components/gf-c-h40cstandin00000c/ports/9000").status, 404u);
+}
+
+/// serve as it starts on CreateOS by default: public ingress off.
+class createos_ports_default : public createos_ports {
+protected:
+  std::string public_ingress() const override { return ""; }
+
+  /// The refusal both ports routes give then: 503 unavailable naming the setting.
+  static void expect_ingress_off(const http_reply& r) {
+    EXPECT_EQ(r.status, 503u) << r.body;
+    EXPECT_NE(r.body.find("\"unavailable\""), std::string::npos) << r.body;
+    EXPECT_NE(r.body.find("public ingress is off"), std::string::npos) << r.body;
+    EXPECT_NE(r.body.find("GUESTFLOW_CREATEOS_PUBLIC_INGRESS=true"), std::string::npos)
+        << r.body;
+    EXPECT_EQ(r.body.find("http://"), std::string::npos) << r.body;
+  }
+};
+
+TEST_F(createos_ports_default, a_session_guest_has_no_ingress_and_its_port_route_says_so) {
+  auto [id, guest] = session("closed");
+  ASSERT_FALSE(guest.empty());
+  auto sent = creates();
+  ASSERT_EQ(sent.size(), 1u);
+  EXPECT_NE(sent[0].find("\"ingress_enabled\":false"), std::string::npos) << sent[0];
+  // CreateOS itself says the guest has none.
+  auto port = static_cast<uint16_t>(std::stoi(createos->url().substr(17)));
+  auto view = http_client{port}.call("GET", "/v1/sandboxes/" + guest);
+  EXPECT_NE(view.body.find("\"ingress_enabled\":false"), std::string::npos) << view.body;
+
+  // Refused before CreateOS is asked anything about the guest, a ttl or not.
+  auto before = createos->requests().size();
+  expect_ingress_off(call("POST", "/v1/sessions/" + id + "/ports/8080"));
+  expect_ingress_off(
+      call("POST", "/v1/sessions/" + id + "/ports/8080", R"({"ttl_seconds":60})"));
+  EXPECT_EQ(views_of(guest, before), 0u);
+  EXPECT_EQ(call("DELETE", "/v1/sessions/" + id).status, 200u);
+  EXPECT_TRUE(test_support::eventually([&] { return live_guests().empty(); }, 60s, 50ms));
+}
+
+TEST_F(createos_ports_default, a_reuse_flow_guest_has_no_ingress_and_its_port_route_says_so) {
+  auto run = call("POST", "/v1/components/run",
+                  R"({"flow_id":"f-closed","component_id":"c1","reuse":"flow",)"
+                  R"("program":"print('kept')\n"})");
+  ASSERT_EQ(run.status, 200u) << run.body << "\n" << serve->stderr_text();
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(run.body, m, std::regex{R"re("guest":"(gf-c-[^"]+)")re"}))
+      << run.body;
+  auto name = m[1].str();
+  std::string id;
+  for (auto& g : live_guests())
+    if (g.name == name) id = g.id;
+  ASSERT_FALSE(id.empty()) << "no live guest " << name;
+  bool created = false;
+  for (auto& body : creates())
+    if (body.find("\"name\":\"" + name + "\"") != std::string::npos) {
+      created = true;
+      EXPECT_NE(body.find("\"ingress_enabled\":false"), std::string::npos) << body;
+    }
+  EXPECT_TRUE(created) << "no create for " << name;
+
+  auto before = createos->requests().size();
+  expect_ingress_off(call("POST", "/v1/components/" + name + "/ports/8000"));
+  EXPECT_EQ(views_of(id, before), 0u);
+  // Even a guest CreateOS made with ingress (by someone else) gets no URL from this serve.
+  guest_at_createos("gf-c-h40c2standin0000a", true);
+  expect_ingress_off(call("POST", "/v1/components/gf-c-h40c2standin0000a/ports/8000"));
+}
+
+TEST_F(createos_ports_default, a_malformed_setting_refuses_to_start) {
+  auto e = createos_env();
+  e["GUESTFLOW_CREATEOS_PUBLIC_INGRESS"] = "publicly";
+  auto r = control_plane_process::run_to_exit({"serve", "--listen", "127.0.0.1:0"}, env(e));
+  EXPECT_EQ(r.status, 2) << r.stderr_text;
+  EXPECT_NE(r.stderr_text.find("GUESTFLOW_CREATEOS_PUBLIC_INGRESS: expected true or false, "
+                               "got 'publicly'"),
+            std::string::npos)
+      << r.stderr_text;
+  // Nothing was created at CreateOS.
+  EXPECT_EQ(creates().size(), 0u);
 }
 
 } // namespace

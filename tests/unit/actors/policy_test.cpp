@@ -43,6 +43,26 @@ TEST(settings, parses_lists_booleans_and_pins) {
   EXPECT_EQ(s->pinned_shape, "s-1vcpu-512mb"); // "auto" pins nothing
 }
 
+TEST(settings, public_ingress_is_off_on_createos_until_the_operator_opts_in) {
+  auto s = settings_from_env({});
+  ASSERT_TRUE(s);
+  EXPECT_FALSE(s->createos_public_ingress);
+  EXPECT_FALSE(ingress_allowed(*s, createos_provider()));
+  EXPECT_TRUE(ingress_allowed(*s, local_provider())); // secret-guarded there
+  auto on = settings_from_env({{"GUESTFLOW_CREATEOS_PUBLIC_INGRESS", "1"}});
+  ASSERT_TRUE(on);
+  EXPECT_TRUE(ingress_allowed(*on, createos_provider()));
+  EXPECT_TRUE(ingress_allowed(*on, local_provider()));
+  auto off = settings_from_env({{"GUESTFLOW_CREATEOS_PUBLIC_INGRESS", "off"}});
+  ASSERT_TRUE(off);
+  EXPECT_FALSE(ingress_allowed(*off, createos_provider()));
+  auto bad = settings_from_env({{"GUESTFLOW_CREATEOS_PUBLIC_INGRESS", "public"}});
+  ASSERT_FALSE(bad);
+  EXPECT_EQ(bad.error().code, ec::bad_request);
+  EXPECT_EQ(bad.error().message,
+            "GUESTFLOW_CREATEOS_PUBLIC_INGRESS: expected true or false, got 'public'");
+}
+
 TEST(policy_gate, domain_allowlist_is_refused_on_every_provider_without_support) {
   sandbox_settings s;
   s.allowed_domains = {"pypi.org"};

@@ -92,6 +92,30 @@ TEST(component_spec, reuse_flow_names_the_guest_by_key_and_pauses_just_above_the
   EXPECT_EQ(open->spec.create.egress, egress_policy::allow_all());
 }
 
+TEST(component_spec, a_reusable_guest_on_createos_has_ingress_only_when_opted_in) {
+  policy::sandbox_settings s;
+  s.accept_egress_exceptions = true; // CreateOS's deny-all hole is not what this is about
+  auto createos = policy::createos_provider();
+  auto big = catalog();
+  big.data.push_back({"s-2vcpu-4gb", 2, 4096, 8192});
+  std::mt19937_64 rng{7};
+  auto closed = make_component_spec(python_request(reuse_mode::flow), s, createos, big,
+                                    "abc123", 5 << 20, rng);
+  ASSERT_TRUE(closed) << closed.error().message;
+  EXPECT_TRUE(closed->reusable);
+  EXPECT_FALSE(closed->spec.create.ingress_enabled); // its URL would be public
+  s.createos_public_ingress = true;
+  auto open = make_component_spec(python_request(reuse_mode::flow), s, createos, big, "abc123",
+                                  5 << 20, rng);
+  ASSERT_TRUE(open) << open.error().message;
+  EXPECT_TRUE(open->spec.create.ingress_enabled);
+  EXPECT_EQ(open->spec.name, closed->spec.name); // the same guest either way
+  auto once = make_component_spec(python_request(reuse_mode::none), s, createos, big, "abc123",
+                                  5 << 20, rng);
+  ASSERT_TRUE(once);
+  EXPECT_FALSE(once->spec.create.ingress_enabled); // an ephemeral guest serves no ports
+}
+
 TEST(component_spec, reuse_none_is_an_ephemeral_guest_of_this_owner) {
   policy::sandbox_settings s;
   std::mt19937_64 rng{7};
