@@ -37,6 +37,8 @@ pid_t spawn(const std::vector<std::string>& args, const std::map<std::string, st
       ::setenv(k.c_str(), v.c_str(), 1);
     std::vector<char*> argv;
     std::string bin = GUESTFLOW_BIN;
+    // A private copy (a bench's A/B of two trees, or one safe from a relink mid-run).
+    if (const char* copy = std::getenv("GUESTFLOW_TEST_BINARY"); copy && *copy) bin = copy;
     argv.push_back(bin.data());
     std::vector<std::string> copy = args;
     for (auto& a : copy)
