@@ -38,12 +38,17 @@ def create_backend() -> GuestflowSandboxBackend:
 
 def expose_port(session_id: str, port: int, *, ttl_seconds: int | None = None, url: str | None = None, token: str | None = None) -> str:
     """A URL that reaches ``port`` inside agent session ``session_id``'s guest (HTTP,
-    server-sent streams, WebSockets) until it expires (the server's
-    ``GUESTFLOW_PORT_URL_TTL_SECONDS``, one hour by default, or ``ttl_seconds`` if less).
+    server-sent streams, WebSockets). On a local control plane it lives until it expires
+    (the server's ``GUESTFLOW_PORT_URL_TTL_SECONDS``, one hour by default, or ``ttl_seconds``
+    if less) and carries its own token: whoever holds it reaches that port, nothing else,
+    without the server's bearer token.
 
-    The URL carries its own token: whoever holds it reaches that port, nothing else, without
-    the server's bearer token. ``url``/``token`` default to ``GUESTFLOW_URL`` and
-    ``GUESTFLOW_TOKEN``. Raises ``GuestflowError`` (404 for an unknown session).
+    On CreateOS it is CreateOS's own URL, public and without expiry (leave ``ttl_seconds``
+    unset), and only when the server runs with ``GUESTFLOW_CREATEOS_PUBLIC_INGRESS=true``;
+    otherwise ``GuestflowError`` 503 ``unavailable`` naming that setting.
+
+    ``url``/``token`` default to ``GUESTFLOW_URL`` and ``GUESTFLOW_TOKEN``. Raises
+    ``GuestflowError`` (404 for an unknown session).
     """
     from urllib.parse import quote
 

@@ -341,9 +341,13 @@ class GuestflowSandbox(_SandboxBase or _DuckSandbox):  # type: ignore[misc]
     def expose_port(self, port: int, *, ttl_seconds: int | None = None) -> str:
         """A URL that reaches ``port`` inside this guest — a web app, a notebook, an MCP
         server the agent started in the background — over HTTP, server-sent streams and
-        WebSockets, until it expires (the server's ``GUESTFLOW_PORT_URL_TTL_SECONDS``, or
-        ``ttl_seconds`` if less). The URL carries its own scoped token: hand it to a user
-        or a browser as is. Raises ``ValueError`` for a port outside 1..65535."""
+        WebSockets. On a local control plane it lives until it expires (the server's
+        ``GUESTFLOW_PORT_URL_TTL_SECONDS``, or ``ttl_seconds`` if less) and carries its own
+        scoped token: hand it to a user or a browser as is. On CreateOS it is CreateOS's own
+        public URL, which does not expire (leave ``ttl_seconds`` unset), and only when the
+        server runs with ``GUESTFLOW_CREATEOS_PUBLIC_INGRESS=true``; otherwise
+        ``GuestflowError`` 503 ``unavailable`` naming that setting. Raises ``ValueError`` for
+        a port outside 1..65535."""
         if isinstance(port, bool) or not isinstance(port, int) or not 1 <= port <= 65535:
             msg = f"port must be an integer in 1..65535, got {port!r}"
             raise ValueError(msg)
