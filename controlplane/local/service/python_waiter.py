@@ -154,9 +154,10 @@ def _wait_with_deadline(pid, seconds):
     os._exit(124 if timed_out else os.waitstatus_to_exitcode(status))
 
 
-def _main(data=None):
+def _main(data=None, timed_by=None):
     # `data`: a request handed over by a fork template's guest (guests/fork_template.py),
-    # which imported the preload before it was forked.
+    # which imported the preload before it was forked; `timed_by(seconds)`: that guest's
+    # init keeps the request's timeout instead of a forked watcher here.
     if _PRELOAD and data is None:
         _preload(_PRELOAD)
         # What the preload made is never garbage: kept out of every collection, so the run's
@@ -175,7 +176,9 @@ def _main(data=None):
         k, _, v = e.partition(b"=")
         os.environb[k] = v
     os.chdir(cwd)
-    if timeout:
+    if timeout and timed_by:
+        timed_by(_seconds(timeout))
+    elif timeout:
         try:
             os.setpgid(0, 0)
         except OSError:
