@@ -403,11 +403,7 @@ def price_at8(binary, work, prefix, site, spec_path, graph, runs, pool, say):
         if rec:
             roots = {os.getpid(): "bench (client)", serve.p.pid: "serve",
                      cp.p.pid: "control plane*"}
-            mark = "guestflow fork template"
-            for pid, c in rec.tree[1].items():  # the template: the first python3 of its line
-                par = rec.tree[1].get(rec.tree[0].get(pid), "")
-                if c.startswith("python3 -c " + "# " + mark) and not par.startswith("python3"):
-                    roots[pid] = "template*"
+            roots.update(sched_price.fork_roots(rec.tree))
             r["sched"] = sched_price.account(rec.path, rec.tree, t0, t1, roots)
         return r
 
@@ -495,7 +491,8 @@ def price_at8(binary, work, prefix, site, spec_path, graph, runs, pool, say):
         for k, v in row.items():
             steps.setdefault(k, []).append(v * 1000)
     slow = [(c[1] - t0, c[3] - c[1]) for c in calls if c[0] == "create" and c[3] - c[1] > 0.05]
-    say("  creates over 50 ms (misses build a guest): %s" % (", ".join(
+    say("  creates over 50 ms (a miss builds its guest; a create may wait for a clone in "
+        "flight): %s" % (", ".join(
         "at +%.0f ms took %.0f ms" % (a * 1000, b * 1000) for a, b in slow) or "none"))
     say("  each run's steps at 8, p50 ms (%d runs matched):" % len(steps.get("delete", [])))
     for k, v in steps.items():

@@ -20,9 +20,9 @@ LINE = re.compile(r"^\s*(\d+)/(\d+)\s+\[(\d+)\]\s+([\d.]+):\s+(\S+):\s+(.*)$")
 
 
 def proc_tree():
-    """tid -> parent task (a thread's process, a process's parent), tid -> cmdline, and the
-    tids that are threads (not a process's first), for every task alive now."""
-    parent, cmd, threads = {}, {}, set()
+    """tid -> parent task (a thread's process, a process's parent), tid -> cmdline, the tids
+    that are threads (not a process's first), and pid -> comm, for every task alive now."""
+    parent, cmd, threads, comms = {}, {}, set(), {}
     for p in os.listdir("/proc"):
         if not p.isdigit():
             continue
@@ -31,6 +31,8 @@ def proc_tree():
                 ppid = int(f.read().rsplit(")", 1)[1].split()[1])
             with open("/proc/%s/cmdline" % p, "rb") as f:
                 c = f.read().replace(b"\0", b" ").decode(errors="replace")
+            with open("/proc/%s/comm" % p) as f:
+                comms[int(p)] = f.read().strip()
             tids = os.listdir("/proc/%s/task" % p)
         except OSError:
             continue
@@ -41,7 +43,7 @@ def proc_tree():
                 parent[int(t)] = int(p)
                 cmd[int(t)] = c
                 threads.add(int(t))
-    return parent, cmd, threads
+    return parent, cmd, threads, comms
 
 
 class Recorder:
@@ -64,11 +66,28 @@ class Recorder:
         self.p.wait(60)
 
 
+def fork_roots(tree):
+    """The fork templates' processes as roots: "template*" (its clones +1, their runs +2,
+    what a run forks +3) and its keeper, the sandbox's reaper, if it has one."""
+    roots, mark = {}, "python3 -c # guestflow fork template"
+    parent, cmd, _threads, comms = tree
+    for pid, c in cmd.items():
+        if not c.startswith(mark) or pid in _threads:
+            continue
+        up = cmd.get(parent.get(pid), "")
+        if comms.get(pid) == "fork-keeper":
+            roots[pid] = "fork keeper"
+        elif not up.startswith("python3") or comms.get(parent.get(pid)) == "fork-keeper":
+            roots[pid] = "template*"
+    return roots
+
+
 def account(path, tree, t0, t1, roots):
     """On-CPU ms per class and off-CPU ms (runnable waiting, asleep) per class in [t0, t1].
     `roots`: pid -> class name for tasks whose descendants (threads, children) share it
-    unless a nearer root names them; tasks under none: "kernel" (kthreadd's) or "other";
-    `depth_split`: a root class whose descendants by depth are named "CLASS+1", "CLASS+2"."""
+    unless a nearer root names them; tasks under none: "kernel" (kthreadd's) or "other". A
+    name ending in "*" splits its descendants by depth: "CLASS+1" its children, ... "CLASS+4"
+    and deeper (a thread counts as its process)."""
     out = subprocess.run(["perf", "script", "-i", path, "-F", "pid,tid,cpu,time,event,trace"],
                          capture_output=True, text=True).stdout
     parent, cmd = dict(tree[0]), tree[1]
@@ -120,7 +139,7 @@ def account(path, tree, t0, t1, roots):
             if x in roots:
                 name = roots[x]
                 return name if depth == 0 or not name.endswith("*") else "%s+%d" % (
-                    name.rstrip("*"), min(depth, 3))
+                    name.rstrip("*"), min(depth, 4))
             if x == 2:
                 return "kernel"
             if x in proc:  # a thread: its process, at the same depth
