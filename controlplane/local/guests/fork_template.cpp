@@ -15,6 +15,7 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/un.h>
+#include <system_error>
 #include <unistd.h>
 
 namespace guestflow::local {
@@ -91,18 +92,23 @@ unique_fd accept_peer(int listener, clock_type::time_point deadline, pid_t& pid)
   return c;
 }
 
-/// Whether a process of the pid namespace `pid` belongs to (a template's bwrap pid 1 or its
-/// python3) is a guest cloned from it: its /proc lists more than bwrap's pid 1 and the
-/// template. Guests live in the template's pid namespace and die with it.
+/// Whether a process of the pid namespace `pid` belongs to (a template's bwrap pid 1, its
+/// keeper or the template) is a guest cloned from it: a process there in a pid namespace of
+/// its own. Guests live in the template's pid namespace and die with its sandbox.
 bool clones_alive(pid_t pid) {
   std::error_code ec;
-  size_t n = 0;
-  for (const auto& e :
-       fs::directory_iterator{"/proc/" + std::to_string(pid) + "/root/proc", ec}) {
+  const auto base = "/proc/" + std::to_string(pid);
+  const auto own = fs::read_symlink(base + "/ns/pid", ec);
+  if (ec) return false;
+  for (const auto& e : fs::directory_iterator{base + "/root/proc", ec}) {
     auto name = e.path().filename().string();
-    if (!name.empty() && name.find_first_not_of("0123456789") == std::string::npos) ++n;
+    if (name.empty() || name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::error_code ns_ec;
+    auto ns = fs::read_symlink(e.path() / "ns" / "pid", ns_ec);
+    if (ns_ec == std::errc::no_such_file_or_directory) continue; // it just ended
+    if (ns_ec || ns != own) return true;                         // unreadable: kept, as in use
   }
-  return n > 2;
+  return false;
 }
 
 /// Whether `pid` is in a pid namespace other than this process's (the outer bwrap, the
@@ -209,7 +215,9 @@ result<std::unique_ptr<fork_template>> fork_template::start(
   t->conn_ = accept_peer(t->listen_.get(), deadline, pid);
   auto st = pid > 0 ? read_process_stat(pid) : std::nullopt;
   auto hello = t->conn_ ? read_packet(t->conn_.get(), deadline) : std::string{};
-  if (!t->conn_ || !st || st->ppid != rt->init_pid || hello.rfind("template\n", 0) != 0)
+  // Its parent is the keeper (fork_template.py's keep()), bwrap's pid 1's child.
+  auto keeper = st ? read_process_stat(st->ppid) : std::nullopt;
+  if (!t->conn_ || !keeper || keeper->ppid != rt->init_pid || hello.rfind("template\n", 0) != 0)
     return fail(ec::unavailable, "fork template: it did not connect as the template");
   t->template_pid_ = pid;
   size_t at = 0;
@@ -240,22 +248,26 @@ bool fork_template::alive() const {
 }
 
 result<launched_init> fork_template::clone(const launch_request& req, unique_fd& ctl) {
-  std::lock_guard<std::mutex> lock{mu_};
   const auto deadline = clock_type::now() + clone_timeout;
-  if (!conn_ || !send_packet(conn_.get(), req.id + " " + req.hostname + "\n"))
-    return fail(ec::unavailable, "fork template: it is gone");
   pid_t pid = 0;
   unique_fd c;
-  for (;;) {
-    c = accept_peer(listen_.get(), deadline, pid);
-    if (!c) return fail(ec::unavailable, "fork template: the clone did not connect in time");
-    auto st = read_process_stat(pid);
-    auto hello = read_packet(c.get(), deadline);
-    if (st && st->ppid == template_pid_ && hello == "guest " + req.id + "\n") break;
-    if (st && st->ppid == template_pid_ && hello.rfind("error " + req.id + " ", 0) == 0)
-      return fail(ec::unavailable,
-                  "fork template: the clone failed: " + hello.substr(7 + req.id.size(), 300));
-    if (st && st->ppid == template_pid_) kill_pid(pid); // an earlier, abandoned clone
+  {
+    // One request at a time until its clone has connected (the connection that comes is
+    // its); the clone's setup, from its cgroups on, runs beside other builders' clones.
+    std::lock_guard<std::mutex> lock{mu_};
+    if (!conn_ || !send_packet(conn_.get(), req.id + " " + req.hostname + "\n"))
+      return fail(ec::unavailable, "fork template: it is gone");
+    for (;;) {
+      c = accept_peer(listen_.get(), deadline, pid);
+      if (!c) return fail(ec::unavailable, "fork template: the clone did not connect in time");
+      auto st = read_process_stat(pid);
+      auto hello = read_packet(c.get(), deadline);
+      if (st && st->ppid == template_pid_ && hello == "guest " + req.id + "\n") break;
+      if (st && st->ppid == template_pid_ && hello.rfind("error " + req.id + " ", 0) == 0)
+        return fail(ec::unavailable,
+                    "fork template: the clone failed: " + hello.substr(7 + req.id.size(), 300));
+      if (st && st->ppid == template_pid_) kill_pid(pid); // an earlier, abandoned clone
+    }
   }
   auto undo = [&](const std::string& why) -> failure {
     kill_pid(pid);

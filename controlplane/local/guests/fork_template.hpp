@@ -45,7 +45,9 @@ public:
   static constexpr size_t max_slots = 8;
 
   /// Kills templates a dead server of this state dir left (every slot) but those whose
-  /// clones still run: guests live in their template's pid namespace and die with it.
+  /// clones still run: guests live in their template's pid namespace and die with its
+  /// sandbox. A template that died alone (its clones outlive it: fork_template.py's keeper
+  /// holds the sandbox up) ends here too once they are gone.
   static void kill_stale(guest_backend& backend);
 
   /// guest_spec::launch for a pool guest: a clone moved into `req`'s cgroups (its pid from
@@ -70,7 +72,7 @@ private:
   unique_fd listen_, conn_;
   pid_t template_pid_ = 0; ///< the python3 (bwrap's pid 1 is rt_.init_pid)
   std::vector<std::string> problems_;
-  mutable std::mutex mu_; ///< one clone at a time: the connection that comes is its
+  mutable std::mutex mu_; ///< one clone request at a time until its clone connected
 };
 
 } // namespace guestflow::local

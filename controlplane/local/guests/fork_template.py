@@ -6,7 +6,8 @@
 # `python3 -c THIS SPOOL PRELOAD WAITER`: imports PRELOAD as the python waiter does (WAITER
 # is python_waiter.py's source: its _preload, and its request handling for the run), then
 # connects to SPOOL/ctl.sock, says "template", one "problem ..." line per module that
-# failed, and "ready"; signals the launch on fd 3. It never runs anyone's code itself: per
+# failed, and "ready"; signals the launch on fd 3. It is the child of a keeper (keep())
+# that holds the sandbox up while a clone lives. It never runs anyone's code itself: per
 # line "ID HOSTNAME" from the host it clones a guest (the prototype, bench/forkserver/zygote.py
 # at ca8cb9d, and its lab notes): mount, pid, net, ipc, uts namespaces of its own; connects
 # to SPOOL/ctl.sock ("guest ID": the host moves it into the guest's cgroups by its
@@ -20,6 +21,7 @@
 import _signal
 import ctypes
 import os
+import select
 import socket
 import struct
 import sys
@@ -37,7 +39,9 @@ MS_REC, MS_PRIVATE = 0x4000, 1 << 18
 SYS_clone, SYS_move_mount, AT_FDCWD, MOVE_MOUNT_F_EMPTY_PATH = 56, 429, -100, 4
 PR_CAPBSET_DROP, PR_SET_NO_NEW_PRIVS, PR_SET_SECCOMP, PR_CAP_AMBIENT = 24, 38, 22, 47
 PR_CAP_AMBIENT_CLEAR_ALL, SECCOMP_MODE_FILTER, PR_SET_DUMPABLE = 4, 2, 4
+PR_SET_NAME, PR_SET_CHILD_SUBREAPER = 15, 36
 CAP_SETPCAP, CAP_LAST = 8, 40
+KILL_AFTER = 5  # the only `--kill-after` the server hands over (python_waiter.py's)
 SIOCGIFFLAGS, SIOCSIFFLAGS, IFF_UP = 0x8913, 0x8914, 1
 
 
@@ -159,19 +163,17 @@ def guest(gid, host, seccomp, waiter):
     try:
         # The run's process is forked now, while the guest waits in its pool (the template's
         # page tables copied ahead, charged to the guest): a take's first run forks nothing.
+        timeouts, timeout_w = os.pipe()  # the run's `timeout`, once it read its request
         run = os.fork()
         if run == 0:
+            os.close(timeouts)
             msg, fds, _, _ = socket.recv_fds(ctl, 1 << 20, 2)  # one packet: the whole request
             if not msg or len(fds) != 2:
                 os._exit(0)  # the host dropped it: an exec it does not serve comes instead
-            serve(ctl, fds, msg, waiter)
-        while True:  # the run's status, reaping whatever else ends meanwhile
-            child, status = os.wait()
-            if child == run:
-                break
-        code = os.waitstatus_to_exitcode(status)
-        ctl.sendall(b"status %d %d\n" % (128 - code if code < 0 else code,  # as waitpid's
-                                          time.monotonic_ns()))
+            serve(ctl, fds, msg, waiter, timeout_w)
+        os.close(timeout_w)
+        code = wait_run(run, timeouts)
+        ctl.sendall(b"status %d %d\n" % (code, time.monotonic_ns()))
     except BaseException:  # noqa: BLE001 - the host went away: the init only reaps
         pass
     try:
@@ -184,8 +186,58 @@ def guest(gid, host, seccomp, waiter):
         _signal.pause()
 
 
-def serve(ctl, fds, msg, waiter):
-    """The run: a process of its own session with the exec's pipes, as the waiter would be."""
+def wait_run(run, timeouts):
+    """The run's status as an exec's (128+N for a signal), reaping whatever else ends
+    meanwhile. The run's `timeout --kill-after=5 N`, which it writes to `timeouts` once it
+    read its request, is kept here as the python waiter's watcher keeps it (TERM to the
+    run's group, 124; KILL to it 5 s later, 137): the init waits for the run anyway, and a
+    watcher would be one more process holding the engine, forked and ended per run."""
+    pidfd = os.pidfd_open(run)
+    deadline = timed_out = killed = None
+    while True:
+        wait = None if deadline is None else max(0.0, deadline - time.monotonic())
+        fds = [pidfd] + ([timeouts] if timeouts is not None else [])
+        ready, _, _ = select.select(fds, [], [], wait)
+        if pidfd in ready:
+            break
+        if timeouts in ready:
+            seconds = os.read(timeouts, 64)
+            os.close(timeouts)
+            timeouts = None
+            if seconds and float(seconds) > 0:
+                deadline = time.monotonic() + float(seconds)
+        elif not ready and not timed_out:
+            timed_out = True
+            for target in (run, -run):  # the run and its group (its session: serve())
+                try:
+                    os.kill(target, _signal.SIGTERM)
+                except OSError:
+                    pass
+            deadline = time.monotonic() + KILL_AFTER
+        elif not ready:
+            killed = True
+            for target in (run, -run):
+                try:
+                    os.kill(target, _signal.SIGKILL)
+                except OSError:
+                    pass
+            deadline = None
+    os.close(pidfd)
+    if timeouts is not None:
+        os.close(timeouts)
+    while True:
+        child, status = os.wait()
+        if child == run:
+            break
+    code = os.waitstatus_to_exitcode(status)
+    if timed_out:
+        return 137 if killed or code == -_signal.SIGKILL else 124
+    return 128 - code if code < 0 else code
+
+
+def serve(ctl, fds, msg, waiter, timeout_w):
+    """The run: a process of its own session with the exec's pipes, as the waiter would be;
+    its timeout, if any, is told to the init (wait_run) through `timeout_w`."""
     code = 1
     try:
         os.setsid()
@@ -199,7 +251,9 @@ def serve(ctl, fds, msg, waiter):
         ctl.sendall(b"run %d\n" % time.monotonic_ns())
         ctl.close()
         try:
-            waiter["_run"](*waiter["_main"](msg))
+            run = waiter["_main"](msg, lambda s: os.write(timeout_w, repr(s).encode()))
+            os.close(timeout_w)
+            waiter["_run"](*run)
             code = 0
         except SystemExit as e:
             code = e.code
@@ -221,7 +275,25 @@ def serve(ctl, fds, msg, waiter):
         os._exit(code & 0xFF)
 
 
+def keep():
+    """bwrap's child, whose end ends the sandbox (bwrap's pid 1 exits with it) and so every
+    guest in it: a reaper that outlives the template. A template that dies (killed, out of
+    memory) leaves its clones here, guests that run on until deleted; it ends once none is
+    left. It imports nothing and never runs anyone's code."""
+    os.close(3)  # the launch's ready signal is the template's
+    libc.prctl(PR_SET_NAME, b"fork-keeper", 0, 0, 0)
+    while True:
+        try:
+            os.wait()
+        except ChildProcessError:
+            os._exit(0)
+
+
 def main():
+    # Subreaper first: whatever the template leaves when it dies comes to the keeper.
+    check(libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0), "subreaper")
+    if os.fork() != 0:
+        keep()
     seccomp = open(SPOOL + "/seccomp.bpf", "rb").read()
     # The waiter's code, not run: its _preload (the image's modules, guestflow:runner's
     # expansion) here, its _main/_run in each run.

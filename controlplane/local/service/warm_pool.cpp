@@ -140,12 +140,40 @@ std::optional<pool_guest> warm_pool::take(const pool_key& key) {
     wake_.notify_all(); // demand rose: the target may have
     return std::nullopt;
   }
-  ++p.takes;
-  // The oldest first: every guest spends about the same time waiting.
-  auto r = std::move(p.ready.front());
-  p.ready.erase(p.ready.begin());
-  wake_.notify_one();
-  return r;
+  // The oldest first: every guest spends about the same time waiting. One that died
+  // waiting (killed; a fork template's sandbox gone) is discarded, the next one taken.
+  while (!p.ready.empty()) {
+    auto r = std::move(p.ready.front());
+    p.ready.erase(p.ready.begin());
+    wake_.notify_one();
+    if (!backend_.alive(r.rec.runtime) || (r.waiter && r.waiter->exited())) {
+      discarded_.push_back(std::move(r));
+      continue;
+    }
+    ++p.takes;
+    return r;
+  }
+  ++p.misses;
+  return std::nullopt;
+}
+
+void warm_pool::await_build(std::unique_lock<std::mutex>& lock, const pool_key& key,
+                            const resolved_image& image) {
+  if (!pools_.count(key) || !forkable(key, image)) return;
+  // A build in flight, or one a builder is about to start (below target, not backing off,
+  // room for it): not a pool that will stay empty.
+  auto coming = [&](const pool& p) {
+    if (p.creating > p.doomed) return true;
+    const auto now = clock::now();
+    if (p.backoff_until > now || p.ready.size() + p.creating - p.doomed >= target_of(p, now))
+      return false;
+    auto s = find_shape(key.shape);
+    return s && (!settings_.room || settings_.room(*s, held()));
+  };
+  built_.wait_for(lock, std::chrono::seconds{1}, [&] {
+    auto p = pools_.find(key);
+    return stopping_ || p == pools_.end() || !p->second.ready.empty() || !coming(p->second);
+  });
 }
 
 void warm_pool::put_back(const pool_key& key, pool_guest g) {
@@ -375,6 +403,7 @@ void warm_pool::build(std::unique_lock<std::mutex>& lock, const pool_key& key) {
   lock.lock();
   auto& p = pools_[key];
   --p.creating;
+  built_.notify_all(); // creates waiting for it (await_build) look once the mutex is free
   if (!rt) {
     store_.erase(rec.id); // the backend removed what it built
     if (p.doomed > 0) --p.doomed;
@@ -402,11 +431,11 @@ void warm_pool::build(std::unique_lock<std::mutex>& lock, const pool_key& key) {
 
 bool warm_pool::fork_pool_wanted() {
   const char* v = std::getenv("GUESTFLOW_FORK_POOL");
-  return v && std::string{v} == "1";
+  return !v || std::string{v} != "0";
 }
 
 bool warm_pool::forkable(const pool_key& key, const resolved_image& image) const {
-  if (!settings_.fork_server || !settings_.python_waiter || image.preload.empty() ||
+  if (!settings_.fork_server || !settings_.python_waiter ||
       key.isolation != guest_isolation::namespaces ||
       key.egress.mode != egress_policy::kind::deny_all)
     return false;
@@ -534,6 +563,7 @@ void warm_pool::halt() {
     stopping_ = true;
   }
   wake_.notify_all();
+  built_.notify_all();
 }
 
 size_t warm_pool::stop() {
@@ -544,6 +574,7 @@ size_t warm_pool::stop() {
     stopping_ = true;
   }
   wake_.notify_all();
+  built_.notify_all();
   for (auto& t : builders_)
     if (t.joinable()) t.join();
   std::unique_lock<std::mutex> lock{mu_};
@@ -560,6 +591,8 @@ size_t warm_pool::stop() {
   lock.unlock();
   std::lock_guard<std::mutex> guard{templates_mu_};
   templates_.clear(); // each template killed with its cgroups and spool
+  // And one that died before (its pool builds ordinary guests) once its clones are gone.
+  fork_template::kill_stale(backend_);
   return n;
 }
 

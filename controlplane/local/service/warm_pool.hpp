@@ -72,15 +72,15 @@ public:
     std::function<bool(const shape& s, const capacity_usage& pool)> room;
     /// How far back takes and misses count as demand.
     std::chrono::milliseconds demand_window{20'000};
-    /// Fork-server pools (GUESTFLOW_FORK_POOL=1; opt-in): a namespaces, deny-all pool whose
-    /// image has a preload and no root of its own builds its guests as clones of a template
-    /// that imported the preload once (guests/fork_template.hpp), each guest's init its
+    /// Fork-server pools (on unless GUESTFLOW_FORK_POOL=0): a namespaces, deny-all pool whose
+    /// image has no root of its own builds its guests as clones of a template that imported
+    /// the image's preload (if any) once (guests/fork_template.hpp), each guest's init its
     /// waiter. A template that cannot be made, or dies, makes its pool build ordinary guests
     /// from then on (said once).
     bool fork_server = fork_pool_wanted();
   };
 
-  /// True when GUESTFLOW_FORK_POOL=1.
+  /// False when GUESTFLOW_FORK_POOL=0.
   static bool fork_pool_wanted();
 
   static constexpr uint32_t max_builders = 4;
@@ -98,6 +98,14 @@ public:
   /// caller saves it as the new owner's guest, so a crash in between hands it back to the
   /// pool instead of leaking it. Wakes a builder.
   std::optional<pool_guest> take(const pool_key& key);
+
+  /// (mutex held, as `lock`) When `key`'s pool builds clones (a fork-server pool) and is
+  /// empty with a build in flight or due, waits for it, the mutex let go meanwhile, until a
+  /// guest is ready, none is coming, the pool stops, or a second has passed. A clone is
+  /// made in tens of milliseconds; a create that missed builds its guest cold instead, whose
+  /// run imports the engine again on the same CPUs (~0.8 s of CPU for flowpool's engine).
+  void await_build(std::unique_lock<std::mutex>& lock, const pool_key& key,
+                   const resolved_image& image);
 
   /// (mutex held) A guest take() gave that the caller may not use after all (its create
   /// was refused): back at the front of its pool, the take uncounted.
@@ -200,6 +208,7 @@ private:
   bool stopping_ = false;
   bool stopped_ = false;
   std::condition_variable wake_;
+  std::condition_variable built_; ///< a build ended (await_build)
   std::vector<std::thread> builders_;
 };
 

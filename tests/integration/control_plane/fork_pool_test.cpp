@@ -1,17 +1,21 @@
-// Fork-server pools (GUESTFLOW_FORK_POOL=1, guests/fork_template.hpp) on real guests: a pool
-// guest is a clone of a template that imported the preload once, and its first python3 run
-// is served by its init. Such a guest is fresh (nothing of an earlier guest's run: files,
-// environment, module state), isolated from a sibling (pids, files, network), in cgroups of
-// its own with its memory limit enforced, and deleted whole; a run's exit status and output
-// are right (it is not the server's child: the init reports it); an exec the init does not
-// serve gets a clean interpreter; the template survives a guest's crash; a dead template
-// makes the pool build ordinary guests, said once; a stop leaves no template.
+// Fork-server pools (on by default, GUESTFLOW_FORK_POOL=0 opts out; guests/fork_template.hpp)
+// on real guests: a pool guest is a clone of a template that imported the preload once, and its
+// first python3 run is served by its init. Such a guest is fresh (nothing of an earlier guest's
+// run: files, environment, module state), isolated from a sibling (pids, files, network), in
+// cgroups of its own with its memory limit enforced, and deleted whole; a run's exit status and
+// output are right (it is not the server's child: the init reports it); an exec the init does
+// not serve gets a clean interpreter; the template survives a guest's crash; a template killed
+// while creates run fails none of them (its clones run on; the pool then builds ordinary
+// guests, said once) and leaves nothing; a stop leaves no template.
 #include "tests/integration/control_plane/fixture.hpp"
 #include "tests/support/proc.hpp"
 #include "tests/support/slurp.hpp"
 
+#include <atomic>
 #include <csignal>
 #include <functional>
+#include <sstream>
+#include <thread>
 
 namespace guestflow::testing {
 namespace {
@@ -78,12 +82,13 @@ protected:
   }
 
   /// The template's python3 (host pid): a member of its cgroup whose command is the
-  /// template's, not bwrap.
+  /// template's, not bwrap nor its keeper.
   int template_pid() {
     for (int pid : guest_pids("fork-template-")) {
       auto cmd = test_support::slurp("/proc/" + std::to_string(pid) + "/cmdline");
       auto cg = test_support::slurp("/proc/" + std::to_string(pid) + "/cgroup");
-      if (cmd.find("# guestflow fork template") != std::string::npos &&
+      auto comm = test_support::slurp("/proc/" + std::to_string(pid) + "/comm");
+      if (cmd.find("# guestflow fork template") != std::string::npos && comm == "python3\n" &&
           !template_cgroups().empty() &&
           cg.find(std::filesystem::path{template_cgroups().front()}.filename().string()) !=
               std::string::npos)
@@ -254,42 +259,110 @@ TEST_F(fork_pool_test, the_template_survives_a_guest_s_crash_and_a_stop_leaves_n
   EXPECT_TRUE(std::filesystem::is_empty(state_dir_ / "fork")) << "its spool is removed";
 }
 
-TEST_F(fork_pool_test, a_dead_template_makes_the_pool_build_ordinary_guests_said_once) {
+TEST_F(fork_pool_test, a_template_killed_while_creates_run_fails_none_and_leaves_nothing) {
   start_pool();
   ASSERT_TRUE(pool_ready());
   int tpl = template_pid();
   ASSERT_GT(tpl, 0);
-  ::kill(tpl, SIGKILL);
-  // Its clones (their command line is the template's) lived in its pid namespace: gone with
-  // it. (Taken while they die, one can fail the create: a race of any pool guest's death.)
+  auto before = take(); // a clone taken before its template dies
+  // The template is killed while creates run back to back (the take race): every create
+  // answers 200 with a guest that runs, whether it is a clone of the dead template (its
+  // keeper holds their sandbox up), a rebuilt ordinary guest, or a fresh one.
+  std::atomic<int> done{0};
+  std::thread killer{[&] {
+    while (done.load() < 2)
+      std::this_thread::yield();
+    ::kill(tpl, SIGKILL);
+  }};
+  struct joined { // on every way out, a failed assertion's too
+    std::thread& t;
+    std::atomic<int>& done;
+    ~joined() {
+      done.store(1 << 20);
+      t.join();
+    }
+  } join_killer{killer, done};
+  std::string last;
+  int runs = 0;
+  for (int i = 0; i < 40 && (i < 12 || last != "waiter True None None [] [] []\n"); ++i) {
+    if (i >= 12) ASSERT_TRUE(pool_ready()) << call("GET", "/v1/pool").body; // then: rebuilt
+    auto r = call("POST", "/v1/sandboxes", pool_guest_body);
+    ASSERT_EQ(r.status, 200u) << r.body;
+    auto c = data<sandbox_created>(r);
+    auto p = exec(c.id, "python3", {"-c", probe});
+    ASSERT_EQ(p.exit_code, 0) << c.id << ": " << p.stderr_text;
+    last = p.stdout_text;
+    // Pooled (a clone or a rebuilt guest's waiter: json preloaded), or built on a miss.
+    EXPECT_TRUE(last.find(" True None None [] [] []\n") != std::string::npos ||
+                last == "plain False None None [] [] []\n")
+        << last;
+    remove(c.id);
+    ++runs;
+    done.store(runs);
+  }
+  EXPECT_EQ(last, "waiter True None None [] [] []\n") << "after " << runs << " creates";
+  EXPECT_TRUE(eventually([&] { return ::kill(tpl, 0) != 0; }, std::chrono::seconds{10}));
+  // The clone taken before runs on (its sandbox held up by the keeper), and is deleted whole.
+  EXPECT_EQ(exec(before.id, "echo", {"still here"}).stdout_text, "still here\n");
+  remove(before.id);
+  auto log = cp_->stderr_text();
+  const std::string said = "its fork template died";
+  auto at = log.find(said);
+  EXPECT_NE(at, std::string::npos) << log;
+  EXPECT_EQ(log.find(said, at + 1), std::string::npos) << log;
+  created_.clear();
+  EXPECT_EQ(stop(), 0);
+  // Nothing left: no clone, keeper or template (their command line names the spool), no
+  // template cgroup, no spool.
+  const auto spool = (state_dir_ / "fork").string();
   EXPECT_TRUE(eventually(
       [&] {
-        const auto spool = (state_dir_ / "fork").string(); // in their command line
         return test_support::pids_where(
                    "cmdline",
                    [&](const std::string& c) { return c.find(spool) != std::string::npos; })
             .empty();
       },
       std::chrono::seconds{10}));
-  // Never handed out; from now on the
-  // pool builds ordinary guests with the python waiter. (Bounded: each take either meets a
-  // dead clone, discarded, or a rebuilt guest.)
-  std::string last;
-  for (int i = 0; i < 8 && last != "waiter True None None [] [] []\n"; ++i) {
-    ASSERT_TRUE(pool_ready()) << call("GET", "/v1/pool").body;
-    auto c = create(pool_guest_body);
-    auto r = exec(c.id, "python3", {"-c", probe});
-    EXPECT_EQ(r.exit_code, 0) << r.stderr_text;
-    last = r.stdout_text;
-    EXPECT_EQ(last.rfind("forked", 0), std::string::npos) << "a clone of a dead template";
-    remove(c.id);
+  EXPECT_TRUE(eventually([&] { return template_cgroups().empty(); }, std::chrono::seconds{10}));
+  EXPECT_TRUE(std::filesystem::is_empty(state_dir_ / "fork")) << "its spool is removed";
+}
+
+TEST_F(fork_pool_test, pool_guests_that_died_waiting_are_never_handed_out) {
+  start_pool();
+  ASSERT_TRUE(pool_ready());
+  // The template's whole sandbox killed (its outer bwrap): both waiting clones die with it.
+  int tpl = template_pid();
+  ASSERT_GT(tpl, 0);
+  // This test's template only (other tests' control planes may run templates meanwhile).
+  std::vector<int> sandbox;
+  for (const auto& dir : template_cgroups()) {
+    std::istringstream procs{test_support::slurp(std::filesystem::path{dir} / "cgroup.procs")};
+    for (int pid; procs >> pid;)
+      if (test_support::slurp("/proc/" + std::to_string(pid) + "/comm") == "bwrap\n")
+        sandbox.push_back(pid);
   }
-  EXPECT_EQ(last, "waiter True None None [] [] []\n");
-  auto log = cp_->stderr_text();
-  const std::string said = "its fork template died";
-  auto at = log.find(said);
-  EXPECT_NE(at, std::string::npos) << log;
-  EXPECT_EQ(log.find(said, at + 1), std::string::npos) << log;
+  ASSERT_FALSE(sandbox.empty());
+  for (int pid : sandbox)
+    ::kill(pid, SIGKILL);
+  const auto spool = (state_dir_ / "fork").string();
+  ASSERT_TRUE(eventually(
+      [&] {
+        return test_support::pids_where(
+                   "cmdline",
+                   [&](const std::string& c) { return c.find(spool) != std::string::npos; })
+            .empty();
+      },
+      std::chrono::seconds{10}));
+  // Still listed ready: each take skips them (discarded), and every create gets a live guest.
+  for (int i = 0; i < 3; ++i) {
+    auto r = call("POST", "/v1/sandboxes", pool_guest_body);
+    ASSERT_EQ(r.status, 200u) << r.body;
+    auto c = data<sandbox_created>(r);
+    created_.push_back(c.id);
+    auto p = exec(c.id, "python3", {"-c", probe});
+    EXPECT_EQ(p.exit_code, 0) << p.stderr_text;
+    EXPECT_EQ(p.stdout_text.rfind("forked", 0), std::string::npos) << p.stdout_text;
+  }
 }
 
 TEST_F(fork_pool_test, a_taken_clone_outlives_the_server_and_keeps_its_template) {
@@ -307,6 +380,44 @@ TEST_F(fork_pool_test, a_taken_clone_outlives_the_server_and_keeps_its_template)
   EXPECT_EQ(stop(), 0);
   EXPECT_TRUE(eventually([&] { return template_cgroups().empty(); }, std::chrono::seconds{10}))
       << "no clone left: every template ends at stop";
+}
+
+TEST_F(fork_pool_test, the_runtime_s_timeout_is_kept_by_the_init_with_no_watcher_between) {
+  start_pool();
+  const auto listing = [&](const std::string& id) {
+    return exec(id, "sh",
+                {"-c", "cd /proc && for p in [0-9]*; do [ $p = $$ ] || echo $p; done"})
+        .stdout_text;
+  };
+  // Within the deadline: the program's own status, and the program is the init's child (pid
+  // 2): no watcher process between them.
+  auto d = take();
+  auto ok = exec(d.id, "timeout",
+                 {"--kill-after=5", "60", "python3", "-c",
+                  "import os, sys; print(os.getpid(), os.getppid()); sys.exit(4)"});
+  EXPECT_EQ(ok.exit_code, 4) << ok.stderr_text;
+  EXPECT_EQ(ok.stdout_text, "2 1\n");
+  // At the deadline the run and its group (a grandchild too) are TERMed: coreutils' 124,
+  // and the guest holds its init only, as a fresh one.
+  auto a = take();
+  auto hung = exec(a.id, "timeout",
+                   {"--kill-after=5", "1", "python3", "-c",
+                    "import os, time\nif os.fork() == 0:\n    time.sleep(60)\n"
+                    "print('up', flush=True)\ntime.sleep(60)\n"});
+  EXPECT_EQ(hung.exit_code, 124) << hung.stderr_text;
+  EXPECT_EQ(hung.stdout_text, "up\n");
+  EXPECT_TRUE(eventually([&] { return listing(a.id) == "1\n"; })) << listing(a.id);
+  // One that ignores TERM is KILLed with its group 5 s later: coreutils' 137.
+  auto s = take();
+  const auto start = std::chrono::steady_clock::now();
+  auto stubborn = exec(s.id, "timeout",
+                       {"--kill-after=5", "1", "python3", "-c",
+                        "import signal, time\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+                        "time.sleep(60)\n"});
+  EXPECT_EQ(stubborn.exit_code, 137) << stubborn.stderr_text;
+  EXPECT_GE(std::chrono::steady_clock::now() - start, std::chrono::seconds{6});
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds{30});
+  EXPECT_TRUE(eventually([&] { return listing(s.id) == "1\n"; })) << listing(s.id);
 }
 
 } // namespace

@@ -71,7 +71,10 @@ std::vector<std::string> zombie_children(pid_t pid) {
 
 class python_waiter_test : public control_plane_test {
 protected:
-  void start_pool(const std::map<std::string, std::string>& env = {}) {
+  /// The ordinary pool (its guests' python waiter): fork-server pools, on by default, are
+  /// fork_pool_test.cpp's.
+  void start_pool(std::map<std::string, std::string> env = {}) {
+    env.emplace("GUESTFLOW_FORK_POOL", "0");
     start({"--warm-pool", "s-1vcpu-256mb=2"}, env);
   }
 
