@@ -24,12 +24,15 @@
 #include <boost/beast/http.hpp>
 #include <caf/exit_reason.hpp>
 #include <caf/send.hpp>
+#include <cerrno>
 #include <deque>
 #include <functional>
 #include <limits>
 #include <map>
 #include <mutex>
 #include <optional>
+#include <sys/socket.h>
+#include <type_traits>
 #include <utility> // before the Asio headers (see CONTRIBUTING)
 
 namespace guestflow::bridge {
@@ -374,6 +377,7 @@ private:
       tls = std::move(*made);
     }
     up_ = upstream_hop{std::move(*where), std::move(*url), std::move(target), std::move(tls)};
+    if (reuse_kept()) return;
     upstream_.emplace(stream_.get_executor());
     request_timer_.expires_after(ctx_.opts.client_timeout);
     request_timer_.async_wait([self = shared()](error_code ec) {
@@ -450,6 +454,39 @@ private:
         });
   }
 
+  /// Forwards over the connection the last service-URL request of this client connection
+  /// left open, when it goes to the same control plane and is still open: no connect, no
+  /// TLS handshake. False (and it is dropped) otherwise.
+  bool reuse_kept() {
+    bool same = kept_.base_url == up_->where.base_url;
+    // Open and silent: a close (or a close_notify) shows as readable.
+    auto silent = [](int fd) {
+      char c;
+      auto n = ::recv(fd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
+      return n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
+    };
+    if (same && kept_.plain && silent(kept_.plain->native_handle())) {
+      auto kept = std::move(*kept_.plain);
+      drop_kept();
+      start_forward(std::move(kept));
+      return true;
+    }
+    if (same && kept_.tls && silent(beast::get_lowest_layer(*kept_.tls).native_handle())) {
+      forward::tls_upstream kept{std::move(*kept_.tls)};
+      drop_kept();
+      start_forward(std::move(kept));
+      return true;
+    }
+    drop_kept();
+    return false;
+  }
+
+  void drop_kept() {
+    kept_.base_url.clear();
+    kept_.plain.reset();
+    kept_.tls.reset();
+  }
+
   void upstream_unreachable(const char* during, error_code ec) {
     request_timer_.cancel();
     upstream_.reset();
@@ -475,6 +512,14 @@ private:
     forward::basic_forward_options<Upstream> o;
     o.target = hop.url.prefix + hop.target;
     o.max_body_bytes = ctx_.opts.max_body_bytes;
+    // Kept for this client connection's next service-URL request (reuse_kept).
+    o.keep_upstream = [self = shared(), base = hop.where.base_url](Upstream kept) {
+      self->kept_.base_url = base;
+      if constexpr (std::is_same_v<Upstream, forward::tls_upstream>)
+        self->kept_.tls.emplace(std::move(kept));
+      else
+        self->kept_.plain.emplace(std::move(kept));
+    };
     http::request_parser<http::empty_body> head{std::move(reader_.parser())};
     forward::forward_exchange(
         stream_, reader_.buffer(), std::move(head), std::move(upstream), std::move(o),
@@ -727,6 +772,7 @@ private:
     heartbeat_.cancel();
     request_timer_.cancel();
     stop_relay();
+    drop_kept(); // a kept service-URL connection closes with its client's
     error_code ignored;
     stream_.socket().shutdown(tcp::socket::shutdown_both, ignored);
     stream_.close();
@@ -774,6 +820,13 @@ private:
     std::shared_ptr<net::ssl::context> tls; ///< https
   };
   std::optional<upstream_hop> up_;
+  /// The control-plane connection the last service-URL request left open (reuse_kept).
+  struct kept_upstream {
+    std::string base_url;
+    std::optional<net::generic::stream_protocol::socket> plain;
+    std::optional<forward::tls_upstream> tls;
+  };
+  kept_upstream kept_;
   std::optional<tcp::resolver> resolver_;
   std::optional<net::generic::stream_protocol::socket> upstream_; ///< connecting
   std::optional<forward::tls_upstream> tls_upstream_;             ///< in its handshake

@@ -6,6 +6,7 @@
 #include "tests/integration/bridge/bridge_fixture.hpp"
 #include "tests/integration/bridge/tls_front.hpp"
 #include "tests/support/eventually.hpp"
+#include "tests/support/raw_connection.hpp"
 
 #include <boost/asio/connect.hpp>
 #include <boost/asio/ip/tcp.hpp>
@@ -318,9 +319,21 @@ TEST_F(ports_over_tls, http_sse_and_a_websocket_reach_the_guest_over_tls) {
   ASSERT_TRUE(eventually([&] { return get(app + "nothing").status == 404; }, 30s, 50ms));
   expect_sse_line_by_line(app);
   expect_websocket_echo(app);
-  // Many requests, one after another: each exchange's TLS connection is closed cleanly.
+  // Many requests, one after another, each on a client connection of its own: the TLS
+  // connection each left open closes with it.
   for (int i = 0; i < 50; ++i)
     ASSERT_EQ(get(path + "hello.txt").body, "hello from the guest\n") << i;
+  // Requests on one client connection: the later ones go over the TLS connection the first
+  // left open (handed back after its exchange), no new connection at the front.
+  test_support::raw_connection c{serve->port()};
+  auto request = "GET " + path + "hello.txt HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n";
+  auto at_first = front->relayed();
+  for (int i = 0; i < 3; ++i) {
+    c.send(request);
+    auto answer = c.read_until("hello from the guest\n", 30s);
+    EXPECT_EQ(answer.rfind("HTTP/1.1 200 OK\r\n", 0), 0u) << answer;
+  }
+  EXPECT_EQ(front->relayed(), at_first + 1);
 }
 
 TEST_F(ports_over_tls, a_wrong_certificate_is_refused_and_nothing_is_forwarded) {
