@@ -11,6 +11,7 @@
 #include <fstream>
 #include <functional>
 #include <poll.h>
+#include <sstream>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -103,6 +104,16 @@ bool clones_alive(pid_t pid) {
   for (const auto& e : fs::directory_iterator{base + "/root/proc", ec}) {
     auto name = e.path().filename().string();
     if (name.empty() || name.find_first_not_of("0123456789") != std::string::npos) continue;
+    // A clone that is dying (a delete just killed it: its cgroup is empty before it is a
+    // zombie, reaped at once) is none: state Z or X, or PF_EXITING (field 9).
+    std::ifstream stat{e.path() / "stat"};
+    std::string line;
+    if (!std::getline(stat, line)) continue; // it just ended
+    std::istringstream fields{line.substr(line.rfind(')') + 1)};
+    std::string state, skip;
+    uint64_t flags = 0;
+    fields >> state >> skip >> skip >> skip >> skip >> skip >> flags;
+    if (state == "Z" || state == "X" || (flags & 0x4) != 0) continue;
     std::error_code ns_ec;
     auto ns = fs::read_symlink(e.path() / "ns" / "pid", ns_ec);
     if (ns_ec == std::errc::no_such_file_or_directory) continue; // it just ended
