@@ -512,9 +512,11 @@ control_plane::create_from_pool(const sandbox_create_request& req, const shape& 
   // Declared first, so that a waiter not kept is killed and reaped after the lock is let go.
   std::unique_ptr<python_waiter> waiter;
   {
-    std::lock_guard<std::mutex> lock{mu_};
+    std::unique_lock<std::mutex> lock{mu_};
     auto image = images_.resolve(req.rootfs);
     if (!image) return result<sandbox_created>{image.error()};
+    pool_key key{shp.id, image->name, req.egress, preload_of(*image), isolation};
+    pool_->await_build(lock, key, *image); // an empty fork-server pool's clone in flight
     if (req.name)
       for (const auto& [other, g] : guests_)
         if (is_live(g.rec.status) && g.rec.name == *req.name)
@@ -529,7 +531,6 @@ control_plane::create_from_pool(const sandbox_create_request& req, const shape& 
       auto dir = images_.snapshot_dir(image->name);
       if (!dir.empty() && has_checkpoint(dir)) snapshot = dir;
     }
-    pool_key key{shp.id, image->name, req.egress, preload_of(*image), isolation};
     auto taken = pool_->take(key);
     if (!taken) return std::nullopt;
     if (!snapshot.empty() && taken->rec.started_from != "snapshot") {

@@ -159,7 +159,8 @@ std::optional<pool_guest> warm_pool::take(const pool_key& key) {
 
 void warm_pool::await_build(std::unique_lock<std::mutex>& lock, const pool_key& key,
                             const resolved_image& image) {
-  if (!pools_.count(key) || !forkable(key, image)) return;
+  // Without a preload a cold guest costs about what a clone does: no reason to wait.
+  if (!pools_.count(key) || image.preload.empty() || !forkable(key, image)) return;
   // A build in flight, or one a builder is about to start (below target, not backing off,
   // room for it): not a pool that will stay empty.
   auto coming = [&](const pool& p) {

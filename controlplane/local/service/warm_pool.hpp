@@ -99,11 +99,12 @@ public:
   /// pool instead of leaking it. Wakes a builder.
   std::optional<pool_guest> take(const pool_key& key);
 
-  /// (mutex held, as `lock`) When `key`'s pool builds clones (a fork-server pool) and is
-  /// empty with a build in flight or due, waits for it, the mutex let go meanwhile, until a
-  /// guest is ready, none is coming, the pool stops, or a second has passed. A clone is
-  /// made in tens of milliseconds; a create that missed builds its guest cold instead, whose
-  /// run imports the engine again on the same CPUs (~0.8 s of CPU for flowpool's engine).
+  /// (mutex held, as `lock`) When `key`'s pool builds clones (a fork-server pool) of an
+  /// image with a preload and is empty with a build in flight or due, waits for it, the mutex
+  /// let go meanwhile, until a guest is ready, none is coming, the pool stops, or a second has
+  /// passed. A clone is made in tens of milliseconds; a create that missed builds its guest
+  /// cold instead, whose run imports the engine again on the same CPUs (~0.8 s of CPU for
+  /// flowpool's engine).
   void await_build(std::unique_lock<std::mutex>& lock, const pool_key& key,
                    const resolved_image& image);
 

@@ -14,6 +14,7 @@
 #include <atomic>
 #include <csignal>
 #include <functional>
+#include <regex>
 #include <sstream>
 #include <thread>
 
@@ -380,6 +381,24 @@ TEST_F(fork_pool_test, a_taken_clone_outlives_the_server_and_keeps_its_template)
   EXPECT_EQ(stop(), 0);
   EXPECT_TRUE(eventually([&] { return template_cgroups().empty(); }, std::chrono::seconds{10}))
       << "no clone left: every template ends at stop";
+}
+
+TEST_F(fork_pool_test, a_create_that_finds_the_pool_empty_waits_for_a_clone_in_flight) {
+  start_pool();
+  ASSERT_TRUE(pool_ready()) << call("GET", "/v1/pool").body;
+  create(pool_guest_body);
+  create(pool_guest_body);
+  // The pool is empty, its two clones being built: the next create waits for one (tens of
+  // milliseconds) instead of building a guest cold, whose first run would import again.
+  auto c = create(pool_guest_body);
+  auto pool = call("GET", "/v1/pool").body;
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(pool, m, std::regex{R"("takes":(\d+),"misses":(\d+))"}))
+      << pool;
+  EXPECT_EQ(m[1].str(), "3") << pool;
+  EXPECT_EQ(m[2].str(), "0") << pool;
+  auto r = exec(c.id, "python3", {"-c", probe});
+  EXPECT_EQ(r.stdout_text.rfind("forked True", 0), 0u) << r.stdout_text;
 }
 
 TEST_F(fork_pool_test, the_runtime_s_timeout_is_kept_by_the_init_with_no_watcher_between) {
