@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Interleaved A/B of pooled flow runs at 8 through serve (flowpool's pooled mode at 8):
 `python3 bench/flowpool/ab8.py [--note TEXT] ROUNDS RUNS NAME=BINARY[:K=V,...] ...` (root;
-TMPDIR=/var/tmp and GUESTFLOW_FORK_POOL=1 as flowpool needs them). Per round, each variant in
+TMPDIR=/var/tmp as flowpool needs it; fork-server pools unless GUESTFLOW_FORK_POOL=0). Per round, each variant in
 turn (the order reversed every other round): a control plane of BINARY with K=V in its
 environment, a pool of 8 of the heavy engine's image, serve; then RUNS runs 8 at a time under
 perf's scheduler record (sched_price.py). Reports per variant and round: runs/s, misses, the pool's build time, and
@@ -94,8 +94,8 @@ def main(argv):
              "date %s UTC, host %s, tree %s, load at start %s; %s" % (
                  time.strftime("%Y-%m-%d %H:%M", time.gmtime()), socket.gethostname(), commit,
                  " ".join(open("/proc/loadavg").read().split()[:3]),
-                 "fork-server pools" if os.environ.get("GUESTFLOW_FORK_POOL") == "1"
-                 else "ordinary pools"),
+                 "ordinary pools" if os.environ.get("GUESTFLOW_FORK_POOL") == "0"
+                 else "fork-server pools"),
              "variants: " + "; ".join("%s = %s %s" % (n, b, " ".join(
                  "%s=%s" % kv for kv in e.items())) for n, b, e in variants),
              "note: " + (note or "-"),

@@ -766,7 +766,7 @@ def price8_only(a, argv, binary, work, prefix, site, spec_path, graph, import_ms
         time.strftime("%Y-%m-%d %H:%M", time.gmtime()), socket.gethostname(), commit,
         " + uncommitted changes" if dirty else "",
         " ".join(open("/proc/loadavg").read().split()[:3]),
-        "fork-server" if os.environ.get("GUESTFLOW_FORK_POOL") == "1" else "ordinary", a.pool))
+        "ordinary" if os.environ.get("GUESTFLOW_FORK_POOL") == "0" else "fork-server", a.pool))
     price_at8(binary, work, prefix, site, spec_path, graph, a.price8, a.pool, say)
     say("load at end %s" % " ".join(open("/proc/loadavg").read().split()[:3]))
     if not a.smoke:
@@ -876,7 +876,7 @@ def main(argv):
         say("flow ChatInput -> Uppercase -> ChatOutput, executor lfx, shape %s, pool %d" %
             (SHAPE, a.pool))
         say("pool kind: %s (GUESTFLOW_FORK_POOL), work dir under %s" % (
-            "fork-server" if os.environ.get("GUESTFLOW_FORK_POOL") == "1" else "ordinary",
+            "ordinary" if os.environ.get("GUESTFLOW_FORK_POOL") == "0" else "fork-server",
             tempfile.gettempdir()))
         say("pooled at 1: each run once the pool is full again (runs/s 0: paced); at 8: back "
             "to back; cold runs: a quarter as many")
