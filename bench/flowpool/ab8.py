@@ -4,10 +4,11 @@
 TMPDIR=/var/tmp as flowpool needs it; fork-server pools unless GUESTFLOW_FORK_POOL=0). Per
 round, each variant in turn (the order reversed every other round): a control plane of BINARY
 with K=V in its environment, a pool of 8 of the heavy engine's image, serve; then RUNS runs 8
-at a time under perf's scheduler record (sched_price.py). Reports per variant and round: runs/s, misses, the pool's build time, and
-CPU per run by class: the fork templates' trees (template, clones, runs), the control plane,
-serve, the kernel's threads. Stored as bench/results/DATE-HOST-COMMIT[-dirty]-flowpool-ab8.txt unless
---no-store. A/B figures are ratios within one run; the load is in each line."""
+at a time under perf's scheduler record (sched_price.py). Reports per variant and round:
+runs/s, misses, the pool's build time, and CPU per run by class: the fork templates' trees
+(template, clones, runs), the control plane, serve, the kernel's threads. Stored as
+bench/results/DATE-HOST-COMMIT[-dirty]-flowpool-ab8.txt unless --no-store. A/B figures are
+ratios within one run; the load is in each line."""
 
 import json
 import os
