@@ -50,8 +50,9 @@
 // sequence over HTTP (create, PUT, streamed exec) splits that time into its steps.
 //
 // Goals, each printed with its ratio and met/MISSED: (1) lifecycle runs/s at 8 concurrent
-// ≥ 0.80 × raw bwrap+python3 runs/s at 8; (2) CPU per lifecycle (control plane + helpers +
-// guests) ≤ 1.3 × raw bwrap+python3 CPU per run, at each concurrency; (3) with the pool,
+// ≥ 0.80 × raw bwrap+python3 runs/s at 8; (2) CPU per lifecycle (the tree column where
+// there is one, else control plane + helpers + guests) ≤ 1.3 × raw bwrap+python3 CPU per
+// run, at each concurrency; (3) with the pool,
 // first output p50 ≤ 10 ms; without it, ≤ 1.3 × raw bwrap+python3 p50 at concurrency 1;
 // (4) issue 39's target: CPU per lifecycle at 8 concurrent ≤ 1.2 × raw bwrap+python3's,
 // from the split and, where there is one, from the tree column.
@@ -902,10 +903,12 @@ int main(int argc, char** argv) {
       if (r.what.rfind("lifecycle", 0) != 0) continue;
       auto floor = find("raw bwrap python3", r.c);
       if (!floor) continue;
+      // The whole tree where there is one: the split misses a fork-server pool's clones.
+      const double cpu = r.tree_ms ? *r.tree_ms : r.cpu_ms;
       std::snprintf(line, sizeof(line),
-                    "  (2) %s CPU per run at %zu / raw bwrap+python3's: %.2f / %.2f ms = ",
-                    r.what.c_str(), r.c, r.cpu_ms, floor->cpu_ms);
-      say(line + ratio_line(r.cpu_ms / floor->cpu_ms, cpu_ceiling, false));
+                    "  (2) %s CPU per run%s at %zu / raw bwrap+python3's: %.2f / %.2f ms = ",
+                    r.what.c_str(), r.tree_ms ? " (whole tree)" : "", r.c, cpu, floor->cpu_ms);
+      say(line + ratio_line(cpu / floor->cpu_ms, cpu_ceiling, false));
     }
     for (const char* what : {"lifecycle", "lifecycle+pool"})
       if (auto lc = find(what, throughput_at), floor = find("raw bwrap python3", throughput_at);
