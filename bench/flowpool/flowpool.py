@@ -707,9 +707,12 @@ def head_commit():
 
 
 def store(a, lines, argv, suffix, commit):
-    """Stores the report as DATE-HOST-COMMIT-SUFFIX.txt, COMMIT the tree's at the start."""
-    name = "%s-%s-%s-%s.txt" % (time.strftime("%Y-%m-%d", time.gmtime()), socket.gethostname(),
-                                commit, suffix)
+    """Stores the report as DATE-HOST-COMMIT[-dirty]-SUFFIX.txt, COMMIT the tree's at the start
+    (dirty: the tree holds uncommitted changes now)."""
+    dirty = subprocess.run(["git", "-C", ROOT, "status", "--porcelain", "--untracked-files=no"],
+                           capture_output=True, text=True).stdout.strip()
+    name = "%s-%s-%s%s-%s.txt" % (time.strftime("%Y-%m-%d", time.gmtime()), socket.gethostname(),
+                                  commit, "-dirty" if dirty else "", suffix)
     path = os.path.join(a.out_dir, name)
     if os.path.exists(path):
         raise SystemExit("%s exists: results are never overwritten" % path)
@@ -794,6 +797,9 @@ def main(argv):
         a.runs, a.runs8 = 4, 8
     binary = a.binary or os.path.join(a.build, "apps", "guestflow")
     commit = head_commit()  # the tree measured, even if HEAD moves during the run
+    dirty = subprocess.run(["git", "-C", ROOT, "status", "--porcelain", "--untracked-files=no"],
+                           capture_output=True, text=True).stdout.strip()
+    started, load_at_start = time.time(), open("/proc/loadavg").read().split()[0]
     work = tempfile.mkdtemp(prefix="guestflow-flowpool-")
     lines = []
 
@@ -870,9 +876,12 @@ def main(argv):
 
         say("flowpool: whole-flow runs through guestflow serve on real guests, heavy engine "
             "(lfx stand-in + pandas + sympy; `import lfx` %.0f ms on the host)" % import_ms)
-        say("date %s UTC, host %s, tree %s, load %s" % (
-            time.strftime("%Y-%m-%d %H:%M", time.gmtime()), socket.gethostname(), commit,
+        say("date %s UTC, host %s, tree %s%s, load %s at start, %s at the end" % (
+            time.strftime("%Y-%m-%d %H:%M", time.gmtime(started)), socket.gethostname(),
+            commit, " + uncommitted changes" if dirty else "", load_at_start,
             open("/proc/loadavg").read().split()[0]))
+        if a.binary:
+            say("binary: %s (a copy)" % a.binary)
         say("flow ChatInput -> Uppercase -> ChatOutput, executor lfx, shape %s, pool %d" %
             (SHAPE, a.pool))
         say("pool kind: %s (GUESTFLOW_FORK_POOL), work dir under %s" % (
