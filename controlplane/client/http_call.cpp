@@ -129,7 +129,9 @@ void http_call::on_deadline() {
   // timeout on the step reported). Until an attempt reaches the server (backoff, resolve),
   // the previous attempt's failure explains more than "timed out": a control plane that
   // refused every connection until the deadline is unreachable (unavailable), not slow.
-  if (conn_ && phase_ != phase::resolve) {
+  // A connect cut short by the deadline after earlier attempts were refused says the same.
+  bool retrying_refused = phase_ == phase::connect && !reached_server_ && last_failure_;
+  if (conn_ && phase_ != phase::resolve && !retrying_refused) {
     auto o =
         map_transport(phase_, boost::beast::error::timeout, t_->url().origin(), spec_.what());
     return interrupt(std::move(o.value).error());
