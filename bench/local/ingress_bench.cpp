@@ -17,13 +17,16 @@
 // Two apps in the guest, each measured all three ways with its own ratios: a small asyncio
 // HTTP/1.1 echo (keep-alive, a fixed 2-byte body: the fixed cost of the path, not an app) and
 // the issue's own example app, `python3 -m http.server --protocol HTTP/1.1` (keep-alive)
-// serving a 1 KiB file. Targets: issue 40's, proxied p50 <= 1.5x direct and requests/s >=
-// 0.5x direct (also reported for the peer); ours, proxied p50 <= 1.5x the peer's and
-// requests/s >= 0.67x the peer's (the proxy's HTTP work and authorization may cost at most
-// half again a byte relay's). Needs root (guests; entering the guest's netns).
+// serving a 1 KiB file, whose ~44 ms p50 (header and body in two writes, Nagle + delayed ACK)
+// hides the path; and that app without the stall (the same handler with
+// disable_nagle_algorithm = True): a small real Python web app's cost per request. Targets:
+// issue 40's, proxied p50 <= 1.5x direct and requests/s >= 0.5x direct (also reported for the
+// peer); ours, proxied p50 <= 1.5x the peer's and requests/s >= 0.67x the peer's (the proxy's
+// HTTP work and authorization may cost at most half again a byte relay's). Needs root (guests;
+// entering the guest's netns).
 //   bench_ingress [--quick] [--echo-only] [--requests N] [--clients C] [--seconds T]
 //                 [--out FILE]
-// --echo-only skips http.server (~44 ms a request): for profiling the path.
+// --echo-only skips both http.servers: for profiling the path.
 // Without --out (and without --quick) the report goes to bench/results/
 // <date>-<host>-<commit>-ingress.txt (never overwritten: -2, -3… when taken).
 #include "controlplane/local/network/netns_socket.hpp"
@@ -85,8 +88,20 @@ async def main():
 asyncio.run(main())
 )py";
 
-constexpr uint16_t app_port = 8000;  ///< the echo
-constexpr uint16_t http_port = 8001; ///< python3 -m http.server
+/// App 3: http.server's own handler with TCP_NODELAY (socketserver's standard switch), so its
+/// header and body writes leave at once: a small real Python web app without the Nagle stall.
+constexpr const char* nodelay_server = R"py(import functools, http.server, sys
+class H(http.server.SimpleHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True
+    def log_message(self, *args): pass
+http.server.ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])),
+    functools.partial(H, directory="/workspace")).serve_forever()
+)py";
+
+constexpr uint16_t app_port = 8000;     ///< the echo
+constexpr uint16_t http_port = 8001;    ///< python3 -m http.server
+constexpr uint16_t nodelay_port = 8002; ///< the same handler with TCP_NODELAY
 constexpr size_t small_file_bytes = 1024;
 
 /// One keep-alive HTTP/1.1 connection on a blocking socket (receive timeout 10 s).
@@ -506,14 +521,18 @@ int main(int argc, char** argv) {
         throw std::runtime_error("upload of " + path + " failed");
     };
     put("/workspace/srv.py", guest_server);
+    put("/workspace/nodelay.py", nodelay_server);
     put("/workspace/small.txt", std::string(small_file_bytes, 'x'));
     // The issue's example app, keep-alive; its log (one line per request) goes nowhere.
-    std::string exec = R"({"cmd":"/bin/sh","args":["-c","setsid python3 /workspace/srv.py )" +
-                       std::to_string(app_port) +
-                       R"( >/tmp/srv.log 2>&1 </dev/null & )"
-                       R"(setsid python3 -m http.server --protocol HTTP/1.1 --bind 127.0.0.1 )"
-                       R"(--directory /workspace )" +
-                       std::to_string(http_port) + R"( >/dev/null 2>&1 </dev/null &"]})";
+    std::string exec =
+        R"({"cmd":"/bin/sh","args":["-c","setsid python3 /workspace/srv.py )" +
+        std::to_string(app_port) +
+        R"( >/tmp/srv.log 2>&1 </dev/null & )"
+        R"(setsid python3 -m http.server --protocol HTTP/1.1 --bind 127.0.0.1 )"
+        R"(--directory /workspace )" +
+        std::to_string(http_port) +
+        R"( >/dev/null 2>&1 </dev/null & setsid python3 /workspace/nodelay.py )" +
+        std::to_string(nodelay_port) + R"( >/tmp/nodelay.log 2>&1 </dev/null &"]})";
     if (api.call("POST", "/v1/sandboxes/" + id + "/exec", exec).status != 200)
       throw std::runtime_error("exec failed");
     // The guest's init: the direct side enters its netns the way the control plane does.
@@ -527,7 +546,8 @@ int main(int argc, char** argv) {
     if (!netns) throw std::runtime_error(netns.error().message);
     int ns = netns->get();
 
-    relay_peer echo_peer{ns, app_port}, files_peer{ns, http_port};
+    relay_peer echo_peer{ns, app_port}, files_peer{ns, http_port},
+        nodelay_peer{ns, nodelay_port};
     auto make_sides = [&](uint16_t port, const std::string& target, const relay_peer& relay) {
       const std::string path = "/v1/sandboxes/" + id + "/ports/" + std::to_string(port);
       const std::string plain = "GET " + target + " HTTP/1.1\r\nHost: app\r\n\r\n";
@@ -554,9 +574,15 @@ int main(int argc, char** argv) {
     auto files = make_sides(http_port, "/small.txt", files_peer);
     side* echo_sides[n_sides] = {&echo[0], &echo[1], &echo[2]};
     side* file_sides[n_sides] = {&files[0], &files[1], &files[2]};
+    auto nodelay = make_sides(nodelay_port, "/small.txt", nodelay_peer);
+    side* nodelay_sides[n_sides] = {&nodelay[0], &nodelay[1], &nodelay[2]};
     await_ready(echo_sides);
     await_ready(file_sides);
+    await_ready(nodelay_sides);
     auto echo_figures = measure(echo_sides, requests, clients, seconds);
+    // Without the stall a request is a few hundred microseconds of Python: the full count.
+    figures nodelay_figures;
+    if (!echo_only) nodelay_figures = measure(nodelay_sides, requests, clients, seconds);
     // http.server answers in ~44 ms here (its header and body are two writes with Nagle on:
     // the second waits for the reader's delayed ACK), so a tenth of the requests.
     const int file_requests = std::max(requests / 10, 10);
@@ -585,12 +611,19 @@ int main(int argc, char** argv) {
                                  std::to_string(small_file_bytes) + "-byte file, " +
                                  std::to_string(file_requests) + " sequential GETs per side",
                              file_sides, file_figures))
+      << (echo_only ? std::string{"app 3 skipped (--echo-only)\n\n"}
+                    : report("app 3, the issue's target without the Nagle stall: the same "
+                             "http.server handler with disable_nagle_algorithm = True "
+                             "(HTTP/1.1 keep-alive), GET of a " +
+                                 std::to_string(small_file_bytes) + "-byte file, " +
+                                 std::to_string(requests) + " sequential GETs per side",
+                             nodelay_sides, nodelay_figures))
       << "the proxied path per request on a kept connection: the token compared and the "
          "guest looked up and leased under the domain's lock, the exchange relayed over the "
          "upstream connection the previous request left (the first request of a client "
          "connection enters the guest's netns on a worker and connects)\n";
     std::cout << r.str();
-    for (const auto* f : {&echo_figures, &file_figures})
+    for (const auto* f : {&echo_figures, &file_figures, &nodelay_figures})
       for (auto e : f->errors)
         if (e) rc = 1;
     if (!quick) {
