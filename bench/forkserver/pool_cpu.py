@@ -5,7 +5,10 @@ templates, keepers and clones inherit it; guestflow uses no cpuacct hierarchy it
 that a clone's CPU counts although no bench reaps it. Interleaved A/B rounds.
 usage (root): python3 bench/forkserver/pool_cpu.py GUESTFLOW_BIN ROUNDS N CONC
 (stored run: 2 96 8, a private copy of build/apps/guestflow)."""
-import json, os, subprocess, sys, tempfile, threading, time, urllib.request
+import json, os, subprocess, sys, tempfile, time, urllib.request
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from bench_common import closed_loop  # noqa: E402
 
 BIN, ROUNDS, N, CONC = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
 CG = "/sys/fs/cgroup/cpuacct/guestflow-bench-pool-cpu"
@@ -58,27 +61,16 @@ def one(fork):
             lifecycle(url)
         pool_full(url, CONC)
         time.sleep(0.5)
-        u0, t0 = usage(), time.time()
-        left = [N]
-        lock = threading.Lock()
         errors = []
 
-        def worker():
-            while True:
-                with lock:
-                    if left[0] == 0:
-                        return
-                    left[0] -= 1
-                try:
-                    lifecycle(url)
-                except Exception as e:  # noqa: BLE001
-                    errors.append(repr(e))
-        ts = [threading.Thread(target=worker) for _ in range(CONC)]
-        for t in ts:
-            t.start()
-        for t in ts:
-            t.join()
-        wall = time.time() - t0
+        def one(_):
+            """A failed lifecycle is counted, not raised: the round runs all N."""
+            try:
+                lifecycle(url)
+            except Exception as e:  # noqa: BLE001
+                errors.append(repr(e))
+        u0 = usage()
+        _, wall = closed_loop(one, N, CONC)
         pool = pool_full(url, CONC)  # the refills belong to the lifecycles
         u1 = usage()
         return (u1 - u0) / N, N / wall, pool["takes"], pool["misses"], errors
