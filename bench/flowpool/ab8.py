@@ -14,7 +14,6 @@ import json
 import os
 import shutil
 import socket
-import subprocess
 import sys
 import tempfile
 import time
@@ -35,12 +34,7 @@ def window(name, binary, env, work, prefix, graph, runs, i):
         os.environ.update(saved)
     serve = fp.Serve(binary, state, cp.url)
     try:
-        def full():
-            return fp.ready_guests(cp.get("/metrics")) >= 8
-
-        fp.wait_until(full, 300, "the pool")
-        serve.run(graph, "warm up")
-        fp.wait_until(full, 300, "the pool")
+        fp.warm_up(cp, serve, graph, 8)
         before, fills0 = fp.pool_counts(cp.get("/metrics")), fp.pool_fills(cp)
         load = open("/proc/loadavg").read().split()[0]
         rec = sched_price.Recorder(os.path.join(work, "p%d.perf" % i))
@@ -86,9 +80,7 @@ def main(argv):
     commit = fp.head_commit()
     # Variants are binaries: "dirty" when the tree holds uncommitted changes (they may have
     # been built from it), as the store's names say.
-    dirty = bool(subprocess.run(["git", "-C", fp.ROOT, "status", "--porcelain",
-                                 "--untracked-files=no"], capture_output=True,
-                                text=True).stdout.strip())
+    dirty = fp.tree_dirty()
     work = tempfile.mkdtemp(prefix="guestflow-ab8-")
     lines = ["flowpool ab8: pooled flow runs at 8 through serve, variants interleaved, %d rounds "
              "of %d runs" % (rounds, runs),
@@ -142,16 +134,9 @@ def main(argv):
         lines.append("raw:")
         lines += [json.dumps(x, sort_keys=True) for x in res]
         if store:
-            name = "%s-%s-%s%s-flowpool-ab8.txt" % (
-                time.strftime("%Y-%m-%d", time.gmtime()), socket.gethostname(), commit,
-                "-dirty" if dirty else "")
-            path = os.path.join(fp.ROOT, "bench", "results", name)
-            if os.path.exists(path):
-                raise SystemExit("%s exists: results are never overwritten" % path)
-            with open(path, "w") as f:
-                f.write("\n".join(lines) + "\n\ncommand: python3 bench/flowpool/ab8.py " +
-                        " ".join(sys.argv[1:]) + "\n")
-            print("stored " + path, file=sys.stderr)
+            fp.store_result(os.path.join(fp.ROOT, "bench", "results"), "flowpool-ab8", commit,
+                            dirty, lines,
+                            "python3 bench/flowpool/ab8.py " + " ".join(sys.argv[1:]))
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

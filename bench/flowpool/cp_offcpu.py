@@ -75,12 +75,7 @@ def main(argv):
         serve = fp.Serve(binary, state, cp.url)
         data = os.path.join(work, "off.perf")
         try:
-            def full():
-                return fp.ready_guests(cp.get("/metrics")) >= 8
-
-            fp.wait_until(full, 300, "the pool")
-            serve.run(graph, "warm up")
-            fp.wait_until(full, 300, "the pool")
+            fp.warm_up(cp, serve, graph, 8)
             p = subprocess.Popen(["perf", "record", "-q", "-e", "sched:sched_switch", "-g", "-p",
                                   str(cp.p.pid), "-o", data], stdout=subprocess.DEVNULL,
                                  stderr=subprocess.DEVNULL)
@@ -100,19 +95,9 @@ def main(argv):
             lines.append("%9.0f %6d  %s" % (v, n[k], k))
         lines.append("load at end %s" % " ".join(open("/proc/loadavg").read().split()[:3]))
         print("\n".join(lines))
-        dirty = subprocess.run(["git", "-C", fp.ROOT, "status", "--porcelain",
-                                "--untracked-files=no"], capture_output=True,
-                               text=True).stdout.strip()
-        name = "%s-%s-%s%s-flowpool-cp-offcpu.txt" % (
-            time.strftime("%Y-%m-%d", time.gmtime()), socket.gethostname(), commit,
-            "-dirty" if dirty else "")
-        path = os.path.join(fp.ROOT, "bench", "results", name)
-        if os.path.exists(path):
-            raise SystemExit("%s exists: results are never overwritten" % path)
-        with open(path, "w") as f:
-            f.write("\n".join(lines) + "\n\ncommand: python3 bench/flowpool/cp_offcpu.py " +
-                    " ".join(sys.argv[1:]) + "\n")
-        print("stored " + path, file=sys.stderr)
+        fp.store_result(os.path.join(fp.ROOT, "bench", "results"), "flowpool-cp-offcpu", commit,
+                        fp.tree_dirty(), lines,
+                        "python3 bench/flowpool/cp_offcpu.py " + " ".join(sys.argv[1:]))
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

@@ -185,6 +185,17 @@ def wait_until(pred, seconds, what):
     raise RuntimeError("timed out waiting for " + what)
 
 
+def warm_up(cp, serve, graph, n):
+    """Waits for n ready guests, runs the flow once through serve (its and the engine's
+    first-run costs stay out of the window), then waits for the pool to be full again."""
+    def full():
+        return ready_guests(cp.get("/metrics")) >= n
+
+    wait_until(full, 300, "the pool")
+    serve.run(graph, "warm up")
+    wait_until(full, 300, "the pool")
+
+
 def ready_guests(text):
     n = 0
     for line in text.splitlines():
@@ -365,13 +376,8 @@ def price_at8(binary, work, prefix, site, spec_path, graph, runs, pool, say):
     cp = start_with_image(binary, state, prefix, ["--warm-pool", "%s@heavy=%d" % (SHAPE, pool)])
     res = {}
 
-    def full():
-        return ready_guests(cp.get("/metrics")) >= pool
-
     def window(serve, name, perf):
-        wait_until(full, 300, "the pool")
-        serve.run(graph, "warm up")
-        wait_until(full, 300, "the pool")
+        warm_up(cp, serve, graph, pool)
         rec = sched_price.Recorder(os.path.join(work, name + ".perf")) if perf else None
         before = pool_counts(cp.get("/metrics"))
         fills0 = pool_fills(cp)
@@ -706,36 +712,57 @@ def head_commit():
                           capture_output=True, text=True).stdout.strip()
 
 
-def store(a, lines, argv, suffix, commit):
-    """Stores the report as DATE-HOST-COMMIT[-dirty]-SUFFIX.txt, COMMIT the tree's at the start
-    (dirty: the tree holds uncommitted changes now)."""
-    dirty = subprocess.run(["git", "-C", ROOT, "status", "--porcelain", "--untracked-files=no"],
-                           capture_output=True, text=True).stdout.strip()
-    name = "%s-%s-%s%s-%s.txt" % (time.strftime("%Y-%m-%d", time.gmtime()), socket.gethostname(),
-                                  commit, "-dirty" if dirty else "", suffix)
-    path = os.path.join(a.out_dir, name)
-    if os.path.exists(path):
-        raise SystemExit("%s exists: results are never overwritten" % path)
-    with open(path, "w") as f:
-        f.write("\n".join(lines) + "\n\ncommand: bench/run flowpool " + " ".join(argv) + "\n")
-    log("stored " + path)
-
-
-def price_only(a, argv, binary, work, prefix, site, spec_path, graph, import_ms):
+def reporter():
+    """A report's lines and the say() that prints a line and keeps it."""
     lines = []
 
     def say(s):
         print(s, flush=True)
         lines.append(s)
 
+    return lines, say
+
+
+def tree_dirty():
+    """Whether the tree holds uncommitted changes (to tracked files) now."""
+    return bool(subprocess.run(["git", "-C", ROOT, "status", "--porcelain",
+                                "--untracked-files=no"], capture_output=True,
+                               text=True).stdout.strip())
+
+
+def run_header(commit, dirty):
+    """The report line saying when, where, which tree and under what load a run started."""
+    return "date %s UTC, host %s, tree %s%s, load at start %s" % (
+        time.strftime("%Y-%m-%d %H:%M", time.gmtime()), socket.gethostname(), commit,
+        " + uncommitted changes" if dirty else "", " ".join(open("/proc/loadavg").read().split()[:3]))
+
+
+def store_result(out_dir, suffix, commit, dirty, lines, command):
+    """Stores lines as DATE-HOST-COMMIT[-dirty]-SUFFIX.txt in out_dir, never over an existing
+    file, with the command that made them at the end."""
+    name = "%s-%s-%s%s-%s.txt" % (time.strftime("%Y-%m-%d", time.gmtime()), socket.gethostname(),
+                                  commit, "-dirty" if dirty else "", suffix)
+    path = os.path.join(out_dir, name)
+    if os.path.exists(path):
+        raise SystemExit("%s exists: results are never overwritten" % path)
+    with open(path, "w") as f:
+        f.write("\n".join(lines) + "\n\ncommand: " + command + "\n")
+    log("stored " + path)
+
+
+def store(a, lines, argv, suffix, commit):
+    """Stores the report as DATE-HOST-COMMIT[-dirty]-SUFFIX.txt, COMMIT the tree's at the start
+    (dirty: the tree holds uncommitted changes now)."""
+    store_result(a.out_dir, suffix, commit, tree_dirty(), lines,
+                 "bench/run flowpool " + " ".join(argv))
+
+
+def price_only(a, argv, binary, work, prefix, site, spec_path, graph, import_ms):
+    lines, say = reporter()
     commit = head_commit()
-    dirty = subprocess.run(["git", "-C", ROOT, "status", "--porcelain", "--untracked-files=no"],
-                           capture_output=True, text=True).stdout.strip()
     say("flowpool --price: a pooled flow run's path, step by step, beside the no-guest floor "
         "(`import lfx` %.0f ms on the host)" % import_ms)
-    say("date %s UTC, host %s, tree %s%s, load at start %s" % (
-        time.strftime("%Y-%m-%d %H:%M", time.gmtime()), socket.gethostname(), commit,
-        " + uncommitted changes" if dirty else "", " ".join(open("/proc/loadavg").read().split()[:3])))
+    say(run_header(commit, tree_dirty()))
     pooled = price_path(binary, work, prefix, graph, a.price, say)
     fl = Floor(prefix, site, spec_path)
     try:
@@ -754,21 +781,12 @@ def price_only(a, argv, binary, work, prefix, site, spec_path, graph, import_ms)
 
 
 def price8_only(a, argv, binary, work, prefix, site, spec_path, graph, import_ms):
-    lines = []
-
-    def say(s):
-        print(s, flush=True)
-        lines.append(s)
-
+    lines, say = reporter()
     commit = head_commit()
-    dirty = subprocess.run(["git", "-C", ROOT, "status", "--porcelain", "--untracked-files=no"],
-                           capture_output=True, text=True).stdout.strip()
     say("flowpool --price8: pooled flow runs at 8 back to back, priced (`import lfx` %.0f ms "
         "on the host)" % import_ms)
-    say("date %s UTC, host %s, tree %s%s, load at start %s; pool kind %s, pool %d" % (
-        time.strftime("%Y-%m-%d %H:%M", time.gmtime()), socket.gethostname(), commit,
-        " + uncommitted changes" if dirty else "",
-        " ".join(open("/proc/loadavg").read().split()[:3]),
+    say("%s; pool kind %s, pool %d" % (
+        run_header(commit, tree_dirty()),
         "ordinary" if os.environ.get("GUESTFLOW_FORK_POOL") == "0" else "fork-server", a.pool))
     price_at8(binary, work, prefix, site, spec_path, graph, a.price8, a.pool, say)
     say("load at end %s" % " ".join(open("/proc/loadavg").read().split()[:3]))
@@ -797,16 +815,10 @@ def main(argv):
         a.runs, a.runs8 = 4, 8
     binary = a.binary or os.path.join(a.build, "apps", "guestflow")
     commit = head_commit()  # the tree measured, even if HEAD moves during the run
-    dirty = subprocess.run(["git", "-C", ROOT, "status", "--porcelain", "--untracked-files=no"],
-                           capture_output=True, text=True).stdout.strip()
+    dirty = tree_dirty()
     started, load_at_start = time.time(), open("/proc/loadavg").read().split()[0]
     work = tempfile.mkdtemp(prefix="guestflow-flowpool-")
-    lines = []
-
-    def say(s):
-        print(s, flush=True)
-        lines.append(s)
-
+    lines, say = reporter()
     try:
         prefix = os.path.join(work, "engine")
         site = make_engine(prefix)
