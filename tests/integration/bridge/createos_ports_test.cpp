@@ -91,6 +91,43 @@ protected:
     return n;
   }
 
+  /// The name of the guest a reuse: "flow" component run of flow `flow` kept, or "" (the
+  /// failure said) when the run gave none.
+  std::string reuse_flow_guest(const std::string& flow) {
+    auto run = call("POST", "/v1/components/run",
+                    R"({"flow_id":")" + flow +
+                        R"(","component_id":"c1","reuse":"flow",)"
+                        R"("program":"print('kept')\n"})");
+    EXPECT_EQ(run.status, 200u) << run.body << "\n" << serve->stderr_text();
+    std::smatch m;
+    if (run.status != 200u ||
+        !std::regex_search(run.body, m, std::regex{R"re("guest":"(gf-c-[^"]+)")re"})) {
+      ADD_FAILURE() << "no reuse guest in " << run.body;
+      return "";
+    }
+    return m[1].str();
+  }
+
+  /// The control plane's id of live guest `name`, or "".
+  std::string live_id(const std::string& name) {
+    for (auto& g : live_guests())
+      if (g.name == name) return g.id;
+    return "";
+  }
+
+  /// Whether serve asked CreateOS for guest `name`; each such create must ask `ingress`.
+  bool created_with_ingress(const std::string& name, bool ingress) const {
+    bool created = false;
+    for (auto& body : creates())
+      if (body.find("\"name\":\"" + name + "\"") != std::string::npos) {
+        created = true;
+        EXPECT_NE(body.find(ingress ? "\"ingress_enabled\":true" : "\"ingress_enabled\":false"),
+                  std::string::npos)
+            << body;
+      }
+    return created;
+  }
+
   /// A guest made at CreateOS directly (as a reuse: "flow" run leaves one), by name.
   std::string guest_at_createos(const std::string& name, bool ingress) {
     auto shapes = decode<shape_list>(
@@ -155,22 +192,11 @@ TEST_F(createos_ports, a_guest_createos_gives_no_url_is_a_typed_error) {
 }
 
 TEST_F(createos_ports, a_reuse_flow_run_keeps_a_guest_created_with_ingress_and_its_url) {
-  auto run = call("POST", "/v1/components/run",
-                  R"({"flow_id":"f-createos","component_id":"c1","reuse":"flow",)"
-                  R"("program":"print('kept')\n"})");
-  ASSERT_EQ(run.status, 200u) << run.body << "\n" << serve->stderr_text();
-  std::smatch m;
-  ASSERT_TRUE(std::regex_search(run.body, m, std::regex{R"re("guest":"(gf-c-[^"]+)")re"}))
-      << run.body;
-  auto name = m[1].str();
-  std::string id;
-  for (auto& body : creates())
-    if (body.find("\"name\":\"" + name + "\"") != std::string::npos) {
-      EXPECT_NE(body.find("\"ingress_enabled\":true"), std::string::npos) << body;
-      for (auto& g : live_guests())
-        if (g.name == name) id = g.id;
-    }
-  ASSERT_FALSE(id.empty()) << "no create for " << name;
+  auto name = reuse_flow_guest("f-createos");
+  ASSERT_FALSE(name.empty());
+  ASSERT_TRUE(created_with_ingress(name, true)) << "no create for " << name;
+  auto id = live_id(name);
+  ASSERT_FALSE(id.empty()) << "no live guest " << name;
   auto r = call("POST", "/v1/components/" + name + "/ports/8000");
   ASSERT_EQ(r.status, 200u) << r.body;
   EXPECT_EQ(r.body, R"({"url":")" + sdk_url(id, 8000) + R"(","expires_at":null})");
@@ -226,25 +252,11 @@ TEST_F(createos_ports_default, a_session_guest_has_no_ingress_and_its_port_route
 }
 
 TEST_F(createos_ports_default, a_reuse_flow_guest_has_no_ingress_and_its_port_route_says_so) {
-  auto run = call("POST", "/v1/components/run",
-                  R"({"flow_id":"f-closed","component_id":"c1","reuse":"flow",)"
-                  R"("program":"print('kept')\n"})");
-  ASSERT_EQ(run.status, 200u) << run.body << "\n" << serve->stderr_text();
-  std::smatch m;
-  ASSERT_TRUE(std::regex_search(run.body, m, std::regex{R"re("guest":"(gf-c-[^"]+)")re"}))
-      << run.body;
-  auto name = m[1].str();
-  std::string id;
-  for (auto& g : live_guests())
-    if (g.name == name) id = g.id;
+  auto name = reuse_flow_guest("f-closed");
+  ASSERT_FALSE(name.empty());
+  auto id = live_id(name);
   ASSERT_FALSE(id.empty()) << "no live guest " << name;
-  bool created = false;
-  for (auto& body : creates())
-    if (body.find("\"name\":\"" + name + "\"") != std::string::npos) {
-      created = true;
-      EXPECT_NE(body.find("\"ingress_enabled\":false"), std::string::npos) << body;
-    }
-  EXPECT_TRUE(created) << "no create for " << name;
+  EXPECT_TRUE(created_with_ingress(name, false)) << "no create for " << name;
 
   auto before = createos->requests().size();
   expect_ingress_off(call("POST", "/v1/components/" + name + "/ports/8000"));
