@@ -82,6 +82,32 @@ protected:
     return out;
   }
 
+  /// Stops the server, its guests deleted by the test (nothing for the teardown, which needs
+  /// a running server).
+  void stop_server() {
+    created_.clear();
+    EXPECT_EQ(stop(), 0);
+  }
+
+  /// Whether within 10 s no template cgroup of this state dir is left.
+  bool template_cgroups_gone() {
+    return eventually([&] { return template_cgroups().empty(); }, std::chrono::seconds{10});
+  }
+
+  /// Whether within 10 s no clone, keeper or template runs (their command lines name the
+  /// spool).
+  bool spool_processes_gone() {
+    const auto spool = (state_dir_ / "fork").string();
+    return eventually(
+        [&] {
+          return test_support::pids_where(
+                     "cmdline",
+                     [&](const std::string& c) { return c.find(spool) != std::string::npos; })
+              .empty();
+        },
+        std::chrono::seconds{10});
+  }
+
   /// The template's python3 (host pid): a member of its cgroup whose command is the
   /// template's, not bwrap nor its keeper.
   int template_pid() {
@@ -254,9 +280,8 @@ TEST_F(fork_pool_test, the_template_survives_a_guest_s_crash_and_a_stop_leaves_n
   EXPECT_EQ(template_pid(), tpl);
   EXPECT_EQ(cp_->stderr_text().find("fork template died"), std::string::npos);
   remove(b.id);
-  created_.clear(); // deleted: nothing for the teardown, which needs a running server
-  EXPECT_EQ(stop(), 0);
-  EXPECT_TRUE(eventually([&] { return template_cgroups().empty(); }, std::chrono::seconds{10}));
+  stop_server();
+  EXPECT_TRUE(template_cgroups_gone());
   EXPECT_TRUE(std::filesystem::is_empty(state_dir_ / "fork")) << "its spool is removed";
 }
 
@@ -311,20 +336,10 @@ TEST_F(fork_pool_test, a_template_killed_while_creates_run_fails_none_and_leaves
   auto at = log.find(said);
   EXPECT_NE(at, std::string::npos) << log;
   EXPECT_EQ(log.find(said, at + 1), std::string::npos) << log;
-  created_.clear();
-  EXPECT_EQ(stop(), 0);
-  // Nothing left: no clone, keeper or template (their command line names the spool), no
-  // template cgroup, no spool.
-  const auto spool = (state_dir_ / "fork").string();
-  EXPECT_TRUE(eventually(
-      [&] {
-        return test_support::pids_where(
-                   "cmdline",
-                   [&](const std::string& c) { return c.find(spool) != std::string::npos; })
-            .empty();
-      },
-      std::chrono::seconds{10}));
-  EXPECT_TRUE(eventually([&] { return template_cgroups().empty(); }, std::chrono::seconds{10}));
+  stop_server();
+  // Nothing left: no clone, keeper or template, no template cgroup, no spool.
+  EXPECT_TRUE(spool_processes_gone());
+  EXPECT_TRUE(template_cgroups_gone());
   EXPECT_TRUE(std::filesystem::is_empty(state_dir_ / "fork")) << "its spool is removed";
 }
 
@@ -345,15 +360,7 @@ TEST_F(fork_pool_test, pool_guests_that_died_waiting_are_never_handed_out) {
   ASSERT_FALSE(sandbox.empty());
   for (int pid : sandbox)
     ::kill(pid, SIGKILL);
-  const auto spool = (state_dir_ / "fork").string();
-  ASSERT_TRUE(eventually(
-      [&] {
-        return test_support::pids_where(
-                   "cmdline",
-                   [&](const std::string& c) { return c.find(spool) != std::string::npos; })
-            .empty();
-      },
-      std::chrono::seconds{10}));
+  ASSERT_TRUE(spool_processes_gone());
   // Still listed ready: each take skips them (discarded), and every create gets a live guest.
   for (int i = 0; i < 3; ++i) {
     auto r = call("POST", "/v1/sandboxes", pool_guest_body);
@@ -377,10 +384,8 @@ TEST_F(fork_pool_test, a_taken_clone_outlives_the_server_and_keeps_its_template)
   EXPECT_EQ(exec(a.id, "echo", {"adopted"}).stdout_text, "adopted\n");
   EXPECT_FALSE(template_cgroups().empty()) << "still needed by a";
   remove(a.id);
-  created_.clear();
-  EXPECT_EQ(stop(), 0);
-  EXPECT_TRUE(eventually([&] { return template_cgroups().empty(); }, std::chrono::seconds{10}))
-      << "no clone left: every template ends at stop";
+  stop_server();
+  EXPECT_TRUE(template_cgroups_gone()) << "no clone left: every template ends at stop";
 }
 
 TEST_F(fork_pool_test, a_create_that_finds_the_pool_empty_waits_for_a_clone_in_flight) {
