@@ -6,6 +6,8 @@
 // handshake uses the certificate presented at its accept; after it, bytes are relayed as they
 // are to the control plane's port, both ways.
 
+#include "tests/support/self_signed.hpp"
+
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -13,10 +15,7 @@
 namespace guestflow::testing {
 
 /// A self-signed certificate (its own CA) and its key, PEM.
-struct test_cert {
-  std::string cert_pem;
-  std::string key_pem;
-};
+using test_cert = test_support::self_signed;
 
 /// A certificate for `common_name` (distinct names: distinct issuers for the verifier) with
 /// `subject_alt_names` ("DNS:localhost,IP:127.0.0.1").

@@ -1,5 +1,7 @@
 #pragma once
 
+#include "tests/support/self_signed.hpp"
+
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -157,12 +159,9 @@ private:
   friend class exchange;
 };
 
-/// A self-signed certificate + key (PEM) made with OpenSSL for `subject_alt_names`
-/// ("DNS:localhost,IP:127.0.0.1"); it is its own CA, so a client can be told to trust it.
-struct self_signed {
-  std::string cert_pem;
-  std::string key_pem;
-};
-self_signed make_self_signed(const std::string& subject_alt_names);
+/// A self-signed certificate + key (PEM) for `subject_alt_names`, its own CA
+/// (tests/support/self_signed.hpp).
+using guestflow::test_support::make_self_signed;
+using guestflow::test_support::self_signed;
 
 } // namespace gft
