@@ -82,6 +82,23 @@ protected:
     return out;
   }
 
+  /// Starts the pool and waits for it full: its template's python3 (host pid), or 0 (the
+  /// failure said) when the pool did not fill.
+  int pooled_template() {
+    start_pool();
+    if (!pool_ready()) {
+      ADD_FAILURE() << "the pool did not fill: " << call("GET", "/v1/pool").body;
+      return 0;
+    }
+    return template_pid();
+  }
+
+  /// No template cgroup left (within 10 s) and the fork spool removed.
+  void expect_no_template_left() {
+    EXPECT_TRUE(template_cgroups_gone());
+    EXPECT_TRUE(std::filesystem::is_empty(state_dir_ / "fork")) << "its spool is removed";
+  }
+
   /// Stops the server, its guests deleted by the test (nothing for the teardown, which needs
   /// a running server).
   void stop_server() {
@@ -262,9 +279,7 @@ TEST_F(fork_pool_test,
 }
 
 TEST_F(fork_pool_test, the_template_survives_a_guest_s_crash_and_a_stop_leaves_none) {
-  start_pool();
-  ASSERT_TRUE(pool_ready());
-  int tpl = template_pid();
+  int tpl = pooled_template();
   ASSERT_GT(tpl, 0);
   auto a = take();
   // The guest crashes whole: its init killed (a pid namespace's init takes no other
@@ -281,14 +296,11 @@ TEST_F(fork_pool_test, the_template_survives_a_guest_s_crash_and_a_stop_leaves_n
   EXPECT_EQ(cp_->stderr_text().find("fork template died"), std::string::npos);
   remove(b.id);
   stop_server();
-  EXPECT_TRUE(template_cgroups_gone());
-  EXPECT_TRUE(std::filesystem::is_empty(state_dir_ / "fork")) << "its spool is removed";
+  expect_no_template_left();
 }
 
 TEST_F(fork_pool_test, a_template_killed_while_creates_run_fails_none_and_leaves_nothing) {
-  start_pool();
-  ASSERT_TRUE(pool_ready());
-  int tpl = template_pid();
+  int tpl = pooled_template();
   ASSERT_GT(tpl, 0);
   auto before = take(); // a clone taken before its template dies
   // The template is killed while creates run back to back (the take race): every create
@@ -339,15 +351,12 @@ TEST_F(fork_pool_test, a_template_killed_while_creates_run_fails_none_and_leaves
   stop_server();
   // Nothing left: no clone, keeper or template, no template cgroup, no spool.
   EXPECT_TRUE(spool_processes_gone());
-  EXPECT_TRUE(template_cgroups_gone());
-  EXPECT_TRUE(std::filesystem::is_empty(state_dir_ / "fork")) << "its spool is removed";
+  expect_no_template_left();
 }
 
 TEST_F(fork_pool_test, pool_guests_that_died_waiting_are_never_handed_out) {
-  start_pool();
-  ASSERT_TRUE(pool_ready());
   // The template's whole sandbox killed (its outer bwrap): both waiting clones die with it.
-  int tpl = template_pid();
+  int tpl = pooled_template();
   ASSERT_GT(tpl, 0);
   // This test's template only (other tests' control planes may run templates meanwhile).
   std::vector<int> sandbox;
