@@ -82,6 +82,13 @@ protected:
     return out;
   }
 
+  /// python3 -c `program` in guest `id` under coreutils' timeout as the runtime runs it:
+  /// TERM after `seconds`, KILL 5 s later.
+  exec_result timed_python(const std::string& id, const char* seconds,
+                           const std::string& program) {
+    return exec(id, "timeout", {"--kill-after=5", seconds, "python3", "-c", program});
+  }
+
   /// Starts the pool and waits for it full: its template's python3 (host pid), or 0 (the
   /// failure said) when the pool did not fill.
   int pooled_template() {
@@ -178,10 +185,9 @@ TEST_F(fork_pool_test,
   EXPECT_LE(exec_ms, wall) << timed.body;
   // A signal's status as waitpid reads it (128 + signal), under the runtime's timeout too.
   auto c = take();
-  auto killed = exec(c.id, "timeout",
-                     {"--kill-after=5", "30", "python3", "-c",
-                      "import os, signal; print('bye', flush=True); "
-                      "os.kill(os.getpid(), signal.SIGSEGV)"});
+  auto killed = timed_python(c.id, "30",
+                             "import os, signal; print('bye', flush=True); "
+                             "os.kill(os.getpid(), signal.SIGSEGV)");
   EXPECT_EQ(killed.exit_code, 139) << killed.stderr_text;
   EXPECT_EQ(killed.stdout_text, "bye\n");
 }
@@ -425,28 +431,26 @@ TEST_F(fork_pool_test, the_runtime_s_timeout_is_kept_by_the_init_with_no_watcher
   // Within the deadline: the program's own status, and the program is the init's child (pid
   // 2): no watcher process between them.
   auto d = take();
-  auto ok = exec(d.id, "timeout",
-                 {"--kill-after=5", "60", "python3", "-c",
-                  "import os, sys; print(os.getpid(), os.getppid()); sys.exit(4)"});
+  auto ok =
+      timed_python(d.id, "60", "import os, sys; print(os.getpid(), os.getppid()); sys.exit(4)");
   EXPECT_EQ(ok.exit_code, 4) << ok.stderr_text;
   EXPECT_EQ(ok.stdout_text, "2 1\n");
   // At the deadline the run and its group (a grandchild too) are TERMed: coreutils' 124,
   // and the guest holds its init only, as a fresh one.
   auto a = take();
-  auto hung = exec(a.id, "timeout",
-                   {"--kill-after=5", "1", "python3", "-c",
-                    "import os, time\nif os.fork() == 0:\n    time.sleep(60)\n"
-                    "print('up', flush=True)\ntime.sleep(60)\n"});
+  auto hung = timed_python(a.id, "1",
+                           "import os, time\nif os.fork() == 0:\n    time.sleep(60)\n"
+                           "print('up', flush=True)\ntime.sleep(60)\n");
   EXPECT_EQ(hung.exit_code, 124) << hung.stderr_text;
   EXPECT_EQ(hung.stdout_text, "up\n");
   EXPECT_TRUE(eventually([&] { return listing(a.id) == "1\n"; })) << listing(a.id);
   // One that ignores TERM is KILLed with its group 5 s later: coreutils' 137.
   auto s = take();
   const auto start = std::chrono::steady_clock::now();
-  auto stubborn = exec(s.id, "timeout",
-                       {"--kill-after=5", "1", "python3", "-c",
-                        "import signal, time\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
-                        "time.sleep(60)\n"});
+  auto stubborn =
+      timed_python(s.id, "1",
+                   "import signal, time\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+                   "time.sleep(60)\n");
   EXPECT_EQ(stubborn.exit_code, 137) << stubborn.stderr_text;
   EXPECT_GE(std::chrono::steady_clock::now() - start, std::chrono::seconds{6});
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds{30});
