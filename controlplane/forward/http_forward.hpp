@@ -163,7 +163,11 @@ public:
       , up_(std::move(upstream))
       , opts_(std::move(opts))
       , done_(std::move(done))
-      , watchdog_(client.get_executor()) {}
+      , watchdog_(client.get_executor()) {
+    // Beast reads into what the buffer has room for (512 bytes when empty): a 1 KiB body
+    // would come up in two reads and go down in two sends, waking the client twice.
+    up_buf_.reserve(up_read_size);
+  }
 
   void start() {
     starting_ = true;
@@ -633,6 +637,7 @@ private:
   }
 
   static constexpr size_t tunnel_chunk = 16 * 1024;
+  static constexpr size_t up_read_size = 16 * 1024;
 
   Client& client_;
   beast::flat_buffer& client_buf_;
