@@ -48,6 +48,10 @@ port_url sign_url(exchange& ex, server_context& ctx, const std::string& guest_id
   return {base_url(ex, ctx) + "/v1/ports/" + ctx.ports.sign(g) + "/", rfc3339(g.expires_at)};
 }
 
+bool on_createos(const server_context& ctx) {
+  return ctx.svc.provider_name() == "createos";
+}
+
 /// The URL's lifetime the body asks for (an empty body: the server's), within the server's.
 /// On CreateOS none can be asked for: its URLs do not expire, and a shorter life is not
 /// quietly dropped.
@@ -58,7 +62,7 @@ result<uint32_t> ttl_of(exchange& ex, const server_context& ctx) {
   auto req = decode<port_url_request>(body, ex.body_limits());
   if (!req) return req.error();
   if (!req->ttl_seconds) return most;
-  if (ctx.svc.provider_name() == "createos")
+  if (on_createos(ctx))
     return fail(ec::bad_request,
                 "ttl_seconds: CreateOS's service URLs do not expire (they live as long as the "
                 "guest); ask without ttl_seconds");
@@ -68,10 +72,6 @@ result<uint32_t> ttl_of(exchange& ex, const server_context& ctx) {
                                      std::to_string(most) +
                                      " (GUESTFLOW_PORT_URL_TTL_SECONDS)");
   return *req->ttl_seconds;
-}
-
-bool on_createos(const server_context& ctx) {
-  return ctx.svc.provider_name() == "createos";
 }
 
 /// CreateOS's own URL for `port` of guest `guest_id`, read from its view: CreateOS's ingress
