@@ -1,14 +1,14 @@
 #!/usr/bin/env python3
 """Interleaved A/B of pooled flow runs at 8 through serve (flowpool's pooled mode at 8):
-`python3 bench/flowpool/ab8.py [--note TEXT] ROUNDS RUNS NAME=BINARY[:K=V,...] ...` (root;
-TMPDIR=/var/tmp as flowpool needs it; fork-server pools unless GUESTFLOW_FORK_POOL=0). Per
+`python3 bench/flowpool/ab8.py [--tag T] [--note TEXT] ROUNDS RUNS NAME=BINARY[:K=V,...] ...`
+(root; TMPDIR=/var/tmp as flowpool needs it; fork-server pools unless GUESTFLOW_FORK_POOL=0). Per
 round, each variant in turn (the order reversed every other round): a control plane of BINARY
 with K=V in its environment, a pool of 8 of the heavy engine's image, serve; then RUNS runs 8
 at a time under perf's scheduler record (sched_price.py). Reports per variant and round:
 runs/s, misses, the pool's build time, and CPU per run by class: the fork templates' trees
 (template, clones, runs), the control plane, serve, the kernel's threads. Stored as
-bench/results/DATE-HOST-COMMIT[-dirty]-flowpool-ab8.txt unless --no-store. A/B figures are
-ratios within one run; the load is in each line."""
+bench/results/DATE-HOST-COMMIT[-dirty]-flowpool-ab8[-T].txt unless --no-store. A/B figures
+are ratios within one run; the load is in each line."""
 
 import json
 import os
@@ -68,7 +68,9 @@ def window(name, binary, env, work, prefix, graph, runs, i):
 def main(argv):
     store = "--no-store" not in argv
     argv = [a for a in argv if a != "--no-store"]
-    note = ""
+    note = tag = ""
+    if argv and argv[0] == "--tag":  # results of one tree told apart: ...-flowpool-ab8-TAG
+        tag, argv = "-" + argv[1], argv[2:]
     if argv and argv[0] == "--note":
         note, argv = argv[1], argv[2:]
     rounds, runs = int(argv[0]), int(argv[1])
@@ -134,8 +136,8 @@ def main(argv):
         lines.append("raw:")
         lines += [json.dumps(x, sort_keys=True) for x in res]
         if store:
-            fp.store_result(os.path.join(fp.ROOT, "bench", "results"), "flowpool-ab8", commit,
-                            dirty, lines,
+            fp.store_result(os.path.join(fp.ROOT, "bench", "results"), "flowpool-ab8" + tag,
+                            commit, dirty, lines,
                             "python3 bench/flowpool/ab8.py " + " ".join(sys.argv[1:]))
     finally:
         shutil.rmtree(work, ignore_errors=True)

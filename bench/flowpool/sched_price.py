@@ -82,6 +82,27 @@ def fork_roots(tree):
     return roots
 
 
+def class_of(tid, roots, parent, proc):
+    """TID's class (account()'s rules): `parent` task -> parent, `proc` thread -> process."""
+    if tid == 0:
+        return "idle"
+    depth, x, seen = 0, tid, set()
+    while x and x not in seen:
+        seen.add(x)
+        if x in roots:
+            name = roots[x]
+            return name if depth == 0 or not name.endswith("*") else "%s+%d" % (
+                name.rstrip("*"), min(depth, 4))
+        if x == 2:
+            return "kernel"
+        if x in proc:  # a thread: its process, at the same depth
+            x = proc[x]
+            continue
+        x = parent.get(x)
+        depth += 1
+    return "other"
+
+
 def account(path, tree, t0, t1, roots):
     """On-CPU ms per class and off-CPU ms (runnable waiting, asleep) per class in [t0, t1].
     `roots`: pid -> class name for tasks whose descendants (threads, children) share it
@@ -131,23 +152,7 @@ def account(path, tree, t0, t1, roots):
                 d[nxt][st] += hi - lo
 
     def klass(tid):
-        if tid == 0:
-            return "idle"
-        depth, x, seen = 0, tid, set()
-        while x and x not in seen:
-            seen.add(x)
-            if x in roots:
-                name = roots[x]
-                return name if depth == 0 or not name.endswith("*") else "%s+%d" % (
-                    name.rstrip("*"), min(depth, 4))
-            if x == 2:
-                return "kernel"
-            if x in proc:  # a thread: its process, at the same depth
-                x = proc[x]
-                continue
-            x = parent.get(x)
-            depth += 1
-        return "other"
+        return class_of(tid, roots, parent, proc)
 
     by, wait, sleep, comms = {}, {}, {}, {}
     for tid, v in on.items():
