@@ -197,9 +197,13 @@ using coordinator_actor = caf::typed_actor<
     caf::replies_to<cancel_atom, std::string>::with<bool>,
     /// The admission counters.
     caf::replies_to<stats_atom>::with<coordinator_stats>,
-    /// Internal: (run id, bytes it keeps for late joiners) the run ended: free its slot, and
-    /// count what it retains against the retention budget (the oldest ended runs go first).
+    /// Internal: (run id, bytes it keeps for late joiners) the run ended (its slot is
+    /// draining: admission::draining): what it retains counts against the retention budget
+    /// (the oldest ended runs go first).
     caf::reacts_to<done_atom, std::string, uint64_t>,
+    /// Internal: run `id`'s execution is gone (its guest deleted or handed to the reaper):
+    /// free its slot.
+    caf::reacts_to<released_atom, std::string>,
     /// Queued run `id` got a slot another surface freed (admission::release): start it.
     caf::reacts_to<run_atom, std::string>>;
 

@@ -2,8 +2,10 @@
 
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <mutex>
 #include <string>
+#include <unordered_map>
 #include <unordered_set>
 #include <vector>
 
@@ -34,13 +36,24 @@ public:
   /// so a stream of short calls never starves the queue.
   bool take(const std::string& id);
 
+  /// A run that cannot queue, where every slot is taken but one is draining: waits for a
+  /// slot (`queued`; `on_start` runs when release() hands it one, on the releasing thread,
+  /// outside the lock) instead of being refused. No more runs wait than slots drain.
+  verdict take_or_wait(const std::string& id, std::function<void()> on_start);
+
+  /// `id`, holding a slot, has answered its caller and is deleting its guest: the slot stays
+  /// taken until release(id) (the guest still counts), but a run that finds every slot
+  /// taken may wait for it (offer, take_or_wait) instead of being refused.
+  void draining(const std::string& id);
+
   /// `id` no longer needs its slot or its queue place (finished, cancelled, gone; unknown
   /// ids are ignored). Returns the queued ids that now hold a slot, in FIFO order: their
-  /// owner (the coordinator) must start them.
+  /// owner (the coordinator) must start them; a take_or_wait() run among them is started
+  /// here (its `on_start`) and not returned.
   std::vector<std::string> release(const std::string& id);
 
   /// Whether a run that cannot queue would be refused now (a hint: the transport refuses
-  /// such a request before reading its body; take() decides).
+  /// such a request before reading its body; take() or take_or_wait() decides).
   bool full() const;
   /// Whether a whole-flow run would be refused now (no slot and no queue place).
   bool full_with_queue() const;
@@ -55,7 +68,10 @@ private:
   const uint64_t max_queued_;
   mutable std::mutex mu_;
   std::unordered_set<std::string> inflight_;
+  std::unordered_set<std::string> draining_; ///< of inflight_
   std::deque<std::string> queue_;
+  /// take_or_wait() runs in queue_, by id: what starts them.
+  std::unordered_map<std::string, std::function<void()>> waiters_;
 };
 
 } // namespace guestflow

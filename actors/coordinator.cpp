@@ -100,6 +100,7 @@ caf::result<std::string> admit(self_ptr self, run_request& req, run_subscriber_a
                      std::move(first),
                      cancel_on_disconnect,
                      secret_scrubber{req.variables}};
+  init.opts.slots = st.slots;
   auto run = self->spawn(flow_run, coordinator_actor{self}, st.cp, st.reaper, std::move(init));
   self->monitor(run);
   st.runs.emplace(id, run);
@@ -170,9 +171,9 @@ coordinator(coordinator_actor::stateful_pointer<coordinator_state> self, control
       [self](done_atom, const std::string& id, uint64_t bytes) {
         if (self->state.runs.count(id) == 0) return;
         ++self->state.stats.finished;
-        release(self, id);
         retain(self, id, bytes);
       },
+      [self](released_atom, const std::string& id) { release(self, id); },
   };
 }
 

@@ -40,10 +40,10 @@ bool reusable(const execution_state& st) {
   return static_cast<bool>(st.opts.registry);
 }
 
-/// Replies to the caller and stops. Runs once, after the guest is deleted or handed over.
-void finish(self_ptr self) {
+/// Replies to the caller, once: at the run's outcome (see delete_guest), else when the
+/// actor finishes.
+void answer(self_ptr self) {
   auto& st = self->state;
-  st.at = st.error || st.cancelled ? phase::failed : phase::done;
   if (st.promise.pending()) {
     if (st.error) {
       st.promise.deliver(make_error(st.error->code, st.error->message));
@@ -61,6 +61,14 @@ void finish(self_ptr self) {
       st.promise.deliver(std::move(r));
     }
   }
+}
+
+/// Replies (unless it did already) and stops. Runs once, after the guest is deleted or
+/// handed over: the caller's slot is held until this actor is gone.
+void finish(self_ptr self) {
+  auto& st = self->state;
+  st.at = st.error || st.cancelled ? phase::failed : phase::done;
+  answer(self);
   // The monitor is an attachable on the caller holding a weak reference to this actor:
   // left there, a long-lived caller would keep every finished execution's memory (~2 KB
   // each) until the caller itself ends.
@@ -112,13 +120,18 @@ void release_guest(self_ptr self) {
 }
 
 /// Exactly one delete per created guest, whatever happened before. A delete that fails
-/// is owed by the reaper from then on. A reusable guest is released instead.
+/// is owed by the reaper from then on. A reusable guest is released instead. A run whose
+/// outcome is known (its command exited, its files collected) is answered before its
+/// delete, which the caller need not wait for: the reaper still owes the guest if this
+/// actor dies before the delete answered, and the caller's slot is held until this actor
+/// is gone. Failures and cancels still answer once the guest is gone.
 void delete_guest(self_ptr self) {
   auto& st = self->state;
   if (finished_or_deleting(st)) return;
   st.at = phase::deleting;
   if (st.spec.stream) self->send(st.cp, cancel_atom::value, exec_sink_actor{self});
   if (reusable(st)) return release_guest(self);
+  if (st.exited && !st.error && !st.cancelled) answer(self);
   self->request(st.cp, st.opts.call_timeout, delete_atom::value, st.guest_id)
       .then(
           [self](sandbox_deleted&) {
@@ -217,6 +230,7 @@ void exec_done(self_ptr self, int32_t raw, std::optional<std::string> error,
   st.result.error = std::move(error);
   st.result.exec_ms = elapsed;
   st.outcome = c.outcome;
+  st.exited = true;
   if (st.opts.collect && !st.cancelled) return collect(self);
   delete_guest(self);
 }

@@ -76,6 +76,7 @@ struct execution_state {
   std::unique_ptr<returned_files> files;
   bool reused = false; ///< the registry adopted the reusable guest (see execution_report)
   bool cancelled = false;
+  bool exited = false; ///< the command's exit is known: the run can be answered
   size_t next_upload = 0;
   std::chrono::steady_clock::time_point started;
   std::chrono::steady_clock::time_point exec_started;
@@ -87,6 +88,9 @@ struct execution_state {
 /// delete, in every path. A failure anywhere still ends in exactly one delete (or, if the
 /// delete cannot be done, a hand-over to the reaper); a lost create answer is reaped by
 /// name. With `opts.registry` the guest is acquired and released instead (never deleted).
+/// A run whose command exited is answered before its delete; the actor ends once the
+/// guest is deleted or handed over, so a caller that holds a slot for it frees the slot
+/// when the actor is gone (a monitor), not at the answer.
 execution_actor::behavior_type
 execution(execution_actor::stateful_pointer<execution_state> self, controlplane_actor cp,
           reaper_actor reaper, execution_options opts);

@@ -44,11 +44,31 @@ size_t retained_bytes(const flow_run_state& st) {
   return st.log.bytes() + actor;
 }
 
-/// The single terminal event; then the slot is freed and the run waits for late joiners.
+/// The slot is free once the execution is gone (its guest deleted or handed over), which
+/// may be after the terminal event: the run answered before its guest's delete.
+void released(self_ptr self) {
+  auto& st = self->state;
+  if (st.parent) self->send(st.parent, released_atom::value, st.run_id);
+}
+
+/// Quits, or once the execution is gone: the coordinator frees the slot of a run actor
+/// that is gone, and the guest still counts until its delete answered.
+void quit_after_execution(self_ptr self) {
+  auto& st = self->state;
+  if (st.exec && !st.exec_gone) {
+    st.quit_pending = true;
+    return;
+  }
+  self->quit();
+}
+
+/// The single terminal event; then the slot drains (freed once the execution is gone) and
+/// the run waits for late joiners.
 void end(self_ptr self, run_event terminal) {
   auto& st = self->state;
   if (st.at == phase::ended) return;
   st.at = phase::ended;
+  if (st.opts.slots) st.opts.slots->draining(st.run_id);
   spdlog::debug("flow run {}: {} after {} events", st.run_id,
                 terminal.type == run_event::kind::complete ? "complete" : "error",
                 st.log.next());
@@ -58,7 +78,8 @@ void end(self_ptr self, run_event terminal) {
   st.subs.clear();
   if (st.parent)
     self->send(st.parent, done_atom::value, st.run_id, uint64_t{retained_bytes(st)});
-  if (st.opts.retention.count() == 0) return self->quit();
+  if (!st.exec || st.exec_gone) released(self);
+  if (st.opts.retention.count() == 0) return quit_after_execution(self);
   self->delayed_send(self, st.opts.retention, expire_atom::value);
 }
 
@@ -156,16 +177,19 @@ caf::result<uint64_t> subscribe(self_ptr self, uint64_t from, run_subscriber_act
 void on_down(self_ptr self, const caf::down_msg& dm) {
   auto& st = self->state;
   if (st.exec && dm.source == st.exec.address()) {
+    st.exec_gone = true;
     // The answer arrives before the down message; still running means none will come.
     if (st.at == phase::running)
-      execution_failed(self,
-                       make_error(ec::unavailable, "the execution ended without a report"));
+      return execution_failed(
+          self, make_error(ec::unavailable, "the execution ended without a report"));
+    if (st.at == phase::ended) released(self);
+    if (st.quit_pending) self->quit();
     return;
   }
   if (st.parent && dm.source == st.parent.address()) {
     st.parent = coordinator_actor{};
     st.opts.retention = std::chrono::seconds{0};
-    if (st.at == phase::ended) return self->quit();
+    if (st.at == phase::ended) return quit_after_execution(self);
     return cancel(self, fail(ec::unavailable, "run cancelled: the server is shutting down"));
   }
   auto i =
@@ -227,7 +251,7 @@ flow_run_actor::behavior_type flow_run(flow_run_actor::stateful_pointer<flow_run
           publish(self, std::move(e));
         if (st.frames.violation()) stop_execution(self);
       },
-      [self](expire_atom) { self->quit(); },
+      [self](expire_atom) { quit_after_execution(self); },
   };
 }
 

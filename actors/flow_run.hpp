@@ -1,6 +1,7 @@
 #pragma once
 
 #include "actors/actors.hpp"
+#include "actors/admission.hpp"
 #include "actors/event_log.hpp"
 #include "actors/execution.hpp"
 #include "actors/frame_translator.hpp"
@@ -22,6 +23,9 @@ struct flow_run_options {
   std::chrono::seconds retention{60};
   frame_translator_options frames; ///< `timeout_seconds` is taken from the spec
   execution_options execution;     ///< `listener` is set to the run actor itself
+  /// The runtime's slots (the coordinator's): the run's slot is marked draining before its
+  /// terminal event goes out, so a caller's next run, sent at once, may wait for it.
+  std::shared_ptr<admission> slots;
 };
 
 /// What the coordinator hands a new run actor.
@@ -63,6 +67,8 @@ struct flow_run_state {
   execution_actor exec;
   std::optional<failure> cancel_reason;    ///< the terminal error of a cancelled run
   bool stopping = false;                   ///< cancel sent to the execution
+  bool exec_gone = false;                  ///< the execution's down message arrived
+  bool quit_pending = false;               ///< quit once the execution is gone
   std::vector<run_event> scratch;          ///< events of one stream line, reused
   std::unique_ptr<event_scrubber> secrets; ///< null for a run without variables
 };
@@ -72,9 +78,10 @@ struct flow_run_state {
 /// subscriber and keeps the bounded replay buffer. Every event passes one place before it
 /// is kept or sent, where the run's secret values are replaced by "********" (the events,
 /// its replay, the CLI's output and whatever a subscriber stores or logs never hold one). The
-/// terminal event is sent exactly once, after the execution answered (its guest is deleted by
-/// then); cancel, the last `cancel_on_disconnect` subscriber going away and a protocol
-/// violation all stop the execution first. When the coordinator goes away the run is cancelled.
+/// terminal event is sent exactly once, after the execution answered (which may be before
+/// its guest's delete: the run's slot is freed only once the execution is gone); cancel, the
+/// last `cancel_on_disconnect` subscriber going away and a protocol violation all stop the
+/// execution first. When the coordinator goes away the run is cancelled.
 flow_run_actor::behavior_type flow_run(flow_run_actor::stateful_pointer<flow_run_state> self,
                                        coordinator_actor parent, controlplane_actor cp,
                                        reaper_actor reaper, flow_run_init init);

@@ -81,32 +81,63 @@ void service::call_state::release(const std::string& id) {
 }
 
 template<class Answer>
-run_cancel service::start_call(const std::string& slot, execution_actor exec,
+run_cancel service::admit_call(std::string_view surface, execution_actor exec,
                                caf::duration limit, execution_spec spec,
                                std::function<Answer(execution_report&)> answer,
                                reply<Answer> done) {
+  if (live_->stopping) return done(shutting_down()), run_cancel{};
+  auto slot = std::string{surface} + "-" + std::to_string(live_->next++);
+  // Every slot taken but one draining (its run answered, its guest being deleted): this
+  // call waits the few milliseconds for it rather than being refused. The execution is
+  // spawned already, so a cancel meanwhile is its own (it then creates nothing).
+  auto go = [&sys = system(), live = live_, slot, exec, limit, spec = std::move(spec),
+             answer = std::move(answer), done]() mutable {
+    start_call<Answer>(sys, live, slot, exec, limit, std::move(spec), std::move(answer),
+                       std::move(done));
+  };
+  auto waiting = std::make_shared<decltype(go)>(std::move(go));
+  switch (live_->slots->take_or_wait(slot, [waiting] { (*waiting)(); })) {
+  case admission::verdict::refused:
+    caf::anon_send_exit(exec, caf::exit_reason::user_shutdown);
+    return done(at_capacity(*live_->slots)), run_cancel{};
+  case admission::verdict::start:
+    (*waiting)();
+    break;
+  case admission::verdict::queued:
+    break;
+  }
+  return [exec] { caf::anon_send(exec, cancel_atom::value); };
+}
+
+template<class Answer>
+void service::start_call(caf::actor_system& sys, const std::shared_ptr<call_state>& live,
+                         const std::string& slot, execution_actor exec, caf::duration limit,
+                         execution_spec spec, std::function<Answer(execution_report&)> answer,
+                         reply<Answer> done) {
   {
-    std::lock_guard<std::mutex> guard{live_->mu};
-    live_->calls.emplace(slot, exec);
+    std::lock_guard<std::mutex> guard{live->mu};
+    live->calls.emplace(slot, exec);
   }
   // A shutdown that began before the call was tracked has not cancelled it.
-  if (live_->stopping) caf::anon_send(exec, cancel_atom::value);
+  if (live->stopping) caf::anon_send(exec, cancel_atom::value);
+  // The slot is the guest's until the execution is gone: it answers before it deletes the
+  // guest (or hands it to the reaper), then ends, whatever path it takes.
+  exec->attach_functor([live, slot] { live->release(slot); });
   // An answer at `limit` (transient) needs no cancel here: the asker ends with it, and the
   // execution, which watches its caller, stops (serve_limits_test's runs past the limit).
   ask_for<execution_report>(
-      system(), exec, limit,
-      reply<execution_report>{[live = live_, slot, answer = std::move(answer),
+      sys, exec, limit,
+      reply<execution_report>{[live, slot, answer = std::move(answer),
                                done = std::move(done)](result<execution_report> r) {
         {
           std::lock_guard<std::mutex> guard{live->mu};
           live->calls.erase(slot);
         }
-        live->release(slot);
+        live->slots->draining(slot);
         if (!r) return done(live->stopping ? shutting_down() : r.error());
         done(answer(*r));
       }},
       run_atom::value, std::move(spec));
-  return [exec] { caf::anon_send(exec, cancel_atom::value); };
 }
 
 void service::shutdown() {
@@ -198,11 +229,10 @@ run_cancel service::sandbox_run(const sandbox_call& call, reply<sandbox_result> 
                           std::move(name), rng_);
   }();
   if (!spec) return done(spec.error()), run_cancel{};
-  auto slot = take_slot("sandbox");
-  if (!slot) return done(slot.error()), run_cancel{};
+  if (live_->slots->full()) return done(at_capacity(*live_->slots)), run_cancel{};
   auto limit = run_limit(spec->timeout_seconds, cfg_.run_limit_seconds);
-  return start_call<sandbox_result>(
-      *slot, rt_.spawn_execution(), limit, std::move(*spec),
+  return admit_call<sandbox_result>(
+      "sandbox", rt_.spawn_execution(), limit, std::move(*spec),
       [](execution_report& r) { return sandbox_result_of(r); }, std::move(done));
 }
 
@@ -221,12 +251,11 @@ run_cancel service::component_run(const component_call& call, reply<component_an
                                cfg_.artifact_cap_bytes, rng_);
   }();
   if (!plan) return done(plan.error()), run_cancel{};
-  auto slot = take_slot("component");
-  if (!slot) return done(slot.error()), run_cancel{};
+  if (live_->slots->full()) return done(at_capacity(*live_->slots)), run_cancel{};
   auto limit = run_limit(plan->spec.timeout_seconds, cfg_.run_limit_seconds);
   auto reusable = plan->reusable;
-  return start_call<component_answer>(
-      *slot, rt_.spawn_component(*plan), limit, std::move(plan->spec),
+  return admit_call<component_answer>(
+      "component", rt_.spawn_component(*plan), limit, std::move(plan->spec),
       [reusable](execution_report& r) {
         return component_answer{
             sandbox_result_of(r), r.outcome, r.name, reusable, r.reused, r.files};

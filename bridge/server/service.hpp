@@ -120,19 +120,29 @@ private:
                                         std::optional<uint64_t> memory_mb,
                                         std::optional<bool> allow_network) const;
 
-  /// Runs `exec` as the call `slot` (taken): tracked for shutdown, the slot given back
-  /// and `done` told once it answers.
+  /// What a call's reply needs once it arrives (on an actor thread, possibly after the
+  /// service is gone): shared with every callback.
+  struct call_state;
+
+  /// Runs `exec` in a slot of `surface`: now, or once a draining slot frees
+  /// (admission::take_or_wait), or refused with `capacity` (`exec` then stopped).
   template<class Answer>
-  run_cancel start_call(const std::string& slot, execution_actor exec, caf::duration limit,
+  run_cancel admit_call(std::string_view surface, execution_actor exec, caf::duration limit,
                         execution_spec spec, std::function<Answer(execution_report&)> answer,
                         reply<Answer> done);
+  /// Runs `exec` as the call `slot` (taken): tracked for shutdown, `done` told once it
+  /// answers, the slot draining from then and given back when `exec` is gone (after its
+  /// guest's delete). Static: a waiting call starts on whichever thread frees its slot.
+  template<class Answer>
+  static void start_call(caf::actor_system& sys, const std::shared_ptr<call_state>& live,
+                         const std::string& slot, execution_actor exec, caf::duration limit,
+                         execution_spec spec, std::function<Answer(execution_report&)> answer,
+                         reply<Answer> done);
   /// The failure a call gets while shutting down.
   static failure shutting_down();
 
   runtime& rt_;
   service_config cfg_;
-  /// What a call's reply needs once it arrives (on an actor thread, possibly after the
-  /// service is gone): shared with every callback.
   struct call_state {
     std::shared_ptr<admission> slots; ///< the runtime's, shared with the coordinator
     coordinator_actor coordinator;    ///< starts the queued flows a release lets in

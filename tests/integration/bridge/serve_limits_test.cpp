@@ -127,6 +127,27 @@ TEST_F(serve_limits_test, every_surface_shares_the_slots_and_is_refused_at_once_
   EXPECT_TRUE(contains(after.body, "\"stdout\":\"7\\n\"")) << after.body;
 }
 
+TEST_F(serve_limits_test, back_to_back_runs_in_one_slot_wait_for_the_last_guests_delete) {
+  // A run is answered before its guest's delete, and the guest keeps the slot until the
+  // delete answered: the next run, sent at once, waits for that slot instead of a 429.
+  start_serve({{"GUESTFLOW_MAX_INFLIGHT", "1"}, {"GUESTFLOW_MAX_QUEUED", "0"}});
+  for (int i = 0; i < 6; ++i) {
+    auto sandbox = call("POST", "/v1/sandbox/run",
+                        R"j({"code":"print()j" + std::to_string(i) + R"j()"})j");
+    EXPECT_EQ(sandbox.status, 200u) << i << " " << sandbox.body;
+    EXPECT_TRUE(contains(sandbox.body, "\"stdout\":\"" + std::to_string(i) + "\\n\""))
+        << sandbox.body;
+    auto flow = call("POST", "/v1/runs", run_body("hello", R"("inputs":"x","stream":false)"));
+    EXPECT_EQ(flow.status, 200u) << i << " " << flow.body;
+  }
+  EXPECT_TRUE(wait_until_no_guest_is_owed());
+  EXPECT_TRUE(live_guests().empty());
+  EXPECT_EQ(metric("guestflow_guests_created_total"), 12);
+  EXPECT_EQ(metric("guestflow_guests_deleted_total"), 12);
+  EXPECT_TRUE(test_support::eventually([&] { return metric("guestflow_runs_inflight") == 0; },
+                                       60s, 20ms));
+}
+
 TEST_F(serve_limits_test, a_component_caller_that_goes_away_cancels_the_run_and_its_guest) {
   const std::string body =
       "{\"flow_id\":\"f\",\"component_id\":\"c\",\"reuse\":\"none\","

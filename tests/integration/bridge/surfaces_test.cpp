@@ -52,6 +52,7 @@ TEST_F(surfaces_test, sandbox_run_past_its_timeout_is_minus_one_with_the_output_
       R"({"code":"print('before', flush=True)\nwhile True:\n    pass","timeout_seconds":5})");
   EXPECT_EQ(r.exit_code, -1);
   EXPECT_EQ(r.stdout_text, "before\n");
+  EXPECT_TRUE(wait_until_no_guest_is_owed()); // the answer comes before the delete
   EXPECT_TRUE(live_guests().empty());
 }
 
@@ -59,6 +60,7 @@ TEST_F(surfaces_test, sandbox_run_over_its_memory_is_137) {
   auto r = sandbox(
       R"j({"code":"x = bytearray(1024 * 1024 * 1024)\nprint(len(x))","memory_mb":64})j");
   EXPECT_EQ(r.exit_code, 137) << r.stderr_text;
+  EXPECT_TRUE(wait_until_no_guest_is_owed());
   EXPECT_TRUE(live_guests().empty());
 }
 

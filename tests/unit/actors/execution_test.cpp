@@ -327,6 +327,39 @@ TEST_F(execution_test, execution_killed_from_outside_is_reaped) {
   EXPECT_EQ(s->deletes_of_name("gf-b-abc123-llllllllll"), 1);
 }
 
+TEST_F(execution_test, a_run_is_answered_before_its_delete_and_a_kill_then_still_deletes) {
+  s->calls["delete"] = {call_script::mode::hang, ec::transient, 1}; // never answered
+  execution_actor exec;
+  start(spec("gf-b-abc123-rrrrrrrrrr"), &exec);
+  ASSERT_TRUE(out->report); // the command exited: the caller has its answer ...
+  EXPECT_EQ(out->report->result.stdout_text, "hi\n");
+  EXPECT_EQ(s->count("delete "), 1); // ... while the delete is on its way
+  EXPECT_EQ(s->live(), 1u);
+  EXPECT_EQ(stats().tracked, 1u);
+  // The execution dies before the delete answered: the reaper, which watched it, deletes.
+  caf::anon_send_exit(exec, caf::exit_reason::kill);
+  run();
+  EXPECT_EQ(s->live(), 0u);
+  EXPECT_EQ(s->deletes_of_name("gf-b-abc123-rrrrrrrrrr"), 1);
+  auto st = stats();
+  EXPECT_EQ(st.pending, 0u);
+  EXPECT_EQ(st.tracked, 0u);
+}
+
+TEST_F(execution_test, failures_and_cancels_are_answered_after_the_delete) {
+  s->calls["delete"] = {call_script::mode::hang, ec::transient, 1};
+  s->calls["exec"] = {call_script::mode::fail, ec::unavailable, 1};
+  start(spec("gf-b-abc123-ssssssssss"));
+  EXPECT_FALSE(out->answered()); // no outcome to give before the guest is dealt with
+  advance(151s);                 // the delete's timeout: handed to the reaper
+  ASSERT_TRUE(out->error);
+  for (int k = 0; k < 5 && s->live() > 0; ++k)
+    advance(30s);
+  EXPECT_EQ(out->error->code, ec::unavailable);
+  EXPECT_EQ(s->live(), 0u);
+  EXPECT_EQ(s->deletes_of_name("gf-b-abc123-ssssssssss"), 1);
+}
+
 TEST_F(execution_test, streamed_exec_collects_lines_and_exit_code) {
   s->stream_lines = {{exec_stream_line::kind::stdout_chunk, "a\n", 0},
                      {exec_stream_line::kind::heartbeat, "", 0},

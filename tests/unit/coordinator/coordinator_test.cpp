@@ -165,13 +165,14 @@ protected:
   }
 
   /// Boots, runs one flow with one subscriber to its end and returns what it saw: a
-  /// well-formed event stream whose terminal event came after the guest was gone.
+  /// well-formed event stream, and the guest gone once the run settled.
   std::vector<run_event> run_to_end() {
     boot();
     auto [sub, got] = subscriber();
     auto id = start(sub);
     expect_well_formed(got->events, id);
-    EXPECT_EQ(got->live_guests_at_terminal, std::vector<size_t>{0});
+    EXPECT_EQ(got->live_guests_at_terminal.size(), 1u);
+    EXPECT_EQ(s->live(), 0u);
     return got->events;
   }
 
@@ -213,7 +214,7 @@ const std::vector<ek> happy_kinds{ek::vertex_started, ek::vertex_built, ek::vert
 
 } // namespace
 
-TEST_F(coordinator_test, events_arrive_in_order_with_gapless_seq_after_the_guest_is_deleted) {
+TEST_F(coordinator_test, events_arrive_in_order_with_gapless_seq_and_the_guest_is_deleted) {
   boot();
   auto [sub, got] = subscriber();
   auto id = start(sub);
@@ -225,8 +226,8 @@ TEST_F(coordinator_test, events_arrive_in_order_with_gapless_seq_after_the_guest
   EXPECT_EQ(got->events[4].line, "user print");
   ASSERT_EQ(got->events[5].run_outputs_list.size(), 1u);
   EXPECT_EQ(got->events[5].run_outputs_list[0].outputs[0]->component_id, "B");
-  // The terminal event came after the delete; the guest was made and fed as specified.
-  EXPECT_EQ(got->live_guests_at_terminal, std::vector<size_t>{0});
+  // The guest was made, fed as specified and deleted once.
+  EXPECT_EQ(s->live(), 0u);
   ASSERT_EQ(s->guests.size(), 1u);
   auto name = s->guests[0].name;
   EXPECT_EQ(name.rfind("gf-x-abc123-", 0), 0u);
@@ -407,6 +408,41 @@ TEST_F(coordinator_test, admission_queues_then_refuses_at_once_and_starts_the_qu
   st = stats();
   EXPECT_EQ(st.inflight, 0u);
   EXPECT_EQ(st.queued, 0u);
+  EXPECT_EQ(st.finished, 2u);
+}
+
+TEST_F(coordinator_test, a_run_ends_before_its_guests_delete_which_keeps_its_slot) {
+  opts.settings.max_inflight = 1;
+  opts.settings.max_queued = 0;
+  s->calls["delete"] = {call_script::mode::hang, ec::transient, 1}; // never answered
+  boot();
+  auto [sub, got] = subscriber();
+  auto first = start(sub);
+  // The run's outcome is out while its guest is still being deleted ...
+  expect_well_formed(got->events, first);
+  EXPECT_EQ(kinds(got->events), happy_kinds);
+  EXPECT_EQ(got->live_guests_at_terminal, std::vector<size_t>{1});
+  EXPECT_EQ(s->live(), 1u);
+  // ... and the guest still holds the slot: the next run waits for it (no queue place is
+  // configured, and it is not refused) instead of creating a guest beside it.
+  EXPECT_EQ(stats().inflight, 1u);
+  auto [sub2, got2] = subscriber();
+  auto second = start(sub2);
+  EXPECT_EQ(stats().queued, 1u);
+  EXPECT_EQ(count("create"), 1);
+  EXPECT_TRUE(got2->events.empty());
+  // The delete's answer never comes: past its timeout the reaper owes the guest, the
+  // execution ends and the slot goes to the waiting run.
+  advance(151s);
+  for (int k = 0; k < 5 && s->deletes_of_name(s->guests[0].name) == 0; ++k)
+    advance(30s);
+  EXPECT_EQ(s->deletes_of_name(s->guests[0].name), 1);
+  expect_well_formed(got2->events, second);
+  EXPECT_EQ(kinds(got2->events), happy_kinds);
+  EXPECT_EQ(s->live(), 0u);
+  auto st = stats();
+  EXPECT_EQ(st.inflight, 0u);
+  EXPECT_EQ(st.refused, 0u);
   EXPECT_EQ(st.finished, 2u);
 }
 

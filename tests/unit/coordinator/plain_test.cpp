@@ -102,6 +102,45 @@ TEST(admission, runs_that_cannot_queue_take_a_slot_or_nothing_and_queued_flows_g
   EXPECT_EQ(a.inflight(), 2u);
 }
 
+TEST(admission, a_draining_slot_is_held_until_released_and_a_run_waits_for_it) {
+  admission a{1, 0};
+  using v = admission::verdict;
+  EXPECT_EQ(a.offer("flow-1"), v::start);
+  EXPECT_TRUE(a.full());
+  EXPECT_TRUE(a.full_with_queue());
+  int started = 0;
+  EXPECT_EQ(a.take_or_wait("sandbox-1", [&] { ++started; }), v::refused); // nothing drains
+  // flow-1 answered; its guest is being deleted: the slot is still taken (the guest counts),
+  // but one run may wait for it instead of being refused.
+  a.draining("flow-1");
+  a.draining("nobody"); // not holding a slot: ignored
+  EXPECT_EQ(a.inflight(), 1u);
+  EXPECT_FALSE(a.full());
+  EXPECT_FALSE(a.full_with_queue());
+  EXPECT_EQ(a.take_or_wait("sandbox-1", [&] { ++started; }), v::queued);
+  EXPECT_EQ(started, 0);
+  EXPECT_TRUE(a.full()); // one draining slot, one waiter: no more
+  EXPECT_EQ(a.take_or_wait("sandbox-2", [&] { started += 10; }), v::refused);
+  EXPECT_EQ(a.offer("flow-2"), v::refused);
+  EXPECT_FALSE(a.take("session-1")); // a session command never waits
+  // The delete answered: the waiter gets the slot and is started here, not returned.
+  EXPECT_TRUE(a.release("flow-1").empty());
+  EXPECT_EQ(started, 1);
+  EXPECT_EQ(a.inflight(), 1u);
+  EXPECT_EQ(a.queued(), 0u);
+  // A flow run waits for a draining slot through its queue (returned to its owner).
+  a.draining("sandbox-1");
+  EXPECT_EQ(a.offer("flow-3"), v::queued);
+  EXPECT_EQ(a.release("sandbox-1"), std::vector<std::string>{"flow-3"});
+  // A waiter that goes before its slot came is forgotten with its place.
+  a.draining("flow-3");
+  EXPECT_EQ(a.take_or_wait("sandbox-3", [&] { started += 100; }), v::queued);
+  EXPECT_TRUE(a.release("sandbox-3").empty());
+  EXPECT_TRUE(a.release("flow-3").empty());
+  EXPECT_EQ(started, 1);
+  EXPECT_EQ(a.inflight(), 0u);
+}
+
 TEST(executor_settings, defaults_fit_the_host) {
   host_limits big{19'283}; // 80% of 24 GiB
   auto s = executor_settings_from_env({}, big);
