@@ -277,7 +277,8 @@ result<guest_runtime> guest_backend::create(const guest_spec& spec) {
                !ok) {
       return undo(unusable("workspace", ok.error()));
     }
-    auto mnt = workspace_disks::mount_detached(image);
+    auto mnt =
+        workspace_disks::mount_detached(image, spec.reserve_workspace || spec.kept_workspace);
     if (!mnt) return undo(unusable("workspace", mnt.error()));
     workspace_mount = std::move(*mnt);
   } else if (spec.kept_workspace) {

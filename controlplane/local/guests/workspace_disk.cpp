@@ -3,6 +3,7 @@
 #include "common/numbers.hpp"
 #include "controlplane/local/guests/host_command.hpp"
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <csignal>
@@ -23,6 +24,7 @@
 #include <sys/statvfs.h>
 #include <sys/syscall.h>
 #include <unistd.h>
+#include <vector>
 
 namespace guestflow::local {
 namespace {
@@ -35,8 +37,12 @@ failure os_failure(const std::string& what, int err = errno) {
   return fail(ec::unavailable, what + ": " + std::strerror(err));
 }
 
+/// Templates are named by this prefix and their shape; one made by an earlier format (no
+/// `r`: with a resize inode) is removed at start (remove_old_templates).
+constexpr const char* template_prefix = "ext4r-";
+
 std::string template_name(const workspace_quota& q, uid_t uid, gid_t gid) {
-  return "ext4-" + std::to_string(q.mib) + "m-" + std::to_string(q.inodes) + "i-" +
+  return template_prefix + std::to_string(q.mib) + "m-" + std::to_string(q.inodes) + "i-" +
          std::to_string(uid) + "-" + std::to_string(gid) + ".img";
 }
 
@@ -131,6 +137,16 @@ void remove_dead_staging(const fs::path& dir) {
   }
 }
 
+/// Removes templates an earlier format made (`ext4-…`: 4.5x the metadata, see template_for).
+void remove_old_templates(const fs::path& dir) {
+  std::error_code ec_;
+  for (const auto& e : fs::directory_iterator{dir, ec_}) {
+    auto name = e.path().filename().string();
+    if (name.rfind("ext4-", 0) == 0 && e.path().extension() == ".img")
+      fs::remove(e.path(), ec_);
+  }
+}
+
 /// Pool mounts handed over by create_image, waiting for the backend's mount_detached (or a
 /// remove_image), by the image file's inode: a path would not survive the rename.
 struct handover_table {
@@ -159,10 +175,9 @@ unique_fd take_handover(std::pair<dev_t, ino_t> key) {
   return fd;
 }
 
-/// The file system on `backing` (the image at `image`) as a detached mount.
-result<unique_fd> mount_backing(int backing, const fs::path& image) {
-  auto loop = attach_loop(backing, image.string());
-  if (!loop) return loop.error();
+/// The file system on the attached loop device `loop` as a detached mount; `durable`:
+/// mount_detached's.
+result<unique_fd> mount_loop(std::pair<std::string, unique_fd> loop, bool durable) {
   unique_fd ctx{::fsopen("ext4", FSOPEN_CLOEXEC)};
   if (!ctx) return os_failure("fsopen(ext4)");
   auto step = [&](const char* what, int rc) -> std::optional<failure> {
@@ -174,19 +189,89 @@ result<unique_fd> mount_backing(int backing, const fs::path& image) {
                                      (log.empty() ? "" : " (" + log + ")"));
   };
   if (auto f = step("source", ::fsconfig(ctx.get(), FSCONFIG_SET_STRING, "source",
-                                         loop->first.c_str(), 0)))
+                                         loop.first.c_str(), 0)))
     return *f;
   // The inode tables stay unzeroed (lazy init would write them all: the image would stop
   // being sparse); ext4 knows which are in use from the group descriptors.
   if (auto f = step("noinit_itable",
                     ::fsconfig(ctx.get(), FSCONFIG_SET_FLAG, "noinit_itable", nullptr, 0)))
     return *f;
+  // A disposable workspace's syncfs (after each exec, at the unmount) then writes the guest's
+  // pages through the loop device into the image's page cache and reports their errors, but
+  // sends no flush: the loop device would answer a flush with an fsync of the image on the
+  // host, writing back and allocating on the host disk blocks that the image's unlink
+  // discards a second later (the host's file system is mounted with `discard`).
+  if (!durable)
+    if (auto f = step("nobarrier",
+                      ::fsconfig(ctx.get(), FSCONFIG_SET_FLAG, "nobarrier", nullptr, 0)))
+      return *f;
   if (auto f = step("create", ::fsconfig(ctx.get(), FSCONFIG_CMD_CREATE, nullptr, nullptr, 0)))
     return *f;
   unique_fd mnt{::fsmount(ctx.get(), FSMOUNT_CLOEXEC,
                           MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOATIME)};
   if (!mnt) return os_failure("fsmount of the workspace image");
   return mnt; // the loop descriptor closes here: the file system holds the device now
+}
+
+/// The file system on `backing` (the image at `image`) as a detached mount; `durable`:
+/// mount_detached's.
+result<unique_fd> mount_backing(int backing, const fs::path& image, bool durable) {
+  auto loop = attach_loop(backing, image.string());
+  if (!loop) return loop.error();
+  return mount_loop(std::move(*loop), durable);
+}
+
+/// A new disposable image at `file` (which must not exist) holding the template `tpl`'s
+/// file system, as a detached mount that is not durable. The file is made sparse and empty
+/// and attached first, and the template's blocks are written through the loop device: the
+/// kernel's loop attach fsyncs its backing file, which for an image copied ahead would write
+/// the template's blocks to the host's disk (and the image's unlink would then discard
+/// them: the host's file system is mounted with `discard`); written through the device,
+/// they stay in the page cache until the guest's syncfs, and then in the image's page cache.
+/// On failure nothing is left at `file`.
+result<unique_fd> mount_fresh(const fs::path& tpl, const fs::path& file) {
+  unique_fd in{::open(tpl.c_str(), O_RDONLY | O_CLOEXEC)};
+  if (!in) return os_failure("opening the workspace template " + tpl.string());
+  struct stat st {};
+  if (::fstat(in.get(), &st) != 0) return os_failure("stat " + tpl.string());
+  unique_fd out{::open(file.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600)};
+  if (!out) return os_failure("creating the workspace image " + file.string());
+  auto failed = [&](failure f) {
+    ::unlink(file.c_str());
+    return f;
+  };
+  if (::ftruncate(out.get(), st.st_size) != 0)
+    return failed(os_failure("sizing the workspace image"));
+  auto loop = attach_loop(out.get(), file.string());
+  if (!loop) return failed(loop.error());
+  std::vector<char> buf(size_t{1} << 16);
+  off_t at = 0;
+  for (;;) {
+    off_t data = ::lseek(in.get(), at, SEEK_DATA);
+    if (data < 0) {
+      if (errno == ENXIO) break; // no data after `at`
+      return failed(os_failure("reading the workspace template's extents"));
+    }
+    off_t hole = ::lseek(in.get(), data, SEEK_HOLE);
+    if (hole < 0) return failed(os_failure("reading the workspace template's extents"));
+    for (off_t pos = data; pos < hole;) {
+      auto n =
+          ::pread(in.get(), buf.data(), std::min<size_t>(buf.size(), size_t(hole - pos)), pos);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) return failed(os_failure("reading the workspace template"));
+      for (ssize_t done = 0; done < n;) {
+        auto w = ::pwrite(loop->second.get(), buf.data() + done, size_t(n - done), pos + done);
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) return failed(os_failure("writing the workspace image " + loop->first));
+        done += w;
+      }
+      pos += n;
+    }
+    at = hole;
+  }
+  auto mnt = mount_loop(std::move(*loop), false);
+  if (!mnt) return failed(mnt.error());
+  return mnt;
 }
 
 /// Images the pool keeps ready for at most this many quotas (the least recently used goes).
@@ -216,6 +301,7 @@ workspace_disks::workspace_disks(fs::path templates_dir, std::string mke2fs, siz
   // A dead server's ready images (their mounts died with it): the templates dir is
   // otherwise only swept when a new template is built.
   remove_dead_staging(dir_);
+  remove_old_templates(dir_);
 }
 
 workspace_disks::~workspace_disks() {
@@ -332,16 +418,10 @@ void workspace_disks::fill() {
                               std::to_string(seq++) + "-" + std::to_string(::getpid()));
     if (!tpl) {
       error = tpl.error().message;
-    } else if (auto copied = sparse_copy(*tpl, file); !copied) {
-      error = copied.error().message;
+    } else if (auto mnt = mount_fresh(*tpl, file); !mnt) {
+      error = mnt.error().message;
     } else {
-      unique_fd backing{::open(file.c_str(), O_RDWR | O_CLOEXEC)};
-      auto mnt = backing ? mount_backing(backing.get(), file)
-                         : result<unique_fd>{os_failure("opening " + file.string())};
-      if (mnt)
-        made = ready_image{file, std::move(*mnt)};
-      else
-        ::unlink(file.c_str());
+      made = ready_image{file, std::move(*mnt)};
     }
     lock.lock();
     fill_failed_ = !made;
@@ -389,9 +469,11 @@ result<fs::path> workspace_disks::template_for(const workspace_quota& q, uid_t u
   }
   // No journal: a workspace is scratch space a crash may lose (and a journal would add a
   // kernel thread per guest). Lazy inode tables (never zeroed: mounts use noinit_itable) keep
-  // the image sparse; -m 0 leaves no blocks only root could use.
+  // the image sparse; -m 0 leaves no blocks only root could use. No resize inode: a
+  // workspace is never grown, and its reserved descriptor blocks were 127 of the 164 blocks
+  // every guest's image is written (a 1 GiB template: 656 KiB -> 144 KiB).
   auto out = run_command({mke2fs_, "-q", "-F", "-t", "ext4", "-b", "4096", "-m", "0", "-N",
-                          std::to_string(q.inodes), "-O", "^has_journal", "-E",
+                          std::to_string(q.inodes), "-O", "^has_journal,^resize_inode", "-E",
                           "lazy_itable_init=1,nodiscard,root_owner=" + std::to_string(uid) +
                               ":" + std::to_string(gid),
                           "-L", "workspace", staging.string()});
@@ -417,7 +499,7 @@ result<bool> workspace_disks::create_image(const fs::path& image, const workspac
   if (q.mib == 0 || q.inodes == 0)
     return fail(ec::bad_request, "a workspace needs a size and an inode count");
   if (auto ok = check_disk_floor(image.parent_path()); !ok) return ok;
-  auto made = copy_image(image, q, uid, gid);
+  auto made = copy_image(image, q, uid, gid, !reserve);
   if (!made || !reserve) return made;
   // Every block allocated now (unwritten extents: no data written, ~ms for a GiB): the
   // guest's writes can then never meet a full host file system.
@@ -434,8 +516,8 @@ result<bool> workspace_disks::create_image(const fs::path& image, const workspac
 }
 
 result<bool> workspace_disks::copy_image(const fs::path& image, const workspace_quota& q,
-                                         uid_t uid, gid_t gid) {
-  if (auto ready = take(q, uid, gid)) {
+                                         uid_t uid, gid_t gid, bool disposable) {
+  if (auto ready = disposable ? take(q, uid, gid) : std::nullopt) {
     // Into place without replacing anything (`image` must not exist): its mount is then
     // mount_detached's answer for it.
     if (::renameat2(AT_FDCWD, ready->file.c_str(), AT_FDCWD, image.c_str(), RENAME_NOREPLACE) ==
@@ -454,16 +536,29 @@ result<bool> workspace_disks::copy_image(const fs::path& image, const workspace_
   }
   auto tpl = template_for(q, uid, gid);
   if (!tpl) return tpl.error();
-  return sparse_copy(*tpl, image);
+  if (!disposable) return sparse_copy(*tpl, image);
+  // Made and mounted as the filler makes its images, handed over to mount_detached alike.
+  auto mnt = mount_fresh(*tpl, image);
+  if (!mnt) return mnt.error();
+  if (auto key = inode_of(image)) {
+    auto& t = handovers();
+    std::lock_guard<std::mutex> lock{t.mu};
+    t.mounts[*key] = std::move(*mnt);
+    return true;
+  }
+  int err = errno;
+  mnt->reset();
+  ::unlink(image.c_str());
+  return os_failure("stat " + image.string(), err);
 }
 
-result<unique_fd> workspace_disks::mount_detached(const fs::path& image) {
+result<unique_fd> workspace_disks::mount_detached(const fs::path& image, bool durable) {
   unique_fd backing{::open(image.c_str(), O_RDWR | O_CLOEXEC)};
   if (!backing) return os_failure("opening the workspace image " + image.string());
   struct stat st {};
   if (::fstat(backing.get(), &st) == 0)
     if (auto ready = take_handover({st.st_dev, st.st_ino})) return ready;
-  return mount_backing(backing.get(), image);
+  return mount_backing(backing.get(), image, durable);
 }
 
 result<bool> workspace_disks::remove_image(const fs::path& image) {

@@ -27,8 +27,10 @@
 ///
 /// Images are not formatted per guest (mke2fs costs ~30 ms): one template per size is made
 /// on first use (mke2fs without a journal, lazy inode tables, root owned by the guest uid,
-/// no lost+found) and each guest gets a sparse copy (a reflink where the host file system
-/// has them): under a millisecond for the few hundred KiB of metadata.
+/// no lost+found) and each guest gets a copy of its few hundred KiB of metadata: a
+/// disposable guest's image is a sparse file attached empty, the template's blocks written
+/// through its loop device (mount_detached says why); a persistent guest's is a sparse copy
+/// (a reflink where the host file system has them).
 ///
 /// Nor are they mounted on the create's path: attaching a loop device and mounting costs
 /// ~25 ms and contends with the unmounts and loop detaches of guests being deleted (RCU
@@ -67,8 +69,9 @@ public:
 
   /// Writes a fresh, empty workspace image at `image` (which must not exist) whose root
   /// directory is owned by uid:gid. On failure nothing is left at `image`. A ready image of
-  /// the pool is renamed into place when there is one (its mount is mount_detached's answer
-  /// for `image`); the quota is remembered, so that the filler keeps some ready.
+  /// the pool is renamed into place when there is one and `reserve` is not asked (its mount
+  /// is mount_detached's answer for `image`); the quota is remembered, so that the filler
+  /// keeps some ready.
   ///
   /// The state dir's file system is checked first: under its floor (disk_floor) the create
   /// is refused with `capacity`. `reserve` allocates every block of the image (fallocate)
@@ -81,9 +84,17 @@ public:
 
   /// The image's file system as a detached mount (nosuid, nodev, noatime), for
   /// move_mount(2). Closing the descriptor before it is attached unmounts it; the loop
-  /// device goes with the last mount. An image create_image took from the pool gets the
-  /// mount made ahead of time (found by the file's inode, so a rename cannot confuse it).
-  static result<unique_fd> mount_detached(const std::filesystem::path& image);
+  /// device goes with the last mount. An image create_image made disposable (no `reserve`)
+  /// gets the mount made with it or ahead of time by the pool (found by the file's inode, so
+  /// a rename cannot confuse it), not durable. Not durable: mounted `nobarrier`, so that
+  /// syncfs and the unmount write the guest's data into the image's page cache (errors
+  /// reported as ever: a host that cannot hold a block fails its write at once) without an
+  /// fsync of the image on the host: a disposable workspace does not outlive a host crash,
+  /// and its blocks are never written to (and then discarded from) the host's disk unless it
+  /// lives longer than the kernel's writeback delay. `durable` (a persistent guest's kept or
+  /// reserved image) keeps the flushes, so the guest's fsync reaches the host's disk.
+  static result<unique_fd> mount_detached(const std::filesystem::path& image,
+                                          bool durable = true);
 
   /// Removes an image (a missing one is fine), with a pool mount not yet taken.
   static result<bool> remove_image(const std::filesystem::path& image);
@@ -97,9 +108,10 @@ public:
   bool wait_pool_full(std::chrono::milliseconds deadline);
 
 private:
-  /// create_image's copy (from the pool or the template).
+  /// create_image's copy (from the pool, whose mounts are not durable, only when
+  /// `disposable`; or from the template).
   result<bool> copy_image(const std::filesystem::path& image, const workspace_quota& q,
-                          uid_t uid, gid_t gid);
+                          uid_t uid, gid_t gid, bool disposable);
   result<std::filesystem::path> template_for(const workspace_quota& q, uid_t uid, gid_t gid);
 
   /// One image copied, attached and mounted ahead of a create.

@@ -9,9 +9,13 @@
 #include "tests/integration/guest_backend/test_guest.hpp"
 #include "tests/support/slurp.hpp"
 
+#include <fcntl.h>
 #include <fstream>
 #include <gtest/gtest.h>
+#include <linux/fiemap.h>
+#include <linux/fs.h>
 #include <sstream>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -47,6 +51,25 @@ uint64_t allocated(const fs::path& p) {
   struct stat st {};
   if (::stat(p.c_str(), &st) != 0) return 0;
   return uint64_t(st.st_blocks) * 512;
+}
+
+/// Extents of the file that have blocks on the host's disk (FIEMAP without a sync: data
+/// still only in the page cache shows as delayed allocation, not counted); -1 on error.
+int extents_on_disk(const fs::path& p) {
+  int fd = ::open(p.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return -1;
+  constexpr unsigned max = 256;
+  std::vector<char> buf(sizeof(fiemap) + max * sizeof(fiemap_extent));
+  auto* fm = reinterpret_cast<fiemap*>(buf.data());
+  fm->fm_length = FIEMAP_MAX_OFFSET;
+  fm->fm_extent_count = max;
+  int rc = ::ioctl(fd, FS_IOC_FIEMAP, fm);
+  ::close(fd);
+  if (rc != 0) return -1;
+  int n = 0;
+  for (unsigned i = 0; i < fm->fm_mapped_extents; ++i)
+    n += (fm->fm_extents[i].fe_flags & FIEMAP_EXTENT_DELALLOC) ? 0 : 1;
+  return n;
 }
 
 constexpr uint64_t quota_mib = 64;
@@ -321,23 +344,79 @@ TEST_F(workspace_quota_test, a_create_takes_an_image_the_pool_made_ready) {
   expect_nothing_left(first);
 }
 
+TEST_F(workspace_quota_test, a_disposable_workspace_is_never_written_to_the_host_disk) {
+  // The first create of a quota makes its image on its path, the second takes one the pool
+  // made: neither image has a block on the host's disk after the create (the loop attach's
+  // fsync found nothing dirty) nor after a write and the exec's write-back (nobarrier: no
+  // fsync of the image), so its unlink discards nothing. Its file system is whole.
+  auto first = create(spec());
+  ASSERT_TRUE(eventually(
+      [&] { return loops_backed_by((dir.path() / "disk-templates").string()).size() == 2; },
+      30s))
+      << "the pool never made 2 images ready";
+  auto second = create(spec());
+  for (const auto* g : {&first, &second}) {
+    const auto image = workspace_image_path(g->workspace);
+    EXPECT_EQ(extents_on_disk(image), 0) << image << " was written to the host's disk";
+    auto r = run(*backend, *g,
+                 {"python3", "-c",
+                  "import os\n"
+                  "with open('/workspace/f', 'wb') as f:\n"
+                  "    f.write(b'x' * 100000); f.flush(); os.fsync(f.fileno())\n"
+                  "print(os.listdir('/workspace'), os.path.getsize('/workspace/f'))\n"
+                  "print(any('nobarrier' in l for l in open('/proc/self/mountinfo')\n"
+                  "          if ' /workspace ' in l))\n"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_EQ(r.out, "['f'] 100000\nTrue\n");
+    ASSERT_TRUE(backend->sync_workspace(*g));
+    EXPECT_EQ(extents_on_disk(image), 0) << image << " was written to the host's disk";
+  }
+}
+
+TEST_F(workspace_quota_test, a_persistent_workspace_keeps_its_data_on_the_host_disk) {
+  // A persistent guest's image is reserved (every block allocated) and mounted with
+  // barriers: what the guest fsyncs is on the host's disk, not only in a page cache.
+  auto s = spec();
+  s.reserve_workspace = true;
+  auto g = create(s);
+  const auto image = workspace_image_path(g.workspace);
+  EXPECT_GT(extents_on_disk(image), 0);
+  EXPECT_GE(allocated(image), quota_mib << 20);
+  auto r = run(*backend, g,
+               {"python3", "-c",
+                "import os\n"
+                "with open('/workspace/f', 'wb') as f:\n"
+                "    f.write(b'x' * 100000); f.flush(); os.fsync(f.fileno())\n"
+                "print(os.path.getsize('/workspace/f'))\n"
+                "print([l for l in open('/proc/self/mountinfo') if ' /workspace ' in l])\n"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out.rfind("100000\n", 0), 0u) << r.out;
+  EXPECT_NE(r.out.find("ext4"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("nobarrier"), std::string::npos) << r.out;
+}
+
 TEST_F(workspace_quota_test, a_dead_servers_ready_images_are_removed_at_start) {
   // A ready image of a server that died (its name ends with the dead pid): its mount died
-  // with it, and the next backend on the state dir removes the file.
+  // with it, and the next backend on the state dir removes the file; so is a template an
+  // earlier format made.
   pid_t dead = ::fork();
   if (dead == 0) ::_exit(0);
   ASSERT_GT(dead, 0);
   ASSERT_EQ(::waitpid(dead, nullptr, 0), dead);
   const auto templates = dir.path() / "disk-templates";
   fs::create_directories(templates);
-  const auto left = templates / (".staging-ready-ext4-64m-4096i-0-0-7-" + std::to_string(dead));
+  const auto left =
+      templates / (".staging-ready-ext4r-64m-4096i-0-0-7-" + std::to_string(dead));
   std::ofstream{left} << "x";
   const auto ours =
-      templates / (".staging-ready-ext4-64m-4096i-0-0-8-" + std::to_string(::getpid()));
+      templates / (".staging-ready-ext4r-64m-4096i-0-0-8-" + std::to_string(::getpid()));
   std::ofstream{ours} << "x";
+  const auto old_format = templates / "ext4-64m-4096i-0-0.img"; // with a resize inode
+  std::ofstream{old_format} << "x";
   backend.reset();
   backend = std::make_unique<guest_backend>(cfg);
   EXPECT_FALSE(fs::exists(left)) << "a dead server's ready image stayed";
+  EXPECT_FALSE(fs::exists(old_format)) << "an earlier format's template stayed";
   EXPECT_TRUE(fs::exists(ours)) << "a live server's ready image is not the start's to remove";
   fs::remove(ours);
 }
