@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
 """Interleaved A/B of pooled flow runs at 8 through serve (flowpool's pooled mode at 8):
-`python3 bench/flowpool/ab8.py [--tag T] [--note TEXT] ROUNDS RUNS NAME=BINARY[:K=V,...] ...`
+`python3 bench/flowpool/ab8.py [--at1] [--tag T] [--note TEXT] ROUNDS RUNS NAME=BINARY[:K=V,...]`
 (root; TMPDIR=/var/tmp as flowpool needs it; fork-server pools unless GUESTFLOW_FORK_POOL=0). Per
 round, each variant in turn (the order reversed every other round): a control plane of BINARY
 with K=V in its environment, a pool of 8 of the heavy engine's image, serve; then RUNS runs 8
-at a time under perf's scheduler record (sched_price.py). Reports per variant and round:
+at a time (--at1: one at a time, each once the pool is full) under perf's scheduler record
+(sched_price.py). Reports per variant and round:
 runs/s, misses, the pool's build time, and CPU per run by class: the fork templates' trees
 (template, clones, runs), the control plane, serve, the kernel's threads. Stored as
 bench/results/DATE-HOST-COMMIT[-dirty]-flowpool-ab8[-T].txt unless --no-store. A/B figures
@@ -23,7 +24,7 @@ import flowpool as fp  # noqa: E402
 import sched_price  # noqa: E402
 
 
-def window(name, binary, env, work, prefix, graph, runs, i):
+def window(name, binary, env, work, prefix, graph, runs, i, k=8):
     saved = dict(os.environ)
     os.environ.update(env)
     try:
@@ -40,7 +41,10 @@ def window(name, binary, env, work, prefix, graph, runs, i):
         rec = sched_price.Recorder(os.path.join(work, "p%d.perf" % i))
         t0 = time.monotonic()
         try:
-            lat, wall = fp.load(serve, graph, 8, runs)
+            # At 1 each run after the pool is full again (a warm take's latency, as flowpool's
+            # pooled runs at 1); at 8 back to back.
+            lat, wall = fp.load(serve, graph, k, runs, None if k > 1 else lambda: fp.wait_until(
+                lambda: fp.ready_guests(cp.get("/metrics")) >= 8, 300, "the pool"))
         finally:
             t1 = time.monotonic()
             rec.stop()
@@ -69,6 +73,9 @@ def main(argv):
     store = "--no-store" not in argv
     argv = [a for a in argv if a != "--no-store"]
     note = tag = ""
+    k = 8
+    if argv and argv[0] == "--at1":  # runs one at a time, paced by the pool's refill
+        k, argv = 1, argv[1:]
     if argv and argv[0] == "--tag":  # results of one tree told apart: ...-flowpool-ab8-TAG
         tag, argv = "-" + argv[1], argv[2:]
     if argv and argv[0] == "--note":
@@ -84,8 +91,8 @@ def main(argv):
     # been built from it), as the store's names say.
     dirty = fp.tree_dirty()
     work = tempfile.mkdtemp(prefix="guestflow-ab8-")
-    lines = ["flowpool ab8: pooled flow runs at 8 through serve, variants interleaved, %d rounds "
-             "of %d runs" % (rounds, runs),
+    lines = ["flowpool ab8: pooled flow runs at %d through serve, variants interleaved, %d rounds "
+             "of %d runs" % (k, rounds, runs),
              "date %s UTC, host %s, tree %s, load at start %s; %s" % (
                  time.strftime("%Y-%m-%d %H:%M", time.gmtime()), socket.gethostname(), commit,
                  " ".join(open("/proc/loadavg").read().split()[:3]),
@@ -108,7 +115,7 @@ def main(argv):
         for r in range(rounds):
             for name, binary, env in (variants if r % 2 == 0 else variants[::-1]):
                 i += 1
-                x = window(name, binary, env, work, prefix, graph, runs, i)
+                x = window(name, binary, env, work, prefix, graph, runs, i, k)
                 x["round"] = r + 1
                 res.append(x)
                 s = ("round %d %-10s load %5s  runs/s %6.2f  p50 %7.1f ms  misses %d  build "
@@ -125,9 +132,9 @@ def main(argv):
             def med(k):
                 return fp.p50([x[k] for x in xs])
 
-            s = ("  %-10s runs/s %6.2f  misses %s  CPU ms/run: guest trees %5.1f  control plane "
-                 "%5.1f  serve %4.1f  kernel %4.1f" % (
-                     name, med("runs_per_s"), [int(x["misses"]) for x in xs],
+            s = ("  %-10s runs/s %6.2f  p50 %7.1f ms  misses %s  CPU ms/run: guest trees %5.1f  "
+                 "control plane %5.1f  serve %4.1f  kernel %4.1f" % (
+                     name, med("runs_per_s"), med("p50_ms"), [int(x["misses"]) for x in xs],
                      med("guest_trees_ms"), med("control_plane_ms"), med("serve_ms"),
                      med("kernel_ms")))
             print(s, flush=True)
