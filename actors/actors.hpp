@@ -103,6 +103,9 @@ using reaper_actor = caf::typed_actor<
     caf::reacts_to<created_atom, std::string, std::string>,
     /// The owner deleted the guest itself: forget it.
     caf::reacts_to<released_atom, std::string>,
+    /// The owner answered its run and is deleting the guest itself: a drain waits for its
+    /// `released` (or `reap`, or its death) rather than sending a delete beside it.
+    caf::reacts_to<delete_atom, std::string>,
     /// The owner could not delete it (or lost the create's answer): the reaper owes the delete.
     caf::reacts_to<reap_atom, std::string>,
     /// The control plane refused the create: most likely nothing was made, but a create the
@@ -120,7 +123,8 @@ using reaper_actor = caf::typed_actor<
 
 /// One execution: owns exactly one guest from create to delete. Spawned per run.
 using execution_actor = caf::typed_actor<
-    /// Runs the spec; replies once, after the guest is gone (or handed to the reaper).
+    /// Runs the spec; replies once: when its command exited (the guest's delete follows),
+    /// else after the guest is gone (or handed to the reaper).
     caf::replies_to<run_atom, execution_spec>::with<execution_report>,
     /// Stops the run: kills the exec, deletes the guest, replies an error to `run`.
     caf::reacts_to<cancel_atom>,

@@ -131,7 +131,11 @@ void delete_guest(self_ptr self) {
   st.at = phase::deleting;
   if (st.spec.stream) self->send(st.cp, cancel_atom::value, exec_sink_actor{self});
   if (reusable(st)) return release_guest(self);
-  if (st.exited && !st.error && !st.cancelled) answer(self);
+  if (st.exited && !st.error && !st.cancelled) {
+    answer(self);
+    // A caller that ends now (a CLI) drains the reaper, which must not delete beside us.
+    self->send(st.reaper, delete_atom::value, st.spec.name);
+  }
   self->request(st.cp, st.opts.call_timeout, delete_atom::value, st.guest_id)
       .then(
           [self](sandbox_deleted&) {

@@ -245,6 +245,10 @@ reaper_actor::behavior_type reaper(reaper_actor::stateful_pointer<reaper_state> 
         i->second.id = id;
       },
       [self](released_atom, std::string& name) { forget(self, name, true); },
+      [self](delete_atom, std::string& name) {
+        auto i = self->state.guests.find(name);
+        if (i != self->state.guests.end() && i->second.owner) i->second.owner_deleting = true;
+      },
       [self](reap_atom, std::string& name) { owe(self, name); },
       [self](refused_atom, std::string& name) { owe(self, name, true); },
       [self](sweep_atom, uint32_t older_than_s) {
@@ -266,7 +270,7 @@ reaper_actor::behavior_type reaper(reaper_actor::stateful_pointer<reaper_state> 
         st.drain_deadline_at = self->clock().now() + st.opts.drain_deadline;
         std::vector<std::string> names;
         for (auto& kvp : st.guests)
-          names.push_back(kvp.first);
+          if (!kvp.second.owner_deleting || !kvp.second.owner) names.push_back(kvp.first);
         for (auto& name : names)
           owe(self, name);
         self->delayed_send(self, st.opts.drain_deadline, tick_atom::value);

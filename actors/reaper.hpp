@@ -33,6 +33,9 @@ struct reaper_state {
     bool owed = false;     ///< the reaper must delete it
     bool in_flight = false;
     bool look_once = false; ///< a refused create: one lookup, then forget if absent
+    /// The owner's own delete is on its way (it answered its run first): a drain waits for
+    /// its `released` (or `reap`, or its death) instead of deleting the guest beside it.
+    bool owner_deleting = false;
     uint32_t attempts = 0;
     std::chrono::steady_clock::time_point tracked_at;
     std::chrono::steady_clock::time_point next_try;

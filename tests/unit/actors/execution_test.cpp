@@ -346,6 +346,30 @@ TEST_F(execution_test, a_run_is_answered_before_its_delete_and_a_kill_then_still
   EXPECT_EQ(st.tracked, 0u);
 }
 
+TEST_F(execution_test, a_drain_waits_for_an_answered_runs_own_delete) {
+  // A CLI prints the answer and drains the reaper at once, while the delete is on its way:
+  // the drain must not send a second delete beside it, and must wait for it.
+  s->calls["delete"] = {call_script::mode::hang, ec::transient, 1};
+  execution_actor exec;
+  start(spec("gf-b-abc123-tttttttttt"), &exec);
+  ASSERT_TRUE(out->report);
+  auto drained = std::make_shared<std::optional<uint64_t>>();
+  callers.push_back(sys.spawn([this, drained](caf::event_based_actor* self) {
+    self->request(rp, std::chrono::seconds{3600}, drain_atom::value)
+        .then([drained](uint64_t n) { *drained = n; }, [](caf::error&) {});
+  }));
+  run();
+  EXPECT_FALSE(*drained);
+  EXPECT_EQ(s->count("delete "), 1) << "no delete beside the execution's";
+  // The execution's delete never answers and the execution dies: now the reaper deletes.
+  caf::anon_send_exit(exec, caf::exit_reason::kill);
+  run();
+  ASSERT_TRUE(*drained);
+  EXPECT_EQ(**drained, 0u);
+  EXPECT_EQ(s->live(), 0u);
+  EXPECT_EQ(s->deletes_of_name("gf-b-abc123-tttttttttt"), 1);
+}
+
 TEST_F(execution_test, failures_and_cancels_are_answered_after_the_delete) {
   s->calls["delete"] = {call_script::mode::hang, ec::transient, 1};
   s->calls["exec"] = {call_script::mode::fail, ec::unavailable, 1};
