@@ -31,8 +31,9 @@ using namespace std::chrono_literals;
 /// The guest-side app (standard library only): GET /sse sends `data: N` five times, 0.3 s
 /// apart; GET /slow… answers after 1.5 s (keep-alive); POST /echo answers the body and the
 /// header names it received; POST /early answers before reading the body; POST /lines
-/// echoes each line of the body as a chunk as soon as it came; GET /ws is a WebSocket echo
-/// (RFC 6455 text and binary frames, close answered).
+/// echoes each line of the body as a chunk as soon as it came; GET /apart sends its header,
+/// then its small body 0.3 s later; GET /cut sends a header promising 10 bytes and closes;
+/// GET /ws is a WebSocket echo (RFC 6455 text and binary frames, close answered).
 const std::string guest_app = R"py(
 import base64, hashlib, http.server, socketserver, struct, sys, time
 
@@ -52,6 +53,15 @@ class H(http.server.BaseHTTPRequestHandler):
             return
         if self.path == "/ws":
             return self.websocket()
+        if self.path in ("/apart", "/cut"):
+            self.send_response(200); self.send_header("Content-Length", "10"); self.end_headers()
+            self.wfile.flush()
+            if self.path == "/cut":
+                self.close_connection = True
+                return
+            time.sleep(0.3)
+            self.wfile.write(b"apart-body"); self.wfile.flush()
+            return
         if self.path.startswith("/slow"):
             time.sleep(1.5)
         body = ("get " + self.path).encode()
@@ -281,6 +291,15 @@ public:
       buf_.append(chunk, n);
     }
   }
+  /// What one read brings (after anything already buffered); throws past the read deadline.
+  std::string read_once() {
+    if (!buf_.empty()) return std::exchange(buf_, {});
+    char chunk[4096];
+    beast::error_code ec;
+    auto n = sock_.read_some(net::buffer(chunk), ec);
+    if (ec) throw std::runtime_error("read: " + ec.message());
+    return std::string(chunk, n);
+  }
   /// True when the server closes the connection within the read deadline (bytes before
   /// the end are skipped; sends of the caller may have failed meanwhile).
   bool closed_by_server() {
@@ -478,6 +497,26 @@ TEST_F(control_plane_ingress, a_request_body_streams_up_while_the_response_strea
   }
   // The guest is served on as before.
   EXPECT_EQ(get(g, 8088, "/after").body, "get /after");
+}
+
+// A small answer the app sends in two writes (its header, then its body) reaches the client
+// in one: the client is woken once, not for a header it cannot use yet. An app that cuts its
+// answer after the header gets the client a 502, not a truncated answer.
+TEST_F(control_plane_ingress, a_small_answer_sent_in_two_writes_reaches_the_client_whole) {
+  auto g = ingress_guest();
+  start_app(g, 8089);
+  kept_connection c{cp_->port()};
+  c.send("GET " + url(g, 8089, "/apart") +
+         " HTTP/1.1\r\nHost: t\r\nX-Guestflow-Ingress-Token: " + g.ingress_secret + "\r\n\r\n");
+  auto first = c.read_once();
+  EXPECT_EQ(first.substr(0, 12), "HTTP/1.1 200") << first;
+  EXPECT_NE(first.find("\r\n\r\napart-body"), std::string::npos)
+      << "the header came without its body: " << first;
+  // The connection carries the next request.
+  EXPECT_EQ(c.get(url(g, 8089, "/next"), g.ingress_secret).second, "get /next");
+  auto cut = get(g, 8089, "/cut");
+  expect_refusal(cut, 502, "closed the connection");
+  EXPECT_NE(cut.body.find(R"("code":"guest_port_closed")"), std::string::npos) << cut.body;
 }
 
 TEST_F(control_plane_ingress, typed_failures) {
