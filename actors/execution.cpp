@@ -132,9 +132,10 @@ void delete_guest(self_ptr self) {
   if (st.spec.stream) self->send(st.cp, cancel_atom::value, exec_sink_actor{self});
   if (reusable(st)) return release_guest(self);
   if (st.exited && !st.error && !st.cancelled) {
-    answer(self);
-    // A caller that ends now (a CLI) drains the reaper, which must not delete beside us.
+    // First: a caller that ends at the answer (a CLI) drains the reaper next, which must
+    // know this delete is on its way rather than send one beside it.
     self->send(st.reaper, delete_atom::value, st.spec.name);
+    answer(self);
   }
   self->request(st.cp, st.opts.call_timeout, delete_atom::value, st.guest_id)
       .then(
