@@ -92,6 +92,32 @@ void kill_member(pid_t pid, const std::string& rel) {
   ::syscall(SYS_pidfd_send_signal, pidfd.get(), SIGKILL, nullptr, 0);
 }
 
+/// Waits until every process of `pids` has exited (its pidfd readable: by then the kernel
+/// has taken it out of its cgroups), `limit` at most: a pid gone already counts as exited.
+/// Blocking, where polling cgroup.procs every millisecond cost a v1 pidlist (allocated,
+/// sorted, its release queued to a kworker) and a wake-up per poll.
+void wait_exited(const std::vector<pid_t>& pids, std::chrono::milliseconds limit) {
+  std::vector<unique_fd> fds;
+  std::vector<pollfd> polled;
+  for (pid_t pid : pids) {
+    unique_fd fd{int(::syscall(SYS_pidfd_open, pid, 0))};
+    if (!fd) continue;
+    polled.push_back({fd.get(), POLLIN, 0});
+    fds.push_back(std::move(fd));
+  }
+  const auto until = clock_type::now() + limit;
+  while (!polled.empty()) {
+    auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(until - clock_type::now());
+    if (left.count() <= 0) return;
+    int n = ::poll(polled.data(), polled.size(), int(left.count()) + 1);
+    if (n < 0 && errno != EINTR) return;
+    polled.erase(std::remove_if(polled.begin(), polled.end(),
+                                [](const pollfd& p) { return p.revents != 0; }),
+                 polled.end());
+  }
+}
+
 void kill_members(const std::vector<std::string>& dirs) {
   for (const auto& d : dirs) {
     auto rel = relative_path(d);
@@ -337,7 +363,13 @@ result<bool> kill_and_remove(const std::vector<std::string>& dirs,
       continue;
     }
     if (newcomers || atomic_kill) kill_members(polled);
-    sleep_briefly();
+    // Until the members seen have exited (then cgroup.procs is read again: one that forked
+    // meanwhile left a newcomer), at most 50 ms a round, so that the deadline still holds.
+    wait_exited(members, std::min<std::chrono::milliseconds>(
+                             std::chrono::milliseconds(50),
+                             std::max(std::chrono::milliseconds(1),
+                                      std::chrono::duration_cast<std::chrono::milliseconds>(
+                                          deadline - clock_type::now()))));
   }
   for (const auto& d : live) {
     while (::rmdir(d.c_str()) != 0 && errno != ENOENT) {
