@@ -84,11 +84,13 @@ def call(port, method, path, body=None):
 
 def lifecycle(port):
     gid = call(port, "POST", "/v1/sandboxes", {"shape": fp.SHAPE})["data"]["id"]
-    r = call(port, "POST", "/v1/sandboxes/%s/exec" % gid,
-             {"cmd": "python3", "args": ["-c", "open('/workspace/f','w').write('x'*100000)"]})
-    if r["data"]["result"].get("exit_code") != 0:
-        raise RuntimeError("exec: %r" % r)
-    call(port, "DELETE", "/v1/sandboxes/" + gid)
+    try:  # deleted whatever happens: a guest outlives its control plane's stop
+        r = call(port, "POST", "/v1/sandboxes/%s/exec" % gid,
+                 {"cmd": "python3", "args": ["-c", "open('/workspace/f','w').write('x'*100000)"]})
+        if r["data"]["result"].get("exit_code") != 0:
+            raise RuntimeError("exec: %r" % r)
+    finally:
+        call(port, "DELETE", "/v1/sandboxes/" + gid)
 
 
 def window(binary, n, conc):
