@@ -192,11 +192,16 @@ result<std::vector<std::string>> create_guest_cgroups(const cgroup_layout& layou
       ::rmdir(i->c_str());
     return f;
   };
+  // One mkdir per hierarchy: the parent is made only when the guest's own mkdir finds it
+  // missing (the first guest of a hierarchy), not tried (EEXIST) on every create.
   auto make = [&](const std::string& parent) -> result<std::string> {
-    if (::mkdir(parent.c_str(), 0755) != 0 && errno != EEXIST)
-      return sys_error("mkdir " + parent);
     auto dir = parent + "/" + id;
-    if (::mkdir(dir.c_str(), 0755) != 0) return sys_error("mkdir " + dir);
+    if (::mkdir(dir.c_str(), 0755) != 0) {
+      if (errno != ENOENT) return sys_error("mkdir " + dir);
+      if (::mkdir(parent.c_str(), 0755) != 0 && errno != EEXIST)
+        return sys_error("mkdir " + parent);
+      if (::mkdir(dir.c_str(), 0755) != 0) return sys_error("mkdir " + dir);
+    }
     made.push_back(dir);
     return dir;
   };
