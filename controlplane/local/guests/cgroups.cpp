@@ -99,12 +99,17 @@ void kill_member(pid_t pid, const std::string& rel) {
 void wait_exited(const std::vector<pid_t>& pids, std::chrono::milliseconds limit) {
   std::vector<unique_fd> fds;
   std::vector<pollfd> polled;
+  bool blind = false; // a live member without a pidfd (out of descriptors): waited for blind
   for (pid_t pid : pids) {
     unique_fd fd{int(::syscall(SYS_pidfd_open, pid, 0))};
-    if (!fd) continue;
+    if (!fd) {
+      blind = blind || errno != ESRCH;
+      continue;
+    }
     polled.push_back({fd.get(), POLLIN, 0});
     fds.push_back(std::move(fd));
   }
+  if (blind) sleep_briefly(); // as the loop did before: never a busy loop
   const auto until = clock_type::now() + limit;
   while (!polled.empty()) {
     auto left =
