@@ -4,8 +4,8 @@
 host's disk is DISK, default vda). Per round, each variant in turn (the order reversed every
 other round): a plain control plane of BINARY (no warm pool; the workspace pool as default) on
 a new state dir under /var/tmp, one lifecycle to warm it, then N lifecycles by CONC workers:
-create, exec (python3 writes 100 kB into /workspace), delete; 1.5 s for the background
-unmounts and refills. Per lifecycle: the disk's writes, flushes and discards
+create, exec (python3 writes 100 kB into /workspace), delete; then until the background
+unmounts and refills are done (only the workspace pool's images attached). Per lifecycle: the disk's writes, flushes and discards
 (/sys/block/DISK/stat: every process's, so others' I/O counts too), the CPU of the control
 plane and everything it starts (a cpuacct group of the bench's own, minus the bench's own
 CPU), the control plane's own (utime+stime, in clock ticks), and kthreadd's threads' (kworkers,
@@ -18,14 +18,15 @@ import shutil
 import socket
 import sys
 import tempfile
-import threading
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                                 "flowpool"))
 import flowpool as fp  # noqa: E402
+from bench_common import closed_loop  # noqa: E402
 
 DISK = os.environ.get("DISK", "vda")
+POOL_DEPTH = 2  # GUESTFLOW_WORKSPACE_POOL for the control planes it starts
 
 
 def disk():
@@ -93,40 +94,43 @@ def lifecycle(port):
         call(port, "DELETE", "/v1/sandboxes/" + gid)
 
 
+def attached(work):
+    """Loop devices backed by a file under `work`: the workspace pool's ready images and the
+    guests' (a deleted guest's is detached by the releaser, after the delete's answer)."""
+    n = 0
+    for dev in os.listdir("/sys/block"):
+        try:
+            n += open("/sys/block/%s/loop/backing_file" % dev).read().startswith(work)
+        except OSError:
+            continue
+    return n
+
+
+def settle(work, deadline_s=30):
+    """Polls until only the workspace pool's POOL_DEPTH ready images are attached: the refill
+    and the releaser's unmounts are done, and counted in the window."""
+    end = time.monotonic() + deadline_s
+    while attached(work) != POOL_DEPTH:
+        if time.monotonic() > end:
+            raise RuntimeError("%d workspace images attached after %d s, want %d" % (
+                attached(work), deadline_s, POOL_DEPTH))
+        time.sleep(0.02)
+
+
 def window(binary, n, conc):
     work = tempfile.mkdtemp(prefix="guestflow-lifecycle-io-", dir="/var/tmp")
+    os.environ["GUESTFLOW_WORKSPACE_POOL"] = str(POOL_DEPTH)
     cp = fp.ControlPlane(binary, work, [])
-    errs = []
     try:
         lifecycle(cp.port)  # the template, the workspace pool
-        time.sleep(1)
+        settle(work)
         v0, c0, k0, a0, s0 = disk(), proc_cpu(cp.p.pid), kworkers(), tree_ms(), self_ms()
-        left = [n]
-        lock = threading.Lock()
-
-        def worker():
-            while True:
-                with lock:
-                    if left[0] == 0:
-                        return
-                    left[0] -= 1
-                try:
-                    lifecycle(cp.port)
-                except Exception as e:  # noqa: BLE001 - reported after the window
-                    errs.append(e)
-
-        ts = [threading.Thread(target=worker) for _ in range(conc)]
-        for t in ts:
-            t.start()
-        for t in ts:
-            t.join()
-        time.sleep(1.5)  # the releaser's unmounts, the workspace pool's refill
+        closed_loop(lambda _: lifecycle(cp.port), n, conc)
+        settle(work)
         v1, c1, k1, a1, s1 = disk(), proc_cpu(cp.p.pid), kworkers(), tree_ms(), self_ms()
     finally:
         cp.stop()
         shutil.rmtree(work, ignore_errors=True)
-    if errs:
-        raise errs[0]
     d = {k: (v1[k] - v0[k]) / n for k in v0}
     d.update({"cp_ms": (c1[0] - c0[0]) / n, "kworker_ms": (k1 - k0) / n,
               "tree_ms": ((a1 - a0) - (s1 - s0)) / n})
