@@ -684,8 +684,8 @@ int main(int argc, char** argv) {
       out = next();
     else {
       std::cerr << "usage: bench_ingress [--quick] [--echo-only] [--apps 1,2,3] "
-                   "[--peers epoll,spin:US,sockmap] [--requests N] [--clients C] "
-                   "[--seconds T] [--out FILE]\n";
+                   "[--peers epoll,spin:US,cpu:N,sockmap] [--client-cpu N] [--cp-cpu N] "
+                   "[--requests N] [--clients C] [--seconds T] [--out FILE]\n";
       return 2;
     }
   }
