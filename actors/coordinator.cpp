@@ -120,7 +120,7 @@ coordinator(coordinator_actor::stateful_pointer<coordinator_state> self, control
   st.cp = std::move(cp);
   st.reaper = std::move(reaper);
   st.opts = std::move(opts);
-  st.bundle_head = flow_bundle_head(st.opts.assets);
+  st.bundle_head = flow_bundle_head(st.opts.assets, st.opts.gzip_bundle);
   st.rng.seed(st.opts.seed != 0 ? st.opts.seed : std::random_device{}());
   st.slots = st.opts.slots ? st.opts.slots
                            : std::make_shared<admission>(st.opts.settings.max_inflight,

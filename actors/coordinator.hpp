@@ -23,6 +23,9 @@ struct coordinator_options {
   std::string owner;          ///< names::owner_id of this runtime (guest names)
   flow_run_options run;
   std::vector<guest_asset> assets = guest_assets(); ///< what every guest gets in /workspace/run
+  /// The runner's files travel gzipped (flow_bundle_head); the runtime sets
+  /// gzip_bundle_for(its control plane): false on this host.
+  bool gzip_bundle = true;
   uint64_t seed = 0; ///< run ids and guest names; 0 = std::random_device
   /// The runtime's execution slots, shared with the other surfaces that start guests;
   /// null: the coordinator makes its own from `settings` (max_inflight, max_queued).

@@ -2,6 +2,7 @@
 
 #include "actors/code_spec.hpp"
 #include "actors/exit_classifier.hpp"
+#include "controlplane/client/url.hpp"
 
 #include <algorithm>
 #include <numeric>
@@ -64,11 +65,11 @@ constexpr std::string_view session_tool = "session_files.py";
 /// The guest program that unpacks a run bundle and starts the runner (`python3 -c` source).
 constexpr std::string_view unpacker = "unpack_run.py";
 
-shared_bytes flow_bundle_head(const std::vector<guest_asset>& assets) {
+shared_bytes flow_bundle_head(const std::vector<guest_asset>& assets, bool gzipped) {
   std::vector<std::pair<std::string, std::string_view>> files;
   for (auto& a : assets) {
     if (a.name == session_tool || a.name == unpacker) continue; // not run in a flow's guest
-    if (a.gzipped.empty())
+    if (!gzipped || a.gzipped.empty())
       files.emplace_back(std::string{a.name}, a.content);
     else
       files.emplace_back(std::string{a.name} + ".gz", a.gzipped);
@@ -81,6 +82,12 @@ shared_bytes flow_bundle_head(const std::vector<guest_asset>& assets) {
   for (auto& [name, bytes] : files)
     add_to_bundle(head, name, bytes);
   return head;
+}
+
+bool gzip_bundle_for(const cp::endpoint& ep) {
+  if (ep.kind != cp::provider::local || ep.base_url.find(',') != std::string::npos) return true;
+  auto url = cp::parse_base_url(ep.base_url); // a fleet's etcd:// is not one: gzipped
+  return !url || (url->socket_path.empty() && !cp::is_loopback_host(url->host));
 }
 
 result<execution_spec> make_flow_spec(const run_request& req, const normalized_inputs& in,

@@ -36,8 +36,15 @@ result<execution_spec> make_flow_spec(const run_request& req, const normalized_i
                                       const std::vector<guest_asset>& assets,
                                       const shared_bytes& bundle_head);
 
-/// What every flow run's bundle begins with: the embedded runner's files (gzipped where the
-/// build could), each as "<size> <name>\n" and its bytes.
-shared_bytes flow_bundle_head(const std::vector<guest_asset>& assets);
+/// What every flow run's bundle begins with: the embedded runner's files, each as
+/// "<size> <name>\n" and its bytes; with `gzipped`, as the build gzipped them where it could
+/// (for a control plane across a wire: a quarter of the bytes, paid with the guest's gunzip).
+shared_bytes flow_bundle_head(const std::vector<guest_asset>& assets, bool gzipped = true);
+
+/// Whether runs sent to `ep` carry the runner's files gzipped: not for guestflow's own
+/// control plane on this host (a unix socket or a loopback address, not a fleet), where the
+/// bytes never cross a wire and the guest's gunzip (0.6 ms of a pooled run's CPU,
+/// bench/README.md) costs more than serve and the control plane moving 86 KB more.
+bool gzip_bundle_for(const cp::endpoint& ep);
 
 } // namespace guestflow

@@ -1,5 +1,7 @@
 #include "actors/runtime.hpp"
 
+#include "actors/flow_spec.hpp"
+
 #include <caf/exit_reason.hpp>
 #include <caf/send.hpp>
 
@@ -17,6 +19,7 @@ runtime::runtime(caf::actor_system& sys, std::shared_ptr<cp::client> client,
   registry_ = sys_.spawn(guestflow::guest_registry, cp_, lifecycle_, opts_.registry);
   opts_.coordinator.owner = opts_.owner;
   opts_.coordinator.run.execution = opts_.execution;
+  if (!gzip_bundle_for(client_->where())) opts_.coordinator.gzip_bundle = false;
   // One set of execution slots for every surface (flows here, sandbox and component runs
   // in the bridge, which reads it from options()).
   if (!opts_.coordinator.slots)

@@ -560,7 +560,7 @@ GUEST, SPEC = sys.argv[1], sys.argv[2]
 sys.path.insert(0, GUEST)
 for m in ("json", "heapq", "io", "math", "threading", "types", "runpy", "zlib", "asyncio",
           "copy", "inspect", "traceback", "uuid", "collections", "importlib.util",
-          "importlib.metadata"):
+          "importlib.metadata", "pkgutil"):  # the waiter's _RUNNER_STDLIB
     __import__(m)
 import lfx, lfx.memory, lfx.events.event_manager, lfx.exceptions.component  # noqa
 import lfx.graph.graph.base, lfx.schema.message, lfx.schema.data, lfx.schema.dataframe  # noqa

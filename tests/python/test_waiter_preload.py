@@ -6,7 +6,9 @@ files are parsed, nothing guest-side runs on the host."""
 from __future__ import annotations
 
 import ast
+import json
 import pathlib
+import subprocess
 import sys
 import unittest
 
@@ -51,6 +53,23 @@ class RunnerPreload(unittest.TestCase):
                 if not any(p == mod or p.startswith(mod + ".") for p in preloaded):
                     missing.setdefault(mod, []).append(path.name)
         self.assertEqual(missing, {}, "add these to _RUNNER_STDLIB in python_waiter.py")
+
+    def test_what_runpy_run_path_imports_when_unpack_run_calls_it_is_preloaded(self) -> None:
+        # unpack_run.py runs the runner with runpy.run_path, which imports more of the
+        # standard library on its first call (pkgutil). Run on an empty file in a fresh
+        # python3 (host-safe: no guest code runs), with the preload's own modules loaded first.
+        self.assertIn("runpy.run_path(", (GUEST / "unpack_run.py").read_text())
+        preloaded = waiter_tuple("_RUNNER_STDLIB")
+        probe = ("import json, sys, tempfile\n"
+                 f"for m in {sorted(preloaded)!r}: __import__(m)\n"
+                 "before = set(sys.modules)\n"
+                 "with tempfile.NamedTemporaryFile('w', suffix='.py') as f:\n"
+                 "    import runpy; runpy.run_path(f.name, run_name='__main__')\n"
+                 "print(json.dumps(sorted(set(sys.modules) - before)))\n")
+        out = subprocess.run([sys.executable, "-I", "-c", probe], check=True,
+                             capture_output=True, text=True).stdout
+        lazily = {m for m in json.loads(out) if m.split(".")[0] in sys.stdlib_module_names}
+        self.assertEqual(lazily, set(), "add these to _RUNNER_STDLIB in python_waiter.py")
 
     def test_the_lfx_modules_lfx_path_loads_are_preloaded(self) -> None:
         preloaded = waiter_tuple("_RUNNER_LFX")

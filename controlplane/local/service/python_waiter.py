@@ -20,11 +20,13 @@ _MAGIC = b"guestflow-waiter-1"
 _KILL_AFTER = 5  # the only `--kill-after` the server hands over
 _RUNNER = "guestflow:runner"
 # What guest/runner.py, unpack_run.py and their pieces import from the standard library
-# (both executors), then lfx as lfx_path.load() imports it, when the image has lfx.
+# (both executors; pkgutil: runpy.run_path's own lazy import), then lfx as lfx_path.load()
+# imports it, when the image has lfx.
 # (tests/python/test_waiter_preload.py keeps this list up with guest/*.py.)
 _RUNNER_STDLIB = ("json", "heapq", "io", "math", "threading", "time", "types", "runpy", "zlib",
                   "importlib.util", "asyncio", "copy", "inspect", "traceback", "uuid",
-                  "collections", "importlib.metadata", "subprocess", "keyword", "linecache")
+                  "collections", "importlib.metadata", "subprocess", "keyword", "linecache",
+                  "pkgutil")
 _RUNNER_LFX = ("lfx", "lfx.memory", "lfx.events.event_manager", "lfx.exceptions.component",
                "lfx.graph.graph.base", "lfx.schema.message", "lfx.schema.data",
                "lfx.schema.dataframe")

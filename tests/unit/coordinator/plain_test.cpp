@@ -322,6 +322,36 @@ TEST(flow_spec, a_file_embedded_gzipped_travels_gzipped) {
   EXPECT_EQ(spec->command.args[4], "# unpack") << "the command is the plain source";
 }
 
+TEST(flow_spec, a_bundle_for_this_host_carries_the_plain_files) {
+  const std::vector<guest_asset> zipped{{"runner.py", "# runner", "GZ"},
+                                        {"unpack_run.py", "# unpack", "GZ2"}};
+  auto head = flow_bundle_head(zipped, false);
+  auto spec = make_flow_spec(request_for(), {}, {}, "gf-x-abc123-0123456789", zipped, head);
+  ASSERT_TRUE(spec) << spec.error().message;
+  auto files = bundle_files(spec->uploads[0].content.str());
+  ASSERT_EQ(files.size(), 2u);
+  EXPECT_EQ(files[0], (std::pair<std::string, std::string>{"runner.py", "# runner"}));
+  EXPECT_EQ(files[1].first, "spec.json");
+}
+
+TEST(flow_spec, only_a_bundle_that_crosses_a_wire_is_gzipped) {
+  auto local = [](std::string url) {
+    cp::endpoint ep;
+    ep.base_url = std::move(url);
+    return ep;
+  };
+  EXPECT_FALSE(gzip_bundle_for(local("http://127.0.0.1:8470")));
+  EXPECT_FALSE(gzip_bundle_for(local("http://[::1]:8470")));
+  EXPECT_FALSE(gzip_bundle_for(local("http://localhost:8470/api")));
+  EXPECT_FALSE(gzip_bundle_for(local("unix:///run/guestflow/cp.sock")));
+  EXPECT_TRUE(gzip_bundle_for(local("https://10.0.0.7:8470")));
+  EXPECT_TRUE(gzip_bundle_for(local("http://127.0.0.1:1,http://127.0.0.1:2"))) << "a fleet";
+  EXPECT_TRUE(gzip_bundle_for(local("etcd://127.0.0.1:2379"))) << "a fleet";
+  auto createos = local("http://127.0.0.1:9");
+  createos.kind = cp::provider::createos;
+  EXPECT_TRUE(gzip_bundle_for(createos));
+}
+
 TEST(flow_spec, every_run_shares_the_embedded_part_of_its_bundle) {
   auto head = flow_bundle_head(assets);
   auto a = make_flow_spec(request_for(), {}, {}, "gf-x-abc123-0123456789", assets, head);
