@@ -167,7 +167,8 @@ result<bool> record_store::add_column(const char* name, const char* definition) 
 }
 
 record_store::~record_store() {
-  for (auto* p : {&begin_, &commit_, &rollback_, &insert_guest_, &clear_envs_, &insert_env_})
+  for (auto* p : {&begin_, &commit_, &rollback_, &insert_guest_, &clear_envs_, &insert_env_,
+                  &select_envs_})
     sqlite3_finalize(*p); // sqlite3_close refuses a connection with live statements
   sqlite3_close(db_);
 }
@@ -205,12 +206,30 @@ result<bool> record_store::put(const guest_record& r) {
   {
     reused s{prepared(
         insert_guest_,
-        "INSERT OR REPLACE INTO guests (id, seq, name, status, shape, rootfs, egress, "
+        "INSERT INTO guests (id, seq, name, status, shape, rootfs, egress, "
         "auto_pause, ingress, created_at, paused_at, last_resumed_at, note, init_pid, "
         "init_start_time, cgroup_dirs, netns, workspace, ip, pooled, ended_at, persistent, "
         "idle_ttl, delete_after_stop, stopped_at, stopped_unix, last_used_at, "
         "last_used_unix, mounts, ingress_secret, isolation, started_from, restore_error) "
-        "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)")};
+        "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?) "
+        "ON CONFLICT(id) DO UPDATE SET "
+        "seq=excluded.seq, name=excluded.name, status=excluded.status, "
+        "shape=excluded.shape, rootfs=excluded.rootfs, egress=excluded.egress, "
+        "auto_pause=excluded.auto_pause, ingress=excluded.ingress, "
+        "created_at=excluded.created_at, paused_at=excluded.paused_at, "
+        "last_resumed_at=excluded.last_resumed_at, note=excluded.note, "
+        "init_pid=excluded.init_pid, init_start_time=excluded.init_start_time, "
+        "cgroup_dirs=excluded.cgroup_dirs, netns=excluded.netns, "
+        "workspace=excluded.workspace, ip=excluded.ip, pooled=excluded.pooled, "
+        "ended_at=excluded.ended_at, persistent=excluded.persistent, "
+        "idle_ttl=excluded.idle_ttl, "
+        "delete_after_stop=excluded.delete_after_stop, "
+        "stopped_at=excluded.stopped_at, stopped_unix=excluded.stopped_unix, "
+        "last_used_at=excluded.last_used_at, "
+        "last_used_unix=excluded.last_used_unix, mounts=excluded.mounts, "
+        "ingress_secret=excluded.ingress_secret, isolation=excluded.isolation, "
+        "started_from=excluded.started_from, "
+        "restore_error=excluded.restore_error")};
     if (!s) return rollback(db_failure(db_, "prepare"));
     s.text(1, r.id);
     s.integer(2, r.seq);
@@ -250,6 +269,12 @@ result<bool> record_store::put(const guest_record& r) {
     s.opt_text(33, r.restore_error);
     if (sqlite3_step(s.s) != SQLITE_DONE) return rollback(db_failure(db_, "insert guest"));
   }
+  if (auto same = envs_stored(r.id, r.envs); !same) {
+    return rollback(same.error());
+  } else if (*same) {
+    if (auto c = step(commit_, "COMMIT", "commit"); !c) return rollback(c.error());
+    return true;
+  }
   {
     reused del{prepared(clear_envs_, "DELETE FROM guest_envs WHERE guest_id = ?")};
     if (!del) return rollback(db_failure(db_, "prepare"));
@@ -267,6 +292,23 @@ result<bool> record_store::put(const guest_record& r) {
   }
   if (auto c = step(commit_, "COMMIT", "commit"); !c) return rollback(c.error());
   return true;
+}
+
+result<bool> record_store::envs_stored(const std::string& id,
+                                       const std::map<std::string, std::string>& envs) {
+  reused s{prepared(select_envs_,
+                    "SELECT key, value FROM guest_envs WHERE guest_id = ? ORDER BY key")};
+  if (!s) return db_failure(db_, "prepare");
+  s.text(1, id);
+  auto want = envs.begin();
+  int rc;
+  while ((rc = sqlite3_step(s.s)) == SQLITE_ROW) {
+    if (want == envs.end() || s.col_text(0) != want->first || s.col_text(1) != want->second)
+      return false;
+    ++want;
+  }
+  if (rc != SQLITE_DONE) return db_failure(db_, "read envs");
+  return want == envs.end();
 }
 
 result<bool> record_store::erase(const std::string& id) {

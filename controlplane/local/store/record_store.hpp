@@ -4,6 +4,7 @@
 #include "messages/error.hpp"
 
 #include <filesystem>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -23,7 +24,9 @@ public:
   record_store(const record_store&) = delete;
   record_store& operator=(const record_store&) = delete;
 
-  /// Inserts or replaces the record (and its envs) in one transaction.
+  /// Inserts or replaces the record (and its envs) in one transaction. A stored record is
+  /// updated in place (its row and its key's index entry stay put) and its envs are
+  /// rewritten only when they changed: a put dirties one page of the WAL, not four or five.
   result<bool> put(const guest_record& r);
 
   /// Removes a record that never became a guest (a create that failed).
@@ -47,6 +50,10 @@ private:
   result<bool> add_column(const char* name, const char* definition);
   /// `slot`'s statement, prepared on first use and kept until the store closes.
   sqlite3_stmt* prepared(sqlite3_stmt*& slot, const char* sql);
+  /// Whether the store holds exactly `envs` for `id` already: put() then leaves its rows
+  /// alone (rewriting them dirtied two pages of the WAL a put).
+  result<bool> envs_stored(const std::string& id,
+                           const std::map<std::string, std::string>& envs);
   /// Runs `slot`'s statement (one that returns no rows) once.
   result<bool> step(sqlite3_stmt*& slot, const char* sql, const char* what);
   sqlite3* db_;
@@ -57,6 +64,7 @@ private:
   sqlite3_stmt* insert_guest_ = nullptr;
   sqlite3_stmt* clear_envs_ = nullptr;
   sqlite3_stmt* insert_env_ = nullptr;
+  sqlite3_stmt* select_envs_ = nullptr;
 };
 
 } // namespace guestflow::local

@@ -150,5 +150,45 @@ TEST(local_record_store, reused_statements_start_clean_for_each_put) {
   EXPECT_TRUE((*store)->load_all()->empty());
 }
 
+// A put of a stored record updates its row in place and leaves unchanged envs alone: one
+// WAL frame (a page and its header) a put, where a replace wrote the table's and the key
+// index's pages and rewrote the envs' (four frames). Envs that did change are rewritten.
+TEST(local_record_store, a_put_of_a_stored_record_writes_one_page) {
+  test_support::temp_dir s{"guestflow-store"};
+  auto file = s.path() / "control-plane.db";
+  auto store = record_store::open(file);
+  ASSERT_TRUE(store) << store.error().message;
+  guest_record r;
+  r.id = "sb-00000000000000c3";
+  r.name = "pooled";
+  r.status = sandbox_status::creating;
+  r.envs = {{"A", "1"}, {"B", "2"}};
+  r.seq = 1;
+  ASSERT_TRUE((*store)->put(r));
+  auto wal_size = [&] {
+    struct stat st {};
+    EXPECT_EQ(::stat((file.string() + "-wal").c_str(), &st), 0);
+    return st.st_size;
+  };
+  const auto before = wal_size();
+  r.status = sandbox_status::running;
+  r.note = "taken";
+  ASSERT_TRUE((*store)->put(r));
+  EXPECT_EQ(wal_size() - before, 4096 + 24) << "one frame: the guest's row, in place";
+  r.envs = {{"A", "1"}}; // B goes
+  ASSERT_TRUE((*store)->put(r));
+  r.status = sandbox_status::destroyed;
+  ASSERT_TRUE((*store)->put(r));
+  auto all = (*store)->load_all();
+  ASSERT_TRUE(all);
+  ASSERT_EQ(all->size(), 1u);
+  EXPECT_EQ(all->front().status, sandbox_status::destroyed);
+  EXPECT_EQ(all->front().note, "taken");
+  EXPECT_EQ(all->front().envs, r.envs);
+  r.envs = {{"A", "1"}, {"C", "3"}}; // one more
+  ASSERT_TRUE((*store)->put(r));
+  EXPECT_EQ((*store)->load_all()->front().envs, r.envs);
+}
+
 } // namespace
 } // namespace guestflow::local
