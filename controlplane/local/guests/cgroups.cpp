@@ -131,6 +131,18 @@ void kill_members(const std::vector<std::string>& dirs) {
   }
 }
 
+/// rmdir `dir` once its processes are gone: 0 when it is (or was) removed, else the errno —
+/// EBUSY when it still has members. One that lists none yet refuses for a moment is retried
+/// until `deadline`.
+int remove_empty(const std::string& dir, clock_type::time_point deadline) {
+  for (;;) {
+    if (::rmdir(dir.c_str()) == 0 || errno == ENOENT) return 0;
+    const int err = errno;
+    if (err != EBUSY || clock_type::now() > deadline || !cgroup_pids(dir).empty()) return err;
+    sleep_briefly();
+  }
+}
+
 } // namespace
 
 result<cgroup_layout> detect_cgroups(const std::string& fs_root) {
@@ -332,9 +344,10 @@ result<bool> kill_and_remove(const std::vector<std::string>& dirs,
   // with it, forked after the snapshot or not; the members outside it (the shim, a helper
   // starting a command) do not fork. Only if members keep appearing anyway is the freezer
   // the fallback (a frozen cgroup cannot fork, so its snapshot is complete).
-  const bool atomic_kill = !dir_with(live, "cgroup.kill").empty();
+  // Only a v2 guest has cgroup.kill, and it has one directory: one stat, not one a hierarchy.
+  const bool atomic_kill = exists(live.front() + "/cgroup.kill");
   if (atomic_kill) {
-    put(dir_with(live, "cgroup.kill") + "/cgroup.kill", "1");
+    put(live.front() + "/cgroup.kill", "1");
   } else if (is_frozen(live)) {
     // A paused guest: its members die once thawed (SIGKILL stays pending meanwhile).
     kill_members(live);
@@ -345,21 +358,34 @@ result<bool> kill_and_remove(const std::vector<std::string>& dirs,
   bool froze = false;
   // A process joins the guest's hierarchies in procs_files' order and dies out of all at
   // once, so the first directory holds every member: it alone is polled and signalled (on
-  // v1 each member was read and killed once per hierarchy, four times). The others are
-  // looked at once it is empty, and polled too if one still has a member.
+  // v1 each member was read and killed once per hierarchy, four times). Once it is empty
+  // the directories are removed; one that refuses (EBUSY: it still has a member) has every
+  // directory polled from then on. Not reading each one's cgroup.procs first saves a v1
+  // pid list (built, sorted, its release queued to a kworker) per hierarchy.
   std::vector<std::string> polled{live.front()};
   for (;;) {
     std::vector<pid_t> members;
+    std::vector<std::pair<std::string, pid_t>> seen; // each member, with where it was read
     for (const auto& d : polled)
-      for (pid_t pid : cgroup_pids(d))
+      for (pid_t pid : cgroup_pids(d)) {
         members.push_back(pid);
-    if (members.empty() && polled.size() < live.size() &&
-        std::any_of(live.begin() + 1, live.end(),
-                    [](const std::string& d) { return !cgroup_pids(d).empty(); })) {
+        seen.emplace_back(relative_path(d), pid);
+      }
+    if (members.empty()) {
+      int err = 0;
+      for (const auto& d : live)
+        if ((err = remove_empty(d, deadline)) != 0) {
+          if (err != EBUSY)
+            return fail(ec::unavailable, "rmdir " + d + ": " + std::strerror(err));
+          if (polled.size() == live.size() && clock_type::now() > deadline)
+            return fail(ec::unavailable, "processes of the guest survive SIGKILL (cgroup " + d +
+                                             " is not empty)");
+          break;
+        }
+      if (err == 0) return true;
       polled = live;
       continue;
     }
-    if (members.empty()) break;
     if (clock_type::now() > deadline)
       return fail(ec::unavailable, "processes of the guest survive SIGKILL (cgroup " + live[0] +
                                        " is not empty)");
@@ -372,7 +398,9 @@ result<bool> kill_and_remove(const std::vector<std::string>& dirs,
       if (froze || is_frozen(live)) set_frozen(live, false, std::chrono::milliseconds(2000));
       continue;
     }
-    if (newcomers || atomic_kill) kill_members(polled);
+    if (newcomers || atomic_kill) // the members just read (kill_member checks each), no re-read
+      for (const auto& [rel, pid] : seen)
+        kill_member(pid, rel);
     // Until the members seen have exited (then cgroup.procs is read again: one that forked
     // meanwhile left a newcomer), at most 50 ms a round, so that the deadline still holds.
     wait_exited(members, std::min<std::chrono::milliseconds>(
@@ -381,13 +409,6 @@ result<bool> kill_and_remove(const std::vector<std::string>& dirs,
                                       std::chrono::duration_cast<std::chrono::milliseconds>(
                                           deadline - clock_type::now()))));
   }
-  for (const auto& d : live) {
-    while (::rmdir(d.c_str()) != 0 && errno != ENOENT) {
-      if (errno != EBUSY || clock_type::now() > deadline) return sys_error("rmdir " + d);
-      sleep_briefly();
-    }
-  }
-  return true;
 }
 
 } // namespace guestflow::local

@@ -21,6 +21,7 @@
 #include <fstream>
 #include <gtest/gtest.h>
 #include <poll.h>
+#include <spawn.h>
 #include <sstream>
 #include <sys/prctl.h>
 #include <sys/stat.h>
@@ -625,6 +626,34 @@ TEST_F(guest_backend_test, destroy_of_a_runtime_naming_only_the_id_removes_the_g
   EXPECT_FALSE(exists((dir.path() / "guests" / spec.id).string()));
   // Idempotent: nothing left to remove is not a failure.
   EXPECT_TRUE(backend->destroy(recorded));
+}
+
+// A delete reads only the first hierarchy's members and then removes the directories: one
+// that refuses because it still holds a process (here one that joined the last hierarchy
+// only) has that process killed and every directory removed all the same.
+TEST_F(guest_backend_test, a_delete_kills_a_member_of_a_later_hierarchy_only) {
+  auto layout = detect_cgroups();
+  ASSERT_TRUE(layout) << layout.error().message;
+  const auto id = unique_token("t");
+  auto dirs = create_guest_cgroups(*layout, id, {64u << 20, 16, 1});
+  ASSERT_TRUE(dirs) << dirs.error().message;
+  pid_t pid = 0;
+  char arg0[] = "sleep", arg1[] = "60";
+  char* argv[] = {arg0, arg1, nullptr};
+  ASSERT_EQ(::posix_spawn(&pid, "/bin/sleep", nullptr, nullptr, argv, environ), 0);
+  {
+    std::ofstream procs{dirs->back() + "/cgroup.procs"};
+    procs << pid << std::flush;
+    ASSERT_TRUE(procs.good());
+  }
+  auto in = cgroup_pids(dirs->back());
+  ASSERT_NE(std::find(in.begin(), in.end(), pid), in.end());
+  ASSERT_TRUE(kill_and_remove(*dirs, std::chrono::seconds(10)));
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL) << status;
+  expect_no_cgroups(id);
+  EXPECT_TRUE(kill_and_remove(*dirs, std::chrono::seconds(1))) << "idempotent";
 }
 
 TEST_F(guest_backend_test, kill_exec_kills_the_commands_tree) {
