@@ -1,6 +1,7 @@
 #include "controlplane/local/guests/fork_template.hpp"
 
 #include "controlplane/local/guests/cgroups.hpp"
+#include "controlplane/local/guests/guest_init.hpp"
 
 #include <cerrno>
 #include <chrono>
@@ -58,6 +59,48 @@ std::string read_packet(int fd, clock_type::time_point deadline) {
   auto n = ::recv(fd, buf.data(), buf.size(), MSG_DONTWAIT);
   buf.resize(n > 0 ? size_t(n) : 0);
   return buf;
+}
+
+/// One packet and the descriptors it carries (SCM_RIGHTS, at most 2), within the deadline.
+std::string read_packet(int fd, clock_type::time_point deadline, std::vector<unique_fd>& fds) {
+  if (!wait_readable(fd, deadline)) return {};
+  std::string buf(4096, '\0');
+  iovec iov{buf.data(), buf.size()};
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  // Room for the sender's credentials too (SO_PASSCRED: accept_peer).
+  alignas(cmsghdr) char ctrl[CMSG_SPACE(2 * sizeof(int)) + CMSG_SPACE(sizeof(ucred))] = {};
+  msg.msg_control = ctrl;
+  msg.msg_controllen = sizeof ctrl;
+  auto n = ::recvmsg(fd, &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+  for (auto* c = CMSG_FIRSTHDR(&msg); n > 0 && c; c = CMSG_NXTHDR(&msg, c))
+    if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS)
+      for (size_t i = 0; i < (c->cmsg_len - CMSG_LEN(0)) / sizeof(int); ++i) {
+        int got = -1;
+        std::memcpy(&got, CMSG_DATA(c) + i * sizeof(int), sizeof got);
+        fds.emplace_back(got);
+      }
+  buf.resize(n > 0 ? size_t(n) : 0);
+  return buf;
+}
+
+/// The host pid a pidfd refers to (its fdinfo's "Pid:"), or 0.
+pid_t pidfd_pid(int pidfd) {
+  std::ifstream info{"/proc/self/fdinfo/" + std::to_string(pidfd)};
+  std::string line;
+  while (std::getline(info, line))
+    if (line.rfind("Pid:", 0) == 0) return pid_t(std::atoi(line.c_str() + 4));
+  return 0;
+}
+
+/// `pid`'s pid in its own (innermost) pid namespace: the last field of "NSpid:", or 0.
+pid_t innermost_pid(pid_t pid) {
+  std::ifstream status{"/proc/" + std::to_string(pid) + "/status"};
+  std::string line;
+  while (std::getline(status, line))
+    if (line.rfind("NSpid:", 0) == 0) return pid_t(std::atoi(line.c_str() + line.rfind('\t')));
+  return 0;
 }
 
 bool send_packet(int fd, const std::string& text, int pass_fd = -1) {
@@ -130,11 +173,6 @@ bool own_pid_ns(pid_t pid) {
   return !ec && theirs != fs::read_symlink("/proc/self/ns/pid", ec);
 }
 
-void kill_pid(pid_t pid) {
-  unique_fd fd{static_cast<int>(::syscall(SYS_pidfd_open, pid, 0))};
-  if (fd) ::syscall(SYS_pidfd_send_signal, fd.get(), SIGKILL, nullptr, 0);
-}
-
 } // namespace
 
 void fork_template::kill_stale(guest_backend& backend) {
@@ -202,6 +240,12 @@ result<std::unique_ptr<fork_template>> fork_template::start(
               std::streamsize(base.seccomp->size() * sizeof(sock_filter)));
     bpf.close();
     if (!bpf) return fail(ec::unavailable, "fork template: cannot write its seccomp program");
+    // The guests' init (guest_init/init.cpp's fork mode), which the template spawns per
+    // guest from a memfd of this file's bytes.
+    std::ofstream init{spool / "guest-init", std::ios::binary};
+    init.write(guest_init_image().data(), std::streamsize(guest_init_image().size()));
+    init.close();
+    if (!init) return fail(ec::unavailable, "fork template: cannot write the guests' init");
     launch_request req = base;
     req.ro_binds.push_back(spool.string());
     req.template_caps = {"CAP_SYS_ADMIN", "CAP_SETPCAP", "CAP_NET_ADMIN"};
@@ -260,36 +304,57 @@ bool fork_template::alive() const {
 
 result<launched_init> fork_template::clone(const launch_request& req, unique_fd& ctl) {
   const auto deadline = clock_type::now() + clone_timeout;
-  pid_t pid = 0;
   unique_fd c;
+  std::vector<unique_fd> pidfds; // the guest's init, then its run
   {
-    // One request at a time until its clone has connected (the connection that comes is
-    // its); the clone's setup, from its cgroups on, runs beside other builders' clones.
+    // One request at a time until its guest has connected (the connection that comes is
+    // its); the guest's setup, from its cgroups on, runs beside other builders' guests.
     std::lock_guard<std::mutex> lock{mu_};
     if (!conn_ || !send_packet(conn_.get(), req.id + " " + req.hostname + "\n"))
       return fail(ec::unavailable, "fork template: it is gone");
+    std::string hello;
     for (;;) {
+      pid_t pid = 0;
       c = accept_peer(listen_.get(), deadline, pid);
-      if (!c) return fail(ec::unavailable, "fork template: the clone did not connect in time");
-      auto st = read_process_stat(pid);
-      auto hello = read_packet(c.get(), deadline);
-      if (st && st->ppid == template_pid_ && hello == "guest " + req.id + "\n") break;
-      if (st && st->ppid == template_pid_ && hello.rfind("error " + req.id + " ", 0) == 0)
+      if (!c)
+        return fail(ec::unavailable, "fork template: the guest did not connect in time" +
+                                         (hello.empty() ? "" : " (it said " + hello + ")"));
+      if (pid != template_pid_) continue; // connected by the template only
+      pidfds.clear();
+      hello = read_packet(c.get(), deadline, pidfds);
+      if (hello.rfind("error " + req.id + " ", 0) == 0)
         return fail(ec::unavailable,
-                    "fork template: the clone failed: " + hello.substr(7 + req.id.size(), 300));
-      if (st && st->ppid == template_pid_) kill_pid(pid); // an earlier, abandoned clone
+                    "fork template: the guest failed: " + hello.substr(7 + req.id.size(), 300));
+      if (hello == "guest " + req.id + "\n" && pidfds.size() == 2) break;
+      // An earlier, abandoned guest: its init's end ends its pid namespace.
+      if (!pidfds.empty())
+        ::syscall(SYS_pidfd_send_signal, pidfds[0].get(), SIGKILL, nullptr, 0);
     }
   }
   auto undo = [&](const std::string& why) -> failure {
-    kill_pid(pid);
+    for (const auto& fd : pidfds)
+      ::syscall(SYS_pidfd_send_signal, fd.get(), SIGKILL, nullptr, 0);
     return fail(ec::unavailable, "fork template: " + why);
   };
-  for (const auto& procs : req.cgroup_procs) {
-    std::ofstream f{procs};
-    f << pid;
-    f.close();
-    if (!f) return undo("cannot move the clone into " + procs);
-  }
+  // Both the template's children, the init pid 1 of the run's pid namespace (the run pid 2):
+  // the pids the cgroups get are the guest's, whoever else the sandbox holds.
+  const pid_t init = pidfd_pid(pidfds[0].get()), run = pidfd_pid(pidfds[1].get());
+  auto init_st = init > 0 ? read_process_stat(init) : std::nullopt;
+  auto run_st = run > 0 ? read_process_stat(run) : std::nullopt;
+  std::error_code e1, e2;
+  if (!init_st || !run_st || init_st->ppid != template_pid_ || run_st->ppid != template_pid_ ||
+      innermost_pid(init) != 1 || innermost_pid(run) != 2 ||
+      fs::read_symlink("/proc/" + std::to_string(init) + "/ns/pid", e1) !=
+          fs::read_symlink("/proc/" + std::to_string(run) + "/ns/pid", e2) ||
+      e1 || e2)
+    return undo("the guest's init and run are not the template's, in one pid namespace");
+  for (const auto& procs : req.cgroup_procs)
+    for (pid_t pid : {init, run}) {
+      std::ofstream f{procs};
+      f << pid;
+      f.close();
+      if (!f) return undo("cannot move the guest into " + procs);
+    }
   unique_fd own;
   int ws = req.workspace_fd;
   if (ws < 0) {
@@ -299,13 +364,14 @@ result<launched_init> fork_template::clone(const launch_request& req, unique_fd&
     if (!own) return undo(std::string{"open_tree workspace: "} + std::strerror(errno));
     ws = own.get();
   }
-  if (!send_packet(c.get(), "go\n", ws)) return undo("the clone went away");
-  if (read_packet(c.get(), deadline) != "ready\n")
-    return undo("the clone did not become a guest");
-  auto st = read_process_stat(pid);
-  if (!st) return undo("the clone ended");
+  if (!send_packet(c.get(), "go\n", ws)) return undo("the guest went away");
+  auto said = read_packet(c.get(), deadline);
+  if (said != "ready\n")
+    return undo("the guest did not become one" +
+                (said.rfind("error ", 0) == 0 ? ": " + said.substr(0, 300) : std::string{}));
+  if (!read_process_stat(run)) return undo("the guest's run ended");
   ctl = std::move(c);
-  return launched_init{pid, st->start_time};
+  return launched_init{init, init_st->start_time};
 }
 
 } // namespace guestflow::local

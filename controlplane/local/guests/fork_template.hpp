@@ -12,12 +12,15 @@
 
 /// A fork-server pool's template (issue 39; bench/README.md, "A fork-server pool"): a guest
 /// of its own (own cgroups, the spawn path of every guest) whose python3 imported a pool's
-/// preload once and never runs anyone's code; each pool guest is one clone() of it
-/// (guests/fork_template.py says what the clone does before it is a guest). The template has
+/// preload once and never runs anyone's code. Each pool guest is the static guest init
+/// (guest_init/init.cpp's fork mode, spawned without copying the template) as pid 1 and one
+/// fork() of the template beside it as pid 2, the guest's run, in namespaces of their own
+/// (guests/fork_template.py says what each does before it is a guest). The template has
 /// CAP_SYS_ADMIN, CAP_SETPCAP and CAP_NET_ADMIN in its own user namespace and no seccomp;
-/// its clones drop every capability and stack the guests' deny-list before anything of
-/// theirs runs. It talks to the host over a SOCK_SEQPACKET socket in its spool (bound
-/// read-only; a clone covers it): the host's SO_PEERCRED check says which process is whose.
+/// a guest's init and run drop every capability (the run also stacks the guests'
+/// deny-list) before anything of theirs runs. It talks to the host over SOCK_SEQPACKET
+/// sockets in its spool (bound read-only; a guest covers it): SO_PEERCRED says the template
+/// connected, the pidfds it sends say which processes are the guest's.
 namespace guestflow::local {
 
 /// The template's guest-side program (guests/fork_template.py, compiled in).
@@ -50,10 +53,12 @@ public:
   /// holds the sandbox up) ends here too once they are gone.
   static void kill_stale(guest_backend& backend);
 
-  /// guest_spec::launch for a pool guest: a clone moved into `req`'s cgroups (its pid from
-  /// SO_PEERCRED, checked to be the template's child), given `req`'s workspace as a detached
-  /// mount, ready once it is a guest. `ctl` receives the guest init's control socket (its
-  /// python_waiter: python_waiter::forked).
+  /// guest_spec::launch for a pool guest: its init and run (pidfds from the template,
+  /// checked to be the template's children, pid 1 and 2 of one pid namespace) moved into
+  /// `req`'s cgroups, the run given `req`'s workspace as a detached mount, ready once it is a
+  /// guest; the init is the guest's (launched_init). `ctl` receives the guest's control
+  /// socket (its python_waiter: python_waiter::forked; the template says the run's status
+  /// there).
   result<launched_init> clone(const launch_request& req, unique_fd& ctl);
 
   /// The template still runs (a dead one makes the pool fall back to ordinary guests).

@@ -8,18 +8,30 @@
 # what that made with huge pages where it can (collapse_heap), then connects to
 # SPOOL/ctl.sock, says "template", one "problem ..." line per module that failed, and
 # "ready"; signals the launch on fd 3. It is the child of a keeper (keep())
-# that holds the sandbox up while a clone lives. It never runs anyone's code itself: per
-# line "ID HOSTNAME" from the host it clones a guest (the prototype, bench/forkserver/zygote.py
-# at ca8cb9d, and its lab notes): mount, pid, net, ipc, uts namespaces of its own; connects
-# to SPOOL/ctl.sock ("guest ID": the host moves it into the guest's cgroups by its
-# SO_PEERCRED pid, then says "go" with the workspace as a detached mount); a fresh /proc,
-# /tmp, /dev/shm, /dev/pts; lo up; attaches it at /workspace, covers the spool, enters a
-# cgroup namespace, drops every capability, stacks SPOOL/seccomp.bpf, is not dumpable, says
-# "ready". Then, as the guest's init, it forks the process that takes at most one request
-# (the python waiter's, with the exec's stdout and stderr) and runs it (it says "run" from
-# its own pid, so that the host learns it), reports "status N" once it ended, and reaps
-# forever.
+# that holds the sandbox up while a guest of it lives. It never runs anyone's code itself:
+# per line "ID HOSTNAME" from the host it makes a guest whose only copy of its memory is the
+# run's (the prototype, bench/forkserver/zygote.py at ca8cb9d, and its lab notes). It
+# connects the guest's control socket to SPOOL/ctl.sock; a thread of its own enters mount,
+# uts, ipc, net and (for its children) pid namespaces of its own (unshare: per thread),
+# posix_spawns the guest's init (SPOOL/guest-init, guest_init/init.cpp's `fork` mode, from
+# a memfd: clone(CLONE_VM|CLONE_VFORK), no page-table copy; pid 1 there), forks the run
+# (pid 2, the same namespaces) and ends: the template's other threads never left its own
+# namespaces (setns back is not allowed: bwrap's nested user namespace owns none of them).
+# It says "guest ID" with both pidfds: the
+# host checks they are its children and the init pid 1 of the run's pid namespace, moves
+# both into the guest's cgroups, then says "go" with the workspace as a detached mount to
+# the run, which mounts a fresh /proc, /tmp, /dev/shm, /dev/pts, sets the hostname, brings
+# lo up, attaches /workspace, covers the spool, tells the init (which enters a cgroup
+# namespace, drops every capability, is not dumpable), enters a cgroup namespace, drops
+# every capability, stacks SPOOL/seccomp.bpf, is not dumpable, and says "ready". It then
+# takes at most one request (the python waiter's, with the exec's stdout and stderr; it
+# says "run" from its own pid, so that the host learns it, and closes the control socket)
+# and runs it, dumpable again as any guest process. The template waits for it (and keeps
+# its timeout: wait_runs), writes "status N T" on the guest's control socket it kept,
+# and reaps the inits the deletes end. A run that waits in the pool ends when the template
+# does (a pipe's EOF): nobody would report its status.
 import _signal
+import _thread
 import ctypes
 import os
 import select
@@ -30,14 +42,13 @@ import time
 
 sys.dont_write_bytecode = True
 libc = ctypes.CDLL(None, use_errno=True)
-raw = ctypes.PyDLL(None, use_errno=True)  # clone() with the GIL held, as fork() is made
 
 SPOOL, PRELOAD, WAITER = sys.argv[1], [m for m in sys.argv[2].split(",") if m], sys.argv[3]
 CLONE_NEWNS, CLONE_NEWCGROUP, CLONE_NEWUTS = 0x20000, 0x02000000, 0x04000000
 CLONE_NEWIPC, CLONE_NEWPID, CLONE_NEWNET = 0x08000000, 0x20000000, 0x40000000
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 1, 2, 4, 8
 MS_REC, MS_PRIVATE = 0x4000, 1 << 18
-SYS_clone, SYS_move_mount, AT_FDCWD, MOVE_MOUNT_F_EMPTY_PATH = 56, 429, -100, 4
+SYS_move_mount, AT_FDCWD, MOVE_MOUNT_F_EMPTY_PATH = 429, -100, 4
 PR_CAPBSET_DROP, PR_SET_NO_NEW_PRIVS, PR_SET_SECCOMP, PR_CAP_AMBIENT = 24, 38, 22, 47
 PR_CAP_AMBIENT_CLEAR_ALL, SECCOMP_MODE_FILTER, PR_SET_DUMPABLE = 4, 2, 4
 PR_SET_NAME, PR_SET_CHILD_SUBREAPER = 15, 36
@@ -89,9 +100,9 @@ def install_seccomp(program):
 
 def collapse_heap():
     """Backs the preload's anonymous memory with transparent huge pages where it spans an
-    aligned 2 MiB (MADV_COLLAPSE, Linux 6.1; best effort): a clone's fork, and the run's fork
-    in it, then copy one entry per 2 MiB instead of 512 and their exits free as few, while a
-    write splits only the range written, in the writer's own page tables."""
+    aligned 2 MiB (MADV_COLLAPSE, Linux 6.1; best effort): a guest's run's fork then copies
+    one entry per 2 MiB instead of 512 and its exit frees as few, while a write splits
+    only the range written, in the writer's own page tables."""
     libc.madvise.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int)
     with open("/proc/self/maps") as f:
         for line in f:
@@ -104,14 +115,6 @@ def collapse_heap():
                 libc.madvise(start, end - start, MADV_COLLAPSE)
 
 
-def reap_all(*_):
-    try:
-        while os.waitpid(-1, os.WNOHANG)[0] > 0:
-            pass
-    except ChildProcessError:
-        pass
-
-
 def read_line(sock):
     data = sock.recv(4096)  # SOCK_SEQPACKET: one message per packet
     if not data:
@@ -119,31 +122,91 @@ def read_line(sock):
     return data.rstrip(b"\n").decode()
 
 
-def clone_guest(gid, host, seccomp, waiter):
-    flags = (CLONE_NEWNS | CLONE_NEWUTS | CLONE_NEWIPC | CLONE_NEWPID | CLONE_NEWNET |
-             _signal.SIGCHLD)
-    api = ctypes.pythonapi
-    api.PyOS_BeforeFork()
-    pid = raw.syscall(SYS_clone, ctypes.c_ulong(flags), None, None, None, None)
-    if pid == 0:
-        api.PyOS_AfterFork_Child()  # what os.fork does in the child
-        guest(gid, host, seccomp, waiter)
-    api.PyOS_AfterFork_Parent()
+class Run:
+    """A guest's run the template waits for: the guest's control socket (its status goes
+    there), the pipe its `timeout` comes through, and when it is due."""
+    __slots__ = ("ctl", "timeouts", "deadline", "timed_out", "killed")
+
+    def __init__(self, ctl, timeouts):
+        self.ctl, self.timeouts = ctl, timeouts
+        self.deadline = self.timed_out = self.killed = None
 
 
-def guest(gid, host, seccomp, waiter):
-    """The new guest, pid 1 of its pid namespace: never returns."""
+def clone_guest(gid, host, seccomp, waiter, init_fd, alive, runs):
+    """A guest: its init spawned and its run forked into namespaces of their own by a
+    thread of their own (the header says how)."""
+    ctl = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    ctl.connect(SPOOL + "/ctl.sock")  # the guest's: kept here for its status
+    to_init, to_run = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    timeouts, timeout_w = os.pipe()  # the run's `timeout`, once it read its request
+    init_end = to_init.fileno() if to_init.fileno() > 3 else os.dup(to_init.fileno())
+    made, done = [], _thread.allocate_lock()
+    done.acquire()
+
+    def spawn():
+        try:
+            check(libc.unshare(CLONE_NEWNS | CLONE_NEWUTS | CLONE_NEWIPC | CLONE_NEWNET |
+                               CLONE_NEWPID), "unshare")
+            # CLONE_VM|CLONE_VFORK and an exec: the init copies none of the template's memory.
+            init = os.posix_spawn(
+                "/proc/self/fd/%d" % init_fd, ["guestflow-init", "fork"], {},
+                file_actions=[(os.POSIX_SPAWN_OPEN, 0, "/dev/null", os.O_RDWR, 0),
+                              (os.POSIX_SPAWN_DUP2, 0, 1), (os.POSIX_SPAWN_DUP2, 0, 2),
+                              (os.POSIX_SPAWN_DUP2, init_end, 3)],
+                setsid=True, setsigdef=(_signal.SIGPIPE, _signal.SIGXFSZ))
+            made.append(init)
+            run = os.fork()
+            if run == 0:
+                to_init.close()
+                os.close(timeouts)
+                guest(gid, host, seccomp, waiter, ctl, to_run, timeout_w, alive)
+            made.append(run)
+        except BaseException as e:  # noqa: BLE001 - said to the host below
+            made.append(e)
+        finally:
+            done.release()
+
+    _thread.start_new_thread(spawn, ())
+    done.acquire()
+    if init_end != to_init.fileno():
+        os.close(init_end)
+    to_init.close()
+    to_run.close()
+    os.close(timeout_w)
+    if len(made) != 2 or not isinstance(made[1], int):
+        os.close(timeouts)
+        try:
+            ctl.sendall(("error %s %r\n" % (gid, made[-1])).encode()[:4000])
+        except OSError:
+            pass
+        ctl.close()
+        if made and isinstance(made[0], int):
+            os.kill(made[0], _signal.SIGKILL)  # its init, reaped by reap()
+        return
+    init, run = made
+    runs[run] = Run(ctl, timeouts)
+    pidfds = [os.pidfd_open(init), os.pidfd_open(run)]
     try:
-        _signal.signal(_signal.SIGCHLD, _signal.SIG_DFL)  # the template ignores it
+        socket.send_fds(ctl, [b"guest " + gid.encode() + b"\n"], pidfds)
+    except OSError:
+        pass  # the host went away: it kills the guest, reaped here
+    for fd in pidfds:
+        os.close(fd)
+
+
+def guest(gid, host, seccomp, waiter, ctl, to_run, timeout_w, alive):
+    """The guest's run, pid 2 of its pid namespace (the init is pid 1): never returns."""
+    try:
+        _signal.set_wakeup_fd(-1)
+        _signal.signal(_signal.SIGCHLD, _signal.SIG_DFL)  # the template's handler
         null = os.open("/dev/null", os.O_RDWR)
         for fd in (0, 1, 2):
             os.dup2(null, fd)
-        os.closerange(3, 1 << 16)  # the template's: nothing of the host's stays open
-        os.setsid()
-        # First: the spool may be under /tmp (a state dir there), which the fresh /tmp hides.
-        ctl = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        ctl.connect(SPOOL + "/ctl.sock")
-        ctl.sendall(b"guest " + gid.encode() + b"\n")
+        low = 3  # the template's descriptors: nothing of the host's or of other guests stays
+        for fd in sorted((ctl.fileno(), to_run.fileno(), timeout_w, alive)):
+            os.closerange(low, fd)
+            low = fd + 1
+        os.closerange(low, 1 << 16)
         mount(None, "/", None, MS_REC | MS_PRIVATE)  # nothing propagates to the template
         mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
         mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777")
@@ -153,6 +216,7 @@ def guest(gid, host, seccomp, waiter):
         name = host.encode()[:64]
         check(libc.sethostname(name, len(name)), "sethostname")
         lo_up()
+        # "go": the host moved the init and this process into the guest's cgroups.
         msg, fds, _, _ = socket.recv_fds(ctl, 16, 1)
         if msg != b"go\n" or len(fds) != 1:
             os._exit(3)
@@ -164,99 +228,93 @@ def guest(gid, host, seccomp, waiter):
         if os.path.isdir(SPOOL):  # else under /tmp, hidden already
             mount("tmpfs", SPOOL, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC | MS_RDONLY,
                   "size=4k")
+        to_run.send(b"c")  # the init's turn (guest_init/init.cpp's fork mode)
+        if to_run.recv(1) != b"c":
+            raise OSError("the guest's init failed")
+        to_run.close()
         check(libc.unshare(CLONE_NEWCGROUP), "unshare cgroup")
         os.chdir("/workspace")
         drop_capabilities()
         install_seccomp(seccomp)
-        # Not dumpable: a run (same uid) can neither pidfd_getfd nor ptrace this init and
-        # take its control socket; the run is made dumpable again, as any guest's process.
+        # Not dumpable: a later exec (same uid) can neither pidfd_getfd nor ptrace this
+        # process and take its control socket; made dumpable again for its run.
         check(libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0), "dumpable")
         ctl.sendall(b"ready\n")
     except BaseException as e:  # noqa: BLE001 - a guest that cannot be made says why, ends
         try:
-            s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-            s.connect(SPOOL + "/ctl.sock")
-            s.sendall(("error %s %r\n" % (gid, e)).encode()[:4000])
+            ctl.sendall(("error %s %r\n" % (gid, e)).encode()[:4000])
         finally:
-            os._exit(4)
+            os._exit(4)  # and its init with it (its socket closed): the namespace ends
+    # Forked while the guest waits in its pool (the template's page tables copied ahead,
+    # charged to the guest): a take's first run forks nothing.
     try:
-        # The run's process is forked now, while the guest waits in its pool (the template's
-        # page tables copied ahead, charged to the guest): a take's first run forks nothing.
-        timeouts, timeout_w = os.pipe()  # the run's `timeout`, once it read its request
-        run = os.fork()
-        if run == 0:
-            os.close(timeouts)
-            msg, fds, _, _ = socket.recv_fds(ctl, 1 << 20, 2)  # one packet: the whole request
-            if not msg or len(fds) != 2:
-                os._exit(0)  # the host dropped it: an exec it does not serve comes instead
-            serve(ctl, fds, msg, waiter, timeout_w)
-        os.close(timeout_w)
-        code = wait_run(run, timeouts)
-        ctl.sendall(b"status %d %d\n" % (code, time.monotonic_ns()))
-    except BaseException:  # noqa: BLE001 - the host went away: the init only reaps
-        pass
-    try:
-        ctl.close()
+        # Until the template ends (the pipe's EOF): nobody would report its status then.
+        if alive in select.select([ctl, alive], [], [])[0]:
+            os._exit(0)
+        os.close(alive)
+        msg, fds, _, _ = socket.recv_fds(ctl, 1 << 20, 2)  # one packet: the whole request
     except BaseException:  # noqa: BLE001
-        pass
-    _signal.signal(_signal.SIGCHLD, reap_all)
-    while True:  # the guest's init until it is deleted: reaps what later execs orphan
-        reap_all()
-        _signal.pause()
+        os._exit(0)
+    if not msg or len(fds) != 2:
+        os._exit(0)  # the host dropped it: an exec it does not serve comes instead
+    serve(ctl, fds, msg, waiter, timeout_w)
 
 
-def wait_run(run, timeouts):
-    """The run's status as an exec's (128+N for a signal), reaping whatever else ends
-    meanwhile. The run's `timeout --kill-after=5 N`, which it writes to `timeouts` once it
-    read its request, is kept here as the python waiter's watcher keeps it (TERM to the
-    run's group, 124; KILL to it 5 s later, 137): the init waits for the run anyway, and a
-    watcher would be one more process holding the engine, forked and ended per run."""
-    pidfd = os.pidfd_open(run)
-    deadline = timed_out = killed = None
-    while True:
-        wait = None if deadline is None else max(0.0, deadline - time.monotonic())
-        fds = [pidfd] + ([timeouts] if timeouts is not None else [])
-        ready, _, _ = select.select(fds, [], [], wait)
-        if pidfd in ready:
-            break
-        if timeouts in ready:
-            seconds = os.read(timeouts, 64)
-            os.close(timeouts)
-            timeouts = None
+def wait_runs(runs, fds_ready):
+    """Keeps each run's `timeout --kill-after=5 N`, which it writes to its pipe once it read
+    its request, as the python waiter's watcher keeps it (TERM to the run and its group at
+    the deadline, 124; KILL to them 5 s later, 137): the template waits for the run anyway,
+    and a watcher would be one more process holding the engine, forked and ended per run."""
+    now = time.monotonic()
+    for pid, r in runs.items():
+        if r.timeouts is not None and r.timeouts in fds_ready:
+            seconds = os.read(r.timeouts, 64)
+            os.close(r.timeouts)
+            r.timeouts = None
             if seconds and float(seconds) > 0:
-                deadline = time.monotonic() + float(seconds)
-        elif not ready and not timed_out:
-            timed_out = True
-            for target in (run, -run):  # the run and its group (its session: serve())
-                try:
-                    os.kill(target, _signal.SIGTERM)
-                except OSError:
-                    pass
-            deadline = time.monotonic() + KILL_AFTER
-        elif not ready:
-            killed = True
-            for target in (run, -run):
-                try:
-                    os.kill(target, _signal.SIGKILL)
-                except OSError:
-                    pass
-            deadline = None
-    os.close(pidfd)
-    if timeouts is not None:
-        os.close(timeouts)
+                r.deadline = now + float(seconds)
+        if r.deadline is None or r.deadline > now:
+            continue
+        sig = _signal.SIGKILL if r.timed_out else _signal.SIGTERM
+        r.killed, r.timed_out = r.timed_out, True
+        r.deadline = None if r.killed else now + KILL_AFTER
+        for target in (pid, -pid):  # the run and its group (its session: serve())
+            try:
+                os.kill(target, sig)
+            except OSError:
+                pass
+
+
+def reap(runs):
+    """Reaps every child that ended (runs, and the inits their guests' deletes end); a run's
+    status goes to its guest's control socket, as an exec's (128+N for a signal)."""
     while True:
-        child, status = os.wait()
-        if child == run:
-            break
-    code = os.waitstatus_to_exitcode(status)
-    if timed_out:
-        return 137 if killed or code == -_signal.SIGKILL else 124
-    return 128 - code if code < 0 else code
+        try:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid <= 0:
+            return
+        r = runs.pop(pid, None)
+        if r is None:
+            continue  # a guest's init
+        code = os.waitstatus_to_exitcode(status)
+        if r.timed_out:
+            code = 137 if r.killed or code == -_signal.SIGKILL else 124
+        elif code < 0:
+            code = 128 - code
+        try:
+            r.ctl.send(b"status %d %d\n" % (code, time.monotonic_ns()))
+        except OSError:
+            pass  # the host dropped the guest
+        r.ctl.close()
+        if r.timeouts is not None:
+            os.close(r.timeouts)
 
 
 def serve(ctl, fds, msg, waiter, timeout_w):
     """The run: a process of its own session with the exec's pipes, as the waiter would be;
-    its timeout, if any, is told to the init (wait_run) through `timeout_w`."""
+    its timeout, if any, is told to the template (wait_runs) through `timeout_w`."""
     code = 1
     try:
         os.setsid()
@@ -297,8 +355,8 @@ def serve(ctl, fds, msg, waiter, timeout_w):
 def keep():
     """bwrap's child, whose end ends the sandbox (bwrap's pid 1 exits with it) and so every
     guest in it: a reaper that outlives the template. A template that dies (killed, out of
-    memory) leaves its clones here, guests that run on until deleted; it ends once none is
-    left. It imports nothing and never runs anyone's code."""
+    memory) leaves its guests here (inits and runs), which run on until deleted; it ends
+    once none is left. It imports nothing and never runs anyone's code."""
     os.close(3)  # the launch's ready signal is the template's
     libc.prctl(PR_SET_NAME, b"fork-keeper", 0, 0, 0)
     while True:
@@ -330,23 +388,48 @@ def main():
             problems = f.read().decode("utf-8", "replace").splitlines()
     except OSError:
         pass
-    _signal.signal(_signal.SIGCHLD, _signal.SIG_IGN)  # guests are reaped by bwrap's pid 1
+    # The guests' init (made by the host: guest_init/init.cpp), run from a memfd, and a pipe
+    # only the template writes to: waiting runs end at its EOF.
+    init_fd = os.memfd_create("guestflow-init")
+    alive, alive_w = os.pipe()
+    with open(SPOOL + "/guest-init", "rb") as f:
+        os.write(init_fd, f.read())
+    # Its children (runs, inits) are reaped here: a SIGCHLD wakes the select below.
+    wake, wake_w = os.pipe()
+    os.set_blocking(wake, False)
+    os.set_blocking(wake_w, False)
+    _signal.set_wakeup_fd(wake_w)
+    _signal.signal(_signal.SIGCHLD, lambda *_: None)
     ctl = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     ctl.connect(SPOOL + "/ctl.sock")
     ctl.sendall(b"template\n" + b"".join(b"problem %s\n" % p.encode() for p in problems) +
                 b"ready\n")
     os.write(3, b"r")
     os.close(3)
+    runs = {}  # run pid -> Run
     while True:
-        try:
-            line = read_line(ctl)
-        except EOFError:
-            # The host is done with it. Its guests live in its pid namespace, which ends
-            # with it: it stays until the host kills it once none is left.
-            while True:
-                _signal.pause()
-        gid, host = line.split(" ", 1)
-        clone_guest(gid, host, seccomp, waiter)
+        deadlines = [r.deadline for r in runs.values() if r.deadline is not None]
+        wait = max(0.0, min(deadlines) - time.monotonic()) if deadlines else None
+        fds = [wake] + ([ctl] if ctl else []) + [r.timeouts for r in runs.values()
+                                                 if r.timeouts is not None]
+        ready, _, _ = select.select(fds, [], [], wait)
+        if wake in ready:
+            try:
+                os.read(wake, 512)
+            except BlockingIOError:
+                pass
+        if ctl in ready:
+            try:
+                line = read_line(ctl)
+            except EOFError:
+                # The host is done with it. Its guests live in its pid namespace, which
+                # ends with it: it waits for their runs until the host kills it.
+                ctl = None
+            else:
+                gid, host = line.split(" ", 1)
+                clone_guest(gid, host, seccomp, waiter, init_fd, alive, runs)
+        wait_runs(runs, ready)
+        reap(runs)
 
 
 main()

@@ -116,12 +116,13 @@ python_waiter::python_waiter(guest_backend& backend, guest_runtime g, exec_proce
 python_waiter::~python_waiter() {
   if (ctl_) {
     // A forked guest's waiting process sees EOF and ends: gone (only the init left) before
-    // the exec that dropped it starts, so nobody sees a process they did not start.
+    // the exec that dropped it starts, so nobody sees a process they did not start. Its
+    // template says its status (or its socket closes) once it has reaped it: no zombie left.
+    ::shutdown(ctl_.get(), SHUT_WR);
+    pollfd pfd{ctl_.get(), POLLIN, 0};
+    while (::poll(&pfd, 1, 2000) < 0 && errno == EINTR) {
+    }
     ctl_.reset();
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds{2};
-    while (!guest_.cgroup_dirs.empty() && cgroup_pids(guest_.cgroup_dirs.front()).size() > 1 &&
-           std::chrono::steady_clock::now() < deadline)
-      std::this_thread::sleep_for(std::chrono::milliseconds{1});
     return;
   }
   if (p_.pid <= 0) return;

@@ -36,11 +36,11 @@ public:
   start(guest_backend& backend, const guest_runtime& g,
         const std::map<std::string, std::string>& envs,
         const std::vector<std::string>& preload = {});
-  /// A forked pool guest's init (guests/fork_template.hpp) as the waiter, `ctl` its control
-  /// socket: it imported the preload before the clone; serve() sends it the request with the
-  /// exec's pipes, it forks the run, and the run's exit status comes from it
+  /// A fork-pool guest's run (guests/fork_template.hpp) as the waiter, `ctl` its control
+  /// socket: forked from the template, which imported the preload; serve() sends it the
+  /// request with the exec's pipes, it runs it, and its exit status comes from the template
   /// (exec_process::status_fd), the run being no child of the server. Dropping it unused
-  /// closes the socket: the init then only reaps.
+  /// ends it (EOF) before the next exec starts: the guest holds its init only.
   static std::unique_ptr<python_waiter> forked(guest_backend& backend, const guest_runtime& g,
                                                unique_fd ctl, std::vector<std::string> env);
   ~python_waiter();

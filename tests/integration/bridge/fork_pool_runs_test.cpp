@@ -1,7 +1,7 @@
 // Flow runs through `guestflow serve` whose executor guests come from its own executor
 // pool built as a fork-server pool (GUESTFLOW_FORK_POOL=1, the built-in image preloading
 // `guestflow:runner`; controlplane/local/README.md, "Fork-server pools"): each run's guest
-// is a clone of the template (its init the template's program), the run's events are those
+// is a clone of the template (its init the static init's fork mode), the run's events are those
 // of the same flow in a guest built for it, frame for frame, a second run's guest holds
 // nothing of the first run's, and every guest is deleted.
 #include "tests/integration/bridge/bridge_fixture.hpp"
@@ -18,8 +18,8 @@ namespace {
 using namespace std::chrono_literals;
 
 /// The python example with its interpreter's code replaced: says whether the guest's init
-/// is a fork template's clone, and what an earlier run may have left (a file in /tmp and in
-/// /workspace, a module attribute), then leaves all three.
+/// is a fork-pool guest's (the static init's fork mode), and what an earlier run may have left
+/// (a file in /tmp and in /workspace, a module attribute), then leaves all three.
 std::string probe_flow() {
   std::ifstream in{std::string{GUESTFLOW_SOURCE_DIR} + "/examples/flows/python.json"};
   std::stringstream text;
@@ -28,8 +28,7 @@ std::string probe_flow() {
   const std::string code =
       "with open('/proc/1/cmdline', 'rb') as f:\\n"
       "    init = f.read().split(b'\\\\0')\\n"
-      "kind = 'clone' if len(init) > 2 and init[2].startswith(b'# guestflow fork template') "
-      "else 'built'\\n"
+      "kind = 'clone' if init[:2] == [b'guestflow-init', b'fork'] else 'built'\\n"
       "print('probe', kind, os.path.exists('/tmp/gf-left'), "
       "os.path.exists('/workspace/gf-left'), getattr(json, 'gf_marker', None))\\n"
       "open('/tmp/gf-left', 'w').write('x')\\n"

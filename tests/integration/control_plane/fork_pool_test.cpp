@@ -192,6 +192,91 @@ TEST_F(fork_pool_test,
   EXPECT_EQ(killed.stdout_text, "bye\n");
 }
 
+TEST_F(fork_pool_test,
+       a_forked_guest_s_init_is_the_static_init_and_execs_enter_its_namespaces) {
+  start_pool();
+  // What the first (forked) run and a later exec see: pid 1 and the processes beside them,
+  // pid 1's program and capabilities, and their own cgroups (each the root of a cgroup
+  // namespace: nothing of the host's hierarchy).
+  const std::string look =
+      "import os\n"
+      "print(sorted(int(p) for p in os.listdir('/proc') if p.isdigit()), os.getpid())\n"
+      "print(open('/proc/1/cmdline', 'rb').read())\n"
+      "caps = dict(l.split(':\\t') for l in open('/proc/1/status').read().splitlines()\n"
+      "            if l.startswith('Cap'))\n"
+      "print(sorted(set(caps.values())))\n"
+      "print(sorted(set(l.strip().rsplit(':', 1)[1] for l in open('/proc/self/cgroup'))))\n";
+  auto a = take();
+  auto first = exec(a.id, "python3", {"-c", look});
+  EXPECT_EQ(first.exit_code, 0) << first.stderr_text << cp_->stderr_text();
+  EXPECT_EQ(first.stdout_text, "[1, 2] 2\n"
+                               "b'guestflow-init\\x00fork\\x00'\n"
+                               "['0000000000000000']\n"
+                               "['/']\n")
+      << "the run (pid 2) beside the static init (pid 1), no python3 init"
+      << cp_->stderr_text();
+  auto later = exec(a.id, "python3", {"-c", look});
+  EXPECT_EQ(later.stdout_text.substr(later.stdout_text.find('\n')),
+            "\nb'guestflow-init\\x00fork\\x00'\n['0000000000000000']\n['/']\n")
+      << later.stderr_text;
+  EXPECT_EQ(later.stdout_text.rfind("[1, ", 0), 0u) << later.stdout_text;
+  // No capability left in the run either (its bounding set too).
+  auto caps = exec(a.id, "python3",
+                   {"-c", "print(sorted(set(l.split(':\\t')[1] for l in "
+                          "open('/proc/self/status').read().splitlines() "
+                          "if l.startswith('Cap') and not l.startswith('CapAmb'))))"});
+  EXPECT_EQ(caps.stdout_text, "['0000000000000000']\n");
+}
+
+TEST_F(fork_pool_test,
+       runs_and_a_delete_mid_run_leave_no_process_and_no_zombie_in_the_template) {
+  int tpl = pooled_template();
+  ASSERT_GT(tpl, 0);
+  const auto children = [&] {
+    std::istringstream in{test_support::slurp("/proc/" + std::to_string(tpl) + "/task/" +
+                                              std::to_string(tpl) + "/children")};
+    std::vector<std::string> states;
+    for (int pid; in >> pid;) {
+      auto stat = test_support::slurp("/proc/" + std::to_string(pid) + "/stat");
+      states.push_back(stat.empty() ? "?" : stat.substr(stat.rfind(')') + 2, 1));
+    }
+    return states;
+  };
+  for (int i = 0; i < 4; ++i) {
+    auto c = take();
+    EXPECT_EQ(exec(c.id, "python3", {"-c", "print('ran')"}).stdout_text, "ran\n");
+    remove(c.id);
+  }
+  // A run deleted while it runs: its guest's pid 2 has started its session (serve()).
+  auto c = take();
+  std::thread run{[&] { exec_reply(c.id, "python3", {"-c", "import time; time.sleep(60)"}); }};
+  const auto serving = [&] {
+    for (int pid : guest_pids(c.id)) {
+      auto status = test_support::slurp("/proc/" + std::to_string(pid) + "/status");
+      auto stat = test_support::slurp("/proc/" + std::to_string(pid) + "/stat");
+      std::istringstream fields{stat.substr(stat.rfind(')') + 2)};
+      std::string state;
+      int ppid = 0, pgrp = 0, session = 0;
+      fields >> state >> ppid >> pgrp >> session;
+      auto at = status.find("NSpid:");
+      auto line = at == std::string::npos ? "" : status.substr(at, status.find('\n', at) - at);
+      if (line.size() > 2 && line.substr(line.size() - 2) == "\t2" && session == pid)
+        return true;
+    }
+    return false;
+  };
+  EXPECT_TRUE(eventually(serving, std::chrono::seconds{10}));
+  remove(c.id);
+  run.join();
+  EXPECT_TRUE(eventually([&] { return guest_pids(c.id).empty(); }, std::chrono::seconds{10}));
+  // Each ready guest is two children of the template (its init and its run); nothing else,
+  // and no zombie: what the deletes ended was reaped.
+  ASSERT_TRUE(pool_ready());
+  EXPECT_TRUE(eventually([&] { return children() == std::vector<std::string>(4, "S"); },
+                         std::chrono::seconds{10}))
+      << ::testing::PrintToString(children());
+}
+
 TEST_F(fork_pool_test, an_exec_the_init_does_not_serve_gets_a_clean_interpreter) {
   start_pool();
   const auto code = std::string{"import sys; print(sorted(sys.modules))"};
@@ -428,13 +513,13 @@ TEST_F(fork_pool_test, the_runtime_s_timeout_is_kept_by_the_init_with_no_watcher
                 {"-c", "cd /proc && for p in [0-9]*; do [ $p = $$ ] || echo $p; done"})
         .stdout_text;
   };
-  // Within the deadline: the program's own status, and the program is the init's child (pid
-  // 2): no watcher process between them.
+  // Within the deadline: the program's own status, and the program is pid 2, the template's
+  // child (its parent outside the guest: ppid 0): no watcher process between them.
   auto d = take();
   auto ok =
       timed_python(d.id, "60", "import os, sys; print(os.getpid(), os.getppid()); sys.exit(4)");
   EXPECT_EQ(ok.exit_code, 4) << ok.stderr_text;
-  EXPECT_EQ(ok.stdout_text, "2 1\n");
+  EXPECT_EQ(ok.stdout_text, "2 0\n");
   // At the deadline the run and its group (a grandchild too) are TERMed: coreutils' 124,
   // and the guest holds its init only, as a fresh one.
   auto a = take();
