@@ -9,6 +9,7 @@
 #include "controlplane/local/guests/seccomp_filter.hpp"
 #include "controlplane/local/guests/spawn_helper.hpp"
 #include "controlplane/local/guests/spawn_helper/protocol.hpp"
+#include "controlplane/local/network/netns_socket.hpp"
 
 #include <cerrno>
 #include <cstring>
@@ -576,6 +577,11 @@ result<launched_init> launch_guest_init(const launch_request& req) {
   auto st = read_process_stat(*pid);
   if (!st || st->state == 'Z' || st->state == 'X')
     return launch_failed("the sandbox's init exited right after setup", err_r.get());
+  // A fork template (the only guest that makes namespaces): its clones' namespaces get TCP
+  // hash tables of their own, so that each one's teardown skips the host's. Best effort: a
+  // clone is as isolated either way.
+  if (!req.template_caps.empty())
+    if (auto ns = open_netns_of(*pid)) set_child_tcp_hash(ns->get(), guest_tcp_hash_buckets);
   return launched_init{*pid, st->start_time};
 }
 

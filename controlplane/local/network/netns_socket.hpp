@@ -21,4 +21,15 @@ result<unique_fd> socket_in_netns(int netns_fd);
 /// Opens /proc/<pid>/ns/net.
 result<unique_fd> open_netns_of(int pid);
 
+/// TCP hash buckets of each namespace a fork template's clones get (child_tcp_hash).
+constexpr unsigned guest_tcp_hash_buckets = 4096;
+
+/// Network namespaces made from inside `netns_fd` get a TCP hash table of their own with
+/// `buckets` entries (net.ipv4.tcp_child_ehash_entries there). One that shares the host's
+/// table (262,144 buckets on the bench host) has its teardown walk all of it for TIME_WAIT
+/// sockets (inet_twsk_purge, a kworker's ~0.2 ms a namespace: bench/README.md); its own,
+/// only its own few. Such a namespace keeps at most buckets / 2 TIME_WAIT sockets. Same
+/// thread rules as socket_in_netns.
+result<bool> set_child_tcp_hash(int netns_fd, unsigned buckets);
+
 } // namespace guestflow::local

@@ -5,13 +5,16 @@
 
 #include "controlplane/local/guests/host_command.hpp"
 #include "controlplane/local/network/netns_egress.hpp"
+#include "controlplane/local/network/netns_socket.hpp"
 #include "controlplane/local/network/nft_apply.hpp"
 #include "messages/egress.hpp"
 
 #include <algorithm>
 #include <fcntl.h>
+#include <fstream>
 #include <gtest/gtest.h>
 #include <sched.h>
+#include <sys/stat.h>
 #include <thread>
 #include <unistd.h>
 
@@ -160,6 +163,41 @@ TEST(netns_egress, a_gvisor_guests_rules_also_hold_on_its_veths_host_side) {
     ASSERT_TRUE(listed);
     EXPECT_EQ(listed->output.find("guestflow_g_"), std::string::npos) << listed->output;
   });
+}
+
+// A fork template's namespace gives the guests it clones a TCP hash table of their own, whose
+// teardown walks its own buckets, not the host's; the caller's thread ends up back home.
+TEST(netns_socket, a_namespace_can_give_the_namespaces_made_in_it_a_tcp_hash_of_their_own) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root";
+  int parent = -1;
+  std::thread maker([&] {
+    if (::unshare(CLONE_NEWNET) == 0)
+      parent = ::open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
+  });
+  maker.join();
+  ASSERT_GE(parent, 0);
+  // tcp_ehash_entries of a namespace made from inside `parent` (negative: the host's table).
+  auto child_hash = [&] {
+    long v = 0;
+    std::thread t([&] {
+      ASSERT_EQ(::setns(parent, CLONE_NEWNET), 0);
+      ASSERT_EQ(::unshare(CLONE_NEWNET), 0);
+      std::ifstream in{"/proc/sys/net/ipv4/tcp_ehash_entries"};
+      ASSERT_TRUE(in >> v);
+    });
+    t.join();
+    return v;
+  };
+  EXPECT_LT(child_hash(), 0) << "by default a namespace shares the host's table";
+  struct stat before {
+  }, after{};
+  ASSERT_EQ(::stat("/proc/thread-self/ns/net", &before), 0);
+  auto ok = set_child_tcp_hash(parent, guest_tcp_hash_buckets);
+  ASSERT_TRUE(ok) << ok.error().message;
+  ASSERT_EQ(::stat("/proc/thread-self/ns/net", &after), 0);
+  EXPECT_EQ(before.st_ino, after.st_ino) << "the calling thread is back in its namespace";
+  EXPECT_EQ(child_hash(), long(guest_tcp_hash_buckets));
+  ::close(parent);
 }
 
 } // namespace
