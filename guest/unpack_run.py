@@ -10,9 +10,12 @@ def unpack(bundle):
     """Writes each file (a b"<size> <name>\\n" line, then its bytes; `X.gz` is X gzipped)
     beside the bundle, removes it, and returns that directory."""
     here = os.path.dirname(os.path.abspath(bundle))
-    with open(bundle, "rb") as f:
-        data = f.read()
+    with open(bundle, "rb", buffering=0) as f:
+        data = f.readall()
     os.unlink(bundle)
+    # Views, not copies, and plain descriptors, not file objects: 0.16 ms of a pooled run's
+    # CPU (bench/README.md, "The pooled run's own Python path").
+    view = memoryview(data)
     at = 0
     while at < len(data):
         end = data.find(b"\n", at, at + 300)
@@ -22,11 +25,17 @@ def unpack(bundle):
         at = end + 1 + int(size)
         if at > len(data):
             raise ValueError(f"run bundle: {name} is cut short")
-        body = data[end + 1:at]
+        body = view[end + 1:at]
         if name.endswith(".gz"):
-            name, body = name[:-3], zlib.decompress(body, 31)
-        with open(os.path.join(here, name), "wb") as out:
-            out.write(body)
+            name, body = name[:-3], memoryview(zlib.decompress(body, 31))
+        # As open(path, "wb"): created 0666 less the umask, truncated, not inherited.
+        fd = os.open(os.path.join(here, name), os.O_WRONLY | os.O_CREAT | os.O_TRUNC |
+                     os.O_CLOEXEC, 0o666)
+        try:
+            while body:
+                body = body[os.write(fd, body):]
+        finally:
+            os.close(fd)
     return here
 
 

@@ -211,14 +211,16 @@ import resource  # noqa: F401 - os.wait4's rusage imports it: not counted as the
 gc.freeze()
 preloaded = set(sys.modules)
 unpack_src = open(os.path.join(GUEST, "unpack_run.py"), "rb").read()
+unpack_alt = (open("/spool/unpack-alt.py", "rb").read() if os.path.exists("/spool/unpack-alt.py")
+              else unpack_src)
 files = {n: open(os.path.join(GUEST, n), "rb").read() for n in os.listdir(GUEST)
          if n.endswith(".py") and n not in ("session_files.py", "unpack_run.py")}
 blob = {n: open(os.path.join(SPOOL, n), "rb").read() for n in os.listdir(SPOOL)}
 ENV = [b"PATH=/usr/local/bin:/usr/bin:/bin", b"HOME=/workspace", b"PYTHONUNBUFFERED=1",
        b"HOSTNAME=g"]
 
-def request(ws):
-    argv = [b"-c", unpack_src, ws.encode() + b"/run/bundle"]
+def request(ws, alt):
+    argv = [b"-c", unpack_alt if alt else unpack_src, ws.encode() + b"/run/bundle"]
     f = [b"guestflow-waiter-1", b"60", ws.encode(), b"%d" % len(argv)] + argv
     f += [b"%d" % len(ENV)] + ENV + [b""]
     return b"\0".join(f)
@@ -291,7 +293,7 @@ def run(mode, seq, profile):
         os.mkdir(d)
         with open(d + "/bundle", "wb") as f:  # the control plane's upload
             f.write(blob["bundle-raw" if "-raw" in mode else "bundle-gz"])
-        msg = request(ws)
+        msg = request(ws, mode.startswith("alt-"))
     prep = (time.monotonic() - prep) * 1000
     r, w = os.pipe()
     t0 = time.monotonic()
@@ -366,6 +368,8 @@ def main(argv):
     ap.add_argument("--upload", type=int, default=0, metavar="ROUNDS",
                     help="with --binary: also the control plane's CPU a PUT of the bundle, "
                     "gzipped against plain, ROUNDS interleaved batches each")
+    ap.add_argument("--unpack-alt", help="another unpack_run.py, run by the modes named "
+                    "alt-pooled, alt-pooled-raw")
     ap.add_argument("--tag", default="")
     ap.add_argument("--no-store", action="store_true")
     a = ap.parse_args(argv)
@@ -433,6 +437,8 @@ def main(argv):
                                 "executor": "lfx"}).encode())):
             with open(os.path.join(spool, name), "wb") as f:
                 f.write(data)
+        if a.unpack_alt:
+            shutil.copy(a.unpack_alt, os.path.join(spool, "unpack-alt.py"))
         lines.append("bundle: %d bytes gzipped, %d not; spec.json %d bytes" % (
             os.path.getsize(os.path.join(spool, "bundle-gz")),
             os.path.getsize(os.path.join(spool, "bundle-raw")), len(spec)))

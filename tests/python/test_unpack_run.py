@@ -57,6 +57,23 @@ class UnpackRun(unittest.TestCase):
                 self.assertEqual(f.read(), runner)  # gunzipped, byte for byte
             self.assertEqual(proc.stderr, b"")
 
+    def test_each_file_is_written_whole_as_open_wb_would_write_it(self):
+        big = os.urandom(3 << 20)  # more than one write may take
+        probe = b"import sys; sys.stdout.write('ran')\n"
+        proc, tmp = run_bundle(entry("big.bin.gz", gzip.compress(big)) + entry("small", b"s") +
+                               entry("empty", b"") + entry("runner.py", probe) +
+                               entry("spec.json", b"{}"))
+        with tmp:
+            self.assertEqual((proc.returncode, proc.stdout), (0, b"ran"), proc.stderr)
+            umask = os.umask(0)
+            os.umask(umask)
+            for name, data in (("big.bin", big), ("small", b"s"), ("empty", b""),
+                               ("runner.py", probe)):
+                path = os.path.join(tmp.name, name)
+                with open(path, "rb") as f:
+                    self.assertEqual(f.read(), data, name)
+                self.assertEqual(os.stat(path).st_mode & 0o777, 0o666 & ~umask, name)
+
     def test_the_runner_sees_what_python3_runner_py_would_show_it(self):
         probe = (b"import os, sys\n"
                  b"print(sys.argv == [os.path.join(os.path.dirname(__file__), 'runner.py'),"
