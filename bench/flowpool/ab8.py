@@ -53,7 +53,7 @@ def window(name, binary, env, work, prefix, graph, runs, i, k=8):
         serve.stop()
         cp.stop()
     roots = {os.getpid(): "bench", serve.p.pid: "serve", cp.p.pid: "control plane"}
-    roots.update(sched_price.fork_roots(rec.tree))
+    roots.update(sched_price.own_fork_roots(rec.tree, state))
     on = sched_price.account(rec.path, rec.tree, t0, t1, roots)[0]
     os.unlink(rec.path)
     n = len(lat)

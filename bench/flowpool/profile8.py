@@ -4,9 +4,11 @@
 as flowpool needs it). Each window (flowpool's pooled runs through serve at 8, then the
 floor's at 8) under `perf record -a -g` of the CPU clock every 0.25 ms with the scheduler's
 forks; each sample charged to a process class by its task's ancestry (sched_price.py's
-classes: template+1 the clone's init, template+2 the run, floor+3 the floor's run) and, per
-class, its ms of CPU a run, the kernel's share, the symbols it was in (self) and the
-functions under which it was (inclusive: page faults, fork, exit, seccomp, ...). Stored as
+classes: since c0d8eb7 template+1 the guest's run and its static init, template+2 what the
+run forks; before it template+1 the clone's python init, template+2 the run; floor+3 the
+floor's run) and, per class, its ms of CPU a run, the kernel's share, the symbols it was in
+(self) and the functions under which it was (inclusive: page faults, fork, exit, seccomp,
+...). Stored as
 bench/results/DATE-HOST-COMMIT[-dirty]-flowpool-profile[-T].txt unless --no-store."""
 
 import json
@@ -168,7 +170,7 @@ def main(argv):
                     t1 = time.monotonic()
                     rec.stop()
                 roots = {os.getpid(): "bench", serve.p.pid: "serve", cp.p.pid: "control plane*"}
-                roots.update(sched_price.fork_roots(rec.tree))
+                roots.update(sched_price.own_fork_roots(rec.tree, state))
                 say("pooled at 8: %d runs in %.2f s = %.2f runs/s, p50 %.1f ms" % (
                     len(lat), wall, len(lat) / wall, fp.p50(lat)))
                 report("pooled", profile(rec, t0, t1, roots, len(lat)), len(lat), say,

@@ -82,6 +82,14 @@ def fork_roots(tree):
     return roots
 
 
+def own_fork_roots(tree, state_dir):
+    """fork_roots() of the templates of the control plane whose state is under `state_dir`
+    (their command lines name their spool there): another bench's templates on the same
+    host then count as "other", not as this one's."""
+    mark = os.path.join(state_dir, "")
+    return {pid: name for pid, name in fork_roots(tree).items() if mark in tree[1][pid]}
+
+
 def class_of(tid, roots, parent, proc):
     """TID's class (account()'s rules): `parent` task -> parent, `proc` thread -> process."""
     if tid == 0:
