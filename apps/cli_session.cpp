@@ -110,6 +110,21 @@ result<std::unique_ptr<session>> session::open(const cp::env_map& env, signal_wa
                                                call_latency* latency, start_sweep sweep,
                                                local::warm_pool_default pool,
                                                busy_state_dir busy) {
+  return open_with(env, watch, latency, sweep, pool, busy, nullptr);
+}
+
+result<std::unique_ptr<session>>
+session::open_admitted(const cp::env_map& env, signal_watch& watch,
+                       const policy::sandbox_settings& settings) {
+  return open_with(env, watch, nullptr, start_sweep::on, local::warm_pool_default::none,
+                   busy_state_dir::wait, &settings);
+}
+
+result<std::unique_ptr<session>> session::open_with(const cp::env_map& env, signal_watch& watch,
+                                                    call_latency* latency, start_sweep sweep,
+                                                    local::warm_pool_default pool,
+                                                    busy_state_dir busy,
+                                                    const policy::sandbox_settings* gate) {
   std::unique_ptr<session> s{new session(watch)};
   // A CLI run prints the program's output; the embedded server's chatter stays out of it.
   spdlog::set_level(env.count("GUESTFLOW_DEBUG") ? spdlog::level::debug : spdlog::level::warn);
@@ -189,6 +204,9 @@ result<std::unique_ptr<session>> session::open(const cp::env_map& env, signal_wa
     s->provider_.caps = *caps;
     s->provider_.memory_floor_mib = floor->value_or(256);
   }
+  // Before the lease, the actor system and the start sweep (whose listing is a request).
+  if (gate)
+    if (auto admitted = policy::admit(*gate, s->provider_); !admitted) return admitted.error();
   s->owner_ = owner;
   auto lease = wait_turn<owner_lease>([&] { return owner_lease::try_take(dir, s->owner_); },
                                       stop_waiting, cancelled_while_waiting);

@@ -42,6 +42,13 @@ public:
        start_sweep sweep = start_sweep::on,
        local::warm_pool_default pool = local::warm_pool_default::none,
        busy_state_dir busy = busy_state_dir::wait);
+  /// open() for a sandbox run: its policy (`settings` against the provider's facts) is
+  /// decided as soon as those are known, before the owner's lease, the actor system and the
+  /// start sweep. CreateOS's facts are known without a request, so a run refused there
+  /// (network off, a hostname allowlist) makes no request at all and changes no state.
+  static result<std::unique_ptr<session>>
+  open_admitted(const cp::env_map& env, signal_watch& watch,
+                const policy::sandbox_settings& settings);
   ~session();
 
   runtime& rt() { return *rt_; }
@@ -73,6 +80,13 @@ public:
 
 private:
   explicit session(signal_watch& watch);
+
+  /// open(), asking policy::admit(*gate, provider) first when `gate` is set.
+  static result<std::unique_ptr<session>> open_with(const cp::env_map& env, signal_watch& watch,
+                                                    call_latency* latency, start_sweep sweep,
+                                                    local::warm_pool_default pool,
+                                                    busy_state_dir busy,
+                                                    const policy::sandbox_settings* gate);
 
   /// Runs `spec` on `exec` (see run).
   result<execution_report> run_on(execution_actor exec, execution_spec spec);

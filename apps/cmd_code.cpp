@@ -69,11 +69,9 @@ int run_code(const std::vector<std::string>& argv) {
   auto program = read_bytes(a.positionals()[0]);
   if (!program) return report_failure("code", program.error());
   req.code = std::move(*program);
-  auto s = session::open(env, watch);
+  auto s = session::open_admitted(env, watch, *settings); // a refused policy: no request
   if (!s) return report_failure("code", s.error());
   auto& sess = **s;
-  if (auto gate = policy::admit(*settings, sess.provider()); !gate)
-    return report_failure("code", gate.error()); // refused before any request is made
   auto catalog = sess.catalog();
   if (!catalog) return report_failure("code", catalog.error());
   auto name = names::ephemeral(names::guest_kind::backend, sess.owner(), sess.rng());

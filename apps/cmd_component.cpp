@@ -108,11 +108,9 @@ int run_component(const std::vector<std::string>& argv) {
     return report_failure("component",
                           fail(ec::bad_request, "--return-files needs a directory"));
 
-  auto s = session::open(env, watch);
+  auto s = session::open_admitted(env, watch, *settings); // a refused policy: no request
   if (!s) return report_failure("component", s.error());
   auto& sess = **s;
-  if (auto gate = policy::admit(*settings, sess.provider()); !gate)
-    return report_failure("component", gate.error()); // refused before any request
   auto catalog = sess.catalog();
   if (!catalog) return report_failure("component", catalog.error());
   auto plan = make_component_spec(req, *settings, sess.provider(), *catalog, sess.owner(), *cap,

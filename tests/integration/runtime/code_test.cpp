@@ -14,6 +14,7 @@
 #include <arpa/inet.h>
 #include <csignal>
 #include <fcntl.h>
+#include <filesystem>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <sstream>
@@ -350,18 +351,27 @@ TEST_F(code_test, timeout_above_the_provider_cap_is_refused) {
 }
 
 TEST_F(code_test, createos_with_network_off_is_refused_before_any_request) {
-  // The base URL points at a closed loopback port: a refusal must not need the network.
+  // CreateOS's base URL is a loopback listener that counts connections: a refusal decided
+  // from CreateOS's known facts must make none (no start sweep, no catalog), leave no state
+  // (not even the owner's lease file), and say which hole it refuses.
+  loopback_listener createos;
   auto p = program("p.py", "print(1)\n");
-  std::vector<std::string> all{"code", p};
-  auto r = control_plane_process::run_to_exit(
-      all,
-      {{"CREATEOS_SANDBOX_API_KEY", "test-key"},
-       {"CREATEOS_SANDBOX_BASE_URL", "https://127.0.0.1:9"},
-       {"GUESTFLOW_STATE_DIR", (dir.path() / "runtime").string()}},
-      60s);
-  EXPECT_EQ(r.status, 125);
-  EXPECT_NE(r.stderr_text.find("policy_refused"), std::string::npos) << r.stderr_text;
-  EXPECT_NE(r.stderr_text.find("169.254"), std::string::npos) << r.stderr_text;
+  auto state = dir.path() / "createos-state"; // the runs' own, which nothing else makes
+  std::map<std::string, std::string> vars{
+      {"CREATEOS_SANDBOX_API_KEY", "test-key"},
+      {"CREATEOS_SANDBOX_BASE_URL", "https://127.0.0.1:" + std::to_string(createos.port)},
+      {"GUESTFLOW_STATE_DIR", state.string()}};
+  for (auto args : {std::vector<std::string>{"code", p},
+                    std::vector<std::string>{"component", "--flow-id", "f", "--component-id",
+                                             "c", "--python", p}}) {
+    auto r = control_plane_process::run_to_exit(args, vars, 60s);
+    EXPECT_EQ(r.status, 125) << args[0];
+    EXPECT_NE(r.stderr_text.find("policy_refused"), std::string::npos) << r.stderr_text;
+    EXPECT_NE(r.stderr_text.find("169.254"), std::string::npos) << r.stderr_text;
+    EXPECT_EQ(r.stdout_text, "");
+    EXPECT_EQ(createos.accepted(), 0) << args[0] << " connected to CreateOS before refusing";
+    EXPECT_FALSE(std::filesystem::exists(state)) << args[0] << " left state behind";
+  }
 }
 
 TEST_F(code_test, unreachable_control_plane_is_unavailable_never_in_process) {
