@@ -17,19 +17,20 @@
 # a memfd: clone(CLONE_VM|CLONE_VFORK), no page-table copy; pid 1 there), forks the run
 # (pid 2, the same namespaces) and ends: the template's other threads never left its own
 # namespaces (setns back is not allowed: bwrap's nested user namespace owns none of them).
-# It says "guest ID" with both pidfds: the
-# host checks they are its children and the init pid 1 of the run's pid namespace, moves
-# both into the guest's cgroups, then says "go" with the workspace as a detached mount to
-# the run, which mounts a fresh /proc, /tmp, /dev/shm, /dev/pts, sets the hostname, brings
-# lo up, attaches /workspace, covers the spool, tells the init (which enters a cgroup
-# namespace, drops every capability, is not dumpable), enters a cgroup namespace, drops
-# every capability, stacks SPOOL/seccomp.bpf, is not dumpable, and says "ready". It then
-# takes at most one request (the python waiter's, with the exec's stdout and stderr; it
-# says "run" from its own pid, so that the host learns it, and closes the control socket)
-# and runs it, dumpable again as any guest process. The template waits for it (and keeps
-# its timeout: wait_runs), writes "status N T" on the guest's control socket it kept,
-# and reaps the inits the deletes end. A run that waits in the pool ends when the template
-# does (a pipe's EOF): nobody would report its status.
+# It says "guest ID" with both pidfds: the host checks they are its children and the init
+# pid 1 of the run's pid namespace, moves both into the guest's cgroups, then says "go"
+# with the workspace as a detached mount to the run, which mounts a fresh /proc, /tmp,
+# /dev/shm, /dev/pts, sets the hostname, brings lo up, attaches /workspace, covers the
+# spool, tells the init (which enters a cgroup namespace, drops every capability, is not
+# dumpable), enters a cgroup namespace, drops every capability, stacks SPOOL/seccomp.bpf,
+# is not dumpable, and says "ready". It then takes at most one request (the python
+# waiter's, with the exec's stdout and stderr; it says "run" from its own pid, so that the
+# host learns it, and closes the control socket) and runs it, dumpable again as any guest
+# process. The template waits for it (and keeps its timeout: wait_runs), writes "status N
+# T" on the guest's control socket it kept, and reaps the inits the deletes end. A run that
+# waits in the pool ends when the template does (a pipe's EOF); one already running runs
+# on, and the keeper, which holds each run's guest socket too, says its status (no timeout
+# kept then).
 import _signal
 import _thread
 import ctypes
@@ -44,6 +45,7 @@ sys.dont_write_bytecode = True
 libc = ctypes.CDLL(None, use_errno=True)
 
 SPOOL, PRELOAD, WAITER = sys.argv[1], [m for m in sys.argv[2].split(",") if m], sys.argv[3]
+KEEPER = None  # the template's end of its socket to the keeper (keep())
 CLONE_NEWNS, CLONE_NEWCGROUP, CLONE_NEWUTS = 0x20000, 0x02000000, 0x04000000
 CLONE_NEWIPC, CLONE_NEWPID, CLONE_NEWNET = 0x08000000, 0x20000000, 0x40000000
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 1, 2, 4, 8
@@ -185,6 +187,8 @@ def clone_guest(gid, host, seccomp, waiter, init_fd, alive, runs):
         return
     init, run = made
     runs[run] = Run(ctl, timeouts)
+    # The keeper holds the guest's socket too: it says the run's status if the template dies.
+    socket.send_fds(KEEPER, [b"add %d" % run], [ctl.fileno()])
     pidfds = [os.pidfd_open(init), os.pidfd_open(run)]
     try:
         socket.send_fds(ctl, [b"guest " + gid.encode() + b"\n"], pidfds)
@@ -308,6 +312,7 @@ def reap(runs):
         except OSError:
             pass  # the host dropped the guest
         r.ctl.close()
+        KEEPER.send(b"done %d" % pid)
         if r.timeouts is not None:
             os.close(r.timeouts)
 
@@ -352,25 +357,52 @@ def serve(ctl, fds, msg, waiter, timeout_w):
         os._exit(code & 0xFF)
 
 
-def keep():
+def keep(template):
     """bwrap's child, whose end ends the sandbox (bwrap's pid 1 exits with it) and so every
     guest in it: a reaper that outlives the template. A template that dies (killed, out of
     memory) leaves its guests here (inits and runs), which run on until deleted; it ends
-    once none is left. It imports nothing and never runs anyone's code."""
+    once none is left. Meanwhile the template gives it each run's guest socket ("add PID",
+    "done PID" once it said the status itself): a run the template leaves running has its
+    status said here (no timeout kept then). It imports nothing and never runs anyone's
+    code."""
     os.close(3)  # the launch's ready signal is the template's
     libc.prctl(PR_SET_NAME, b"fork-keeper", 0, 0, 0)
+    ctls = {}
     while True:
         try:
-            os.wait()
+            msg, fds, _, _ = socket.recv_fds(template, 64, 1)
+        except OSError:
+            msg, fds = b"", []
+        if not msg:
+            break  # the template is gone
+        verb, pid = msg.split()
+        if verb == b"add" and fds:
+            ctls[int(pid)] = fds[0]
+        elif verb == b"done" and int(pid) in ctls:
+            os.close(ctls.pop(int(pid)))
+    while True:
+        try:
+            pid, status = os.wait()
         except ChildProcessError:
             os._exit(0)
+        if pid in ctls:
+            code = os.waitstatus_to_exitcode(status)
+            try:
+                os.write(ctls.pop(pid), b"status %d %d\n" % (128 - code if code < 0 else code,
+                                                             time.monotonic_ns()))
+            except OSError:
+                pass
 
 
 def main():
     # Subreaper first: whatever the template leaves when it dies comes to the keeper.
     check(libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0), "subreaper")
+    global KEEPER
+    KEEPER, template = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     if os.fork() != 0:
-        keep()
+        KEEPER.close()
+        keep(template)
+    template.close()
     seccomp = open(SPOOL + "/seccomp.bpf", "rb").read()
     # The waiter's code, not run: its _preload (the image's modules, guestflow:runner's
     # expansion) here, its _main/_run in each run.
