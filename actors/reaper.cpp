@@ -108,7 +108,8 @@ void lookup_names(self_ptr self) {
               if (auto i = live.find(name); i != live.end()) {
                 e.id = i->second;
                 delete_by_id(self, name);
-              } else if (e.look_once || now - e.tracked_at > st.opts.lost_create_watch) {
+              } else if (e.look_once || now - e.tracked_at > st.opts.lost_create_watch ||
+                         (e.create_over && !st.drains.empty())) {
                 gone.push_back(name); // the create never materialized
               } else {
                 retry_later(self, e); // a lost create may still appear
@@ -249,7 +250,13 @@ reaper_actor::behavior_type reaper(reaper_actor::stateful_pointer<reaper_state> 
         auto i = self->state.guests.find(name);
         if (i != self->state.guests.end() && i->second.owner) i->second.owner_deleting = true;
       },
-      [self](reap_atom, std::string& name) { owe(self, name); },
+      [self](reap_atom, std::string& name) {
+        owe(self, name);
+        // Sent once the owner's call ended: a create (or a delete) that failed. Its answer, a
+        // lookup's, comes later: marked in time.
+        if (auto i = self->state.guests.find(name); i != self->state.guests.end())
+          i->second.create_over = true;
+      },
       [self](refused_atom, std::string& name) { owe(self, name, true); },
       [self](sweep_atom, uint32_t older_than_s) {
         auto rp = self->make_response_promise<caf::typed_response_promise<uint64_t>>();
@@ -273,6 +280,12 @@ reaper_actor::behavior_type reaper(reaper_actor::stateful_pointer<reaper_state> 
           if (!kvp.second.owner_deleting || !kvp.second.owner) names.push_back(kvp.first);
         for (auto& name : names)
           owe(self, name);
+        // A lost create already owed waits for its backoff (up to retry_max): look now.
+        for (auto& kvp : st.guests)
+          if (kvp.second.owed && kvp.second.id.empty() && !kvp.second.in_flight) {
+            lookup_names(self);
+            break;
+          }
         self->delayed_send(self, st.opts.drain_deadline, tick_atom::value);
         return rp;
       },

@@ -36,6 +36,10 @@ struct reaper_state {
     /// The owner's own delete is on its way (it answered its run first): a drain waits for
     /// its `released` (or `reap`, or its death) instead of deleting the guest beside it.
     bool owner_deleting = false;
+    /// Its owner said its create ended without an answer (reap): a lost create. A drain gives
+    /// it up once a list shows no such guest, instead of watching it until the drain's
+    /// deadline (a control plane that was down made nothing; a late one is the next start's).
+    bool create_over = false;
     uint32_t attempts = 0;
     std::chrono::steady_clock::time_point tracked_at;
     std::chrono::steady_clock::time_point next_try;

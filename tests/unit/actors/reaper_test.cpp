@@ -209,6 +209,57 @@ TEST_F(reaper_test, lost_create_that_never_materializes_is_given_up_after_the_wa
   EXPECT_EQ(st->pending, 0u);
 }
 
+TEST_F(reaper_test, a_drain_gives_up_a_lost_create_a_list_shows_absent) {
+  // A create that failed while the control plane was down (its owner reaped the name): at
+  // the drain, one list that shows no such guest ends the wait. It used to be watched for
+  // lost_create_watch, so serve's stop waited out the drain's 60 s deadline.
+  sys.spawn([this](caf::event_based_actor* self) { // the execution, which then ends
+    self->send(rp, track_atom::value, std::string{"gf-b-abc123-downcp0000"});
+    self->send(rp, reap_atom::value, std::string{"gf-b-abc123-downcp0000"});
+  });
+  run();
+  advance(3s); // a few lookup rounds: the name is watched (backoff), not given up
+  auto st = ask<reaper_stats>(stats_atom::value);
+  ASSERT_TRUE(st);
+  EXPECT_EQ(st->pending, 1u);
+  auto lists = s->count("list");
+  auto out = std::make_shared<std::optional<uint64_t>>();
+  sys.spawn([this, out](caf::event_based_actor* self) {
+    self->request(rp, std::chrono::seconds{3600}, drain_atom::value)
+        .then([out](uint64_t n) { *out = n; }, [](caf::error&) {});
+  });
+  run(); // no time passes: the drain looks at once
+  ASSERT_TRUE(*out) << "the drain waited for a create that made nothing";
+  EXPECT_EQ(**out, 0u);
+  EXPECT_EQ(s->count("list"), lists + 1);
+  EXPECT_EQ(s->count("delete"), 0);
+}
+
+TEST_F(reaper_test, a_drain_still_watches_a_create_its_dead_owner_left_in_flight) {
+  // The owner died with its create out (no reap): the guest may appear after a list, so the
+  // drain waits for it (until its deadline) and deletes it when it does.
+  auto owner = sys.spawn([this](caf::event_based_actor* self) -> caf::behavior {
+    self->send(rp, track_atom::value, std::string{"gf-b-abc123-inflight00"});
+    return {[](int) {}};
+  });
+  run();
+  caf::anon_send_exit(owner, caf::exit_reason::user_shutdown);
+  run();
+  auto out = std::make_shared<std::optional<uint64_t>>();
+  sys.spawn([this, out](caf::event_based_actor* self) {
+    self->request(rp, std::chrono::seconds{3600}, drain_atom::value)
+        .then([out](uint64_t n) { *out = n; }, [](caf::error&) {});
+  });
+  run();
+  EXPECT_FALSE(*out);
+  add_guest("gf-b-abc123-inflight00", "2999-01-01T00:00:00Z");
+  for (int i = 0; i < 20 && !*out; ++i)
+    advance(1s);
+  ASSERT_TRUE(*out);
+  EXPECT_EQ(**out, 0u);
+  EXPECT_EQ(s->deletes_of_name("gf-b-abc123-inflight00"), 1);
+}
+
 TEST_F(reaper_test, failed_deletes_counts_failed_deletes_only) {
   // A name whose create answer was lost is looked up by listing; a list that fails is not a
   // failed delete.
