@@ -112,7 +112,7 @@ TEST_F(bad_input_door, every_door_answers_the_same_typed_error_and_creates_nothi
     EXPECT_NE(answer.find("\"code\": \"" + want + "\""), std::string::npos) << answer;
     EXPECT_EQ(answer.find("\"result\""), std::string::npos) << answer;
   }
-  EXPECT_TRUE(live_guests().empty());
+  EXPECT_TRUE(wait_for_live(0));
   EXPECT_EQ(guest_records(), records_before);
   EXPECT_EQ(control_plane_files(), files_before);
 }

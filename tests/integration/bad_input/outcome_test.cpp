@@ -78,7 +78,7 @@ TEST_F(outcome_door, a_cut_output_is_said_everywhere_and_fails_the_cli_unless_ac
   auto kept = plugin(R"({"code":"import sys\nsys.stdout.write('x' * 300000)\n"})",
                      {{"GUESTFLOW_ALLOW_TRUNCATED", "true"}});
   EXPECT_TRUE(has(kept, "\"exit_code\": 0") && has(kept, "truncated")) << kept.substr(0, 200);
-  EXPECT_TRUE(live_guests().empty());
+  EXPECT_TRUE(wait_for_live(0));
 }
 
 TEST_F(outcome_door, only_a_kill_the_memory_cgroup_counted_is_oom) {
@@ -102,7 +102,7 @@ TEST_F(outcome_door, only_a_kill_the_memory_cgroup_counted_is_oom) {
   auto r = cli({"code", p});
   EXPECT_EQ(r.status, 137);
   EXPECT_TRUE(has(r.stderr_text, "killed")) << r.stderr_text;
-  EXPECT_TRUE(live_guests().empty());
+  EXPECT_TRUE(wait_for_live(0));
 }
 
 TEST_F(outcome_door, reap_beside_a_serve_holding_the_embedded_state_dir_refuses_at_once) {

@@ -225,7 +225,7 @@ TEST_F(memory_test, two_cli_runs_with_one_session_id_remember_the_first) {
   auto flow = file("memory.json", memory_chatbot());
   auto first = run({flow, "--session-id", "chat-7", "--input", "my code word is blue-falcon"});
   ASSERT_EQ(first.status, 0) << first.stderr_text;
-  EXPECT_TRUE(live_guests().empty()); // the first guest is gone
+  EXPECT_TRUE(wait_for_live(0)); // the first guest is gone
   // Chat Input's and Chat Output's messages, in the state dir's store.
   auto stored = messages_dir() / "chat-7.ndjson";
   ASSERT_TRUE(fs::exists(stored));
@@ -239,7 +239,7 @@ TEST_F(memory_test, two_cli_runs_with_one_session_id_remember_the_first) {
   auto other = run({flow, "--session-id", "chat-8", "--input", "what was my code word?"});
   ASSERT_EQ(other.status, 0) << other.stderr_text;
   EXPECT_EQ(other.stdout_text.find("blue-falcon"), std::string::npos) << other.stdout_text;
-  EXPECT_TRUE(live_guests().empty());
+  EXPECT_TRUE(wait_for_live(0));
 }
 
 TEST_F(memory_test, two_bridge_runs_with_one_session_id_remember_the_first) {
@@ -261,7 +261,7 @@ TEST_F(memory_test, two_bridge_runs_with_one_session_id_remember_the_first) {
   EXPECT_EQ(count(owned, run_event::kind::message), 2u); // still told, not kept
   EXPECT_EQ(lines_of(stored), 4u);
   EXPECT_TRUE(wait_until_no_guest_is_owed());
-  EXPECT_TRUE(live_guests().empty());
+  EXPECT_TRUE(wait_for_live(0));
 }
 
 TEST_F(memory_test, a_client_that_leaves_still_gets_its_run_stored) {
@@ -278,7 +278,7 @@ TEST_F(memory_test, a_client_that_leaves_still_gets_its_run_stored) {
       << slurp(stored);
   EXPECT_NE(slurp(stored).find("answer to hello"), std::string::npos) << slurp(stored);
   EXPECT_TRUE(wait_until_no_guest_is_owed());
-  EXPECT_TRUE(live_guests().empty());
+  EXPECT_TRUE(wait_for_live(0));
 }
 
 TEST_F(memory_test, a_session_id_the_store_cannot_take_is_refused_before_any_guest) {
@@ -297,7 +297,7 @@ TEST_F(memory_test, a_session_id_the_store_cannot_take_is_refused_before_any_gue
   ASSERT_EQ(p.status, 0) << p.stderr_text;
   EXPECT_TRUE(fs::exists(messages_dir() / "%2E%2E%2F%2E%2E%2Fescape.ndjson"));
   EXPECT_FALSE(fs::exists(dir.path() / "escape.ndjson"));
-  EXPECT_TRUE(live_guests().empty());
+  EXPECT_TRUE(wait_for_live(0));
 }
 
 TEST_F(memory_test, a_secret_given_with_var_reaches_a_component_and_nothing_else) {
@@ -329,7 +329,7 @@ TEST_F(memory_test, a_secret_given_with_var_reaches_a_component_and_nothing_else
   EXPECT_EQ(env_run.stdout_text.find(secret), std::string::npos);
   EXPECT_EQ(env_run.stderr_text.find(secret), std::string::npos);
   EXPECT_EQ(files_containing(dir.path(), secret), std::vector<std::string>{});
-  EXPECT_TRUE(live_guests().empty());
+  EXPECT_TRUE(wait_for_live(0));
 }
 
 TEST_F(memory_test, a_secret_given_as_a_bridge_variable_reaches_a_component_and_nothing_else) {
@@ -370,7 +370,7 @@ TEST_F(memory_test, a_missing_variable_fails_before_any_vertex_naming_it_never_a
       << r.stdout_text << r.stderr_text;
   EXPECT_EQ((r.stdout_text + r.stderr_text).find(secret), std::string::npos);
   EXPECT_EQ(r.stderr_text.find("✓"), std::string::npos) << r.stderr_text; // nothing built
-  EXPECT_TRUE(live_guests().empty());
+  EXPECT_TRUE(wait_for_live(0));
 }
 
 TEST_F(memory_test, cli_variable_mistakes_are_usage_errors_that_never_echo_a_value) {
@@ -394,7 +394,7 @@ TEST_F(memory_test, cli_variable_mistakes_are_usage_errors_that_never_echo_a_val
   }
   auto help = cli({"run", "--help"});
   EXPECT_NE(help.stdout_text.find("--var NAME=VALUE"), std::string::npos);
-  EXPECT_TRUE(live_guests().empty());
+  EXPECT_TRUE(wait_for_live(0));
 }
 
 TEST_F(memory_test, tokens_arrive_before_their_vertex_ends_on_both_surfaces) {

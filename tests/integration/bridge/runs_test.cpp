@@ -41,7 +41,7 @@ TEST_F(runs_test, a_streamed_run_sends_each_event_in_order_and_ends_with_complet
   auto text = encode(events.back().run_outputs_list);
   EXPECT_NE(text.find("Shout: hi there! | Whisper: (hi there)"), std::string::npos) << text;
   EXPECT_TRUE(wait_until_no_guest_is_owed());
-  EXPECT_TRUE(live_guests().empty());
+  EXPECT_TRUE(wait_for_live(0));
   EXPECT_EQ(metric("guestflow_runs_total{outcome=\"complete\"}"), 1);
   EXPECT_GE(metric("guestflow_controlplane_call_seconds_count"),
             4); // create, put, exec, delete
@@ -105,7 +105,7 @@ TEST_F(runs_test, delete_cancels_a_running_run_and_deletes_its_guest) {
   EXPECT_NE(again.body.find(R"("cancelled":false)"), std::string::npos) << again.body;
   EXPECT_EQ(call("DELETE", "/v1/runs/run-unknown").status, 404u);
   EXPECT_TRUE(wait_until_no_guest_is_owed());
-  EXPECT_TRUE(live_guests().empty());
+  EXPECT_TRUE(wait_for_live(0));
 }
 
 TEST_F(runs_test, a_dropped_stream_leaves_the_run_going_unless_it_asked_otherwise) {
@@ -132,7 +132,7 @@ TEST_F(runs_test, a_dropped_stream_leaves_the_run_going_unless_it_asked_otherwis
   EXPECT_EQ(ended.back().type, run_event::kind::error);
   EXPECT_NE(ended.back().message.find("disconnect"), std::string::npos) << ended.back().message;
   EXPECT_TRUE(wait_until_no_guest_is_owed());
-  EXPECT_TRUE(live_guests().empty());
+  EXPECT_TRUE(wait_for_live(0));
 }
 
 TEST_F(runs_test, two_hundred_concurrent_streamed_runs_all_complete) {
@@ -161,7 +161,7 @@ TEST_F(runs_test, two_hundred_concurrent_streamed_runs_all_complete) {
   EXPECT_TRUE(wait_until_no_guest_is_owed());
   EXPECT_EQ(metric("guestflow_guests_created_total"), static_cast<double>(n));
   EXPECT_EQ(metric("guestflow_guests_deleted_total"), static_cast<double>(n));
-  EXPECT_TRUE(live_guests().empty());
+  EXPECT_TRUE(wait_for_live(0));
 }
 
 TEST_F(runs_test, sigterm_deletes_every_ephemeral_guest_before_exit) {

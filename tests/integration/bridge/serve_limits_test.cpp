@@ -141,7 +141,7 @@ TEST_F(serve_limits_test, back_to_back_runs_in_one_slot_wait_for_the_last_guests
     EXPECT_EQ(flow.status, 200u) << i << " " << flow.body;
   }
   EXPECT_TRUE(wait_until_no_guest_is_owed());
-  EXPECT_TRUE(live_guests().empty());
+  EXPECT_TRUE(wait_for_live(0));
   EXPECT_EQ(metric("guestflow_guests_created_total"), 12);
   EXPECT_EQ(metric("guestflow_guests_deleted_total"), 12);
   EXPECT_TRUE(test_support::eventually([&] { return metric("guestflow_runs_inflight") == 0; },

@@ -42,7 +42,7 @@ TEST_F(surfaces_test, sandbox_run_returns_output_exit_code_and_env) {
   EXPECT_EQ(r.stderr_text, "oops\n");
   EXPECT_EQ(r.exit_code, 3);
   EXPECT_TRUE(wait_until_no_guest_is_owed());
-  EXPECT_TRUE(live_guests().empty());
+  EXPECT_TRUE(wait_for_live(0));
 }
 
 TEST_F(surfaces_test, sandbox_run_past_its_timeout_is_minus_one_with_the_output_so_far) {
@@ -53,7 +53,7 @@ TEST_F(surfaces_test, sandbox_run_past_its_timeout_is_minus_one_with_the_output_
   EXPECT_EQ(r.exit_code, -1);
   EXPECT_EQ(r.stdout_text, "before\n");
   EXPECT_TRUE(wait_until_no_guest_is_owed()); // the answer comes before the delete
-  EXPECT_TRUE(live_guests().empty());
+  EXPECT_TRUE(wait_for_live(0));
 }
 
 TEST_F(surfaces_test, sandbox_run_over_its_memory_is_137) {
@@ -61,7 +61,7 @@ TEST_F(surfaces_test, sandbox_run_over_its_memory_is_137) {
       R"j({"code":"x = bytearray(1024 * 1024 * 1024)\nprint(len(x))","memory_mb":64})j");
   EXPECT_EQ(r.exit_code, 137) << r.stderr_text;
   EXPECT_TRUE(wait_until_no_guest_is_owed());
-  EXPECT_TRUE(live_guests().empty());
+  EXPECT_TRUE(wait_for_live(0));
 }
 
 TEST_F(surfaces_test, the_policy_gate_refuses_with_403_and_creates_nothing) {
@@ -73,7 +73,7 @@ TEST_F(surfaces_test, the_policy_gate_refuses_with_403_and_creates_nothing) {
       call("POST", "/v1/sandbox/run", R"j({"code":"print(1)","timeout_seconds":7200})j");
   EXPECT_EQ(too_long.status, 403u) << too_long.body;
   EXPECT_EQ(metric("guestflow_guests_created_total"), 0);
-  EXPECT_TRUE(live_guests().empty());
+  EXPECT_TRUE(wait_for_live(0));
 }
 
 TEST_F(surfaces_test, a_reused_component_keeps_its_guest_and_returns_files) {
@@ -107,5 +107,5 @@ TEST_F(surfaces_test, a_command_component_without_reuse_runs_in_a_fresh_guest) {
   EXPECT_NE(r.body.find(R"("reusable":false)"), std::string::npos);
   EXPECT_EQ(r.body.find("\"files\""), std::string::npos); // not asked for
   EXPECT_TRUE(wait_until_no_guest_is_owed());
-  EXPECT_TRUE(live_guests().empty());
+  EXPECT_TRUE(wait_for_live(0));
 }

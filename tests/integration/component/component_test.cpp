@@ -298,7 +298,7 @@ TEST_F(component_test, returned_files_come_back_byte_exact_with_any_name) {
   for (size_t i = 0; i < small.size(); ++i)
     EXPECT_EQ(guestflow::test_support::slurp(out / small[i].path), pattern(small[i].size, i))
         << small[i].path;
-  EXPECT_TRUE(live_guests().empty()); // reuse none: an ephemeral guest, deleted
+  EXPECT_TRUE(wait_for_live(0)); // reuse none: an ephemeral guest, deleted
 
   // 4.9 MiB comes back whole: the 5 MiB cap is on the archive, and this one fits.
   const size_t big = 49 * (size_t{1} << 20) / 10;
@@ -338,7 +338,7 @@ TEST_F(component_test, over_the_cap_is_artifact_too_large_with_bounded_memory) {
   auto grown_kb = huge.max_rss_kb - small.max_rss_kb;
   EXPECT_LT(grown_kb, 8 * 1024) << "small " << small.max_rss_kb << " KiB, 20 MiB run "
                                 << huge.max_rss_kb << " KiB";
-  EXPECT_TRUE(live_guests().empty());
+  EXPECT_TRUE(wait_for_live(0));
 }
 
 TEST_F(component_test, a_hostile_archive_member_escaping_the_directory_is_dropped) {
@@ -407,7 +407,7 @@ print('armed')
   EXPECT_EQ(guestflow::test_support::slurp(out / "ok.txt"), "ok");
   EXPECT_FALSE(std::filesystem::exists(dir.path() / "a" / "etc" / "x"));
   EXPECT_FALSE(std::filesystem::exists(out / "filler")); // what came back is the crafted one
-  EXPECT_TRUE(live_guests().empty());
+  EXPECT_TRUE(wait_for_live(0));
 }
 
 TEST_F(component_test, reap_reusable_deletes_only_guests_idle_longer_than_asked) {

@@ -127,7 +127,7 @@ TEST_F(code_test, prints_stdout_and_stderr_and_returns_the_exit_code) {
   EXPECT_EQ(r.status, 3) << r.stderr_text;
   EXPECT_EQ(r.stdout_text, "hello from the guest\n");
   EXPECT_NE(r.stderr_text.find("to stderr"), std::string::npos);
-  EXPECT_TRUE(live_guests().empty());
+  EXPECT_TRUE(wait_for_live(0));
 }
 
 TEST_F(code_test, isolation_picks_the_guest_kind_and_is_refused_where_not_offered) {
@@ -140,7 +140,7 @@ TEST_F(code_test, isolation_picks_the_guest_kind_and_is_refused_where_not_offere
   EXPECT_NE(refused.stderr_text.find("GUESTFLOW_ISOLATION=firecracker"), std::string::npos)
       << refused.stderr_text;
   EXPECT_EQ(refused.stdout_text, "");
-  EXPECT_TRUE(live_guests().empty());
+  EXPECT_TRUE(wait_for_live(0));
 }
 
 /// The kernel release a guest's program reads: "4.4.0" is gVisor's Sentry answering.
@@ -167,7 +167,7 @@ TEST_F(code_test, component_isolation_picks_the_guest_kind_and_is_refused_where_
   EXPECT_NE(refused.stderr_text.find("GUESTFLOW_ISOLATION=firecracker"), std::string::npos)
       << refused.stderr_text;
   EXPECT_EQ(refused.stdout_text, "");
-  EXPECT_TRUE(live_guests().empty());
+  EXPECT_TRUE(wait_for_live(0));
 }
 
 TEST_F(code_test, run_puts_the_flow_executor_in_the_isolation_asked_for) {
@@ -197,7 +197,7 @@ TEST_F(code_test, run_puts_the_flow_executor_in_the_isolation_asked_for) {
         << refused.stderr_text;
     EXPECT_EQ(refused.stdout_text, "");
   }
-  EXPECT_TRUE(live_guests().empty());
+  EXPECT_TRUE(wait_for_live(0));
 }
 
 TEST_F(code_test,
@@ -234,7 +234,7 @@ TEST_F(code_test,
   EXPECT_NE(answer.find(R"("stdout":"4.4.0\n")"), std::string::npos)
       << "the sandbox run's guest is gVisor's: " << answer;
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
-  EXPECT_TRUE(live_guests().empty());
+  EXPECT_TRUE(wait_for_live(0));
 }
 
 TEST_F(code_test, json_prints_a_sandbox_result) {
@@ -245,7 +245,7 @@ TEST_F(code_test, json_prints_a_sandbox_result) {
   ASSERT_TRUE(res) << r.stdout_text;
   EXPECT_EQ(res->stdout_text, "42\n");
   EXPECT_EQ(res->exit_code, 0);
-  EXPECT_TRUE(live_guests().empty());
+  EXPECT_TRUE(wait_for_live(0));
 }
 
 TEST_F(code_test, env_reaches_the_program) {
@@ -265,7 +265,7 @@ TEST_F(code_test, timeout_returns_minus_one_with_the_output_before_the_kill) {
   EXPECT_EQ(res->stdout_text, "started\n");
   auto plain = code({"--timeout", "2", p});
   EXPECT_EQ(plain.status, 124);
-  EXPECT_TRUE(live_guests().empty());
+  EXPECT_TRUE(wait_for_live(0));
 }
 
 TEST_F(code_test, memory_bomb_returns_137_oom) {
@@ -276,7 +276,7 @@ TEST_F(code_test, memory_bomb_returns_137_oom) {
   ASSERT_TRUE(res) << r.stdout_text;
   EXPECT_EQ(res->exit_code, 137);
   EXPECT_EQ(res->stdout_text.find("survived"), std::string::npos);
-  EXPECT_TRUE(live_guests().empty());
+  EXPECT_TRUE(wait_for_live(0));
 }
 
 TEST_F(code_test, network_off_cannot_reach_a_host_loopback_server) {
@@ -300,7 +300,7 @@ TEST_F(code_test, allowed_domains_are_refused_without_creating_a_guest) {
   EXPECT_EQ(r.status, 125);
   EXPECT_NE(r.stderr_text.find("policy_refused"), std::string::npos) << r.stderr_text;
   EXPECT_NE(r.stderr_text.find("hostname"), std::string::npos) << r.stderr_text;
-  EXPECT_TRUE(live_guests().empty());
+  EXPECT_TRUE(wait_for_live(0));
 }
 
 TEST_F(code_test,
@@ -340,7 +340,7 @@ TEST_F(code_test, malformed_runtime_settings_are_refused_before_anything_runs) {
         << r.stderr_text;
     EXPECT_EQ(r.stdout_text, "");
   }
-  EXPECT_TRUE(live_guests().empty());
+  EXPECT_TRUE(wait_for_live(0));
 }
 
 TEST_F(code_test, timeout_above_the_provider_cap_is_refused) {
@@ -406,7 +406,7 @@ TEST_F(code_test, reap_after_sigkill_leaves_no_guest_and_no_guest_process) {
   auto r = control_plane_process::run_to_exit({"reap"}, env(), 120s);
   EXPECT_EQ(r.status, 0) << r.stderr_text;
   EXPECT_EQ(r.stdout_text, "deleted 1\n");
-  EXPECT_TRUE(live_guests().empty());
+  EXPECT_TRUE(wait_for_live(0));
   EXPECT_EQ(processes_with(marker), 0);
 }
 
@@ -417,7 +417,7 @@ TEST_F(code_test, the_state_dir_spelt_another_way_is_the_same_owner) {
                                               env({{"GUESTFLOW_STATE_DIR", dir_spelt}}), 120s);
   EXPECT_EQ(r.status, 0) << r.stderr_text;
   EXPECT_EQ(r.stdout_text, "deleted 1\n");
-  EXPECT_TRUE(live_guests().empty());
+  EXPECT_TRUE(wait_for_live(0));
 }
 
 TEST_F(code_test, sigterm_mid_run_deletes_the_guest_before_exiting) {
@@ -426,7 +426,7 @@ TEST_F(code_test, sigterm_mid_run_deletes_the_guest_before_exiting) {
   int status = 0;
   ::waitpid(pid, &status, 0);
   EXPECT_TRUE(WIFEXITED(status));
-  EXPECT_TRUE(live_guests().empty());
+  EXPECT_TRUE(wait_for_live(0));
 }
 
 TEST_F(code_test, output_reaches_the_terminal_while_the_program_runs_and_ctrl_c_exits_130) {
@@ -448,7 +448,7 @@ TEST_F(code_test, output_reaches_the_terminal_while_the_program_runs_and_ctrl_c_
   ASSERT_EQ(::waitpid(pid, &status, 0), pid);
   ::close(out);
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 130) << status;
-  EXPECT_TRUE(live_guests().empty());
+  EXPECT_TRUE(wait_for_live(0));
 }
 
 TEST_F(code_test, two_runtimes_never_reap_each_others_guests) {
@@ -460,7 +460,7 @@ TEST_F(code_test, two_runtimes_never_reap_each_others_guests) {
   EXPECT_EQ(live_guests().size(), 1u);
   ::kill(pid, SIGTERM);
   ::waitpid(pid, nullptr, 0);
-  EXPECT_TRUE(live_guests().empty());
+  EXPECT_TRUE(wait_for_live(0));
 }
 
 TEST_F(code_test, reap_and_start_sweeps_spare_a_live_run_of_the_same_owner) {
@@ -478,7 +478,7 @@ TEST_F(code_test, reap_and_start_sweeps_spare_a_live_run_of_the_same_owner) {
   EXPECT_EQ(live_guests().size(), 1u);
   ::kill(pid, SIGTERM);
   ::waitpid(pid, nullptr, 0);
-  EXPECT_TRUE(live_guests().empty());
+  EXPECT_TRUE(wait_for_live(0));
 }
 
 TEST_F(code_test, reap_deletes_only_orphans_older_than_asked_and_counts_them) {
@@ -493,7 +493,7 @@ TEST_F(code_test, reap_deletes_only_orphans_older_than_asked_and_counts_them) {
   auto all = control_plane_process::run_to_exit({"reap"}, env(), 120s);
   EXPECT_EQ(all.status, 0) << all.stderr_text;
   EXPECT_EQ(all.stdout_text, "deleted 1\n");
-  EXPECT_TRUE(live_guests().empty());
+  EXPECT_TRUE(wait_for_live(0));
 }
 
 TEST_F(code_test, embedded_runs_on_one_state_dir_take_turns_and_a_waiting_one_stops_on_sigint) {
@@ -558,7 +558,7 @@ TEST_F(code_test, a_run_sweeps_its_owners_orphans_older_than_the_grace_at_start)
   auto swept = code({q}, {{"GUESTFLOW_SWEEP_GRACE_SECONDS", "0"}});
   EXPECT_EQ(swept.status, 0) << swept.stderr_text;
   EXPECT_EQ(swept.stdout_text, "ok\n");
-  EXPECT_TRUE(live_guests().empty());
+  EXPECT_TRUE(wait_for_live(0));
 }
 
 TEST_F(code_test, a_state_dir_that_cannot_be_made_still_runs_code_but_reap_refuses) {
@@ -607,5 +607,5 @@ TEST_F(code_test, a_program_on_standard_input_runs_like_a_file) {
   ::waitpid(pid, &status, 0);
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
   EXPECT_EQ(said, "from stdin\n");
-  EXPECT_TRUE(live_guests().empty());
+  EXPECT_TRUE(wait_for_live(0));
 }

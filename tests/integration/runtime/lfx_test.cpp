@@ -151,7 +151,7 @@ TEST_F(lfx_test, a_flow_only_lfx_can_build_runs_through_lfx_and_says_so) {
   auto plain = run({f, "--image", "langflow", "--input", "hi there"}); // auto picks lfx here
   ASSERT_EQ(plain.status, 0) << plain.stderr_text;
   EXPECT_EQ(plain.stdout_text, "HI THERE\n");
-  EXPECT_TRUE(live_guests().empty());
+  EXPECT_TRUE(wait_for_live(0));
 }
 
 TEST_F(lfx_test, a_flow_with_a_loop_runs_in_a_guest_as_the_stand_in_runs_it_in_process) {
@@ -190,7 +190,7 @@ print(json.dumps(runs[0].outputs[0].results["done"].to_dict()))
   // Three items, each through the body: the Loop's `done` is their uppercase rows.
   EXPECT_NE(expected.find(R"("X")"), std::string::npos) << expected;
   EXPECT_NE(expected.find(R"("Z")"), std::string::npos) << expected;
-  EXPECT_TRUE(live_guests().empty());
+  EXPECT_TRUE(wait_for_live(0));
 }
 
 TEST_F(lfx_test, a_real_export_with_a_note_runs_through_lfx) {
@@ -216,7 +216,7 @@ TEST_F(lfx_test, a_failing_vertex_stops_lfx_and_its_successors_are_not_built) {
   EXPECT_EQ(r.stdout_text.find(R"({"id":"ChatOutput-out")"), std::string::npos)
       << "the vertex after the failed one is not built: " << r.stdout_text;
   EXPECT_NE(r.stderr_text.find("✗ step"), std::string::npos) << r.stderr_text;
-  EXPECT_TRUE(live_guests().empty());
+  EXPECT_TRUE(wait_for_live(0));
 }
 
 TEST_F(lfx_test, a_run_past_its_timeout_ends_in_one_timeout_error_and_no_guest) {
@@ -233,7 +233,7 @@ TEST_F(lfx_test, a_run_past_its_timeout_ends_in_one_timeout_error_and_no_guest) 
   EXPECT_EQ(last->executor, "lfx");
   EXPECT_NE(r.stdout_text.find(R"("type":"vertex_started","id":"step")"), std::string::npos)
       << "the events before the kill arrived: " << r.stdout_text;
-  EXPECT_TRUE(live_guests().empty());
+  EXPECT_TRUE(wait_for_live(0));
 }
 
 TEST_F(lfx_test, the_core_executor_on_the_same_image_refuses_what_only_lfx_builds) {
@@ -241,5 +241,5 @@ TEST_F(lfx_test, the_core_executor_on_the_same_image_refuses_what_only_lfx_build
   auto r = run({f, "--image", "langflow", "--executor", "core", "--input", "x"});
   EXPECT_EQ(r.status, 2) << r.stderr_text;
   EXPECT_NE(r.stderr_text.find("Uppercase"), std::string::npos) << r.stderr_text;
-  EXPECT_TRUE(live_guests().empty());
+  EXPECT_TRUE(wait_for_live(0));
 }

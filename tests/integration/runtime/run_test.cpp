@@ -31,7 +31,7 @@ TEST_F(run_test, hello_echoes_the_input) {
   ASSERT_EQ(r.status, 0) << r.stderr_text;
   EXPECT_EQ(r.stdout_text, "hi there\n");
   EXPECT_NE(r.stderr_text.find("✓ Chat Output"), std::string::npos) << r.stderr_text;
-  EXPECT_TRUE(live_guests().empty());
+  EXPECT_TRUE(wait_for_live(0));
 }
 
 TEST_F(run_test, prompt_fills_its_template_from_the_input) {
@@ -50,7 +50,7 @@ TEST_F(run_test, diamond_joins_two_branches) {
   auto r = run({example("diamond"), "--input", "hi there"});
   ASSERT_EQ(r.status, 0) << r.stderr_text;
   EXPECT_EQ(r.stdout_text, "Shout: hi there! | Whisper: (hi there)\n");
-  EXPECT_TRUE(live_guests().empty());
+  EXPECT_TRUE(wait_for_live(0));
 }
 
 TEST_F(run_test, json_prints_the_api_v1_run_body) {
@@ -117,7 +117,7 @@ TEST_F(run_test, malformed_json_is_bad_input_and_creates_nothing) {
   auto r = run({f});
   EXPECT_EQ(r.status, 2);
   EXPECT_NE(r.stderr_text.find("bad_request"), std::string::npos) << r.stderr_text;
-  EXPECT_TRUE(live_guests().empty());
+  EXPECT_TRUE(wait_for_live(0));
 }
 
 TEST_F(run_test, missing_edges_is_bad_input) {
@@ -143,7 +143,7 @@ TEST_F(run_test, cycle_is_bad_input_naming_it) {
   auto r = run({f});
   EXPECT_EQ(r.status, 2);
   EXPECT_NE(r.stderr_text.find("cycle"), std::string::npos) << r.stderr_text;
-  EXPECT_TRUE(live_guests().empty());
+  EXPECT_TRUE(wait_for_live(0));
 }
 
 TEST_F(run_test, the_core_executor_refuses_unknown_types_before_any_vertex_runs) {
@@ -163,7 +163,7 @@ TEST_F(run_test, the_core_executor_refuses_unknown_types_before_any_vertex_runs)
   EXPECT_EQ(last->executor, "core");
   for (auto want : {"FancyLLM", "FancyTool", "llm", "tool", "guestflow image add"})
     EXPECT_NE(last->message.find(want), std::string::npos) << want << " in " << last->message;
-  EXPECT_TRUE(live_guests().empty());
+  EXPECT_TRUE(wait_for_live(0));
 }
 
 TEST_F(run_test, a_langflow_starter_export_with_a_note_is_refused_by_core_naming_its_model) {
@@ -185,7 +185,7 @@ TEST_F(run_test, a_langflow_starter_export_with_a_note_is_refused_by_core_naming
   EXPECT_NE(r.stdout_text.find("OpenAIModel-Kp3sD"), std::string::npos) << r.stdout_text;
   EXPECT_NE(r.stdout_text.find(R"("executor":"core")"), std::string::npos) << r.stdout_text;
   EXPECT_EQ(r.stdout_text.find("note-"), std::string::npos) << "the note is no vertex";
-  EXPECT_TRUE(live_guests().empty());
+  EXPECT_TRUE(wait_for_live(0));
 }
 
 TEST_F(run_test, an_export_with_a_canvas_note_runs_and_says_which_executor_ran) {
@@ -204,7 +204,7 @@ TEST_F(run_test, executor_lfx_without_lfx_in_the_image_fails_at_once_and_never_f
   ASSERT_TRUE(last) << r.stdout_text;
   EXPECT_EQ(last->code, ec::unavailable) << last->message;
   EXPECT_NE(last->message.find("lfx"), std::string::npos) << last->message;
-  EXPECT_TRUE(live_guests().empty());
+  EXPECT_TRUE(wait_for_live(0));
 }
 
 TEST_F(run_test, a_bad_executor_or_output_name_is_bad_input_naming_the_choices) {
@@ -218,7 +218,7 @@ TEST_F(run_test, a_bad_executor_or_output_name_is_bad_input_naming_the_choices) 
       << bad_output.stderr_text;
   EXPECT_NE(bad_output.stderr_text.find("ChatOutput"), std::string::npos)
       << "the output vertices are listed: " << bad_output.stderr_text;
-  EXPECT_TRUE(live_guests().empty());
+  EXPECT_TRUE(wait_for_live(0));
 }
 
 TEST_F(run_test, unreadable_flows_give_the_os_reason) {
@@ -289,7 +289,7 @@ TEST_F(run_test, a_failed_vertex_ends_the_run_with_langflows_error_after_the_ste
       steps.push_back((e.type == run_event::kind::vertex_built ? "built " : "failed ") + e.id);
   EXPECT_EQ(steps, (std::vector<std::string>{"built in", "failed py"}))
       << "the steps before the failure, then it; `out` is never built";
-  EXPECT_TRUE(live_guests().empty());
+  EXPECT_TRUE(wait_for_live(0));
 }
 
 TEST_F(run_test, progress_names_vertices_by_id_where_display_names_repeat) {
@@ -334,7 +334,7 @@ TEST_F(run_test, ctrl_c_cancels_the_run_exits_130_and_deletes_the_guest) {
   ASSERT_EQ(::waitpid(pid, &status, 0), pid);
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 130) << status;
   EXPECT_NE(seen.find(R"("type":"error","code":"cancelled")"), std::string::npos) << seen;
-  EXPECT_TRUE(live_guests().empty());
+  EXPECT_TRUE(wait_for_live(0));
 }
 
 TEST_F(run_test, raising_vertex_fails_the_run) {
@@ -342,7 +342,7 @@ TEST_F(run_test, raising_vertex_fails_the_run) {
   auto r = run({f, "--input", "x"});
   EXPECT_EQ(r.status, 1);
   EXPECT_NE(r.stderr_text.find("boom"), std::string::npos) << r.stderr_text;
-  EXPECT_TRUE(live_guests().empty());
+  EXPECT_TRUE(wait_for_live(0));
 }
 
 TEST_F(run_test, a_flow_printing_100_mb_completes_with_bounded_logs) {
@@ -353,7 +353,7 @@ TEST_F(run_test, a_flow_printing_100_mb_completes_with_bounded_logs) {
   EXPECT_EQ(r.status, 0) << r.stderr_text.substr(0, 2000);
   EXPECT_LT(r.stdout_text.size(), size_t{8} << 20); // the events carry capped logs only
   EXPECT_NE(r.stdout_text.find(R"("type":"complete")"), std::string::npos);
-  EXPECT_TRUE(live_guests().empty());
+  EXPECT_TRUE(wait_for_live(0));
 }
 
 TEST_F(run_test, a_run_past_its_timeout_ends_in_one_timeout_error) {
@@ -372,5 +372,5 @@ TEST_F(run_test, a_run_past_its_timeout_ends_in_one_timeout_error) {
        (at = r.stdout_text.find(R"("type":"complete")", at)) != std::string::npos; ++at)
     ++terminals;
   EXPECT_EQ(terminals, 0u);
-  EXPECT_TRUE(live_guests().empty());
+  EXPECT_TRUE(wait_for_live(0));
 }

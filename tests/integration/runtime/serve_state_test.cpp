@@ -58,7 +58,7 @@ TEST_F(serve_state_test, tweaks_context_and_session_reach_the_guests_graph) {
   // The session is the graph's: the chat output's message carries it.
   EXPECT_NE(outputs.find(R"("session_id":"sess-9")"), std::string::npos) << outputs;
   EXPECT_TRUE(wait_until_no_guest_is_owed());
-  EXPECT_TRUE(live_guests().empty());
+  EXPECT_TRUE(wait_for_live(0));
 }
 
 TEST_F(serve_state_test, a_bad_state_field_is_refused_before_any_guest_naming_it) {
@@ -74,7 +74,7 @@ TEST_F(serve_state_test, a_bad_state_field_is_refused_before_any_guest_naming_it
     EXPECT_NE(r.body.find(mentions), std::string::npos) << extra << " → " << r.body;
     EXPECT_EQ(r.body.find("sk-do-not-echo-1234"), std::string::npos) << r.body;
   }
-  EXPECT_TRUE(live_guests().empty());
+  EXPECT_TRUE(wait_for_live(0));
 }
 
 TEST_F(serve_state_test, a_failed_vertex_run_counts_as_an_error_outcome_not_complete) {
@@ -92,5 +92,5 @@ TEST_F(serve_state_test, a_failed_vertex_run_counts_as_an_error_outcome_not_comp
   EXPECT_EQ(metric("guestflow_runs_total{outcome=\"guest_failed\"}"), 2);
   EXPECT_EQ(metric("guestflow_runs_total{outcome=\"complete\"}"), 0);
   EXPECT_TRUE(wait_until_no_guest_is_owed());
-  EXPECT_TRUE(live_guests().empty());
+  EXPECT_TRUE(wait_for_live(0));
 }

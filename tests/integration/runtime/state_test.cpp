@@ -120,7 +120,7 @@ TEST_F(state_test, a_streamed_output_arrives_as_token_events_before_its_vertex_i
   EXPECT_NE(built.result().text.find("Hello, world"), std::string::npos) << built.result().text;
   EXPECT_NE(built.types().text.find(R"("results":"Data")"), std::string::npos)
       << built.types().text;
-  EXPECT_TRUE(live_guests().empty());
+  EXPECT_TRUE(wait_for_live(0));
 }
 
 TEST_F(state_test, the_session_reaches_the_guest_and_stored_messages_come_back_as_events) {
@@ -194,7 +194,7 @@ TEST_F(state_test, a_secret_reaches_its_component_and_is_found_nowhere_else) {
   EXPECT_EQ(crashed.stderr_text.find(secret), std::string::npos) << crashed.stderr_text;
   // Nothing the host keeps holds it: the CLI's state dir, the control plane's records and
   // whatever else lives under the test's directory.
-  EXPECT_TRUE(live_guests().empty());
+  EXPECT_TRUE(wait_for_live(0));
   std::vector<std::string> skipped;
   EXPECT_EQ(files_holding(dir.path(), secret, skipped), std::vector<std::string>{})
       << dir.path();
@@ -222,7 +222,7 @@ TEST_F(state_test, a_secret_streamed_in_pieces_is_masked_whole_across_its_token_
   EXPECT_EQ(streamed, "key: ******** end") << r.stdout_text;
   for (auto piece : {secret.substr(0, 14), secret.substr(5, 14), secret.substr(11)})
     EXPECT_EQ(r.stdout_text.find(piece), std::string::npos) << piece << " in " << r.stdout_text;
-  EXPECT_TRUE(live_guests().empty());
+  EXPECT_TRUE(wait_for_live(0));
 }
 
 TEST_F(state_test, a_variable_the_run_lacks_fails_before_any_vertex_naming_it_not_a_value) {
@@ -235,5 +235,5 @@ TEST_F(state_test, a_variable_the_run_lacks_fails_before_any_vertex_naming_it_no
   EXPECT_EQ(evs.back().code, ec::bad_request);
   EXPECT_NE(evs.back().message.find("MY_TOKEN"), std::string::npos) << evs.back().message;
   EXPECT_EQ(r.stdout_text.find("sk-unrelated-value-77"), std::string::npos) << r.stdout_text;
-  EXPECT_TRUE(live_guests().empty());
+  EXPECT_TRUE(wait_for_live(0));
 }

@@ -58,7 +58,7 @@ TEST_F(unix_socket_test, guestflow_code_runs_a_real_guest_over_the_socket) {
   auto r = cli({"code", p}, {{"GUESTFLOW_CONTROL_PLANE_URL", "unix://" + sock.string()}});
   EXPECT_EQ(r.status, 4) << r.stderr_text;
   EXPECT_EQ(r.stdout_text, "over a unix socket\n");
-  EXPECT_TRUE(live_guests().empty());
+  EXPECT_TRUE(wait_for_live(0));
 }
 
 TEST_F(unix_socket_test, a_socket_nobody_serves_is_unavailable_never_in_process) {
