@@ -52,6 +52,7 @@ Prefer citing the file to "not stored"; never a figure that is in neither.
 Exit 1 listing each row or figure that does not trace.
 """
 
+import bisect
 import glob
 import json
 import os
@@ -439,31 +440,50 @@ def prose_figures(lines, doc_dir, root):
         files = named_results(text, doc_dir, root) | named_results(
             "\n".join(section_text[section]), doc_dir, root
         )
-        plain = blank_code(text)
-        # The label reads code spans' words too (`pthread_cond_signal`), never a file's name.
-        words = RESULT_GLOB.sub(lambda m: "§" * len(m.group()), text).replace("`", " ")
-        cuts = [0] + [m.end() for m in SENTENCE_END.finditer(plain)] + [len(plain)]
-        for k in range(len(cuts) - 1):
-            s0, s1 = cuts[k], cuts[k + 1]
-            sentence = plain[s0:s1]
-            unstored = "not stored" in sentence
-            for m in PROSE_FIGURE.finditer(sentence):
-                unit = m.group(3)
-                exempt = "not stored" if unstored else None
-                if TARGET.search(sentence[: m.start()]) or TARGET_AFTER.match(sentence[m.end() :]):
-                    exempt = "target"  # a target (≤ 300 µs, ≥ 20×, the 20× target), no measurement
-                rough = sentence[: m.start()].rstrip().endswith("~")
-                for g in (1, 2):
-                    figure = m.group(g)
-                    if not figure:
-                        continue
-                    a, b = m.start(g), m.end(g)
-                    label = label_around(words, s0 + a, s0 + b) - word_set(figure)
-                    line, col = position(start, text, s0 + a)
-                    shown = " ".join(m.group(0).split())
-                    out.append(
-                        Figure(line, col, figure, unit, rough, label, files, ("p", start, k), exempt, shown)
-                    )
+        out += paragraph_figures(start, text, frozenset(files))
+    return out
+
+
+_paragraph_figures = {}
+
+
+def paragraph_figures(start, text, files):
+    """The figures of the paragraph `text` at line `start` whose files are `files`: cached,
+    since they depend on nothing else (scripts/lint_figures_mutate.py lints a document once
+    per figure, and each of its mutations changes one paragraph)."""
+    key = (start, text, files)
+    if key not in _paragraph_figures:
+        _paragraph_figures[key] = find_paragraph_figures(start, text, files)
+    return _paragraph_figures[key]
+
+
+def find_paragraph_figures(start, text, files):
+    out = []
+    plain = blank_code(text)
+    # The label reads code spans' words too (`pthread_cond_signal`), never a file's name.
+    words = RESULT_GLOB.sub(lambda m: "§" * len(m.group()), text).replace("`", " ")
+    cuts = [0] + [m.end() for m in SENTENCE_END.finditer(plain)] + [len(plain)]
+    for k in range(len(cuts) - 1):
+        s0, s1 = cuts[k], cuts[k + 1]
+        sentence = plain[s0:s1]
+        unstored = "not stored" in sentence
+        for m in PROSE_FIGURE.finditer(sentence):
+            unit = m.group(3)
+            exempt = "not stored" if unstored else None
+            if TARGET.search(sentence[: m.start()]) or TARGET_AFTER.match(sentence[m.end() :]):
+                exempt = "target"  # a target (≤ 300 µs, ≥ 20×, the 20× target), no measurement
+            rough = sentence[: m.start()].rstrip().endswith("~")
+            for g in (1, 2):
+                figure = m.group(g)
+                if not figure:
+                    continue
+                a, b = m.start(g), m.end(g)
+                label = label_around(words, s0 + a, s0 + b) - word_set(figure)
+                line, col = position(start, text, s0 + a)
+                shown = " ".join(m.group(0).split())
+                out.append(
+                    Figure(line, col, figure, unit, rough, label, files, ("p", start, k), exempt, shown)
+                )
     return out
 
 
@@ -524,37 +544,47 @@ def table_figures(lines, doc_dir, root):
     """Every figure of the tables' rows that hold one (numbers past the row's label)."""
     out = []
     for start, end, caption_files, _ in tables(lines, doc_dir, root):
-        header = cell_spans(lines[start])
         for n in range(start + 2, end):
             row = lines[n]
             if not any(FIGURE.search(c) for c in cells(row)):
                 continue
-            files = caption_files | named_results(row, doc_dir, root)
-            spans = cell_spans(row)
-            if not spans:
-                continue
-            first = word_set(blank_code(row[spans[0][0] : spans[0][1]]))
-            plain = blank_code(row)
-            for c, (a, b) in enumerate(spans[1:], 1):
-                head = lines[start][header[c][0] : header[c][1]] if c < len(header) else ""
-                cell = plain[a:b]
-                found = list(CELL_NUMBER.finditer(cell))
-                for k, m in enumerate(found):
-                    figure, unit = m.group(1), m.group(2)
-                    end = m.end()
-                    for nxt in found[k + 1 :]:  # "395 vs 47 ms", "7.7 / 31.4 ms": the unit after
-                        if unit or not PAIRED.match(cell[end : nxt.start()]):
-                            break
-                        unit, end = nxt.group(2), nxt.end()
-                    rough = cell[: m.start()].rstrip().endswith("~")
-                    label = (first | word_set(head) | label_around(cell, m.start(1), m.end(1))) - word_set(
-                        figure
-                    )
-                    exempt = "target" if TARGET.search(cell[: m.start()]) else None
-                    shown = " ".join(m.group(0).split())
-                    out.append(
-                        Figure(n, a + m.start(1), figure, unit, rough, label, files, ("t", n), exempt, shown)
-                    )
+            files = frozenset(caption_files | named_results(row, doc_dir, root))
+            key = (n, row, lines[start], files)
+            if key not in _row_figures:  # cached as paragraphs are (paragraph_figures)
+                _row_figures[key] = find_row_figures(n, row, lines[start], files)
+            out += _row_figures[key]
+    return out
+
+
+_row_figures = {}
+
+
+def find_row_figures(n, row, header_row, files):
+    out = []
+    header = cell_spans(header_row)
+    spans = cell_spans(row)
+    if not spans:
+        return out
+    first = word_set(blank_code(row[spans[0][0] : spans[0][1]]))
+    plain = blank_code(row)
+    for c, (a, b) in enumerate(spans[1:], 1):
+        head = header_row[header[c][0] : header[c][1]] if c < len(header) else ""
+        cell = plain[a:b]
+        found = list(CELL_NUMBER.finditer(cell))
+        for k, m in enumerate(found):
+            figure, unit = m.group(1), m.group(2)
+            end = m.end()
+            for nxt in found[k + 1 :]:  # "395 vs 47 ms", "7.7 / 31.4 ms": the unit after
+                if unit or not PAIRED.match(cell[end : nxt.start()]):
+                    break
+                unit, end = nxt.group(2), nxt.end()
+            rough = cell[: m.start()].rstrip().endswith("~")
+            label = (first | word_set(head) | label_around(cell, m.start(1), m.end(1))) - word_set(
+                figure
+            )
+            exempt = "target" if TARGET.search(cell[: m.start()]) else None
+            shown = " ".join(m.group(0).split())
+            out.append(Figure(n, a + m.start(1), figure, unit, rough, label, files, ("t", n), exempt, shown))
     return out
 
 
@@ -608,7 +638,7 @@ def placed(fig):
     column_label = fig.label | ({unit.lower()} if unit else set())
     found = None
     for path in fig.files:
-        for row, column, value, stored_unit in file_records(path):
+        for row, column, value, stored_unit in records_near(path, fig):
             if not reads(fig, value, stored_unit):
                 continue
             found = "elsewhere"
@@ -624,6 +654,34 @@ def placed(fig):
                 continue  # a column that names neither the label nor the unit
             return "label"
     return found
+
+
+_by_value = {}
+
+
+def records_near(path, fig):
+    """The records of `path` that may read as `fig` (reads() decides): those whose value is
+    within the figure's tolerance at a scale its unit allows for theirs. Bisected from the
+    records sorted by value, per stored unit: the mutation harness places a figure per
+    mutation, and a file has thousands of numbers."""
+    if path not in _by_value:
+        index = {}
+        for r in file_records(path):
+            if r[2] == r[2]:  # a NaN reads as no figure
+                index.setdefault(r[3], []).append(r)
+        _by_value[path] = {}
+        for stored_unit, rs in index.items():
+            rs.sort(key=lambda r: r[2])
+            _by_value[path][stored_unit] = ([r[2] for r in rs], rs)
+    value = float(fig.text.replace(",", ""))
+    tol = tolerance(fig.text, fig.rough) + 1e-9
+    for stored_unit, (values, rs) in _by_value[path].items():
+        if unit_clash(fig.unit, stored_unit):
+            continue
+        for k in scales(fig.unit, stored_unit):
+            lo, hi = (value - tol) / k, (value + tol) / k
+            slack = 1e-9 * max(abs(lo), abs(hi), 1.0)  # rounding: reads() is exact
+            yield from rs[bisect.bisect_left(values, lo - slack) : bisect.bisect_right(values, hi + slack)]
 
 
 def check_figures(figs, rel):

@@ -217,6 +217,27 @@ class LintFiguresTest(unittest.TestCase):
         self.assertEqual(self.prose(old).returncode, 0, self.prose(old).stderr)
         self.assertEqual(self.prose(old.replace(commit, "")).returncode, 1)
 
+    def test_a_document_linted_again_in_one_process_is_linted_afresh(self):
+        # The mutation harness lints each changed document in the process that linted it
+        # before: what the lint caches (paragraphs, rows, placed figures) must never give a
+        # verdict other than a fresh process's.
+        sys.path.insert(0, os.path.dirname(SCRIPT))
+        import lint_figures
+
+        rel = os.path.join("bench", "README.md")
+        ok = (
+            "Serve at 1,000 streams: p50 831 µs (`results/bridge.txt`).\n\n"
+            "| path | p50 |\n|---|---:|\n| serve | 831 µs (`results/bridge.txt`) |\n"
+        )
+        self.assertEqual(lint_figures.check_lines(ok.split("\n"), rel, self.root), [])
+        for bad, line in ((ok.replace("p50 831", "p50 939"), 1), (ok.replace("| 831", "| 939"), 5)):
+            again = lint_figures.check_lines(bad.split("\n"), rel, self.root)
+            fresh = self.prose(bad)
+            self.assertEqual(fresh.returncode, 1, fresh.stderr)
+            self.assertEqual(again, fresh.stderr.splitlines())
+            self.assertIn(f"{rel}:{line}: the figure '939 µs'", again[0])
+        self.assertEqual(lint_figures.check_lines(ok.split("\n"), rel, self.root), [])
+
     def test_the_repository_s_docs_trace(self):
         r = subprocess.run([sys.executable, SCRIPT], capture_output=True, text=True)
         self.assertEqual(r.returncode, 0, r.stderr)
