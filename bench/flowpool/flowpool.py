@@ -805,8 +805,11 @@ def main(argv):
     ap = argparse.ArgumentParser(prog="bench/run flowpool", description=__doc__.split("\n")[0])
     ap.add_argument("--build", default=os.path.join(ROOT, "build"))
     ap.add_argument("--binary", help="the guestflow binary (default: BUILD/apps/guestflow)")
-    ap.add_argument("--runs", type=int, default=40, help="runs per point at 1 concurrent")
-    ap.add_argument("--runs8", type=int, default=48, help="runs per point at 8 concurrent")
+    ap.add_argument("--runs", type=int, default=10,
+                    help="runs per chunk at 1 concurrent (cold: a quarter of a chunk's runs x 4)")
+    ap.add_argument("--runs8", type=int, default=48, help="runs per chunk at 8 concurrent")
+    ap.add_argument("--rounds", type=int, default=4,
+                    help="alternating pooled/floor chunks at each concurrency")
     ap.add_argument("--pool", type=int, default=8, help="pool guests (pooled)")
     ap.add_argument("--out-dir", default=os.path.join(ROOT, "bench", "results"))
     ap.add_argument("--smoke", action="store_true", help="a few runs, nothing stored")
@@ -819,7 +822,7 @@ def main(argv):
                          "the floor; stored as ...-flowpool-path.txt")
     a = ap.parse_args(argv)
     if a.smoke:
-        a.runs, a.runs8 = 4, 8
+        a.runs, a.runs8, a.rounds = 4, 8, 1
     binary = a.binary or os.path.join(a.build, "apps", "guestflow")
     commit = head_commit()  # the tree measured, even if HEAD moves during the run
     dirty = tree_dirty()
@@ -844,47 +847,70 @@ def main(argv):
                                import_ms)
         if a.price:
             return price_only(a, argv, binary, work, prefix, site, spec_path, graph, import_ms)
-        res = {}
-        for mode in ("cold", "pooled"):
-            state = os.path.join(work, "state-" + mode)
-            pool = [] if mode == "cold" else ["--warm-pool", "%s@heavy=%d" % (SHAPE, a.pool)]
-            cp = start_with_image(binary, state, prefix, pool)
-            serve = Serve(binary, state, cp.url)
-
-            def full():
-                return ready_guests(cp.get("/metrics")) >= a.pool
-
-            try:
-                if mode == "pooled":
-                    wait_until(full, 300, "the pool")
-                serve.run(graph, "warm up")
-                for k, runs in ((1, a.runs), (8, a.runs8)):
-                    if mode == "pooled":
-                        wait_until(full, 300, "the pool")
-                    n = runs if mode == "pooled" else max(4, runs // 4)
-                    # At 1 the pooled runs come at the pool's pace (each after a refill: the
-                    # latency of a warm take); at 8 back to back (what the pool sustains).
-                    paced = mode == "pooled" and k == 1
-                    before = pool_counts(cp.get("/metrics"))
-                    lat, wall = load(serve, graph, k, n,
-                                     (lambda: wait_until(full, 300, "the pool")) if paced
-                                     else None)
-                    after = pool_counts(cp.get("/metrics"))
-                    res[(mode, k)] = {"p50": p50(lat), "rps": 0 if paced else len(lat) / wall,
-                                      "takes": after[0] - before[0],
-                                      "misses": after[1] - before[1], "n": len(lat)}
-                    log("%s k=%d: %s" % (mode, k, res[(mode, k)]))
-            finally:
-                serve.stop()
-                cp.stop()
-
+        res, rounds = {}, {}
+        # The floor lives beside the pooled server: pooled and floor are measured in
+        # alternating chunks (the order flipped every round), so a drift of this shared host's
+        # speed lands on both sides of each ratio instead of on one.
         fl = Floor(prefix, site, spec_path)
         try:
             fl.measure(1, 3)
-            for k, runs in ((1, a.runs), (8, a.runs8)):
-                lat, wall = fl.measure(k, runs)
-                res[("floor", k)] = {"p50": p50(lat), "rps": len(lat) / wall, "n": len(lat)}
-                log("floor k=%d: %s" % (k, res[("floor", k)]))
+            for mode in ("cold", "pooled"):
+                state = os.path.join(work, "state-" + mode)
+                pool = [] if mode == "cold" else ["--warm-pool", "%s@heavy=%d" % (SHAPE, a.pool)]
+                cp = start_with_image(binary, state, prefix, pool)
+                serve = Serve(binary, state, cp.url)
+
+                def full():
+                    return ready_guests(cp.get("/metrics")) >= a.pool
+
+                try:
+                    if mode == "pooled":
+                        wait_until(full, 300, "the pool")
+                    serve.run(graph, "warm up")
+                    for k, runs in ((1, a.runs), (8, a.runs8)):
+                        if mode == "cold":
+                            n = max(4, runs * a.rounds // 4)
+                            lat, wall = load(serve, graph, k, n)
+                            res[(mode, k)] = {"p50": p50(lat), "rps": len(lat) / wall,
+                                              "takes": 0, "misses": 0, "n": len(lat)}
+                            log("%s k=%d: %s" % (mode, k, res[(mode, k)]))
+                            continue
+                        acc = {m: {"lat": [], "wall": 0.0, "takes": 0, "misses": 0}
+                               for m in ("pooled", "floor")}
+                        rounds[k] = []
+                        for r in range(a.rounds):
+                            got = {}
+                            for m in (("pooled", "floor") if r % 2 == 0 else ("floor", "pooled")):
+                                # Every chunk starts with the pool full: no refill runs beside
+                                # the floor's chunk, and the pooled chunk takes warm guests.
+                                wait_until(full, 300, "the pool")
+                                if m == "floor":
+                                    lat, wall = fl.measure(k, runs)
+                                else:
+                                    # At 1 each pooled run comes once the pool is full again
+                                    # (the latency of a warm take); at 8 back to back.
+                                    before = pool_counts(cp.get("/metrics"))
+                                    lat, wall = load(serve, graph, k, runs,
+                                                     (lambda: wait_until(full, 300, "the pool"))
+                                                     if k == 1 else None)
+                                    after = pool_counts(cp.get("/metrics"))
+                                    acc[m]["takes"] += after[0] - before[0]
+                                    acc[m]["misses"] += after[1] - before[1]
+                                acc[m]["lat"] += lat
+                                acc[m]["wall"] += wall
+                                got[m] = (p50(lat), len(lat) / wall)
+                            rounds[k].append(got)
+                            log("k=%d round %d: %s" % (k, r + 1, got))
+                        for m, v in acc.items():
+                            res[(m, k)] = {"p50": p50(v["lat"]), "n": len(v["lat"]),
+                                           "rps": 0 if (m, k) == ("pooled", 1)
+                                           else len(v["lat"]) / v["wall"]}
+                            if m == "pooled":
+                                res[(m, k)].update(takes=v["takes"], misses=v["misses"])
+                            log("%s k=%d: %s" % (m, k, res[(m, k)]))
+                finally:
+                    serve.stop()
+                    cp.stop()
         finally:
             fl.stop()
 
@@ -908,6 +934,13 @@ def main(argv):
             tempfile.gettempdir()))
         say("pooled at 1: each run once the pool is full again (runs/s 0: paced); at 8: back "
             "to back; cold runs: a quarter as many")
+        say("pooled and floor in %d alternating chunks of %d runs at 1 and %d at 8 (order flipped "
+            "every round, the pool full before each chunk); per round, pooled/floor:" % (
+                a.rounds, a.runs, a.runs8))
+        for k, rs in sorted(rounds.items()):
+            say("  at %d: %s" % (k, " ".join(
+                "%.2f" % ((g["pooled"][0] / g["floor"][0]) if k == 1
+                          else (g["pooled"][1] / g["floor"][1])) for g in rs)))
         say("%-8s %3s %6s %10s %9s %7s %7s" % ("mode", "k", "runs", "p50 ms", "runs/s", "takes",
                                               "misses"))
         for (mode, k), r in sorted(res.items(), key=lambda x: (x[0][0], x[0][1])):
