@@ -56,6 +56,7 @@ PR_CAP_AMBIENT_CLEAR_ALL, SECCOMP_MODE_FILTER, PR_SET_DUMPABLE = 4, 2, 4
 PR_SET_NAME, PR_SET_CHILD_SUBREAPER = 15, 36
 MADV_COLLAPSE, HUGE = 25, 2 << 20
 CAP_SETPCAP, CAP_LAST = 8, 40
+RESTORE_NOFILE = None  # raise_nofile(): a run's own descriptor limit back
 KILL_AFTER = 5  # the only `--kill-after` the server hands over (python_waiter.py's)
 SIOCGIFFLAGS, SIOCSIFFLAGS, IFF_UP = 0x8913, 0x8914, 1
 
@@ -115,6 +116,24 @@ def collapse_heap():
             start, end = -(-lo // HUGE) * HUGE, hi // HUGE * HUGE
             if end > start:
                 libc.madvise(start, end - start, MADV_COLLAPSE)
+
+
+def readable(fds, seconds=None):
+    """Those of `fds` (descriptors) ready to read or closed: poll, not select, which refuses
+    a descriptor past 1023 (the template holds two for each run in flight)."""
+    p = select.poll()
+    for fd in fds:
+        p.register(fd, select.POLLIN)
+    return {fd for fd, _ in p.poll(None if seconds is None else seconds * 1000)}
+
+
+def raise_nofile():
+    """The template's own descriptor limit raised to its hard one (two a run in flight); the
+    soft limit it had, which each run gets back, as any guest's process has it."""
+    import resource  # noqa: PLC0415 - a C module python3 ships
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    return lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
 
 
 def read_line(sock):
@@ -211,6 +230,8 @@ def guest(gid, host, seccomp, waiter, ctl, to_run, timeout_w, alive):
             os.closerange(low, fd)
             low = fd + 1
         os.closerange(low, 1 << 16)
+        if RESTORE_NOFILE:
+            RESTORE_NOFILE()
         mount(None, "/", None, MS_REC | MS_PRIVATE)  # nothing propagates to the template
         mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
         mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777")
@@ -253,7 +274,7 @@ def guest(gid, host, seccomp, waiter, ctl, to_run, timeout_w, alive):
     # charged to the guest): a take's first run forks nothing.
     try:
         # Until the template ends (the pipe's EOF): nobody would report its status then.
-        if alive in select.select([ctl, alive], [], [])[0]:
+        if alive in readable([ctl.fileno(), alive]):
             os._exit(0)
         os.close(alive)
         msg, fds, _, _ = socket.recv_fds(ctl, 1 << 20, 2)  # one packet: the whole request
@@ -397,7 +418,11 @@ def keep(template):
 def main():
     # Subreaper first: whatever the template leaves when it dies comes to the keeper.
     check(libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0), "subreaper")
-    global KEEPER
+    global KEEPER, RESTORE_NOFILE
+    try:  # before the keeper's fork: it holds a descriptor for each run in flight too
+        RESTORE_NOFILE = raise_nofile()
+    except (ImportError, OSError, ValueError):
+        pass  # the limit it has: fewer runs in flight before a clone is refused
     KEEPER, template = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     if os.fork() != 0:
         KEEPER.close()
@@ -442,15 +467,15 @@ def main():
     while True:
         deadlines = [r.deadline for r in runs.values() if r.deadline is not None]
         wait = max(0.0, min(deadlines) - time.monotonic()) if deadlines else None
-        fds = [wake] + ([ctl] if ctl else []) + [r.timeouts for r in runs.values()
-                                                 if r.timeouts is not None]
-        ready, _, _ = select.select(fds, [], [], wait)
+        fds = [wake] + ([ctl.fileno()] if ctl else []) + [r.timeouts for r in runs.values()
+                                                          if r.timeouts is not None]
+        ready = readable(fds, wait)
         if wake in ready:
             try:
                 os.read(wake, 512)
             except BlockingIOError:
                 pass
-        if ctl in ready:
+        if ctl and ctl.fileno() in ready:
             try:
                 line = read_line(ctl)
             except EOFError:
