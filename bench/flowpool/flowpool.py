@@ -254,13 +254,17 @@ class Relay:
                     except OSError:
                         pass
                 return
-            t = time.monotonic()
-            with self.lock:
-                self.log.append((t, cid, way, b[:200] if way == ">" else b[:1200]))
+            self.record(cid, way, b)
             try:
                 dst.sendall(b)
             except OSError:
                 return
+
+    def record(self, cid, way, b):
+        """What a chunk leaves behind: its time and head (">" toward the control plane)."""
+        t = time.monotonic()
+        with self.lock:
+            self.log.append((t, cid, way, b[:200] if way == ">" else b[:1200]))
 
     def calls(self, t0, t1):
         """The control-plane calls between t0 and t1: [name, start, first reply byte, last
