@@ -10,7 +10,9 @@
 
 #include <chrono>
 #include <gtest/gtest.h>
+#include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -29,7 +31,9 @@ inline const std::string built_guest_body =
     R"({"shape":"s-1vcpu-512mb","egress":["240.0.0.0/4"]})";
 
 /// One real control plane per test, on 127.0.0.1:0 with a fresh state dir. TearDown
-/// deletes every guest the test created (whatever failed), then stops the server.
+/// (whatever failed) starts the server again if the test stopped or killed it, deletes
+/// every guest it lists alive until none is (a guest that will not go fails the test), then
+/// stops it and checks that no guest it saw or the test created has a process left.
 class control_plane_test : public ::testing::Test {
 protected:
   void SetUp() override;
@@ -40,6 +44,9 @@ protected:
              const std::map<std::string, std::string>& env = {});
   /// SIGTERM; returns the exit status.
   int stop();
+  /// Deletes every guest listed alive, again while refused, until none is listed (60 s);
+  /// fails the test for each one left. Returns every id it saw alive.
+  std::set<std::string> delete_every_guest();
 
   http_client client() const { return http_client{cp_->port(), api_key_}; }
   http_reply call(const std::string& method, const std::string& target,
