@@ -35,13 +35,20 @@ protected:
     s->guests.push_back({"sb-" + std::to_string(++s->next_id), name, created_at, 0});
   }
 
+  /// Sends a request whose answer lands in the returned slot once the scheduler runs it.
   template<class R, class... Ts>
-  std::optional<R> ask(Ts... xs) {
+  std::shared_ptr<std::optional<R>> request(Ts... xs) {
     auto out = std::make_shared<std::optional<R>>();
     sys.spawn([this, out, xs...](caf::event_based_actor* self) {
       self->request(rp, std::chrono::seconds{3600}, xs...)
           .then([out](R& r) { *out = r; }, [](caf::error&) {});
     });
+    return out;
+  }
+
+  template<class R, class... Ts>
+  std::optional<R> ask(Ts... xs) {
+    auto out = request<R>(xs...);
     run();
     return *out;
   }
@@ -173,11 +180,7 @@ TEST_F(reaper_test, drain_answers_at_its_deadline_with_what_is_still_pending) {
     return {[](int) {}};
   });
   run();
-  auto out = std::make_shared<std::optional<uint64_t>>();
-  sys.spawn([this, out](caf::event_based_actor* self) {
-    self->request(rp, std::chrono::seconds{3600}, drain_atom::value)
-        .then([out](uint64_t n) { *out = n; }, [](caf::error&) {});
-  });
+  auto out = request<uint64_t>(drain_atom::value);
   run();
   EXPECT_FALSE(*out);
   for (int i = 0; i < 20 && !*out; ++i)
@@ -223,11 +226,7 @@ TEST_F(reaper_test, a_drain_gives_up_a_lost_create_a_list_shows_absent) {
   ASSERT_TRUE(st);
   EXPECT_EQ(st->pending, 1u);
   auto lists = s->count("list");
-  auto out = std::make_shared<std::optional<uint64_t>>();
-  sys.spawn([this, out](caf::event_based_actor* self) {
-    self->request(rp, std::chrono::seconds{3600}, drain_atom::value)
-        .then([out](uint64_t n) { *out = n; }, [](caf::error&) {});
-  });
+  auto out = request<uint64_t>(drain_atom::value);
   run(); // no time passes: the drain looks at once
   ASSERT_TRUE(*out) << "the drain waited for a create that made nothing";
   EXPECT_EQ(**out, 0u);
@@ -245,11 +244,7 @@ TEST_F(reaper_test, a_drain_still_watches_a_create_its_dead_owner_left_in_flight
   run();
   caf::anon_send_exit(owner, caf::exit_reason::user_shutdown);
   run();
-  auto out = std::make_shared<std::optional<uint64_t>>();
-  sys.spawn([this, out](caf::event_based_actor* self) {
-    self->request(rp, std::chrono::seconds{3600}, drain_atom::value)
-        .then([out](uint64_t n) { *out = n; }, [](caf::error&) {});
-  });
+  auto out = request<uint64_t>(drain_atom::value);
   run();
   EXPECT_FALSE(*out);
   add_guest("gf-b-abc123-inflight00", "2999-01-01T00:00:00Z");
