@@ -136,6 +136,12 @@ def raise_nofile():
     return lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
 
 
+def status_line(code):
+    """A run's "status N T" line: N as an exec's (128+N for signal N, os.waitstatus_to_exitcode's
+    -N), T when, on the monotonic clock the host shares."""
+    return b"status %d %d\n" % (128 - code if code < 0 else code, time.monotonic_ns())
+
+
 def read_line(sock):
     data = sock.recv(4096)  # SOCK_SEQPACKET: one message per packet
     if not data:
@@ -326,10 +332,8 @@ def reap(runs):
         code = os.waitstatus_to_exitcode(status)
         if r.timed_out:
             code = 137 if r.killed or code == -_signal.SIGKILL else 124
-        elif code < 0:
-            code = 128 - code
         try:
-            r.ctl.send(b"status %d %d\n" % (code, time.monotonic_ns()))
+            r.ctl.send(status_line(code))
         except OSError:
             pass  # the host dropped the guest
         r.ctl.close()
@@ -407,10 +411,8 @@ def keep(template):
         except ChildProcessError:
             os._exit(0)
         if pid in ctls:
-            code = os.waitstatus_to_exitcode(status)
             try:
-                os.write(ctls.pop(pid), b"status %d %d\n" % (128 - code if code < 0 else code,
-                                                             time.monotonic_ns()))
+                os.write(ctls.pop(pid), status_line(os.waitstatus_to_exitcode(status)))
             except OSError:
                 pass
 
