@@ -22,6 +22,8 @@ run_relay(run_relay_actor::stateful_pointer<run_relay_state> self,
       return;
     }
     auto terminal = e.terminal();
+    // A collected answer is the terminal event alone: the others need no hop to the sink.
+    if (!terminal && !self->state.lines) return;
     std::string line;
     if (self->state.lines) {
       line = encode(e);

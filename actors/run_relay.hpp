@@ -24,11 +24,12 @@ public:
 struct run_relay_state {
   static inline const char* name = "run_relay";
   std::weak_ptr<run_event_sink> sink; ///< weak: the relay never keeps a connection alive
-  bool lines = false;                 ///< encode each event (a streamed answer)
+  bool lines = false; ///< encode each event (a streamed answer); else deliver the terminal only
 };
 
 /// The bridge's relay (see actors.hpp): encodes each event on this actor's thread when
-/// `lines` is set (so the I/O thread only writes) and delivers it to `sink`; quits after
+/// `lines` is set (so the I/O thread only writes) and delivers it to `sink` (without
+/// `lines`, a collected answer, the terminal event only); quits after
 /// the terminal event, or with user_shutdown at the first event after `sink` is gone.
 run_relay_actor::behavior_type
 run_relay(run_relay_actor::stateful_pointer<run_relay_state> self,

@@ -93,8 +93,10 @@ struct delivery {
 
 /// One HTTP connection: the transport only. Requests are read one at a time and handed to
 /// the route table's handler (bridge/server/surfaces/), which answers through the exchange
-/// interface; a run's answer (streamed or collected) ends the connection (`Connection:
-/// close`), so a socket read can watch for the client going away while the run goes on.
+/// interface. While a run goes on, a socket read watches for the client going away; a
+/// streamed answer ends the connection (`Connection: close`), a collected one keeps it
+/// alive as a plain answer does (callers pool their connections) unless the client sent
+/// bytes during the run (the watch discarded them: the connection closes after the answer).
 /// The run's relay (actors/run_relay.hpp) delivers its events here as a run_event_sink; a
 /// line-streamed answer's relay (actors/line_relay.hpp) its lines as a line_sink.
 class connection final : public exchange, public run_event_sink, public line_sink {
@@ -166,7 +168,8 @@ public:
     // An answer before the body was read (401, 413) must close: the rest of the body
     // would be read as the next request.
     auto body_unread = reader_.has_parser() && !reader_.parser().is_done();
-    res->keep_alive(keep_alive_ && mode_ == answer::plain && !body_unread && !ctx_.stopping);
+    auto reusable = mode_ == answer::plain || (mode_ == answer::collect && !discarded_);
+    res->keep_alive(keep_alive_ && reusable && !body_unread && !ctx_.stopping);
     res->body() = std::move(body);
     res->prepare_payload();
     answered_ = true;
@@ -175,8 +178,7 @@ public:
       self->settle();
       if (ec) return self->close();
       if (!res->keep_alive()) return self->linger_close();
-      self->route_ = nullptr;
-      self->read_header();
+      self->next_request();
     });
   }
 
@@ -242,6 +244,23 @@ private:
   }
 
   // ---- request cycle --------------------------------------------------------------------
+
+  /// After a kept-alive answer: a collected run's watch is cancelled first (its handler
+  /// then reads the next request), and what the run left (its relay, its cancel) goes.
+  void next_request() {
+    route_ = nullptr;
+    if (mode_ != answer::plain) {
+      stop_relay();
+      mode_ = answer::plain;
+      run_id_.clear();
+      terminal_.reset();
+      gone_ = nullptr;
+    }
+    if (!watching_) return read_header();
+    rearm_ = true;
+    error_code ignored;
+    stream_.socket().cancel(ignored);
+  }
 
   void read_header() {
     if (ctx_.stopping) return close(); // a keep-alive connection between requests
@@ -565,12 +584,17 @@ private:
   /// is a disconnect: close() stops the relay, which the run sees.
   void watch() {
     watching_ = true;
-    stream_.socket().async_read_some(net::buffer(scratch_),
-                                     [self = shared()](error_code ec, size_t) {
-                                       if (!ec) return self->watch();
-                                       self->watching_ = false;
-                                       self->close();
-                                     });
+    stream_.socket().async_read_some(
+        net::buffer(scratch_), [self = shared()](error_code ec, size_t n) {
+          if (n > 0) self->discarded_ = true;
+          if (!ec && !self->rearm_) return self->watch();
+          self->watching_ = false;
+          // Cancelled by next_request, nothing read: the connection goes on.
+          if (std::exchange(self->rearm_, false) && ec == net::error::operation_aborted &&
+              !self->discarded_ && !self->closed_)
+            return self->read_header();
+          self->close();
+        });
   }
 
   /// A blank line after a quiet heartbeat period (a vertex computing for minutes): it
@@ -808,9 +832,11 @@ private:
   bool finished_ = false;    ///< the last chunk is written (or being written)
   bool closed_ = false;
   bool watching_ = false;
-  bool answered_ = false;             ///< a plain answer is being (or was) written
-  bool owing_ = false;                ///< counted in answers_owed
-  std::function<void()> gone_;        ///< on_disconnect: cancels the run
+  bool rearm_ = false;         ///< next_request cancelled the watch: its handler reads on
+  bool discarded_ = false;     ///< the watch read (and dropped) bytes: no keep-alive after
+  bool answered_ = false;      ///< a plain answer is being (or was) written
+  bool owing_ = false;         ///< counted in answers_owed
+  std::function<void()> gone_; ///< on_disconnect: cancels the run
   std::function<void()> before_last_; ///< begin_lines: runs before the last line goes out
   /// A service URL's control plane while it is being connected to.
   struct upstream_hop {

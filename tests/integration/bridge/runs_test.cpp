@@ -4,7 +4,9 @@
 #include "tests/integration/bridge/bridge_fixture.hpp"
 #include "tests/support/eventually.hpp"
 
+#include <poll.h>
 #include <set>
+#include <unistd.h>
 
 using namespace guestflow;
 using namespace guestflow::testing;
@@ -56,6 +58,74 @@ TEST_F(runs_test, stream_false_answers_like_langflows_api_v1_run) {
   ASSERT_TRUE(outs) << r.body;
   ASSERT_EQ(outs->size(), 1u);
   EXPECT_NE(r.body.find("2 words; most common: hi (1); reversed: there hi"), std::string::npos);
+}
+
+// Callers pool their connections (Langflow's and agents' HTTP clients): a collected run's
+// answer keeps the connection alive as a plain answer does, an error answer included; one
+// whose client sent bytes during the run (read and dropped by the disconnect watch) closes
+// after its answer instead of taking them for a request.
+TEST_F(runs_test, a_collected_run_keeps_the_connection_alive_unless_bytes_came_during_it) {
+  int fd = connect_raw();
+  auto send = [&](const std::string& target, const std::string& body) {
+    auto request = "POST " + target + " HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + token +
+                   "\r\nContent-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
+    for (size_t sent = 0; sent < request.size();) {
+      auto n = ::write(fd, request.data() + sent, request.size() - sent);
+      ASSERT_GT(n, 0);
+      sent += static_cast<size_t>(n);
+    }
+  };
+  // One answer, whole (head and its Content-Length body); "closed" at EOF before one.
+  std::string pending;
+  auto answer = [&]() -> std::string {
+    char buf[4096];
+    for (;;) {
+      auto head_end = pending.find("\r\n\r\n");
+      if (head_end != std::string::npos) {
+        auto cl = pending.find("Content-Length: ");
+        auto len =
+            cl == std::string::npos || cl > head_end ? 0 : std::stoul(pending.substr(cl + 16));
+        if (pending.size() >= head_end + 4 + len) {
+          auto whole = pending.substr(0, head_end + 4 + len);
+          pending.erase(0, whole.size());
+          return whole;
+        }
+      }
+      pollfd p{fd, POLLIN, 0};
+      if (::poll(&p, 1, 120'000) != 1) return "timeout";
+      auto n = ::read(fd, buf, sizeof buf);
+      if (n <= 0) return "closed";
+      pending.append(buf, static_cast<size_t>(n));
+    }
+  };
+  auto contains = [](const std::string& text, const std::string& part) {
+    return text.find(part) != std::string::npos;
+  };
+  send("/v1/runs", run_body("python", R"("inputs":"hi there","stream":false)"));
+  auto first = answer();
+  EXPECT_EQ(first.substr(0, 13), "HTTP/1.1 200 ") << first.substr(0, 200);
+  EXPECT_FALSE(contains(first, "Connection: close")) << first.substr(0, 200);
+  EXPECT_TRUE(contains(first, "reversed: there hi")) << first.substr(0, 400);
+  send("/v1/runs", "{"); // an error answer, on the same connection
+  EXPECT_EQ(answer().substr(0, 13), "HTTP/1.1 400 ");
+  send("/v1/runs", run_body("python", R"("inputs":"once more","stream":false)"));
+  auto second = answer();
+  EXPECT_EQ(second.substr(0, 13), "HTTP/1.1 200 ") << second.substr(0, 200);
+  EXPECT_TRUE(contains(second, "reversed: more once")) << second.substr(0, 400);
+  EXPECT_EQ(metric("guestflow_runs_accepted_total"), 2);
+  // The slow flow sleeps 2 s: once it is admitted the watch reads the socket, and a request
+  // sent now is read by it, not by the request reader.
+  send("/v1/runs", run_body("slow", R"("inputs":"x","stream":false)"));
+  ASSERT_TRUE(test_support::eventually(
+      [&] { return metric("guestflow_runs_accepted_total") == 3; }, 30s));
+  std::string healthz = "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n";
+  ASSERT_EQ(::write(fd, healthz.data(), healthz.size()), static_cast<ssize_t>(healthz.size()));
+  auto slow = answer();
+  EXPECT_EQ(slow.substr(0, 13), "HTTP/1.1 200 ") << slow.substr(0, 200);
+  EXPECT_TRUE(contains(slow, "Connection: close")) << slow.substr(0, 200);
+  EXPECT_EQ(answer(), "closed"); // the dropped request is never answered
+  ::close(fd);
+  EXPECT_TRUE(wait_until_no_guest_is_owed());
 }
 
 TEST_F(runs_test, a_failing_run_without_streaming_answers_its_error_code) {
