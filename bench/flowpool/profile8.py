@@ -1,7 +1,11 @@
 #!/usr/bin/env python3
 """Pooled flow runs at 8 against the floor at 8, profiled with kernel and user symbols:
-`python3 bench/flowpool/profile8.py [--binary B] [--tag T] [--no-store] RUNS` (root; TMPDIR=/var/tmp
-as flowpool needs it). Each window (flowpool's pooled runs through serve at 8, then the
+`python3 bench/flowpool/profile8.py [--binary B] [--tag T] [--no-store] [--rounds R] RUNS` (root;
+TMPDIR=/var/tmp as flowpool needs it). With --rounds: R rounds of a pooled and a floor chunk
+of RUNS at 8, alternating, both servers up throughout, then the sums and where the run
+(template+1; its phases: the guest's init, the run process's setup before its request, and
+its run from the request on, split at its setsid) and the floor's run (floor+3) differ, symbol
+by symbol. Each window (flowpool's pooled runs through serve at 8, then the
 floor's at 8) under `perf record -a -g` of the CPU clock every 0.25 ms with the scheduler's
 forks; each sample charged to a process class by its task's ancestry (sched_price.py's
 classes: since c0d8eb7 template+1 the guest's run and its static init, template+2 what the
@@ -45,7 +49,8 @@ class Record:
         self.p = subprocess.Popen(
             ["perf", "record", "-q", "-k", "CLOCK_MONOTONIC", "-a", "-g", "-o", path,
              "-e", "cpu-clock/period=%d/" % int(PERIOD_MS * 1e6),
-             "-e", "sched:sched_process_fork"],
+             "-e", "sched:sched_process_fork", "-e", "sched:sched_process_exec",
+             "-e", "syscalls:sys_enter_setsid"],
             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         time.sleep(0.5)
         if self.p.poll() is not None:
@@ -56,15 +61,29 @@ class Record:
         self.p.wait(120)
 
 
-def profile(rec, t0, t1, roots, runs):
-    """Per class: samples, kernel samples, self {sym: n}, under {sym: n}."""
+def phase(pid, t, execs, setsid, forked):
+    """A pooled guest's process's phase at time T: "init" (the guest's static init: it
+    execs), "setup" (the run process before its request: fork_template.py's guest(), its
+    wait in the pool), "run" (from the request on: serve()'s setsid). A process with no
+    setsid in the window ran it before (if forked before the window) or was never taken."""
+    if pid in execs:
+        return "init"
+    if pid in setsid:
+        return "setup" if t < setsid[pid] else "run"
+    return "setup" if pid in forked else "run"
+
+
+def profile(rec, t0, t1, roots, runs, split=("template+1",)):
+    """Per class: samples, kernel samples, self {sym: n}, under {sym: n}; the classes in
+    SPLIT also per phase() as "CLASS:PHASE"."""
     out = subprocess.run(["perf", "script", "-i", rec.path,
                           "-F", "trace:pid,tid,time,event,trace",
                           "-F", "sw:pid,tid,time,event,ip,sym,dso"],
                          capture_output=True, text=True).stdout
     parent = dict(rec.tree[0])
     proc = {t: p for t, p in rec.tree[0].items() if t in rec.tree[2]}
-    samples = []  # (tid, [(sym, dso), ...])
+    samples = []  # (tid, time, [(sym, dso), ...])
+    execs, setsid, forked = set(), {}, set()
     cur = None
     for line in out.splitlines():
         if not line.strip():
@@ -81,28 +100,41 @@ def profile(rec, t0, t1, roots, runs):
                 f = sched_price.FORK.search(rest)
                 if f:
                     parent[int(f.group(4))] = int(f.group(2))
+                    forked.add(int(f.group(4)))
+            elif ev.endswith("sched_process_exec"):
+                execs.add(pid)
+            elif ev.endswith("sys_enter_setsid"):
+                setsid.setdefault(pid, t)
             elif t0 <= t <= t1:
-                cur = (tid, [])
+                cur = (tid, t, [])
                 samples.append(cur)
             continue
         f = FRAME.match(line)
         if f and cur is not None:
             sym = re.sub(r"\+0x[0-9a-f]+$", "", f.group(1))
-            cur[1].append((sym, os.path.basename(f.group(2))))
+            cur[2].append((sym, os.path.basename(f.group(2))))
     res = {}
-    for tid, frames in samples:
+    for tid, t, frames in samples:
         k = sched_price.class_of(tid, roots, parent, proc).rstrip("*")
-        c = res.setdefault(k, {"n": 0, "kernel": 0, "self": {}, "under": {}, "dso": {}})
-        c["n"] += 1
-        top = frames[0] if frames else ("?", "?")
-        if top[1] == "[kernel.kallsyms]":
-            c["kernel"] += 1
-        key = "%s %s" % (top[0], top[1])
-        c["self"][key] = c["self"].get(key, 0) + 1
-        c["dso"][top[1]] = c["dso"].get(top[1], 0) + 1
-        for sym in {s for s, _ in frames}:
-            c["under"][sym] = c["under"].get(sym, 0) + 1
+        keys = [k]
+        if k in split:
+            keys.append(k + ":" + phase(proc.get(tid, tid), t, execs, setsid, forked))
+        for k in keys:
+            add_sample(res, k, frames)
     return res
+
+
+def add_sample(res, k, frames):
+    c = res.setdefault(k, {"n": 0, "kernel": 0, "self": {}, "under": {}, "dso": {}})
+    c["n"] += 1
+    top = frames[0] if frames else ("?", "?")
+    if top[1] == "[kernel.kallsyms]":
+        c["kernel"] += 1
+    key = "%s %s" % (top[0], top[1])
+    c["self"][key] = c["self"].get(key, 0) + 1
+    c["dso"][top[1]] = c["dso"].get(top[1], 0) + 1
+    for sym in {s for s, _ in frames}:
+        c["under"][sym] = c["under"].get(sym, 0) + 1
 
 
 def report(name, res, runs, say, classes):
@@ -131,6 +163,102 @@ def report(name, res, runs, say, classes):
             "%s %.2f" % (s, n * ms) for n, s in calls[:14] if n * ms >= 0.05))
 
 
+def merge(acc, res):
+    """Adds profile()'s per-class counts RES into ACC."""
+    for k, c in res.items():
+        a = acc.setdefault(k, {"n": 0, "kernel": 0, "self": {}, "under": {}, "dso": {}})
+        a["n"] += c["n"]
+        a["kernel"] += c["kernel"]
+        for d in ("self", "under", "dso"):
+            for s, n in c[d].items():
+                a[d][s] = a[d].get(s, 0) + n
+
+
+def differences(say, pooled, np_, floor, nf, a="template+1", b="floor+3", top=24):
+    """The symbols where class A of the pooled runs and class B of the floor's differ most,
+    ms a run (A minus B): self, and the kernel's functions a sample sits under."""
+    pa, fb = pooled.get(a), floor.get(b)
+    if not pa or not fb:
+        return
+    ma, mb = PERIOD_MS / np_, PERIOD_MS / nf
+    say("%s (pooled) - %s (floor): %.2f ms a run (%.2f against %.2f)" % (
+        a, b, pa["n"] * ma - fb["n"] * mb, pa["n"] * ma, fb["n"] * mb))
+    for d, what in (("dso", "by object"), ("self", "self"), ("under", "under")):
+        keys = set(pa[d]) | set(fb[d])
+        diff = sorted(((pa[d].get(k, 0) * ma - fb[d].get(k, 0) * mb, k) for k in keys),
+                      key=lambda x: -abs(x[0]))
+        say("  %s, ms a run: %s" % (what, ", ".join(
+            "%s %+.2f" % (k, v) for v, k in diff[:top] if abs(v) >= 0.05)))
+
+
+def interleaved(binary, work, prefix, site, spec_path, graph, runs, rounds, say):
+    """Pooled and floor chunks of RUNS at 8, alternating (the order flipped every round, the
+    pool full before each chunk), each under its own perf record: the host's drift lands on
+    both sides. Both servers live through all chunks (idle in the other's)."""
+    state = os.path.join(work, "state")
+    cp = fp.start_with_image(binary, state, prefix, ["--warm-pool", "%s@heavy=8" % fp.SHAPE])
+    serve = fl = None
+    try:
+        serve = fp.Serve(binary, state, cp.url)
+        fl = fp.Floor(prefix, site, spec_path)
+        fp.warm_up(cp, serve, graph, 8)
+        fl.measure(8, 16)
+        acc, n, per = {"pooled": {}, "floor": {}}, {"pooled": 0, "floor": 0}, []
+
+        def full():
+            return fp.ready_guests(cp.get("/metrics")) >= 8
+
+        for r in range(rounds):
+            got = {}
+            for m in (("pooled", "floor") if r % 2 == 0 else ("floor", "pooled")):
+                fp.wait_until(full, 300, "the pool")
+                load = open("/proc/loadavg").read().split()[0]
+                rec = Record(os.path.join(work, "%s-%d.perf" % (m, r)))
+                t0 = time.monotonic()
+                try:
+                    lat, wall = fp.load(serve, graph, 8, runs) if m == "pooled" else \
+                        fl.measure(8, runs)
+                finally:
+                    t1 = time.monotonic()
+                    rec.stop()
+                roots = {os.getpid(): "bench", serve.p.pid: "serve",
+                         cp.p.pid: "control plane*", fl.p.pid: "floor*"}
+                roots.update(sched_price.own_fork_roots(rec.tree, state))
+                res = profile(rec, t0, t1, roots, len(lat))
+                os.unlink(rec.path)
+                merge(acc[m], res)
+                n[m] += len(lat)
+                got[m] = ({k: c["n"] * PERIOD_MS / len(lat) for k, c in res.items()},
+                          len(lat) / wall, load)
+            per.append(got)
+            p, f = got["pooled"], got["floor"]
+            say("round %d: pooled %.2f runs/s (load %s), template+1 %.2f (init %.2f, setup "
+                "%.2f, run %.2f), template %.2f, control plane %.2f, kernel %.2f, serve %.2f ms "
+                "a run; floor %.2f runs/s (load %s), floor+3 %.2f, floor+2 %.2f ms a run; "
+                "template+1:run / floor+3 %.3f" % (
+                    r + 1, p[1], p[2], p[0].get("template+1", 0),
+                    p[0].get("template+1:init", 0), p[0].get("template+1:setup", 0),
+                    p[0].get("template+1:run", 0), p[0].get("template", 0),
+                    p[0].get("control plane", 0), p[0].get("kernel", 0), p[0].get("serve", 0),
+                    f[1], f[2], f[0].get("floor+3", 0), f[0].get("floor+2", 0),
+                    p[0].get("template+1:run", 0) / max(1e-9, f[0].get("floor+3", 0))))
+        say("all rounds: %d pooled runs, %d floor runs" % (n["pooled"], n["floor"]))
+        report("pooled", acc["pooled"], n["pooled"], say,
+               ["template+1:run", "template+1:setup", "template+1:init", "template",
+                "control plane", "kernel"])
+        report("floor", acc["floor"], n["floor"], say, ["floor+3", "floor+2"])
+        differences(say, acc["pooled"], n["pooled"], acc["floor"], n["floor"])
+        differences(say, acc["pooled"], n["pooled"], acc["floor"], n["floor"],
+                    a="template+1:run")
+        return per
+    finally:
+        if fl:
+            fl.stop()
+        if serve:
+            serve.stop()
+        cp.stop()
+
+
 def main(argv):
     store = "--no-store" not in argv
     argv = [a for a in argv if a != "--no-store"]
@@ -140,6 +268,9 @@ def main(argv):
     tag = ""
     if argv and argv[0] == "--tag":
         tag, argv = "-" + argv[1], argv[2:]
+    rounds = 0
+    if argv and argv[0] == "--rounds":
+        rounds, argv = int(argv[1]), argv[2:]
     runs = int(argv[0])
     commit, dirty = fp.head_commit(), fp.tree_dirty()
     lines, say = fp.reporter()
@@ -155,6 +286,16 @@ def main(argv):
         with open(spec_path, "w") as f:
             json.dump({"graph": graph, "inputs": [{"input_value": "run floor", "type": "chat"}],
                        "executor": "lfx"}, f)
+        if rounds:
+            say("interleaved: %d rounds of a pooled and a floor chunk of %d runs at 8 each" % (
+                rounds, runs))
+            interleaved(binary, work, prefix, site, spec_path, graph, runs, rounds, say)
+            say("load at end %s" % " ".join(open("/proc/loadavg").read().split()[:3]))
+            if store:
+                fp.store_result(os.path.join(fp.ROOT, "bench", "results"),
+                                "flowpool-profile" + tag, commit, dirty, lines,
+                                "python3 bench/flowpool/profile8.py " + " ".join(sys.argv[1:]))
+            return
         state = os.path.join(work, "state")
         cp = fp.start_with_image(binary, state, prefix,
                                  ["--warm-pool", "%s@heavy=8" % fp.SHAPE])

@@ -14,7 +14,8 @@ of guestflow:runner, gc.freeze) and then, per run and interleaved, forks:
   floor    flowpool's floor: the runner's files written to /tmp beside the floor's spec, then
            runpy of runner.py (the writes are the floor's parent's, outside the run's CPU);
 and variants of the pooled path that price a lever without a build (`*-raw`: the bundle's
-files not gzipped; `*-tmpfs`: /workspace on tmpfs). Each run's CPU is its process's rusage
+files not gzipped; `*-tmpfs`: /workspace on tmpfs; `alt-*`: --unpack-alt's unpack_run.py,
+--waiter-alt's _main and _run). Each run's CPU is its process's rusage
 (user + system, the exit's teardown included), with stamps of its steps (the waiter's _main,
 unpack_run, the runner) and the modules it imported beyond the preload; medians per mode.
 --upload R: the control plane's CPU a PUT of the bundle, gzipped against plain (the other
@@ -191,6 +192,11 @@ sys.argv = ["-c", "/tmp/.fork-template", "guestflow:runner"]
 waiter = {"__name__": "guestflow_waiter", "__builtins__": __builtins__, "_FORKED": True}
 exec(compile(open(WAITER, "rb").read(), "<python_waiter>", "exec"), waiter)
 waiter["_preload"](["guestflow:runner"])
+waiter_alt = waiter
+if os.path.exists("/spool/waiter-alt.py"):  # another python_waiter.py, for the alt- modes
+    waiter_alt = {"__name__": "guestflow_waiter", "__builtins__": __builtins__, "_FORKED": True}
+    exec(compile(open("/spool/waiter-alt.py", "rb").read(), "<python_waiter>", "exec"),
+         waiter_alt)
 import resource  # noqa: F401 - os.wait4's rusage imports it: not counted as the run's
 gc.freeze()
 preloaded = set(sys.modules)
@@ -295,9 +301,10 @@ def run(mode, seq, profile):
             import runpy
             runpy.run_path(sys.argv[0], run_name="__main__")
         else:
-            got = waiter["_main"](msg, lambda s: None)
+            w = waiter_alt if mode.startswith("alt-") else waiter
+            got = w["_main"](msg, lambda s: None)
             stamp("main")
-            waiter["_run"](*got)
+            w["_run"](*got)
         os._exit(0)
     os.close(w)
     data, first = b"", None
@@ -316,7 +323,8 @@ def run(mode, seq, profile):
     ok = status == 0 and b'"t":"done"' in data and b"RUN " in data
     res = {"mode": mode, "ok": ok, "cpu_ms": (ru.ru_utime + ru.ru_stime) * 1000,
            "user_ms": ru.ru_utime * 1000, "sys_ms": ru.ru_stime * 1000, "wall_ms": wall,
-           "first_ms": first, "prep_ms": prep, "minflt": ru.ru_minflt}
+           "first_ms": first, "prep_ms": prep, "minflt": ru.ru_minflt,
+           "frames": [l[:60].decode("utf-8", "replace") for l in data.splitlines()]}
     if not ok:
         res["tail"] = data[-600:].decode("utf-8", "replace")
     text = open(out).read()
@@ -354,6 +362,8 @@ def main(argv):
                     "gzipped against plain, ROUNDS interleaved batches each")
     ap.add_argument("--unpack-alt", help="another unpack_run.py, run by the modes named "
                     "alt-pooled, alt-pooled-raw")
+    ap.add_argument("--waiter-alt", help="another python_waiter.py whose _main and _run the "
+                    "alt- modes use (its preload is --waiter's: the same template)")
     ap.add_argument("--tag", default="")
     ap.add_argument("--no-store", action="store_true")
     a = ap.parse_args(argv)
@@ -423,6 +433,8 @@ def main(argv):
                 f.write(data)
         if a.unpack_alt:
             shutil.copy(a.unpack_alt, os.path.join(spool, "unpack-alt.py"))
+        if a.waiter_alt:
+            shutil.copy(a.waiter_alt, os.path.join(spool, "waiter-alt.py"))
         lines.append("bundle: %d bytes gzipped, %d not; spec.json %d bytes" % (
             os.path.getsize(os.path.join(spool, "bundle-gz")),
             os.path.getsize(os.path.join(spool, "bundle-raw")), len(spec)))
@@ -433,7 +445,11 @@ def main(argv):
                "--ro-bind", prefix, prefix, "--ro-bind", a.guest, "/guest",
                "--ro-bind", a.waiter, "/waiter.py", "--ro-bind", spool, "/spool",
                "--bind", ws, "/workspace", "--dir", "/tmp/ws",
-               "--setenv", "PYTHONUNBUFFERED", "1",
+               # A template's environment is the pool's exec environment (fork_template.cpp),
+               # the request's below: the waiter's _main replaces the one by the other.
+               "--clearenv", "--setenv", "PATH", "/usr/local/bin:/usr/bin:/bin",
+               "--setenv", "HOME", "/workspace", "--setenv", "PYTHONUNBUFFERED", "1",
+               "--setenv", "HOSTNAME", "g",
                os.path.join(prefix, "bin", "python3"), "-c", program(), "/guest",
                "/waiter.py", "/spool"]
         p = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
@@ -481,6 +497,9 @@ def main(argv):
         for m in modes:
             lines.append("%s: modules a run imported beyond the template's preload: %s" % (
                 m, ", ".join(res[m][-1]["modules"])))
+            lines.append("%s: output lines a run %d (each a write to the exec's stdout): %s" % (
+                m, len(res[m][-1]["frames"]), ", ".join(
+                    f.split(",")[0] for f in res[m][-1]["frames"])))
         for r in (x for m in modes for x in res[m]):
             del r["profile"]
         if a.profile:
