@@ -82,14 +82,19 @@ def flow():
 # -- serve -------------------------------------------------------------------------------------
 
 class ControlPlane:
-    """`guestflow control-plane` on 127.0.0.1:0 (serve exports no pool series; this does)."""
+    """`guestflow control-plane` on 127.0.0.1:0 (serve exports no pool series; this does)
+    and on a Unix socket, which `url` names: serve reaches it there, as serve's embedded
+    control plane is reached by default (docs/configuration.md); `port` is the TCP one
+    (FLOWPOOL_CP_TCP=1: `url` names it too)."""
 
     def __init__(self, binary, state, args, env=None):
         e = dict(os.environ)
         e.pop("GUESTFLOW_PRELOAD", None)
         e.update(env or {})
         self.log = open(os.path.join(state, "control-plane.log"), "w")
+        sock = os.path.join(state, "control-plane.sock")
         self.p = subprocess.Popen([binary, "control-plane", "--listen", "127.0.0.1:0",
+                                   "--unix-socket", sock,
                                    "--state-dir", os.path.join(state, "cp")] + args, env=e,
                                   stdout=subprocess.PIPE, stderr=self.log, text=True)
         line = self.p.stdout.readline()
@@ -97,8 +102,10 @@ class ControlPlane:
             stop(self.p, self.log)
             raise RuntimeError("control plane did not start: " +
                                open(self.log.name).read()[-2000:])
-        self.url = line.split()[2]
-        self.port = int(self.url.rsplit(":", 1)[1])
+        self.port = int(line.split()[2].rsplit(":", 1)[1])
+        self.url = "unix://" + sock
+        if os.environ.get("FLOWPOOL_CP_TCP") == "1":  # an A/B's other transport (ab8.py)
+            self.url = "http://127.0.0.1:%d" % self.port
 
     def get(self, path):
         c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=60)
