@@ -14,9 +14,10 @@ struct sqlite3_stmt;
 
 namespace guestflow::local {
 
-/// Guest records in SQLite (WAL, busy_timeout) at `state_dir/control-plane.db`, file mode
-/// 0600. Write-through: every change is committed before the call returns, so a restart
-/// (or a crash) finds what the last answer promised. Not thread-safe; the owner serializes.
+/// Guest records in SQLite (WAL, busy_timeout, locking_mode EXCLUSIVE: held from the first
+/// access until the store closes) at `state_dir/control-plane.db`, file mode 0600.
+/// Write-through: every change is committed before the call returns, so a restart (or a crash)
+/// finds what the last answer promised. Not thread-safe; the owner serializes.
 class record_store {
 public:
   static result<std::unique_ptr<record_store>> open(const std::filesystem::path& file);

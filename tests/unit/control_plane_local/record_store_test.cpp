@@ -2,7 +2,10 @@
 #include "tests/support/temp_dir.hpp"
 
 #include <gtest/gtest.h>
+#include <sqlite3.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 namespace guestflow::local {
 namespace {
@@ -188,6 +191,65 @@ TEST(local_record_store, a_put_of_a_stored_record_writes_one_page) {
   r.envs = {{"A", "1"}, {"C", "3"}}; // one more
   ASSERT_TRUE((*store)->put(r));
   EXPECT_EQ((*store)->load_all()->front().envs, r.envs);
+}
+
+/// What another process gets from the database (the sqlite3 CLI, a script): a child opens it
+/// and tries a read and a write. Exit code: bit 0 the read answered, bit 1 the write did,
+/// bit 2 the write was refused busy, bit 3 the read was refused busy; 64 the open failed.
+int other_process_on(const std::filesystem::path& file) {
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    sqlite3* db = nullptr;
+    if (sqlite3_open_v2(file.c_str(), &db, SQLITE_OPEN_READWRITE, nullptr) != SQLITE_OK)
+      ::_exit(64);
+    sqlite3_busy_timeout(db, 200);
+    int code = 0;
+    int rc = sqlite3_exec(db, "SELECT count(*) FROM guests", nullptr, nullptr, nullptr);
+    code |= rc == SQLITE_OK ? 1 : rc == SQLITE_BUSY ? 8 : 0;
+    rc = sqlite3_exec(db, "UPDATE guests SET note = 'intruder'", nullptr, nullptr, nullptr);
+    code |= rc == SQLITE_OK ? 2 : rc == SQLITE_BUSY ? 4 : 0;
+    sqlite3_close(db);
+    ::_exit(code);
+  }
+  int status = 0;
+  if (pid < 0 || ::waitpid(pid, &status, 0) != pid || !WIFEXITED(status)) return -1;
+  return WEXITSTATUS(status);
+}
+
+// The store holds its database exclusively while open (locking_mode EXCLUSIVE: no POSIX
+// lock traffic a commit, no -shm): another process can neither read nor change the records
+// meanwhile (busy, not a corrupt or half-read store), and reads them once it has closed.
+TEST(local_record_store, another_process_is_kept_out_while_the_store_is_open) {
+  test_support::temp_dir s{"guestflow-store"};
+  auto file = s.path() / "control-plane.db";
+  guest_record r;
+  r.id = "sb-00000000000000e1";
+  r.name = "mine";
+  r.status = sandbox_status::running;
+  r.note = "kept";
+  r.seq = 1;
+  {
+    auto store = record_store::open(file);
+    ASSERT_TRUE(store) << store.error().message;
+    ASSERT_TRUE((*store)->put(r));
+    EXPECT_EQ(other_process_on(file), 8 | 4) << "read and write both refused busy";
+    struct stat st {};
+    EXPECT_NE(::stat((file.string() + "-shm").c_str(), &st), 0) << "no shared WAL index";
+    r.status = sandbox_status::destroyed; // the store still writes after the refusals
+    ASSERT_TRUE((*store)->put(r));
+    auto all = (*store)->load_all();
+    ASSERT_TRUE(all);
+    ASSERT_EQ(all->size(), 1u);
+    EXPECT_EQ(all->front().note, "kept");
+  }
+  EXPECT_EQ(other_process_on(file), 1 | 2) << "closed: the file is anyone's again";
+  auto store = record_store::open(file);
+  ASSERT_TRUE(store) << store.error().message;
+  auto all = (*store)->load_all();
+  ASSERT_TRUE(all);
+  ASSERT_EQ(all->size(), 1u);
+  EXPECT_EQ(all->front().status, sandbox_status::destroyed);
+  EXPECT_EQ(all->front().note, "intruder") << "the write made after the close";
 }
 
 } // namespace
