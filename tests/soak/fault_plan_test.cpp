@@ -249,6 +249,22 @@ TEST_F(with_faults_test, a_put_cannot_be_cut_so_a_drop_leaves_it_alone) {
   EXPECT_TRUE(events_.empty()) << "only faults applied are reported";
 }
 
+// A small upload read whole is written through file_upload::open_with_room in one call; a
+// faulted PUT offers none, so that the transport goes through the faulted `open`.
+TEST_F(with_faults_test, a_faulted_put_offers_no_one_call_open) {
+  auto plain = call("PUT", "/v1/sandboxes/x/files?path=/workspace/a");
+  ASSERT_TRUE(std::holds_alternative<file_upload>(plain));
+  EXPECT_TRUE(std::get<file_upload>(plain).open_with_room) << "unfaulted: offered";
+  for (const char* plan : {"files:delay=1ms,seed=3", "files:timeout=1,hold=1ms"}) {
+    use(plan);
+    auto a = call("PUT", "/v1/sandboxes/x/files?path=/workspace/a");
+    ASSERT_TRUE(std::holds_alternative<file_upload>(a)) << plan;
+    auto& up = std::get<file_upload>(a);
+    EXPECT_FALSE(up.open_with_room) << plan;
+    EXPECT_FALSE(up.open()) << plan << ": the faulted open still runs (no guest x, or held)";
+  }
+}
+
 TEST_F(with_faults_test, a_delay_moves_the_call_to_a_worker_and_is_reported) {
   use("any:delay=1ms,seed=3");
   auto a = call("GET", "/v1/sandboxes/nope");

@@ -452,10 +452,12 @@ result<bool> guest_backend::set_egress(const guest_runtime& g, const egress_poli
 }
 
 result<int> guest_backend::open_file(const guest_runtime& g, const std::string& path,
-                                     bool for_write) {
+                                     bool for_write, std::optional<uint64_t> room) {
   if (auto parts = split_guest_path(path); !parts) return parts.error();
   auto root = impl_->guest_root(g);
   if (!root) return root.error();
+  if (room)
+    if (auto fits = check_guest_room(root->get(), path, *room); !fits) return fits.error();
   return open_guest_file(root->get(), path, for_write, impl_->cfg.guest_uid,
                          impl_->cfg.guest_gid);
 }
@@ -515,8 +517,11 @@ unique_fd guest_backend::tear_down(guest_runtime& g, std::optional<failure>& fir
     if (impl_->layout) g.cgroup_dirs = guest_cgroup_dirs(*impl_->layout, g.id);
     if (g.netns.empty()) g.netns = netns_name(g.id); // absent: nothing to delete
   }
+  // Pinned through the root only guest_root proves the init's (not a zombie's): no alive()
+  // first, a second read of its /proc/<pid>/stat. A dying init's still-mounted workspace
+  // is pinned too, its last release then the releaser's.
   unique_fd workspace_pin;
-  if (alive(g))
+  if (g.init_pid > 0)
     if (auto root = impl_->guest_root(g)) workspace_pin = pin_workspace(root->get());
   // Then runsc's files (a gVisor guest's, or a half-built one's: named by the id alone),
   // once every runsc process is gone with the cgroups.

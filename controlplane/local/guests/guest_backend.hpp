@@ -208,7 +208,9 @@ public:
   /// Resolves `path` (absolute, inside the guest root, no `..`, no NUL, no symlink
   /// escaping the guest) to an open fd: for reading, or for writing (parents created,
   /// file truncated, owned by the guest uid). bad_request / not_found on refusal.
-  result<int> open_file(const guest_runtime& g, const std::string& path, bool for_write);
+  /// `room`: first as check_room(g, path, *room), through the same proven root.
+  result<int> open_file(const guest_runtime& g, const std::string& path, bool for_write,
+                        std::optional<uint64_t> room = std::nullopt);
 
   /// Room for `bytes` more at `path` (what a files-API upload may write): fine when the
   /// file system holding it (the workspace's own, or /tmp) has that much free beyond what

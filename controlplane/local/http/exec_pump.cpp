@@ -135,7 +135,8 @@ std::optional<std::string> exec_pump::open() {
     int xfd = dup_fd(orig);
     if (xfd < 0) return fail_with("exit");
     exit_.assign(xfd);
-    if (auto t = process_started(xfd); t && *t < spawned_) spawned_ = *t;
+    if (!run_->measures_run())
+      if (auto t = process_started(xfd); t && *t < spawned_) spawned_ = *t;
   }
   return std::nullopt;
 }

@@ -94,6 +94,7 @@ bool delay_action(action& a, std::chrono::milliseconds delay, body_mode body) {
       pause();
       return open();
     };
+    u->open_with_room = nullptr; // the faulted open alone, as before the one-task upload
   }
   return true;
 }
@@ -124,6 +125,7 @@ std::optional<action> inject(fault_kind kind, fault_op op, uint64_t call,
         std::this_thread::sleep_for(hold); // no thread-free hold for a body still unread
         return fail(ec::unavailable, message);
       };
+      up->open_with_room = nullptr;
       return a;
     }
     return std::nullopt;

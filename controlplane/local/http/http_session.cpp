@@ -578,8 +578,12 @@ private:
       if (auto* r = std::get_if<reply>(&a)) return send(std::move(*r), has_body_);
       return send(failure_reply(500, "a streamed request's handler must take its body"), true);
     }
-    if (auto len = reader_.head().content_length(); len && *len <= file_chunk)
-      return small_upload(std::make_shared<file_upload>(std::move(*up)), *len);
+    if (auto len = reader_.head().content_length(); len && *len <= file_chunk) {
+      auto small = std::make_shared<file_upload>(std::move(*up));
+      if (!reader_.expects_continue() && small->open_with_room)
+        return whole_upload(std::move(small), *len);
+      return small_upload(std::move(small), *len);
+    }
     // A body of known length the guest's disk cannot hold is refused (413) before the file
     // is opened: nothing is created or truncated.
     auto checked_open = [&svc = ctx_.service, id = route_.id, path = up->path,
@@ -612,24 +616,36 @@ private:
             });
   }
 
-  void read_small(std::shared_ptr<file_upload> up) {
-    if (reader_.upload_done()) return write_small(std::move(up));
+  /// Such a body whose client waits for no 100-continue (serve's never does): it is on its
+  /// way already, so it is read first and the room check, the open and the write are one
+  /// worker task, not two with a hop to this thread and back between them. Refused for
+  /// room, nothing is created or truncated still, and the connection stays usable (the
+  /// body was read).
+  void whole_upload(std::shared_ptr<file_upload> up, uint64_t len) {
+    begin_upload_body();
+    read_small(std::move(up), len);
+  }
+
+  /// `room`: the room check is still to be made, in the write's task.
+  void read_small(std::shared_ptr<file_upload> up, std::optional<uint64_t> room = {}) {
+    if (reader_.upload_done()) return write_small(std::move(up), room);
     if (received_ ==
         reader_.chunk_size()) // more body than its Content-Length: Beast never lets it
       return send(failure_reply(400, "the body is longer than its Content-Length"), true);
     read_deadline();
-    reader_.read_upload(received_, [self = shared_from_this(), up](error_code ec, size_t n) {
-      self->read_done();
-      if (ec) return self->refuse_request(ec, "body", true);
-      self->received_ += n;
-      self->read_small(up);
-    });
+    reader_.read_upload(received_,
+                        [self = shared_from_this(), up, room](error_code ec, size_t n) {
+                          self->read_done();
+                          if (ec) return self->refuse_request(ec, "body", true);
+                          self->received_ += n;
+                          self->read_small(up, room);
+                        });
   }
 
-  void write_small(std::shared_ptr<file_upload> up) {
+  void write_small(std::shared_ptr<file_upload> up, std::optional<uint64_t> room) {
     offload(
-        [up, data = reader_.chunk(), n = received_]() -> result<bool> {
-          auto f = up->open();
+        [up, data = reader_.chunk(), n = received_, room]() -> result<bool> {
+          auto f = room ? up->open_with_room(*room) : up->open();
           if (!f) return f.error();
           return write_all(f->fd.get(), data, n); // the file closes here, on the worker
         },

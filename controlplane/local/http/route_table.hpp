@@ -92,6 +92,9 @@ struct file_download {
 struct file_upload {
   std::function<result<guest_file>()> open;
   std::string path;
+  /// `open` once a body of this many bytes is known to fit (check_upload_room first), in
+  /// one call: how a body read whole before the open is written. Empty: not offered.
+  std::function<result<guest_file>(uint64_t)> open_with_room{};
 };
 
 /// A reply at once (the request itself is refused), or one of the above.

@@ -119,7 +119,10 @@ action put_file(const handler_request& r) {
   if (!path) return missing_path();
   return file_upload{
       [&svc = r.service, id = r.id, path = *path] { return svc.open_file(id, path, true); },
-      *path};
+      *path,
+      [&svc = r.service, id = r.id, path = *path](uint64_t bytes) {
+        return svc.open_file_with_room(id, path, bytes);
+      }};
 }
 
 action exec(const handler_request& r) {

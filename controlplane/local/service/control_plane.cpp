@@ -86,6 +86,8 @@ public:
   int stdout_fd() const override { return p_.stdout_fd; }
   int stderr_fd() const override { return p_.stderr_fd; }
   int exit_fd() const override { return p_.pidfd; }
+  /// A watcher's timing pipe or a waiter's status line (guest_backend.hpp, exec_process::ran).
+  bool measures_run() const override { return p_.timing_fd >= 0 || p_.status_fd >= 0; }
   void kill() override {
     if (!finished_) backend_.kill_exec(p_);
   }
@@ -545,7 +547,7 @@ control_plane::create_from_pool(const sandbox_create_request& req, const shape& 
     }
     auto name = req.name.value_or(taken->rec.id);
     // Parked as creating (exec and files refuse it; its store record still says pooled)
-    // while its init is checked outside the lock.
+    // while its waiter is checked outside the lock.
     id = taken->rec.id;
     rt = taken->rec.runtime;
     waiter = std::move(taken->waiter);
@@ -557,7 +559,9 @@ control_plane::create_from_pool(const sandbox_create_request& req, const shape& 
     fifo_waiter = taken->fifo_waiter;
     guests_.emplace(id, std::move(g));
   }
-  bool alive = backend_.alive(rt) && !(waiter && waiter->exited());
+  // take() proved the init alive (its /proc/<pid>/stat) under the lock a moment ago: not
+  // read again here. A guest that dies after either look fails its first call anyway.
+  bool alive = !(waiter && waiter->exited());
   std::optional<std::vector<std::string>> snapshot_waiter;
   if (!snapshot.empty()) snapshot_waiter = snapshot_environment(snapshot);
   if (fifo_waiter) {
@@ -847,6 +851,17 @@ result<std::unique_ptr<running_exec>> control_plane::start_exec(const std::strin
 
 result<guest_file> control_plane::open_file(const std::string& id, const std::string& path,
                                             bool for_write) {
+  return open_guest_file(id, path, for_write, std::nullopt);
+}
+
+result<guest_file> control_plane::open_file_with_room(const std::string& id,
+                                                      const std::string& path, uint64_t bytes) {
+  return open_guest_file(id, path, true, bytes);
+}
+
+result<guest_file> control_plane::open_guest_file(const std::string& id,
+                                                  const std::string& path, bool for_write,
+                                                  std::optional<uint64_t> room) {
   guest_runtime rt;
   activity_lease busy;
   if (auto woken = wake(id); !woken) return woken.error();
@@ -857,7 +872,7 @@ result<guest_file> control_plane::open_file(const std::string& id, const std::st
     rt = (*g)->rec.runtime;
     busy = lease(**g);
   }
-  auto fd = backend_.open_file(rt, path, for_write);
+  auto fd = backend_.open_file(rt, path, for_write, room);
   if (!fd) return fd.error();
   return guest_file{unique_fd{*fd}, std::move(busy)};
 }

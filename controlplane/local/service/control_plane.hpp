@@ -16,6 +16,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -93,6 +94,8 @@ public:
                                                    const exec_request& req) override;
   result<guest_file> open_file(const std::string& id, const std::string& path,
                                bool for_write) override;
+  result<guest_file> open_file_with_room(const std::string& id, const std::string& path,
+                                         uint64_t bytes) override;
   result<bool> check_upload_room(const std::string& id, const std::string& path,
                                  uint64_t bytes) override;
   /// control_plane_ingress.cpp
@@ -136,6 +139,10 @@ public:
   void forget_taken_over();
 
 private:
+  /// open_file, after check_upload_room's check of `room` bytes when given: one wake, one
+  /// lookup and one proven guest root for both.
+  result<guest_file> open_guest_file(const std::string& id, const std::string& path,
+                                     bool for_write, std::optional<uint64_t> room);
   /// Shared guests die with this process, however it ends (SIGKILL included): another node
   /// takes one over only after this node's lease expired, so a guest outliving its control
   /// plane would write its workspace beside the new owner's. A watchdog (`sh`, its own

@@ -78,6 +78,11 @@ public:
   /// Hands stdout over to the reader instead of its being duplicated (one fd per command
   /// fewer: the simulated domain's canned output at 10,000 streams). Invalid: not offered.
   virtual unique_fd take_stdout() { return unique_fd{}; }
+  /// Whether finish() measures the command's run itself (exec_outcome::ran_ms, an exit
+  /// watcher's figure): then the transport does not look up when the process behind
+  /// exit_fd() started (its /proc fdinfo and stat, two opens an exec), a figure used only
+  /// when ran_ms is missing.
+  virtual bool measures_run() const { return false; }
   /// SIGKILLs the command (its client went away). Cheap; safe after exit.
   virtual void kill() = 0;
   /// Reaps the command and closes its fds (blocking until it exited); ends the activity.
@@ -182,6 +187,14 @@ public:
   virtual result<bool> check_upload_room(const std::string& /*id*/, const std::string& /*path*/,
                                          uint64_t /*bytes*/) {
     return true;
+  }
+  /// check_upload_room, then open_file for writing: one call where the transport has the
+  /// whole body already (a small upload). The control plane proves the guest's root once
+  /// for both.
+  virtual result<guest_file> open_file_with_room(const std::string& id, const std::string& path,
+                                                 uint64_t bytes) {
+    if (auto room = check_upload_room(id, path, bytes); !room) return room.error();
+    return open_file(id, path, true);
   }
 
   /// Pauses every guest idle past its auto_pause_after_seconds (times the configured

@@ -63,6 +63,25 @@ TEST_F(workspace_quota_cp, a_put_that_cannot_fit_is_refused_and_writes_nothing) 
   EXPECT_EQ(put_file(g.id, "/workspace/small", std::string(1 << 20, 'y')).status, 200u);
 }
 
+// A body of one chunk or less whose client sends no Expect: 100-continue is read first, then
+// checked, opened and written in one worker task: refused for room the same way.
+TEST_F(workspace_quota_cp, a_small_put_that_cannot_fit_is_refused_and_writes_nothing) {
+  auto g = create(small_shape);
+  ASSERT_EQ(put_file(g.id, "/workspace/keep", "kept").status, 200u);
+  auto fill = exec(g.id, "/bin/sh",
+                   {"-c", "head -c $(( $(stat -f -c '%a*%S' /workspace) - 65536 )) "
+                          "/dev/zero > /workspace/fill && sync && echo filled"});
+  ASSERT_EQ(fill.stdout_text, "filled\n") << fill.stderr_text;
+  const std::string body(200 << 10, 'x'); // under the 256 KiB chunk, over what is free
+  expect_refusal(put_file(g.id, "/workspace/new", body), 413, "do not fit");
+  expect_refusal(put_file(g.id, "/workspace/keep", body), 413, "do not fit");
+  auto ls = exec(g.id, "/bin/sh", {"-c", "cat /workspace/keep; ls /workspace"});
+  EXPECT_EQ(ls.stdout_text, "keptfill\nkeep\n")
+      << "a refused PUT must neither truncate nor create anything";
+  EXPECT_EQ(put_file(g.id, "/workspace/small", std::string(1000, 'y')).status, 200u);
+  EXPECT_EQ(exec(g.id, "/bin/sh", {"-c", "wc -c < /workspace/small"}).stdout_text, "1000\n");
+}
+
 TEST_F(workspace_quota_cp, no_image_or_loop_device_outlives_a_guest) {
   const auto guests = state_dir_ / "guests";
   auto deleted = create(small_shape);
