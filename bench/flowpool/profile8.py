@@ -191,6 +191,12 @@ def differences(say, pooled, np_, floor, nf, a="template+1", b="floor+3", top=24
             "%s %+.2f" % (k, v) for v, k in diff[:top] if abs(v) >= 0.05)))
 
 
+def total(ms):
+    """A chunk's ms of CPU a run summed over its classes, but others' work and idle (the
+    phases are parts of their class)."""
+    return sum(v for k, v in ms.items() if k not in ("other", "idle") and ":" not in k)
+
+
 def interleaved(binary, work, prefix, site, spec_path, graph, runs, rounds, say):
     """Pooled and floor chunks of RUNS at 8, alternating (the order flipped every round, the
     pool full before each chunk), each under its own perf record: the host's drift lands on
@@ -232,6 +238,7 @@ def interleaved(binary, work, prefix, site, spec_path, graph, runs, rounds, say)
                           len(lat) / wall, load)
             per.append(got)
             p, f = got["pooled"], got["floor"]
+            tp, tf = total(p[0]), total(f[0])
             say("round %d: pooled %.2f runs/s (load %s), template+1 %.2f (init %.2f, setup "
                 "%.2f, run %.2f), template %.2f, control plane %.2f, kernel %.2f, serve %.2f ms "
                 "a run; floor %.2f runs/s (load %s), floor+3 %.2f, floor+2 %.2f ms a run; "
@@ -242,6 +249,8 @@ def interleaved(binary, work, prefix, site, spec_path, graph, runs, rounds, say)
                     p[0].get("control plane", 0), p[0].get("kernel", 0), p[0].get("serve", 0),
                     f[1], f[2], f[0].get("floor+3", 0), f[0].get("floor+2", 0),
                     p[0].get("template+1:run", 0) / max(1e-9, f[0].get("floor+3", 0))))
+            say("round %d: CPU a run, every class but other and idle: pooled %.2f ms, floor "
+                "%.2f ms, floor / pooled %.3f" % (r + 1, tp, tf, tf / max(1e-9, tp)))
         say("all rounds: %d pooled runs, %d floor runs" % (n["pooled"], n["floor"]))
         report("pooled", acc["pooled"], n["pooled"], say,
                ["template+1:run", "template+1:setup", "template+1:init", "template",
