@@ -1,0 +1,112 @@
+"""bench/flowpool/flowpool.py's client of serve: each load thread keeps its connection alive
+(as a real caller's pooled client does), opens a new one when serve closed the kept one,
+and results go to an --out-dir made when missing. A real HTTP/1.1 server on loopback."""
+
+import http.server
+import os
+import socketserver
+import sys
+import tempfile
+import threading
+import unittest
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "bench", "flowpool"))
+import flowpool as fp  # noqa: E402
+
+
+class Server(socketserver.ThreadingMixIn, http.server.HTTPServer):
+    daemon_threads = True
+
+
+class Handler(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"  # keep-alive unless an answer says close
+
+    def log_message(self, *args):
+        pass
+
+    def setup(self):
+        super().setup()
+        with self.server.lock:
+            self.server.connections += 1
+
+    def do_POST(self):
+        body = self.rfile.read(int(self.headers["Content-Length"]))
+        close = self.path == "/close"
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        if close:
+            self.send_header("Connection", "close")
+        self.end_headers()
+        self.wfile.write(body)
+        self.close_connection = close
+        if self.path == "/drop-after":  # answered, then closed while idle (no header said so)
+            self.close_connection = True
+
+
+def client(port):
+    """A flowpool.Serve talking to `port`, without starting a serve."""
+    s = object.__new__(fp.Serve)
+    s.port = port
+    s.conns = threading.local()
+    s.keep_alive = True
+    return s
+
+
+class KeptConnections(unittest.TestCase):
+    def setUp(self):
+        self.srv = Server(("127.0.0.1", 0), Handler)
+        self.srv.lock = threading.Lock()
+        self.srv.connections = 0
+        self.t = threading.Thread(target=self.srv.serve_forever, daemon=True)
+        self.t.start()
+        self.s = client(self.srv.server_address[1])
+
+    def tearDown(self):
+        if getattr(self.s.conns, "c", None) is not None:
+            self.s.conns.c.close()
+        self.srv.shutdown()
+        self.srv.server_close()
+
+    def test_one_thread_uses_one_connection(self):
+        for i in range(5):
+            self.assertEqual(self.s.request("POST", "/", {"i": i}), (200, b'{"i": %d}' % i))
+        self.assertEqual(self.srv.connections, 1)
+
+    def test_each_thread_has_its_own(self):
+        out = []
+        threads = [threading.Thread(target=lambda: out.extend(
+            self.s.request("POST", "/", {"n": 1})[0] for _ in range(3))) for _ in range(3)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        self.assertEqual(out, [200] * 9)
+        self.assertEqual(self.srv.connections, 3)
+
+    def test_a_close_answer_or_a_closed_idle_connection_is_opened_again(self):
+        self.assertEqual(self.s.request("POST", "/close", {"a": 1})[0], 200)
+        self.assertEqual(self.s.request("POST", "/drop-after", {"b": 2})[0], 200)
+        # The server closed it after answering; the next call finds it closed and reconnects.
+        self.assertEqual(self.s.request("POST", "/", {"c": 3}), (200, b'{"c": 3}'))
+        self.assertEqual(self.s.request("POST", "/", {"d": 4}), (200, b'{"d": 4}'))
+        self.assertEqual(self.srv.connections, 3)
+
+    def test_keep_alive_off_opens_one_per_call(self):
+        self.s.keep_alive = False
+        for _ in range(3):
+            self.assertEqual(self.s.request("POST", "/", {})[0], 200)
+        self.assertEqual(self.srv.connections, 3)
+
+
+class OutDir(unittest.TestCase):
+    def test_a_missing_out_dir_is_made(self):
+        with tempfile.TemporaryDirectory() as d:
+            out = os.path.join(d, "not", "yet")
+            fp.store_result(out, "flowpool-test", "abc1234", False, ["a line"], "cmd")
+            names = os.listdir(out)
+            self.assertEqual(len(names), 1)
+            self.assertTrue(names[0].endswith("-abc1234-flowpool-test.txt"), names)
+
+
+if __name__ == "__main__":
+    unittest.main()
