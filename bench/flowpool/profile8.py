@@ -39,7 +39,11 @@ KERNEL_UNDER = ["asm_exc_page_fault", "do_wp_page", "wp_page_copy", "do_anonymou
                 "release_pages", "do_exit", "__seccomp_filter", "syscall_trace_enter",
                 "do_syscall_64", "__x64_sys_clone", "__x64_sys_exit_group", "__x64_sys_execve",
                 "ext4_file_write_iter", "path_openat", "__x64_sys_mount", "schedule",
-                "tlb_finish_mmu", "clear_page_erms", "copy_page"]
+                "tlb_finish_mmu", "clear_page_erms", "copy_page",
+                # softirqs run in whatever task they interrupt: which ones
+                "handle_softirqs", "rcu_core", "net_rx_action", "net_tx_action",
+                "blk_complete_reqs", "run_timer_softirq", "tasklet_action", "sched_balance_softirq",
+                "rcu_do_batch"]
 
 
 class Record:
