@@ -13,16 +13,17 @@
 # run's (the prototype, bench/forkserver/zygote.py at ca8cb9d, and its lab notes). It
 # connects the guest's control socket to SPOOL/ctl.sock; a thread of its own enters mount,
 # uts, ipc, net and (for its children) pid namespaces of its own (unshare: per thread),
+# gives them their own /tmp, /dev/shm, /dev/pts, hostname and lo up, covers the spool,
 # posix_spawns the guest's init (SPOOL/guest-init, guest_init/init.cpp's `fork` mode, from
 # a memfd: clone(CLONE_VM|CLONE_VFORK), no page-table copy; pid 1 there), forks the run
 # (pid 2, the same namespaces) and ends: the template's other threads never left its own
 # namespaces (setns back is not allowed: bwrap's nested user namespace owns none of them).
 # It says "guest ID" with both pidfds: the host checks they are its children and the init
 # pid 1 of the run's pid namespace, moves both into the guest's cgroups, then says "go"
-# with the workspace as a detached mount to the run, which mounts a fresh /proc, /tmp,
-# /dev/shm, /dev/pts, sets the hostname, brings lo up, attaches /workspace, covers the
-# spool, tells the init (which enters a cgroup namespace, drops every capability, is not
-# dumpable), enters a cgroup namespace, drops every capability, stacks SPOOL/seccomp.bpf,
+# with the workspace as a detached mount to the run, which has mounted a fresh /proc,
+# attaches /workspace, tells the init (which enters a cgroup namespace, drops every
+# capability, is not dumpable), enters a cgroup namespace, drops every capability (the
+# bounding set came empty from the template), stacks SPOOL/seccomp.bpf,
 # is not dumpable, and says "ready". It then takes at most one request (the python
 # waiter's, with the exec's stdout and stderr; it says "run" from its own pid, so that the
 # host learns it, and closes the control socket) and runs it, dumpable again as any guest
@@ -34,6 +35,7 @@
 import _signal
 import _thread
 import ctypes
+import fcntl
 import os
 import select
 import socket
@@ -43,6 +45,10 @@ import time
 
 sys.dont_write_bytecode = True
 libc = ctypes.CDLL(None, use_errno=True)
+# Looked up once here: a function's first lookup (dlsym, its ctypes object) made in each clone
+# cost ~30 us there, its pages copied from the template's.
+for _f in ("mount", "sethostname", "unshare", "prctl", "capset", "syscall", "madvise"):
+    getattr(libc, _f)
 
 SPOOL, PRELOAD, WAITER = sys.argv[1], [m for m in sys.argv[2].split(",") if m], sys.argv[3]
 KEEPER = None  # the template's end of its socket to the keeper (keep())
@@ -51,7 +57,8 @@ CLONE_NEWIPC, CLONE_NEWPID, CLONE_NEWNET = 0x08000000, 0x20000000, 0x40000000
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 1, 2, 4, 8
 MS_REC, MS_PRIVATE = 0x4000, 1 << 18
 SYS_move_mount, AT_FDCWD, MOVE_MOUNT_F_EMPTY_PATH = 429, -100, 4
-PR_CAPBSET_DROP, PR_SET_NO_NEW_PRIVS, PR_SET_SECCOMP, PR_CAP_AMBIENT = 24, 38, 22, 47
+PR_CAPBSET_READ, PR_CAPBSET_DROP, PR_SET_NO_NEW_PRIVS = 23, 24, 38
+PR_SET_SECCOMP, PR_CAP_AMBIENT = 22, 47
 PR_CAP_AMBIENT_CLEAR_ALL, SECCOMP_MODE_FILTER, PR_SET_DUMPABLE = 4, 2, 4
 PR_SET_NAME, PR_SET_CHILD_SUBREAPER = 15, 36
 MADV_COLLAPSE, HUGE = 25, 2 << 20
@@ -73,7 +80,6 @@ def mount(src, target, fstype, flags, data=None):
 
 
 def lo_up():
-    import fcntl  # noqa: PLC0415 - a C module python3 ships; cheap
     s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     req = struct.pack("16sH14x", b"lo", 0)
     flags = struct.unpack("16sH14x", fcntl.ioctl(s, SIOCGIFFLAGS, req))[1]
@@ -81,22 +87,30 @@ def lo_up():
     s.close()
 
 
+def empty_bounding_set():
+    """Drops what is left in the bounding set (CAP_SETPCAP last: dropping it needs it). Each
+    drop is a new set of credentials (an RCU free): the template empties its own set once
+    (main(); its effective and ambient capabilities stay), so that its clones and their
+    inits, which inherit it, find nothing left to drop, a read each."""
+    for cap in [c for c in range(CAP_LAST + 1) if c != CAP_SETPCAP] + [CAP_SETPCAP]:
+        if libc.prctl(PR_CAPBSET_READ, cap, 0, 0, 0) == 1:
+            check(libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0), "bounding set")
+
+
 def drop_capabilities():
-    # The bounding set first (CAP_SETPCAP last: dropping it needs it), then every set.
-    for cap in range(CAP_LAST + 1):
-        if cap != CAP_SETPCAP:
-            libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0)
-    check(libc.prctl(PR_CAPBSET_DROP, CAP_SETPCAP, 0, 0, 0), "bounding set")
+    empty_bounding_set()  # whatever is left in it: fail closed
     header = struct.pack("Ii", 0x20080522, 0)  # _LINUX_CAPABILITY_VERSION_3, this thread
     data = ctypes.create_string_buffer(24)  # 2 x {effective, permitted, inheritable}: 0
     check(libc.capset(ctypes.c_char_p(header), data), "capset")
     check(libc.prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0), "ambient")
 
 
-def install_seccomp(program):
-    class SockFprog(ctypes.Structure):
-        _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_char_p)]
-    prog = SockFprog(len(program) // 8, program)
+class SockFprog(ctypes.Structure):
+    """struct sock_fprog: made once by the template (main()), not per clone."""
+    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_char_p)]
+
+
+def install_seccomp(prog):
     check(libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "no_new_privs")
     check(libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(prog), 0, 0), "seccomp")
 
@@ -174,6 +188,7 @@ def clone_guest(gid, host, seccomp, waiter, init_fd, alive, runs):
         try:
             check(libc.unshare(CLONE_NEWNS | CLONE_NEWUTS | CLONE_NEWIPC | CLONE_NEWNET |
                                CLONE_NEWPID), "unshare")
+            guest_namespaces(host)
             # CLONE_VM|CLONE_VFORK and an exec: the init copies none of the template's memory.
             init = os.posix_spawn(
                 "/proc/self/fd/%d" % init_fd, ["guestflow-init", "fork"], {},
@@ -186,7 +201,7 @@ def clone_guest(gid, host, seccomp, waiter, init_fd, alive, runs):
             if run == 0:
                 to_init.close()
                 os.close(timeouts)
-                guest(gid, host, seccomp, waiter, ctl, to_run, timeout_w, alive)
+                guest(gid, seccomp, waiter, ctl, to_run, timeout_w, alive)
             made.append(run)
         except BaseException as e:  # noqa: BLE001 - said to the host below
             made.append(e)
@@ -223,7 +238,27 @@ def clone_guest(gid, host, seccomp, waiter, init_fd, alive, runs):
         os.close(fd)
 
 
-def guest(gid, host, seccomp, waiter, ctl, to_run, timeout_w, alive):
+def guest_namespaces(host):
+    """What a guest's mount, uts and network namespaces get, made by the thread that entered
+    them, before its init and run exist (both share these namespaces; /proc, which must be
+    the run's pid namespace's, is the run's): its own /tmp, /dev/shm and /dev/pts, the spool
+    covered, its hostname, lo up. Here no page of the template is copied, as it would be in
+    the run (each first touch of the template's objects there is a page fault and a copy)."""
+    mount(None, "/", None, MS_REC | MS_PRIVATE)  # nothing propagates to the template
+    mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777")
+    mount("tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777")
+    mount("devpts", "/dev/pts", "devpts", MS_NOSUID | MS_NOEXEC,
+          "newinstance,ptmxmode=0666,mode=620")
+    # The spool's mount is locked (bwrap's --disable-userns nests a user namespace): covered
+    # by an empty read-only tmpfs, which no capability is left to lift.
+    if os.path.isdir(SPOOL):  # else under /tmp, hidden already
+        mount("tmpfs", SPOOL, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC | MS_RDONLY, "size=4k")
+    name = host.encode()[:64]
+    check(libc.sethostname(name, len(name)), "sethostname")
+    lo_up()
+
+
+def guest(gid, seccomp, waiter, ctl, to_run, timeout_w, alive):
     """The guest's run, pid 2 of its pid namespace (the init is pid 1): never returns."""
     try:
         _signal.set_wakeup_fd(-1)
@@ -238,15 +273,8 @@ def guest(gid, host, seccomp, waiter, ctl, to_run, timeout_w, alive):
         os.closerange(low, 1 << 16)
         if RESTORE_NOFILE:
             RESTORE_NOFILE()
-        mount(None, "/", None, MS_REC | MS_PRIVATE)  # nothing propagates to the template
+        # The run's pid namespace's own /proc (the rest is guest_namespaces()').
         mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
-        mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777")
-        mount("tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777")
-        mount("devpts", "/dev/pts", "devpts", MS_NOSUID | MS_NOEXEC,
-              "newinstance,ptmxmode=0666,mode=620")
-        name = host.encode()[:64]
-        check(libc.sethostname(name, len(name)), "sethostname")
-        lo_up()
         # "go": the host moved the init and this process into the guest's cgroups.
         msg, fds, _, _ = socket.recv_fds(ctl, 16, 1)
         if msg != b"go\n" or len(fds) != 1:
@@ -254,11 +282,6 @@ def guest(gid, host, seccomp, waiter, ctl, to_run, timeout_w, alive):
         check(libc.syscall(SYS_move_mount, fds[0], b"", AT_FDCWD, b"/workspace",
                            MOVE_MOUNT_F_EMPTY_PATH), "move_mount workspace")
         os.close(fds[0])
-        # The spool's mount is locked (bwrap's --disable-userns nests a user namespace):
-        # covered by an empty read-only tmpfs, which no capability is left to lift.
-        if os.path.isdir(SPOOL):  # else under /tmp, hidden already
-            mount("tmpfs", SPOOL, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC | MS_RDONLY,
-                  "size=4k")
         to_run.send(b"c")  # the init's turn (guest_init/init.cpp's fork mode)
         if to_run.recv(1) != b"c":
             raise OSError("the guest's init failed")
@@ -430,7 +453,11 @@ def main():
         KEEPER.close()
         keep(template)
     template.close()
-    seccomp = open(SPOOL + "/seccomp.bpf", "rb").read()
+    program = open(SPOOL + "/seccomp.bpf", "rb").read()
+    seccomp = SockFprog(len(program) // 8, program)
+    # Its clones and their inits inherit it empty (empty_bounding_set()); what it holds (its
+    # effective and ambient capabilities) is unchanged.
+    empty_bounding_set()
     # The waiter's code, not run: its _preload (the image's modules, guestflow:runner's
     # expansion) here, its _main/_run in each run.
     sys.argv = ["-c", "/tmp/.fork-template", ",".join(PRELOAD)]

@@ -14,6 +14,7 @@
 #include <atomic>
 #include <csignal>
 #include <functional>
+#include <map>
 #include <regex>
 #include <sstream>
 #include <thread>
@@ -223,6 +224,34 @@ TEST_F(fork_pool_test,
                           "open('/proc/self/status').read().splitlines() "
                           "if l.startswith('Cap') and not l.startswith('CapAmb'))))"});
   EXPECT_EQ(caps.stdout_text, "['0000000000000000']\n");
+}
+
+TEST_F(fork_pool_test,
+       the_template_s_bounding_set_is_empty_and_each_guest_gets_namespaces_of_its_own) {
+  int tpl = pooled_template();
+  ASSERT_GT(tpl, 0);
+  // The template emptied its bounding set once (its clones and their inits inherit it, and
+  // find nothing left to drop) and kept what it clones with.
+  std::map<std::string, std::string> caps;
+  std::istringstream status{test_support::slurp("/proc/" + std::to_string(tpl) + "/status")};
+  for (std::string line; std::getline(status, line);)
+    if (line.rfind("Cap", 0) == 0) caps[line.substr(0, line.find(':'))] = line.substr(8);
+  EXPECT_EQ(caps["CapBnd"], "0000000000000000");
+  EXPECT_NE(caps["CapEff"], "0000000000000000");
+  // What the thread that made each guest's namespaces gave them: its own /dev/pts (a new
+  // instance: no terminal of another guest), lo up, the spool's files out of sight, the
+  // guest's hostname; in a second guest made by another thread of the same template too.
+  const std::string look = "import glob, os, socket\n"
+                           "s = socket.socket(); s.bind(('127.0.0.1', 0)); s.listen()\n"
+                           "socket.create_connection(s.getsockname(), 2)\n"
+                           "print(sorted(os.listdir('/dev/pts')), glob.glob('" +
+                           (state_dir_ / "fork").string() + "/*/*'), socket.gethostname())\n";
+  for (int i = 0; i < 2; ++i) {
+    auto g = take();
+    auto r = exec(g.id, "python3", {"-c", look});
+    EXPECT_EQ(r.stdout_text, "['ptmx'] [] " + g.id + "\n") << r.stderr_text;
+    remove(g.id);
+  }
 }
 
 TEST_F(fork_pool_test,
