@@ -113,7 +113,7 @@ def main(argv):
         graph = fp.flow()
         i = 0
         for r in range(rounds):
-            for name, binary, env in (variants if r % 2 == 0 else variants[::-1]):
+            for name, binary, env in fp.in_turn(variants, r):
                 i += 1
                 x = window(name, binary, env, work, prefix, graph, runs, i, k)
                 x["round"] = r + 1
@@ -139,13 +139,10 @@ def main(argv):
                      med("kernel_ms")))
             print(s, flush=True)
             lines.append(s)
-        lines.append("load at end %s" % " ".join(open("/proc/loadavg").read().split()[:3]))
+        lines.append(fp.load_line())
         lines.append("raw:")
         lines += [json.dumps(x, sort_keys=True) for x in res]
-        if store:
-            fp.store_result(os.path.join(fp.ROOT, "bench", "results"), "flowpool-ab8" + tag,
-                            commit, dirty, lines,
-                            "python3 bench/flowpool/ab8.py " + " ".join(sys.argv[1:]))
+        fp.store_tool_result(store, "flowpool-ab8" + tag, commit, dirty, lines, "ab8.py")
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

@@ -45,7 +45,7 @@ def main(argv):
             fp.warm_up(cp, stacks[-1][2], graph, 8)
         got = {"base": [], "new": []}
         for r in range(rounds):
-            for name, cp, serve in stacks if r % 2 == 0 else stacks[::-1]:
+            for name, cp, serve in fp.in_turn(stacks, r):
                 load = open("/proc/loadavg").read().split()[0]
                 c0 = cpu_seconds(cp.p.pid)
                 fp.load(serve, graph, 8, runs)

@@ -93,7 +93,7 @@ def main(argv):
         lines.append("%9s %6s  %s" % ("D ms", "count", "kernel stack (innermost first)"))
         for k, v in ms.most_common(16):
             lines.append("%9.0f %6d  %s" % (v, n[k], k))
-        lines.append("load at end %s" % " ".join(open("/proc/loadavg").read().split()[:3]))
+        lines.append(fp.load_line())
         print("\n".join(lines))
         fp.store_result(os.path.join(fp.ROOT, "bench", "results"), "flowpool-cp-offcpu", commit,
                         fp.tree_dirty(), lines,

@@ -204,6 +204,12 @@ def pool_counts(text):
     return takes, misses
 
 
+def in_turn(items, r):
+    """The order of an interleaved A/B's round r: as given, flipped every other round, so that
+    neither side always runs first after the same thing."""
+    return items if r % 2 == 0 else items[::-1]
+
+
 def wait_until(pred, seconds, what):
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
@@ -790,6 +796,19 @@ def store_result(out_dir, suffix, commit, dirty, lines, command):
     log("stored " + path)
 
 
+def load_line():
+    """A result's closing line: the load averages when its measuring ended."""
+    return "load at end %s" % " ".join(open("/proc/loadavg").read().split()[:3])
+
+
+def store_tool_result(store, suffix, commit, dirty, lines, script):
+    """A bench/flowpool tool's result (unless --no-store): bench/results/...-SUFFIX.txt, its
+    command `python3 bench/flowpool/SCRIPT ARGS`."""
+    if store:
+        store_result(os.path.join(ROOT, "bench", "results"), suffix, commit, dirty, lines,
+                     "python3 bench/flowpool/%s %s" % (script, " ".join(sys.argv[1:])))
+
+
 def store(a, lines, argv, suffix, commit):
     """Stores the report as DATE-HOST-COMMIT[-dirty]-SUFFIX.txt, COMMIT the tree's at the start
     (dirty: the tree holds uncommitted changes now)."""
@@ -815,7 +834,7 @@ def price_only(a, argv, binary, work, prefix, site, spec_path, graph, import_ms)
     say("no guest (floor) at 1: p50 %.1f ms, first output %.1f ms (%d runs)" % (
         p50(lat), p50(first), len(lat)))
     say("pooled p50 / no-guest p50 = %.2f (<= 1.2) %s" % (r, met(r <= 1.2)))
-    say("load at end %s" % " ".join(open("/proc/loadavg").read().split()[:3]))
+    say(load_line())
     if not a.smoke:
         store(a, lines, argv, "flowpool-path", commit)
 
@@ -829,7 +848,7 @@ def price8_only(a, argv, binary, work, prefix, site, spec_path, graph, import_ms
         run_header(commit, tree_dirty()),
         "ordinary" if os.environ.get("GUESTFLOW_FORK_POOL") == "0" else "fork-server", a.pool))
     price_at8(binary, work, prefix, site, spec_path, graph, a.price8, a.pool, say)
-    say("load at end %s" % " ".join(open("/proc/loadavg").read().split()[:3]))
+    say(load_line())
     if not a.smoke:
         store(a, lines, argv, "flowpool-price8", commit)
 
@@ -913,7 +932,7 @@ def main(argv):
                         rounds[k] = []
                         for r in range(a.rounds):
                             got = {}
-                            for m in (("pooled", "floor") if r % 2 == 0 else ("floor", "pooled")):
+                            for m in in_turn(("pooled", "floor"), r):
                                 # Every chunk starts with the pool full: no refill runs beside
                                 # the floor's chunk, and the pooled chunk takes warm guests.
                                 wait_until(full, 300, "the pool")

@@ -57,11 +57,8 @@ def outer(argv):
         sys.exit("the sandbox failed: " + out.stderr[-2000:])
     for line in out.stdout.splitlines():
         say(line)
-    say("load at end %s" % " ".join(open("/proc/loadavg").read().split()[:3]))
-    if store:
-        fp.store_result(os.path.join(fp.ROOT, "bench", "results"), "flowpool-guest-setup",
-                        commit, dirty, lines,
-                        "python3 bench/flowpool/guest_setup.py " + " ".join(sys.argv[1:]))
+    say(fp.load_line())
+    fp.store_tool_result(store, "flowpool-guest-setup", commit, dirty, lines, "guest_setup.py")
 
 
 def load(path):

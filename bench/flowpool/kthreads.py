@@ -16,7 +16,6 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import flowpool as fp  # noqa: E402
@@ -89,26 +88,8 @@ def main(argv):
         prefix = os.path.join(work, "engine")
         fp.make_engine(prefix)
         graph = fp.flow()
-        state = os.path.join(work, "state")
-        cp = fp.start_with_image(binary, state, prefix,
-                                 ["--warm-pool", "%s@heavy=8" % fp.SHAPE])
-        try:
-            serve = fp.Serve(binary, state, cp.url)
-            try:
-                fp.warm_up(cp, serve, graph, 8)
-                rec = profile8.Record(os.path.join(work, "pooled.perf"))
-                t0 = time.monotonic()
-                try:
-                    lat, wall = fp.load(serve, graph, 8, runs)
-                finally:
-                    t1 = time.monotonic()
-                    rec.stop()
-                roots = {os.getpid(): "bench", serve.p.pid: "serve", cp.p.pid: "control plane*"}
-                roots.update(sched_price.own_fork_roots(rec.tree, state))
-            finally:
-                serve.stop()
-        finally:
-            cp.stop()
+        rec, t0, t1, roots, lat, wall = profile8.pooled_window(binary, work, prefix, graph,
+                                                               runs)
         say("pooled at 8: %d runs in %.2f s = %.2f runs/s" % (len(lat), wall, len(lat) / wall))
         samples = kernel_samples(rec, t0, t1, roots)
         ms = profile8.PERIOD_MS / len(lat)
@@ -125,11 +106,8 @@ def main(argv):
         say("by thread and work, ms a run:")
         for (c, w), n in sorted(by_both.items(), key=lambda x: -x[1])[:30]:
             say("  %-20s %-48s %.3f" % (c, w, n * ms))
-        say("load at end %s" % " ".join(open("/proc/loadavg").read().split()[:3]))
-        if store:
-            fp.store_result(os.path.join(fp.ROOT, "bench", "results"), "flowpool-kthreads",
-                            commit, dirty, lines,
-                            "python3 bench/flowpool/kthreads.py " + " ".join(sys.argv[1:]))
+        say(fp.load_line())
+        fp.store_tool_result(store, "flowpool-kthreads", commit, dirty, lines, "kthreads.py")
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

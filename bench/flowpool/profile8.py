@@ -220,7 +220,7 @@ def interleaved(binary, work, prefix, site, spec_path, graph, runs, rounds, say)
 
         for r in range(rounds):
             got = {}
-            for m in (("pooled", "floor") if r % 2 == 0 else ("floor", "pooled")):
+            for m in fp.in_turn(("pooled", "floor"), r):
                 fp.wait_until(full, 300, "the pool")
                 load = open("/proc/loadavg").read().split()[0]
                 rec = Record(os.path.join(work, "%s-%d.perf" % (m, r)))
@@ -272,6 +272,31 @@ def interleaved(binary, work, prefix, site, spec_path, graph, runs, rounds, say)
         cp.stop()
 
 
+def pooled_window(binary, work, prefix, graph, runs):
+    """`runs` pooled runs at 8 through serve on a new control plane with the engine's pool of
+    8, under Record once the pool is full: (rec, t0, t1, roots, latencies, wall)."""
+    state = os.path.join(work, "state")
+    cp = fp.start_with_image(binary, state, prefix, ["--warm-pool", "%s@heavy=8" % fp.SHAPE])
+    try:
+        serve = fp.Serve(binary, state, cp.url)
+        try:
+            fp.warm_up(cp, serve, graph, 8)
+            rec = Record(os.path.join(work, "pooled.perf"))
+            t0 = time.monotonic()
+            try:
+                lat, wall = fp.load(serve, graph, 8, runs)
+            finally:
+                t1 = time.monotonic()
+                rec.stop()
+            roots = {os.getpid(): "bench", serve.p.pid: "serve", cp.p.pid: "control plane*"}
+            roots.update(sched_price.own_fork_roots(rec.tree, state))
+        finally:
+            serve.stop()
+    finally:
+        cp.stop()
+    return rec, t0, t1, roots, lat, wall
+
+
 def main(argv):
     store = "--no-store" not in argv
     argv = [a for a in argv if a != "--no-store"]
@@ -303,36 +328,15 @@ def main(argv):
             say("interleaved: %d rounds of a pooled and a floor chunk of %d runs at 8 each" % (
                 rounds, runs))
             interleaved(binary, work, prefix, site, spec_path, graph, runs, rounds, say)
-            say("load at end %s" % " ".join(open("/proc/loadavg").read().split()[:3]))
-            if store:
-                fp.store_result(os.path.join(fp.ROOT, "bench", "results"),
-                                "flowpool-profile" + tag, commit, dirty, lines,
-                                "python3 bench/flowpool/profile8.py " + " ".join(sys.argv[1:]))
+            say(fp.load_line())
+            fp.store_tool_result(store, "flowpool-profile" + tag, commit, dirty, lines,
+                                 "profile8.py")
             return
-        state = os.path.join(work, "state")
-        cp = fp.start_with_image(binary, state, prefix,
-                                 ["--warm-pool", "%s@heavy=8" % fp.SHAPE])
-        try:
-            serve = fp.Serve(binary, state, cp.url)
-            try:
-                fp.warm_up(cp, serve, graph, 8)
-                rec = Record(os.path.join(work, "pooled.perf"))
-                t0 = time.monotonic()
-                try:
-                    lat, wall = fp.load(serve, graph, 8, runs)
-                finally:
-                    t1 = time.monotonic()
-                    rec.stop()
-                roots = {os.getpid(): "bench", serve.p.pid: "serve", cp.p.pid: "control plane*"}
-                roots.update(sched_price.own_fork_roots(rec.tree, state))
-                say("pooled at 8: %d runs in %.2f s = %.2f runs/s, p50 %.1f ms" % (
-                    len(lat), wall, len(lat) / wall, fp.p50(lat)))
-                report("pooled", profile(rec, t0, t1, roots, len(lat)), len(lat), say,
-                       ["template+2", "template+1", "template", "control plane", "kernel"])
-            finally:
-                serve.stop()
-        finally:
-            cp.stop()
+        rec, t0, t1, roots, lat, wall = pooled_window(binary, work, prefix, graph, runs)
+        say("pooled at 8: %d runs in %.2f s = %.2f runs/s, p50 %.1f ms" % (
+            len(lat), wall, len(lat) / wall, fp.p50(lat)))
+        report("pooled", profile(rec, t0, t1, roots, len(lat)), len(lat), say,
+               ["template+2", "template+1", "template", "control plane", "kernel"])
         fl = fp.Floor(prefix, site, spec_path)
         try:
             fl.measure(8, 16)
@@ -349,11 +353,8 @@ def main(argv):
                    say, ["floor+3", "floor+2"])
         finally:
             fl.stop()
-        say("load at end %s" % " ".join(open("/proc/loadavg").read().split()[:3]))
-        if store:
-            fp.store_result(os.path.join(fp.ROOT, "bench", "results"), "flowpool-profile" + tag,
-                            commit, dirty, lines,
-                            "python3 bench/flowpool/profile8.py " + " ".join(sys.argv[1:]))
+        say(fp.load_line())
+        fp.store_tool_result(store, "flowpool-profile" + tag, commit, dirty, lines, "profile8.py")
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

@@ -164,7 +164,7 @@ def price_upload(binary, work, bundles, rounds, per):
         path = "/v1/sandboxes/%s/files?path=/workspace/run/bundle" % gid
         out = {name: [] for name in bundles}
         for r in range(rounds):
-            for name in (list(bundles) if r % 2 == 0 else list(bundles)[::-1]):
+            for name in fp.in_turn(list(bundles), r):
                 c = http.client.HTTPConnection("127.0.0.1", cp.port, timeout=60)
                 t0 = cpu_ns(cp.p.pid)
                 for _ in range(per):
@@ -509,7 +509,7 @@ def main(argv):
                 prof = r["profile"]
                 lines.append("-- %s under cProfile (inflated), by cumulative time:" % m)
                 lines += ["   " + s for s in prof.splitlines() if s.strip()][:60]
-        lines.append("load at end %s" % " ".join(open("/proc/loadavg").read().split()[:3]))
+        lines.append(fp.load_line())
         for s in lines:
             print(s, flush=True)
         if not a.no_store:

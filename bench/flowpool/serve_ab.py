@@ -109,7 +109,7 @@ def main(argv):
         graph = fp.flow()
         i = 0
         for r in range(rounds):
-            for name, binary, opts in (variants if r % 2 == 0 else variants[::-1]):
+            for name, binary, opts in fp.in_turn(variants, r):
                 i += 1
                 x = window(name, binary, cp_binary, opts, work, prefix, graph, runs, i)
                 x["round"] = r + 1
@@ -127,11 +127,8 @@ def main(argv):
                                  fp.p50([x["client_ms"] for x in xs]),
                                  fp.p50([x["cp_ms"] for x in xs]),
                                  fp.p50([x["runs_per_s"] for x in xs])))
-        say("load at end %s" % " ".join(open("/proc/loadavg").read().split()[:3]))
-        if store:
-            fp.store_result(os.path.join(fp.ROOT, "bench", "results"), "flowpool-serve-ab" + tag,
-                            commit, dirty, lines,
-                            "python3 bench/flowpool/serve_ab.py " + " ".join(sys.argv[1:]))
+        say(fp.load_line())
+        fp.store_tool_result(store, "flowpool-serve-ab" + tag, commit, dirty, lines, "serve_ab.py")
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
