@@ -72,12 +72,8 @@ def kernel_samples(rec, t0, t1, roots):
 
 
 def main(argv):
-    store = "--no-store" not in argv
-    argv = [a for a in argv if a != "--no-store"]
-    binary = os.path.join(fp.ROOT, "build", "apps", "guestflow")
-    if argv and argv[0] == "--binary":
-        binary, argv = argv[1], argv[2:]
-    runs = int(argv[0])
+    a = profile8.arguments(argv, "kthreads.py", tagged=False)
+    store, binary, runs = a.store, a.binary, a.runs
     commit, dirty = fp.head_commit(), fp.tree_dirty()
     lines, say = fp.reporter()
     say("flowpool kthreads: the kernel threads' CPU in pooled flow runs at 8 under perf record "

@@ -15,6 +15,7 @@ floor's run) and, per class, its ms of CPU a run, the kernel's share, the symbol
 ...). Stored as
 bench/results/DATE-HOST-COMMIT[-dirty]-flowpool-profile[-T].txt unless --no-store."""
 
+import argparse
 import json
 import os
 import re
@@ -297,19 +298,24 @@ def pooled_window(binary, work, prefix, graph, runs):
     return rec, t0, t1, roots, lat, wall
 
 
+def arguments(argv, prog, tagged=True, rounds=False):
+    """The flowpool profilers' flags, in any order: RUNS [--binary B] [--no-store] (and
+    --tag T, --rounds R where asked)."""
+    ap = argparse.ArgumentParser(prog=prog)
+    ap.add_argument("runs", type=int)
+    ap.add_argument("--binary", default=os.path.join(fp.ROOT, "build", "apps", "guestflow"))
+    ap.add_argument("--no-store", dest="store", action="store_false")
+    if tagged:
+        ap.add_argument("--tag", default="")
+    if rounds:
+        ap.add_argument("--rounds", type=int, default=0)
+    return ap.parse_args(argv)
+
+
 def main(argv):
-    store = "--no-store" not in argv
-    argv = [a for a in argv if a != "--no-store"]
-    binary = os.path.join(fp.ROOT, "build", "apps", "guestflow")
-    if argv and argv[0] == "--binary":
-        binary, argv = argv[1], argv[2:]
-    tag = ""
-    if argv and argv[0] == "--tag":
-        tag, argv = "-" + argv[1], argv[2:]
-    rounds = 0
-    if argv and argv[0] == "--rounds":
-        rounds, argv = int(argv[1]), argv[2:]
-    runs = int(argv[0])
+    a = arguments(argv, "profile8.py", rounds=True)
+    store, binary, runs, rounds = a.store, a.binary, a.runs, a.rounds
+    tag = "-" + a.tag if a.tag else ""
     commit, dirty = fp.head_commit(), fp.tree_dirty()
     lines, say = fp.reporter()
     say("flowpool profile8: pooled flow runs at 8 and the floor at 8 under perf record -a -g "
