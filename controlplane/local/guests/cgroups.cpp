@@ -36,11 +36,19 @@ bool put(const std::string& path, const std::string& value) {
   return ::write(fd.get(), value.data(), value.size()) == ssize_t(value.size());
 }
 
+/// The whole file; nullopt when it cannot be opened (absent: another controller's file).
+std::optional<std::string> read_text(const std::string& path) {
+  unique_fd fd{::open(path.c_str(), O_RDONLY | O_CLOEXEC)};
+  if (!fd) return std::nullopt;
+  std::string out;
+  char buf[512];
+  for (ssize_t n; (n = ::read(fd.get(), buf, sizeof buf)) > 0;)
+    out.append(buf, size_t(n));
+  return out;
+}
+
 std::string get(const std::string& path) {
-  std::ifstream in{path};
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
+  return read_text(path).value_or("");
 }
 
 /// Value of `key N` in a flat keyed file (memory.events, memory.oom_control, cgroup.events).
@@ -60,26 +68,16 @@ std::string dir_with(const std::vector<std::string>& dirs, const std::string& fi
   return {};
 }
 
-/// `file` read from the first of `dirs` that has it (v1: the controller's directory), those
-/// whose path names `controller` tried first; nullopt when none has it. One open of the
-/// file where a stat of it in each directory before it and then the open were two to four
-/// calls (the freezer's directory is the third of a v1 guest's four).
-std::optional<std::string> read_from(const std::vector<std::string>& dirs,
-                                     const std::string& file, const char* controller) {
-  std::vector<const std::string*> order;
+/// `file` read from the first of `dirs` that has it (v1: the controller's directory), the
+/// directories whose path names `controller` tried first: one open where a stat in each
+/// directory and then the open were two to four calls. nullopt when none has it.
+std::optional<std::string> read_from(std::vector<std::string> dirs, const std::string& file,
+                                     const char* controller) {
+  std::stable_partition(dirs.begin(), dirs.end(), [&](const std::string& d) {
+    return d.find(controller) != std::string::npos;
+  });
   for (const auto& d : dirs)
-    if (d.find(controller) != std::string::npos) order.push_back(&d);
-  for (const auto& d : dirs)
-    if (d.find(controller) == std::string::npos) order.push_back(&d);
-  for (const auto* d : order) {
-    unique_fd fd{::open((*d + "/" + file).c_str(), O_RDONLY | O_CLOEXEC)};
-    if (!fd) continue;
-    std::string out;
-    char buf[512];
-    for (ssize_t n; (n = ::read(fd.get(), buf, sizeof buf)) > 0;)
-      out.append(buf, size_t(n));
-    return out;
-  }
+    if (auto text = read_text(d + "/" + file)) return text;
   return std::nullopt;
 }
 

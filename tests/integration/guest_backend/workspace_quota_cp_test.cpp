@@ -16,7 +16,17 @@ namespace {
 
 namespace fs = std::filesystem;
 
-using workspace_quota_cp = control_plane_test;
+class workspace_quota_cp : public control_plane_test {
+protected:
+  /// Fills guest `id`'s workspace (a file /workspace/fill) to all but `left` bytes.
+  void fill_all_but(const std::string& id, uint64_t left) {
+    auto fill =
+        exec(id, "/bin/sh",
+             {"-c", "head -c $(( $(stat -f -c '%a*%S' /workspace) - " + std::to_string(left) +
+                        " )) /dev/zero > /workspace/fill && sync && echo filled"});
+    ASSERT_EQ(fill.stdout_text, "filled\n") << fill.stderr_text;
+  }
+};
 
 constexpr const char* small_shape = R"({"shape":"s-1vcpu-64mb"})"; // 256 MiB of disk
 
@@ -46,10 +56,7 @@ TEST_F(workspace_quota_cp, a_put_that_cannot_fit_is_refused_and_writes_nothing) 
   auto g = create(small_shape);
   ASSERT_EQ(put_file(g.id, "/workspace/keep", "kept").status, 200u);
   // Fill the workspace to all but a few MiB, then upload 16 MiB.
-  auto fill = exec(g.id, "/bin/sh",
-                   {"-c", "head -c $(( $(stat -f -c '%a*%S' /workspace) - 4194304 )) "
-                          "/dev/zero > /workspace/fill && sync && echo filled"});
-  ASSERT_EQ(fill.stdout_text, "filled\n") << fill.stderr_text;
+  ASSERT_NO_FATAL_FAILURE(fill_all_but(g.id, 4 << 20));
   const std::string body(16 << 20, 'x');
   auto r = put_file(g.id, "/workspace/new/big", body);
   expect_refusal(r, 413, "do not fit");
@@ -68,10 +75,7 @@ TEST_F(workspace_quota_cp, a_put_that_cannot_fit_is_refused_and_writes_nothing) 
 TEST_F(workspace_quota_cp, a_small_put_that_cannot_fit_is_refused_and_writes_nothing) {
   auto g = create(small_shape);
   ASSERT_EQ(put_file(g.id, "/workspace/keep", "kept").status, 200u);
-  auto fill = exec(g.id, "/bin/sh",
-                   {"-c", "head -c $(( $(stat -f -c '%a*%S' /workspace) - 65536 )) "
-                          "/dev/zero > /workspace/fill && sync && echo filled"});
-  ASSERT_EQ(fill.stdout_text, "filled\n") << fill.stderr_text;
+  ASSERT_NO_FATAL_FAILURE(fill_all_but(g.id, 64 << 10));
   const std::string body(200 << 10, 'x'); // under the 256 KiB chunk, over what is free
   expect_refusal(put_file(g.id, "/workspace/new", body), 413, "do not fit");
   expect_refusal(put_file(g.id, "/workspace/keep", body), 413, "do not fit");
