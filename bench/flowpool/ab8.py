@@ -111,20 +111,16 @@ def main(argv):
         prefix = os.path.join(work, "engine")
         fp.make_engine(prefix)
         graph = fp.flow()
-        i = 0
-        for r in range(rounds):
-            for name, binary, env in fp.in_turn(variants, r):
-                i += 1
-                x = window(name, binary, env, work, prefix, graph, runs, i, k)
-                x["round"] = r + 1
-                res.append(x)
-                s = ("round %d %-10s load %5s  runs/s %6.2f  p50 %7.1f ms  misses %d  build "
-                     "%5.0f ms  CPU ms/run: guest trees %5.1f  control plane %5.1f  serve %4.1f  "
-                     "kernel %4.1f" % (x["round"], name, x["load"], x["runs_per_s"], x["p50_ms"],
-                                       x["misses"], x["build_ms"], x["guest_trees_ms"],
-                                       x["control_plane_ms"], x["serve_ms"], x["kernel_ms"]))
-                print(s, flush=True)
-                lines.append(s)
+        for x in fp.ab_rounds(variants, rounds, lambda v, i: window(
+                v[0], v[1], v[2], work, prefix, graph, runs, i, k)):
+            res.append(x)
+            s = ("round %d %-10s load %5s  runs/s %6.2f  p50 %7.1f ms  misses %d  build "
+                 "%5.0f ms  CPU ms/run: guest trees %5.1f  control plane %5.1f  serve %4.1f  "
+                 "kernel %4.1f" % (x["round"], x["variant"], x["load"], x["runs_per_s"],
+                                   x["p50_ms"], x["misses"], x["build_ms"], x["guest_trees_ms"],
+                                   x["control_plane_ms"], x["serve_ms"], x["kernel_ms"]))
+            print(s, flush=True)
+            lines.append(s)
         lines.append("medians per variant:")
         for name, _, _ in variants:
             xs = [x for x in res if x["variant"] == name]

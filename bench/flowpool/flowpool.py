@@ -210,6 +210,18 @@ def in_turn(items, r):
     return items if r % 2 == 0 else items[::-1]
 
 
+def ab_rounds(variants, rounds, window):
+    """An interleaved A/B: each round every variant in turn (in_turn); yields what
+    window(variant, i) measured for the i-th window (from 1), its "round" set (from 1)."""
+    i = 0
+    for r in range(rounds):
+        for v in in_turn(variants, r):
+            i += 1
+            x = window(v, i)
+            x["round"] = r + 1
+            yield x
+
+
 def wait_until(pred, seconds, what):
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:

@@ -13,7 +13,6 @@ work. Stored as bench/results/DATE-HOST-COMMIT[-dirty]-flowpool-kthreads.txt unl
 import os
 import re
 import shutil
-import subprocess
 import sys
 import tempfile
 
@@ -38,12 +37,8 @@ def work_of(frames):
 
 
 def kernel_samples(rec, t0, t1, roots):
-    out = subprocess.run(["perf", "script", "-i", rec.path,
-                          "-F", "trace:pid,tid,time,event,trace",
-                          "-F", "sw:comm,pid,tid,time,event,ip,sym,dso"],
-                         capture_output=True, text=True).stdout
-    parent = dict(rec.tree[0])
-    proc = {t: p for t, p in rec.tree[0].items() if t in rec.tree[2]}
+    out = rec.script(comm=True)
+    parent, proc = rec.ancestry()
     samples, cur = [], None
     for line in out.splitlines():
         f = profile8.FRAME.match(line)

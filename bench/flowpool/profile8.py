@@ -65,6 +65,19 @@ class Record:
         self.p.send_signal(signal.SIGINT)
         self.p.wait(120)
 
+    def script(self, comm=False):
+        """`perf script` of the record: its trace events, and its samples (with their task's
+        name when `comm`) each with its frames under it."""
+        sw = "sw:" + ("comm," if comm else "") + "pid,tid,time,event,ip,sym,dso"
+        return subprocess.run(["perf", "script", "-i", self.path,
+                               "-F", "trace:pid,tid,time,event,trace", "-F", sw],
+                              capture_output=True, text=True).stdout
+
+    def ancestry(self):
+        """(each task's parent, each thread's process) when the record began: the script's
+        fork events add to them."""
+        return dict(self.tree[0]), {t: p for t, p in self.tree[0].items() if t in self.tree[2]}
+
 
 def phase(pid, t, execs, setsid, forked):
     """A pooled guest's process's phase at time T: "init" (the guest's static init: it
@@ -81,12 +94,8 @@ def phase(pid, t, execs, setsid, forked):
 def profile(rec, t0, t1, roots, runs, split=("template+1",)):
     """Per class: samples, kernel samples, self {sym: n}, under {sym: n}; the classes in
     SPLIT also per phase() as "CLASS:PHASE"."""
-    out = subprocess.run(["perf", "script", "-i", rec.path,
-                          "-F", "trace:pid,tid,time,event,trace",
-                          "-F", "sw:pid,tid,time,event,ip,sym,dso"],
-                         capture_output=True, text=True).stdout
-    parent = dict(rec.tree[0])
-    proc = {t: p for t, p in rec.tree[0].items() if t in rec.tree[2]}
+    out = rec.script()
+    parent, proc = rec.ancestry()
     samples = []  # (tid, time, [(sym, dso), ...])
     execs, setsid, forked = set(), {}, set()
     cur = None

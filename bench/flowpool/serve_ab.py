@@ -107,17 +107,13 @@ def main(argv):
         prefix = os.path.join(work, "engine")
         fp.make_engine(prefix)
         graph = fp.flow()
-        i = 0
-        for r in range(rounds):
-            for name, binary, opts in fp.in_turn(variants, r):
-                i += 1
-                x = window(name, binary, cp_binary, opts, work, prefix, graph, runs, i)
-                x["round"] = r + 1
-                res.append(x)
-                say("round %d %-10s load %5s  runs/s %6.2f  CPU ms/run: serve %.3f (I/O thread "
-                    "%.3f)  client %.3f  control plane (own threads) %.3f  serve by thread %s" % (
-                        x["round"], name, x["load"], x["runs_per_s"], x["serve_ms"], x["io_ms"],
-                        x["client_ms"], x["cp_ms"], json.dumps(x["serve_threads_ms"])))
+        for x in fp.ab_rounds(variants, rounds, lambda v, i: window(
+                v[0], v[1], cp_binary, v[2], work, prefix, graph, runs, i)):
+            res.append(x)
+            say("round %d %-10s load %5s  runs/s %6.2f  CPU ms/run: serve %.3f (I/O thread "
+                "%.3f)  client %.3f  control plane (own threads) %.3f  serve by thread %s" % (
+                    x["round"], x["variant"], x["load"], x["runs_per_s"], x["serve_ms"],
+                    x["io_ms"], x["client_ms"], x["cp_ms"], json.dumps(x["serve_threads_ms"])))
         say("medians per variant:")
         for name, _, _ in variants:
             xs = [x for x in res if x["variant"] == name]
