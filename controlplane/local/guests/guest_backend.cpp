@@ -453,7 +453,15 @@ result<bool> guest_backend::set_egress(const guest_runtime& g, const egress_poli
 
 result<int> guest_backend::open_file(const guest_runtime& g, const std::string& path,
                                      bool for_write, std::optional<uint64_t> room) {
-  if (auto parts = split_guest_path(path); !parts) return parts.error();
+  auto parts = split_guest_path(path);
+  if (!parts) return parts.error();
+  // The gofer serves the root and /workspace; a gVisor guest's /tmp is a tmpfs of its
+  // user-space kernel, which no host path reaches (the skeleton's /tmp would be written
+  // instead, where the guest never looks).
+  if (g.isolation == guest_isolation::gvisor && !parts->empty() && parts->front() == "tmp")
+    return fail(ec::bad_request, "path \"" + path +
+                                     "\": a gVisor guest's /tmp is in its own kernel's memory, "
+                                     "which the files API does not reach; use /workspace");
   auto root = impl_->guest_root(g);
   if (!root) return root.error();
   if (room)

@@ -32,6 +32,25 @@ int open_in(int dirfd, const std::string& path, uint64_t flags, uint64_t mode = 
   }
 }
 
+/// Runs `create` (a mkdirat or an O_CREAT open, -1 and errno on failure) as host root and,
+/// where the file system refuses root's ids (EOVERFLOW: a file system of the guest's own user
+/// namespace, such as the tmpfs at /tmp, maps only the guest's uid, never host root's),
+/// again with this thread's file-system ids set to the guest's: what is created is the
+/// guest's, as a file the guest made. setfsuid and setfsgid change the calling thread only.
+template<class Create>
+auto create_as_guest_if_refused(uid_t uid, gid_t gid, Create create) {
+  auto r = create();
+  if (r >= 0 || errno != EOVERFLOW) return r;
+  auto old_gid = ::syscall(SYS_setfsgid, gid);
+  auto old_uid = ::syscall(SYS_setfsuid, uid);
+  r = create();
+  const int err = errno;
+  ::syscall(SYS_setfsuid, old_uid);
+  ::syscall(SYS_setfsgid, old_gid);
+  errno = err;
+  return r;
+}
+
 std::string quoted(const std::string& p) {
   return "\"" + p + "\"";
 }
@@ -115,7 +134,8 @@ result<unique_fd> make_parents(int root_fd, const std::vector<std::string>& part
                             : path_error(path, errno);
       // The component names one entry of a directory resolved inside the guest: creating
       // it there cannot land outside.
-      if (::mkdirat(dir.get(), parts[i].c_str(), 0755) == 0)
+      if (create_as_guest_if_refused(
+              uid, gid, [&] { return ::mkdirat(dir.get(), parts[i].c_str(), 0755); }) == 0)
         ::fchownat(dir.get(), parts[i].c_str(), uid, gid, AT_SYMLINK_NOFOLLOW);
       else if (errno != EEXIST)
         return path_error(path, errno);
@@ -220,8 +240,10 @@ result<int> open_guest_file(int root_fd, const std::string& path, bool for_write
     if (errno != ENOENT) return path_error(path, errno);
     // New file: created in the resolved parent, never through a symlink (O_EXCL fails on
     // one, and the next round follows it inside the guest instead).
-    unique_fd fd{
-        open_in(parent->get(), parts->back(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0644)};
+    unique_fd fd{create_as_guest_if_refused(uid, gid, [&] {
+      return open_in(parent->get(), parts->back(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW,
+                     0644);
+    })};
     if (fd) {
       [[maybe_unused]] int rc = ::fchown(fd.get(), uid, gid);
       return fd.release();

@@ -93,6 +93,34 @@ TEST_P(control_plane_lifecycle, create_put_exec_get_delete) {
   EXPECT_NE(again.id, g.id);
 }
 
+TEST_P(control_plane_lifecycle, a_file_put_below_tmp_is_the_guests_own) {
+  // A namespace guest's /tmp is a tmpfs of its user namespace, where host root has no id:
+  // the control plane creates there as the guest's user, and the guest sees it as its own.
+  // A gVisor guest's /tmp is refused, saying so.
+  auto g = create(small);
+  auto put = put_file(g.id, "/tmp/x.txt", "one");
+  if (gvisor()) {
+    // There /tmp is the user-space kernel's: refused, saying where files go.
+    EXPECT_EQ(put.status, 400u) << put.body;
+    EXPECT_NE(put.body.find("use /workspace"), std::string::npos) << put.body;
+    EXPECT_EQ(get_file(g.id, "/tmp/x.txt").status, 400u);
+    return;
+  }
+  ASSERT_EQ(put.status, 200u) << put.body;
+  put = put_file(g.id, "/tmp/in/deeper/y.txt", "two");
+  ASSERT_EQ(put.status, 200u) << put.body;
+  auto r = exec(g.id, "/bin/sh",
+                {"-c", "cat /tmp/x.txt /tmp/in/deeper/y.txt; echo; stat -c '%n %u %g' "
+                       "/tmp/x.txt /tmp/in /tmp/in/deeper /tmp/in/deeper/y.txt"});
+  EXPECT_EQ(r.exit_code, 0) << r.stderr_text;
+  EXPECT_EQ(r.stdout_text, "onetwo\n/tmp/x.txt 60000 60000\n/tmp/in 60000 60000\n"
+                           "/tmp/in/deeper 60000 60000\n/tmp/in/deeper/y.txt 60000 60000\n");
+  EXPECT_EQ(get_file(g.id, "/tmp/in/deeper/y.txt").body, "two");
+  // Written again: the guest's file is truncated and rewritten.
+  ASSERT_EQ(put_file(g.id, "/tmp/x.txt", "again").status, 200u);
+  EXPECT_EQ(exec(g.id, "/bin/cat", {"/tmp/x.txt"}).stdout_text, "again");
+}
+
 /// How many of `pid`'s descriptors are open on a file whose path ends with `suffix`.
 size_t open_files_ending(pid_t pid, const std::string& suffix) {
   size_t n = 0;
