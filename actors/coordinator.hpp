@@ -22,7 +22,7 @@ struct coordinator_options {
   executor_settings settings; ///< executor_settings_from_env at startup
   std::string owner;          ///< names::owner_id of this runtime (guest names)
   flow_run_options run;
-  std::vector<guest_asset> assets = guest_assets(); ///< what every guest gets in /workspace/run
+  std::vector<guest_asset> assets = guest_assets(); ///< what every guest gets in /tmp/run
   /// The runner's files travel gzipped (flow_bundle_head); the runtime sets
   /// gzip_bundle_for(its control plane): false on this host.
   bool gzip_bundle = true;

@@ -11,13 +11,15 @@
 namespace guestflow {
 namespace {
 
-constexpr std::string_view run_dir = "/workspace/run/";
-
-std::string in_run_dir(std::string_view name) {
-  std::string out{run_dir};
-  out.append(name.data(), name.size());
-  return out;
-}
+/// The run's one upload: in the workspace, which every control plane's files API writes (a
+/// namespace guest's /tmp belongs to its user namespace, a gVisor guest's to its sentry).
+constexpr std::string_view bundle_path = "/workspace/run/bundle";
+/// Where guest/unpack_run.py writes the runner's files and the run's own (spec.json,
+/// variables.json): the guest's /tmp, in its memory, as the same files are in a process
+/// without a guest. The unpacker unlinks the bundle before anything runs, and ext4 drops the
+/// pages of an unlinked file not yet written back: the exec's end (sync_workspace) writes a
+/// directory's metadata back through the loop device, not the runner's files or the secrets.
+constexpr std::string_view run_dir = "/tmp/run";
 
 /// Langflow's output vertices: ChatOutput, TextOutput and DataOutput, by type or by the
 /// prefix of their id (the rule the runner harvests by when no output is named).
@@ -152,9 +154,10 @@ result<execution_spec> make_flow_spec(const run_request& req, const normalized_i
   if (!req.variables.empty())
     add_to_bundle(own, "variables.json", encode_variables(req.variables));
   spec.uploads.push_back(
-      {in_run_dir("bundle"), shared_bytes::joined(bundle_head, std::move(own))});
-  spec.command = with_timeout(timeout, "python3",
-                              {"-c", std::string{unpack->content}, in_run_dir("bundle")});
+      {std::string{bundle_path}, shared_bytes::joined(bundle_head, std::move(own))});
+  spec.command = with_timeout(
+      timeout, "python3",
+      {"-c", std::string{unpack->content}, std::string{bundle_path}, std::string{run_dir}});
   spec.timeout_seconds = timeout;
   spec.stream = true;
   return spec;

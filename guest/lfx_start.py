@@ -20,9 +20,11 @@ from run_errors import LFX_IMAGE_HINT, RunnerFatal
 PIP_TAIL = 4096  # bytes of pip output quoted in a failed-install message
 
 
-def install_lfx(spec_dir: str, pip_args: list, emitter: Emitter) -> None:
-    """Per-run fallback for an image without lfx: pip install lfx (+ extras) into the run dir."""
-    target = os.path.join(spec_dir, "site-packages")
+def install_lfx(pip_args: list, emitter: Emitter) -> None:
+    """Per-run fallback for an image without lfx: pip install lfx (+ extras) into the
+    workspace (the cwd, on the guest's disk), not beside the runner: its directory is a tmpfs
+    in the guest's memory, which lfx and its dependencies would take a large part of."""
+    target = os.path.join(os.getcwd(), "site-packages")
     cmd = [sys.executable, "-m", "pip", "install", "--disable-pip-version-check", "--no-input",
            "--target", target, "lfx", *pip_args]
     shown = "python3 -m pip install lfx" + "".join(" " + a for a in pip_args)
@@ -78,12 +80,12 @@ def lfx_unavailable(reason: str) -> RunnerFatal:
         code="unavailable")
 
 
-def choose_lfx(spec: dict, spec_path: str, emitter: Emitter, core):
+def choose_lfx(spec: dict, emitter: Emitter, core):
     """(executor, reason) for `lfx`, `auto` where lfx is installed, or `install_lfx`;
     `core(spec, emitter, reason)` makes the core executor `auto` falls back to."""
     mode = spec["executor"]
     if spec["install_lfx"]:
-        install_lfx(os.path.dirname(os.path.abspath(spec_path)), spec["pip"], emitter)
+        install_lfx(spec["pip"], emitter)
         mode = "lfx"
         chosen = "install_lfx installed lfx for this run"
     else:

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """guestflow guest runner: executes one serialized Langflow graph and prints frames.
 
-Invoked by the host as ``python3 /workspace/run/runner.py /workspace/run/spec.json``
+Invoked by the host as ``python3 /tmp/run/runner.py /tmp/run/spec.json``
 (``PYTHONUNBUFFERED=1``, cwd ``/workspace``, inside ``timeout --signal=KILL N``).
 Python 3 standard library only. The frame protocol and every behaviour decision are
 described in ``guest/README.md``. This file is the entry: it takes the run's secrets
@@ -219,7 +219,7 @@ def _core(spec: dict, emitter: Emitter, fallback_reason=None):
     return CoreExecutor(spec, emitter, fallback_reason)
 
 
-def choose_executor(spec: dict, spec_path: str, emitter: Emitter):
+def choose_executor(spec: dict, emitter: Emitter):
     """(executor, reason) for spec["executor"]; `lfx` never falls back to core."""
     mode = spec["executor"]
     if mode == "core":  # validate_spec refuses install_lfx with core
@@ -229,7 +229,7 @@ def choose_executor(spec: dict, spec_path: str, emitter: Emitter):
         return _core(spec, emitter, reason), reason
     from lfx_start import choose_lfx  # noqa: PLC0415 - only a run that may use lfx
 
-    return choose_lfx(spec, spec_path, emitter, _core)
+    return choose_lfx(spec, emitter, _core)
 
 
 # -- main ----------------------------------------------------------------------------------
@@ -269,11 +269,11 @@ def main(argv: list) -> int:
     emitter = Emitter(capture, variables.values())
     try:
         if len(argv) != 2:
-            raise RunnerFatal("runner: usage: runner.py /workspace/run/spec.json")
+            raise RunnerFatal("runner: usage: runner.py /tmp/run/spec.json")
         if variables_error is not None:
             raise RunnerFatal(f"invalid variables: {variables_error}", code="bad_request")
         spec = load_spec(argv[1], variables)
-        executor, why = choose_executor(spec, argv[1], emitter)
+        executor, why = choose_executor(spec, emitter)
         graph = spec["graph"]
         start = {"runner": "guestflow", "version": RUNNER_VERSION, "executor": executor.name,
                  "reason": why, "python": sys.version.split()[0], "vertices": len(graph.nodes),

@@ -1,18 +1,25 @@
-"""Unpacks a flow run's bundle beside it and runs runner.py as `python3 runner.py
-spec.json` would. Run as `python3 -c THIS /workspace/run/bundle` (guest/README.md)."""
+"""Unpacks a flow run's bundle into the run directory and runs runner.py there as
+`python3 runner.py spec.json` would. Run as
+`python3 -c THIS /workspace/run/bundle /tmp/run` (guest/README.md)."""
 import os
 import runpy
 import sys
 import zlib
 
 
-def unpack(bundle):
-    """Writes each file (a b"<size> <name>\\n" line, then its bytes; `X.gz` is X gzipped)
-    beside the bundle, removes it, and returns that directory."""
-    here = os.path.dirname(os.path.abspath(bundle))
+def unpack(bundle, into):
+    """Reads the bundle, removes it (and its directory once empty), and writes each file (a
+    b"<size> <name>\\n" line, then its bytes; `X.gz` is X gzipped) into `into`, made 0700."""
     with open(bundle, "rb", buffering=0) as f:
         data = f.readall()
+    # Before anything is written: ext4 drops an unlinked file's pages not yet written back, so
+    # the bundle (the secrets too) never reaches the workspace's disk.
     os.unlink(bundle)
+    try:
+        os.rmdir(os.path.dirname(os.path.abspath(bundle)))
+    except OSError:
+        pass  # not empty: something else lives there
+    os.mkdir(into, 0o700)
     # Views, not copies, and plain descriptors, not file objects: 0.16 ms of a pooled run's
     # CPU (bench/README.md, "The pooled run's own Python path").
     view = memoryview(data)
@@ -29,20 +36,20 @@ def unpack(bundle):
         if name.endswith(".gz"):
             name, body = name[:-3], memoryview(zlib.decompress(body, 31))
         # As open(path, "wb"): created 0666 less the umask, truncated, not inherited.
-        fd = os.open(os.path.join(here, name), os.O_WRONLY | os.O_CREAT | os.O_TRUNC |
+        fd = os.open(os.path.join(into, name), os.O_WRONLY | os.O_CREAT | os.O_TRUNC |
                      os.O_CLOEXEC, 0o666)
         try:
             while body:
                 body = body[os.write(fd, body):]
         finally:
             os.close(fd)
-    return here
+    return into
 
 
 def main(argv):
-    if len(argv) != 2:
-        raise SystemExit("usage: python3 -c UNPACK_RUN /workspace/run/bundle")
-    here = unpack(argv[1])
+    if len(argv) != 3:
+        raise SystemExit("usage: python3 -c UNPACK_RUN /workspace/run/bundle /tmp/run")
+    here = unpack(argv[1], os.path.abspath(argv[2]))
     runner = os.path.join(here, "runner.py")
     sys.argv = [runner, os.path.join(here, "spec.json")]
     sys.path[0] = here  # as for `python3 runner.py`: the script's directory, not the cwd

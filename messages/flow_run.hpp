@@ -174,7 +174,7 @@ json_type type_of(const raw_json& x) noexcept;
 /// failed vertex usually do).
 std::optional<std::string> error_member(const raw_json& x);
 
-/// What the guest runner reads from /workspace/run/spec.json (see guest/runner.py):
+/// What the guest runner reads from /tmp/run/spec.json (see guest/runner.py):
 /// `{"graph":{"nodes","edges"},"inputs":[…],"outputs":[…],"runtime_options":{…},
 /// "install_lfx":bool,"pip":[…],"executor":"auto"|"core"|"lfx", "session_id"?,
 /// "user_id"?, "context"?:{…}, "tweaks"?:{…}, "history"?:[…]}` (the optional keys absent

@@ -7,7 +7,7 @@ In a throwaway bwrap root (guest-side code never runs on the host as root), a py
 flowpool's heavy engine imports what a fork template imports (python_waiter.py's _preload
 of guestflow:runner, gc.freeze) and then, per run and interleaved, forks:
   pooled   the run as a pooled guest's: the waiter's _main on a request as serve sends it
-           (`python3 -c <unpack_run.py> /workspace/run/bundle`) and _run; the bundle serve's
+           (`python3 -c <unpack_run.py> /workspace/run/bundle /tmp/run`) and _run; the bundle serve's
            own (--binary: one run of B's serve captured through a relay) or made here as
            actors/flow_spec.cpp makes it; /workspace ext4 on a loop device as the control
            plane makes a guest's;
@@ -209,8 +209,8 @@ blob = {n: open(os.path.join(SPOOL, n), "rb").read() for n in os.listdir(SPOOL)}
 ENV = [b"PATH=/usr/local/bin:/usr/bin:/bin", b"HOME=/workspace", b"PYTHONUNBUFFERED=1",
        b"HOSTNAME=g"]
 
-def request(ws, alt):
-    argv = [b"-c", unpack_alt if alt else unpack_src, ws.encode() + b"/run/bundle"]
+def request(ws, alt, into):
+    argv = [b"-c", unpack_alt if alt else unpack_src, ws.encode() + b"/run/bundle", into.encode()]
     f = [b"guestflow-waiter-1", b"60", ws.encode(), b"%d" % len(argv)] + argv
     f += [b"%d" % len(ENV)] + ENV + [b""]
     return b"\0".join(f)
@@ -279,11 +279,11 @@ def run(mode, seq, profile):
             f.write(blob["floor-spec.json"])
     else:
         ws = "/tmp/ws" if mode.endswith("-tmpfs") else "/workspace"
-        d = ws + "/run"
-        os.mkdir(d)
-        with open(d + "/bundle", "wb") as f:  # the control plane's upload
+        os.mkdir(ws + "/run")
+        with open(ws + "/run/bundle", "wb") as f:  # the control plane's upload
             f.write(blob["bundle-raw" if "-raw" in mode else "bundle-gz"])
-        msg = request(ws, mode.startswith("alt-"))
+        d = "/tmp/unpacked-%d" % seq  # where the unpacker writes, as a guest's /tmp/run
+        msg = request(ws, mode.startswith("alt-"), d)
     prep = (time.monotonic() - prep) * 1000
     r, w = os.pipe()
     t0 = time.monotonic()
@@ -319,7 +319,9 @@ def run(mode, seq, profile):
     _, status, ru = os.wait4(pid, 0)
     wall = (time.monotonic() - t0) * 1000
     import shutil
-    shutil.rmtree(d)
+    shutil.rmtree(d, ignore_errors=True)
+    if mode != "floor":  # a failed run's bundle
+        shutil.rmtree(ws + "/run", ignore_errors=True)
     ok = status == 0 and b'"t":"done"' in data and b"RUN " in data
     res = {"mode": mode, "ok": ok, "cpu_ms": (ru.ru_utime + ru.ru_stime) * 1000,
            "user_ms": ru.ru_utime * 1000, "sys_ms": ru.ru_stime * 1000, "wall_ms": wall,

@@ -1,4 +1,5 @@
-"""guest/unpack_run.py: a flow run's one upload, unpacked beside itself, then the runner.
+"""guest/unpack_run.py: a flow run's one upload, unpacked into the run directory, then the
+runner.
 
 The host's side (actors/flow_spec.cpp) is checked byte for byte by unit_coordinator's
 flow_spec tests; here the guest's side on bundles made as the host makes them, and on
@@ -24,15 +25,34 @@ def entry(name: str, data: bytes) -> bytes:
     return f"{len(data)} {name}\n".encode() + data
 
 
-def run_bundle(bundle: bytes):
-    """(completed process, directory) of `python3 -c UNPACK_RUN DIR/bundle`."""
-    tmp = tempfile.TemporaryDirectory()
-    path = os.path.join(tmp.name, "bundle")
-    with open(path, "wb") as f:
-        f.write(bundle)
-    proc = subprocess.run([sys.executable, "-c", UNPACK, path], capture_output=True,
-                          timeout=60, cwd=tmp.name)
-    return proc, tmp
+class Unpacked:
+    """A temporary directory standing in for the guest: `upload` for /workspace/run (the
+    bundle), `run` for /tmp/run (what the unpacker makes), `cwd` the run's working directory."""
+
+    def __init__(self):
+        self.tmp = tempfile.TemporaryDirectory()
+        self.cwd = self.tmp.name
+        self.upload = os.path.join(self.cwd, "upload")
+        self.run = os.path.join(self.cwd, "run")
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.tmp.cleanup()
+
+
+def run_bundle(bundle: bytes, upload_too: tuple = ()):
+    """(completed process, Unpacked) of `python3 -c UNPACK_RUN UPLOAD/bundle RUN`; the names
+    in `upload_too` are left beside the bundle."""
+    d = Unpacked()
+    os.mkdir(d.upload)
+    for name in ("bundle",) + upload_too:
+        with open(os.path.join(d.upload, name), "wb") as f:
+            f.write(bundle if name == "bundle" else b"kept")
+    proc = subprocess.run([sys.executable, "-c", UNPACK, os.path.join(d.upload, "bundle"), d.run],
+                          capture_output=True, timeout=60, cwd=d.cwd)
+    return proc, d
 
 
 class UnpackRun(unittest.TestCase):
@@ -52,8 +72,11 @@ class UnpackRun(unittest.TestCase):
             outputs = [f for f in frames if f["t"] == "outputs"][0]["run_outputs"]
             self.assertEqual(outputs[0]["inputs"], {"input_value": "hi"})
             # variables.json was read and unlinked by the runner: nothing of it is left
-            self.assertEqual(sorted(os.listdir(tmp.name)), sorted(RUN_FILES + ["spec.json"]))
-            with open(os.path.join(tmp.name, "runner.py"), "rb") as f:
+            self.assertEqual(sorted(os.listdir(tmp.run)), sorted(RUN_FILES + ["spec.json"]))
+            self.assertEqual(os.stat(tmp.run).st_mode & 0o777, 0o700)
+            # The bundle, and its directory once empty, went before anything was written.
+            self.assertFalse(os.path.exists(tmp.upload))
+            with open(os.path.join(tmp.run, "runner.py"), "rb") as f:
                 self.assertEqual(f.read(), runner)  # gunzipped, byte for byte
             self.assertEqual(proc.stderr, b"")
 
@@ -69,7 +92,7 @@ class UnpackRun(unittest.TestCase):
             os.umask(umask)
             for name, data in (("big.bin", big), ("small", b"s"), ("empty", b""),
                                ("runner.py", probe)):
-                path = os.path.join(tmp.name, name)
+                path = os.path.join(tmp.run, name)
                 with open(path, "rb") as f:
                     self.assertEqual(f.read(), data, name)
                 self.assertEqual(os.stat(path).st_mode & 0o777, 0o666 & ~umask, name)
@@ -95,9 +118,31 @@ class UnpackRun(unittest.TestCase):
             with tmp:
                 self.assertEqual(proc.returncode, 1, bad)
                 self.assertIn(why, proc.stderr, bad)
-                self.assertFalse(os.path.exists(os.path.join(tmp.name, "ran")), bad)
-                self.assertFalse(os.path.exists(os.path.join(os.path.dirname(tmp.name),
-                                                             "runner.py")))
+                self.assertFalse(os.path.exists(os.path.join(tmp.cwd, "ran")), bad)
+                self.assertFalse(os.path.exists(os.path.join(tmp.cwd, "runner.py")))
+
+    def test_the_bundle_s_directory_stays_when_something_else_is_in_it(self):
+        proc, tmp = run_bundle(entry("runner.py", b"pass\n") + entry("spec.json", b"{}"),
+                               upload_too=("other",))
+        with tmp:
+            self.assertEqual(proc.returncode, 0, proc.stderr)
+            self.assertEqual(os.listdir(tmp.upload), ["other"])
+
+    def test_a_run_directory_that_exists_is_refused_and_nothing_runs(self):
+        # A fresh guest has no /tmp/run: one there is not this run's, never written into.
+        d = Unpacked()
+        with d:
+            os.mkdir(d.upload)
+            os.mkdir(d.run)
+            with open(os.path.join(d.upload, "bundle"), "wb") as f:
+                f.write(entry("runner.py", b"open('ran', 'w')\n") + entry("spec.json", b"{}"))
+            proc = subprocess.run([sys.executable, "-c", UNPACK,
+                                   os.path.join(d.upload, "bundle"), d.run],
+                                  capture_output=True, timeout=60, cwd=d.cwd)
+            self.assertEqual(proc.returncode, 1)
+            self.assertIn(b"FileExistsError", proc.stderr)
+            self.assertEqual(os.listdir(d.run), [])
+            self.assertFalse(os.path.exists(os.path.join(d.cwd, "ran")))
 
 
 if __name__ == "__main__":

@@ -66,26 +66,26 @@ std::string slow_chat() {
 }
 
 /// TextInput (its text a `load_from_db` variable) → Python Interpreter → ChatOutput. The
-/// interpreter proves it got the value (its SHA-256), lists /workspace/run and searches
-/// every file under /workspace for the value while the run is going on.
+/// interpreter proves it got the value (its SHA-256), lists /tmp/run and searches
+/// every file under /workspace and /tmp (the run's directory) for the value while the run is
+/// going on.
 std::string secret_flow(const std::string& variable) {
-  const std::string code =
-      "import hashlib, os, stat\n"
-      "hits = []\n"
-      "for root, _, files in os.walk('/workspace'):\n"
-      "    for f in files:\n"
-      "        p = os.path.join(root, f)\n"
-      "        try:\n"
-      "            if not stat.S_ISREG(os.lstat(p).st_mode):\n"
-      "                continue\n"
-      "            with open(p, 'rb') as fh:\n"
-      "                if secret.encode() in fh.read():\n"
-      "                    hits.append(p)\n"
-      "        except OSError:\n"
-      "            pass\n"
-      "print('sha256=' + hashlib.sha256(secret.encode()).hexdigest())\n"
-      "print('run_dir=' + ','.join(sorted(os.listdir('/workspace/run'))))\n"
-      "print('hits=' + repr(hits))\n";
+  const std::string code = "import hashlib, os, stat\n"
+                           "hits = []\n"
+                           "for root, _, files in [*os.walk('/workspace'), *os.walk('/tmp')]:\n"
+                           "    for f in files:\n"
+                           "        p = os.path.join(root, f)\n"
+                           "        try:\n"
+                           "            if not stat.S_ISREG(os.lstat(p).st_mode):\n"
+                           "                continue\n"
+                           "            with open(p, 'rb') as fh:\n"
+                           "                if secret.encode() in fh.read():\n"
+                           "                    hits.append(p)\n"
+                           "        except OSError:\n"
+                           "            pass\n"
+                           "print('sha256=' + hashlib.sha256(secret.encode()).hexdigest())\n"
+                           "print('run_dir=' + ','.join(sorted(os.listdir('/tmp/run'))))\n"
+                           "print('hits=' + repr(hits))\n";
   return R"({"nodes":[)" +
          node("secret_text", "TextInput",
               R"({"input_value":{"value":")" + variable + R"(","load_from_db":true}})") +
@@ -309,7 +309,7 @@ TEST_F(memory_test, a_secret_given_with_var_reaches_a_component_and_nothing_else
   auto& events = r.stdout_text;
   EXPECT_NE(events.find("sha256=" + sha256_hex(secret)), std::string::npos) << events;
   // The runner read variables.json and unlinked it before any vertex ran, and no file of
-  // the workspace holds the value.
+  // the workspace or /tmp holds the value.
   EXPECT_NE(events.find("run_dir="), std::string::npos) << events;
   EXPECT_EQ(events.find("variables.json"), std::string::npos) << events;
   EXPECT_NE(events.find("hits=[]"), std::string::npos) << events;

@@ -148,11 +148,10 @@ TEST_F(state_test, a_secret_reaches_its_component_and_is_found_nowhere_else) {
   const std::string secret = "sk-guestflow-SECRET-4242";
   // The code prints the secret, returns it, lists what the runner left in its directory and
   // echoes spec.json (which must not hold it either).
-  auto code =
-      R"j("import os\nprint('key=' + input_value)\n)j"
-      R"j(print('run dir:', sorted(os.listdir('/workspace/run')))\n)j"
-      R"j(print('spec holds it:', input_value in open('/workspace/run/spec.json').read())\n)j"
-      R"j(print('key again: ' + input_value)")j";
+  auto code = R"j("import os\nprint('key=' + input_value)\n)j"
+              R"j(print('run dir:', sorted(os.listdir('/tmp/run')))\n)j"
+              R"j(print('spec holds it:', input_value in open('/tmp/run/spec.json').read())\n)j"
+              R"j(print('key again: ' + input_value)")j";
   auto f = file("secret.json", secret_flow("MY_TOKEN", code));
   auto r = run({f, "--var", "MY_TOKEN=" + secret, "--events"});
   ASSERT_EQ(r.status, 0) << r.stderr_text << r.stdout_text;

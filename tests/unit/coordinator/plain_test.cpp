@@ -305,7 +305,7 @@ TEST(flow_spec, builds_the_execution_of_a_run) {
   EXPECT_EQ(spec->command.cmd, "timeout");
   EXPECT_EQ(spec->command.args,
             (std::vector<std::string>{"--kill-after=5", "600", "python3", "-c", "# unpack",
-                                      "/workspace/run/bundle"}));
+                                      "/workspace/run/bundle", "/tmp/run"}));
   EXPECT_EQ(spec->timeout_seconds, 600u);
   EXPECT_TRUE(spec->stream);
 }
@@ -374,30 +374,38 @@ TEST(flow_spec, every_run_shares_the_embedded_part_of_its_bundle) {
 }
 
 TEST(flow_spec, the_guest_unpacks_the_bundle_and_runs_the_runner_as_python3_runs_it) {
-  // The real embedded files, unpacked by the real unpacker, in a directory standing in for
-  // /workspace/run: every file comes back byte for byte and the runner runs the flow.
+  // The real embedded files, unpacked by the real unpacker from a directory standing in for
+  // /workspace/run into one standing in for /tmp/run: every file comes back byte for byte,
+  // the bundle and its emptied directory are gone, and the runner runs the flow.
   auto flow = test_support::slurp(GUESTFLOW_SOURCE_DIR "/examples/flows/hello.json");
   auto req = decode<run_request>(R"({"flow":)" + flow + "}");
   ASSERT_TRUE(req) << req.error().message;
   auto spec = make_flow_spec(*req, {}, {}, "gf-x-abc123-0123456789", guest_assets());
   ASSERT_TRUE(spec) << spec.error().message;
   test_support::temp_dir dir;
-  auto bundle = dir.path() / "bundle";
+  auto upload = dir.path() / "upload";
+  auto run = dir.path() / "run";
+  std::filesystem::create_directory(upload);
+  auto bundle = upload / "bundle";
   {
     std::ofstream f{bundle, std::ios::binary};
     f << spec->uploads[0].content.str();
   }
-  auto args = spec->command.args; // timeout --kill-after=5 N python3 -c SOURCE BUNDLE
-  ASSERT_EQ(args.size(), 6u);
-  args.back() = bundle.string();
+  auto args = spec->command.args; // timeout --kill-after=5 N python3 -c SOURCE BUNDLE DIR
+  ASSERT_EQ(args.size(), 7u);
+  args[5] = bundle.string();
+  args[6] = run.string();
   auto out = dir.path() / "stdout";
   EXPECT_EQ(run_to_file({args.begin() + 2, args.end()}, out), 0);
   auto frames = test_support::slurp(out.string());
   EXPECT_NE(frames.find(R"("t":"note")"), std::string::npos) << frames;
   EXPECT_EQ(frames.substr(frames.rfind('{')), "{\"t\":\"done\"}\n") << frames;
-  EXPECT_FALSE(std::filesystem::exists(bundle)) << "unpacked, then removed";
+  EXPECT_FALSE(std::filesystem::exists(upload))
+      << "the bundle read, then removed with its directory";
+  EXPECT_EQ(std::filesystem::status(run).permissions() & std::filesystem::perms::all,
+            std::filesystem::perms::owner_all);
   for (auto& a : guest_assets()) {
-    auto there = dir.path() / std::string{a.name};
+    auto there = run / std::string{a.name};
     // Every runner module is unpacked; the unpacker (the command) and the sessions' tool
     // are not in a flow's bundle.
     if (a.name == "unpack_run.py" || a.name == "session_files.py")
@@ -405,7 +413,7 @@ TEST(flow_spec, the_guest_unpacks_the_bundle_and_runs_the_runner_as_python3_runs
     else
       EXPECT_EQ(test_support::slurp(there.string()), a.content) << a.name;
   }
-  EXPECT_NE(test_support::slurp((dir.path() / "spec.json").string()).find(R"("graph")"),
+  EXPECT_NE(test_support::slurp((run / "spec.json").string()).find(R"("graph")"),
             std::string::npos);
 }
 
