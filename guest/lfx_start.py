@@ -20,11 +20,15 @@ from run_errors import LFX_IMAGE_HINT, RunnerFatal
 PIP_TAIL = 4096  # bytes of pip output quoted in a failed-install message
 
 
+# Where install_lfx installs: the workspace, on the guest's disk (the host uploaded the run's
+# bundle below it), not beside the runner: the run directory is in the guest's memory, which
+# lfx and its dependencies would take a large part of.
+SITE_TARGET = "/workspace/site-packages"
+
+
 def install_lfx(pip_args: list, emitter: Emitter) -> None:
-    """Per-run fallback for an image without lfx: pip install lfx (+ extras) into the
-    workspace (the cwd, on the guest's disk), not beside the runner: its directory is a tmpfs
-    in the guest's memory, which lfx and its dependencies would take a large part of."""
-    target = os.path.join(os.getcwd(), "site-packages")
+    """Per-run fallback for an image without lfx: pip install lfx (+ extras) into SITE_TARGET."""
+    target = SITE_TARGET
     cmd = [sys.executable, "-m", "pip", "install", "--disable-pip-version-check", "--no-input",
            "--target", target, "lfx", *pip_args]
     shown = "python3 -m pip install lfx" + "".join(" " + a for a in pip_args)

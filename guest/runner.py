@@ -2,7 +2,7 @@
 """guestflow guest runner: executes one serialized Langflow graph and prints frames.
 
 Invoked by the host as ``python3 /tmp/run/runner.py /tmp/run/spec.json``
-(``PYTHONUNBUFFERED=1``, cwd ``/workspace``, inside ``timeout --signal=KILL N``).
+(``PYTHONUNBUFFERED=1``, cwd ``/workspace``, inside ``timeout --kill-after=5 N``).
 Python 3 standard library only. The frame protocol and every behaviour decision are
 described in ``guest/README.md``. This file is the entry: it takes the run's secrets
 (``variables.json``, unlinked at once), loads and validates spec.json, prepares the graph

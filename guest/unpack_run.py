@@ -13,7 +13,7 @@ def unpack(bundle, into):
     with open(bundle, "rb", buffering=0) as f:
         data = f.readall()
     # Before anything is written: ext4 drops an unlinked file's pages not yet written back, so
-    # the bundle (the secrets too) never reaches the workspace's disk.
+    # the bundle (the secrets too) is normally never written to the workspace's disk.
     os.unlink(bundle)
     try:
         os.rmdir(os.path.dirname(os.path.abspath(bundle)))

@@ -461,7 +461,8 @@ result<int> guest_backend::open_file(const guest_runtime& g, const std::string& 
   if (g.isolation == guest_isolation::gvisor && !parts->empty() && parts->front() == "tmp")
     return fail(ec::bad_request, "path \"" + path +
                                      "\": a gVisor guest's /tmp is in its own kernel's memory, "
-                                     "which the files API does not reach; use /workspace");
+                                     "which the files API does not reach; the files API "
+                                     "writes below /workspace");
   auto root = impl_->guest_root(g);
   if (!root) return root.error();
   if (room)

@@ -32,31 +32,20 @@ int open_in(int dirfd, const std::string& path, uint64_t flags, uint64_t mode = 
   }
 }
 
-/// Runs `create` (a mkdirat or an O_CREAT open, -1 and errno on failure) as host root and,
-/// where the file system refuses root's ids (EOVERFLOW: a file system of the guest's own user
-/// namespace, such as the tmpfs at /tmp, maps only the guest's uid, never host root's),
-/// again with this thread's file-system ids set to the guest's: what is created is the
-/// guest's, as a file the guest made. setfsuid and setfsgid change the calling thread only.
-template<class Create>
-auto create_as_guest_if_refused(uid_t uid, gid_t gid, Create create) {
-  auto r = create();
-  if (r >= 0 || errno != EOVERFLOW) return r;
-  auto old_gid = ::syscall(SYS_setfsgid, gid);
-  auto old_uid = ::syscall(SYS_setfsuid, uid);
-  r = create();
-  const int err = errno;
-  ::syscall(SYS_setfsuid, old_uid);
-  ::syscall(SYS_setfsgid, old_gid);
-  errno = err;
-  return r;
-}
-
 std::string quoted(const std::string& p) {
   return "\"" + p + "\"";
 }
 
 failure refused(const std::string& path, const std::string& why) {
   return fail(ec::bad_request, "path " + quoted(path) + " " + why);
+}
+
+/// A write into one of the guest's own tmpfs (its /tmp, /dev/shm, a root made from the host's
+/// /usr): the guest's memory, which the server's bytes would be charged to the server for,
+/// with nothing to bound them. Refused whether the file exists or not.
+failure in_guest_memory(const std::string& path) {
+  return refused(path, "is in a file system the guest keeps in its own memory (its /tmp, "
+                       "/dev/shm or root); the files API writes below /workspace");
 }
 
 /// Maps an errno from resolving or opening `path` onto the wire errors.
@@ -72,7 +61,9 @@ failure path_error(const std::string& path, int err) {
     return refused(path, "goes through too many symlinks or a /proc magic link");
   case EROFS:
     return refused(path, "is on a read-only part of the sandbox (/usr and the system "
-                         "directories are read-only; write below /workspace or /tmp)");
+                         "directories are read-only; write below /workspace)");
+  case EOVERFLOW: // a create on a file system of the guest's user namespace: no id for root
+    return in_guest_memory(path);
   case EXDEV:
     return refused(path, "leaves the sandbox's root");
   case ENAMETOOLONG:
@@ -134,8 +125,7 @@ result<unique_fd> make_parents(int root_fd, const std::vector<std::string>& part
                             : path_error(path, errno);
       // The component names one entry of a directory resolved inside the guest: creating
       // it there cannot land outside.
-      if (create_as_guest_if_refused(
-              uid, gid, [&] { return ::mkdirat(dir.get(), parts[i].c_str(), 0755); }) == 0)
+      if (::mkdirat(dir.get(), parts[i].c_str(), 0755) == 0)
         ::fchownat(dir.get(), parts[i].c_str(), uid, gid, AT_SYMLINK_NOFOLLOW);
       else if (errno != EEXIST)
         return path_error(path, errno);
@@ -232,6 +222,9 @@ result<int> open_guest_file(int root_fd, const std::string& path, bool for_write
     unique_fd p{open_in(root_fd, clean, O_PATH)};
     if (p) {
       if (auto ok = check_plain_file(p.get(), path); !ok) return ok.error();
+      struct statfs fs;
+      if (::fstatfs(p.get(), &fs) == 0 && fs.f_type == TMPFS_MAGIC)
+        return in_guest_memory(path);
       auto fd = reopen(p.get(), O_WRONLY | O_TRUNC, path);
       if (fd) [[maybe_unused]]
         int rc = ::fchown(*fd, uid, gid);
@@ -240,10 +233,8 @@ result<int> open_guest_file(int root_fd, const std::string& path, bool for_write
     if (errno != ENOENT) return path_error(path, errno);
     // New file: created in the resolved parent, never through a symlink (O_EXCL fails on
     // one, and the next round follows it inside the guest instead).
-    unique_fd fd{create_as_guest_if_refused(uid, gid, [&] {
-      return open_in(parent->get(), parts->back(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW,
-                     0644);
-    })};
+    unique_fd fd{
+        open_in(parent->get(), parts->back(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0644)};
     if (fd) {
       [[maybe_unused]] int rc = ::fchown(fd.get(), uid, gid);
       return fd.release();

@@ -93,32 +93,31 @@ TEST_P(control_plane_lifecycle, create_put_exec_get_delete) {
   EXPECT_NE(again.id, g.id);
 }
 
-TEST_P(control_plane_lifecycle, a_file_put_below_tmp_is_the_guests_own) {
-  // A namespace guest's /tmp is a tmpfs of its user namespace, where host root has no id:
-  // the control plane creates there as the guest's user, and the guest sees it as its own.
-  // A gVisor guest's /tmp is refused, saying so.
+TEST_P(control_plane_lifecycle, a_put_into_the_guests_memory_is_refused_a_get_reads_it) {
+  // A guest's /tmp is a tmpfs in its own memory (of its user namespace, or gVisor's kernel):
+  // the server's bytes there would be charged to the server with nothing to bound them. A
+  // PUT is refused before anything is created or truncated, saying where files go.
   auto g = create(small);
-  auto put = put_file(g.id, "/tmp/x.txt", "one");
-  if (gvisor()) {
-    // There /tmp is the user-space kernel's: refused, saying where files go.
-    EXPECT_EQ(put.status, 400u) << put.body;
-    EXPECT_NE(put.body.find("use /workspace"), std::string::npos) << put.body;
-    EXPECT_EQ(get_file(g.id, "/tmp/x.txt").status, 400u);
-    return;
+  for (const auto* path : {"/tmp/x.txt", "/tmp/in/y.txt", "/dev/shm/z"}) {
+    auto put = put_file(g.id, path, "from the host");
+    EXPECT_EQ(put.status, 400u) << path << ": " << put.body;
+    EXPECT_NE(put.body.find("below /workspace"), std::string::npos) << put.body;
   }
-  ASSERT_EQ(put.status, 200u) << put.body;
-  put = put_file(g.id, "/tmp/in/deeper/y.txt", "two");
-  ASSERT_EQ(put.status, 200u) << put.body;
-  auto r = exec(g.id, "/bin/sh",
-                {"-c", "cat /tmp/x.txt /tmp/in/deeper/y.txt; echo; stat -c '%n %u %g' "
-                       "/tmp/x.txt /tmp/in /tmp/in/deeper /tmp/in/deeper/y.txt"});
-  EXPECT_EQ(r.exit_code, 0) << r.stderr_text;
-  EXPECT_EQ(r.stdout_text, "onetwo\n/tmp/x.txt 60000 60000\n/tmp/in 60000 60000\n"
-                           "/tmp/in/deeper 60000 60000\n/tmp/in/deeper/y.txt 60000 60000\n");
-  EXPECT_EQ(get_file(g.id, "/tmp/in/deeper/y.txt").body, "two");
-  // Written again: the guest's file is truncated and rewritten.
-  ASSERT_EQ(put_file(g.id, "/tmp/x.txt", "again").status, 200u);
-  EXPECT_EQ(exec(g.id, "/bin/cat", {"/tmp/x.txt"}).stdout_text, "again");
+  auto r =
+      exec(g.id, "/bin/sh", {"-c", "ls -A /tmp; echo mine > /tmp/own.txt && echo written"});
+  EXPECT_EQ(r.stdout_text, "written\n") << "nothing was created: " << r.stderr_text;
+  // A file the guest wrote there: not overwritten (nor truncated); read back where the
+  // server can reach it.
+  auto over = put_file(g.id, "/tmp/own.txt", "from the host");
+  EXPECT_EQ(over.status, 400u) << over.body;
+  EXPECT_EQ(exec(g.id, "/bin/cat", {"/tmp/own.txt"}).stdout_text, "mine\n");
+  auto got = get_file(g.id, "/tmp/own.txt");
+  if (gvisor()) {
+    EXPECT_EQ(got.status, 400u) << got.body; // the sentry's memory: no host path reaches it
+  } else {
+    EXPECT_EQ(got.status, 200u) << got.body;
+    EXPECT_EQ(got.body, "mine\n");
+  }
 }
 
 /// How many of `pid`'s descriptors are open on a file whose path ends with `suffix`.
