@@ -12,7 +12,7 @@ namespace guestflow {
 namespace {
 
 /// The run's one upload: in the workspace, the one place every control plane's files API
-/// writes (a local guest's /tmp is in its own memory, which a PUT is refused).
+/// writes (a local guest's /tmp is in its own memory, where a PUT is refused).
 constexpr std::string_view bundle_path = "/workspace/run/bundle";
 /// Where guest/unpack_run.py writes the runner's files and the run's own (spec.json,
 /// variables.json): the guest's /tmp, in its memory, as the same files are in a process

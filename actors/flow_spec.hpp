@@ -17,7 +17,7 @@ namespace guestflow {
 /// runtime options, the pip fallback and the runtime state: session, user, context, tweaks,
 /// history), variables.json when the run has variables (its secrets, never in spec.json)
 /// and the runner's files, which
-/// guest/unpack_run.py (`python3 -c`) unlinks and writes under `/tmp/run/` before it runs the
+/// guest/unpack_run.py (`python3 -c`) unlinks, then writes under `/tmp/run/` before it runs the
 /// runner; that command under `timeout --kill-after=5 N` with N = the caller's timeout
 /// (refused above the executor's limit) or the limit; streamed exec; PYTHONUNBUFFERED=1 so
 /// frames leave the guest before a kill; auto-pause as the backstop for a guest this

@@ -74,8 +74,9 @@ failure path_error(const std::string& path, int err) {
 }
 
 /// Only plain files on ordinary filesystems: never a device, FIFO or socket (opening one
-/// as host root could block or act on a device), nothing in procfs/sysfs.
-result<bool> check_plain_file(int fd, const std::string& path) {
+/// as host root could block or act on a device), nothing in procfs/sysfs; a write, nothing
+/// in the guest's own memory (in_guest_memory).
+result<bool> check_plain_file(int fd, const std::string& path, bool for_write) {
   struct stat st;
   if (::fstat(fd, &st) != 0) return path_error(path, errno);
   if (S_ISDIR(st.st_mode)) return path_error(path, EISDIR);
@@ -88,6 +89,7 @@ result<bool> check_plain_file(int fd, const std::string& path) {
       sfs.f_type == DEBUGFS_MAGIC || sfs.f_type == SECURITYFS_MAGIC)
     return refused(path, "is in a kernel pseudo-filesystem (/proc, /sys), which the files "
                          "API does not serve");
+  if (for_write && sfs.f_type == TMPFS_MAGIC) return in_guest_memory(path);
   return true;
 }
 
@@ -212,7 +214,7 @@ result<int> open_guest_file(int root_fd, const std::string& path, bool for_write
   if (!for_write) {
     unique_fd p{open_in(root_fd, clean, O_PATH)};
     if (!p) return path_error(path, errno);
-    if (auto ok = check_plain_file(p.get(), path); !ok) return ok.error();
+    if (auto ok = check_plain_file(p.get(), path, false); !ok) return ok.error();
     return reopen(p.get(), O_RDONLY, path);
   }
 
@@ -221,10 +223,7 @@ result<int> open_guest_file(int root_fd, const std::string& path, bool for_write
   for (int attempt = 0; attempt < 3; ++attempt) {
     unique_fd p{open_in(root_fd, clean, O_PATH)};
     if (p) {
-      if (auto ok = check_plain_file(p.get(), path); !ok) return ok.error();
-      struct statfs fs;
-      if (::fstatfs(p.get(), &fs) == 0 && fs.f_type == TMPFS_MAGIC)
-        return in_guest_memory(path);
+      if (auto ok = check_plain_file(p.get(), path, true); !ok) return ok.error();
       auto fd = reopen(p.get(), O_WRONLY | O_TRUNC, path);
       if (fd) [[maybe_unused]]
         int rc = ::fchown(*fd, uid, gid);
