@@ -12,8 +12,10 @@ namespace guestflow {
 namespace {
 
 /// The run's one upload: in the workspace, the one place every control plane's files API
-/// writes (a local guest's /tmp is in its own memory, where a PUT is refused).
-constexpr std::string_view bundle_path = "/workspace/run/bundle";
+/// writes (a local guest's /tmp is in its own memory, where a PUT is refused); at its root,
+/// so that the upload makes no directory (on a fresh ext4 a mkdir is the upload's dearest
+/// step, and the directory's blocks would be written back at the exec's end).
+constexpr std::string_view bundle_path = "/workspace/.run-bundle";
 /// Where guest/unpack_run.py writes the runner's files and the run's own (spec.json,
 /// variables.json): the guest's /tmp, in its memory, as the same files are in a process
 /// without a guest. The unpacker unlinks the bundle before anything runs, and ext4 drops the

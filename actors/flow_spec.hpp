@@ -12,7 +12,7 @@
 namespace guestflow {
 
 /// Turns an admitted whole-flow run into the execution that runs it in a fresh guest:
-/// shape, rootfs and egress from the executor settings; one upload, `/workspace/run/bundle`,
+/// shape, rootfs and egress from the executor settings; one upload, `/workspace/.run-bundle`,
 /// holding spec.json (the graph payload, normalized inputs, requested outputs, forwarded
 /// runtime options, the pip fallback and the runtime state: session, user, context, tweaks,
 /// history), variables.json when the run has variables (its secrets, never in spec.json)

@@ -1,6 +1,6 @@
 """Unpacks a flow run's bundle into the run directory and runs runner.py there as
 `python3 runner.py spec.json` would. Run as
-`python3 -c THIS /workspace/run/bundle /tmp/run` (guest/README.md)."""
+`python3 -c THIS /workspace/.run-bundle /tmp/run` (guest/README.md)."""
 import os
 import runpy
 import sys
@@ -8,17 +8,13 @@ import zlib
 
 
 def unpack(bundle, into):
-    """Reads the bundle, removes it (and its directory once empty), and writes each file (a
+    """Reads the bundle, removes it, and writes each file (a
     b"<size> <name>\\n" line, then its bytes; `X.gz` is X gzipped) into `into`, made 0700."""
     with open(bundle, "rb", buffering=0) as f:
         data = f.readall()
     # Before anything is written: ext4 drops an unlinked file's pages not yet written back, so
     # the bundle (the secrets too) is normally never written to the workspace's disk.
     os.unlink(bundle)
-    try:
-        os.rmdir(os.path.dirname(os.path.abspath(bundle)))
-    except OSError:
-        pass  # not empty: something else lives there
     os.mkdir(into, 0o700)
     # Views, not copies, and plain descriptors, not file objects: 0.16 ms of a pooled run's
     # CPU (bench/README.md, "The pooled run's own Python path").
@@ -48,7 +44,7 @@ def unpack(bundle, into):
 
 def main(argv):
     if len(argv) != 3:
-        raise SystemExit("usage: python3 -c UNPACK_RUN /workspace/run/bundle /tmp/run")
+        raise SystemExit("usage: python3 -c UNPACK_RUN /workspace/.run-bundle /tmp/run")
     here = unpack(argv[1], os.path.abspath(argv[2]))
     runner = os.path.join(here, "runner.py")
     sys.argv = [runner, os.path.join(here, "spec.json")]

@@ -7,7 +7,7 @@ In a throwaway bwrap root (guest-side code never runs on the host as root), a py
 flowpool's heavy engine imports what a fork template imports (python_waiter.py's _preload
 of guestflow:runner, gc.freeze) and then, per run and interleaved, forks:
   pooled   the run as a pooled guest's: the waiter's _main on a request as serve sends it
-           (`python3 -c <unpack_run.py> /workspace/run/bundle /tmp/run`) and _run; the bundle serve's
+           (`python3 -c <unpack_run.py> /workspace/.run-bundle /tmp/run`) and _run; the bundle serve's
            own (--binary: one run of B's serve captured through a relay) or made here as
            actors/flow_spec.cpp makes it; /workspace ext4 on a loop device as the control
            plane makes a guest's;
@@ -120,7 +120,7 @@ def capture(binary, work, prefix, graph):
         for head, body in requests(relay.sent[cid]):
             if b"spec.json\n" in body and b'"run pooled"' in body:
                 bundle = body
-            elif body.startswith(b"{") and b"/workspace/run/bundle" in body:
+            elif body.startswith(b"{") and b"/workspace/.run-bundle" in body:
                 command = json.loads(body)
     if bundle is None or command is None:
         raise RuntimeError("no bundle or exec seen between serve and its control plane")
@@ -140,7 +140,7 @@ def cpu_ns(pid):
 
 
 def price_upload(binary, work, bundles, rounds, per):
-    """The control plane's side of the bundle's bytes: PUT /workspace/run/bundle of each
+    """The control plane's side of the bundle's bytes: PUT /workspace/.run-bundle of each
     variant on one guest, `per` puts a batch, batches interleaved for `rounds` rounds; the
     control plane's CPU (schedstat) a put, medians over batches."""
     import http.client
@@ -161,7 +161,7 @@ def price_upload(binary, work, bundles, rounds, per):
     try:
         gid = json.loads(call("POST", "/v1/sandboxes", json.dumps({"shape": fp.SHAPE})))[
             "data"]["id"]
-        path = "/v1/sandboxes/%s/files?path=/workspace/run/bundle" % gid
+        path = "/v1/sandboxes/%s/files?path=/workspace/.run-bundle" % gid
         out = {name: [] for name in bundles}
         for r in range(rounds):
             for name in fp.in_turn(list(bundles), r):

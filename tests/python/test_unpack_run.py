@@ -26,8 +26,9 @@ def entry(name: str, data: bytes) -> bytes:
 
 
 class Unpacked:
-    """A temporary directory standing in for the guest: `upload` for /workspace/run (the
-    bundle), `run` for /tmp/run (what the unpacker makes), `cwd` the run's working directory."""
+    """A temporary directory standing in for the guest: `upload` for /workspace (where the
+    bundle is), `run` for /tmp/run (what the unpacker makes), `cwd` the run's working
+    directory."""
 
     def __init__(self):
         self.tmp = tempfile.TemporaryDirectory()
@@ -43,14 +44,15 @@ class Unpacked:
 
 
 def run_bundle(bundle: bytes, upload_too: tuple = ()):
-    """(completed process, Unpacked) of `python3 -c UNPACK_RUN UPLOAD/bundle RUN`; the names
-    in `upload_too` are left beside the bundle."""
+    """(completed process, Unpacked) of `python3 -c UNPACK_RUN UPLOAD/.run-bundle RUN`; the
+    names in `upload_too` are left beside the bundle."""
     d = Unpacked()
     os.mkdir(d.upload)
-    for name in ("bundle",) + upload_too:
+    for name in (".run-bundle",) + upload_too:
         with open(os.path.join(d.upload, name), "wb") as f:
-            f.write(bundle if name == "bundle" else b"kept")
-    proc = subprocess.run([sys.executable, "-c", UNPACK, os.path.join(d.upload, "bundle"), d.run],
+            f.write(bundle if name == ".run-bundle" else b"kept")
+    proc = subprocess.run([sys.executable, "-c", UNPACK, os.path.join(d.upload, ".run-bundle"),
+                           d.run],
                           capture_output=True, timeout=60, cwd=d.cwd)
     return proc, d
 
@@ -74,8 +76,9 @@ class UnpackRun(unittest.TestCase):
             # variables.json was read and unlinked by the runner: nothing of it is left
             self.assertEqual(sorted(os.listdir(tmp.run)), sorted(RUN_FILES + ["spec.json"]))
             self.assertEqual(os.stat(tmp.run).st_mode & 0o777, 0o700)
-            # The bundle, and its directory once empty, went before anything was written.
-            self.assertFalse(os.path.exists(tmp.upload))
+            # The bundle went before anything was written; its directory (the workspace, the
+            # run's cwd) stays, empty as it is.
+            self.assertEqual(os.listdir(tmp.upload), [])
             with open(os.path.join(tmp.run, "runner.py"), "rb") as f:
                 self.assertEqual(f.read(), runner)  # gunzipped, byte for byte
             self.assertEqual(proc.stderr, b"")
@@ -121,7 +124,7 @@ class UnpackRun(unittest.TestCase):
                 self.assertFalse(os.path.exists(os.path.join(tmp.cwd, "ran")), bad)
                 self.assertFalse(os.path.exists(os.path.join(tmp.cwd, "runner.py")))
 
-    def test_the_bundle_s_directory_stays_when_something_else_is_in_it(self):
+    def test_what_else_is_beside_the_bundle_stays(self):
         proc, tmp = run_bundle(entry("runner.py", b"pass\n") + entry("spec.json", b"{}"),
                                upload_too=("other",))
         with tmp:
@@ -134,10 +137,10 @@ class UnpackRun(unittest.TestCase):
         with d:
             os.mkdir(d.upload)
             os.mkdir(d.run)
-            with open(os.path.join(d.upload, "bundle"), "wb") as f:
+            with open(os.path.join(d.upload, ".run-bundle"), "wb") as f:
                 f.write(entry("runner.py", b"open('ran', 'w')\n") + entry("spec.json", b"{}"))
             proc = subprocess.run([sys.executable, "-c", UNPACK,
-                                   os.path.join(d.upload, "bundle"), d.run],
+                                   os.path.join(d.upload, ".run-bundle"), d.run],
                                   capture_output=True, timeout=60, cwd=d.cwd)
             self.assertEqual(proc.returncode, 1)
             self.assertIn(b"FileExistsError", proc.stderr)

@@ -221,6 +221,39 @@ result<unique_fd> mount_backing(int backing, const fs::path& image, bool durable
   return mount_loop(std::move(*loop), durable);
 }
 
+/// The template's size and data extents (its holes left out), read into memory: every fresh
+/// image is written from them, without opening, seeking and reading the template again.
+result<workspace_template_blocks> read_template_blocks(const fs::path& tpl) {
+  unique_fd in{::open(tpl.c_str(), O_RDONLY | O_CLOEXEC)};
+  if (!in) return os_failure("opening the workspace template " + tpl.string());
+  struct stat st {};
+  if (::fstat(in.get(), &st) != 0) return os_failure("stat " + tpl.string());
+  workspace_template_blocks out;
+  out.size = st.st_size;
+  out.dev = st.st_dev;
+  out.ino = st.st_ino;
+  off_t at = 0;
+  for (;;) {
+    off_t data = ::lseek(in.get(), at, SEEK_DATA);
+    if (data < 0) {
+      if (errno == ENXIO) break; // no data after `at`
+      return os_failure("reading the workspace template's extents");
+    }
+    off_t hole = ::lseek(in.get(), data, SEEK_HOLE);
+    if (hole < 0) return os_failure("reading the workspace template's extents");
+    std::string bytes(size_t(hole - data), '\0');
+    for (size_t got = 0; got < bytes.size();) {
+      auto n = ::pread(in.get(), bytes.data() + got, bytes.size() - got, data + off_t(got));
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) return os_failure("reading the workspace template");
+      got += size_t(n);
+    }
+    out.extents.emplace_back(data, std::move(bytes));
+    at = hole;
+  }
+  return out;
+}
+
 /// A new disposable image at `file` (which must not exist) holding the template `tpl`'s
 /// file system, as a detached mount that is not durable. The file is made sparse and empty
 /// and attached first, and the template's blocks are written through the loop device: the
@@ -229,46 +262,25 @@ result<unique_fd> mount_backing(int backing, const fs::path& image, bool durable
 /// them: the host's file system is mounted with `discard`); written through the device,
 /// they stay in the page cache until the guest's syncfs, and then in the image's page cache.
 /// On failure nothing is left at `file`.
-result<unique_fd> mount_fresh(const fs::path& tpl, const fs::path& file) {
-  unique_fd in{::open(tpl.c_str(), O_RDONLY | O_CLOEXEC)};
-  if (!in) return os_failure("opening the workspace template " + tpl.string());
-  struct stat st {};
-  if (::fstat(in.get(), &st) != 0) return os_failure("stat " + tpl.string());
+result<unique_fd> mount_fresh(const workspace_template_blocks& tpl, const fs::path& file) {
   unique_fd out{::open(file.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600)};
   if (!out) return os_failure("creating the workspace image " + file.string());
   auto failed = [&](failure f) {
     ::unlink(file.c_str());
     return f;
   };
-  if (::ftruncate(out.get(), st.st_size) != 0)
+  if (::ftruncate(out.get(), tpl.size) != 0)
     return failed(os_failure("sizing the workspace image"));
   auto loop = attach_loop(out.get(), file.string());
   if (!loop) return failed(loop.error());
-  std::vector<char> buf(size_t{1} << 16);
-  off_t at = 0;
-  for (;;) {
-    off_t data = ::lseek(in.get(), at, SEEK_DATA);
-    if (data < 0) {
-      if (errno == ENXIO) break; // no data after `at`
-      return failed(os_failure("reading the workspace template's extents"));
+  for (auto& [at, bytes] : tpl.extents)
+    for (size_t done = 0; done < bytes.size();) {
+      auto w = ::pwrite(loop->second.get(), bytes.data() + done, bytes.size() - done,
+                        at + off_t(done));
+      if (w < 0 && errno == EINTR) continue;
+      if (w <= 0) return failed(os_failure("writing the workspace image " + loop->first));
+      done += size_t(w);
     }
-    off_t hole = ::lseek(in.get(), data, SEEK_HOLE);
-    if (hole < 0) return failed(os_failure("reading the workspace template's extents"));
-    for (off_t pos = data; pos < hole;) {
-      auto n =
-          ::pread(in.get(), buf.data(), std::min<size_t>(buf.size(), size_t(hole - pos)), pos);
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) return failed(os_failure("reading the workspace template"));
-      for (ssize_t done = 0; done < n;) {
-        auto w = ::pwrite(loop->second.get(), buf.data() + done, size_t(n - done), pos + done);
-        if (w < 0 && errno == EINTR) continue;
-        if (w <= 0) return failed(os_failure("writing the workspace image " + loop->first));
-        done += w;
-      }
-      pos += n;
-    }
-    at = hole;
-  }
   auto mnt = mount_loop(std::move(*loop), false);
   if (!mnt) return failed(mnt.error());
   return mnt;
@@ -413,12 +425,12 @@ void workspace_disks::fill() {
     lock.unlock();
     std::optional<ready_image> made;
     std::string error;
-    auto tpl = template_for(p, uid, gid);
+    auto tpl = blocks_for(p, uid, gid);
     const auto file = dir_ / (std::string{staging_prefix} + "ready-" + key + "-" +
                               std::to_string(seq++) + "-" + std::to_string(::getpid()));
     if (!tpl) {
       error = tpl.error().message;
-    } else if (auto mnt = mount_fresh(*tpl, file); !mnt) {
+    } else if (auto mnt = mount_fresh(**tpl, file); !mnt) {
       error = mnt.error().message;
     } else {
       made = ready_image{file, std::move(*mnt)};
@@ -494,6 +506,28 @@ result<fs::path> workspace_disks::template_for(const workspace_quota& q, uid_t u
   return path;
 }
 
+result<std::shared_ptr<const workspace_template_blocks>>
+workspace_disks::blocks_for(const workspace_quota& q, uid_t uid, gid_t gid) {
+  auto tpl = template_for(q, uid, gid);
+  if (!tpl) return tpl.error();
+  auto key = tpl->filename().string();
+  struct stat st {};
+  if (::stat(tpl->c_str(), &st) != 0) return os_failure("stat " + tpl->string());
+  {
+    std::lock_guard<std::mutex> lock{blocks_mu_};
+    auto i = blocks_.find(key);
+    if (i != blocks_.end() && i->second->dev == st.st_dev && i->second->ino == st.st_ino)
+      return i->second;
+  }
+  auto read = read_template_blocks(*tpl);
+  if (!read) return read.error();
+  auto blocks = std::make_shared<const workspace_template_blocks>(std::move(*read));
+  std::lock_guard<std::mutex> lock{blocks_mu_};
+  if (blocks_.size() >= 2 * max_pools && !blocks_.count(key)) blocks_.erase(blocks_.begin());
+  blocks_[key] = blocks;
+  return blocks;
+}
+
 result<bool> workspace_disks::create_image(const fs::path& image, const workspace_quota& q,
                                            uid_t uid, gid_t gid, bool reserve) {
   if (q.mib == 0 || q.inodes == 0)
@@ -538,7 +572,9 @@ result<bool> workspace_disks::copy_image(const fs::path& image, const workspace_
   if (!tpl) return tpl.error();
   if (!disposable) return sparse_copy(*tpl, image);
   // Made and mounted as the filler makes its images, handed over to mount_detached alike.
-  auto mnt = mount_fresh(*tpl, image);
+  auto blocks = blocks_for(q, uid, gid);
+  if (!blocks) return blocks.error();
+  auto mnt = mount_fresh(**blocks, image);
   if (!mnt) return mnt.error();
   if (auto key = inode_of(image)) {
     auto& t = handovers();

@@ -9,11 +9,14 @@
 #include <deque>
 #include <filesystem>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
 #include <sys/types.h>
 #include <thread>
+#include <utility>
+#include <vector>
 
 /// A guest's /workspace as a file system of its own, so that the kernel enforces its size and
 /// inode count: an ext4 image in a sparse file next to the guest's other state, on a loop
@@ -54,6 +57,15 @@ constexpr size_t max_workspace_pool = 16;
 /// GUESTFLOW_WORKSPACE_POOL's value (null or empty: the default, 2) as the number of quota
 /// images kept ready per size; anything but an integer in 0..16 is refused, naming it.
 result<size_t> workspace_pool_from(const char* value);
+
+/// A workspace template's size and data extents (its holes left out), in memory: each fresh
+/// image is written from them. `dev` and `ino` name the template file they were read from.
+struct workspace_template_blocks {
+  off_t size = 0;
+  dev_t dev = 0;
+  ino_t ino = 0;
+  std::vector<std::pair<off_t, std::string>> extents; ///< offset, bytes
+};
 
 class workspace_disks {
 public:
@@ -113,6 +125,10 @@ private:
   result<bool> copy_image(const std::filesystem::path& image, const workspace_quota& q,
                           uid_t uid, gid_t gid, bool disposable);
   result<std::filesystem::path> template_for(const workspace_quota& q, uid_t uid, gid_t gid);
+  /// The template's blocks, read once per template file (a template replaced at its path is
+  /// read again).
+  result<std::shared_ptr<const workspace_template_blocks>> blocks_for(const workspace_quota& q,
+                                                                      uid_t uid, gid_t gid);
 
   /// One image copied, attached and mounted ahead of a create.
   struct ready_image {
@@ -132,6 +148,8 @@ private:
   std::filesystem::path dir_;
   std::string mke2fs_;
   std::mutex mu_; ///< one template build at a time
+  std::mutex blocks_mu_;
+  std::map<std::string, std::shared_ptr<const workspace_template_blocks>> blocks_; ///< by name
 
   std::mutex pool_mu_;
   std::condition_variable pool_cv_;

@@ -233,7 +233,7 @@ TEST_F(coordinator_test, events_arrive_in_order_with_gapless_seq_and_the_guest_i
   EXPECT_EQ(name.rfind("gf-x-abc123-", 0), 0u);
   EXPECT_EQ(name.size(), 22u);
   EXPECT_EQ(s->log,
-            (std::vector<std::string>{"create " + name, "put sb-1 /workspace/run/bundle",
+            (std::vector<std::string>{"create " + name, "put sb-1 /workspace/.run-bundle",
                                       "stream sb-1", "cancel", "delete sb-1"}));
   auto st = stats();
   EXPECT_EQ(st.accepted, 1u);

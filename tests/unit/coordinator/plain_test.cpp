@@ -291,7 +291,7 @@ TEST(flow_spec, builds_the_execution_of_a_run) {
   EXPECT_EQ(spec->create.auto_pause_after_seconds, std::optional<uint32_t>{720});
   // One upload: the runner's files (not the unpacker, passed as the command) and the spec.
   ASSERT_EQ(spec->uploads.size(), 1u);
-  EXPECT_EQ(spec->uploads[0].path, "/workspace/run/bundle");
+  EXPECT_EQ(spec->uploads[0].path, "/workspace/.run-bundle");
   auto files = bundle_files(spec->uploads[0].content.str());
   ASSERT_EQ(files.size(), 3u);
   EXPECT_EQ(files[0], (std::pair<std::string, std::string>{"lfx_path.py", "# lfx"}));
@@ -305,7 +305,7 @@ TEST(flow_spec, builds_the_execution_of_a_run) {
   EXPECT_EQ(spec->command.cmd, "timeout");
   EXPECT_EQ(spec->command.args,
             (std::vector<std::string>{"--kill-after=5", "600", "python3", "-c", "# unpack",
-                                      "/workspace/run/bundle", "/tmp/run"}));
+                                      "/workspace/.run-bundle", "/tmp/run"}));
   EXPECT_EQ(spec->timeout_seconds, 600u);
   EXPECT_TRUE(spec->stream);
 }
@@ -375,8 +375,8 @@ TEST(flow_spec, every_run_shares_the_embedded_part_of_its_bundle) {
 
 TEST(flow_spec, the_guest_unpacks_the_bundle_and_runs_the_runner_as_python3_runs_it) {
   // The real embedded files, unpacked by the real unpacker from a directory standing in for
-  // /workspace/run into one standing in for /tmp/run: every file comes back byte for byte,
-  // the bundle and its emptied directory are gone, and the runner runs the flow.
+  // /workspace into one standing in for /tmp/run: every file comes back byte for byte, the
+  // bundle is gone (its directory, the workspace, stays), and the runner runs the flow.
   auto flow = test_support::slurp(GUESTFLOW_SOURCE_DIR "/examples/flows/hello.json");
   auto req = decode<run_request>(R"({"flow":)" + flow + "}");
   ASSERT_TRUE(req) << req.error().message;
@@ -386,7 +386,7 @@ TEST(flow_spec, the_guest_unpacks_the_bundle_and_runs_the_runner_as_python3_runs
   auto upload = dir.path() / "upload";
   auto run = dir.path() / "run";
   std::filesystem::create_directory(upload);
-  auto bundle = upload / "bundle";
+  auto bundle = upload / ".run-bundle";
   {
     std::ofstream f{bundle, std::ios::binary};
     f << spec->uploads[0].content.str();
@@ -400,8 +400,8 @@ TEST(flow_spec, the_guest_unpacks_the_bundle_and_runs_the_runner_as_python3_runs
   auto frames = test_support::slurp(out.string());
   EXPECT_NE(frames.find(R"("t":"note")"), std::string::npos) << frames;
   EXPECT_EQ(frames.substr(frames.rfind('{')), "{\"t\":\"done\"}\n") << frames;
-  EXPECT_FALSE(std::filesystem::exists(upload))
-      << "the bundle read, then removed with its directory";
+  EXPECT_TRUE(std::filesystem::is_directory(upload));
+  EXPECT_TRUE(std::filesystem::is_empty(upload)) << "the bundle read, then removed";
   EXPECT_EQ(std::filesystem::status(run).permissions() & std::filesystem::perms::all,
             std::filesystem::perms::owner_all);
   for (auto& a : guest_assets()) {
