@@ -1,15 +1,19 @@
 """The python waiter's `guestflow:runner` preload keeps up with the runner: every standard
 library module a runner piece imports at module level, and every lfx module lfx_path.load()
-imports, is in the waiter's lists (controlplane/local/service/python_waiter.py). Static: the
-files are parsed, nothing guest-side runs on the host."""
+imports, is in the waiter's lists (controlplane/local/service/python_waiter.py); static, the
+files parsed. And the program it compiles ahead with it (MAIN, the flow run's unpacker) runs
+as the code object compile() makes, any other `-c` source compiled as python3 would: the
+waiter's own functions in a fresh python3, on test programs only."""
 
 from __future__ import annotations
 
 import ast
 import json
+import os
 import pathlib
 import subprocess
 import sys
+import tempfile
 import unittest
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -83,6 +87,60 @@ class RunnerPreload(unittest.TestCase):
                 wanted.add(node.module)
         self.assertTrue(wanted)
         self.assertEqual(wanted - preloaded, set())
+
+
+# The waiter loaded as a fork template loads it (its code, not run), its preload of
+# guestflow:runner with MAIN, then each of RUNS (a `-c` source) through its _run with
+# compile() watched: per run, whether compile() was called for that source, and its status.
+RUN_WAITER = r"""
+import builtins, json, sys
+WAITER, FIFO, MAIN, RUNS = sys.argv[1], sys.argv[2], sys.argv[3], json.loads(sys.argv[4])
+sys.argv = ["-c", FIFO, "guestflow:runner", MAIN]
+w = {"__name__": "guestflow_waiter", "__builtins__": __builtins__, "_FORKED": True}
+exec(compile(open(WAITER).read(), "<python_waiter>", "exec"), w)
+w["_preload"](w["_PRELOAD"])
+real, seen = builtins.compile, []
+builtins.compile = lambda src, *a, **k: (seen.append(src), real(src, *a, **k))[1]
+out = []
+for src in RUNS:
+    seen.clear()
+    try:
+        w["_run"](None, ["-c"], src)
+        status = 0
+    except SystemExit as e:
+        status = e.code
+    out.append([src in seen, status])
+print("RESULT " + json.dumps(out), flush=True)
+"""
+
+
+class PrecompiledMain(unittest.TestCase):
+    def run_waiter(self, main: str, runs: list) -> tuple:
+        with tempfile.TemporaryDirectory() as d:
+            fifo = os.path.join(d, "fifo")
+            p = subprocess.run([sys.executable, "-I", "-c", RUN_WAITER, str(WAITER), fifo, main,
+                                json.dumps(runs)], capture_output=True, text=True, timeout=120)
+            self.assertEqual(p.returncode, 0, p.stderr)
+            report = pathlib.Path(fifo + ".preload")
+            problems = report.read_text() if report.exists() else ""
+        result = [line for line in p.stdout.splitlines() if line.startswith("RESULT ")]
+        self.assertEqual(len(result), 1, p.stdout)
+        return json.loads(result[0][len("RESULT "):]), p.stdout, p.stderr, problems
+
+    def test_main_runs_precompiled_and_another_source_is_compiled(self) -> None:
+        main = "import sys\nprint('main ran as', __name__, sys.argv)\n"
+        other = "print('other ran')\n"
+        got, out, _, problems = self.run_waiter(main, [main, other])
+        self.assertEqual(got, [[False, 0], [True, 0]])
+        self.assertIn("main ran as __main__ ['-c']", out)
+        self.assertIn("other ran", out)
+        self.assertEqual(problems, "")
+
+    def test_a_main_that_does_not_compile_is_reported_and_its_run_fails_as_python3s(self):
+        got, _, err, problems = self.run_waiter("def (:\n", ["def (:\n"])
+        self.assertIn("guestflow:runner: SyntaxError", problems)
+        self.assertEqual(got, [[True, 1]])  # compiled again at the run: python3's error
+        self.assertIn("SyntaxError", err)
 
 
 if __name__ == "__main__":

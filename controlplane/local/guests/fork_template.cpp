@@ -2,7 +2,9 @@
 
 #include "controlplane/local/guests/cgroups.hpp"
 #include "controlplane/local/guests/guest_init.hpp"
+#include "messages/image.hpp"
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <csignal>
@@ -195,6 +197,17 @@ void fork_template::kill_stale(guest_backend& backend) {
   }
 }
 
+std::vector<std::string> waiter_preload_args(const std::vector<std::string>& preload) {
+  std::string modules;
+  for (const auto& m : preload)
+    modules += (modules.empty() ? "" : ",") + m;
+  if (modules.empty()) return {};
+  std::vector<std::string> out{modules};
+  if (std::find(preload.begin(), preload.end(), preload_runner) != preload.end())
+    out.emplace_back(flow_run_main_script);
+  return out;
+}
+
 result<std::unique_ptr<fork_template>> fork_template::start(
     guest_backend& backend, const guest_spec& pool_spec, const std::vector<std::string>& env,
     const std::vector<std::string>& preload, const std::string& waiter, size_t slot) {
@@ -228,9 +241,8 @@ result<std::unique_ptr<fork_template>> fork_template::start(
   spec.envs.clear();
   spec.mounts.clear();
   spec.shape_info.mem_mib = std::max(spec.shape_info.mem_mib, template_min_mib);
-  std::string modules;
-  for (const auto& m : preload)
-    modules += (modules.empty() ? "" : ",") + m;
+  auto preload_args = waiter_preload_args(preload);
+  if (preload_args.empty()) preload_args.emplace_back(); // PRELOAD: none
   const auto spool = t->spool_;
   spec.launch = [&](const launch_request& base) -> result<launched_init> {
     // The guests' deny-list, which each clone stacks (the template runs without it).
@@ -254,7 +266,10 @@ result<std::unique_ptr<fork_template>> fork_template::start(
     req.template_command.insert(req.template_command.end(), env.begin(), env.end());
     req.template_command.insert(
         req.template_command.end(),
-        {"python3", "-c", fork_template_script, spool.string(), modules, waiter});
+        {"python3", "-c", fork_template_script, spool.string(), preload_args[0], waiter});
+    // After WAITER: what the waiter takes after its preload (the flow run's program).
+    req.template_command.insert(req.template_command.end(), preload_args.begin() + 1,
+                                preload_args.end());
     req.timeout = template_timeout;
     return launch_guest_init(req);
   };

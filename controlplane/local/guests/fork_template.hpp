@@ -25,6 +25,14 @@ namespace guestflow::local {
 
 /// The template's guest-side program (guests/fork_template.py, compiled in).
 extern const char* const fork_template_script;
+/// guest/unpack_run.py, the `python3 -c` program of every flow run serve sends, compiled in
+/// beside them: a waiter that preloads `guestflow:runner` is given it and compiles it ahead
+/// (a run whose source differs, a server of another build, is compiled as python3 would).
+extern const char* const flow_run_main_script;
+/// A python waiter's arguments after its FIFO (a fork template's after its own): the preload,
+/// comma-separated, then flow_run_main_script when it has `guestflow:runner`. Empty without
+/// a preload.
+std::vector<std::string> waiter_preload_args(const std::vector<std::string>& preload);
 
 class fork_template {
 public:

@@ -3,8 +3,9 @@
 # launches (uid 60000 in its own user namespace, CAP_SYS_ADMIN, CAP_SETPCAP and
 # CAP_NET_ADMIN there and nowhere else, no seccomp). Never run it on the host.
 #
-# `python3 -c THIS SPOOL PRELOAD WAITER`: imports PRELOAD as the python waiter does (WAITER
-# is python_waiter.py's source: its _preload, and its request handling for the run), backs
+# `python3 -c THIS SPOOL PRELOAD WAITER [MAIN]`: imports PRELOAD as the python waiter does
+# (WAITER is python_waiter.py's source: its _preload, and its request handling for the run;
+# MAIN what it compiles ahead with guestflow:runner, python_waiter.py's argument), backs
 # what that made with huge pages where it can (collapse_heap), then connects to
 # SPOOL/ctl.sock, says "template", one "problem ..." line per module that failed, and
 # "ready"; signals the launch on fd 3. It is the child of a keeper (keep())
@@ -51,6 +52,7 @@ for _f in ("mount", "sethostname", "unshare", "prctl", "capset", "syscall", "mad
     getattr(libc, _f)
 
 SPOOL, PRELOAD, WAITER = sys.argv[1], [m for m in sys.argv[2].split(",") if m], sys.argv[3]
+MAIN = sys.argv[4:5]
 KEEPER = None  # the template's end of its socket to the keeper (keep())
 CLONE_NEWNS, CLONE_NEWCGROUP, CLONE_NEWUTS = 0x20000, 0x02000000, 0x04000000
 CLONE_NEWIPC, CLONE_NEWPID, CLONE_NEWNET = 0x08000000, 0x20000000, 0x40000000
@@ -460,7 +462,7 @@ def main():
     empty_bounding_set()
     # The waiter's code, not run: its _preload (the image's modules, guestflow:runner's
     # expansion) here, its _main/_run in each run.
-    sys.argv = ["-c", "/tmp/.fork-template", ",".join(PRELOAD)]
+    sys.argv = ["-c", "/tmp/.fork-template", ",".join(PRELOAD)] + MAIN
     waiter = {"__name__": "guestflow_waiter", "__builtins__": __builtins__, "_FORKED": True}
     exec(compile(WAITER, "<python_waiter>", "exec"), waiter)
     if PRELOAD:

@@ -2,6 +2,7 @@
 
 #include "common/unique_fd.hpp"
 #include "controlplane/local/guests/cgroups.hpp"
+#include "controlplane/local/guests/fork_template.hpp"
 #include "controlplane/local/guests/guest_exec.hpp"
 
 #include <algorithm>
@@ -195,14 +196,12 @@ python_waiter::start(guest_backend& backend, const guest_runtime& g,
                      const std::map<std::string, std::string>& envs,
                      const std::vector<std::string>& preload) {
   exec_request req{"python3", {"-c", python_waiter_script, std::string{"/"} + fifo_in_guest}};
-  std::string modules;
-  for (const auto& m : preload)
-    modules += (modules.empty() ? "" : ",") + m;
-  if (!modules.empty()) req.args.push_back(modules);
+  for (auto& a : waiter_preload_args(preload))
+    req.args.push_back(std::move(a));
   auto p = backend.start_exec(g, req, envs);
   if (!p) return p.error();
   return std::unique_ptr<python_waiter>{
-      new python_waiter(backend, g, *p, exec_environment(envs), !modules.empty())};
+      new python_waiter(backend, g, *p, exec_environment(envs), !preload.empty())};
 }
 
 std::optional<std::string>

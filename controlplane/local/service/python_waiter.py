@@ -6,7 +6,10 @@
 # Imports cost start-up CPU the waiter must not add: C modules only (`_signal`, not `signal`
 # and its enum), and what python3 itself already loaded. With a PRELOAD argument
 # (`python3 -c THIS FIFO M1,M2`: the image's preload) it imports those modules first, the
-# same for every guest of the pool and nothing of any caller's.
+# same for every guest of the pool and nothing of any caller's. With guestflow:runner in it,
+# MAIN (`python3 -c THIS FIFO PRELOAD MAIN`: guest/unpack_run.py, every flow run's `-c`
+# program) is compiled too: a `-c` run of exactly that source then runs that code object,
+# the one compile() would make.
 import _signal
 import os
 import select
@@ -16,6 +19,8 @@ _SourceFileLoader = sys.modules["_frozen_importlib_external"].SourceFileLoader
 
 _FIFO = sys.argv[1]
 _PRELOAD = [m for m in sys.argv[2].split(",") if m] if len(sys.argv) > 2 else []
+_MAIN = sys.argv[3] if len(sys.argv) > 3 else None
+_COMPILED = {}  # a `-c` source -> its code object, made by the preload
 _MAGIC = b"guestflow-waiter-1"
 _KILL_AFTER = 5  # the only `--kill-after` the server hands over
 _RUNNER = "guestflow:runner"
@@ -58,6 +63,11 @@ def _preload(names):
             if name == _RUNNER:
                 failed += _import_all(_RUNNER_STDLIB, False)
                 _import_all(_RUNNER_LFX, True)
+                if _MAIN is not None:
+                    try:
+                        _COMPILED[_MAIN] = compile(_MAIN, "<string>", "exec", dont_inherit=True)
+                    except (SyntaxError, ValueError) as e:  # its runs then fail as python3's
+                        failed.append("%s: %s: %s" % (name, type(e).__name__, e))
             else:
                 failed += _import_all([name], False)
         for f in (sys.stdout, sys.stderr):
@@ -223,7 +233,9 @@ def _run(path, argv, source):
     sys.modules["__main__"] = main
     try:
         try:
-            code = compile(source, name, "exec", dont_inherit=True)
+            code = _COMPILED.get(source) if path is None else None
+            if code is None:
+                code = compile(source, name, "exec", dont_inherit=True)
         except (SyntaxError, ValueError):
             if path is not None and b"PK\x05\x06" in source[-65558:]:  # a zip: python3 runs it
                 _exec_real(argv)

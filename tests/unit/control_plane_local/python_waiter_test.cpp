@@ -2,10 +2,13 @@
 // exactly `python3 FILE…` or `python3 -c CODE…`, alone or under `timeout --kill-after=5 N`,
 // with an environment
 // that leaves python3's start-up as the waiter's was; and the request it then writes.
+#include "controlplane/local/guests/fork_template.hpp"
 #include "controlplane/local/guests/guest_exec.hpp"
 #include "controlplane/local/service/python_waiter.hpp"
 
+#include <fstream>
 #include <gtest/gtest.h>
+#include <sstream>
 
 namespace guestflow::local {
 namespace {
@@ -115,6 +118,20 @@ TEST(python_waiter, the_embedded_script_is_the_waiter) {
   std::string script = python_waiter_script;
   EXPECT_EQ(script.rfind("# guestflow python waiter", 0), 0u);
   EXPECT_NE(script.find("_run(*_main())"), std::string::npos);
+}
+
+TEST(python_waiter, a_runner_preload_also_gets_the_flow_runs_program_to_compile_ahead) {
+  EXPECT_TRUE(waiter_preload_args({}).empty());
+  EXPECT_EQ(waiter_preload_args({"pandas", "numpy"}),
+            (std::vector<std::string>{"pandas,numpy"}));
+  auto args = waiter_preload_args({"pandas", "guestflow:runner"});
+  ASSERT_EQ(args.size(), 2u);
+  EXPECT_EQ(args[0], "pandas,guestflow:runner");
+  // Exactly the program serve sends a flow run's guest: the waiter matches it byte for byte.
+  std::ifstream f{GUESTFLOW_SOURCE_DIR "/guest/unpack_run.py", std::ios::binary};
+  std::stringstream unpack;
+  unpack << f.rdbuf();
+  EXPECT_EQ(args[1], unpack.str());
 }
 
 } // namespace
