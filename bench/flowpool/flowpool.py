@@ -302,6 +302,7 @@ class ClosedLoop:
             self.sel.unregister(conn["sock"])
             conn["sock"].close()
         conn["sock"] = socket.create_connection(("127.0.0.1", self.port), timeout=120)
+        conn["sock"].setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # as http.client
         self.sel.register(conn["sock"], selectors.EVENT_READ, conn)
 
     def _reopen(self, conn):
