@@ -46,6 +46,23 @@ std::string template_name(const workspace_quota& q, uid_t uid, gid_t gid) {
          std::to_string(uid) + "-" + std::to_string(gid) + ".img";
 }
 
+/// The data extents of the file `fd`, [start, end) each, its holes left out (SEEK_DATA and
+/// SEEK_HOLE).
+result<std::vector<std::pair<off_t, off_t>>> data_extents(int fd) {
+  std::vector<std::pair<off_t, off_t>> out;
+  for (off_t at = 0;;) {
+    off_t data = ::lseek(fd, at, SEEK_DATA);
+    if (data < 0) {
+      if (errno == ENXIO) return out; // no data after `at`
+      return os_failure("reading the workspace template's extents");
+    }
+    off_t hole = ::lseek(fd, data, SEEK_HOLE);
+    if (hole < 0) return os_failure("reading the workspace template's extents");
+    out.emplace_back(data, hole);
+    at = hole;
+  }
+}
+
 /// Copies `src` to the new file `dst` keeping its holes: a reflink when the host file
 /// system can, else only the data extents (SEEK_DATA / SEEK_HOLE, copy_file_range).
 result<bool> sparse_copy(const fs::path& src, const fs::path& dst) {
@@ -61,22 +78,18 @@ result<bool> sparse_copy(const fs::path& src, const fs::path& dst) {
     return f;
   };
   if (::ioctl(out.get(), FICLONE, in.get()) == 0) return true;
-  off_t at = 0;
-  for (;;) {
-    off_t data = ::lseek(in.get(), at, SEEK_DATA);
-    if (data < 0) {
-      if (errno == ENXIO) break; // no data after `at`
-      return failed("reading the workspace template's extents");
-    }
-    off_t hole = ::lseek(in.get(), data, SEEK_HOLE);
-    if (hole < 0) return failed("reading the workspace template's extents");
+  auto extents = data_extents(in.get());
+  if (!extents) {
+    ::unlink(dst.c_str());
+    return extents.error();
+  }
+  for (auto [data, hole] : *extents) {
     loff_t from = data, to = data;
     while (from < hole) {
       auto n = ::copy_file_range(in.get(), &from, out.get(), &to, size_t(hole - from), 0);
       if (n < 0 && errno == EINTR) continue;
       if (n <= 0) return failed("copying the workspace template");
     }
-    at = hole;
   }
   if (::ftruncate(out.get(), st.st_size) != 0) return failed("sizing the workspace image");
   return true;
@@ -232,15 +245,9 @@ result<workspace_template_blocks> read_template_blocks(const fs::path& tpl) {
   out.size = st.st_size;
   out.dev = st.st_dev;
   out.ino = st.st_ino;
-  off_t at = 0;
-  for (;;) {
-    off_t data = ::lseek(in.get(), at, SEEK_DATA);
-    if (data < 0) {
-      if (errno == ENXIO) break; // no data after `at`
-      return os_failure("reading the workspace template's extents");
-    }
-    off_t hole = ::lseek(in.get(), data, SEEK_HOLE);
-    if (hole < 0) return os_failure("reading the workspace template's extents");
+  auto extents = data_extents(in.get());
+  if (!extents) return extents.error();
+  for (auto [data, hole] : *extents) {
     std::string bytes(size_t(hole - data), '\0');
     for (size_t got = 0; got < bytes.size();) {
       auto n = ::pread(in.get(), bytes.data() + got, bytes.size() - got, data + off_t(got));
@@ -249,7 +256,6 @@ result<workspace_template_blocks> read_template_blocks(const fs::path& tpl) {
       got += size_t(n);
     }
     out.extents.emplace_back(data, std::move(bytes));
-    at = hole;
   }
   return out;
 }
