@@ -255,8 +255,8 @@ def load(serve, graph, k, runs, before_each=None):
     """`runs` runs, `k` at a time, each of k kept connections back to back (or after
     `before_each()`): latencies (ms, from a run's request to its whole answer) and wall time.
     One thread and a selector with each run's request prebuilt: the caller's CPU competes
-    with serve's on this host, and http.client's threads cost a pooled run 0.68 ms of it
-    against 0.22 so (bench/README.md, "The bench's own client")."""
+    with serve's on this host, and a thread per connection with http.client cost about three
+    times as much a run (client_ab.py; bench/README.md, "The runs of record at 708a40b")."""
     return ClosedLoop(serve.port, graph, before_each).run(k, runs)
 
 
