@@ -19,8 +19,8 @@ constexpr std::string_view bundle_path = "/workspace/.run-bundle";
 /// Where guest/unpack_run.py writes the runner's files and the run's own (spec.json,
 /// variables.json): the guest's /tmp, in its memory, as the same files are in a process
 /// without a guest. The unpacker unlinks the bundle before anything runs, and ext4 drops the
-/// pages of an unlinked file not yet written back: the exec's end (sync_workspace) writes a
-/// directory's metadata back through the loop device, not the runner's files or the secrets.
+/// pages of an unlinked file not yet written back: the exec's end (sync_workspace) writes the
+/// workspace's metadata back through the loop device, not the runner's files or the secrets.
 constexpr std::string_view run_dir = "/tmp/run";
 
 /// Langflow's output vertices: ChatOutput, TextOutput and DataOutput, by type or by the

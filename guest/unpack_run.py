@@ -8,8 +8,8 @@ import zlib
 
 
 def unpack(bundle, into):
-    """Reads the bundle, removes it, and writes each file (a
-    b"<size> <name>\\n" line, then its bytes; `X.gz` is X gzipped) into `into`, made 0700."""
+    """Reads the bundle, removes it, and writes each file (a b"<size> <name>\\n" line, then
+    its bytes; `X.gz` is X gzipped) into `into`, made 0700."""
     with open(bundle, "rb", buffering=0) as f:
         data = f.readall()
     # Before anything is written: ext4 drops an unlinked file's pages not yet written back, so

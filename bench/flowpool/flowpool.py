@@ -263,7 +263,8 @@ def load(serve, graph, k, runs, before_each=None):
 class ClosedLoop:
     """serve's flow runs over `k` kept HTTP/1.1 connections from one thread. An answer must be
     200 with a Content-Length and hold the run's input upper-cased (the flow's output); a
-    connection serve closed while idle is opened again and its request sent once more."""
+    connection serve closed while idle is opened again and its request sent once more (once:
+    a request whose new connection closes unanswered too is an error)."""
 
     def __init__(self, port, graph, before_each=None):
         self.port = port
@@ -285,6 +286,7 @@ class ClosedLoop:
         conn["want"] = text.upper().encode()
         conn["req"] = (self.head % len(body)).encode() + body
         conn["buf"] = b""
+        conn["resent"] = False
         conn["t0"] = time.monotonic()
         self._write(conn, reopen=True)
 
@@ -306,6 +308,9 @@ class ClosedLoop:
         self.sel.register(conn["sock"], selectors.EVENT_READ, conn)
 
     def _reopen(self, conn):
+        if conn["resent"]:
+            raise RuntimeError("serve closed the connection of a request sent twice, unanswered")
+        conn["resent"] = True
         self._connect(conn)
         conn["buf"] = b""
         self._write(conn, reopen=False)

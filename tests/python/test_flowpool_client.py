@@ -55,6 +55,9 @@ class Handler(http.server.BaseHTTPRequestHandler):
             self.server.runs += 1
             n = self.server.runs
         mode = self.server.mode
+        if mode == "mute":  # closed, never answered
+            self.close_connection = True
+            return
         text = json.loads(body)["inputs"][0]["input_value"]
         status, out = 200, json.dumps({"outputs": text.upper()}).encode()
         if mode == "fail" and n == 2:
@@ -156,6 +159,13 @@ class LoadLoop(unittest.TestCase):
             self.assertEqual(len(lat), 6, mode)
             self.assertEqual(srv.runs, 6, mode)  # "drop": each request sent once more, not twice
             self.assertEqual(srv.connections, 6, mode)
+
+    def test_a_request_closed_unanswered_twice_is_raised_not_sent_again(self):
+        srv = self.serve("mute")
+        with self.assertRaises(RuntimeError) as e:
+            fp.ClosedLoop(srv.server_address[1], {}).run(1, 3)
+        self.assertIn("sent twice", str(e.exception))
+        self.assertEqual(srv.runs, 2)
 
     def test_a_failed_or_wrong_answer_is_raised(self):
         for mode, why in (("fail", "500"), ("wrong", "something else")):
